@@ -1,0 +1,131 @@
+"""The `mepgen` command line. Each command hands its work to a stage; user errors exit non-zero with one line."""
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .errors import MepgenError
+
+
+class Context:
+    def __init__(self, verbose: int):
+        self.verbose = verbose
+
+    def log(self, msg: str, level: int = 1) -> None:
+        if self.verbose >= level:
+            click.echo(msg, err=True)
+
+
+class MepgenGroup(click.Group):
+    """Turns MepgenError (and any unexpected error) into one line on stderr and a non-zero exit."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except MepgenError as e:
+            click.echo(f"mepgen: {e}", err=True)
+            sys.exit(e.exit_code)
+        except KeyboardInterrupt:
+            click.echo("mepgen: interrupted", err=True)
+            sys.exit(130)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
+            raise
+        except Exception as e:  # a bug in mepgen: say so in one line, details with -v
+            verbose = ctx.obj.verbose if isinstance(ctx.obj, Context) else 0
+            if verbose:
+                traceback.print_exc()
+            click.echo(f"mepgen: internal error: {type(e).__name__}: {e} (rerun with -v for details)", err=True)
+            sys.exit(70)
+
+
+@click.group(cls=MepgenGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="mepgen")
+@click.option("-v", "--verbose", count=True, help="More detail on stderr (repeat for more).")
+@click.pass_context
+def main(ctx, verbose):
+    """mepgen: cut hotspot CUDA kernels out of an application into Minimal Executable Programs (MEPs),
+    optimize them in seconds per attempt, and patch the winners back.
+
+    Every stage reads and writes plain files under `.mepgen/` at the application's root.
+    """
+    ctx.obj = Context(verbose)
+
+
+def _emit_json(obj) -> None:
+    click.echo(json.dumps(obj, indent=1))
+
+
+@main.command()
+@click.argument("app", type=click.Path(path_type=Path))
+@click.option("-p", "--compile-commands", "compile_commands", type=click.Path(path_type=Path),
+              help="compile_commands.json, or the folder holding it (default: APP/ and its build folders).")
+@click.option("-I", "include_dirs", multiple=True, help="Extra include folder for parsing (repeatable).")
+@click.option("-D", "defines", multiple=True, help="Extra macro definition NAME[=VALUE] (repeatable).")
+@click.option("--profile", type=click.Path(path_type=Path),
+              help="Nsight Systems cuda_gpu_kern_sum CSV or Nsight Compute CSV to rank hotspots by measured time.")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Parallel parser processes (0: one per core).")
+@click.option("--no-cache", is_flag=True, help="Reparse every file, ignoring .mepgen/cache.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary instead of a table.")
+@click.pass_obj
+def extract(obj: Context, app, compile_commands, include_dirs, defines, profile, jobs, no_cache, as_json):
+    """Find every kernel, launch site and dependency of the application in APP and rank the hotspots.
+
+    Writes APP/.mepgen/inventory.json.
+    """
+    from .extract import ExtractOptions, extract as run_extract
+    from .listing import kernel_table
+
+    opts = ExtractOptions(compile_commands=compile_commands, include_dirs=list(include_dirs),
+                          defines=list(defines), profile=profile, jobs=jobs, use_cache=not no_cache)
+    inv = run_extract(app, opts, log=obj.log)
+    summary = {
+        "inventory": str(Path(inv["app_root"]) / ".mepgen" / "inventory.json"),
+        "kernels": len(inv["kernels"]),
+        "launch_sites": sum(len(k["launch_sites"]) for k in inv["kernels"]),
+        "translation_units": len(inv["translation_units"]),
+        "skipped_files": [s["file"] for s in inv["skipped"]],
+        "flags_source": inv["flags_source"],
+        "ranking_basis": inv["ranking_basis"],
+    }
+    if as_json:
+        _emit_json(summary)
+        return
+    click.echo(kernel_table(inv))
+    click.echo(f"\n{summary['kernels']} kernels, {summary['launch_sites']} launch sites in "
+               f"{summary['translation_units']} translation units; flags: {summary['flags_source']}")
+    click.echo(f"ranking: {summary['ranking_basis']}")
+    if inv["skipped"]:
+        click.echo(f"skipped {len(inv['skipped'])} file(s) that failed to parse: "
+                   + ", ".join(s["file"] for s in inv["skipped"]) + " (details with -v)")
+    if inv.get("profile_unmatched"):
+        click.echo(f"profiled kernels not in the sources: {', '.join(inv['profile_unmatched'])}")
+    click.echo(f"wrote {summary['inventory']}")
+
+
+@main.command("list")
+@click.option("-C", "--app", "app", type=click.Path(path_type=Path), default=None,
+              help="The application's folder (default: found from the current folder upwards).")
+@click.option("--json", "as_json", is_flag=True, help="Print the ranked kernels as JSON.")
+@click.pass_obj
+def list_(obj: Context, app, as_json):
+    """Print the ranked kernels of the inventory as a table."""
+    from .inventory import load
+    from .listing import kernel_rows, kernel_table
+    from .workspace import Workspace
+
+    ws = Workspace(app) if app else Workspace.find()
+    inv = load(ws.inventory_path)
+    if as_json:
+        _emit_json(kernel_rows(inv))
+    else:
+        click.echo(kernel_table(inv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

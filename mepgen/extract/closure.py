@@ -1,0 +1,260 @@
+"""A kernel's dependency closure: everything it needs to compile away from its application.
+
+Walks the kernel's AST and, transitively, the AST of what it references: `__device__` functions,
+struct/class/union types, typedefs and aliases, enums, templates, `__constant__`/`__device__`/`__managed__`
+globals and namespace-scope constants, the macros used by any of these (and by those macros), and the
+headers all of this lives in. Only declarations in the application's files are members; what comes from
+system or toolkit headers is reached through the kernel file's own `#include`s, which are recorded.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .clang import specialized_template
+from .kernels import FUNCTION_KINDS, is_device_function, is_kernel
+from .source import SourceFiles, extent_json, qualified_name
+
+TYPE_KINDS = {"STRUCT_DECL": "type", "CLASS_DECL": "type", "UNION_DECL": "type", "CLASS_TEMPLATE": "type",
+              "CLASS_TEMPLATE_PARTIAL_SPECIALIZATION": "type", "ENUM_DECL": "enum",
+              "TYPEDEF_DECL": "typedef", "TYPE_ALIAS_DECL": "typedef", "TYPE_ALIAS_TEMPLATE_DECL": "typedef"}
+SCOPE_KINDS = ("NAMESPACE", "STRUCT_DECL", "CLASS_DECL", "CLASS_TEMPLATE", "UNION_DECL")
+
+
+def _walk(cursor):
+    yield cursor
+    for c in cursor.get_children():
+        yield from _walk(c)
+
+
+def _namespaces(cursor) -> list[str]:
+    out, c = [], cursor.semantic_parent
+    while c is not None and c.kind.name != "TRANSLATION_UNIT":
+        if c.kind.name == "NAMESPACE":
+            out.append(c.spelling)  # '' for an anonymous namespace
+        c = c.semantic_parent
+    return list(reversed(out))
+
+
+def _top_entity(decl):
+    """Members of a class or enum belong to their enclosing top-level declaration."""
+    c = decl
+    while c.semantic_parent is not None and c.semantic_parent.kind.name in (
+            "STRUCT_DECL", "CLASS_DECL", "CLASS_TEMPLATE", "UNION_DECL", "ENUM_DECL"):
+        c = c.semantic_parent
+    return c
+
+
+def _definition(decl):
+    if decl.kind.name == "FUNCTION_DECL" and specialized_template(decl) is not None:
+        decl = specialized_template(decl)
+    elif decl.kind.name in ("STRUCT_DECL", "CLASS_DECL") and specialized_template(decl) is not None:
+        decl = specialized_template(decl)
+    d = decl.get_definition()
+    return d if d is not None else decl
+
+
+def _global_space(decl) -> str | None:
+    for c in decl.get_children():
+        if c.kind.name == "CUDACONSTANT_ATTR":
+            return "constant"
+        if c.kind.name == "CUDADEVICE_ATTR":
+            return "device"
+    if any(c.kind.name == "UNEXPOSED_ATTR" and "managed" in (c.spelling or "") for c in decl.get_children()):
+        return "managed"
+    if decl.type.is_const_qualified() or "constexpr" in _first_tokens(decl):
+        return "host_const"
+    return None
+
+
+def _first_tokens(decl, n: int = 4) -> list[str]:
+    out = []
+    for t in decl.get_tokens():
+        out.append(t.spelling)
+        if len(out) >= n:
+            break
+    return out
+
+
+class ClosureBuilder:
+    """Closures for the kernels of one translation unit (shares what it learns between kernels)."""
+
+    def __init__(self, tops: list, src: SourceFiles, file_order: dict[str, int]):
+        self.tops = tops  # the translation unit's top-level cursors in the application's files
+        self.src = src
+        self.file_order = file_order
+        self.macro_defs: dict[str, object] = {}          # name -> MACRO_DEFINITION cursor in app files
+        self.expansions: dict[str, list[tuple[int, str]]] = defaultdict(list)  # file -> (offset, name)
+        self.device_by_name: dict[str, list] = defaultdict(list)
+        self.includes: dict[str, list[dict]] = defaultdict(list)  # file -> its #include directives
+        self._index()
+
+    def _index(self):
+        for c in self.tops:
+            f = c.location.file
+            k = c.kind.name
+            if k == "MACRO_DEFINITION":
+                self.macro_defs[c.spelling] = c
+            elif k == "MACRO_INSTANTIATION":
+                self.expansions[f.name].append((c.location.offset, c.spelling))
+            elif k == "INCLUSION_DIRECTIVE":
+                text = " ".join(t.spelling for t in c.get_tokens())
+                inc = c.get_included_file()
+                self.includes[f.name].append({
+                    "spelling": c.spelling, "angled": "<" in text,
+                    "resolved": self.src.rel(inc.name) if inc is not None and self.src.in_app(inc.name) else None,
+                    "line": c.location.line,
+                })
+        def visit(cursors):
+            for c in cursors:
+                if c.kind.name in ("NAMESPACE", "LINKAGE_SPEC"):
+                    visit(c.get_children())
+                elif c.kind.name in FUNCTION_KINDS and c.is_definition() and is_device_function(c):
+                    self.device_by_name[c.spelling].append(c)
+        visit(self.tops)
+
+    def _member(self, decl, kind: str) -> dict:
+        ext = extent_json(decl, self.src)
+        return {
+            "kind": kind,
+            "name": decl.spelling,
+            "qualified_name": qualified_name(decl),
+            "usr": decl.get_usr(),
+            **ext,
+            "namespaces": _namespaces(decl),
+            "order": [self.file_order.get(decl.extent.start.file.name, 1 << 20), decl.extent.start.offset],
+        }
+
+    def _macros_in(self, cursor) -> set[str]:
+        f = cursor.extent.start.file
+        if f is None:
+            return set()
+        lo, hi = cursor.extent.start.offset, cursor.extent.end.offset
+        return {name for off, name in self.expansions.get(f.name, ()) if lo <= off < hi and name in self.macro_defs}
+
+    def closure(self, kernel) -> dict:
+        members: dict[str, dict] = {}  # usr -> member
+        macros: set[str] = set()
+        todo = [kernel]
+        seen: set[str] = set()
+        while todo:
+            node = todo.pop()
+            key = node.get_usr() or f"{node.extent.start.file}:{node.extent.start.offset}"
+            if key in seen:
+                continue
+            seen.add(key)
+            macros |= self._macros_in(node)
+            for c in _walk(node):
+                for decl in self._references(c):
+                    decl = _top_entity(_definition(decl))
+                    f = decl.location.file
+                    if f is None or not self.src.in_app(f.name) or decl == kernel:
+                        continue
+                    kind = self._kind(decl)
+                    if kind is None:
+                        continue
+                    usr = decl.get_usr()
+                    if usr not in members:
+                        members[usr] = self._member(decl, kind)
+                        todo.append(decl)
+        macros = self._macro_closure(macros)
+        member_list = sorted(members.values(), key=lambda m: m["order"])
+        by_kind = defaultdict(list)
+        for m in member_list:
+            by_kind[m["kind"]].append(m)
+        macro_list = sorted((self._macro_json(self.macro_defs[n]) for n in macros), key=lambda m: m["order"])
+        kfile = kernel.extent.start.file.name
+        headers = sorted(({m["file"] for m in member_list} | {m["file"] for m in macro_list})
+                         - {self.src.rel(kfile)})
+        return {
+            "device_functions": by_kind["device_function"],
+            "types": by_kind["type"],
+            "typedefs": by_kind["typedef"],
+            "enums": by_kind["enum"],
+            "globals": by_kind["global"],
+            "macros": macro_list,
+            "headers": headers,
+            "includes": self.includes.get(kfile, []),
+            "header_includes": {h: self.includes.get(str(self.src.app_root / h), []) for h in headers},
+        }
+
+    def _references(self, c):
+        k = c.kind.name
+        if k in ("DECL_REF_EXPR", "MEMBER_REF_EXPR", "TYPE_REF", "TEMPLATE_REF", "CALL_EXPR"):
+            ref = c.referenced
+            if ref is not None:
+                yield ref
+            elif k == "CALL_EXPR" and c.spelling in self.device_by_name:
+                yield from self.device_by_name[c.spelling]
+        elif k == "OVERLOADED_DECL_REF":
+            yield from self.device_by_name.get(c.spelling, ())
+        elif k in ("VAR_DECL", "PARM_DECL", "FIELD_DECL"):
+            decl = c.type.get_canonical().get_declaration()
+            if decl is not None and decl.kind.name != "NO_DECL_FOUND":
+                yield decl
+
+    def _kind(self, decl) -> str | None:
+        k = decl.kind.name
+        if k in FUNCTION_KINDS:
+            if is_kernel(decl):
+                return "device_function"  # a kernel calling another kernel (dynamic parallelism)
+            if is_device_function(decl):
+                return "device_function"
+            return None
+        if k in TYPE_KINDS:
+            return TYPE_KINDS[k]
+        if k == "ENUM_CONSTANT_DECL":
+            return "enum"
+        if k == "VAR_DECL" and decl.semantic_parent is not None and \
+                decl.semantic_parent.kind.name in ("NAMESPACE", "TRANSLATION_UNIT", "LINKAGE_SPEC"):
+            space = _global_space(decl)
+            return "global" if space else None
+        return None
+
+    def _macro_closure(self, names: set[str]) -> set[str]:
+        todo, out = list(names), set()
+        while todo:
+            n = todo.pop()
+            if n in out or n not in self.macro_defs:
+                continue
+            out.add(n)
+            for t in list(self.macro_defs[n].get_tokens())[1:]:
+                if t.spelling in self.macro_defs and t.spelling not in out:
+                    todo.append(t.spelling)
+        return out
+
+    def _macro_json(self, c) -> dict:
+        tokens = [t.spelling for t in c.get_tokens()]
+        return {
+            "name": c.spelling,
+            "file": self.src.rel(c.location.file.name),
+            "line": c.location.line,
+            "start_byte": c.extent.start.offset,
+            "end_byte": c.extent.end.offset,
+            "definition": self.src.cursor_text(c),
+            "tokens": tokens,
+            "order": [self.file_order.get(c.location.file.name, 1 << 20), c.extent.start.offset],
+        }
+
+
+def add_global_spaces(closure: dict, tu_globals: dict[str, str]) -> None:
+    for g in closure["globals"]:
+        g["space"] = tu_globals.get(g["usr"])
+
+
+def global_spaces(tops: list) -> dict[str, str]:
+    """usr -> memory space for every namespace-scope variable among the application's declarations."""
+    out = {}
+
+    def visit(cursors):
+        for c in cursors:
+            if c.kind.name in ("NAMESPACE", "LINKAGE_SPEC"):
+                visit(c.get_children())
+            elif c.kind.name == "VAR_DECL":
+                space = _global_space(c)
+                if space:
+                    out[c.get_usr()] = space
+
+    visit(tops)
+    return out
+
+

@@ -1,0 +1,136 @@
+"""Launch sites: `kernel<<<grid, block, smem, stream>>>(args)` and `cudaLaunchKernel(kernel, ...)`.
+
+Each site keeps every expression as written, the function it sits in, and how deep in loops it is.
+"""
+from __future__ import annotations
+
+from .clang import specialized_template
+from .kernels import FUNCTION_KINDS, LOOP_KINDS, is_kernel
+from .source import SourceFiles, qualified_name, split_top_level
+
+LAUNCH_APIS = {"cudaLaunchKernel": "cudaLaunchKernel", "cudaLaunchCooperativeKernel": "cudaLaunchCooperativeKernel",
+               "cudaLaunchKernelExC": "cudaLaunchKernelExC"}
+
+
+def _referenced_kernel(cursor):
+    """The __global__ function a callee or function-pointer expression names, if any."""
+    stack = [cursor]
+    while stack:
+        c = stack.pop()
+        if c.kind.name in ("DECL_REF_EXPR", "OVERLOADED_DECL_REF"):
+            ref = c.referenced
+            if ref is not None:
+                tmpl = specialized_template(ref) if ref.kind.name == "FUNCTION_DECL" else None
+                for cand in (tmpl, ref):
+                    if cand is not None and is_kernel(cand):
+                        return cand, c
+                # a template specialisation's primary is reachable through canonical
+                if ref.canonical is not None and is_kernel(ref.canonical):
+                    return ref.canonical, c
+        stack.extend(reversed(list(c.get_children())))
+    return None, None
+
+
+def _template_args(callee_text: str) -> list[str] | None:
+    """`ns::k<float, 128>` -> ['float', '128']; None when the call names no template arguments."""
+    lt = callee_text.find("<")
+    if lt < 0 or not callee_text.rstrip().endswith(">"):
+        return None
+    return split_top_level(callee_text[lt + 1:callee_text.rstrip().rfind(">")])
+
+
+def _site(call, kernel, kind: str, config: list[str], args: list[str], targs, ctx, src: SourceFiles) -> dict:
+    names = ("grid", "block", "shared_mem", "stream")
+    cfg = {n: (config[i] if i < len(config) and config[i] != "" else None) for i, n in enumerate(names)}
+    loc = call.extent.start
+    return {
+        "kernel_usr": kernel.get_usr(),
+        "kernel": qualified_name(kernel),
+        "kind": kind,
+        "file": src.rel(loc.file.name),
+        "line": loc.line,
+        "column": loc.column,
+        "start_byte": call.extent.start.offset,
+        "end_byte": call.extent.end.offset,
+        "text": src.cursor_text(call),
+        **cfg,
+        "template_args": targs,
+        "args": args,
+        "enclosing_function": ctx["function"],
+        "enclosing_usr": ctx["usr"],
+        "in_loop": ctx["loops"] > 0,
+        "loop_depth": ctx["loops"],
+    }
+
+
+def _chevron_site(call, src: SourceFiles, ctx):
+    children = list(call.get_children())
+    config = next((c for c in children if c.kind.name == "CALL_EXPR"
+                   and c.spelling in ("__cudaPushCallConfiguration", "cudaConfigureCall")), None)
+    if config is None:
+        return None
+    kernel, ref = _referenced_kernel(children[0])
+    if kernel is None:
+        return None
+    cfg_text = src.cursor_text(config).strip()
+    if cfg_text.startswith("<<<") and cfg_text.endswith(">>>"):
+        cfg_text = cfg_text[3:-3]
+    callee_text = src.text(call.extent.start.file.name, call.extent.start.offset, config.extent.start.offset).strip()
+    after = [c for c in children[1:] if c is not config and c.extent.start.offset > config.extent.end.offset]
+    args = [src.cursor_text(a) for a in after]
+    return _site(call, kernel, "triple_chevron", split_top_level(cfg_text), args, _template_args(callee_text), ctx, src)
+
+
+def _api_site(call, src: SourceFiles, ctx):
+    args = [c for c in call.get_arguments()]
+    if not args:
+        return None
+    kernel, ref = _referenced_kernel(args[0])
+    if kernel is None:
+        return None
+    texts = [src.cursor_text(a) for a in args]
+    ref_text = src.cursor_text(ref) if ref is not None else ""
+    # cudaLaunchKernel(func, grid, block, args, smem, stream)
+    config = [texts[1] if len(texts) > 1 else "", texts[2] if len(texts) > 2 else "",
+              texts[4] if len(texts) > 4 else "", texts[5] if len(texts) > 5 else ""]
+    site = _site(call, kernel, LAUNCH_APIS[call.spelling], config, [texts[3]] if len(texts) > 3 else [],
+                 _template_args(ref_text), ctx, src)
+    site["function_expr"] = texts[0]
+    return site
+
+
+def find_launch_sites(tops: list, src: SourceFiles) -> tuple[list[dict], list[dict]]:
+    """Every launch site in the application's files of one translation unit, and the host call edges.
+
+    The call edges (caller, callee, loop depth of the call) let the ranking see that a launch inside a
+    wrapper function runs in the time loop of the wrapper's caller.
+    """
+    sites: list[dict] = []
+    calls: list[dict] = []
+
+    def visit(c, ctx):
+        k = c.kind.name
+        if k in FUNCTION_KINDS or k in ("CONSTRUCTOR", "DESTRUCTOR", "LAMBDA_EXPR"):
+            if k != "LAMBDA_EXPR":
+                ctx = {"function": qualified_name(c), "usr": c.get_usr(), "loops": 0}
+        elif k in LOOP_KINDS:
+            ctx = {**ctx, "loops": ctx["loops"] + 1}
+        elif k == "CALL_EXPR" and ctx["function"] is not None:
+            site = None
+            if c.spelling in LAUNCH_APIS:
+                site = _api_site(c, src, ctx)
+            elif any(ch.kind.name == "CALL_EXPR" and ch.spelling in ("__cudaPushCallConfiguration", "cudaConfigureCall")
+                     for ch in c.get_children()):
+                site = _chevron_site(c, src, ctx)
+            if site is not None:
+                sites.append(site)
+            else:
+                ref = c.referenced
+                if ref is not None and ref.location.file is not None and src.in_app(ref.location.file.name):
+                    calls.append({"caller_usr": ctx["usr"], "callee_usr": ref.get_usr(), "loop_depth": ctx["loops"]})
+        for ch in c.get_children():
+            visit(ch, ctx)
+
+    for top in tops:
+        visit(top, {"function": None, "usr": None, "loops": 0})
+    return sites, calls

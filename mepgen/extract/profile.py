@@ -1,0 +1,105 @@
+"""Measured kernel times from a profiler's CSV: Nsight Systems `cuda_gpu_kern_sum` or Nsight Compute.
+
+    nsys stats --report cuda_gpu_kern_sum --format csv -o prof report.nsys-rep   -> prof_cuda_gpu_kern_sum.csv
+    ncu --csv --metrics gpu__time_duration.sum ./app > prof.csv
+
+Kernel names in these files are demangled (`void heat::diffuse_step(const float *, ...)`,
+`void cg::axpy<float>(int, T1, const T1 *, T1 *)`); they are reduced to the qualified name without
+return type, template arguments or parameters, so they match the inventory's `qualified_name`.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections import defaultdict
+from pathlib import Path
+
+from ..errors import MepgenError
+
+_NSYS_TIME = "Total Time (ns)"
+_NSYS_NAME = "Name"
+_NCU_NAME = "Kernel Name"
+_NCU_METRIC = "gpu__time_duration.sum"
+
+
+def base_name(demangled: str) -> str:
+    """'void ns::k<float, 4>(const float *, int)' -> 'ns::k'"""
+    s = demangled.strip()
+    # drop the parameter list: the last top-level '(...)'
+    depth = 0
+    for i in range(len(s) - 1, -1, -1):
+        if s[i] == ")":
+            depth += 1
+        elif s[i] == "(":
+            depth -= 1
+            if depth == 0:
+                s = s[:i]
+                break
+    # drop template arguments, innermost first
+    prev = None
+    while prev != s:
+        prev = s
+        s = re.sub(r"<[^<>]*>", "", s)
+    s = s.strip()
+    # drop the return type and qualifiers before the name
+    return s.split()[-1] if s else s
+
+
+def _rows(path: Path) -> list[list[str]]:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as e:
+        raise MepgenError(f"cannot read profile {path}: {e.strerror}") from None
+    # ncu prints '==PROF==' lines before the CSV when its output is captured with the program's
+    lines = [ln for ln in text.splitlines() if not ln.startswith("==")]
+    return list(csv.reader(io.StringIO("\n".join(lines))))
+
+
+def _number(s: str) -> float:
+    return float(s.replace(",", "").strip())
+
+
+def load_profile(path: Path) -> tuple[str, dict[str, dict]]:
+    """(format, {qualified name: {"time_ns": total, "launches": count, "names": [as profiled]}})."""
+    rows = _rows(Path(path))
+    header_at = next((i for i, r in enumerate(rows) if _NSYS_NAME in r and _NSYS_TIME in r
+                      or _NCU_NAME in r), None)
+    if header_at is None:
+        raise MepgenError(f"{path}: not an Nsight Systems cuda_gpu_kern_sum or Nsight Compute CSV "
+                          f"(no '{_NSYS_NAME}'/'{_NSYS_TIME}' or '{_NCU_NAME}' column)")
+    header = rows[header_at]
+    out: dict[str, dict] = defaultdict(lambda: {"time_ns": 0.0, "launches": 0, "names": []})
+    try:
+        if _NCU_NAME in header:
+            fmt = "ncu"
+            name_i = header.index(_NCU_NAME)
+            metric_i, value_i = header.index("Metric Name"), header.index("Metric Value")
+            unit_i = header.index("Metric Unit") if "Metric Unit" in header else None
+            scale = {"ns": 1, "nsecond": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9,
+                     "second": 1e9}
+            for r in rows[header_at + 1:]:
+                if len(r) <= max(name_i, metric_i, value_i) or r[metric_i] != _NCU_METRIC:
+                    continue
+                unit = r[unit_i].strip() if unit_i is not None else "ns"
+                entry = out[base_name(r[name_i])]
+                entry["time_ns"] += _number(r[value_i]) * scale.get(unit, 1)
+                entry["launches"] += 1
+                if r[name_i] not in entry["names"]:
+                    entry["names"].append(r[name_i])
+        else:
+            fmt = "nsys"
+            name_i, time_i = header.index(_NSYS_NAME), header.index(_NSYS_TIME)
+            inst_i = header.index("Instances") if "Instances" in header else None
+            for r in rows[header_at + 1:]:
+                if len(r) <= max(name_i, time_i):
+                    continue
+                entry = out[base_name(r[name_i])]
+                entry["time_ns"] += _number(r[time_i])
+                entry["launches"] += int(_number(r[inst_i])) if inst_i is not None else 1
+                entry["names"].append(r[name_i])
+    except ValueError as e:
+        raise MepgenError(f"{path}: malformed profile row ({e})") from None
+    if not out:
+        raise MepgenError(f"{path}: the profile lists no kernel times")
+    return fmt, dict(out)

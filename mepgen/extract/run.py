@@ -1,0 +1,222 @@
+"""`mepgen extract APP/`: parse the application, merge what each translation unit found, rank, write."""
+from __future__ import annotations
+
+import datetime
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__
+from ..errors import MepgenError
+from ..inventory import SCHEMA, VERSION
+from ..workspace import Workspace, write_json
+from . import clang
+from .cache import ExtractCache, FileHashes, flags_key
+from .flags import HEADER_SUFFIXES, SOURCE_SUFFIXES, CompileFlags, default_flags, find_compile_commands, \
+    load_compile_commands
+from .profile import load_profile
+from .ranking import STATIC_BASIS, assign_ranks, profile_scores, static_scores
+from .tu_facts import tu_facts
+
+SKIP_DIRS = {".mepgen", ".git", ".svn", ".hg", "CMakeFiles", "__pycache__", "node_modules"}
+
+
+@dataclass
+class ExtractOptions:
+    compile_commands: Path | None = None
+    include_dirs: list[str] = field(default_factory=list)
+    defines: list[str] = field(default_factory=list)
+    profile: Path | None = None
+    jobs: int = 0  # 0: all cores
+    use_cache: bool = True
+
+
+def _scan(app: Path) -> tuple[list[Path], list[Path]]:
+    sources, headers = [], []
+    for dirpath, dirnames, filenames in os.walk(app):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+        for f in sorted(filenames):
+            p = Path(dirpath) / f
+            if p.suffix in HEADER_SUFFIXES:
+                headers.append(p)
+            elif p.suffix in SOURCE_SUFFIXES:
+                sources.append(p)
+    return sources, headers
+
+
+def _mentions_cuda(path: Path) -> bool:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return False
+    return "__global__" in text or "<<<" in text or "cudaLaunch" in text
+
+
+def _plan(app: Path, opts: ExtractOptions) -> tuple[list[tuple[Path, CompileFlags]], str, list[Path]]:
+    """The translation units to parse with their flags, where the flags came from, and the headers."""
+    sources, headers = _scan(app)
+    db = find_compile_commands(app, opts.compile_commands)
+    if db is not None:
+        entries = load_compile_commands(db, app)
+        if not entries:
+            raise MepgenError(f"{db} lists no source file inside {app}")
+        units = []
+        for e in entries:
+            if opts.include_dirs or opts.defines:
+                extra = default_flags(app, opts.include_dirs, opts.defines)
+                e.flags.parse_args = e.flags.parse_args[:-1] + extra.parse_args
+            if e.file.suffix == ".cu" or _mentions_cuda(e.file):
+                units.append((e.file, e.flags))
+        return units, str(db), headers
+    flags = default_flags(app, opts.include_dirs, opts.defines)
+    units = [(p, flags) for p in sources if p.suffix == ".cu" or _mentions_cuda(p)]
+    return units, "defaults (no compile_commands.json): -I APP -I APP/include -std=c++17 plus -I/-D given", headers
+
+
+def _parse_all(jobs: list[tuple[str, list[str]]], app: Path, workers: int) -> list[dict]:
+    if not jobs:
+        return []
+    if workers <= 1 or len(jobs) == 1:
+        return [tu_facts(path, args, str(app)) for path, args in jobs]
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+        futures = [pool.submit(tu_facts, path, args, str(app)) for path, args in jobs]
+        return [f.result() for f in futures]
+
+
+def _kernel_id(qualified: str) -> str:
+    return qualified.replace("::", ".").replace("(anonymous)", "anon")
+
+
+def _merge(results: list[dict]) -> tuple[list[dict], list[dict], dict[str, str]]:
+    kernels: dict[tuple, dict] = {}
+    by_usr: dict[str, dict] = {}
+    for r in results:
+        for k in r["kernels"]:
+            key = (k["file"], k["start_byte"])
+            if key not in kernels:
+                kernels[key] = {**k, "launch_sites": [], "instantiations": []}
+                by_usr[k["usr"]] = kernels[key]
+    sites: dict[tuple, dict] = {}
+    calls: list[dict] = []
+    macros: dict[str, str] = {}
+    for r in results:
+        calls += r["calls"]
+        for name, value in r["object_macros"].items():
+            macros.setdefault(name, value)
+        for s in r["launch_sites"]:
+            sites.setdefault((s["file"], s["start_byte"]), s)
+    for s in sorted(sites.values(), key=lambda s: (s["file"], s["start_byte"])):
+        k = by_usr.get(s["kernel_usr"])
+        if k is None:
+            continue  # a launch of a kernel whose definition is outside the application
+        k["launch_sites"].append({key: v for key, v in s.items() if key not in ("kernel_usr",)})
+        if s["template_args"] and s["template_args"] not in k["instantiations"]:
+            k["instantiations"].append(s["template_args"])
+    out = sorted(kernels.values(), key=lambda k: (k["file"], k["start_byte"]))
+    names = [k["qualified_name"] for k in out]
+    for k in out:
+        k["id"] = _kernel_id(k["qualified_name"])
+        if names.count(k["qualified_name"]) > 1:  # overloads: make the id unique
+            k["id"] += f"@{Path(k['file']).stem}.{k['start_line']}"
+    return out, calls, macros
+
+
+def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
+    app = Path(app)
+    if not app.exists():
+        raise MepgenError(f"{app}: no such file or directory")
+    if not app.is_dir():
+        raise MepgenError(f"{app} is not a directory: give the application's source tree")
+    app = app.resolve()
+    clang.cindex()  # a clear error now rather than in every worker
+    ws = Workspace(app)
+    units, flags_source, headers = _plan(app, opts)
+    hashes = FileHashes(app)
+    cache = ExtractCache(ws.cache_dir) if opts.use_cache else None
+    results, todo, keys = [], [], {}
+    for path, flags in units:
+        rel = str(path.relative_to(app))
+        keys[rel] = flags_key(flags.parse_args)
+        hit = cache.get(rel, keys[rel], hashes) if cache else None
+        if hit is not None:
+            results.append(hit)
+        else:
+            todo.append((str(path), flags.parse_args))
+    workers = opts.jobs or os.cpu_count() or 1
+    log(f"{len(units)} translation units: {len(results)} unchanged, {len(todo)} to parse on {workers} cores")
+    fresh = _parse_all(todo, app, workers)
+    # headers with kernels that no translation unit includes are parsed on their own
+    seen_files = {f for r in results + fresh for f in r["files"]}
+    lone = [h for h in headers if str(h.relative_to(app)) not in seen_files and _mentions_cuda(h)]
+    if lone:
+        base = units[0][1] if units else default_flags(app, opts.include_dirs, opts.defines)
+        for h in lone:
+            keys[str(h.relative_to(app))] = flags_key(base.parse_args)
+        fresh += _parse_all([(str(h), base.parse_args) for h in lone], app, workers)
+    if cache is not None:
+        for r in fresh:
+            cache.put(r["file"], keys[r["file"]], r, hashes)
+    results += fresh
+    if not results:
+        raise MepgenError(f"no CUDA sources (*.cu, or sources with __global__ or <<<) found in {app}")
+
+    parsed, skipped = [], []
+    for r in results:
+        errors = [d for d in r["diagnostics"] if d["severity"] in ("error", "fatal")]
+        (skipped if errors else parsed).append(r)
+        if errors:
+            first = errors[0]
+            log(f"skipped {r['file']}: {len(errors)} parse errors, first {first['file']}:{first['line']}: "
+                f"{first['message']}")
+    kernels, calls, macros = _merge(parsed)
+    if not kernels:
+        why = f" ({len(skipped)} files skipped for parse errors)" if skipped else ""
+        raise MepgenError(f"no __global__ kernels found in {app}{why}")
+    for d in opts.defines:  # -D values override the defaults written in the sources
+        name, _, value = d.partition("=")
+        macros[name] = value or "1"
+
+    unmatched: list[str] = []
+    if opts.profile is not None:
+        fmt, prof = load_profile(opts.profile)
+        unmatched = profile_scores(kernels, prof, fmt)
+        basis = f"profile ({fmt}): {opts.profile}"
+    else:
+        static_scores(kernels, calls, macros)
+        basis = STATIC_BASIS
+    assign_ranks(kernels)
+
+    files = sorted({f for r in parsed for f in r["files"]})
+    inventory = {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "mepgen_version": __version__,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "app_root": str(app),
+        "flags_source": flags_source,
+        "translation_units": [
+            {"file": str(p.relative_to(app)), **f.to_json()} for p, f in units
+        ],
+        "ranking_basis": basis,
+        "profile_unmatched": unmatched,
+        "files": {f: hashes(f) for f in files},
+        "skipped": [{"file": r["file"], "diagnostics": r["diagnostics"][:5],
+                     "errors": sum(d["severity"] in ("error", "fatal") for d in r["diagnostics"])} for r in skipped],
+        "kernels": [_finish(k, hashes) for k in sorted(kernels, key=lambda k: k["rank"])],
+    }
+    ws.ensure()
+    write_json(ws.inventory_path, inventory)
+    if cache is not None:
+        cache.save(set(keys))
+    return inventory
+
+
+def _finish(k: dict, hashes: FileHashes) -> dict:
+    used = [k["file"], *k["closure"]["headers"]]
+    k["files"] = [{"path": f, "sha256": hashes(f)} for f in dict.fromkeys(used)]
+    order = ["id", "name", "qualified_name", "rank", "score", "share", "file", "start_byte", "end_byte",
+             "start_line", "end_line", "signature", "is_template", "template_params", "instantiations", "params",
+             "attributes", "shared_memory", "features", "loop_depth", "launch_sites", "closure", "files",
+             "rank_detail", "usr"]
+    return {key: k[key] for key in order if key in k}

@@ -1,0 +1,156 @@
+/* mepgen's CUDA shim for parsing with the libclang wheel (which ships no clang CUDA headers).
+ * It declares the CUDA keywords, built-in variables, vector types and the parts of the runtime API
+ * that kernels and launch sites use, so that libclang can parse CUDA sources whether or not the CUDA
+ * toolkit is installed, and whatever its version. It is for parsing only: nothing here is compiled. */
+#pragma once
+#ifndef MEPGEN_CUDA_SHIM_H
+#define MEPGEN_CUDA_SHIM_H
+#include <stddef.h>
+
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __host__ __attribute__((host))
+#define __shared__ __attribute__((shared))
+#define __constant__ __attribute__((constant))
+#define __managed__ __attribute__((managed))
+#define __grid_constant__ __attribute__((grid_constant))
+#define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
+#define __cluster_dims__(...) __attribute__((cluster_dims(__VA_ARGS__)))
+#define __forceinline__ __inline__ __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __align__(n) __attribute__((aligned(n)))
+#define __restrict__ __restrict
+#define __CUDACC__ 1
+#define __NVCC__ 1
+#ifndef CUDART_VERSION
+#define CUDART_VERSION 13000
+#endif
+#ifndef __CUDACC_VER_MAJOR__
+#define __CUDACC_VER_MAJOR__ 13
+#define __CUDACC_VER_MINOR__ 0
+#endif
+
+#define MEPGEN_VEC2(T, N) struct N##2 { T x, y; }; __host__ __device__ N##2 make_##N##2(T, T);
+#define MEPGEN_VEC3(T, N) struct N##3 { T x, y, z; }; __host__ __device__ N##3 make_##N##3(T, T, T);
+#define MEPGEN_VEC4(T, N) struct N##4 { T x, y, z, w; }; __host__ __device__ N##4 make_##N##4(T, T, T, T);
+#define MEPGEN_VEC(T, N) struct N##1 { T x; }; MEPGEN_VEC2(T, N) MEPGEN_VEC3(T, N) MEPGEN_VEC4(T, N)
+MEPGEN_VEC(char, char) MEPGEN_VEC(unsigned char, uchar) MEPGEN_VEC(short, short)
+MEPGEN_VEC(unsigned short, ushort) MEPGEN_VEC(int, int) MEPGEN_VEC(unsigned int, uint)
+MEPGEN_VEC(long, long) MEPGEN_VEC(unsigned long, ulong) MEPGEN_VEC(long long, longlong)
+MEPGEN_VEC(unsigned long long, ulonglong) MEPGEN_VEC(float, float) MEPGEN_VEC(double, double)
+
+struct dim3 {
+  unsigned int x, y, z;
+  __host__ __device__ dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
+  __host__ __device__ dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+};
+extern const __device__ uint3 threadIdx;
+extern const __device__ uint3 blockIdx;
+extern const __device__ dim3 blockDim;
+extern const __device__ dim3 gridDim;
+extern const __device__ int warpSize;
+
+typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
+typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphExec_st *cudaGraphExec_t;
+typedef unsigned long long cudaTextureObject_t;
+typedef unsigned long long cudaSurfaceObject_t;
+enum cudaError { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2 };
+typedef enum cudaError cudaError_t;
+enum cudaMemcpyKind { cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2,
+                      cudaMemcpyDeviceToDevice = 3, cudaMemcpyDefault = 4 };
+struct cudaDeviceProp { char name[256]; int major; int minor; int multiProcessorCount; size_t totalGlobalMem;
+                        int l2CacheSize; int maxThreadsPerBlock; size_t sharedMemPerBlock; int warpSize; };
+#define cudaStreamNonBlocking 0x01
+#define cudaMemAttachGlobal 0x01
+
+/* The launch syntax <<<grid, block, smem, stream>>> lowers to this call in clang's CUDA mode. */
+extern "C" unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = 0);
+extern "C" cudaError_t cudaConfigureCall(dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = 0);
+
+extern "C" {
+cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, size_t smem, cudaStream_t stream);
+cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 grid, dim3 block, void **args, size_t smem, cudaStream_t stream);
+cudaError_t cudaMalloc(void **p, size_t n);
+cudaError_t cudaMallocManaged(void **p, size_t n, unsigned flags);
+cudaError_t cudaMallocHost(void **p, size_t n);
+cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaFreeHost(void *p);
+cudaError_t cudaFreeAsync(void *p, cudaStream_t s);
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k);
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st);
+cudaError_t cudaMemset(void *d, int v, size_t n);
+cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st);
+cudaError_t cudaMemcpyToSymbol(const void *sym, const void *src, size_t n, size_t off, enum cudaMemcpyKind k);
+cudaError_t cudaMemcpyFromSymbol(void *dst, const void *sym, size_t n, size_t off, enum cudaMemcpyKind k);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaThreadSynchronize(void); /* removed in CUDA 13; declared so legacy code parses */
+cudaError_t cudaThreadExit(void);
+cudaError_t cudaDeviceReset(void);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+const char *cudaGetErrorString(cudaError_t e);
+const char *cudaGetErrorName(cudaError_t e);
+cudaError_t cudaSetDevice(int d);
+cudaError_t cudaGetDevice(int *d);
+cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d);
+cudaError_t cudaStreamCreate(cudaStream_t *s);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaEventCreate(cudaEvent_t *e);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
+}
+template <class T> cudaError_t cudaMalloc(T **p, size_t n) { return cudaMalloc((void **)p, n); }
+template <class T> cudaError_t cudaMemcpyToSymbol(const T &sym, const void *src, size_t n, size_t off = 0,
+                                                  enum cudaMemcpyKind k = cudaMemcpyHostToDevice);
+template <class T> cudaError_t cudaMemcpyFromSymbol(void *dst, const T &sym, size_t n, size_t off = 0,
+                                                    enum cudaMemcpyKind k = cudaMemcpyDeviceToHost);
+template <class T> cudaError_t cudaLaunchKernel(T *func, dim3 grid, dim3 block, void **args, size_t smem = 0,
+                                                cudaStream_t stream = 0);
+
+/* Device intrinsics (declarations only). */
+__device__ void __syncthreads(void);
+__device__ int __syncthreads_count(int);
+__device__ int __syncthreads_and(int);
+__device__ int __syncthreads_or(int);
+__device__ void __syncwarp(unsigned mask = 0xffffffffu);
+__device__ void __threadfence(void);
+__device__ void __threadfence_block(void);
+__device__ void __threadfence_system(void);
+__device__ long long clock64(void);
+__device__ int __popc(unsigned);
+__device__ int __clz(int);
+__device__ int __ffs(int);
+__device__ unsigned __ballot_sync(unsigned, int);
+__device__ int __any_sync(unsigned, int);
+__device__ int __all_sync(unsigned, int);
+__device__ unsigned __activemask(void);
+__device__ float __expf(float); __device__ float __logf(float); __device__ float __sinf(float);
+__device__ float __cosf(float); __device__ float __powf(float, float); __device__ float __fdividef(float, float);
+__device__ float __saturatef(float); __device__ float rsqrtf(float); __device__ double rsqrt(double);
+__device__ float __fmaf_rn(float, float, float); __device__ float __frcp_rn(float);
+__device__ int __float2int_rn(float); __device__ int __float2int_rd(float);
+__device__ float __int2float_rn(int);
+#define MEPGEN_ATOMICS(T) \
+  __device__ T atomicAdd(T *, T); __device__ T atomicSub(T *, T); __device__ T atomicExch(T *, T); \
+  __device__ T atomicMin(T *, T); __device__ T atomicMax(T *, T); __device__ T atomicCAS(T *, T, T); \
+  __device__ T atomicAnd(T *, T); __device__ T atomicOr(T *, T); __device__ T atomicXor(T *, T); \
+  __device__ T atomicInc(T *, T); __device__ T atomicDec(T *, T); \
+  template <class X> __device__ T __shfl_sync(unsigned, T, X, int = 32); \
+  __device__ T __shfl_up_sync(unsigned, T, unsigned, int = 32); \
+  __device__ T __shfl_down_sync(unsigned, T, unsigned, int = 32); \
+  __device__ T __shfl_xor_sync(unsigned, T, int, int = 32); \
+  __device__ T __ldg(const T *); __device__ T __ldcs(const T *); __device__ T __ldcg(const T *); \
+  __device__ void __stcs(T *, T); __device__ void __stcg(T *, T);
+MEPGEN_ATOMICS(int) MEPGEN_ATOMICS(unsigned int) MEPGEN_ATOMICS(unsigned long long) MEPGEN_ATOMICS(long long)
+MEPGEN_ATOMICS(float) MEPGEN_ATOMICS(double)
+#define MEPGEN_LDG_VEC(T) __device__ T __ldg(const T *);
+MEPGEN_LDG_VEC(float2) MEPGEN_LDG_VEC(float4) MEPGEN_LDG_VEC(int2) MEPGEN_LDG_VEC(int4) MEPGEN_LDG_VEC(double2)
+#endif

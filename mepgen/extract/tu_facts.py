@@ -1,0 +1,71 @@
+"""Everything extraction learns from one translation unit, as plain data (so workers can return it)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from . import clang
+from .closure import ClosureBuilder, add_global_spaces, global_spaces
+from .kernels import is_kernel, kernel_json
+from .launches import find_launch_sites
+from .source import SourceFiles
+
+
+def _kernels_in(tops: list):
+    """Kernel definitions among the application's declarations (namespaces and extern "C" searched)."""
+    for c in tops:
+        if c.kind.name in ("NAMESPACE", "LINKAGE_SPEC"):
+            yield from _kernels_in(list(c.get_children()))
+        elif is_kernel(c) and c.is_definition():
+            yield c
+
+
+def _diagnostics(tu, src: SourceFiles) -> list[dict]:
+    out = []
+    for d in tu.diagnostics:
+        if d.severity < 3:  # notes and warnings
+            continue
+        loc = d.location
+        where = src.rel(loc.file.name) if loc.file is not None and src.in_app(loc.file.name) else (
+            loc.file.name if loc.file is not None else "")
+        out.append({"severity": "fatal" if d.severity == 4 else "error", "file": where, "line": loc.line,
+                    "message": d.spelling})
+    return out
+
+
+def tu_facts(path: str, parse_args: list[str], app_root: str) -> dict:
+    """Parse one translation unit and return its kernels (with closures), launch sites and included files."""
+    t0 = time.perf_counter()
+    src = SourceFiles(Path(app_root))
+    tu = clang.parse(Path(path), parse_args)
+    includes = [path] + [inc.include.name for inc in tu.get_includes()]
+    file_order: dict[str, int] = {}
+    for name in includes:
+        file_order.setdefault(name, len(file_order))
+    tops = [c for c in tu.cursor.get_children() if c.location.file is not None and src.in_app(c.location.file.name)]
+    builder = ClosureBuilder(tops, src, file_order)
+    spaces = global_spaces(tops)
+    kernels = []
+    for k in _kernels_in(tops):
+        entry = kernel_json(k, src)
+        entry["closure"] = builder.closure(k)
+        add_global_spaces(entry["closure"], spaces)
+        kernels.append(entry)
+    sites, calls = find_launch_sites(tops, src)
+    macros = {}
+    for c in tops:
+        if c.kind.name == "MACRO_DEFINITION":
+            text = src.cursor_text(c)
+            if not text[len(c.spelling):].startswith("("):  # object-like
+                macros[c.spelling] = text[len(c.spelling):].strip()
+    app_files = sorted({src.rel(n) for n in file_order if src.in_app(n)})
+    return {
+        "file": src.rel(path),
+        "files": app_files,
+        "kernels": kernels,
+        "launch_sites": sites,
+        "calls": calls,
+        "object_macros": macros,
+        "diagnostics": _diagnostics(tu, src),
+        "parse_seconds": round(time.perf_counter() - t0, 4),
+    }

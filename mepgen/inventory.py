@@ -1,0 +1,53 @@
+"""The inventory (`.mepgen/inventory.json`): what `mepgen extract` found, read by every later stage.
+
+Schema `mepgen.inventory`, version 1 (documented in docs/inventory.md). Readers call :func:`load` and get
+a clear error for a missing, malformed or newer-versioned file.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+
+from .errors import MepgenError
+
+SCHEMA = "mepgen.inventory"
+VERSION = 1
+
+
+def load(path: Path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise MepgenError(f"{path} not found: run `mepgen extract APP/` first") from None
+    except (OSError, json.JSONDecodeError) as e:
+        raise MepgenError(f"{path} is unreadable or not JSON ({e}); rerun `mepgen extract`") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise MepgenError(f"{path} is not a mepgen inventory")
+    if data.get("version") != VERSION:
+        raise MepgenError(f"{path} has inventory version {data.get('version')}, this mepgen reads version "
+                          f"{VERSION}; rerun `mepgen extract`")
+    return data
+
+
+def kernel_key(kernel: dict) -> str:
+    """The name a user types for a kernel: its qualified name (unique within an inventory)."""
+    return kernel["qualified_name"]
+
+
+def find_kernel(inventory: dict, name: str) -> dict:
+    """A kernel by qualified name, or by plain name when that is unambiguous; else a helpful error."""
+    kernels = inventory["kernels"]
+    exact = [k for k in kernels if k["qualified_name"] == name]
+    if exact:
+        return exact[0]
+    plain = [k for k in kernels if k["name"] == name or k["id"] == name]
+    if len(plain) == 1:
+        return plain[0]
+    if len(plain) > 1:
+        names = ", ".join(k["qualified_name"] for k in plain)
+        raise MepgenError(f"kernel '{name}' is ambiguous: {names}")
+    names = [k["qualified_name"] for k in kernels] + [k["name"] for k in kernels]
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+    hint = f"; closest: {', '.join(dict.fromkeys(close))}" if close else ""
+    raise MepgenError(f"no kernel named '{name}' in the inventory{hint}")

@@ -1,0 +1,73 @@
+"""The `.mepgen/` workspace at an application's root: where every stage reads and writes its files.
+
+All writes go through :func:`write_atomic`, so an interrupted stage never leaves a half-written file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from .errors import MepgenError
+
+WORKSPACE_DIR = ".mepgen"
+INVENTORY_FILE = "inventory.json"
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write `data` to `path` through a temporary file in the same folder and an atomic rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode) as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_json(path: Path, obj) -> None:
+    write_atomic(path, json.dumps(obj, indent=1, sort_keys=False) + "\n")
+
+
+class Workspace:
+    """The `.mepgen/` folder of one application."""
+
+    def __init__(self, app_root: Path):
+        self.app_root = Path(app_root).resolve()
+        self.root = self.app_root / WORKSPACE_DIR
+
+    @property
+    def inventory_path(self) -> Path:
+        return self.root / INVENTORY_FILE
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.root / "cache"
+
+    def mep_dir(self, kernel: str) -> Path:
+        return self.root / "meps" / kernel
+
+    def ensure(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        gitignore = self.root / ".gitignore"
+        if not gitignore.exists():
+            write_atomic(gitignore, "# mepgen's workspace: generated files\ncache/\n")
+
+    @classmethod
+    def find(cls, start: Path | None = None) -> "Workspace":
+        """The workspace of the application containing `start` (default: the current folder)."""
+        here = Path(start or os.getcwd()).resolve()
+        for d in (here, *here.parents):
+            if (d / WORKSPACE_DIR / INVENTORY_FILE).is_file():
+                return cls(d)
+        raise MepgenError(
+            f"no {WORKSPACE_DIR}/{INVENTORY_FILE} in {here} or above: run `mepgen extract APP/` first"
+        )
