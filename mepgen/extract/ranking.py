@@ -12,61 +12,12 @@ profile (`--profile`) always wins over it.
 """
 from __future__ import annotations
 
-import ast
-import operator
 from collections import defaultdict
+
+from ..cexpr import evaluate
 
 STATIC_BASIS = ("static estimate: sum over launch sites of 10^(enclosing loop depth, through host callers) "
                 "x 4^(kernel loop depth) x max(1, grid*block/2^20)")
-
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-        ast.Div: operator.floordiv, ast.Mod: operator.mod, ast.LShift: operator.lshift, ast.RShift: operator.rshift}
-
-
-def evaluate(expr: str | None, macros: dict[str, str], depth: int = 0) -> int | None:
-    """Integer value of a C expression over object-like macros; None when anything is unknown."""
-    if expr is None or depth > 20:
-        return None
-    text = expr.strip().replace("&&", " and ").replace("||", " or ")
-    for suffix in ("u", "U", "l", "L", "ul", "UL"):
-        text = text.replace(f"{suffix})", ")")
-    try:
-        tree = ast.parse(text, mode="eval")
-    except SyntaxError:
-        return None
-
-    def ev(node):
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-            return int(node.value)
-        if isinstance(node, ast.Name):
-            if node.id in macros:
-                v = evaluate(macros[node.id], macros, depth + 1)
-                if v is None:
-                    raise ValueError(node.id)
-                return v
-            raise ValueError(node.id)
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            right = ev(node.right)
-            if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and right == 0:
-                raise ValueError("division by zero")
-            return _OPS[type(node.op)](ev(node.left), right)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            v = ev(node.operand)
-            return -v if isinstance(node.op, ast.USub) else v
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dim3":
-            v = 1
-            for a in node.args:
-                v *= ev(a)
-            return v
-        raise ValueError(ast.dump(node))
-
-    try:
-        return ev(tree)
-    except (ValueError, OverflowError, TypeError):
-        return None
-
 
 def _caller_depth(calls: list[dict]) -> dict[str, int]:
     """For each host function (usr), the deepest loop nesting of the calls that reach it."""

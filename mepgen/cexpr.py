@@ -1,0 +1,90 @@
+"""Integer C expressions over named values (macros, size symbols): `(NX + TILE_X - 1) / TILE_X`.
+
+Used to evaluate launch configurations and element counts. Division is C's integer division for
+non-negative operands; anything unknown (a variable, a function call other than dim3) gives None.
+"""
+from __future__ import annotations
+
+import ast
+import operator
+import re
+
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+        ast.Div: operator.floordiv, ast.Mod: operator.mod, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
+        ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor}
+_CASTS = {"int", "unsigned", "size_t", "long", "int64_t", "uint32_t", "uint64_t", "int32_t"}
+_SUFFIX = re.compile(r"\b(\d+)(?:[uU][lL]{0,2}|[lL]{1,2}[uU]?)\b")
+_STATIC_CAST = re.compile(r"static_cast<\s*[\w\s]+>")
+_C_CAST = re.compile(r"\(\s*(?:unsigned\s+int|unsigned|int|size_t|long\s+long|long|int64_t|uint32_t|uint64_t|int32_t)\s*\)")
+
+
+def _pythonize(expr: str) -> str:
+    text = _SUFFIX.sub(r"\1", expr.strip())
+    text = _STATIC_CAST.sub("", text)
+    text = _C_CAST.sub("", text)
+    return text
+
+
+def names(expr: str) -> set[str]:
+    """The identifiers an expression uses (empty when it does not parse)."""
+    try:
+        tree = ast.parse(_pythonize(expr), mode="eval")
+    except SyntaxError:
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in ("dim3", *_CASTS)}
+
+
+def evaluate(expr: str | int | None, values: dict[str, object], _depth: int = 0) -> int | None:
+    """Integer value of `expr`; values may be ints or (macro) expression strings, resolved recursively."""
+    if expr is None or _depth > 20:
+        return None
+    if isinstance(expr, bool):
+        return int(expr)
+    if isinstance(expr, int):
+        return expr
+    try:
+        tree = ast.parse(_pythonize(str(expr)), mode="eval")
+    except SyntaxError:
+        return None
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            return int(node.value)
+        if isinstance(node, ast.Name):
+            if node.id in values:
+                v = evaluate(values[node.id], values, _depth + 1)
+                if v is None:
+                    raise ValueError(node.id)
+                return v
+            raise ValueError(node.id)
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            left, right = ev(node.left), ev(node.right)
+            if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)):
+                if right == 0:
+                    raise ValueError("division by zero")
+                if isinstance(node.op, ast.Mod):
+                    return int(abs(left) % abs(right) * (1 if left >= 0 else -1))
+                q = abs(left) // abs(right)  # C truncates toward zero
+                return q if (left >= 0) == (right >= 0) else -q
+            return _OPS[type(node.op)](left, right)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = ev(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("dim3", *_CASTS):
+            v = 1
+            for a in node.args:
+                v *= ev(a)
+            return v
+        if isinstance(node, ast.Tuple):
+            v = 1
+            for a in node.elts:
+                v *= ev(a)
+            return v
+        raise ValueError(ast.dump(node))
+
+    try:
+        return ev(tree)
+    except (ValueError, OverflowError, TypeError, RecursionError):
+        return None

@@ -1,0 +1,336 @@
+"""The MEP spec (`mep.yaml`): the shared model between `mepgen mep`, `mepgen run` and later stages.
+
+Format version 1 is documented in docs/mep-format.md. A person may edit mep.yaml; :func:`load_spec`
+validates it strictly (unknown keys, wrong types and bad expressions are errors naming key and line).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import cexpr
+from .errors import MepgenError
+from .strict_yaml import Doc, list_of, load_doc, mapping_of, of_type, one_of, optional, record
+
+SPEC_VERSION = 1
+ROLES = ("in", "out", "inout", "scalar")
+
+#: numpy dtype name -> C type used in the harness
+DTYPES = {
+    "float32": "float", "float64": "double", "float16": "__half",
+    "int8": "signed char", "uint8": "unsigned char", "int16": "short", "uint16": "unsigned short",
+    "int32": "int", "uint32": "unsigned int", "int64": "long long", "uint64": "unsigned long long",
+    "bool": "bool",
+}
+#: C type spellings -> numpy dtype name
+C_TYPES = {
+    "float": "float32", "double": "float64", "__half": "float16", "half": "float16",
+    "char": "int8", "signed char": "int8", "unsigned char": "uint8", "int8_t": "int8", "uint8_t": "uint8",
+    "short": "int16", "unsigned short": "uint16", "int16_t": "int16", "uint16_t": "uint16",
+    "int": "int32", "unsigned int": "uint32", "unsigned": "uint32", "int32_t": "int32", "uint32_t": "uint32",
+    "long long": "int64", "unsigned long long": "uint64", "int64_t": "int64", "uint64_t": "uint64",
+    "long": "int64", "unsigned long": "uint64", "size_t": "uint64", "bool": "bool",
+}
+
+#: input generators: kind -> (required keys, optional keys); values may be size expressions
+INIT_KINDS = {
+    "uniform": ({"low", "high"}, set()),      # floats: U[low, high); integers: [low, high]
+    "normal": ({"mean", "std"}, set()),
+    "constant": ({"value"}, set()),
+    "zeros": (set(), set()),
+    "arange": (set(), {"start", "step"}),
+    "index": ({"low", "high"}, set()),         # integers in [low, high): indices into another array
+    "csr_row_ptr": ({"rows", "nnz"}, set()),   # monotone, starts at 0, ends at nnz; count = rows + 1
+    "values": ({"values"}, set()),             # an explicit list
+    "file": ({"path"}, set()),                 # a .npy file relative to the MEP folder
+}
+
+
+@dataclass
+class Init:
+    kind: str
+    args: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, **self.args}
+
+
+@dataclass
+class Param:
+    name: str
+    role: str                      # in | out | inout | scalar
+    ctype: str                     # the C type as the kernel declares it
+    dtype: str | None = None       # numpy dtype of the elements (pointers) or of the value (numeric scalars)
+    count: str | None = None       # element count: an expression over sizes (pointers)
+    init: Init | None = None       # how inputs are made (in/inout pointers)
+    value: str | None = None       # scalars: a C++ expression over sizes and macros
+    note: str | None = None        # how mepgen inferred it, for the reader
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.role != "scalar"
+
+
+@dataclass
+class Constant:
+    name: str                      # qualified name of the __constant__/__device__ symbol
+    ctype: str
+    dtype: str | None = None
+    count: str | None = None
+    init: Init | None = None
+    value: str | None = None       # for struct-typed symbols: a C++ initializer expression
+
+
+@dataclass
+class Launch:
+    grid: list[str]
+    block: list[str]
+    shared_mem: str = "0"
+    callee: str = ""               # what the harness calls: `cg::axpy<float>`
+
+
+@dataclass
+class Build:
+    arch: str = "native"
+    std: str = "c++17"
+    defines: list[str] = field(default_factory=list)
+    nvcc_flags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Tolerance:
+    rtol: float
+    atol: float
+
+
+@dataclass
+class Verify:
+    input_sets: int = 3
+    seed: int = 1
+    tolerance: dict[str, Tolerance] = field(default_factory=dict)
+
+
+@dataclass
+class Timing:
+    warmup: int = 5
+    reps: int = 50
+    flush_l2: bool = True
+
+
+@dataclass
+class Work:
+    bytes: str | None = None       # bytes a launch must move at least (expression over sizes)
+    flops: str | None = None       # floating-point operations per launch
+
+
+@dataclass
+class KernelRef:
+    name: str                      # qualified name
+    id: str
+    source: str                    # file in the application, relative to its root
+    source_sha256: str
+    start_byte: int
+    end_byte: int
+    template_args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Todo:
+    field: str
+    reason: str
+
+
+@dataclass
+class Spec:
+    kernel: KernelRef
+    sizes: dict[str, int]
+    params: list[Param]
+    launch: Launch
+    constants: list[Constant] = field(default_factory=list)
+    build: Build = field(default_factory=Build)
+    verify: Verify = field(default_factory=Verify)
+    timing: Timing = field(default_factory=Timing)
+    work: Work = field(default_factory=Work)
+    todo: list[Todo] = field(default_factory=list)
+    version: int = SPEC_VERSION
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def outputs(self) -> list[Param]:
+        return [p for p in self.params if p.role in ("out", "inout")]
+
+    @property
+    def inputs(self) -> list[Param]:
+        return [p for p in self.params if p.role in ("in", "inout")]
+
+    def size(self, expr: str | int | None) -> int | None:
+        """Value of an expression over the size symbols."""
+        return cexpr.evaluate(expr, self.sizes)
+
+    def count(self, p: Param | Constant) -> int:
+        n = self.size(p.count)
+        if n is None or n < 0:
+            raise MepgenError(f"cannot evaluate the element count '{p.count}' of {p.name} from sizes "
+                              f"{self.sizes}")
+        return n
+
+    def to_dict(self) -> dict:
+        def clean(obj):
+            if isinstance(obj, dict):
+                return {k: clean(v) for k, v in obj.items() if v is not None and v != [] and v != {}}
+            if isinstance(obj, list):
+                return [clean(x) for x in obj]
+            return obj
+        d = asdict(self)
+        for group in ("params", "constants"):
+            for item, obj in zip(d[group], getattr(self, group)):
+                if obj.init is not None:
+                    item["init"] = obj.init.to_dict()
+        return clean(d)
+
+
+# --- loading and validation ---------------------------------------------------------------------------
+
+_scalar = of_type(str, int, float)
+_expr = of_type(str, int)
+
+
+def _init(doc: Doc, kp: tuple, v) -> Init:
+    of_type(dict)(doc, kp, v)
+    kind = v.get("kind")
+    if kind not in INIT_KINDS:
+        raise doc.error(kp + ("kind",), f"{kind!r} is not one of {', '.join(INIT_KINDS)}")
+    required, opt = INIT_KINDS[kind]
+    for k in v:
+        if k != "kind" and k not in required | opt:
+            raise doc.error(kp + (k,), f"unknown key '{k}' for init kind '{kind}' "
+                                       f"(known: {', '.join(sorted(required | opt)) or 'none'})")
+    for k in required - set(v):
+        raise doc.error(kp, f"init kind '{kind}' needs '{k}'")
+    if kind == "values":
+        list_of(of_type(int, float))(doc, kp + ("values",), v["values"])
+    if kind == "file":
+        of_type(str)(doc, kp + ("path",), v["path"])
+    return Init(kind, {k: x for k, x in v.items() if k != "kind"})
+
+
+def _dtype(doc: Doc, kp: tuple, v):
+    return one_of(*DTYPES)(doc, kp, v)
+
+
+_PARAM = record({
+    "name": (of_type(str), True), "role": (one_of(*ROLES), True), "ctype": (of_type(str), True),
+    "dtype": (optional(_dtype), False), "count": (optional(_expr), False), "init": (optional(_init), False),
+    "value": (optional(_scalar), False), "note": (optional(of_type(str)), False),
+})
+_CONSTANT = record({
+    "name": (of_type(str), True), "ctype": (of_type(str), True), "dtype": (optional(_dtype), False),
+    "count": (optional(_expr), False), "init": (optional(_init), False), "value": (optional(_scalar), False),
+})
+_dims = lambda d, kp, v: [str(x) for x in list_of(_expr)(d, kp, v if isinstance(v, list) else [v])]
+_SCHEMA = record({
+    "version": (one_of(SPEC_VERSION), True),
+    "kernel": (record({
+        "name": (of_type(str), True), "id": (of_type(str), True), "source": (of_type(str), True),
+        "source_sha256": (of_type(str), True), "start_byte": (of_type(int), True), "end_byte": (of_type(int), True),
+        "template_args": (list_of(of_type(str, int)), False)}), True),
+    "sizes": (mapping_of(of_type(int)), True),
+    "params": (list_of(_PARAM), True),
+    "constants": (list_of(_CONSTANT), False),
+    "launch": (record({"grid": (_dims, True), "block": (_dims, True), "shared_mem": (_expr, False),
+                       "callee": (of_type(str), False)}), True),
+    "build": (record({"arch": (of_type(str), False), "std": (of_type(str), False),
+                      "defines": (list_of(of_type(str)), False),
+                      "nvcc_flags": (list_of(of_type(str)), False)}), False),
+    "verify": (record({"input_sets": (of_type(int), False), "seed": (of_type(int), False),
+                       "tolerance": (mapping_of(record({"rtol": (of_type(float), True),
+                                                        "atol": (of_type(float), True)})), False)}), False),
+    "timing": (record({"warmup": (of_type(int), False), "reps": (of_type(int), False),
+                       "flush_l2": (of_type(bool), False)}), False),
+    "work": (record({"bytes": (optional(_expr), False), "flops": (optional(_expr), False)}), False),
+    "todo": (list_of(record({"field": (of_type(str), True), "reason": (of_type(str), True)})), False),
+})
+
+
+def _check_semantics(doc: Doc, d: dict) -> None:
+    names = [p["name"] for p in d["params"]]
+    sizes = d["sizes"]
+    for i, p in enumerate(d["params"]):
+        kp = ("params", i)
+        if names.count(p["name"]) > 1:
+            raise doc.error(kp + ("name",), f"parameter '{p['name']}' appears twice")
+        if p["role"] == "scalar":
+            if "value" not in p:
+                raise doc.error(kp, f"scalar parameter '{p['name']}' needs a 'value'")
+            continue
+        for key in ("dtype", "count"):
+            if key not in p:
+                raise doc.error(kp, f"buffer parameter '{p['name']}' needs '{key}'")
+        if cexpr.evaluate(p["count"], sizes) is None:
+            unknown = cexpr.names(str(p["count"])) - set(sizes)
+            why = f"unknown size symbol(s) {', '.join(sorted(unknown))}" if unknown else "not an integer expression"
+            raise doc.error(kp + ("count",), f"cannot evaluate '{p['count']}': {why}")
+        if p["role"] in ("in", "inout") and "init" not in p:
+            raise doc.error(kp, f"input parameter '{p['name']}' needs an 'init'")
+    for name in d.get("verify", {}).get("tolerance", {}):
+        if name not in names:
+            raise doc.error(("verify", "tolerance", name), f"no parameter named '{name}'")
+    for key in ("grid", "block"):
+        if len(d["launch"][key]) > 3:
+            raise doc.error(("launch", key), "at most 3 dimensions")
+        for j, e in enumerate(d["launch"][key]):
+            if cexpr.evaluate(e, sizes) is None:
+                raise doc.error(("launch", key, j), f"cannot evaluate '{e}' from the sizes")
+
+
+def spec_from_dict(d: dict) -> Spec:
+    def init(x):
+        return _init_from(x.get("init"))
+    params = [Param(**{**p, "init": init(p), "count": None if p.get("count") is None else str(p["count"]),
+                       "value": None if p.get("value") is None else str(p["value"])}) for p in d["params"]]
+    consts = [Constant(**{**c, "init": init(c), "count": None if c.get("count") is None else str(c["count"]),
+                          "value": None if c.get("value") is None else str(c["value"])})
+              for c in d.get("constants", [])]
+    launch = d["launch"]
+    return Spec(
+        version=d["version"],
+        kernel=KernelRef(**d["kernel"]),
+        sizes=dict(d["sizes"]),
+        params=params,
+        constants=consts,
+        launch=Launch(grid=[str(x) for x in launch["grid"]], block=[str(x) for x in launch["block"]],
+                      shared_mem=str(launch.get("shared_mem", "0")), callee=launch.get("callee", "")),
+        build=Build(**d.get("build", {})),
+        verify=Verify(**{**d.get("verify", {}), "tolerance": {k: Tolerance(**v) for k, v in
+                                                               d.get("verify", {}).get("tolerance", {}).items()}}),
+        timing=Timing(**d.get("timing", {})),
+        work=Work(**{k: None if v is None else str(v) for k, v in d.get("work", {}).items()}),
+        todo=[Todo(**t) for t in d.get("todo", [])],
+    )
+
+
+def _init_from(x) -> Init | None:
+    if x is None:
+        return None
+    if isinstance(x, Init):
+        return x
+    return Init(x["kind"], {k: v for k, v in x.items() if k != "kind"})
+
+
+def load_spec(path: Path | str, text: str | None = None) -> Spec:
+    """Read and validate mep.yaml."""
+    doc = load_doc(path, text)
+    d = _SCHEMA(doc, (), doc.data)
+    _check_semantics(doc, d)
+    return spec_from_dict(d)
+
+
+def validate_dict(d: dict, path: str = "mep.yaml") -> Spec:
+    """Validate a spec built in memory (e.g. proposed by an LLM) exactly like a file a person wrote."""
+    import yaml
+    return load_spec(path, yaml.safe_dump(d, sort_keys=False))
