@@ -127,5 +127,9 @@ def list_(obj: Context, app, as_json):
         click.echo(kernel_table(inv))
 
 
+# Each stage defines its commands in its own `command.py`; register them here, one line each.
+# (stage commands are added below as the stages land)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .clang import specialized_template
+from ..parsing.clang import specialized_template
 from .kernels import FUNCTION_KINDS, is_device_function, is_kernel
 from .source import SourceFiles, extent_json, qualified_name
 

@@ -4,7 +4,7 @@ Each site keeps every expression as written, the function it sits in, and how de
 """
 from __future__ import annotations
 
-from .clang import specialized_template
+from ..parsing.clang import specialized_template
 from .kernels import FUNCTION_KINDS, LOOP_KINDS, is_kernel
 from .source import SourceFiles, qualified_name, split_top_level
 

@@ -11,7 +11,7 @@ from .. import __version__
 from ..errors import MepgenError
 from ..inventory import SCHEMA, VERSION
 from ..workspace import Workspace, write_json
-from . import clang
+from ..parsing import clang
 from .cache import ExtractCache, FileHashes, flags_key
 from .flags import HEADER_SUFFIXES, SOURCE_SUFFIXES, CompileFlags, default_flags, find_compile_commands, \
     load_compile_commands

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from . import clang
+from ..parsing import clang
 from .closure import ClosureBuilder, add_global_spaces, global_spaces
 from .kernels import is_kernel, kernel_json
 from .launches import find_launch_sites

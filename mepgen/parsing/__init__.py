@@ -1,0 +1,1 @@
+"""Parsing CUDA with the libclang wheel, shared by the stages that read kernels (extract, mep, optimize)."""
