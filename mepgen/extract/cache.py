@@ -32,8 +32,20 @@ class FileHashes:
         return self._h[rel]
 
 
+def _extractor_fingerprint() -> str:
+    """Hash of the extractor's own code and shim: facts cached by another version are not reused."""
+    h = hashlib.sha256(__version__.encode())
+    here = Path(__file__).parent
+    for p in sorted([*here.glob("*.py"), *(here.parent / "parsing").rglob("*.py"), *(here.parent / "parsing").rglob("*.h")]):
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+_FINGERPRINT = _extractor_fingerprint()
+
+
 def flags_key(parse_args: list[str]) -> str:
-    return hashlib.sha256(json.dumps([__version__, parse_args]).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps([_FINGERPRINT, parse_args]).encode()).hexdigest()[:16]
 
 
 class ExtractCache:

@@ -87,10 +87,26 @@ def _walk(cursor):
         yield from _walk(c)
 
 
+def is_loop(cursor) -> bool:
+    """A loop statement, except `do { ... } while (0)`, the macro idiom (CUDA_CHECK) that runs once."""
+    if cursor.kind.name not in LOOP_KINDS:
+        return False
+    if cursor.kind.name == "DO_STMT":
+        cond = list(cursor.get_children())[-1:]
+        while cond and cond[0].kind.name == "UNEXPOSED_EXPR":
+            cond = list(cond[0].get_children())[:1]
+        if cond and cond[0].kind.name in ("INTEGER_LITERAL", "CXX_BOOL_LITERAL_EXPR"):
+            first = next(iter(cursor.get_tokens()), None)
+            spelled_in_macro = first is None or first.spelling != "do"
+            if spelled_in_macro or [t.spelling for t in cond[0].get_tokens()] in (["0"], ["false"]):
+                return False
+    return True
+
+
 def loop_depth(cursor) -> int:
     def depth(c) -> int:
         inner = max((depth(ch) for ch in c.get_children()), default=0)
-        return inner + (1 if c.kind.name in LOOP_KINDS else 0)
+        return inner + (1 if is_loop(c) else 0)
     return depth(cursor)
 
 

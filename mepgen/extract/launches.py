@@ -4,10 +4,13 @@ Each site keeps every expression as written, the function it sits in, and how de
 """
 from __future__ import annotations
 
+import re
+
 from ..parsing.clang import specialized_template
-from .kernels import FUNCTION_KINDS, LOOP_KINDS, is_kernel
+from .kernels import FUNCTION_KINDS, is_kernel, is_loop
 from .source import SourceFiles, qualified_name, split_top_level
 
+_IDENT = re.compile(r"[A-Za-z_]\w*")
 LAUNCH_APIS = {"cudaLaunchKernel": "cudaLaunchKernel", "cudaLaunchCooperativeKernel": "cudaLaunchCooperativeKernel",
                "cudaLaunchKernelExC": "cudaLaunchKernelExC"}
 
@@ -39,10 +42,31 @@ def _template_args(callee_text: str) -> list[str] | None:
     return split_top_level(callee_text[lt + 1:callee_text.rstrip().rfind(">")])
 
 
+def _local_init(var, src: SourceFiles) -> str | None:
+    """`dim3 grid(a, b)` -> 'dim3(a, b)'; `const int blocks = e;` -> 'e' (as written)."""
+    text = src.cursor_text(var)
+    name = var.spelling
+    m = re.search(rf"\b{re.escape(name)}\b", text)
+    if m is None:
+        return None
+    rest = text[m.end():].strip()
+    if rest.startswith("="):
+        return rest[1:].strip()
+    if rest.startswith(("(", "{")):
+        type_name = var.type.spelling.replace("const ", "").strip()
+        return f"{type_name}({rest[1:-1].strip()})"
+    return None
+
+
 def _site(call, kernel, kind: str, config: list[str], args: list[str], targs, ctx, src: SourceFiles) -> dict:
     names = ("grid", "block", "shared_mem", "stream")
     cfg = {n: (config[i] if i < len(config) and config[i] != "" else None) for i, n in enumerate(names)}
+    used = set()
+    for text in [*cfg.values(), *args]:
+        used |= set(_IDENT.findall(text or ""))
+    local_inits = {n: ctx["locals"][n] for n in sorted(used) if n in ctx["locals"]}
     loc = call.extent.start
+    file, start, end = src.span(call) or (loc.file.name, call.extent.start.offset, call.extent.end.offset)
     return {
         "kernel_usr": kernel.get_usr(),
         "kernel": qualified_name(kernel),
@@ -50,14 +74,16 @@ def _site(call, kernel, kind: str, config: list[str], args: list[str], targs, ct
         "file": src.rel(loc.file.name),
         "line": loc.line,
         "column": loc.column,
-        "start_byte": call.extent.start.offset,
-        "end_byte": call.extent.end.offset,
+        "start_byte": start,
+        "end_byte": end,
         "text": src.cursor_text(call),
         **cfg,
         "template_args": targs,
         "args": args,
         "enclosing_function": ctx["function"],
         "enclosing_usr": ctx["usr"],
+        "enclosing_params": ctx["params"],
+        "locals": local_inits,
         "in_loop": ctx["loops"] > 0,
         "loop_depth": ctx["loops"],
     }
@@ -75,8 +101,12 @@ def _chevron_site(call, src: SourceFiles, ctx):
     cfg_text = src.cursor_text(config).strip()
     if cfg_text.startswith("<<<") and cfg_text.endswith(">>>"):
         cfg_text = cfg_text[3:-3]
-    callee_text = src.text(call.extent.start.file.name, call.extent.start.offset, config.extent.start.offset).strip()
-    after = [c for c in children[1:] if c is not config and c.extent.start.offset > config.extent.end.offset]
+    call_span, cfg_span = src.span(call), src.span(config)
+    if call_span is None or cfg_span is None:
+        return None
+    callee_text = src.text(call_span[0], call_span[1], cfg_span[1]).strip()
+    callee_text = callee_text[:callee_text.rfind("<<<")].strip() if "<<<" in callee_text else callee_text
+    after = [c for c in children[1:] if c != config and (src.span(c) or ("", -1, -1))[1] >= cfg_span[2]]
     args = [src.cursor_text(a) for a in after]
     return _site(call, kernel, "triple_chevron", split_top_level(cfg_text), args, _template_args(callee_text), ctx, src)
 
@@ -112,8 +142,14 @@ def find_launch_sites(tops: list, src: SourceFiles) -> tuple[list[dict], list[di
         k = c.kind.name
         if k in FUNCTION_KINDS or k in ("CONSTRUCTOR", "DESTRUCTOR", "LAMBDA_EXPR"):
             if k != "LAMBDA_EXPR":
-                ctx = {"function": qualified_name(c), "usr": c.get_usr(), "loops": 0}
-        elif k in LOOP_KINDS:
+                params = [p.spelling for p in c.get_children() if p.kind.name == "PARM_DECL"]
+                ctx = {"function": qualified_name(c), "usr": c.get_usr(), "loops": 0, "params": params,
+                       "locals": {}}
+        elif k == "VAR_DECL" and ctx["function"] is not None:
+            init = _local_init(c, src)
+            if init is not None:
+                ctx["locals"][c.spelling] = init
+        elif is_loop(c):
             ctx = {**ctx, "loops": ctx["loops"] + 1}
         elif k == "CALL_EXPR" and ctx["function"] is not None:
             site = None
@@ -126,11 +162,20 @@ def find_launch_sites(tops: list, src: SourceFiles) -> tuple[list[dict], list[di
                 sites.append(site)
             else:
                 ref = c.referenced
-                if ref is not None and ref.location.file is not None and src.in_app(ref.location.file.name):
-                    calls.append({"caller_usr": ctx["usr"], "callee_usr": ref.get_usr(), "loop_depth": ctx["loops"]})
+                if ref is not None and ref.location.file is not None and src.in_app(ref.location.file.name) \
+                        and ref.kind.name in FUNCTION_KINDS:
+                    calls.append({"caller_usr": ctx["usr"], "caller": ctx["function"], "callee_usr": ref.get_usr(),
+                                  "callee": qualified_name(ref), "loop_depth": ctx["loops"],
+                                  "file": src.rel(c.location.file.name), "line": c.location.line,
+                                  "args": [src.cursor_text(a) for a in c.get_arguments()],
+                                  "locals": {}})
+                    used = set()
+                    for text in calls[-1]["args"]:
+                        used |= set(_IDENT.findall(text))
+                    calls[-1]["locals"] = {n: ctx["locals"][n] for n in sorted(used) if n in ctx["locals"]}
         for ch in c.get_children():
             visit(ch, ctx)
 
     for top in tops:
-        visit(top, {"function": None, "usr": None, "loops": 0})
+        visit(top, {"function": None, "usr": None, "loops": 0, "params": [], "locals": {}})
     return sites, calls

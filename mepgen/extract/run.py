@@ -188,6 +188,7 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
     assign_ranks(kernels)
 
     files = sorted({f for r in parsed for f in r["files"]})
+    host_calls = _calls_reaching_launches(kernels, calls)
     inventory = {
         "schema": SCHEMA,
         "version": VERSION,
@@ -204,12 +205,32 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
         "skipped": [{"file": r["file"], "diagnostics": r["diagnostics"][:5],
                      "errors": sum(d["severity"] in ("error", "fatal") for d in r["diagnostics"])} for r in skipped],
         "kernels": [_finish(k, hashes) for k in sorted(kernels, key=lambda k: k["rank"])],
+        "host_calls": host_calls,
     }
     ws.ensure()
     write_json(ws.inventory_path, inventory)
     if cache is not None:
         cache.save(set(keys))
     return inventory
+
+
+def _calls_reaching_launches(kernels: list[dict], calls: list[dict]) -> list[dict]:
+    """The host calls on a path to a launch site (callers of launching functions, transitively), with
+    their arguments as written: what a later stage follows to trace a launch argument to its value."""
+    wanted = {s["enclosing_usr"] for k in kernels for s in k["launch_sites"]}
+    keep: dict[tuple, dict] = {}
+    frontier = set(wanted)
+    while frontier:
+        new = set()
+        for c in calls:
+            key = (c["file"], c["line"], c["callee_usr"])
+            if c["callee_usr"] in frontier and key not in keep:
+                keep[key] = c
+                if c["caller_usr"] not in wanted:
+                    wanted.add(c["caller_usr"])
+                    new.add(c["caller_usr"])
+        frontier = new
+    return sorted(keep.values(), key=lambda c: (c["file"], c["line"]))
 
 
 def _finish(k: dict, hashes: FileHashes) -> dict:

@@ -21,11 +21,22 @@ class SourceFiles:
     def text(self, path: str, start: int, end: int) -> str:
         return self.data(path)[start:end].decode("utf-8", errors="replace")
 
-    def cursor_text(self, cursor) -> str:
+    def span(self, cursor) -> tuple[str, int, int] | None:
+        """(file, start, end) of a cursor as written. Inside a macro argument (CUDA_CHECK(launch(...)))
+        libclang reports the expansion point as an empty extent; the tokens still carry where the text is."""
         ext = cursor.extent
         if ext.start.file is None:
-            return ""
-        return self.text(ext.start.file.name, ext.start.offset, ext.end.offset)
+            return None
+        if ext.end.offset > ext.start.offset:
+            return ext.start.file.name, ext.start.offset, ext.end.offset
+        tokens = list(cursor.get_tokens())
+        if not tokens or tokens[0].extent.start.file is None:
+            return None
+        return tokens[0].extent.start.file.name, tokens[0].extent.start.offset, tokens[-1].extent.end.offset
+
+    def cursor_text(self, cursor) -> str:
+        span = self.span(cursor)
+        return self.text(*span) if span else ""
 
     def in_app(self, path: str | None) -> bool:
         """Whether a file belongs to the application (not a system, toolkit or shim header); cached."""
