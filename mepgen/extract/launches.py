@@ -42,7 +42,7 @@ def _template_args(callee_text: str) -> list[str] | None:
     return split_top_level(callee_text[lt + 1:callee_text.rstrip().rfind(">")])
 
 
-def _local_init(var, src: SourceFiles) -> str | None:
+def local_init(var, src: SourceFiles) -> str | None:
     """`dim3 grid(a, b)` -> 'dim3(a, b)'; `const int blocks = e;` -> 'e' (as written)."""
     text = src.cursor_text(var)
     name = var.spelling
@@ -54,7 +54,7 @@ def _local_init(var, src: SourceFiles) -> str | None:
         return rest[1:].strip()
     if rest.startswith(("(", "{")):
         type_name = var.type.spelling.replace("const ", "").strip()
-        return f"{type_name}({rest[1:-1].strip()})"
+        return f"{type_name}{rest[0]}{rest[1:-1].strip()}{')' if rest[0] == '(' else '}'}"
     return None
 
 
@@ -146,7 +146,7 @@ def find_launch_sites(tops: list, src: SourceFiles) -> tuple[list[dict], list[di
                 ctx = {"function": qualified_name(c), "usr": c.get_usr(), "loops": 0, "params": params,
                        "locals": {}}
         elif k == "VAR_DECL" and ctx["function"] is not None:
-            init = _local_init(c, src)
+            init = local_init(c, src)
             if init is not None:
                 ctx["locals"][c.spelling] = init
         elif is_loop(c):

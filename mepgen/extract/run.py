@@ -100,8 +100,10 @@ def _merge(results: list[dict]) -> tuple[list[dict], list[dict], dict[str, str]]
     sites: dict[tuple, dict] = {}
     calls: list[dict] = []
     macros: dict[str, str] = {}
+    host_constants: dict[str, dict] = {}
     for r in results:
         calls += r["calls"]
+        host_constants.update(r["host_constants"])
         for name, value in r["object_macros"].items():
             macros.setdefault(name, value)
         for s in r["launch_sites"]:
@@ -119,7 +121,7 @@ def _merge(results: list[dict]) -> tuple[list[dict], list[dict], dict[str, str]]
         k["id"] = _kernel_id(k["qualified_name"])
         if names.count(k["qualified_name"]) > 1:  # overloads: make the id unique
             k["id"] += f"@{Path(k['file']).stem}.{k['start_line']}"
-    return out, calls, macros
+    return out, calls, {"macros": macros, "host_constants": host_constants}
 
 
 def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
@@ -169,7 +171,8 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
             first = errors[0]
             log(f"skipped {r['file']}: {len(errors)} parse errors, first {first['file']}:{first['line']}: "
                 f"{first['message']}")
-    kernels, calls, macros = _merge(parsed)
+    kernels, calls, values = _merge(parsed)
+    macros = values["macros"]
     if not kernels:
         why = f" ({len(skipped)} files skipped for parse errors)" if skipped else ""
         raise MepgenError(f"no __global__ kernels found in {app}{why}")
@@ -206,6 +209,8 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
                      "errors": sum(d["severity"] in ("error", "fatal") for d in r["diagnostics"])} for r in skipped],
         "kernels": [_finish(k, hashes) for k in sorted(kernels, key=lambda k: k["rank"])],
         "host_calls": host_calls,
+        "host_constants": values["host_constants"],
+        "macros": macros,
     }
     ws.ensure()
     write_json(ws.inventory_path, inventory)

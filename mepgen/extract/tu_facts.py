@@ -7,8 +7,8 @@ from pathlib import Path
 from ..parsing import clang
 from .closure import ClosureBuilder, add_global_spaces, global_spaces
 from .kernels import is_kernel, kernel_json
-from .launches import find_launch_sites
-from .source import SourceFiles
+from .launches import find_launch_sites, local_init
+from .source import SourceFiles, qualified_name
 
 
 def _kernels_in(tops: list):
@@ -18,6 +18,25 @@ def _kernels_in(tops: list):
             yield from _kernels_in(list(c.get_children()))
         elif is_kernel(c) and c.is_definition():
             yield c
+
+
+def _host_constants(tops: list, src: SourceFiles) -> dict[str, dict]:
+    """Namespace-scope `const`/`constexpr` variables with their initializers, e.g. `kAlpha = 0.1f`:
+    launch arguments often name them."""
+    out = {}
+
+    def visit(cursors):
+        for c in cursors:
+            if c.kind.name in ("NAMESPACE", "LINKAGE_SPEC"):
+                visit(c.get_children())
+            elif c.kind.name == "VAR_DECL" and (c.type.is_const_qualified() or "constexpr" in
+                                                 [t.spelling for t in list(c.get_tokens())[:3]]):
+                init = local_init(c, src)
+                if init is not None:
+                    out[qualified_name(c)] = {"init": init, "type": c.type.spelling,
+                                              "file": src.rel(c.location.file.name), "line": c.location.line}
+    visit(tops)
+    return out
 
 
 def _diagnostics(tu, src: SourceFiles) -> list[dict]:
@@ -52,6 +71,7 @@ def tu_facts(path: str, parse_args: list[str], app_root: str) -> dict:
         add_global_spaces(entry["closure"], spaces)
         kernels.append(entry)
     sites, calls = find_launch_sites(tops, src)
+    host_constants = _host_constants(tops, src)
     macros = {}
     for c in tops:
         if c.kind.name == "MACRO_DEFINITION":
@@ -66,6 +86,7 @@ def tu_facts(path: str, parse_args: list[str], app_root: str) -> dict:
         "launch_sites": sites,
         "calls": calls,
         "object_macros": macros,
+        "host_constants": host_constants,
         "diagnostics": _diagnostics(tu, src),
         "parse_seconds": round(time.perf_counter() - t0, 4),
     }
