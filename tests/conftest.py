@@ -1,0 +1,56 @@
+"""Shared fixtures. Markers: `gpu` tests need an NVIDIA GPU, `nvcc` tests need nvcc; both skip with a reason."""
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+@functools.lru_cache(maxsize=1)
+def have_gpu() -> bool:
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return False
+    try:
+        return subprocess.run([exe, "-L"], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    no_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU (nvidia-smi -L failed or is missing)")
+    no_nvcc = pytest.mark.skip(reason="needs nvcc on PATH")
+    for item in items:
+        if "gpu" in item.keywords and not have_gpu():
+            item.add_marker(no_gpu)
+        if "nvcc" in item.keywords and shutil.which("nvcc") is None:
+            item.add_marker(no_nvcc)
+
+
+def copy_example(name: str, dest: Path) -> Path:
+    """A fresh copy of examples/NAME without build outputs or a workspace."""
+    target = dest / name
+    shutil.copytree(EXAMPLES / name, target,
+                    ignore=shutil.ignore_patterns(".mepgen", "build", "build-cmake", "compile_commands.json"))
+    return target
+
+
+@pytest.fixture(scope="session")
+def heatcg_extracted(tmp_path_factory) -> tuple[Path, dict]:
+    """examples/heatcg copied once per session and extracted (scan mode, static ranking)."""
+    from mepgen.extract import ExtractOptions, extract
+
+    app = copy_example("heatcg", tmp_path_factory.mktemp("heatcg"))
+    inv = extract(app, ExtractOptions(jobs=2))
+    return app, inv
+
+
+@pytest.fixture
+def heatcg_copy(tmp_path) -> Path:
+    return copy_example("heatcg", tmp_path)
