@@ -1,0 +1,147 @@
+"""Input sets for an MEP: the `.npy` files its harness loads, generated from mep.yaml's `init` entries.
+
+Shared by `mepgen mep` (the default set in `data/in/`) and the evaluator (fresh sets, one per seed).
+Inputs are made here in numpy rather than in the harness so that every backend, the reference run and a
+person with a notebook see exactly the same bytes; each buffer draws from its own generator seeded by
+(seed, buffer name), so adding a parameter never changes the data of the others.
+"""
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from . import cexpr
+from .errors import MepgenError
+from .spec import Constant, Init, Param, Spec
+
+
+def const_file_name(symbol: str) -> str:
+    """`heat::c_grid` -> `const.heat.c_grid.npy` (the harness protocol's name for a constant's input)."""
+    return f"const.{symbol.replace('::', '.')}.npy"
+
+
+def make_inputs(spec: Spec, mep_dir: Path, seed: int, out_dir: Path) -> dict[str, np.ndarray]:
+    """Write `<param>.npy` for every in/inout buffer and `const.<symbol>.npy` for every constant that has an
+    `init` into `out_dir`; return the arrays by file stem (`x`, `const.heat.c_stencil`).
+
+    Deterministic: the same spec, seed and files give the same bytes. Constants described by a C++ `value`
+    (struct-typed symbols) have no file: the harness initializes them from the expression.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    arrays: dict[str, np.ndarray] = {}
+    for p in spec.inputs:
+        arrays[p.name] = make_array(spec, p, Path(mep_dir), seed)
+        np.save(out_dir / f"{p.name}.npy", arrays[p.name], allow_pickle=False)
+    for c in spec.constants:
+        if c.init is None:
+            continue
+        stem = const_file_name(c.name)[:-len(".npy")]
+        arrays[stem] = make_array(spec, c, Path(mep_dir), seed)
+        np.save(out_dir / f"{stem}.npy", arrays[stem], allow_pickle=False)
+    return arrays
+
+
+def make_array(spec: Spec, item: Param | Constant, mep_dir: Path, seed: int) -> np.ndarray:
+    """One buffer's data as a 1-D array of its dtype and element count."""
+    if item.dtype is None or item.init is None:
+        raise MepgenError(f"{item.name}: needs a dtype and an init to generate its input")
+    count = spec.count(item)
+    dtype = np.dtype(item.dtype)
+    rng = np.random.default_rng([seed & 0xFFFFFFFF, zlib.crc32(item.name.encode())])
+    data = _generate(item.init, dtype, count, spec, mep_dir, rng, item.name)
+    if data.shape != (count,):
+        raise MepgenError(f"{item.name}: init '{item.init.kind}' made {data.size} elements, "
+                          f"the spec says {count}")
+    return np.ascontiguousarray(data.astype(dtype, copy=False))
+
+
+def _number(value, spec: Spec, what: str) -> float | int:
+    """A literal number (`0.5`, `1e-3f`), or an integer expression over the size symbols (`NBINS - 1`)."""
+    if isinstance(value, (int, float)):
+        return value
+    text = str(value).strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text[:-1] if text[-1:] in "fF" and not text.lower().startswith("0x") else text)
+    except ValueError:
+        pass
+    v = cexpr.evaluate(text, spec.sizes)
+    if v is None:
+        raise MepgenError(f"{what}: cannot evaluate '{value}' over the sizes {spec.sizes}")
+    return v
+
+
+def _generate(init: Init, dtype: np.dtype, count: int, spec: Spec, mep_dir: Path, rng, name: str) -> np.ndarray:
+    a = init.args
+    num = lambda key: _number(a[key], spec, f"{name}.init.{key}")
+    kind = init.kind
+    is_int = dtype.kind in "iu"
+    if kind == "zeros":
+        return np.zeros(count, dtype)
+    if kind == "constant":
+        return np.full(count, num("value"), dtype=dtype)
+    if kind == "arange":
+        start, step = _number(a.get("start", 0), spec, name), _number(a.get("step", 1), spec, name)
+        return (start + step * np.arange(count, dtype=np.float64 if not is_int else np.int64)).astype(dtype)
+    if kind == "uniform":
+        low, high = num("low"), num("high")
+        if dtype.kind == "b":
+            return rng.random(count) < 0.5
+        if is_int:
+            return rng.integers(int(low), int(high), size=count, endpoint=True).astype(dtype)
+        work = np.float32 if dtype.itemsize <= 4 else np.float64
+        return rng.uniform(low, high, size=count).astype(work).astype(dtype)
+    if kind == "normal":
+        out = rng.normal(num("mean"), num("std"), size=count)
+        return np.rint(out).astype(dtype) if is_int else out.astype(dtype)
+    if kind == "index":
+        low, high = int(num("low")), int(num("high"))
+        if high <= low:
+            raise MepgenError(f"{name}.init: index range [{low}, {high}) is empty")
+        return rng.integers(low, high, size=count).astype(dtype)
+    if kind == "csr_row_ptr":
+        return _csr_row_ptr(int(num("rows")), int(num("nnz")), count, rng, name).astype(dtype)
+    if kind == "values":
+        vals = np.asarray(a["values"], dtype=np.float64)
+        if vals.size == 0 or count % vals.size:
+            raise MepgenError(f"{name}.init: {vals.size} values do not tile the {count} elements")
+        return np.tile(vals, count // vals.size).astype(dtype)
+    if kind == "file":
+        return _from_file(mep_dir / a["path"], dtype, count, name)
+    raise MepgenError(f"{name}.init: unknown init kind '{kind}'")
+
+
+def _csr_row_ptr(rows: int, nnz: int, count: int, rng, name: str) -> np.ndarray:
+    """Row pointers of a CSR matrix: 0, monotone, ending at nnz, rows of near-equal length (as a stencil
+    or FEM matrix has), with the remainder spread over random rows."""
+    if count != rows + 1:
+        raise MepgenError(f"{name}: csr_row_ptr has rows + 1 = {rows + 1} entries, the count says {count}")
+    if rows < 0 or nnz < 0:
+        raise MepgenError(f"{name}: csr_row_ptr needs rows >= 0 and nnz >= 0 (got {rows}, {nnz})")
+    lengths = np.full(rows, nnz // rows if rows else 0, dtype=np.int64)
+    extra = nnz - int(lengths.sum())
+    if extra:
+        lengths[rng.choice(rows, size=extra, replace=False)] += 1
+    out = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out
+
+
+def _from_file(path: Path, dtype: np.dtype, count: int, name: str) -> np.ndarray:
+    try:
+        data = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise MepgenError(f"{name}: input file {path} not found") from None
+    except (OSError, ValueError) as e:
+        raise MepgenError(f"{name}: cannot read {path} as .npy ({e})") from None
+    if data.dtype != dtype:
+        raise MepgenError(f"{name}: {path} holds {data.dtype}, the spec says {dtype}")
+    if data.size != count:
+        raise MepgenError(f"{name}: {path} holds {data.size} elements, the spec says {count}")
+    return data.reshape(-1)
