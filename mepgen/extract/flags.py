@@ -134,9 +134,11 @@ def find_compile_commands(app: Path, given: Path | None) -> Path | None:
 def load_compile_commands(path: Path, app: Path) -> list[CompileEntry]:
     """Entries of compile_commands.json for sources inside `app`; a clear error when the file is bad."""
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except OSError as e:
         raise MepgenError(f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise MepgenError(f"cannot read {path}: not UTF-8 text (byte {e.start})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:

@@ -1,0 +1,90 @@
+"""Turn launch times into medians, a noise estimate and a decision: faster, same or slower.
+
+A candidate counts as faster only when its gain exceeds the measured noise. Baseline and candidate are
+timed in alternating rounds of the same session (A B A B ...), so drift in clocks or temperature hits both;
+the noise is the larger of (a) how much each side's round medians disagree with each other and (b) twice
+the bootstrap standard error of each side's median. On top of that, the candidate must win every round.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: smallest relative gain ever called a win, whatever the measured noise
+MIN_GAIN = 0.01
+_BOOTSTRAP = 200
+
+
+@dataclass
+class Summary:
+    median_ms: float
+    spread: float          # interquartile range / median
+    min_ms: float
+    max_ms: float
+    launches: int
+    round_medians_ms: list[float]
+
+
+def summarize(rounds: list[list[float]]) -> Summary:
+    """Pool the launches of every round; keep each round's median for the noise estimate."""
+    rounds = [list(r) for r in rounds if len(r)]
+    if not rounds:
+        raise ValueError("no launch times")
+    allt = np.concatenate([np.asarray(r, dtype=np.float64) for r in rounds])
+    med = float(np.median(allt))
+    q1, q3 = np.percentile(allt, [25, 75])
+    return Summary(median_ms=med, spread=float((q3 - q1) / med) if med > 0 else 0.0,
+                   min_ms=float(allt.min()), max_ms=float(allt.max()), launches=int(allt.size),
+                   round_medians_ms=[float(np.median(r)) for r in rounds])
+
+
+def round_range(round_medians: list[float]) -> float:
+    """Relative range of repeated medians: (max - min) / median; 0 with fewer than two rounds."""
+    if len(round_medians) < 2:
+        return 0.0
+    m = np.asarray(round_medians, dtype=np.float64)
+    mid = float(np.median(m))
+    return float((m.max() - m.min()) / mid) if mid > 0 else 0.0
+
+
+def bootstrap_error(times: np.ndarray, seed: int = 0) -> float:
+    """Relative standard error of the median, by resampling (deterministic: a fixed seed)."""
+    if times.size < 2:
+        return 0.0
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, times.size, size=(_BOOTSTRAP, times.size))
+    meds = np.median(times[idx], axis=1)
+    mid = float(np.median(times))
+    return float(meds.std() / mid) if mid > 0 else 0.0
+
+
+def noise(rounds: list[list[float]]) -> float:
+    allt = np.concatenate([np.asarray(r, dtype=np.float64) for r in rounds if len(r)])
+    return max(round_range([float(np.median(r)) for r in rounds if len(r)]), 2.0 * bootstrap_error(allt))
+
+
+@dataclass
+class Decision:
+    decision: str          # faster | same | slower
+    speedup: float         # baseline median / candidate median
+    noise: float
+    threshold: float
+    why: str
+
+
+def decide(baseline: list[list[float]], candidate: list[list[float]], min_gain: float = MIN_GAIN) -> Decision:
+    """Compare interleaved rounds of launch times (ms) of the baseline and a candidate."""
+    b, c = summarize(baseline), summarize(candidate)
+    nz = max(noise(baseline), noise(candidate))
+    threshold = max(nz, min_gain)
+    speedup = b.median_ms / c.median_ms if c.median_ms > 0 else float("inf")
+    pairs = list(zip(b.round_medians_ms, c.round_medians_ms))
+    wins = sum(1 for bm, cm in pairs if cm < bm)
+    numbers = (f"candidate {c.median_ms:.4g} ms vs baseline {b.median_ms:.4g} ms "
+               f"(x{speedup:.3f}; noise {nz:.1%}, threshold {threshold:.1%}; won {wins}/{len(pairs)} rounds)")
+    if c.median_ms < b.median_ms * (1.0 - threshold) and wins == len(pairs):
+        return Decision("faster", speedup, nz, threshold, f"faster: {numbers}")
+    if c.median_ms > b.median_ms * (1.0 + threshold):
+        return Decision("slower", speedup, nz, threshold, f"slower: {numbers}")
+    return Decision("same", speedup, nz, threshold, f"not distinguishable from the baseline: {numbers}")

@@ -1,0 +1,104 @@
+"""Compare a candidate's outputs with the reference outputs of the original kernel.
+
+The rules (DESIGN.md, "The evaluator's rules"): NaN and Inf never match, not even where the reference
+has them (a reference with NaN is the MEP's problem, reported by :func:`reference_problem`); an element
+still holding the poison the harness wrote before the launch was never written, and is counted apart;
+integers and bools must match exactly; floats within `|got - ref| <= atol + rtol * |ref|`, with the
+tolerance from `mep.yaml` or a default for the dtype.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..spec import Spec, Tolerance
+from .results import Mismatch
+
+#: byte the harness fills integer outputs with before each launch
+INT_POISON_BYTE = 0xA5
+#: byte the harness fills floating outputs with: all-ones bits are a NaN in every float format
+FLOAT_POISON_BYTE = 0xFF
+
+#: tolerance when mep.yaml states none: loose enough for a reordered reduction, tight enough for a bug
+DEFAULT_TOLERANCE = {
+    "float16": Tolerance(rtol=1e-2, atol=1e-3),
+    "float32": Tolerance(rtol=1e-4, atol=1e-5),
+    "float64": Tolerance(rtol=1e-9, atol=1e-12),
+}
+
+
+def tolerance_for(spec: Spec, name: str) -> Tolerance:
+    """The tolerance of output `name`: mep.yaml's, else the dtype's default (exact for integers)."""
+    if name in spec.verify.tolerance:
+        return spec.verify.tolerance[name]
+    return DEFAULT_TOLERANCE.get(spec.param(name).dtype or "", Tolerance(rtol=0.0, atol=0.0))
+
+
+def _poisoned(arr: np.ndarray) -> np.ndarray:
+    """Elements whose every byte is still the poison byte."""
+    byte = FLOAT_POISON_BYTE if arr.dtype.kind == "f" else INT_POISON_BYTE
+    raw = np.ascontiguousarray(arr).reshape(-1).view(np.uint8).reshape(-1, arr.dtype.itemsize)
+    return np.all(raw == byte, axis=1)
+
+
+def reference_problem(name: str, ref: np.ndarray, input_set: int) -> str | None:
+    """Why a reference output cannot serve as one (NaN, Inf, unwritten elements), or None."""
+    flat = ref.reshape(-1)
+    unwritten = int(_poisoned(flat).sum())
+    if unwritten:
+        return (f"the original kernel leaves {unwritten} of {flat.size} elements of '{name}' unwritten "
+                f"(input set {input_set}): give '{name}' the role 'inout' in mep.yaml so those elements "
+                "keep their input values, or fix the launch configuration")
+    if flat.dtype.kind == "f":
+        bad = int((~np.isfinite(flat.astype(np.float64))).sum())
+        if bad:
+            return (f"the original kernel writes {bad} NaN/Inf values into '{name}' (input set {input_set}): "
+                    "change the inputs' init in mep.yaml so the reference is finite")
+    return None
+
+
+def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: Tolerance, input_set: int,
+            phase: str = "run") -> Mismatch | None:
+    """None when `got` matches `ref` element for element; otherwise the evidence."""
+    total = int(ref.size)
+    if got.dtype != ref.dtype or got.size != ref.size:
+        return Mismatch(name, input_set, phase, total, total,
+                        note=f"expected {ref.size} elements of {ref.dtype}, got {got.size} of {got.dtype}")
+    g, r = got.reshape(-1), ref.reshape(-1)
+    unwritten = _poisoned(g)
+    if g.dtype.kind == "f":
+        g64, r64 = g.astype(np.float64), r.astype(np.float64)
+        nan, inf = np.isnan(g64), np.isinf(g64)
+        finite = np.isfinite(g64) & np.isfinite(r64)
+        err = np.abs(np.where(finite, g64 - r64, 0.0))
+        bad = ~finite | (err > tol.atol + tol.rtol * np.abs(np.where(finite, r64, 0.0)))
+        if not bad.any():
+            return None
+        rel = err / np.maximum(np.abs(np.where(finite, r64, 0.0)), np.finfo(np.float64).tiny)
+        first = int(np.flatnonzero(bad)[0])
+        return Mismatch(name, input_set, phase, total, int(bad.sum()),
+                        max_abs_err=float(err[finite].max()) if finite.any() else None,
+                        max_rel_err=float(rel[finite].max()) if finite.any() else None,
+                        first_bad_index=first, expected=float(r64[first]), got=float(g64[first]),
+                        nan=int((nan & ~unwritten).sum()), inf=int(inf.sum()), unwritten=int(unwritten.sum()),
+                        rtol=tol.rtol, atol=tol.atol)
+    if g.dtype == np.bool_:  # compare the bytes: a poisoned bool (0xA5) must not read as True
+        g, r = g.view(np.uint8), r.view(np.uint8)
+    bad = g != r
+    if not bad.any():
+        return None
+    first = int(np.flatnonzero(bad)[0])
+    return Mismatch(name, input_set, phase, total, int(bad.sum()), first_bad_index=first,
+                    expected=_scalar(r[first]), got=_scalar(g[first]),
+                    unwritten=int((unwritten & bad).sum()), rtol=tol.rtol, atol=tol.atol)
+
+
+def _scalar(v) -> float:
+    return float(v) if not isinstance(v, (bool, np.bool_)) else float(bool(v))
+
+
+def unchanged(before: np.ndarray, after: np.ndarray) -> bool:
+    """Bit-exact equality: an `in` buffer must come back from the kernel exactly as it went in."""
+    if before.dtype != after.dtype or before.shape != after.shape:
+        return False
+    return bool(np.array_equal(np.ascontiguousarray(before).view(np.uint8),
+                               np.ascontiguousarray(after).view(np.uint8)))
