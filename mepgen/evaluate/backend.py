@@ -1,0 +1,90 @@
+"""The one small interface both evaluation backends implement (Kernel Tuner style).
+
+`compile` turns a kernel file into something runnable, `run` launches it once on one input set and
+returns its outputs, `time` times a candidate interleaved with the baseline. A backend never raises for
+the candidate's failures: it returns CompileFailed or a RunOutput carrying a RuntimeFault. The native
+backend (native.py) runs the MEP harness as a subprocess; the pycuda backend (pycuda_backend.py) keeps
+a worker process with a CUDA context, the inputs resident on the GPU.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .results import CompileFailed, CompileInfo, RuntimeFault
+
+
+@dataclass
+class Built:
+    kernel_file: Path
+    artifact: Path               # the harness binary (native) or the cubin (pycuda)
+    key: str                     # content hash of what was compiled
+    info: CompileInfo
+    log: str = ""                # nvcc's output (ptxas -v report included)
+    extra: dict = field(default_factory=dict)   # backend-specific facts (entry name, argument layout)
+
+
+@dataclass
+class InputSet:
+    index: int                   # k: seed = spec.verify.seed + k
+    data_dir: Path               # `<param>.npy` for in/inout buffers, `const.<symbol>.npy`
+
+
+@dataclass
+class RunOutput:
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    inputs_after: dict[str, np.ndarray] = field(default_factory=dict)   # `in` buffers read back, if supported
+    fault: RuntimeFault | None = None
+    record: dict = field(default_factory=dict)   # the MEPGEN_RESULT line (native) or the worker's reply
+
+
+@dataclass
+class TimingOutput:
+    """Per-round launch times of the baseline and the candidate, and the post-timing re-check outputs."""
+    baseline_rounds: list[list[float]] = field(default_factory=list)
+    candidate_rounds: list[list[float]] = field(default_factory=list)
+    after: dict[str, np.ndarray] = field(default_factory=dict)         # candidate, after timing
+    after_input_set: int = 0                                           # the inputs `after` was computed from
+    inputs_after: dict[str, np.ndarray] = field(default_factory=dict)
+    fault: RuntimeFault | None = None
+    device: str = ""
+    l2_bytes: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TimingPlan:
+    warmup: int
+    reps: int                    # launches per round and side
+    rounds: int                  # alternations baseline / candidate
+    flush_l2: bool = True
+
+
+class Backend(abc.ABC):
+    """Compile and run kernel files of one MEP. Implementations: NativeBackend, PycudaBackend."""
+
+    name = "abstract"
+
+    @abc.abstractmethod
+    def compile(self, kernel_file: Path) -> Built | CompileFailed:
+        """Build `kernel_file`; safe to call from several threads at once (compiles run in parallel)."""
+
+    @abc.abstractmethod
+    def run(self, built: Built, inputs: InputSet, out_dir: Path) -> RunOutput:
+        """Launch once on `inputs` with outputs poisoned and in/out buffers reset; return the outputs."""
+
+    @abc.abstractmethod
+    def time(self, baseline: Built, candidate: Built | None, inputs: InputSet, plan: TimingPlan,
+             out_dir: Path, recheck: InputSet | None = None) -> TimingOutput:
+        """Time `candidate` interleaved with `baseline` (or the baseline alone when candidate is None).
+
+        After timing, the candidate (or baseline) runs once more from fresh inputs - from `recheck` when
+        the backend can switch input sets in the same session (a kernel that caches results across
+        launches then fails) - and its outputs come back in `after`.
+        """
+
+    def close(self) -> None:
+        """Release workers and GPU contexts."""

@@ -1,0 +1,54 @@
+"""Which GPUs this machine has (`nvidia-smi -L`), and the backend for each: one worker per GPU."""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+from pathlib import Path
+
+from ..errors import MepgenError
+from ..spec import Spec
+
+BACKENDS = ("auto", "native", "pycuda")
+
+
+def list_gpus() -> tuple[list[int], str]:
+    """GPU indices in PCI order, and why there are none when the list is empty."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return [], "nvidia-smi is not on PATH"
+    try:
+        done = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as e:
+        return [], f"nvidia-smi -L failed: {e}"
+    gpus = [i for i, line in enumerate(ln for ln in done.stdout.splitlines() if ln.startswith("GPU "))]
+    if done.returncode != 0 or not gpus:
+        msg = (done.stderr or done.stdout).strip().splitlines()
+        return [], f"nvidia-smi -L found none ({msg[-1] if msg else 'exit ' + str(done.returncode)})"
+    return gpus, ""
+
+
+def have_pycuda() -> bool:
+    return importlib.util.find_spec("pycuda") is not None
+
+
+def resolve_backend(name: str) -> str:
+    """`auto` -> pycuda when installed (the `mepgen[gpu]` extra), else native; pycuda without it is an error."""
+    if name not in BACKENDS:
+        raise MepgenError(f"unknown backend '{name}' (known: {', '.join(BACKENDS)})")
+    if name == "auto":
+        return "pycuda" if have_pycuda() else "native"
+    if name == "pycuda" and not have_pycuda():
+        raise MepgenError("the pycuda backend needs pycuda: pip install 'mepgen[gpu]', or use --backend native")
+    return name
+
+
+def make_backend(name: str, spec: Spec, mep_dir: Path, build_dir: Path, device: int | None, run_timeout: float,
+                 compile_timeout: float):
+    if name == "pycuda":
+        from .pycuda_backend import PycudaBackend
+        return PycudaBackend(spec, mep_dir, build_dir, device=device, run_timeout=run_timeout,
+                             compile_timeout=compile_timeout)
+    from .native import NativeBackend
+    return NativeBackend(spec, mep_dir, build_dir, device=device, run_timeout=run_timeout,
+                         compile_timeout=compile_timeout)

@@ -1,0 +1,309 @@
+"""The evaluation pipeline of one MEP: lint -> compile -> run -> verify -> time, against the original kernel.
+
+`prepare()` makes the input sets, builds the original kernel.cu (the baseline) and computes its reference
+outputs once per input set (cached by content). `check(candidate)` then takes a built candidate through
+the GPU stages on one backend; batch.py spreads many candidates over CPU cores (compiles) and GPUs.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..errors import MepgenError
+from ..spec import Spec
+from . import peaks as peaks_mod
+from . import profile as profile_mod
+from . import rules
+from .backend import Built, InputSet, TimingPlan
+from .decide import MIN_GAIN, decide, round_range, summarize
+from .devices import list_gpus, make_backend, resolve_backend
+from .results import CompileFailed, EvalResult, Impossible, Mismatch, Timed, WrongResult
+from .store import Store, digest
+from .symbols import callee
+from .verify import compare, reference_problem, tolerance_for, unchanged
+
+KERNEL_FILE = "kernel.cu"
+RESULT_VERSION = 1
+
+
+@dataclass
+class Options:
+    backend: str = "native"               # native | pycuda | auto
+    input_sets: int | None = None         # default: verify.input_sets of mep.yaml
+    warmup: int | None = None             # default: timing.warmup
+    reps: int | None = None               # launches per round and side; default: timing.reps
+    rounds: int = 3                       # baseline/candidate alternations
+    flush_l2: bool | None = None          # default: timing.flush_l2
+    min_gain: float = MIN_GAIN
+    run_timeout: float = 60.0
+    compile_timeout: float = 300.0
+    profile: bool = False
+    jobs: int = 0                         # parallel compiles; 0: one per CPU core
+    devices: list[int] | None = None      # GPUs to use; None: all that nvidia-smi lists
+    use_cache: bool = True
+    check_peaks: bool = True
+
+
+@dataclass
+class Worker:
+    """One GPU and the backend that owns it, with the baseline built for that backend."""
+    device: int | None
+    backend: object
+    baseline: Built | None = None
+    peaks: peaks_mod.Peaks | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class Evaluator:
+    def __init__(self, spec: Spec, mep_dir: Path, options: Options | None = None,
+                 log: Callable[[str], None] | None = None):
+        self.spec = spec
+        self.mep_dir = Path(mep_dir).resolve()
+        self.opts = options or Options()
+        self.log = log or (lambda msg: None)
+        self.store = Store(self.mep_dir, spec)
+        self.original = self.mep_dir / KERNEL_FILE
+        if not self.original.is_file():
+            raise MepgenError(f"{self.original} is missing: run `mepgen mep {spec.kernel.id}` first")
+        self.original_text = self.original.read_text(errors="replace")
+        self.backend_name = resolve_backend(self.opts.backend)
+        self.k = self.opts.input_sets or spec.verify.input_sets
+        if self.k < 1:
+            raise MepgenError("at least one input set is needed (verify.input_sets or --input-sets)")
+        t = spec.timing
+        self.plan = TimingPlan(warmup=self.opts.warmup if self.opts.warmup is not None else t.warmup,
+                               reps=self.opts.reps or t.reps, rounds=max(1, self.opts.rounds),
+                               flush_l2=t.flush_l2 if self.opts.flush_l2 is None else self.opts.flush_l2)
+        gpus, self.no_gpu_reason = list_gpus()
+        self.gpus = [d for d in gpus if self.opts.devices is None or d in self.opts.devices]
+        devices: list[int | None] = list(self.gpus) or [None]
+        self.workers = [Worker(d, make_backend(self.backend_name, spec, self.mep_dir, self.store.build_dir, d,
+                                               self.opts.run_timeout, self.opts.compile_timeout)) for d in devices]
+        self.sets: list[InputSet] = []
+        self.refs: dict[int, dict[str, np.ndarray]] = {}
+        self.inputs: dict[int, dict[str, np.ndarray]] = {}
+        self.ref_key = digest("reference", self.original_text, spec.to_dict())
+        self.gpu_ids = [peaks_mod.gpu_identity(d) for d in self.gpus]
+
+    # --- set-up -------------------------------------------------------------------------------------
+
+    @property
+    def has_gpu(self) -> bool:
+        return bool(self.gpus)
+
+    def require_gpu(self) -> None:
+        if not self.gpus:
+            raise MepgenError(f"no CUDA device: {self.no_gpu_reason}", exit_code=4)
+
+    def compile_baseline(self) -> Built:
+        """Build the original kernel.cu; its failure is the MEP's problem, so it is a user error."""
+        built = self.workers[0].backend.compile(self.original)
+        if isinstance(built, CompileFailed):
+            raise MepgenError(f"the MEP's own {KERNEL_FILE} does not compile:\n{built.message}", exit_code=3)
+        for w in self.workers:
+            w.baseline = built if w is self.workers[0] else w.backend.compile(self.original)
+        return built
+
+    def prepare(self) -> None:
+        """Inputs, baseline build and references; MEP problems raise MepgenError with the evidence."""
+        if self.workers[0].baseline is None:
+            self.compile_baseline()
+        self.require_gpu()
+        self.sets = [InputSet(k, self.store.input_set(k)) for k in range(self.k)]
+        self.inputs = {k: self.store.load_inputs(k) for k in range(self.k)}
+        w = self.workers[0]
+        for s in self.sets:
+            ref = self.store.load_ref(self.ref_key, s.index)
+            if ref is None:
+                self.log(f"computing reference outputs for input set {s.index}")
+                out = w.backend.run(w.baseline, s, self.store.work_dir / "reference" / f"set{s.index}")
+                if out.fault is not None:
+                    raise MepgenError(f"the original kernel fails on input set {s.index}: {out.fault.kind}: "
+                                      f"{out.fault.message}", exit_code=3)
+                for name, arr in out.outputs.items():
+                    problem = reference_problem(name, arr, s.index)
+                    if problem:
+                        raise MepgenError(problem, exit_code=3)
+                self.store.save_ref(self.ref_key, s.index, out.outputs,
+                                    {"seed": self.spec.verify.seed + s.index, "backend": self.backend_name,
+                                     "device": out.record.get("device", "")})
+                ref = out.outputs
+            self.refs[s.index] = ref
+        for worker in self.workers:
+            if self.opts.check_peaks:
+                try:
+                    worker.peaks = peaks_mod.get(worker.device, self.store.build_dir / "peaks")
+                except RuntimeError as e:
+                    worker.notes.append(f"no peak check: {e}")
+
+    # --- keys and lint ------------------------------------------------------------------------------
+
+    def result_key(self, text: str) -> str:
+        o = self.opts
+        return digest("result", RESULT_VERSION, text, self.ref_key, self.backend_name, self.gpu_ids,
+                      [self.k, self.plan.warmup, self.plan.reps, self.plan.rounds, self.plan.flush_l2, o.min_gain,
+                       o.profile])
+
+    def new_result(self, name: str, kernel_file: Path) -> EvalResult:
+        text = Path(kernel_file).read_text(errors="replace")
+        res = EvalResult(name=name, key=self.result_key(text), backend=self.backend_name,
+                         kernel_sha256=digest("kernel", text), input_sets=self.k)
+        res.rules = rules.check(text, self.original_text)
+        if res.rules:
+            res.status, res.stage = "rejected_by_rules", "lint"
+        return res
+
+    def compile(self, res: EvalResult, kernel_file: Path) -> Built | None:
+        """Compile stage (thread-safe); None when it failed (recorded in `res`)."""
+        res.stage = "compile"
+        built = self.workers[0].backend.compile(Path(kernel_file))
+        if isinstance(built, CompileFailed):
+            res.status, res.compile_failed = "compile_failed", built
+            return None
+        res.compile = built.info
+        return built
+
+    # --- the GPU stages -----------------------------------------------------------------------------
+
+    def _wrong(self, outputs: dict, k: int, phase: str, inputs_after: dict) -> WrongResult | None:
+        mismatches: list[Mismatch] = []
+        for p in self.spec.outputs:
+            ref = self.refs[k][p.name]
+            got = outputs.get(p.name)
+            if got is None:
+                mismatches.append(Mismatch(p.name, k, phase, int(ref.size), int(ref.size), note="no output written"))
+                continue
+            m = compare(p.name, got, ref, tolerance_for(self.spec, p.name), k, phase)
+            if m:
+                mismatches.append(m)
+        changed = [name for name, arr in inputs_after.items()
+                   if name in self.inputs[k] and not unchanged(self.inputs[k][name], arr)]
+        return WrongResult(mismatches, changed) if mismatches or changed else None
+
+    def check(self, res: EvalResult, built: Built, worker: Worker) -> EvalResult:
+        """Run, verify on every input set, time interleaved with the baseline, re-check, decide."""
+        start = time.monotonic()
+        work = self.store.work_dir / f"w{worker.device if worker.device is not None else 0}"
+        be = worker.backend
+        for s in self.sets:
+            res.stage = "run"
+            out = be.run(built, s, work / f"set{s.index}")
+            if out.fault is not None:
+                res.status, res.fault = "runtime_fault", out.fault
+                return self._done(res, start)
+            res.device = out.record.get("device", res.device)
+            res.stage = "verify"
+            wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after)
+            if wrong:
+                res.status, res.wrong = "wrong_result", wrong
+                return self._done(res, start)
+        res.stage = "time"
+        recheck = self.sets[1] if len(self.sets) > 1 else None
+        t = be.time(worker.baseline, built, self.sets[0], self.plan, work / "time", recheck=recheck)
+        res.notes += t.notes
+        if t.fault is not None:
+            res.status, res.fault = "runtime_fault", t.fault
+            return self._done(res, start)
+        wrong = self._wrong(t.after, t.after_input_set, "after", t.inputs_after)
+        if wrong:
+            res.status, res.wrong = "wrong_result", wrong
+            return self._done(res, start)
+        res.device = t.device or res.device
+        res.timed, impossible = self._timed(t.candidate_rounds, t.baseline_rounds, t.l2_bytes, worker)
+        if impossible:
+            res.status, res.impossible = "impossible", Impossible(impossible)
+            return self._done(res, start)
+        res.stage, res.status = "done", "ok"
+        if self.opts.profile:
+            res.profile = self.profile(Path(built.kernel_file), worker)
+        return self._done(res, start)
+
+    def _timed(self, cand: list[list[float]], base: list[list[float]] | None, l2: int | None,
+               worker: Worker) -> tuple[Timed, str | None]:
+        """The timing record and, when the time beats the GPU's measured peaks, why that is impossible."""
+        c = summarize(cand)
+        timed = Timed(median_ms=c.median_ms, spread=c.spread, min_ms=c.min_ms, max_ms=c.max_ms, launches=c.launches,
+                      rounds=len(c.round_medians_ms), round_medians_ms=c.round_medians_ms)
+        if base:
+            d = decide(base, cand, self.opts.min_gain)
+            b = summarize(base)
+            timed.baseline_median_ms, timed.baseline_round_medians_ms = b.median_ms, b.round_medians_ms
+            timed.speedup, timed.noise, timed.decision, timed.why = d.speedup, d.noise, d.decision, d.why
+        else:
+            timed.noise = round_range(c.round_medians_ms)
+            timed.why = f"baseline {c.median_ms:.4g} ms; repeated medians within {timed.noise:.1%} of each other"
+        a = peaks_mod.achieved(self.spec.size(self.spec.work.bytes) if self.spec.work.bytes else None,
+                               self.spec.size(self.spec.work.flops) if self.spec.work.flops else None,
+                               c.median_ms, worker.peaks, l2)
+        timed.gbps, timed.gflops, timed.pct_peak_bw, timed.pct_peak_flops = a.gbps, a.gflops, a.pct_bw, a.pct_flops
+        return timed, a.impossible
+
+    def _done(self, res: EvalResult, start: float) -> EvalResult:
+        res.seconds = round(res.seconds + time.monotonic() - start, 3)
+        return res
+
+    def profile(self, kernel_file: Path, worker: Worker) -> dict:
+        """Nsight Compute numbers for the kernel file, on a native build (whatever the timing backend)."""
+        from .native import NativeBackend
+        be = worker.backend if isinstance(worker.backend, NativeBackend) else NativeBackend(
+            self.spec, self.mep_dir, self.store.build_dir, device=worker.device)
+        built = be.compile(kernel_file)
+        if isinstance(built, CompileFailed):
+            return {"error": f"native build for profiling failed: {built.message}"}
+        return profile_mod.run_ncu(built.artifact, self.sets[0].data_dir, self.store.work_dir / "profile",
+                                   callee(self.spec), worker.device)
+
+    def baseline_result(self) -> EvalResult:
+        """The original kernel as a candidate of its own: re-verified (run to run), timed alone, peaks checked."""
+        res = EvalResult(name="baseline", key=self.result_key(self.original_text), backend=self.backend_name,
+                         kernel_sha256=digest("kernel", self.original_text), input_sets=self.k)
+        worker = self.workers[0]
+        res.compile = worker.baseline.info
+        start = time.monotonic()
+        work = self.store.work_dir / "baseline"
+        for s in self.sets:
+            res.stage = "run"
+            out = worker.backend.run(worker.baseline, s, work / f"set{s.index}")
+            if out.fault is not None:
+                res.status, res.fault = "runtime_fault", out.fault
+                return self._done(res, start)
+            res.stage = "verify"
+            wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after)
+            if wrong:
+                res.status, res.wrong = "wrong_result", wrong
+                res.notes.append("the original kernel does not reproduce its own outputs: a race, or a tolerance "
+                                 "in mep.yaml that is too tight")
+                return self._done(res, start)
+        res.stage = "time"
+        t = worker.backend.time(worker.baseline, None, self.sets[0], self.plan, work / "time")
+        if t.fault is not None:
+            res.status, res.fault = "runtime_fault", t.fault
+            return self._done(res, start)
+        wrong = self._wrong(t.after, t.after_input_set, "after", t.inputs_after)
+        if wrong:
+            res.status, res.wrong = "wrong_result", wrong
+            return self._done(res, start)
+        res.device = t.device
+        res.timed, impossible = self._timed(t.baseline_rounds, None, t.l2_bytes, worker)
+        if impossible:
+            res.status, res.impossible = "impossible", Impossible(impossible)
+            res.notes.append("the baseline beats the measured peak: check work.bytes / work.flops in mep.yaml")
+        else:
+            res.stage, res.status = "done", "ok"
+        res.notes += worker.notes
+        if self.opts.profile:
+            res.profile = self.profile(self.original, worker)
+        return self._done(res, start)
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.backend.close()
+
+
+def default_jobs(jobs: int) -> int:
+    return jobs if jobs > 0 else (os.cpu_count() or 1)

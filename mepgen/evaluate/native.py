@@ -1,0 +1,209 @@
+"""The native backend: nvcc builds the MEP's harness with the kernel file; each run is a fresh process.
+
+The process is the worker: a crash, a hang (hard time-out, process group killed) or a sticky CUDA error
+dies with it and the next run starts clean. Timing alternates baseline and candidate processes round by
+round (A B A B ...); each harness process times its launches with CUDA events after L2 flushes
+(docs/mep-format.md, "The harness protocol").
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .. import mepbuild
+from ..spec import Spec
+from . import process
+from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
+from .ptxas import kernel_info
+from .results import CompileFailed, RuntimeFault
+from .symbols import callee
+
+RESULT_PREFIX = "MEPGEN_RESULT "
+#: harness flag (proposed in docs/mep-format.md) that writes `in` buffers back to `--out`/in/
+CHECK_INPUTS_FLAG = "--check-inputs"
+_ILLEGAL = ("cudaErrorIllegalAddress", "cudaErrorMisalignedAddress", "cudaErrorIllegalInstruction",
+            "cudaErrorInvalidAddressSpace", "cudaErrorInvalidPc", "cudaErrorHardwareStackError")
+
+
+def compile_message(log: str, limit: int = 30) -> str:
+    """The error lines of an nvcc log (what a person or a prompt needs), else its tail."""
+    lines = [ln for ln in log.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if " error" in ln or ln.startswith("error") or "fatal" in ln]
+    chosen = errors or lines[-limit:]
+    return "\n".join(chosen[:limit]) or "nvcc failed without a message"
+
+
+def parse_result_line(stdout: str) -> dict | None:
+    """The JSON of the harness's `MEPGEN_RESULT {...}` line, or None when there is none (or it is broken)."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(RESULT_PREFIX):
+            try:
+                obj = json.loads(line[len(RESULT_PREFIX):])
+            except json.JSONDecodeError:
+                return None
+            return obj if isinstance(obj, dict) else None
+    return None
+
+
+def classify(done: process.Completed, timeout: float) -> tuple[dict, RuntimeFault | None]:
+    """The harness's record and, when the run failed, a typed fault with the runtime's own message."""
+    tail = (done.stderr[-4000:] + ("\n" + done.stdout[-2000:] if done.stdout else "")).strip()
+    if done.timed_out:
+        return {}, RuntimeFault("timeout", f"no result within {timeout:g} s: killed (a hang or an endless loop)",
+                                log=tail)
+    record = parse_result_line(done.stdout) or {}
+    if done.signal_name:
+        return record, RuntimeFault("crash", f"the harness died of {done.signal_name}", log=tail)
+    status = record.get("status")
+    if status == "ok" and done.returncode == 0:
+        return record, None
+    if status == "cuda_error":
+        err = record.get("error", "")
+        msg = f"{err}: {record.get('message', '')} (in {record.get('call', '?')})".strip()
+        kind = "illegal_address" if err in _ILLEGAL or "illegal" in msg.lower() else "cuda_error"
+        return record, RuntimeFault(kind, msg, log=tail)
+    if done.returncode == 2:
+        return record, RuntimeFault("harness_error", record.get("message") or _last_line(done.stderr)
+                                    or "the harness rejected its inputs (exit 2)", log=tail)
+    return record, RuntimeFault("crash", f"the harness exited with {done.returncode} without a result line",
+                                log=tail)
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+class NativeBackend(Backend):
+    name = "native"
+
+    def __init__(self, spec: Spec, mep_dir: Path, build_dir: Path, device: int | None = None,
+                 compile_timeout: float = 300.0, run_timeout: float = 60.0):
+        self.spec = spec
+        self.mep_dir = Path(mep_dir).resolve()
+        self.build_dir = Path(build_dir)
+        self.device = device
+        self.compile_timeout = compile_timeout
+        self.run_timeout = run_timeout
+        harness = self.mep_dir / mepbuild.HARNESS_FILE
+        self.harness_text = harness.read_text(errors="replace") if harness.is_file() else ""
+        self.check_inputs = CHECK_INPUTS_FLAG in self.harness_text
+
+    # --- compile ----------------------------------------------------------------------------------
+
+    def build_key(self, kernel_file: Path) -> str:
+        cmd = mepbuild.nvcc_command(self.spec, self.mep_dir, Path("KERNEL"), Path("OUT"))
+        h = hashlib.sha256()
+        for part in (Path(kernel_file).read_bytes(), self.harness_text.encode(), json.dumps(cmd).encode(),
+                     (shutil.which(cmd[0]) or cmd[0]).encode()):
+            h.update(hashlib.sha256(part).digest())
+        return h.hexdigest()[:24]
+
+    def compile(self, kernel_file: Path) -> Built | CompileFailed:
+        kernel_file = Path(kernel_file).resolve()
+        key = self.build_key(kernel_file)
+        out_dir = self.build_dir / key
+        binary, log_file = out_dir / "mep", out_dir / "compile.log"
+        if binary.is_file() and log_file.is_file():
+            info = kernel_info(log_file.read_text(), callee(self.spec), 0.0)
+            info.cached = True
+            return Built(kernel_file, binary, key, info, log_file.read_text())
+        out_dir.mkdir(parents=True, exist_ok=True)
+        tmp = out_dir / f"mep.{os.getpid()}.{time.monotonic_ns()}.tmp"
+        cmd = mepbuild.nvcc_command(self.spec, self.mep_dir, kernel_file, tmp) + ["-Xptxas", "-v"]
+        try:
+            done = process.run(cmd, timeout=self.compile_timeout, cwd=self.mep_dir)
+        except FileNotFoundError:
+            return CompileFailed(f"{cmd[0]} not found: install the CUDA toolkit or set $NVCC", "")
+        log = (done.stdout + done.stderr).strip()
+        if done.timed_out:
+            return CompileFailed(f"nvcc did not finish within {self.compile_timeout:g} s", log)
+        if done.returncode != 0 or not tmp.is_file():
+            tmp.unlink(missing_ok=True)
+            return CompileFailed(compile_message(log), log)
+        log_file.write_text(log)
+        os.replace(tmp, binary)
+        return Built(kernel_file, binary, key, kernel_info(log, callee(self.spec), done.seconds), log)
+
+    # --- run ----------------------------------------------------------------------------------------
+
+    def _env(self) -> dict:
+        env = dict(os.environ)
+        if self.device is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.device)
+        return env
+
+    def _launch(self, built: Built, inputs: InputSet, out_dir: Path, extra: list[str]) -> tuple[dict, RunOutput]:
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        out_dir.mkdir(parents=True)
+        args = [built.artifact, "--data", inputs.data_dir, "--out", out_dir, *extra]
+        if self.check_inputs:
+            args.append(CHECK_INPUTS_FLAG)
+        timeout = self.run_timeout
+        done = process.run(args, timeout=timeout, cwd=out_dir, env=self._env())
+        record, fault = classify(done, timeout)
+        result = RunOutput(record=record, fault=fault)
+        if fault is not None:
+            fault.input_set = inputs.index
+            return record, result
+        result.outputs, missing = self._read(out_dir, [p.name for p in self.spec.outputs])
+        if self.check_inputs:
+            result.inputs_after, _ = self._read(out_dir / "in", [p.name for p in self.spec.params if p.role == "in"])
+        if missing:
+            result.fault = RuntimeFault("harness_error", f"the harness wrote no {', '.join(missing)} into {out_dir}",
+                                        input_set=inputs.index)
+        return record, result
+
+    @staticmethod
+    def _read(folder: Path, names: list[str]) -> tuple[dict[str, np.ndarray], list[str]]:
+        arrays, missing = {}, []
+        for name in names:
+            f = folder / f"{name}.npy"
+            if f.is_file():
+                arrays[name] = np.load(f, allow_pickle=False)
+            else:
+                missing.append(name)
+        return arrays, missing
+
+    def run(self, built: Built, inputs: InputSet, out_dir: Path) -> RunOutput:
+        return self._launch(built, inputs, Path(out_dir), [])[1]
+
+    def time(self, baseline: Built, candidate: Built | None, inputs: InputSet, plan: TimingPlan,
+             out_dir: Path, recheck: InputSet | None = None) -> TimingOutput:
+        flags = ["--time", "--warmup", str(plan.warmup), "--reps", str(plan.reps)]
+        if not plan.flush_l2:
+            flags.append("--no-flush")
+        result = TimingOutput(after_input_set=inputs.index)
+        if recheck is not None:
+            result.notes.append("native harness re-checks on the timed input set only (one --data per process)")
+        last = None
+        for r in range(plan.rounds):
+            sides = [("baseline", baseline)] + ([("candidate", candidate)] if candidate is not None else [])
+            for side, built in sides:
+                record, out = self._launch(built, inputs, Path(out_dir) / f"round{r}-{side}", flags)
+                if out.fault is not None:
+                    if side == "baseline":
+                        out.fault.message = f"baseline failed while timing: {out.fault.message}"
+                    result.fault = out.fault
+                    return result
+                times = [float(t) for t in record.get("times_ms", [])]
+                (result.baseline_rounds if side == "baseline" else result.candidate_rounds).append(times)
+                result.device = record.get("device", result.device)
+                result.l2_bytes = record.get("l2_bytes", result.l2_bytes)
+                last = Path(out_dir) / f"round{r}-{side}"
+        if last is not None:
+            names = [p.name for p in self.spec.outputs]
+            result.after, missing = self._read(last / "after", names)
+            if missing:
+                result.fault = RuntimeFault("harness_error", f"the harness wrote no after/{', '.join(missing)}",
+                                            input_set=inputs.index)
+            if self.check_inputs:
+                result.inputs_after, _ = self._read(last / "in", [p.name for p in self.spec.params if p.role == "in"])
+        return result

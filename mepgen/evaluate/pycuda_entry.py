@@ -1,0 +1,132 @@
+"""Build a kernel file into a cubin the pycuda backend can launch without the harness.
+
+nvcc compiles a generated entry file that `#include`s the kernel file with the harness's flags and adds:
+- a host function taking the kernel's address, so a template kernel is instantiated (`cg::axpy<float>`);
+- `__device__` variables holding each scalar argument's value, each struct constant's initializer,
+  each parameter's size and alignment, and the launch geometry - computed by nvcc from the same C++
+  expressions the harness uses (`0.5f`, `heat::Grid{NX, NY, 1.0f, 1.0f}`, `(N + 255) / 256`).
+The cubin's symbol table then gives the entry's mangled name (the STO_CUDA_ENTRY function matching the
+spec's callee) and the bytes of those variables, so Python never parses C++.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+from .. import mepbuild
+from ..errors import MepgenError
+from ..spec import Spec
+from . import process
+from .backend import Built
+from .cubin import Cubin, mangle_variable
+from .native import compile_message
+from .ptxas import kernel_info
+from .results import CompileFailed
+from .symbols import callee, find_kernel
+
+_PARAM_TYPES = """
+template <int I, typename... A> struct mepgen_nth;
+template <typename H, typename... A> struct mepgen_nth<0, H, A...> { typedef H type; };
+template <int I, typename H, typename... A> struct mepgen_nth<I, H, A...> {
+    typedef typename mepgen_nth<I - 1, A...>::type type; };
+template <int I, typename F> struct mepgen_param;
+template <int I, typename... A> struct mepgen_param<I, void (*)(A...)> {
+    typedef typename mepgen_nth<I, A...>::type type; };
+#define MEPGEN_PARAM(I) mepgen_param<I, decltype(&MEPGEN_KERNEL)>::type
+"""
+
+
+def entry_source(spec: Spec, kernel_file: Path) -> str:
+    """The translation unit that makes `kernel_file` launchable from a cubin."""
+    lines = [f'#include "{Path(kernel_file).resolve()}"', _PARAM_TYPES, f"#define MEPGEN_KERNEL {callee(spec)}", ""]
+    n = len(spec.params)
+    for i, p in enumerate(spec.params):
+        if p.role == "scalar":
+            lines.append(f"__device__ MEPGEN_PARAM({i}) mepgen_arg_{i} = {p.value};")
+    layout = ", ".join(f"sizeof(MEPGEN_PARAM({i})), alignof(MEPGEN_PARAM({i}))" for i in range(n))
+    lines.append(f"__device__ unsigned long long mepgen_layout[{2 * n}] = {{{layout}}};")
+    for j, c in enumerate(spec.constants):
+        if c.init is None and c.value is not None:
+            lines.append(f"__device__ decltype({c.name}) mepgen_const_{j} = {c.value};")
+    dims = [*(spec.launch.grid + ["1"] * 3)[:3], *(spec.launch.block + ["1"] * 3)[:3], spec.launch.shared_mem or "0"]
+    lines.append("__device__ unsigned long long mepgen_launch[7] = {"
+                 + ", ".join(f"(unsigned long long)({d})" for d in dims) + "};")
+    lines.append("void mepgen_instantiate() { (void)&MEPGEN_KERNEL; }")
+    return "\n".join(lines) + "\n"
+
+
+def _u64s(data: bytes) -> list[int]:
+    return [int.from_bytes(data[i:i + 8], "little") for i in range(0, len(data), 8)]
+
+
+def describe(spec: Spec, cubin: Cubin) -> dict:
+    """What the worker needs to launch: entry name, argument layout and bytes, constants, geometry."""
+    entry = find_kernel(cubin.entries(), callee(spec), "the cubin")
+    layout = _u64s(cubin.initial_bytes("mepgen_layout"))
+    params = []
+    for i, p in enumerate(spec.params):
+        item = {"name": p.name, "role": p.role, "size": layout[2 * i], "align": layout[2 * i + 1]}
+        if p.role == "scalar":
+            item["bytes"] = cubin.initial_bytes(f"mepgen_arg_{i}").hex()
+        params.append(item)
+    names = {s.name for s in cubin.symbols}
+    constants = []
+    for j, c in enumerate(spec.constants):
+        symbol = next((m for m in mangle_variable(c.name) if m in names), None)
+        if symbol is None:
+            raise KeyError(f"constant {c.name} is not in the cubin")
+        item = {"name": c.name, "symbol": symbol, "size": cubin.symbol(symbol).size}
+        if c.init is None and c.value is not None:
+            item["bytes"] = cubin.initial_bytes(f"mepgen_const_{j}").hex()
+        else:
+            item["file"] = "const." + c.name.replace("::", ".")
+        constants.append(item)
+    geometry = _u64s(cubin.initial_bytes("mepgen_launch"))
+    return {"entry": entry, "params": params, "constants": constants,
+            "grid": geometry[0:3], "block": geometry[3:6], "shared": geometry[6]}
+
+
+def build_cubin(spec: Spec, mep_dir: Path, kernel_file: Path, build_dir: Path, timeout: float) -> Built | CompileFailed:
+    """Compile (cached by content) and describe; failures come back as CompileFailed with nvcc's words."""
+    mep_dir = Path(mep_dir).resolve()
+    kernel_file = Path(kernel_file).resolve()
+    flags = mepbuild.build_flags(spec) + [f"-I{mep_dir}"]
+    source = entry_source(spec, kernel_file)
+    h = hashlib.sha256()
+    for part in (kernel_file.read_bytes(), source.encode(), json.dumps(flags).encode()):
+        h.update(hashlib.sha256(part).digest())
+    key = "cubin-" + h.hexdigest()[:24]
+    out_dir = Path(build_dir) / key
+    cubin_file, log_file, desc_file = out_dir / "kernel.cubin", out_dir / "compile.log", out_dir / "launch.json"
+    if cubin_file.is_file() and desc_file.is_file():
+        log = log_file.read_text() if log_file.is_file() else ""
+        info = kernel_info(log, callee(spec), 0.0)
+        info.cached = True
+        return Built(kernel_file, cubin_file, key, info, log, json.loads(desc_file.read_text()))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    entry = out_dir / "entry.cu"
+    entry.write_text(source)
+    tmp = out_dir / f"kernel.{os.getpid()}.{time.monotonic_ns()}.tmp"
+    cmd = [mepbuild.nvcc_executable(), *flags, "-cubin", str(entry), "-o", str(tmp), "-Xptxas", "-v"]
+    try:
+        done = process.run(cmd, timeout=timeout, cwd=mep_dir)
+    except FileNotFoundError:
+        return CompileFailed(f"{cmd[0]} not found: install the CUDA toolkit or set $NVCC", "")
+    log = (done.stdout + done.stderr).strip()
+    if done.timed_out:
+        return CompileFailed(f"nvcc did not finish within {timeout:g} s", log)
+    if done.returncode != 0 or not tmp.is_file():
+        tmp.unlink(missing_ok=True)
+        return CompileFailed(compile_message(log), log)
+    try:
+        desc = describe(spec, Cubin.load(tmp))
+    except (KeyError, ValueError, MepgenError) as e:   # the cubin lacks what a launch needs
+        tmp.unlink(missing_ok=True)
+        return CompileFailed(f"unsupported by the pycuda backend: {e} (use --backend native)", log)
+    log_file.write_text(log)
+    desc_file.write_text(json.dumps(desc))
+    os.replace(tmp, cubin_file)
+    return Built(kernel_file, cubin_file, key, kernel_info(log, callee(spec), done.seconds), log, desc)
