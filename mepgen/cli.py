@@ -129,6 +129,9 @@ def list_(obj: Context, app, as_json):
 
 # Each stage defines its commands in its own `command.py`; register them here, one line each.
 # (stage commands are added below as the stages land)
+from .patch.command import patch as _patch  # noqa: E402
+
+main.add_command(_patch)
 
 
 if __name__ == "__main__":  # pragma: no cover

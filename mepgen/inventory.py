@@ -47,7 +47,10 @@ def find_kernel(inventory: dict, name: str) -> dict:
     if len(plain) > 1:
         names = ", ".join(k["qualified_name"] for k in plain)
         raise MepgenError(f"kernel '{name}' is ambiguous: {names}")
-    names = [k["qualified_name"] for k in kernels] + [k["name"] for k in kernels]
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
-    hint = f"; closest: {', '.join(dict.fromkeys(close))}" if close else ""
+    spellings = {}
+    for k in kernels:
+        for s in (k["qualified_name"], k["name"], k["id"]):
+            spellings.setdefault(s, k["qualified_name"])
+    close = difflib.get_close_matches(name, list(spellings), n=5, cutoff=0.5)
+    hint = f"; closest: {', '.join(list(dict.fromkeys(spellings[c] for c in close))[:3])}" if close else ""
     raise MepgenError(f"no kernel named '{name}' in the inventory{hint}")

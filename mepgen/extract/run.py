@@ -30,6 +30,7 @@ class ExtractOptions:
     profile: Path | None = None
     jobs: int = 0  # 0: all cores
     use_cache: bool = True
+    write: bool = True  # False: return the inventory without writing .mepgen/ (e.g. to check a patch)
 
 
 def _scan(app: Path) -> tuple[list[Path], list[Path]]:
@@ -199,6 +200,8 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "app_root": str(app),
         "flags_source": flags_source,
+        "extract_options": {"compile_commands": str(opts.compile_commands) if opts.compile_commands else None,
+                            "include_dirs": opts.include_dirs, "defines": opts.defines},
         "translation_units": [
             {"file": str(p.relative_to(app)), **f.to_json()} for p, f in units
         ],
@@ -212,10 +215,11 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
         "host_constants": values["host_constants"],
         "macros": macros,
     }
-    ws.ensure()
-    write_json(ws.inventory_path, inventory)
-    if cache is not None:
-        cache.save(set(keys))
+    if opts.write:
+        ws.ensure()
+        write_json(ws.inventory_path, inventory)
+        if cache is not None:
+            cache.save(set(keys))
     return inventory
 
 

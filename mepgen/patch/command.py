@@ -1,0 +1,94 @@
+"""`mepgen patch KERNEL [--apply | --revert]`."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ..config import load_config
+from ..errors import MepgenError
+from ..inventory import find_kernel, load
+from ..workspace import Workspace, write_atomic
+from .splice import plan, sha256, unified_diff
+from .state import apply, diff_path, revert, status
+from .validate import validate
+from .variant import read_variant
+
+
+def default_variant(ws: Workspace, kernel: dict) -> Path:
+    """The MEP's kernel.cu: the file `mepgen run` verified (optimize's best variant is copied there)."""
+    path = ws.mep_dir(kernel["id"]) / "kernel.cu"
+    if not path.is_file():
+        raise MepgenError(f"no MEP for {kernel['qualified_name']} ({path}): run `mepgen mep {kernel['id']}` "
+                          f"first, or give the variant with --from")
+    return path
+
+
+@click.command("patch")
+@click.argument("kernel")
+@click.option("--from", "variant", type=click.Path(path_type=Path),
+              help="The kernel.cu variant to patch in (default: the MEP's kernel.cu).")
+@click.option("--apply", "do_apply", is_flag=True, help="Change the application's file (a backup is kept).")
+@click.option("--revert", "do_revert", is_flag=True, help="Restore the file from the backup of --apply.")
+@click.option("--force", is_flag=True, help="With --revert: revert even if the file changed after the patch.")
+@click.option("--no-validate", is_flag=True, help="Skip the compile, re-extract and validation-command checks.")
+@click.option("-C", "--app", "app", type=click.Path(path_type=Path), help="The application's folder.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def patch(kernel, variant, do_apply, do_revert, force, no_validate, app, as_json):
+    """Splice the verified variant of KERNEL back into the application's source.
+
+    Without --apply, writes the reviewable diff .mepgen/patches/ID.diff (git apply / patch -p1 from the
+    application's root) and changes nothing. --apply changes the file, keeping a backup, then validates:
+    recompiles the changed translation units with their compile_commands flags, re-extracts to check the
+    kernel's signature and launch sites, and runs `patch.validate_command` from the config when set.
+    --revert restores the backup. Applying twice is a no-op.
+    """
+    if do_apply and do_revert:
+        raise MepgenError("--apply and --revert exclude each other")
+    ws = Workspace(app) if app else Workspace.find()
+    inv = load(ws.inventory_path)
+    k = find_kernel(inv, kernel)
+    if do_revert:
+        msg = revert(ws, k["id"], force=force)
+        _say(as_json, {"kernel": k["qualified_name"], "reverted": True, "message": msg}, msg)
+        return
+    variant = (variant or default_variant(ws, k)).resolve()
+    tus = [t for t in inv["translation_units"] if t["file"] == k["file"]] or inv["translation_units"]
+    defs = read_variant(variant, tus[0]["include_dirs"] if tus else [])
+    target = ws.app_root / k["file"]
+    current = target.read_bytes()
+    backup = ws.root / "patches" / k["id"] / "backup" / k["file"]
+    # the patch is always computed against the file as extracted: the current one, or the backup once applied
+    recorded = current if sha256(current) == inv["files"][k["file"]] else (
+        backup.read_bytes() if backup.is_file() else current)
+    p = plan(ws.app_root, inv, k, defs, recorded)
+    if p.unchanged:
+        raise MepgenError(f"the variant's {k['qualified_name']} is the original kernel, byte for byte: nothing to patch")
+    diff = unified_diff(k["file"], p.original, p.patched)
+    write_atomic(diff_path(ws, k["id"]), diff)
+    result = {"kernel": k["qualified_name"], "file": k["file"], "variant": str(variant),
+              "diff": str(diff_path(ws, k["id"])), "new_helpers": p.new_helpers,
+              "state": status(ws, p, current)}
+    if not do_apply:
+        if result["state"] == "changed":
+            raise MepgenError(f"{k['file']} changed since `mepgen extract`: rerun `mepgen extract` first")
+        _say(as_json, result, f"{diff}\nwrote {result['diff']} (review it; --apply changes {k['file']})")
+        return
+    msg = apply(ws, p, variant)
+    result["message"] = msg
+    if not no_validate:
+        cfg = load_config(ws.app_root)
+        v = validate(ws.app_root, inv, k, k["file"], cfg["patch"]["validate_command"])
+        result["validation"] = [{"check": c.name, "ok": c.ok, "detail": c.detail} for c in v.checks]
+        result["valid"] = v.ok
+    lines = [msg] + [f"  {'ok ' if c['ok'] else 'FAIL'} {c['check']}: {c['detail']}".rstrip(": ")
+                     for c in result.get("validation", [])]
+    _say(as_json, result, "\n".join(lines))
+    if result.get("valid") is False:
+        raise MepgenError(f"the patched application failed validation; `mepgen patch {k['id']} --revert` "
+                          f"restores {k['file']}", exit_code=4)
+
+
+def _say(as_json: bool, obj: dict, text: str) -> None:
+    click.echo(json.dumps(obj, indent=1) if as_json else text)

@@ -1,0 +1,105 @@
+"""The patched source: the variant's kernel spliced in at the kernel's exact extent, new helpers beside it.
+
+Every other byte of the file stays as it was. A variant may add device helpers (inserted just before the
+kernel, in the kernel's namespace) but may not change helpers the kernel shares with the rest of the
+application, nor add kernels (that would need new launch sites): those are refused with the reason.
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import MepgenError
+from .variant import Definition
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class Plan:
+    kernel: str                 # qualified name
+    kernel_id: str
+    file: str                   # relative to the application root
+    recorded_sha: str           # the file as `mepgen extract` saw it
+    original: bytes
+    patched: bytes
+    new_helpers: list[str] = field(default_factory=list)
+    unchanged: bool = False     # the variant's kernel is the original, byte for byte
+
+    @property
+    def patched_sha(self) -> str:
+        return sha256(self.patched)
+
+
+def _member_text(app: Path, member: dict) -> str:
+    data = (app / member["file"]).read_bytes()
+    return data[member["start_byte"]:member["end_byte"]].decode()
+
+
+def plan(app: Path, inventory: dict, kernel: dict, defs: list[Definition], original: bytes) -> Plan:
+    """The patch for `kernel` from the variant's definitions, applied to `original` (the recorded file)."""
+    name = kernel["qualified_name"]
+    found = [d for d in defs if d.qualified_name == name and d.is_kernel]
+    if not found:
+        raise MepgenError(f"the variant defines no kernel named {name}")
+    new_kernel = found[0]
+    shared = {m["qualified_name"]: m for m in kernel["closure"]["device_functions"]}
+    helpers: list[Definition] = []
+    for d in defs:
+        if d is new_kernel:
+            continue
+        if d.qualified_name in shared:
+            if d.text.strip() != _member_text(app, shared[d.qualified_name]).strip():
+                m = shared[d.qualified_name]
+                raise MepgenError(
+                    f"the variant changes {d.qualified_name} ({m['file']}:{m['start_line']}), a helper the "
+                    f"application shares; patch changes only the kernel: give the changed helper a new name")
+            continue
+        if d.is_kernel:
+            raise MepgenError(f"the variant adds the kernel {d.qualified_name}: a rewrite into several kernels "
+                              f"needs new launch sites, which patch does not write")
+        if d.namespaces != kernel_namespaces(kernel):
+            raise MepgenError(f"the variant's new helper {d.qualified_name} is not in the kernel's namespace "
+                              f"({'::'.join(kernel_namespaces(kernel)) or 'global'})")
+        helpers.append(d)
+    start, end = kernel["start_byte"], kernel["end_byte"]
+    old_kernel = original[start:end].decode()
+    at = _before_leading_comment(original, start) if helpers else start
+    inserted = "".join(h.text + "\n\n" for h in helpers).encode()
+    patched = original[:at] + inserted + original[at:start] + new_kernel.text.encode() + original[end:]
+    return Plan(kernel=name, kernel_id=kernel["id"], file=kernel["file"],
+                recorded_sha=inventory["files"][kernel["file"]], original=original, patched=patched,
+                new_helpers=[h.qualified_name for h in helpers],
+                unchanged=not helpers and new_kernel.text == old_kernel)
+
+
+def _before_leading_comment(data: bytes, start: int) -> int:
+    """Where the `//` comment lines right above the kernel begin, so new helpers go above its comment."""
+    line_start = data.rfind(b"\n", 0, start) + 1
+    at = line_start
+    while at > 0:
+        prev_start = data.rfind(b"\n", 0, at - 1) + 1
+        if not data[prev_start:at].lstrip().startswith(b"//"):
+            break
+        at = prev_start
+    return at
+
+
+def kernel_namespaces(kernel: dict) -> list[str]:
+    return kernel["qualified_name"].split("::")[:-1]
+
+
+def unified_diff(rel: str, before: bytes, after: bytes) -> str:
+    """A diff `git apply` and `patch -p1` accept from the application's root."""
+    a = before.decode().splitlines(keepends=True)
+    b = after.decode().splitlines(keepends=True)
+    out = []
+    for line in difflib.unified_diff(a, b, f"a/{rel}", f"b/{rel}", n=3):
+        out.append(line)
+        if not line.endswith("\n"):
+            out.append("\n\\ No newline at end of file\n")
+    return "".join(out)

@@ -1,0 +1,159 @@
+"""mepgen patch on the example: diff, apply with backup, validate, revert byte-identical, refusals."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from mepgen.extract import ExtractOptions, extract
+
+WARP_MATVEC = '''#include "config.h"
+namespace analysis {
+__device__ __forceinline__ float warp_sum(float v)
+{
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+    return v;
+}
+
+__global__ void dense_matvec(const float* A, const float* x, float* y, int nrows, int ncols)
+{
+    const int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= nrows) return;
+    float acc = 0.0f;
+    for (int j = lane; j < ncols; j += 32) acc += A[(size_t)row * ncols + j] * x[j];
+    acc = warp_sum(acc);
+    if (lane == 0) y[row] = acc;
+}
+}
+'''
+
+
+def mepgen(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "mepgen.cli", *args], cwd=cwd, capture_output=True, text=True)
+
+
+@pytest.fixture
+def app(heatcg_copy):
+    extract(heatcg_copy, ExtractOptions(jobs=2))
+    return heatcg_copy
+
+
+@pytest.fixture
+def variant(tmp_path):
+    path = tmp_path / "variant.cu"
+    path.write_text(WARP_MATVEC)
+    return path
+
+
+def test_preview_writes_a_diff_git_can_apply_and_changes_nothing(app, variant):
+    before = (app / "src/analysis.cu").read_bytes()
+    r = mepgen("patch", "dense_matvec", "--from", str(variant), "--json", cwd=app)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["state"] == "pristine" and out["new_helpers"] == ["analysis::warp_sum"]
+    assert (app / "src/analysis.cu").read_bytes() == before
+    diff = (app / ".mepgen/patches/analysis.dense_matvec.diff").read_text()
+    assert diff.startswith("--- a/src/analysis.cu\n+++ b/src/analysis.cu\n")
+    assert "+__device__ __forceinline__ float warp_sum(float v)" in diff
+    assert "-        for (int j = 0; j < ncols; ++j) y[row] += A[row * ncols + j] * x[j];" in diff
+    if shutil.which("git"):
+        subprocess.run(["git", "init", "-q"], cwd=app, check=True)
+        r = subprocess.run(["git", "apply", "--check", str(app / ".mepgen/patches/analysis.dense_matvec.diff")],
+                           cwd=app, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+
+
+def test_only_the_kernel_extent_changes(app, variant):
+    original = (app / "src/analysis.cu").read_bytes()
+    assert mepgen("patch", "dense_matvec", "--from", str(variant), "--apply", "--no-validate", cwd=app).returncode == 0
+    patched = (app / "src/analysis.cu").read_bytes()
+    inv = json.loads((app / ".mepgen/inventory.json").read_text())
+    k = next(k for k in inv["kernels"] if k["name"] == "dense_matvec")
+    assert patched.endswith(original[k["end_byte"]:])  # everything after the kernel is untouched
+    head = original[:k["start_byte"]]
+    comment = head.rfind(b"// y = A x")
+    assert patched.startswith(head[:comment])  # everything before it too, helpers go above its comment
+    assert b"__global__ void dense_matvec(const float* A, const float* x, float* y, int nrows, int ncols)" in patched
+
+
+@pytest.mark.nvcc
+def test_apply_validates_builds_the_application_and_reverts_byte_identical(app, variant):
+    originals = {p: p.read_bytes() for p in (app / "src").iterdir()}
+    r = mepgen("patch", "analysis.dense_matvec", "--from", str(variant), "--apply", "--json", cwd=app)
+    assert r.returncode == 0, r.stderr + r.stdout
+    out = json.loads(r.stdout)
+    assert out["valid"] is True
+    assert [c["check"] for c in out["validation"]] == ["compile src/analysis.cu", "re-extract"]
+    assert (app / ".mepgen/patches/analysis.dense_matvec/backup/src/analysis.cu").read_bytes() == \
+        originals[app / "src/analysis.cu"]
+    # the whole application builds with nvcc (the CI has nvcc but no GPU)
+    b = subprocess.run(["make", "-s", "-j2", "ARCH=sm_90"], cwd=app, capture_output=True, text=True)
+    assert b.returncode == 0, b.stderr[-2000:]
+    # applying twice is a no-op
+    again = mepgen("patch", "dense_matvec", "--from", str(variant), "--apply", "--no-validate", cwd=app)
+    assert again.returncode == 0 and "already applied" in again.stdout
+    r = mepgen("patch", "dense_matvec", "--revert", cwd=app)
+    assert r.returncode == 0, r.stderr
+    assert {p: p.read_bytes() for p in (app / "src").iterdir()} == originals
+
+
+def test_validation_command_failure_is_reported(app, variant):
+    (app / ".mepgen/config.yaml").write_text("patch:\n  validate_command: 'echo selfcheck failed; exit 3'\n")
+    r = mepgen("patch", "dense_matvec", "--from", str(variant), "--apply", "--json", cwd=app,
+               ) if shutil.which("nvcc") else None
+    if r is None:
+        pytest.skip("needs nvcc for the compile check that precedes the command")
+    assert r.returncode == 4
+    out = json.loads(r.stdout)
+    assert out["validation"][-1] == {"check": "`echo selfcheck failed; exit 3`", "ok": False,
+                                     "detail": "exit 3: selfcheck failed"}
+    assert "--revert" in r.stderr
+
+
+def test_refuses_when_the_source_changed_since_extraction(app, variant):
+    src = app / "src/analysis.cu"
+    src.write_text(src.read_text() + "\n// edited by hand\n")
+    r = mepgen("patch", "dense_matvec", "--from", str(variant), "--apply", cwd=app)
+    assert r.returncode != 0 and "changed since `mepgen extract`" in r.stderr
+    assert src.read_text().endswith("// edited by hand\n")
+
+
+def test_refuses_changing_a_shared_helper(app, tmp_path):
+    v = tmp_path / "v.cu"
+    v.write_text('''#include "config.h"
+template <typename T> __device__ __forceinline__ T clamp_val(T v, T lo, T hi) { return v < lo ? lo : v; }
+namespace analysis {
+__device__ inline int bin_index(float v, float lo, float hi, int nbins) { return 0; }
+__constant__ float c_hist_range[2];
+__global__ void histogram(const float* data, int n, unsigned int* bins) { atomicAdd(&bins[0], 1u); }
+}
+''')
+    r = mepgen("patch", "analysis::histogram", "--from", str(v), cwd=app)
+    assert r.returncode != 0
+    assert "changes clamp_val" in r.stderr or "changes analysis::bin_index" in r.stderr
+    assert "shares" in r.stderr
+
+
+def test_refuses_added_kernels_and_missing_kernel(app, tmp_path):
+    v = tmp_path / "v.cu"
+    v.write_text('''namespace analysis {
+__global__ void partial(float* y) { y[0] = 1; }
+__global__ void dense_matvec(const float* A, const float* x, float* y, int nrows, int ncols) { partial<<<1,1>>>(y); }
+}
+''')
+    r = mepgen("patch", "dense_matvec", "--from", str(v), cwd=app)
+    assert r.returncode != 0 and "adds the kernel analysis::partial" in r.stderr
+    v.write_text("namespace analysis { __global__ void other(float* y) { y[0] = 1; } }\n")
+    r = mepgen("patch", "dense_matvec", "--from", str(v), cwd=app)
+    assert r.returncode != 0 and "defines no kernel named analysis::dense_matvec" in r.stderr
+
+
+def test_revert_without_patch_and_unknown_kernel(app):
+    r = mepgen("patch", "dense_matvec", "--revert", cwd=app)
+    assert r.returncode != 0 and "no applied patch" in r.stderr
+    r = mepgen("patch", "dense_matvc", "--revert", cwd=app)
+    assert r.returncode != 0 and "closest: analysis::dense_matvec" in r.stderr
