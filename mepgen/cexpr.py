@@ -1,7 +1,7 @@
 """Integer C expressions over named values (macros, size symbols): `(NX + TILE_X - 1) / TILE_X`.
 
 Used to evaluate launch configurations and element counts. Division is C's integer division for
-non-negative operands; anything unknown (a variable, a function call other than dim3) gives None.
+non-negative operands; `std::max`/`std::min` are understood; anything unknown (a variable, a function call other than dim3) gives None.
 """
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, as
         ast.Div: operator.floordiv, ast.Mod: operator.mod, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
         ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor}
 _CASTS = {"int", "unsigned", "size_t", "long", "int64_t", "uint32_t", "uint64_t", "int32_t"}
+_MINMAX = {"max": max, "min": min}   # std::max / std::min (launch configurations clamp block counts)
 _SUFFIX = re.compile(r"\b(\d+)(?:[uU][lL]{0,2}|[lL]{1,2}[uU]?)\b")
 _STATIC_CAST = re.compile(r"static_cast<\s*[\w\s]+>")
 _C_CAST = re.compile(r"\(\s*(?:unsigned\s+int|unsigned|int|size_t|long\s+long|long|int64_t|uint32_t|uint64_t|int32_t)\s*\)")
 
 
 def _pythonize(expr: str) -> str:
-    text = _SUFFIX.sub(r"\1", expr.strip())
+    text = _SUFFIX.sub(r"\1", expr.strip()).replace("std::", "")
     text = _STATIC_CAST.sub("", text)
     text = _C_CAST.sub("", text)
     return text
@@ -31,7 +32,7 @@ def names(expr: str) -> set[str]:
         tree = ast.parse(_pythonize(expr), mode="eval")
     except SyntaxError:
         return set()
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in ("dim3", *_CASTS)}
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in ("dim3", *_CASTS, *_MINMAX)}
 
 
 def evaluate(expr: str | int | None, values: dict[str, object], _depth: int = 0) -> int | None:
@@ -77,6 +78,8 @@ def evaluate(expr: str | int | None, values: dict[str, object], _depth: int = 0)
             for a in node.args:
                 v *= ev(a)
             return v
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _MINMAX and node.args:
+            return _MINMAX[node.func.id](ev(a) for a in node.args)
         if isinstance(node, ast.Tuple):
             v = 1
             for a in node.elts:

@@ -79,6 +79,7 @@ class Constant:
     count: str | None = None
     init: Init | None = None
     value: str | None = None       # for struct-typed symbols: a C++ initializer expression
+    note: str | None = None        # how mepgen inferred it, for the reader
 
 
 @dataclass
@@ -231,6 +232,7 @@ _PARAM = record({
 _CONSTANT = record({
     "name": (of_type(str), True), "ctype": (of_type(str), True), "dtype": (optional(_dtype), False),
     "count": (optional(_expr), False), "init": (optional(_init), False), "value": (optional(_scalar), False),
+    "note": (optional(of_type(str)), False),
 })
 _dims = lambda d, kp, v: [str(x) for x in list_of(_expr)(d, kp, v if isinstance(v, list) else [v])]
 _SCHEMA = record({

@@ -1,0 +1,258 @@
+"""One kernel's mep.yaml, assembled from the inventory, the parsed application and the inference modules."""
+from __future__ import annotations
+
+import re
+
+from .. import cexpr
+from ..errors import MepgenError
+from ..spec import (Constant, Init, KernelRef, Launch, Param, Spec, Timing, Todo, Tolerance, Verify, Work)
+from . import counts, infer
+from .access import analyze
+from .buildcfg import build_config
+from .launch import LaunchCursors, dims, find_launches
+from .project import Project
+from .resolve import Resolver, Symbols, strip
+
+FLOAT_TOL = {"float32": (1e-5, 1e-6), "float64": (1e-12, 1e-14), "float16": (1e-3, 1e-3)}
+ATOMIC_FLOAT_TOL = {"float32": (1e-4, 1e-3), "float64": (1e-10, 1e-10), "float16": (1e-2, 1e-2)}
+
+
+def choose_launch(project: Project, kernel: dict) -> tuple[dict, LaunchCursors]:
+    """The first launch site mepgen can read (the inventory lists them in source order)."""
+    for site in kernel["launch_sites"]:
+        found = find_launches(project, kernel["usr"], site["enclosing_usr"])
+        if found:
+            return site, next((f for f in found if f.line == site["line"]), found[0])
+    where = ", ".join(f"{s['file']}:{s['line']}" for s in kernel["launch_sites"]) or "none in the sources"
+    raise MepgenError(f"{kernel['qualified_name']}: no launch site mepgen can read (sites: {where}); an MEP "
+                      f"reproduces a kernel as the application launches it")
+
+
+def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: dict[str, int],
+             detect_gpu: bool = True) -> tuple[Spec, list[str]]:
+    """The spec of one kernel and the notes worth telling the user (other instantiations, ...)."""
+    notes: list[str] = []
+    cursor = project.find_function(kernel["usr"])
+    if cursor is None:
+        raise MepgenError(f"{kernel['qualified_name']}: its definition is not in the parsed sources; "
+                          f"rerun `mepgen extract`")
+    site, lc = choose_launch(project, kernel)
+    targs_list = site.get("template_args") or (kernel["instantiations"][0] if kernel["instantiations"] else [])
+    targs = {tp["name"]: a for tp, a in zip(kernel["template_params"], targs_list)}
+    if len(kernel["instantiations"]) > 1:
+        notes.append(f"instantiated as {', '.join('<' + ', '.join(i) + '>' for i in kernel['instantiations'])}; "
+                     f"this MEP uses <{', '.join(targs_list)}> from {site['file']}:{site['line']}")
+    enclosing = project.find_function(site["enclosing_usr"])
+    symbols = Symbols()
+    resolver = Resolver(project, symbols, set(project.macros))
+    param_cursors = [c for c in cursor.get_children() if c.kind.name == "PARM_DECL"]
+    args = list(lc.args) + [None] * (len(kernel["params"]) - len(lc.args))
+    for prm, arg in zip(kernel["params"], args):
+        a = strip(arg) if arg is not None else None
+        if not prm["is_pointer"] and a is not None and a.kind.name == "DECL_REF_EXPR" and a.referenced is not None:
+            symbols.preferred[a.referenced.get_usr()] = prm["name"]
+    with resolver.inside(enclosing):
+        values, todo, scalar_notes = infer.scalar_values(kernel["params"], param_cursors, args, resolver, targs)
+        grid = dims(resolver, lc.grid)
+        block = dims(resolver, lc.block)
+        smem = resolver.expr(lc.shared_mem) if lc.shared_mem is not None else "0"
+    facts = analyze(cursor, project.text)
+
+    struct_fields = _struct_fields(values, param_cursors)
+    macros = {m for m in project.macros if project.macro_value(m) is not None}
+    known = lambda: macros | set(symbols.reasons) | set(sizes_override)
+    to_sizes = lambda e: counts.to_sizes(e, values, struct_fields, facts.locals, known())
+
+    nnz = None
+    if facts.csr:
+        nnz = symbols.get("csr:nnz", "NNZ", "number of nonzeros of the CSR matrix (the last row pointer); "
+                          "mepgen cannot know it from the sources", known())
+    params: list[Param] = []
+    counts_by_name: dict[str, str] = {}
+    for i, (prm, cur, arg) in enumerate(zip(kernel["params"], param_cursors, args)):
+        dtype = infer.dtype_of(prm["type"], targs)
+        ctype = prm["type"]
+        if not prm["is_pointer"]:
+            params.append(Param(prm["name"], "scalar", ctype, dtype, value=values[prm["name"]],
+                                note=scalar_notes.get(prm["name"])))
+            continue
+        role, why = infer.role_of(prm["name"], facts, infer.pointer_is_const(cur))
+        with resolver.inside(enclosing):
+            count, how = infer.buffer_count(prm["name"], arg, resolver, facts, infer.itemsize(dtype), to_sizes)
+        if count is None and nnz and infer.indexed_by_nonzero(prm["name"], facts):
+            count, how = nnz, "indexed by the nonzero counter of a CSR row loop"
+        if count is None:
+            sym = symbols.get(f"count:{prm['name']}", f"{prm['name']}_count",
+                              f"no allocation or bounded index tells how many elements `{prm['name']}` has", known())
+            count, how = sym, "unknown"
+            todo.append(Todo(f"params[{i}].count", f"{_access_summary(prm['name'], facts)}; mepgen could not "
+                             f"bound it: set sizes.{sym} or write the count"))
+        if dtype is None:
+            todo.append(Todo(f"params[{i}].dtype", f"`{prm['type']}` is not a numeric element type mepgen can "
+                             f"generate; use a numpy dtype of the same size or an init of kind file"))
+            dtype = "uint8"
+        counts_by_name[prm["name"]] = count
+        params.append(Param(prm["name"], role, ctype, dtype, count=count, note=f"{role}: {why}; count: {how}"))
+    for p in params:
+        if p.role in ("in", "inout"):
+            p.init, why = infer.default_init(p, facts, counts_by_name, nnz)
+            if why:
+                p.note = f"{p.note}; init: {why}"
+
+    constants = _constants(project, kernel, resolver, todo)
+    launch_todo = []
+    if grid is None or block is None:
+        launch_todo.append(Todo("launch", f"the launch configuration at {site['file']}:{site['line']} could not "
+                                "be traced to sizes; write grid and block as expressions"))
+        grid, block = grid or ["1"], block or ["1"]
+    exprs = [*grid, *block, smem or "0", *(p.count for p in params if p.count), *values.values(),
+             *(c.value or "" for c in constants), *(str(c.count) for c in constants if c.count)]
+    for p in params:
+        if p.init:
+            exprs += [str(v) for v in p.init.args.values()]
+    nnz_rows = next((p.init.args["rows"] for p in params if p.init and p.init.kind == "csr_row_ptr"), None)
+    sizes = _sizes(project, exprs, symbols, sizes_override, nnz, nnz_rows, todo)
+    todo = launch_todo + todo
+    spec = Spec(
+        kernel=KernelRef(kernel["qualified_name"], kernel["id"], kernel["file"],
+                         inventory["files"].get(kernel["file"], ""), kernel["start_byte"], kernel["end_byte"],
+                         list(targs_list)),
+        sizes=sizes, params=params, constants=constants,
+        launch=Launch(grid, block, counts.unparen(smem or "0"), _callee(kernel, targs_list)),
+        build=build_config(inventory, kernel, set(sizes), detect_gpu),
+        verify=Verify(input_sets=3, seed=1, tolerance=_tolerances(params, facts)),
+        timing=Timing(), work=Work(bytes=_work_bytes(params)), todo=todo)
+    return spec, notes
+
+
+def _struct_fields(values: dict[str, str], param_cursors) -> dict[str, str]:
+    from .resolve import _field
+    out = {}
+    for cur in param_cursors:
+        v = values.get(cur.spelling)
+        decl = cur.type.get_canonical().get_declaration()
+        if v is None or decl is None or decl.kind.name not in ("STRUCT_DECL", "CLASS_DECL"):
+            continue
+        for f in decl.get_children():
+            if f.kind.name == "FIELD_DECL":
+                fv = _field(v, cur.type, f.spelling)
+                if fv is not None:
+                    out[f"{cur.spelling}.{f.spelling}"] = fv
+    return out
+
+
+def _access_summary(name: str, facts) -> str:
+    idx = sorted({a.via or a.index or "*" for a in facts.accesses.get(name, [])})
+    return f"`{name}` is accessed at {', '.join(f'[{i}]' for i in idx)}" if idx else f"`{name}` is never indexed"
+
+
+def _constants(project: Project, kernel: dict, resolver: Resolver, todo: list[Todo]) -> list[Constant]:
+    out = []
+    for g in kernel["closure"]["globals"]:
+        if g.get("space") not in ("constant", "device"):
+            continue
+        decl = project.find_global(g["qualified_name"])
+        if decl is None:
+            continue
+        t = decl.type.get_canonical()
+        ctype = decl.type.spelling
+        value = resolver.constant_source(decl.get_usr())
+        if t.kind.name == "CONSTANTARRAY":
+            dtype, count = infer.dtype_of(t.element_type.spelling, {}), str(t.element_count)
+            nums = _numbers(value)
+            if nums is not None and len(nums) and int(count) % len(nums) == 0:
+                init, note = Init("values", {"values": nums}), "values copied in by the application"
+            else:
+                init, note = _random_init(dtype), "the application computes it at run time: random values"
+            out.append(Constant(g["qualified_name"], ctype, dtype, count, init, note=note))
+        elif t.kind.name == "RECORD":
+            if value is None:
+                value = f"{counts.unparen(re.sub(r'^const ', '', t.spelling))}{{}}"
+                todo.append(Todo(f"constants[{len(out)}].value", f"{g['qualified_name']} ({ctype}) gets no traceable "
+                                 "value from the application; write a C++ initializer"))
+            out.append(Constant(g["qualified_name"], ctype, value=counts.unparen(value),
+                                note="initializer from the application's cudaMemcpyToSymbol"))
+        else:
+            dtype = infer.dtype_of(t.spelling, {})
+            nums = _numbers(value)
+            init = Init("values", {"values": nums}) if nums else _random_init(dtype)
+            out.append(Constant(g["qualified_name"], ctype, dtype, "1", init))
+    return out
+
+
+def _random_init(dtype: str | None) -> Init:
+    return Init("uniform", {"low": -1.0, "high": 1.0}) if dtype and dtype.startswith("float") \
+        else Init("uniform", {"low": 0, "high": 15})
+
+
+def _numbers(value: str | None) -> list | None:
+    if value is None:
+        return None
+    items = [x.strip() for x in counts.unparen(value).strip("{} ").split(",")]
+    out = []
+    for x in items:
+        try:
+            out.append(float(x.rstrip("fF")) if re.search(r"[.eE]", x) else int(x, 0))
+        except ValueError:
+            return None
+    return out
+
+
+def _sizes(project, exprs, symbols: Symbols, override: dict[str, int], nnz, nnz_rows, todo) -> dict[str, int]:
+    names: list[str] = []
+    for e in exprs:
+        for n in sorted(cexpr.names(str(e))):
+            if n not in names:
+                names.append(n)
+    sizes: dict[str, int] = {}
+    for n in names:
+        if n in override:
+            sizes[n] = override[n]
+        elif n in symbols.reasons:
+            continue
+        elif project.macro_value(n) is not None:
+            sizes[n] = project.macro_value(n)
+    for n, reason in symbols.reasons.items():
+        if n not in names:
+            continue
+        if n in override:
+            sizes[n] = override[n]
+            continue
+        if n == nnz:
+            rows = cexpr.evaluate(nnz_rows, {**sizes, **{s: infer.DEFAULT_SIZE for s in symbols.reasons}}) \
+                if nnz_rows else None
+            sizes[n] = 5 * (rows or infer.DEFAULT_SIZE)
+            todo.append(Todo(f"sizes.{n}", f"{reason}; the default 5 x rows is a guess for a 5-point stencil"))
+        else:
+            sizes[n] = infer.DEFAULT_SIZE
+            todo.append(Todo(f"sizes.{n}", f"{reason}; {infer.DEFAULT_SIZE} is a placeholder (`mepgen mep ... "
+                             f"--size {n}=VALUE` sets it)"))
+    return {k: sizes[k] for k in names if k in sizes}
+
+
+def _callee(kernel: dict, targs: list[str]) -> str:
+    return kernel["qualified_name"] + (f"<{', '.join(targs)}>" if targs else "")
+
+
+def _tolerances(params: list[Param], facts) -> dict[str, Tolerance]:
+    out = {}
+    for p in params:
+        if p.role not in ("out", "inout"):
+            continue
+        atomic = any(a.kind == "atomic" for a in facts.accesses.get(p.name, []))
+        table = ATOMIC_FLOAT_TOL if atomic else FLOAT_TOL
+        rtol, atol = table.get(p.dtype, (0.0, 0.0))
+        out[p.name] = Tolerance(rtol, atol)
+    return out
+
+
+def _work_bytes(params: list[Param]) -> str | None:
+    terms = []
+    for p in params:
+        if p.role == "scalar":
+            continue
+        from .infer import itemsize
+        size = itemsize(p.dtype) or 1
+        times = 2 if p.role == "inout" else 1
+        terms.append(f"{times * size} * ({p.count})" if times * size != 1 else f"({p.count})")
+    return " + ".join(terms) or None

@@ -1,0 +1,85 @@
+"""The MEP's build section: the application's nvcc flags that matter for the kernel, and the target arch.
+
+Flags come from the kernel file's compile command (compile_commands.json, via the inventory). What would
+break or not matter in a one-file standalone build is dropped: output and dependency options, include
+folders (kernel.cu is self-contained), host-compiler pass-through, and the arch flags (the arch is chosen
+once, below, and stored in build.arch).
+"""
+from __future__ import annotations
+
+import functools
+import re
+import shutil
+import subprocess
+
+from ..spec import Build
+
+DEFAULT_ARCH = "sm_90"
+DEFAULT_FLAGS = ["-O3", "-lineinfo"]
+_WITH_VALUE = {"-o", "-MF", "-MT", "-MQ", "-I", "-isystem", "-include", "-Xcompiler", "-Xlinker", "-x", "-arch",
+               "-gencode", "-code", "--gpu-architecture", "--gpu-code", "-ccbin", "--compiler-bindir", "-L", "-l",
+               "-D", "-U", "-std"}
+_DROP_PREFIX = ("-o", "-M", "-I", "-isystem", "-D", "-U", "-std", "-arch", "--gpu-architecture", "-gencode",
+                "--generate-code", "-code", "--gpu-code", "-Xcompiler", "--compiler-options", "-ccbin",
+                "--compiler-bindir", "-include", "-x", "-L", "-l", "-W")
+_DROP = {"-c", "--compile", "-dc", "-rdc=true", "--relocatable-device-code=true", "-shared", "-fPIC"}
+
+
+@functools.lru_cache(maxsize=1)
+def detected_arch() -> str | None:
+    """sm_XY of the first GPU nvidia-smi reports (None without a GPU)."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.match(r"\s*(\d+)\.(\d+)", out.stdout)
+    return f"sm_{m.group(1)}{m.group(2)}" if out.returncode == 0 and m else None
+
+
+def arch_from_flags(args: list[str]) -> str | None:
+    """sm_XY named by -arch / --gpu-architecture / -gencode ...code=sm_XY."""
+    text = " ".join(args)
+    for pat in (r"code=\[?sm_(\d+\w?)", r"(?:-arch|--gpu-architecture)[= ](?:sm|compute)_(\d+\w?)"):
+        m = re.search(pat, text)
+        if m:
+            return f"sm_{m.group(1)}"
+    return None
+
+
+def kept_flags(args: list[str]) -> list[str]:
+    """The nvcc options of a compile command that belong in a standalone kernel build."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in _WITH_VALUE:
+            skip = True
+            continue
+        if a in _DROP or a.startswith(_DROP_PREFIX) or not a.startswith("-"):
+            continue
+        out.append(a)
+    return out
+
+
+def build_config(inventory: dict, kernel: dict, size_names: set[str], detect_gpu: bool = True) -> Build:
+    tu = next((t for t in inventory["translation_units"] if t["file"] == kernel["file"]), {})
+    nvcc_args = tu.get("nvcc_args", [])
+    flags = kept_flags(nvcc_args) or list(DEFAULT_FLAGS)
+    defines = [d for d in tu.get("defines", []) if d.partition("=")[0] not in size_names]
+    arch = (detected_arch() if detect_gpu else None) or arch_from_flags(nvcc_args) or DEFAULT_ARCH
+    return Build(arch=arch, std=tu.get("std", "c++17"), defines=defines, nvcc_flags=flags)
+
+
+def arch_source(inventory: dict, kernel: dict, arch: str, detect_gpu: bool = True) -> str:
+    """Where build.arch came from, for the comment in mep.yaml."""
+    tu = next((t for t in inventory["translation_units"] if t["file"] == kernel["file"]), {})
+    if detect_gpu and detected_arch() == arch:
+        return "detected with nvidia-smi"
+    if arch_from_flags(tu.get("nvcc_args", [])) == arch:
+        return "from the application's compile command"
+    return f"default ({DEFAULT_ARCH}: no GPU found and no arch in the compile command)"

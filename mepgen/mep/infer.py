@@ -1,0 +1,162 @@
+"""Parameters of an MEP: role, dtype, element count, value and input generator of each kernel parameter.
+
+Evidence, strongest first: the host values at the launch site (followed by :mod:`.resolve`), the size of
+the allocation a pointer argument comes from, then the kernel's own accesses (:mod:`.access`). What no
+evidence settles becomes a `todo` with the reason, and gets a named default a person can change.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..spec import C_TYPES, Init, Param, Todo
+from . import counts
+from .access import KernelFacts, only_upper_bounds
+from .resolve import Resolver, is_integral, strip
+
+DEFAULT_SIZE = 1 << 20          # default of a size symbol nothing traces (always paired with a todo)
+FLOAT_DEFAULT = "0.5f"           # a float scalar the application computes at run time
+
+
+@dataclass
+class ParamFacts:
+    """What inference knows about the parameters, besides the spec entries."""
+    params: list[Param] = field(default_factory=list)
+    todo: list[Todo] = field(default_factory=list)
+    atomic_float: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+    new_symbols: dict[str, str] = field(default_factory=dict)   # symbol -> reason (counts mepgen made up)
+
+
+def dtype_of(type_spelling: str, targs: dict[str, str]) -> str | None:
+    t = re.sub(r"\b(const|volatile|__restrict__|__restrict|struct)\b|\*|&", " ", type_spelling)
+    t = " ".join(t.split())
+    t = targs.get(t, t)
+    return C_TYPES.get(t)
+
+
+def scalar_values(kernel_params, cursors, args, resolver: Resolver, targs) -> tuple[dict, list[Todo], dict]:
+    """Values of the by-value parameters at the launch site; returns (values, todos, notes)."""
+    values, todo, notes = {}, [], {}
+    for i, (prm, cur, arg) in enumerate(zip(kernel_params, cursors, args)):
+        if prm["is_pointer"]:
+            continue
+        value = resolver.expr(arg) if arg is not None else None
+        if value is not None:
+            values[prm["name"]] = counts.unparen(value)
+            notes[prm["name"]] = f"launch argument `{resolver.p.text(arg) or '?'}`"
+            continue
+        ctype = cur.type.get_canonical().spelling
+        dt = dtype_of(prm["type"], targs)
+        if dt and dt.startswith("float"):
+            values[prm["name"]] = FLOAT_DEFAULT if dt == "float32" else FLOAT_DEFAULT[:-1]
+            notes[prm["name"]] = (f"launch argument `{resolver.p.text(arg) if arg is not None else '?'}` is computed "
+                                  f"at run time; {values[prm['name']]} is a safe default")
+        else:
+            values[prm["name"]] = f"{ctype}{{}}"
+            todo.append(Todo(f"params[{i}].value", f"`{prm['name']}` ({ctype}) gets "
+                             f"`{resolver.p.text(arg) if arg is not None else '?'}` at the launch, which mepgen "
+                             f"could not trace to a value; write a C++ expression"))
+    return values, todo, notes
+
+
+def role_of(name: str, facts: KernelFacts, is_const: bool) -> tuple[str, str]:
+    """(role, reasoning) of a pointer parameter from how the kernel uses it."""
+    accs = sorted(facts.accesses.get(name, []), key=lambda a: a.offset)
+    kinds = {a.kind for a in accs}
+    writes = kinds & {"write", "rmw", "atomic", "call_write", "alias"}
+    reads = kinds & {"read", "rmw", "atomic", "call_read"}
+    if "atomic" in kinds:
+        return "inout", "accumulated with atomics: starts from zeros, as the application clears it before the launch"
+    if not writes or (is_const and writes <= {"alias", "call_write"}):
+        return "in", "only read" + ("" if is_const else " (not declared const)")
+    if kinds & {"alias", "call_write"}:
+        how = "aliased by a local pointer" if "alias" in kinds else "passed to a function that may write it"
+        return "inout", f"written and {how}: treated as read and written"
+    plain = [a for a in accs if a.kind == "write"]
+    full = all(only_upper_bounds(a.guards) and a.via is None for a in plain + [a for a in accs if a.kind == "rmw"])
+    if not reads:
+        if full:
+            return "out", "only written, under upper-bound checks only: every element is written"
+        return "inout", ("written only where " + "; ".join(sorted({g.text for a in plain for g in a.guards}))
+                         + ": the other elements keep their input values")
+    same_index = len({a.index for a in accs}) == 1
+    if accs[0].kind == "write" and same_index and full:
+        return "out", f"first access writes {name}[{accs[0].index}] and every later read is of that element"
+    return "inout", "read and written"
+
+
+def buffer_count(name, arg, resolver: Resolver, facts: KernelFacts, elem_size, to_sizes) -> tuple[str | None, str]:
+    """(count expression over sizes, how it was found) of a pointer parameter."""
+    alloc = resolver.allocation(arg) if arg is not None else None
+    if alloc is not None:
+        count = counts.count_from_bytes(alloc[0], elem_size)
+        checked = to_sizes(count)
+        if checked is not None:
+            how = f"allocated with {alloc[1]}({resolver.p.text(arg) if arg is not None else name}, {alloc[0]})"
+            return checked, how
+    for var, (rp, row) in facts.csr.items():
+        if rp == name:
+            bound = next((counts.index_count(a, facts.locals, facts.thread_locals) for a in facts.accesses[name]
+                          if a.index and re.sub(r"\s", "", a.index) == f"{row}+1"), None)
+            if bound is not None and to_sizes(bound) is not None:
+                return to_sizes(bound), f"CSR row pointers: `{rp}[{row} + 1]` with the bound of `{row}`"
+    found = []
+    for a in facts.accesses.get(name, []):
+        c = counts.index_count(a, facts.locals, facts.thread_locals)
+        if c is not None and to_sizes(c) is not None:
+            found.append((to_sizes(c), a))
+    if found:
+        best = max(found, key=lambda x: (len(x[0]), x[0]))
+        return best[0], f"index `{best[1].index}` under `{'; '.join(g.text for g in best[1].guards)}`"
+    return None, ""
+
+
+def itemsize(dtype: str | None) -> int | None:
+    return np.dtype(dtype).itemsize if dtype else None
+
+
+def default_init(p: Param, facts: KernelFacts, counts_by_name: dict[str, str], nnz: str | None) -> tuple[Init, str]:
+    """How inputs of an in/inout buffer are made, and why."""
+    if p.role == "inout" and any(a.kind == "atomic" for a in facts.accesses.get(p.name, [])):
+        return Init("zeros"), "atomic accumulation target"
+    for var, (rp, row) in facts.csr.items():
+        if rp == p.name and nnz:
+            rows = counts.unparen(p.count[:-len("+ 1")].strip()) if p.count.replace(" ", "").endswith("+1") \
+                else f"{p.count} - 1"
+            return Init("csr_row_ptr", {"rows": rows, "nnz": nnz}), "CSR row pointers (monotone, 0 .. nnz)"
+    gathered = [other for other, accs in facts.accesses.items() for a in accs if a.via == p.name]
+    if gathered and p.dtype and p.dtype.startswith(("int", "uint")):
+        target = gathered[0]
+        return Init("index", {"low": 0, "high": counts_by_name.get(target, "1")}), \
+            f"its values index {target}: kept in [0, count of {target})"
+    if p.dtype and p.dtype.startswith("float"):
+        return Init("uniform", {"low": -1.0, "high": 1.0}), ""
+    if p.dtype == "bool":
+        return Init("uniform", {"low": 0, "high": 1}), ""
+    return Init("uniform", {"low": 0, "high": 15}), "small integers"
+
+
+def nnz_symbol(facts: KernelFacts) -> bool:
+    """Whether the kernel walks CSR rows, so arrays indexed by the nonzero counter need an NNZ symbol."""
+    return bool(facts.csr)
+
+
+def indexed_by_nonzero(name: str, facts: KernelFacts) -> bool:
+    return any(a.index is not None and a.index.strip() in facts.csr for a in facts.accesses.get(name, []))
+
+
+def pointer_is_const(cursor) -> bool:
+    t = cursor.type.get_canonical()
+    pointee = t.get_pointee() if t.kind.name == "POINTER" else t.element_type
+    return pointee.is_const_qualified()
+
+
+def integral(cursor) -> bool:
+    return is_integral(cursor.type)
+
+
+__all__ = ["ParamFacts", "dtype_of", "scalar_values", "role_of", "buffer_count", "default_init", "itemsize",
+           "nnz_symbol", "indexed_by_nonzero", "pointer_is_const", "strip", "DEFAULT_SIZE"]

@@ -1,0 +1,81 @@
+"""kernel.cu: the kernel and its dependency closure, copied byte for byte from the application.
+
+Members come in the order the inventory gives (`order`: translation-unit position), each preceded by a
+`#line` marker naming its original file so compiler errors point at the user's sources, and reopened in
+its namespaces. The kernel's own text is copied unchanged: the patch stage splices a winning variant
+back into the application by the kernel's byte extent. Application headers are never included wholesale
+(they drag in host code); only the system headers the kernel's files include are.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..spec import Spec
+
+_CATEGORIES = ("macros", "typedefs", "enums", "types", "globals", "device_functions")
+
+
+def _includes(kernel: dict) -> list[str]:
+    closure = kernel["closure"]
+    seen: list[str] = []
+    for inc in closure.get("includes", []):
+        if inc.get("angled") and inc["spelling"] not in seen:
+            seen.append(inc["spelling"])
+    for header in closure.get("headers", []):
+        for inc in closure.get("header_includes", {}).get(header, []):
+            if inc.get("angled") and inc["spelling"] not in seen:
+                seen.append(inc["spelling"])
+    return seen
+
+
+def _wrap(text: str, namespaces: list[str]) -> str:
+    if not namespaces:
+        return text
+    opening = " ".join(f"namespace {ns} {{" if ns else "namespace {" for ns in namespaces)
+    return f"{opening}\n{text}\n{'}' * len(namespaces)}  // namespace {'::'.join(namespaces)}"
+
+
+def render_kernel_file(app_root: Path, kernel: dict, spec: Spec) -> str:
+    app_root = Path(app_root)
+    cache: dict[str, bytes] = {}
+
+    def source(rel: str, start: int, end: int) -> str:
+        if rel not in cache:
+            cache[rel] = (app_root / rel).read_bytes()
+        return cache[rel][start:end].decode("utf-8", errors="replace")
+
+    out = [
+        f"// kernel.cu -- the MEP of {kernel['qualified_name']}, cut out of {kernel['file']} by mepgen.",
+        "// The kernel and everything it needs to compile, copied from the application; #line markers name the",
+        "// original files. This is the only file that variants change; the harness includes it.",
+        "// Size symbols come from the build (-D<SYM>=<value>); the copies below only apply when built without.",
+    ]
+    out += [f"#include <{inc}>" for inc in _includes(kernel)]
+    members = []
+    for cat in _CATEGORIES:
+        for m in kernel["closure"].get(cat, []):
+            # `order` is (file position in the translation unit, byte); the kernel's own file is 0 there but
+            # its text comes after every header it includes
+            order = tuple(m.get("order", [0, m["start_byte"]]))
+            members.append(((m["file"] == kernel["file"], *order), cat, m))
+    members.sort(key=lambda x: x[0])
+    done = set()
+    for _, cat, m in members:
+        key = (m["file"], m["start_byte"])
+        if key in done:
+            continue
+        done.add(key)
+        path = (app_root / m["file"]).resolve()
+        text = source(m["file"], m["start_byte"], m["end_byte"])
+        line = m.get("start_line", m.get("line", 1))
+        if cat == "macros":
+            out += ["", f"#ifndef {m['name']}", f'#line {line} "{path}"', f"#define {text}", "#endif"]
+            continue
+        if not text.rstrip().endswith((";", "}")) or cat in ("types", "enums") and not text.rstrip().endswith(";"):
+            text += ";"
+        out += ["", f'#line {line} "{path}"', _wrap(text, m.get("namespaces", []))]
+    kernel_text = source(kernel["file"], kernel["start_byte"], kernel["end_byte"])
+    namespaces = kernel["qualified_name"].split("::")[:-1]
+    out += ["", f'#line {kernel["start_line"]} "{(app_root / kernel["file"]).resolve()}"',
+            _wrap(kernel_text, namespaces), ""]
+    return "\n".join(out)

@@ -1,0 +1,142 @@
+"""The application's translation units, parsed once, with the indexes the MEP inference walks.
+
+Tracing a launch argument back to a value needs to cross files: `heat_step()` in stencil.cu launches with
+its parameter `g`, and only main.cu's call `heat_step(d_u, d_u_new, grid, ...)` says what `grid` is. So
+every translation unit of the inventory is parsed (libclang, with the flags `mepgen extract` used) and
+indexed by USR: function definitions, the calls to each function, and the macros the sources define.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from .. import cexpr
+from ..parsing import clang
+
+FUNCTION_KINDS = ("FUNCTION_DECL", "FUNCTION_TEMPLATE", "CXX_METHOD", "CONSTRUCTOR")
+LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaLaunchKernelExC")
+
+
+def tu_parse_args(tu: dict) -> list[str]:
+    """libclang arguments of one inventory translation unit (what `mepgen extract` parsed it with)."""
+    return ([f"-I{d}" for d in tu.get("include_dirs", [])] + [f"-D{d}" for d in tu.get("defines", [])]
+            + [f"-std={tu.get('std', 'c++17')}"])
+
+
+def walk(cursor):
+    yield cursor
+    for c in cursor.get_children():
+        yield from walk(c)
+
+
+class Project:
+    """Parsed translation units of one application and what they define and call."""
+
+    def __init__(self, app_root: Path, translation_units: list[dict], only: list[str] | None = None):
+        self.app_root = Path(app_root).resolve()
+        self._bytes: dict[str, bytes] = {}
+        self._in_app: dict[str, bool] = {}
+        self.tus = []
+        self.functions: dict[str, object] = {}            # usr -> definition cursor
+        self.calls: dict[str, list] = defaultdict(list)   # callee usr -> [(call, caller), ...] in source order
+        self.macros: dict[str, str] = {}                  # object-like macro -> replacement text
+        self.globals: dict[str, object] = {}              # usr -> namespace-scope VAR_DECL (definition)
+        for tu in translation_units:
+            if only is not None and tu["file"] not in only:
+                continue
+            for d in tu.get("defines", []):
+                name, _, value = d.partition("=")
+                self.macros.setdefault(name, value or "1")
+            unit = clang.parse(self.app_root / tu["file"], tu_parse_args(tu))
+            self.tus.append(unit)
+            self._index(unit)
+
+    # --- source text ---------------------------------------------------------------------------------
+    def in_app(self, cursor) -> bool:
+        f = cursor.location.file
+        if f is None:
+            return False
+        hit = self._in_app.get(f.name)
+        if hit is None:
+            hit = self._in_app[f.name] = Path(f.name).resolve().is_relative_to(self.app_root)
+        return hit
+
+    def text(self, cursor) -> str:
+        """The cursor's text as written (macro names stay macro names)."""
+        ext = cursor.extent
+        if ext.start.file is None:
+            return ""
+        start, end = ext.start.offset, ext.end.offset
+        if end <= start:
+            toks = list(cursor.get_tokens())
+            if not toks or toks[0].extent.start.file is None:
+                return ""
+            start, end = toks[0].extent.start.offset, toks[-1].extent.end.offset
+        name = ext.start.file.name
+        if name not in self._bytes:
+            self._bytes[name] = Path(name).read_bytes()
+        return self._bytes[name][start:end].decode("utf-8", errors="replace")
+
+    def rel(self, cursor) -> str:
+        return str(Path(cursor.location.file.name).resolve().relative_to(self.app_root))
+
+    # --- indexing ------------------------------------------------------------------------------------
+    def _index(self, unit) -> None:
+        for top in unit.cursor.get_children():
+            if not self.in_app(top):
+                continue
+            if top.kind.name == "MACRO_DEFINITION":
+                toks = list(top.get_tokens())
+                function_like = len(toks) > 1 and toks[1].spelling == "(" and \
+                    toks[1].extent.start.offset == toks[0].extent.end.offset
+                if not function_like:
+                    self.macros.setdefault(top.spelling, " ".join(t.spelling for t in toks[1:]))
+                continue
+            self._index_decl(top)
+
+    def _index_decl(self, c) -> None:
+        k = c.kind.name
+        if k in ("NAMESPACE", "LINKAGE_SPEC", "STRUCT_DECL", "CLASS_DECL"):
+            for ch in c.get_children():
+                self._index_decl(ch)
+        elif k == "VAR_DECL":
+            if c.is_definition() or c.get_usr() not in self.globals:
+                self.globals[c.get_usr()] = c
+        elif k in FUNCTION_KINDS and c.is_definition():
+            self.functions.setdefault(c.get_usr(), c)
+            for node in walk(c):
+                if node.kind.name == "CALL_EXPR" and node.referenced is not None:
+                    self.calls[node.referenced.get_usr()].append((node, c))
+                    ref = node.referenced
+                    if ref.kind.name == "FUNCTION_DECL":
+                        tmpl = clang.specialized_template(ref)
+                        if tmpl is not None and tmpl.get_usr() != ref.get_usr():
+                            self.calls[tmpl.get_usr()].append((node, c))
+
+    def calls_named(self, name: str) -> list:
+        """(call, caller) of every call to a function with this name (runtime API calls have no definition)."""
+        return [pair for usr, pairs in self.calls.items() for pair in pairs if pair[0].spelling == name]
+
+    def find_global(self, qualified: str):
+        for usr, c in self.globals.items():
+            if qualified_name(c) == qualified:
+                return c
+        return None
+
+    def find_function(self, usr: str):
+        return self.functions.get(usr)
+
+    def macro_value(self, name: str) -> int | None:
+        """Integer value of an object-like macro, its references to other macros resolved."""
+        return cexpr.evaluate(name, self.macros)
+
+
+def qualified_name(cursor) -> str:
+    """heat::c_grid, cg::axpy (namespaces and classes; no template arguments)."""
+    parts, c = [], cursor
+    while c is not None and c.kind.name != "TRANSLATION_UNIT":
+        if c is cursor or c.kind.name in ("NAMESPACE", "STRUCT_DECL", "CLASS_DECL"):
+            parts.append(c.spelling)
+        c = c.semantic_parent
+    return "::".join(reversed(parts))
+

@@ -1,0 +1,474 @@
+"""Host-side values of launch arguments: C++ expressions over macros and size symbols.
+
+A launch site writes `diffuse_step<<<grid, block, 0, s>>>(u, u_new, g, alpha, dt)`; the MEP needs what
+those names hold. The resolver follows each name to its definition, through `const` locals, the enclosing
+function's parameters to the arguments of its callers (in any file), fields of brace-initialized structs,
+`constexpr` globals and one-line helper functions, and stops at anything that changes at run time. What it
+cannot follow becomes a named *size symbol* (integers) with a stated reason, never a silent guess.
+"""
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from .project import Project, qualified_name, walk
+
+_LITERALS = ("INTEGER_LITERAL", "FLOATING_LITERAL", "CXX_BOOL_LITERAL_EXPR", "CHARACTER_LITERAL",
+             "CXX_NULL_PTR_LITERAL_EXPR")
+_SPLICE = ("BINARY_OPERATOR", "UNARY_OPERATOR", "PAREN_EXPR", "CSTYLE_CAST_EXPR", "CXX_STATIC_CAST_EXPR",
+           "CXX_FUNCTIONAL_CAST_EXPR", "CONDITIONAL_OPERATOR", "UNEXPOSED_EXPR")
+_KEEP = ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")
+_INTEGRAL = {"INT", "UINT", "LONG", "ULONG", "LONGLONG", "ULONGLONG", "SHORT", "USHORT", "CHAR_S", "UCHAR",
+             "SCHAR", "CHAR_U", "BOOL"}
+_ALLOCATORS = ("cudaMalloc", "cudaMallocManaged", "cudaMallocAsync", "cudaMallocFromPoolAsync")
+_MINMAX = ("max", "min")
+
+
+@dataclass
+class Symbols:
+    """Size symbols that stand for host values mepgen could not follow, keyed by the expression they
+    replace (so `n = A.nrows` in two functions is one symbol), with the reason shown to the user."""
+    by_key: dict[str, str] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+    preferred: dict[str, str] = field(default_factory=dict)   # var usr -> name to use if it needs a symbol
+
+    def get(self, key: str, name: str, reason: str, taken: set[str]) -> str:
+        if key in self.by_key:
+            return self.by_key[key]
+        base = re.sub(r"\W", "_", name).upper() or "SIZE"
+        out, i = base, 2
+        while out in taken or out in self.reasons:
+            out, i = f"{base}_{i}", i + 1
+        self.by_key[key] = out
+        self.reasons[out] = reason
+        return out
+
+
+def strip(c):
+    """Skip implicit-conversion wrappers that libclang reports as UNEXPOSED_EXPR with one child."""
+    while c is not None and c.kind.name == "UNEXPOSED_EXPR":
+        kids = list(c.get_children())
+        if len(kids) != 1:
+            break
+        c = kids[0]
+    return c
+
+
+def is_integral(t) -> bool:
+    return t.get_canonical().kind.name in _INTEGRAL or t.get_canonical().kind.name == "ENUM"
+
+
+def parens(text: str) -> str:
+    """Wrap a substituted expression unless it is a single token or already one group."""
+    t = text.strip()
+    if re.fullmatch(r"[\w:.]+|\d[\w.]*|-?\d[\w.]*", t) or _one_group(t):
+        return t
+    return f"({t})"
+
+
+def _one_group(t: str) -> bool:
+    if not (t.startswith("(") and t.endswith(")")):
+        return False
+    depth = 0
+    for i, ch in enumerate(t):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and i < len(t) - 1:
+            return False
+    return True
+
+
+def init_expr(var):
+    """The initializer of a VAR_DECL, or None: skips array bounds (`float coef[5]` has none)."""
+    toks = list(var.get_tokens())
+    names = [i for i, t in enumerate(toks) if t.spelling == var.spelling]
+    if not names:
+        return None
+    i, depth = names[0] + 1, 0
+    while i < len(toks) and (toks[i].spelling == "[" or depth):
+        depth += toks[i].spelling == "["
+        depth -= toks[i].spelling == "]"
+        i += 1
+    if i >= len(toks) or toks[i].spelling not in ("=", "{", "("):
+        return None
+    kids = [c for c in var.get_children() if c.kind.name not in _KEEP and not c.kind.name.endswith("_ATTR")]
+    return kids[-1] if kids else None
+
+
+class Resolver:
+    """Turns host expressions into C++ text the harness can compile, or None when they are not constant."""
+
+    def __init__(self, project: Project, symbols: Symbols, macros_taken: set[str]):
+        self.p = project
+        self.symbols = symbols
+        self.taken = macros_taken
+        self.bindings: list[dict[str, tuple]] = []     # inlined helper calls: param usr -> (arg, caller)
+        self.scope: list = []                          # the host functions being looked into, innermost last
+        self._decls: dict[str, dict] = {}
+        self._depth = 0
+
+    @contextmanager
+    def inside(self, fn):
+        """Resolve names as seen from host function `fn` (needed for text inside macro arguments)."""
+        self.scope.append(fn)
+        try:
+            yield
+        finally:
+            self.scope.pop()
+
+    # --- values --------------------------------------------------------------------------------------
+    def expr(self, c) -> str | None:
+        if c is None or self._depth > 40:
+            return None
+        self._depth += 1
+        try:
+            return self._expr(strip(c))
+        finally:
+            self._depth -= 1
+
+    def _expr(self, c) -> str | None:
+        k = c.kind.name
+        if c.extent.start.file is not None and c.extent.end.offset <= c.extent.start.offset:
+            return self.tokens_expr([t.spelling for t in c.get_tokens()])   # inside a macro argument
+        if k in _LITERALS or not self._has_refs(c):
+            return self.p.text(c) or None
+        if k == "DECL_REF_EXPR":
+            return self._decl_ref(c)
+        if k == "MEMBER_REF_EXPR":
+            return self._member(c)
+        if k == "CALL_EXPR":
+            return self._call(c)
+        if k == "INIT_LIST_EXPR":
+            items = [self.expr(x) for x in c.get_children()]
+            return None if None in items else "{" + ", ".join(items) + "}"
+        if k in _SPLICE or k == "CXX_UNARY_EXPR" or k == "ARRAY_SUBSCRIPT_EXPR":
+            return self._splice(c)
+        return None
+
+    def _has_refs(self, c) -> bool:
+        for n in walk(c):
+            if n.kind.name in ("DECL_REF_EXPR", "MEMBER_REF_EXPR", "CALL_EXPR", "INIT_LIST_EXPR"):
+                ref = n.referenced
+                if n.kind.name == "DECL_REF_EXPR" and ref is not None and ref.kind.name == "ENUM_CONSTANT_DECL" \
+                        and "::" in self.p.text(n):
+                    continue
+                return True
+        return False
+
+    def _splice(self, c) -> str | None:
+        """The cursor's text with each sub-expression replaced by its value."""
+        text = self.p.text(c)
+        base = c.extent.start.offset
+        out, pos = [], 0
+        kids = sorted(c.get_children(), key=lambda x: x.extent.start.offset)
+        for kid in kids:
+            s, e = kid.extent.start.offset - base, kid.extent.end.offset - base
+            if s < pos or e > len(text.encode()) or e <= s:
+                return None  # extents inside macro expansions: cannot splice safely
+            if kid.kind.name in _KEEP:
+                continue
+            value = self.expr(kid)
+            if value is None:
+                return None
+            raw = text.encode()
+            out.append(raw[pos:s].decode())
+            leaf = strip(kid).kind.name in ("DECL_REF_EXPR", "MEMBER_REF_EXPR", "CALL_EXPR")
+            out.append(parens(value) if leaf else value)
+            pos = e
+        out.append(text.encode()[pos:].decode())
+        return "".join(out)
+
+    def _decl_ref(self, c) -> str | None:
+        d = c.referenced
+        if d is None:
+            return None
+        k = d.kind.name
+        if k == "ENUM_CONSTANT_DECL":
+            return qualified_name(d)
+        if k == "PARM_DECL":
+            return self._param(d)
+        if k == "VAR_DECL":
+            return self._var(d)
+        return None
+
+    def _var(self, d) -> str | None:
+        value = None
+        if d.semantic_parent is not None and d.semantic_parent.kind.name in ("NAMESPACE", "TRANSLATION_UNIT") \
+                or not self._modified(d):
+            with self.inside(d.semantic_parent):
+                value = self.expr(init_expr(d))
+            if value is not None and init_expr(d) is not None and strip(init_expr(d)).kind.name == "INIT_LIST_EXPR" \
+                    and d.type.get_canonical().kind.name == "RECORD":
+                value = _type_name(d.type) + value
+        if value is None:
+            return self._symbol_for(d, init_expr(d))
+        return value
+
+    def _param(self, d) -> str | None:
+        for frame in reversed(self.bindings):
+            if d.get_usr() in frame:
+                arg, _ = frame[d.get_usr()]
+                return self.expr(arg)
+        index, fn = self._param_index(d)
+        if fn is None:
+            return None
+        for call, caller in self.p.calls.get(fn.get_usr(), []):
+            with self.inside(caller):
+                value = self.call_arg(call, index)
+            if value is not None:
+                return value
+        return self._symbol_for(d, None)
+
+    def _param_index(self, d):
+        fn = d.semantic_parent
+        if fn is None:
+            return -1, None
+        parms = [x for x in fn.get_children() if x.kind.name == "PARM_DECL"]
+        for i, x in enumerate(parms):
+            if x.get_usr() == d.get_usr() or (x.spelling == d.spelling and x.location.offset == d.location.offset):
+                return i, fn
+        return -1, None
+
+    def _symbol_for(self, d, init) -> str | None:
+        """A size symbol for an integer that is not a compile-time value (None for other types)."""
+        if not is_integral(d.type):
+            return None
+        fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
+        if init is not None:
+            key = f"init:{self.p.text(init)}"
+            reason = f"`{d.spelling}` in {fn}() is `{self.p.text(init)}`, which mepgen could not trace to a value"
+        else:
+            key = f"decl:{d.get_usr()}"
+            reason = f"`{d.spelling}` in {fn}() gets no traceable value from its callers"
+        name = self.symbols.preferred.get(d.get_usr(), d.spelling)
+        return self.symbols.get(key, name, reason, self.taken)
+
+    def _modified(self, var) -> bool:
+        """Whether a local variable is assigned, incremented or has its address taken after its declaration."""
+        if var.type.is_const_qualified():
+            return False
+        fn = var.semantic_parent
+        if fn is None:
+            return True
+        usr = var.get_usr()
+        for n in walk(fn):
+            k = n.kind.name
+            if k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
+                kids = list(n.get_children())
+                if not kids:
+                    continue
+                target = strip(kids[0])
+                if target.kind.name == "DECL_REF_EXPR" and target.referenced is not None \
+                        and target.referenced.get_usr() == usr:
+                    op = operator_of(n, kids)
+                    if op in ("=", "&", "++", "--") or k == "COMPOUND_ASSIGNMENT_OPERATOR":
+                        return True
+        return False
+
+    def _member(self, c) -> str | None:
+        kids = list(c.get_children())
+        field_decl = c.referenced
+        if not kids or field_decl is None or field_decl.kind.name != "FIELD_DECL":
+            return None
+        base = self.expr(kids[0])
+        if base is None:
+            return None
+        return _field(base, field_decl.semantic_parent.type, field_decl.spelling)
+
+    def _call(self, c) -> str | None:
+        ref = c.referenced
+        args = [a for a in c.get_arguments()]
+        name = c.spelling
+        if ref is not None and ref.kind.name == "CONSTRUCTOR" and name == "dim3":
+            vals = [self.expr(a) for a in args if self.p.text(a)]
+            return None if None in vals else "dim3(" + ", ".join(vals) + ")"
+        if ref is not None and ref.kind.name == "CONSTRUCTOR" and len(args) == 1:
+            return self.expr(args[0])   # an implicit conversion (int -> dim3, copy)
+        if name in _MINMAX:
+            vals = [self.expr(a) for a in args]
+            if None in vals:
+                return None
+            ns = "std::" if ref is not None and ref.semantic_parent is not None \
+                and ref.semantic_parent.spelling == "std" else ""
+            return f"{ns}{name}(" + ", ".join(vals) + ")"
+        fn = self.p.find_function(ref.get_usr()) if ref is not None else None
+        ret = _single_return(fn) if fn is not None else None
+        if ret is None:
+            return None
+        parms = [x for x in fn.get_children() if x.kind.name == "PARM_DECL"]
+        self.bindings.append({p.get_usr(): (a, None) for p, a in zip(parms, args)})
+        try:
+            with self.inside(fn):
+                return self.expr(ret)
+        finally:
+            self.bindings.pop()
+
+    # --- text inside macro arguments -------------------------------------------------------------------
+    def call_arg(self, call, index: int) -> str | None:
+        """Argument `index` of a call, from its cursor, or from its tokens when it sits in a macro argument."""
+        args = list(call.get_arguments())
+        if index < len(args) and args[index].extent.end.offset > args[index].extent.start.offset:
+            return self.expr(args[index])
+        return self.tokens_expr(self.call_arg_tokens(call, index))
+
+    @staticmethod
+    def call_arg_tokens(call, index: int) -> list[str]:
+        """The tokens of argument `index` as written in the call."""
+        toks = [t.spelling for t in call.get_tokens()]
+        if "(" not in toks:
+            return []
+        groups, depth, cur = [], 0, []
+        for t in toks[toks.index("(") + 1:]:
+            if t in ("(", "[", "{"):
+                depth += 1
+            elif t in (")", "]", "}"):
+                if depth == 0:
+                    break
+                depth -= 1
+            if t == "," and depth == 0:
+                groups.append(cur)
+                cur = []
+            else:
+                cur.append(t)
+        groups.append(cur)
+        return groups[index] if index < len(groups) else []
+
+    def tokens_expr(self, toks: list[str]) -> str | None:
+        """Resolve an expression given as tokens: names of the current function's variables are replaced
+        by their values, `var.field` by the field's initializer; macros and literals stay as written."""
+        if not toks:
+            return None
+        decls = self._scope_decls(self.scope[-1]) if self.scope else {}
+        out, i = [], 0
+        while i < len(toks):
+            t, prev = toks[i], toks[i - 1] if i else ""
+            if t in decls and prev not in (".", "->", "::"):
+                d = decls[t]
+                value = self._var(d) if d.kind.name == "VAR_DECL" else self._param(d)
+                if value is not None and i + 2 < len(toks) and toks[i + 1] == ".":
+                    value = _field(value, d.type, toks[i + 2])
+                    i += 2
+                if value is None:
+                    return None
+                out.append(parens(value))
+            else:
+                out.append(t)
+            i += 1
+        return _join(out)
+
+    def _scope_decls(self, fn) -> dict:
+        if fn is None:
+            return {}
+        key = fn.get_usr()
+        if key not in self._decls:
+            self._decls[key] = {n.spelling: n for n in walk(fn) if n.kind.name in ("VAR_DECL", "PARM_DECL")}
+        return self._decls[key]
+
+    # --- buffers and constants -----------------------------------------------------------------------
+    def allocation(self, c) -> tuple[str, str] | None:
+        """(bytes expression, allocator) of the device buffer a pointer expression points to."""
+        c = strip(c)
+        if c is None:
+            return None
+        if c.kind.name in ("CSTYLE_CAST_EXPR", "CXX_STATIC_CAST_EXPR", "CXX_REINTERPRET_CAST_EXPR"):
+            return self.allocation(list(c.get_children())[-1])
+        if c.kind.name != "DECL_REF_EXPR" or c.referenced is None:
+            return None
+        d = c.referenced
+        if d.kind.name == "PARM_DECL":
+            for frame in reversed(self.bindings):
+                if d.get_usr() in frame:
+                    return self.allocation(frame[d.get_usr()][0])
+            index, fn = self._param_index(d)
+            for call, caller in self.p.calls.get(fn.get_usr(), []) if fn is not None else []:
+                args = list(call.get_arguments())
+                with self.inside(caller):
+                    found = self.allocation(args[index]) if index < len(args) else None
+                if found:
+                    return found
+            return None
+        if d.kind.name != "VAR_DECL" or d.semantic_parent is None:
+            return None
+        for n in walk(d.semantic_parent):
+            if n.kind.name == "CALL_EXPR" and n.spelling in _ALLOCATORS:
+                args = list(n.get_arguments())
+                if len(args) >= 2 and _refers_to(args[0], d.get_usr()):
+                    with self.inside(d.semantic_parent):
+                        size = self.call_arg(n, 1)
+                    return (size, n.spelling) if size is not None else None
+        init = init_expr(d)
+        return self.allocation(init) if init is not None else None
+
+    def constant_source(self, symbol_usr: str) -> str | None:
+        """The value the application copies into a `__constant__` symbol (cudaMemcpyToSymbol's source)."""
+        for name in ("cudaMemcpyToSymbol", "cudaMemcpyToSymbolAsync"):
+            for call, caller in self.p.calls_named(name):
+                args = list(call.get_arguments())
+                if not args or not _refers_to(args[0], symbol_usr):
+                    continue
+                toks = self.call_arg_tokens(call, 1)
+                if toks[:1] == ["&"]:
+                    toks = toks[1:]
+                with self.inside(caller):
+                    return self.tokens_expr(toks)
+        return None
+
+
+def _refers_to(c, usr: str) -> bool:
+    return any(n.kind.name == "DECL_REF_EXPR" and n.referenced is not None and n.referenced.get_usr() == usr
+               for n in walk(c))
+
+
+def operator_of(node, kids) -> str:
+    """The operator token of a unary/binary operator cursor."""
+    toks = [t.spelling for t in node.get_tokens()]
+    if node.kind.name == "UNARY_OPERATOR":
+        return toks[0] if toks and toks[0] in ("&", "*", "++", "--", "-", "!", "~", "+") else \
+            (toks[-1] if toks else "")
+    lhs_end = kids[0].extent.end.offset
+    for t in node.get_tokens():
+        if t.extent.start.offset >= lhs_end:
+            return t.spelling
+    return ""
+
+
+
+def _single_return(fn):
+    """The returned expression of a function whose body is one `return expr;` (inlinable helpers)."""
+    body = next((c for c in fn.get_children() if c.kind.name == "COMPOUND_STMT"), None)
+    stmts = list(body.get_children()) if body is not None else []
+    if len(stmts) == 1 and stmts[0].kind.name == "RETURN_STMT":
+        kids = list(stmts[0].get_children())
+        return kids[0] if kids else None
+    return None
+
+
+def _type_name(t) -> str:
+    """The fully qualified type name, without cv-qualifiers: `const heat::Grid` -> `heat::Grid`."""
+    return re.sub(r"\b(const|volatile)\s+", "", t.get_canonical().spelling).strip()
+
+
+def _field(value: str, struct_type, name: str) -> str | None:
+    """Field `name` of a brace-initialized struct value `T{a, b, ...}` (by declaration order)."""
+    from ..extract.source import split_top_level
+    m = re.fullmatch(r"\s*[\w:<>, ]*\{(.*)\}\s*", value, re.S)
+    decl = struct_type.get_canonical().get_declaration() if struct_type is not None else None
+    if not m or decl is None:
+        return None
+    fields = [f.spelling for f in decl.get_children() if f.kind.name == "FIELD_DECL"]
+    items = split_top_level(m.group(1))
+    return items[fields.index(name)] if name in fields and fields.index(name) < len(items) else None
+
+
+def _join(tokens: list[str]) -> str:
+    """Tokens back to readable C++: `dim3 ( a + 1 )` -> `dim3(a + 1)`."""
+    text = " ".join(tokens)
+    text = re.sub(r"\s*(::|\.|->)\s*", r"\1", text)
+    text = re.sub(r"\(\s+", "(", text)
+    text = re.sub(r"\s+\)", ")", text)
+    text = re.sub(r"\s+,", ",", text)
+    text = re.sub(r"(\w)\s+\(", lambda m: m.group(1) + "(", text)
+    text = re.sub(r"<\s+", "<", text)
+    text = re.sub(r"\s+>", ">", text)
+    return text
