@@ -37,6 +37,7 @@ class InputSet:
 class RunOutput:
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     inputs_after: dict[str, np.ndarray] = field(default_factory=dict)   # `in` buffers read back, if supported
+    inputs_changed: list[str] = field(default_factory=list)             # or: the backend compared them itself
     fault: RuntimeFault | None = None
     record: dict = field(default_factory=dict)   # the MEPGEN_RESULT line (native) or the worker's reply
 
@@ -49,6 +50,7 @@ class TimingOutput:
     after: dict[str, np.ndarray] = field(default_factory=dict)         # candidate, after timing
     after_input_set: int = 0                                           # the inputs `after` was computed from
     inputs_after: dict[str, np.ndarray] = field(default_factory=dict)
+    inputs_changed: list[str] = field(default_factory=list)
     fault: RuntimeFault | None = None
     device: str = ""
     l2_bytes: int | None = None

@@ -170,7 +170,8 @@ class Evaluator:
 
     # --- the GPU stages -----------------------------------------------------------------------------
 
-    def _wrong(self, outputs: dict, k: int, phase: str, inputs_after: dict) -> WrongResult | None:
+    def _wrong(self, outputs: dict, k: int, phase: str, inputs_after: dict,
+               inputs_changed: list[str] = ()) -> WrongResult | None:
         mismatches: list[Mismatch] = []
         for p in self.spec.outputs:
             ref = self.refs[k][p.name]
@@ -183,6 +184,7 @@ class Evaluator:
                 mismatches.append(m)
         changed = [name for name, arr in inputs_after.items()
                    if name in self.inputs[k] and not unchanged(self.inputs[k][name], arr)]
+        changed += [name for name in inputs_changed if name not in changed]
         return WrongResult(mismatches, changed) if mismatches or changed else None
 
     def check(self, res: EvalResult, built: Built, worker: Worker) -> EvalResult:
@@ -198,7 +200,7 @@ class Evaluator:
                 return self._done(res, start)
             res.device = out.record.get("device", res.device)
             res.stage = "verify"
-            wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after)
+            wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after, out.inputs_changed)
             if wrong:
                 res.status, res.wrong = "wrong_result", wrong
                 return self._done(res, start)
@@ -209,7 +211,7 @@ class Evaluator:
         if t.fault is not None:
             res.status, res.fault = "runtime_fault", t.fault
             return self._done(res, start)
-        wrong = self._wrong(t.after, t.after_input_set, "after", t.inputs_after)
+        wrong = self._wrong(t.after, t.after_input_set, "after", t.inputs_after, t.inputs_changed)
         if wrong:
             res.status, res.wrong = "wrong_result", wrong
             return self._done(res, start)
@@ -273,7 +275,7 @@ class Evaluator:
                 res.status, res.fault = "runtime_fault", out.fault
                 return self._done(res, start)
             res.stage = "verify"
-            wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after)
+            wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after, out.inputs_changed)
             if wrong:
                 res.status, res.wrong = "wrong_result", wrong
                 res.notes.append("the original kernel does not reproduce its own outputs: a race, or a tolerance "
@@ -284,7 +286,7 @@ class Evaluator:
         if t.fault is not None:
             res.status, res.fault = "runtime_fault", t.fault
             return self._done(res, start)
-        wrong = self._wrong(t.after, t.after_input_set, "after", t.inputs_after)
+        wrong = self._wrong(t.after, t.after_input_set, "after", t.inputs_after, t.inputs_changed)
         if wrong:
             res.status, res.wrong = "wrong_result", wrong
             return self._done(res, start)

@@ -1,0 +1,223 @@
+"""The pycuda worker process: one CUDA context, the input sets resident on the GPU, kernels from cubins.
+
+Started by pycuda_backend.py (multiprocessing, spawn) and driven over a pipe: `setup`, `load_set`,
+`load`, `unload`, `run`, `time`, `exit`. Each reply is ("ok", payload), ("cuda_error", message) or
+("error", message). After a CUDA error the context is poisoned (errors are sticky), so the worker
+replies and exits; the parent starts a fresh one. Reference outputs never enter this process: it returns
+outputs and the parent compares them.
+
+Every launch follows the harness protocol: outputs poisoned (floats 0xFF bytes = NaN, integers 0xA5),
+in/out buffers reset from the input set's device copy, constants set, optionally L2 flushed; timing
+alternates baseline and candidate launch by launch (A B B A ...), each timed with CUDA events.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+FLOAT_POISON, INT_POISON = 0xFF, 0xA5
+
+
+def _align(offset: int, align: int) -> int:
+    return (offset + align - 1) // align * align
+
+
+class State:
+    def __init__(self, cuda, device: int):
+        self.cuda = cuda
+        self.ctx = cuda.Device(device).make_context()
+        self.stream = cuda.Stream()
+        self.params: list[dict] = []
+        self.outputs: dict = {}                 # name -> (DeviceAllocation, nbytes, poison byte)
+        self.sets: dict[int, dict] = {}
+        self.modules: dict[str, dict] = {}
+        attr = getattr(cuda.device_attribute, "L2_CACHE_SIZE", None)
+        l2 = cuda.Context.get_device().get_attribute(attr) if attr is not None else 64 << 20
+        self.flush_bytes = max(2 * l2, 1 << 20)
+        self.flush_buf = cuda.mem_alloc(self.flush_bytes)
+        self.device_name = cuda.Context.get_device().name()
+        self.l2_bytes = l2
+
+    # --- state --------------------------------------------------------------------------------------
+
+    def op_setup(self, params: list[dict]) -> dict:
+        """params: name, role, dtype, count (in kernel order)."""
+        self.params = params
+        for p in params:
+            if p["role"] in ("out", "inout"):
+                dt = np.dtype(p["dtype"])
+                nbytes = max(1, dt.itemsize * p["count"])
+                poison = FLOAT_POISON if dt.kind == "f" else INT_POISON
+                self.outputs[p["name"]] = (self.cuda.mem_alloc(nbytes), nbytes, poison)
+        return {"device": self.device_name, "l2_bytes": self.l2_bytes}
+
+    def op_load_set(self, k: int, inputs: dict, consts: dict) -> None:
+        cuda = self.cuda
+        s = {"host": inputs, "dev": {}, "const": {}}
+        for name, arr in inputs.items():
+            buf = cuda.mem_alloc(max(1, arr.nbytes))
+            cuda.memcpy_htod(buf, np.ascontiguousarray(arr))
+            s["dev"][name] = buf
+        for stem, arr in consts.items():
+            buf = cuda.mem_alloc(max(1, arr.nbytes))
+            cuda.memcpy_htod(buf, np.ascontiguousarray(arr))
+            s["const"][stem] = (buf, arr.nbytes)
+        self.sets[k] = s
+
+    def op_load(self, key: str, cubin: str, desc: dict) -> None:
+        cuda = self.cuda
+        module = cuda.module_from_file(cubin)
+        consts = []
+        for c in desc["constants"]:
+            ptr, size = module.get_global(c["symbol"])
+            if "bytes" in c:
+                data = bytes.fromhex(c["bytes"])
+                src = cuda.mem_alloc(max(1, len(data)))
+                cuda.memcpy_htod(src, data)
+                consts.append((ptr, min(size, len(data)), src, None))
+            else:
+                consts.append((ptr, size, None, c["file"]))
+        self.modules[key] = {"module": module, "func": module.get_function(desc["entry"]), "desc": desc,
+                             "consts": consts, "args": {}}
+
+    def op_unload(self, key: str) -> None:
+        self.modules.pop(key, None)
+
+    # --- launching ----------------------------------------------------------------------------------
+
+    def _args(self, m: dict, k: int) -> bytes:
+        """The kernel's parameter buffer for input set k, laid out with each parameter's alignment."""
+        if k in m["args"]:
+            return m["args"][k]
+        buf = bytearray()
+        for p, spec in zip(m["desc"]["params"], self.params):
+            off = _align(len(buf), p["align"])
+            buf.extend(bytes(off - len(buf)))
+            if p["role"] == "scalar":
+                value = bytes.fromhex(p["bytes"])
+            elif p["role"] == "in":
+                value = int(self.sets[k]["dev"][p["name"]]).to_bytes(8, "little")
+            else:
+                value = int(self.outputs[p["name"]][0]).to_bytes(8, "little")
+            buf.extend(value[:p["size"]].ljust(p["size"], b"\0"))
+        m["args"][k] = bytes(buf)
+        return m["args"][k]
+
+    def _prepare(self, m: dict, k: int, flush: bool) -> None:
+        cuda, st, s = self.cuda, self.stream, self.sets[k]
+        if flush:
+            cuda.memset_d8_async(self.flush_buf, 0, self.flush_bytes, st)
+        for name, (buf, nbytes, poison) in self.outputs.items():
+            if name in s["dev"]:
+                cuda.memcpy_dtod_async(buf, s["dev"][name], nbytes, st)
+            else:
+                cuda.memset_d8_async(buf, poison, nbytes, st)
+        for ptr, size, src, stem in m["consts"]:
+            if stem is not None:
+                src, n = s["const"][stem]
+                size = min(size, n)
+            cuda.memcpy_dtod_async(ptr, src, size, st)
+
+    def _launch(self, m: dict, k: int) -> None:
+        d = m["desc"]
+        m["func"]._launch_kernel(tuple(d["grid"]), tuple(d["block"]), self._args(m, k), d["shared"], self.stream)
+
+    def _outputs(self) -> dict:
+        out = {}
+        for p in self.params:
+            if p["name"] in self.outputs:
+                arr = np.empty(p["count"], dtype=np.dtype(p["dtype"]))
+                self.cuda.memcpy_dtoh(arr, self.outputs[p["name"]][0])
+                out[p["name"]] = arr
+        return out
+
+    def _inputs_changed(self, k: int) -> list[str]:
+        """`in` buffers the kernel wrote to (restored, so later candidates see the true inputs)."""
+        changed, s = [], self.sets[k]
+        for p in self.params:
+            if p["role"] != "in":
+                continue
+            host = s["host"][p["name"]]
+            now = np.empty_like(host)
+            self.cuda.memcpy_dtoh(now, s["dev"][p["name"]])
+            if now.tobytes() != host.tobytes():
+                changed.append(p["name"])
+                self.cuda.memcpy_htod(s["dev"][p["name"]], np.ascontiguousarray(host))
+        return changed
+
+    def op_run(self, key: str, k: int) -> dict:
+        m = self.modules[key]
+        self._prepare(m, k, flush=False)
+        self._launch(m, k)
+        self.stream.synchronize()
+        self.cuda.Context.synchronize()
+        return {"outputs": self._outputs(), "inputs_changed": self._inputs_changed(k), "device": self.device_name}
+
+    def op_time(self, base: str, cand: str | None, k: int, warmup: int, reps: int, rounds: int, flush: bool,
+                recheck: int | None) -> dict:
+        cuda = self.cuda
+        sides = [self.modules[base]] + ([self.modules[cand]] if cand else [])
+        for _ in range(warmup):
+            for m in sides:
+                self._prepare(m, k, flush)
+                self._launch(m, k)
+        self.stream.synchronize()
+        events = [[(cuda.Event(), cuda.Event()) for _ in range(reps)] for _ in sides]
+        per_side: list[list[list[float]]] = [[] for _ in sides]
+        for _ in range(rounds):
+            for i in range(reps):
+                order = range(len(sides)) if i % 2 == 0 else reversed(range(len(sides)))
+                for j in order:
+                    self._prepare(sides[j], k, flush)
+                    start, end = events[j][i]
+                    start.record(self.stream)
+                    self._launch(sides[j], k)
+                    end.record(self.stream)
+            self.stream.synchronize()
+            for j in range(len(sides)):
+                per_side[j].append([start.time_till(end) for start, end in events[j]])
+        cuda.Context.synchronize()
+        changed = self._inputs_changed(k)
+        rk = k if recheck is None else recheck
+        self._prepare(sides[-1], rk, flush=False)
+        self._launch(sides[-1], rk)
+        self.stream.synchronize()
+        cuda.Context.synchronize()
+        changed += [n for n in self._inputs_changed(rk) if n not in changed]
+        return {"baseline_rounds": per_side[0], "candidate_rounds": per_side[-1] if cand else [],
+                "after": self._outputs(), "after_input_set": rk, "inputs_changed": changed,
+                "device": self.device_name, "l2_bytes": self.l2_bytes}
+
+
+def main(conn, device: int) -> None:
+    """Serve requests until `exit`, a closed pipe, or a CUDA error (after which the context is unusable)."""
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    try:
+        import pycuda.driver as cuda
+        cuda.init()
+        state = State(cuda, device)
+    except Exception as e:  # no pycuda, no driver, no device: the parent reports it in one line
+        conn.send(("error", f"cannot start the pycuda worker: {type(e).__name__}: {e}"))
+        return
+    conn.send(("ok", {"device": state.device_name}))
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            break
+        if msg[0] == "exit":
+            break
+        try:
+            conn.send(("ok", getattr(state, "op_" + msg[0])(*msg[1:])))
+        except cuda.Error as e:
+            conn.send(("cuda_error", str(e)))
+            sys.stdout.flush()
+            os._exit(3)     # the context is poisoned; skip destructors that would touch it
+        except Exception as e:  # a request the worker cannot serve: say why, keep serving
+            conn.send(("error", f"{type(e).__name__}: {e}"))
+    try:
+        state.ctx.pop()
+    except Exception:
+        pass
