@@ -132,6 +132,9 @@ def list_(obj: Context, app, as_json):
 from .patch.command import patch as _patch  # noqa: E402
 
 main.add_command(_patch)
+from .evaluate.command import run as _run  # noqa: E402
+
+main.add_command(_run)
 
 
 if __name__ == "__main__":  # pragma: no cover
