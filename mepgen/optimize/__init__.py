@@ -1,0 +1,1 @@
+"""Stage 4, `mepgen optimize`: search for the fastest verified variant of an MEP's kernel."""
