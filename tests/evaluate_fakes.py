@@ -1,0 +1,65 @@
+"""Helpers for the evaluator's tests: an axpy MEP whose "harness" is tests/evaluate_fixtures/fake_harness.py.
+
+FakeNative is the real NativeBackend (process isolation, time-outs, result parsing, output reading) with
+one change: "compiling" a kernel file writes a script that runs the fake harness in the mode named by
+the file's `// MODE: <mode>` line. So the whole pipeline runs with real processes and no GPU.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from mepgen.evaluate import peaks as peaks_mod
+from mepgen.evaluate.backend import Built
+from mepgen.evaluate.native import NativeBackend
+from mepgen.evaluate.results import CompileFailed, CompileInfo
+
+FIXTURES = Path(__file__).resolve().parent / "evaluate_fixtures"
+FAKE_HARNESS = FIXTURES / "fake_harness.py"
+
+
+class FakeNative(NativeBackend):
+    def compile(self, kernel_file: Path):
+        text = Path(kernel_file).read_text()
+        if "#error" in text:
+            return CompileFailed("kernel.cu(1): error: #error directive", "kernel.cu(1): error: #error directive")
+        m = re.search(r"// MODE: (\w+)", text)
+        mode = m.group(1) if m else "good"
+        key = self.build_key(kernel_file)
+        out = self.build_dir / key
+        out.mkdir(parents=True, exist_ok=True)
+        script = out / "mep"
+        script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_HARNESS}" --mode {mode} "$@"\n')
+        script.chmod(0o755)
+        return Built(Path(kernel_file), script, key, CompileInfo(seconds=0.01, registers=16, spill_stores=0,
+                                                                 spill_loads=0), "")
+
+
+def make_mep(tmp: Path, check_inputs: bool = True) -> Path:
+    """An axpy MEP folder: mep.yaml, kernel.cu (MODE good) and a harness.cu mentioning --check-inputs."""
+    mep = tmp / "cg.axpy"
+    mep.mkdir(parents=True)
+    shutil.copy(FIXTURES / "axpy" / "mep.yaml", mep / "mep.yaml")
+    shutil.copy(FIXTURES / "axpy" / "kernel.cu", mep / "kernel.cu")
+    (mep / "harness.cu").write_text("// fake harness" + (" supporting --check-inputs\n" if check_inputs else "\n"))
+    return mep
+
+
+def variant(mep: Path, mode: str, extra: str = "") -> Path:
+    f = mep.parent / f"variant_{mode}.cu"
+    f.write_text((mep / "kernel.cu").read_text() + f"\n// MODE: {mode}\n{extra}")
+    return f
+
+
+def install(monkeypatch, bandwidth_gbs: float = 1000.0) -> None:
+    """Pretend one GPU exists, serve every backend with FakeNative, and give fixed peaks."""
+    import mepgen.evaluate.evaluator as ev_mod
+
+    monkeypatch.setattr(ev_mod, "list_gpus", lambda: ([0], ""))
+    monkeypatch.setattr(ev_mod.peaks_mod, "gpu_identity", lambda d: "FAKE GPU|0|0")
+    monkeypatch.setattr(ev_mod, "make_backend", lambda name, spec, mep_dir, build_dir, device, rt, ct:
+                        FakeNative(spec, mep_dir, build_dir, device=device, run_timeout=rt, compile_timeout=ct))
+    fake = peaks_mod.Peaks("FAKE GPU", bandwidth_gbs, 50000.0, 1 << 20, {})
+    monkeypatch.setattr(ev_mod.peaks_mod, "get", lambda device, build_dir: fake)

@@ -1,0 +1,85 @@
+"""A stand-in for the axpy MEP's harness binary, speaking the harness protocol (docs/mep-format.md).
+
+It computes y = 0.5 * x + y in numpy and misbehaves on request (`--mode`), so the evaluator's handling of
+crashes, hangs, CUDA errors, wrong, partial, NaN, racy and cached outputs and of timing can be tested with
+real processes on a machine without a GPU.
+"""
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--mode", default="good")
+ap.add_argument("--data", default="data/in")
+ap.add_argument("--out", default="data/out")
+ap.add_argument("--time", action="store_true")
+ap.add_argument("--warmup", type=int, default=5)
+ap.add_argument("--reps", type=int, default=50)
+ap.add_argument("--no-flush", action="store_true")
+ap.add_argument("--check-inputs", action="store_true")
+args = ap.parse_args()
+mode = args.mode
+
+if mode == "hang":
+    time.sleep(3600)
+if mode == "hang_child":   # a grandchild keeps the pipes open: the whole group must die
+    os.system("sleep 3600")
+if mode == "segv":
+    os.kill(os.getpid(), signal.SIGSEGV)
+if mode == "illegal":
+    print("MEPGEN_RESULT " + json.dumps({"status": "cuda_error", "call": "cudaDeviceSynchronize()",
+                                         "error": "cudaErrorIllegalAddress",
+                                         "message": "an illegal memory access was encountered"}))
+    sys.exit(3)
+if mode == "badinput":
+    print("mep: x.npy: expected 1048576 float32 elements", file=sys.stderr)
+    sys.exit(2)
+if mode == "silent":
+    sys.exit(0)
+
+x = np.load(os.path.join(args.data, "x.npy"))
+y = np.load(os.path.join(args.data, "y.npy"))
+ref = (np.float32(0.5) * x + y).astype(np.float32)
+
+
+def result(run: int) -> np.ndarray:
+    out = ref.copy()
+    if mode == "skip":                       # does half the work: the rest keeps the poison
+        out[out.size // 2:] = np.frombuffer(b"\xff" * 4, np.float32)[0]
+    elif mode == "nan":
+        out[3] = np.nan
+    elif mode == "loose":                    # precision loosened beyond the tolerance
+        out = (out * (1 + 1e-3)).astype(np.float32)
+    elif mode == "const":
+        out[:] = 0.25
+    elif mode == "racy" and run > 0:         # right once, different the next time
+        out[::97] += 0.01
+    return out
+
+
+def write(folder: str, arr: np.ndarray) -> None:
+    os.makedirs(folder, exist_ok=True)
+    np.save(os.path.join(folder, "y.npy"), arr)
+    if args.check_inputs:
+        os.makedirs(os.path.join(folder, "in"), exist_ok=True)
+        xin = x.copy()
+        if mode == "changes_inputs":
+            xin[0] += 1
+        np.save(os.path.join(folder, "in", "x.npy"), xin)
+
+
+write(args.out, result(0))
+record = {"status": "ok", "kernel": "cg::axpy<float>", "device": "FAKE GPU", "cc": "9.0", "l2_bytes": 1 << 20}
+if args.time:
+    rng = np.random.default_rng()
+    base = {"faster": 0.70, "slightly_faster": 0.995, "impossible": 1e-6, "slower": 1.5}.get(mode, 1.0)
+    times = (base * (1 + 0.002 * rng.standard_normal(args.reps))).tolist()
+    write(os.path.join(args.out, "after"), result(1))
+    record.update(times_ms=times, median_ms=float(np.median(times)), reps=args.reps, warmup=args.warmup,
+                  flush_l2=not args.no_flush)
+print("MEPGEN_RESULT " + json.dumps(record))

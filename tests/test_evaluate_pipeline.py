@@ -1,0 +1,121 @@
+"""The evaluator end to end with real processes: a fake harness (no GPU) that misbehaves on request."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evaluate_fakes import install, make_mep, variant
+from mepgen.errors import MepgenError
+from mepgen.evaluate import Evaluator, Options
+from mepgen.evaluate.batch import evaluate_many
+from mepgen.evaluate.journal import Journal
+from mepgen.spec import load_spec
+
+
+@pytest.fixture
+def ev(tmp_path, monkeypatch):
+    install(monkeypatch)
+    mep = make_mep(tmp_path)
+    e = Evaluator(load_spec(mep / "mep.yaml"), mep, Options(reps=20, rounds=3, run_timeout=5.0))
+    e.prepare()
+    yield e
+    e.close()
+
+
+def test_references_are_computed_once_and_cached(ev):
+    ref_dirs = sorted(ev.store.root.glob("ref/*/set*"))
+    assert len(ref_dirs) == 3
+    stamp = [(d / "y.npy").stat().st_mtime_ns for d in ref_dirs]
+    again = Evaluator(ev.spec, ev.mep_dir, ev.opts)
+    again.prepare()
+    assert [(d / "y.npy").stat().st_mtime_ns for d in ref_dirs] == stamp
+    assert all((d / "meta.json").is_file() for d in ref_dirs)
+    # the candidate's data folder holds inputs only, never the references
+    assert sorted(p.name for p in ev.sets[0].data_dir.glob("*.npy")) == ["x.npy", "y.npy"]
+
+
+def test_baseline_is_verified_and_timed(ev):
+    base = ev.baseline_result()
+    assert base.status == "ok" and base.stage == "done"
+    assert base.timed.launches == 60 and base.timed.rounds == 3
+    assert base.timed.median_ms == pytest.approx(1.0, rel=0.02)
+    assert base.timed.gbps == pytest.approx(3 * 1048576 * 4 / 1e-3 / 1e9, rel=0.02)
+
+
+@pytest.mark.parametrize("mode, status, stage, evidence", [
+    ("skip", "wrong_result", "verify", "never written"),
+    ("nan", "wrong_result", "verify", "1 NaN"),
+    ("loose", "wrong_result", "verify", "max rel err"),
+    ("const", "wrong_result", "verify", "elements wrong"),
+    ("racy", "wrong_result", "time", "after timing"),
+    ("changes_inputs", "wrong_result", "verify", "x: the kernel modified this input buffer"),
+    ("segv", "runtime_fault", "run", "SIGSEGV"),
+    ("illegal", "runtime_fault", "run", "illegal_address"),
+    ("hang", "runtime_fault", "run", "timeout"),
+    ("silent", "runtime_fault", "run", "without a result line"),
+    ("impossible", "impossible", "time", "must cross DRAM"),
+])
+def test_bad_candidates_are_rejected_with_evidence(ev, mode, status, stage, evidence):
+    res = evaluate_many(ev, [(mode, variant(ev.mep_dir, mode))])[0]
+    assert (res.status, res.stage) == (status, stage)
+    assert evidence in res.feedback()
+    assert not res.faster
+
+
+def test_decisions_for_timed_candidates(ev):
+    modes = ["faster", "slightly_faster", "slower", "good"]
+    results = evaluate_many(ev, [(m, variant(ev.mep_dir, m)) for m in modes])
+    got = {r.name: r.timed.decision for r in results}
+    assert got == {"faster": "faster", "slightly_faster": "same", "slower": "slower", "good": "same"}
+    fast = results[0]
+    assert fast.faster and fast.timed.speedup == pytest.approx(1 / 0.7, rel=0.02)
+    assert len(fast.timed.baseline_round_medians_ms) == 3
+
+
+def test_rules_reject_before_compiling(ev):
+    v = variant(ev.mep_dir, "faster", "#define cudaEventElapsedTime(ms, a, b) (*(ms) = 0.001f, cudaSuccess)\n")
+    res = evaluate_many(ev, [("cheat", v)])[0]
+    assert res.status == "rejected_by_rules" and res.compile is None
+    assert "redefines a CUDA" in res.feedback()
+
+
+def test_compile_failure_is_a_result(ev):
+    res = evaluate_many(ev, [("broken", variant(ev.mep_dir, "good", "#error nope\n"))])[0]
+    assert res.status == "compile_failed" and "#error" in res.feedback()
+
+
+def test_results_are_cached_and_journal_resumes(ev, tmp_path):
+    path = tmp_path / "results.jsonl"
+    v = variant(ev.mep_dir, "faster")
+    first = evaluate_many(ev, [("a", v)], Journal(path, "cg.axpy", "h"))[0]
+    lines = path.read_text().splitlines()
+    assert json.loads(lines[0])["schema"] == "mepgen.evaluate.results" and len(lines) == 2
+    resumed = Journal(path, "cg.axpy", "h")
+    again = evaluate_many(ev, [("a", v)], resumed)[0]
+    assert again.seconds == first.seconds and again.timed.median_ms == first.timed.median_ms
+    assert len(path.read_text().splitlines()) == 2     # nothing re-run, nothing appended
+    with pytest.raises(MepgenError, match="results.jsonl: results for spec_sha256"):
+        Journal(path, "cg.axpy", "other")
+
+
+def test_reference_with_unwritten_elements_is_an_mep_problem(tmp_path, monkeypatch):
+    install(monkeypatch)
+    mep = make_mep(tmp_path)
+    (mep / "kernel.cu").write_text((mep / "kernel.cu").read_text() + "\n// MODE: skip\n")
+    e = Evaluator(load_spec(mep / "mep.yaml"), mep, Options(run_timeout=5.0))
+    with pytest.raises(MepgenError, match="leaves 524288 of 1048576 elements of 'y' unwritten"):
+        e.prepare()
+
+
+def test_no_gpu_is_one_clear_error_after_compiling(tmp_path, monkeypatch):
+    install(monkeypatch)
+    import mepgen.evaluate.evaluator as ev_mod
+    monkeypatch.setattr(ev_mod, "list_gpus", lambda: ([], "nvidia-smi is not on PATH"))
+    mep = make_mep(tmp_path)
+    e = Evaluator(load_spec(mep / "mep.yaml"), mep, Options())
+    built = e.compile_baseline()
+    assert built.artifact.is_file()
+    with pytest.raises(MepgenError, match="no CUDA device: nvidia-smi is not on PATH") as err:
+        e.prepare()
+    assert err.value.exit_code == 4
