@@ -1,0 +1,27 @@
+"""Prompts are Jinja templates in templates/prompts/ (system.j2, propose.j2, repair.j2), so a team can read
+and tune them without touching code. Undefined variables are errors, not silently empty text."""
+from __future__ import annotations
+
+import functools
+
+import jinja2
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("mepgen.templates", "prompts"),
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                              trim_blocks=False, lstrip_blocks=False, autoescape=False)
+
+
+def render(name: str, **context) -> str:
+    return environment().get_template(f"{name}.j2").render(**context)
+
+
+def propose_messages(**context) -> list[dict]:
+    return [{"role": "system", "content": render("system")}, {"role": "user", "content": render("propose", **context)}]
+
+
+def repair_messages(previous: list[dict], reply: str, **context) -> list[dict]:
+    """The conversation so far, the model's failed reply, and the evidence of the failure."""
+    return [*previous, {"role": "assistant", "content": reply}, {"role": "user", "content": render("repair", **context)}]
