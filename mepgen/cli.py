@@ -129,6 +129,8 @@ def list_(obj: Context, app, as_json):
 
 # Each stage defines its commands in its own `command.py`; register them here, one line each.
 # (stage commands are added below as the stages land)
+from .mep.command import mep as _mep_command  # noqa: E402
+main.add_command(_mep_command)
 from .patch.command import patch as _patch  # noqa: E402
 
 main.add_command(_patch)

@@ -1,0 +1,114 @@
+"""`mepgen mep`: from the inventory to `.mepgen/meps/<kernel id>/`, for one kernel or all of them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import datagen
+from ..errors import MepgenError
+from ..inventory import find_kernel, load
+from ..spec import Spec, load_spec
+from ..workspace import Workspace
+from . import writer
+from .assemble import assemble
+from .buildcfg import arch_source
+from .kernelsrc import render_kernel_file
+from .project import Project
+from .render import render_harness, render_makefile, render_yaml
+
+#: kernel features an MEP cannot reproduce yet, with what to tell the user
+UNSUPPORTED = {"texture": "texture or surface objects", "dynamic_parallelism": "dynamic parallelism (launches "
+               "from device code)"}
+
+
+@dataclass
+class MepResult:
+    kernel: str
+    path: Path
+    spec: Spec
+    notes: list[str] = field(default_factory=list)
+    backup: str | None = None
+
+
+def check_fresh(ws: Workspace, inv: dict) -> None:
+    """Refuse to work from an inventory older than the sources it describes."""
+    changed = []
+    for rel, digest in inv.get("files", {}).items():
+        path = ws.app_root / rel
+        if not path.is_file() or writer.sha256(path.read_bytes()) != digest:
+            changed.append(rel)
+    if changed:
+        shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        raise MepgenError(f"the inventory is stale: {shown} changed since `mepgen extract`; rerun "
+                          f"`mepgen extract {ws.app_root}`")
+
+
+def unsupported(kernel: dict) -> list[str]:
+    found = [UNSUPPORTED[f] for f in kernel.get("features", []) if f in UNSUPPORTED]
+    if kernel["launch_sites"] and all(s["kind"] == "cudaLaunchCooperativeKernel" for s in kernel["launch_sites"]):
+        found.append("cooperative launches (cudaLaunchCooperativeKernel)")
+    return found
+
+
+def select(inv: dict, names: list[str], every: bool) -> list[dict]:
+    if every:
+        return list(inv["kernels"])
+    if not names:
+        raise MepgenError("name a kernel (`mepgen list` shows them) or pass --all")
+    return [find_kernel(inv, n) for n in names]
+
+
+def generate(ws: Workspace, names: list[str], every: bool = False, force: bool = False,
+             sizes: dict[str, int] | None = None, detect_gpu: bool = True, log=lambda m: None) -> list[MepResult]:
+    """Write the MEP of each selected kernel; raises on the first kernel that cannot have one."""
+    inv = load(ws.inventory_path)
+    check_fresh(ws, inv)
+    kernels = select(inv, names, every)
+    for k in kernels:
+        bad = unsupported(k)
+        if bad:
+            raise MepgenError(f"{k['qualified_name']} uses {', '.join(bad)}, which an MEP cannot reproduce yet")
+    project = Project(ws.app_root, inv["translation_units"])
+    results = []
+    for k in kernels:
+        mep_dir = ws.mep_dir(k["id"])
+        backup = writer.guard_overwrite(mep_dir, force) if mep_dir.exists() else None
+        spec, notes = assemble(project, inv, k, dict(sizes or {}), detect_gpu)
+        managed = [p.name for p in spec.params if p.note and "cudaMallocManaged" in p.note]
+        if managed:
+            notes.append(f"{', '.join(managed)} is managed memory in the application; the MEP uses device memory")
+        header = [f"MEP of {k['qualified_name']} (mepgen, format 1: docs/mep-format.md). Edit freely; then run",
+                  f"`mepgen mep {k['qualified_name']} --refresh` to render harness.cu, Makefile and data/in again.",
+                  f"build.arch: {arch_source(inv, k, spec.build.arch, detect_gpu)}"] + notes
+        yaml_text = render_yaml(spec, header)
+        spec = load_spec(mep_dir / "mep.yaml", yaml_text)   # what a person will read back, validated the same way
+        files = {"mep.yaml": yaml_text, "kernel.cu": render_kernel_file(ws.app_root, k, spec),
+                 "harness.cu": render_harness(spec), "Makefile": render_makefile(spec)}
+        writer.write_folder(mep_dir, files, _fill_inputs(spec), yaml_hash=writer.sha256(yaml_text.encode()))
+        log(f"wrote {mep_dir}")
+        results.append(MepResult(k["qualified_name"], mep_dir, spec, notes, backup))
+    return results
+
+
+def refresh(ws: Workspace, names: list[str], every: bool = False) -> list[MepResult]:
+    """Validate each (hand-edited) mep.yaml and render harness.cu, Makefile and data/in from it again;
+    mep.yaml and kernel.cu stay as they are."""
+    inv = load(ws.inventory_path)
+    out = []
+    for k in select(inv, names, every):
+        mep_dir = ws.mep_dir(k["id"])
+        if not (mep_dir / "mep.yaml").is_file():
+            raise MepgenError(f"{mep_dir / 'mep.yaml'} does not exist: run `mepgen mep {k['qualified_name']}` first")
+        spec = load_spec(mep_dir / "mep.yaml")
+        hash_file = mep_dir / writer.HASH_FILE
+        old_hash = hash_file.read_text().strip() if hash_file.exists() else None
+        files = {"harness.cu": render_harness(spec), "Makefile": render_makefile(spec)}
+        writer.write_folder(mep_dir, files, _fill_inputs(spec), yaml_hash=old_hash)
+        out.append(MepResult(k["qualified_name"], mep_dir, spec))
+    return out
+
+
+def _fill_inputs(spec: Spec):
+    def fill(folder: Path) -> None:
+        datagen.make_inputs(spec, folder, spec.verify.seed, folder / "data" / "in")
+    return fill

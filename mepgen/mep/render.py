@@ -1,0 +1,97 @@
+"""The rendered files of an MEP: harness.cu and Makefile (Jinja2 templates in templates/harness/), and
+mep.yaml written for people: one line per parameter, todos marked next to what they concern."""
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+
+import jinja2
+import yaml
+
+from .. import mepbuild
+from ..datagen import const_file_name
+from ..spec import DTYPES, Spec
+
+NPY_DESCR = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "int8": "|i1", "uint8": "|u1", "int16": "<i2",
+             "uint16": "<u2", "int32": "<i4", "uint32": "<u4", "int64": "<i8", "uint64": "<u8", "bool": "|b1"}
+
+
+@functools.lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("mepgen.templates", "harness"),
+                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                              keep_trailing_newline=True)
+
+
+def _wide(expr: str, sizes) -> str:
+    """Count expressions in 64-bit: `NX * NY` -> `(long long)(NX) * (long long)(NY)` (no int overflow)."""
+    return re.sub(r"\b(" + "|".join(map(re.escape, sorted(sizes, key=len, reverse=True))) + r")\b",
+                  r"(long long)(\1)", expr) if sizes else expr
+
+
+def render_harness(spec: Spec) -> str:
+    buffers = []
+    args = []
+    for p in spec.params:
+        if p.role == "scalar":
+            args.append(p.value)
+            continue
+        buffers.append({"name": p.name, "role": p.role, "ctype": DTYPES[p.dtype], "descr": NPY_DESCR[p.dtype],
+                        "count": _wide(str(p.count), spec.sizes),
+                        "poison": "0xFF" if p.dtype.startswith("float") else "0xA5"})
+        args.append(f"d_{p.name}")
+    constants = []
+    for c in spec.constants:
+        if c.init is not None:
+            constants.append({"symbol": c.name, "file": const_file_name(c.name), "descr": NPY_DESCR[c.dtype],
+                              "count": _wide(str(c.count), spec.sizes)})
+        else:
+            constants.append({"symbol": c.name, "file": None, "value": c.value})
+    return _env().get_template("harness.cu.j2").render(
+        kernel_name=spec.kernel.name, callee=spec.launch.callee, buffers=buffers, args=args, constants=constants,
+        grid=spec.launch.grid, block=spec.launch.block, shared_mem=spec.launch.shared_mem,
+        warmup=spec.timing.warmup, reps=spec.timing.reps, flush=spec.timing.flush_l2)
+
+
+def render_makefile(spec: Spec) -> str:
+    flags = " ".join(shlex.quote(f).replace("$", "$$") for f in mepbuild.build_flags(spec))
+    return _env().get_template("Makefile.j2").render(kernel_name=spec.kernel.name, flags=flags)
+
+
+def _flow(obj) -> str:
+    return yaml.safe_dump(obj, default_flow_style=True, sort_keys=False, width=10 ** 6).strip()
+
+
+def render_yaml(spec: Spec, header: list[str]) -> str:
+    """mep.yaml: the spec in the documented key order, each todo also as a comment at the field it names."""
+    d = spec.to_dict()
+    lines = [f"# {h}" for h in header]
+    lines += [f"version: {d['version']}", f"kernel: {_flow(d['kernel'])}"]
+    lines.append("sizes:                 # size symbols: passed to nvcc as -D<SYM>=<value>; scale them freely")
+    for name, value in d["sizes"].items():
+        mark = [t.reason for t in spec.todo if t.field == f"sizes.{name}"]
+        lines += [f"  # TODO(mepgen): {r}" for r in mark]
+        lines.append(f"  {name}: {value}")
+    for group in ("params", "constants"):
+        items = d.get(group, [])
+        if not items and group == "constants":
+            lines.append("constants: []")
+            continue
+        lines.append(f"{group}:")
+        for i, item in enumerate(items):
+            note = item.pop("note", None)
+            if note:
+                lines.append(f"  # {item['name']}: {note}")
+            lines += [f"  # TODO(mepgen): {t.reason}" for t in spec.todo if t.field.startswith(f"{group}[{i}]")]
+            lines.append(f"  - {_flow(item)}")
+    lines += [f"  # TODO(mepgen): {t.reason}" for t in spec.todo if t.field == "launch"]
+    for key in ("launch", "build", "verify", "timing", "work"):
+        if key in d:
+            lines.append(f"{key}: {_flow(d[key])}")
+    lines.append("# what mepgen could not infer; `mepgen mep` exits 3 while this is not empty. Fix the fields, then")
+    lines.append("# empty this list and run `mepgen mep KERNEL --refresh`.")
+    lines.append("todo:" + (" []" if not spec.todo else ""))
+    for t in spec.todo:
+        lines.append(f"  - {_flow({'field': t.field, 'reason': t.reason})}")
+    return "\n".join(lines) + "\n"
