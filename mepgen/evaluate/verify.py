@@ -69,7 +69,8 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: Tolerance, input_s
         g64, r64 = g.astype(np.float64), r.astype(np.float64)
         nan, inf = np.isnan(g64), np.isinf(g64)
         finite = np.isfinite(g64) & np.isfinite(r64)
-        err = np.abs(np.where(finite, g64 - r64, 0.0))
+        with np.errstate(invalid="ignore", over="ignore"):
+            err = np.abs(np.where(finite, g64 - r64, 0.0))
         bad = ~finite | (err > tol.atol + tol.rtol * np.abs(np.where(finite, r64, 0.0)))
         if not bad.any():
             return None

@@ -1,0 +1,108 @@
+"""Compiles with real nvcc (no GPU needed): native harness builds, compile failures, cubins for pycuda."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from evaluate_fakes import FIXTURES
+from mepgen.evaluate.cubin import Cubin, mangle_variable
+from mepgen.evaluate.native import NativeBackend
+from mepgen.evaluate.ptxas import parse
+from mepgen.evaluate.pycuda_entry import build_cubin
+from mepgen.evaluate.results import CompileFailed
+from mepgen.spec import load_spec
+
+pytestmark = pytest.mark.nvcc
+
+#: just enough harness to build: includes the kernel file and instantiates the kernel
+MINI_HARNESS = """#include MEP_KERNEL_FILE
+int main() { void (*k)(int, float, const float*, float*) = cg::axpy<float>; return k == nullptr; }
+"""
+
+
+@pytest.fixture
+def axpy(tmp_path):
+    mep = tmp_path / "cg.axpy"
+    shutil.copytree(FIXTURES / "axpy", mep)
+    (mep / "harness.cu").write_text(MINI_HARNESS)
+    spec = load_spec(mep / "mep.yaml")
+    return spec, mep, NativeBackend(spec, mep, tmp_path / "build")
+
+
+def test_native_build_reports_registers_and_is_cached(axpy):
+    spec, mep, be = axpy
+    built = be.compile(mep / "kernel.cu")
+    assert not isinstance(built, CompileFailed), built
+    assert built.artifact.is_file() and built.info.registers and built.info.spill_stores == 0
+    assert not built.info.cached
+    again = be.compile(mep / "kernel.cu")
+    assert again.info.cached and again.artifact == built.artifact and again.info.registers == built.info.registers
+
+
+def test_compile_error_carries_nvcc_message(axpy, tmp_path):
+    spec, mep, be = axpy
+    bad = tmp_path / "bad.cu"
+    bad.write_text((mep / "kernel.cu").read_text().replace("y[i] = a * x[i] + y[i];", "y[i] = a * x[i] + z[i];"))
+    res = be.compile(bad)
+    assert isinstance(res, CompileFailed)
+    assert 'identifier "z" is undefined' in res.message
+    assert "src/cg.cu(43): error" in res.message     # #line markers point at the application's source
+    assert len(res.log) >= len(res.message)
+    assert not list((tmp_path / "build").glob("*/mep"))     # nothing half-built left behind
+
+
+def test_pycuda_cubin_has_the_entry_and_argument_bytes(tmp_path):
+    spec = load_spec(FIXTURES / "axpy" / "mep.yaml")
+    built = build_cubin(spec, FIXTURES / "axpy", FIXTURES / "axpy" / "kernel.cu", tmp_path, 300)
+    assert not isinstance(built, CompileFailed), built
+    d = built.extra
+    assert d["entry"] == "_ZN2cg4axpyIfEEviT_PKS1_PS1_"
+    assert d["grid"] == [4096, 1, 1] and d["block"] == [256, 1, 1] and d["shared"] == 0
+    n, a, x, y = d["params"]
+    assert bytes.fromhex(n["bytes"]) == (1048576).to_bytes(4, "little")
+    assert bytes.fromhex(a["bytes"]) == bytes.fromhex("0000003f")          # 0.5f
+    assert (x["size"], x["align"], y["size"]) == (8, 8, 8)
+    assert "_ZN2cg4axpyIfEEviT_PKS1_PS1_" in Cubin.load(built.artifact).entries()
+
+
+def test_pycuda_cubin_struct_scalar_and_constants(tmp_path):
+    spec = load_spec(FIXTURES / "heat" / "mep.yaml")
+    built = build_cubin(spec, FIXTURES / "heat", FIXTURES / "heat" / "kernel.cu", tmp_path, 300)
+    assert not isinstance(built, CompileFailed), built
+    d = built.extra
+    g = d["params"][2]
+    assert (g["size"], g["align"]) == (16, 4)
+    import struct
+    assert struct.unpack("<iiff", bytes.fromhex(g["bytes"])) == (512, 256, 1.0, 0.5)
+    stencil, grid = d["constants"]
+    assert stencil == {"name": "heat::c_stencil", "symbol": "_ZN4heat9c_stencilE", "size": 20,
+                       "file": "const.heat.c_stencil"}
+    assert grid["bytes"] == g["bytes"]
+    assert d["grid"] == [16, 32, 1] and d["block"] == [32, 8, 1]
+
+
+def test_pycuda_unusable_value_is_a_compile_failure(tmp_path):
+    spec = load_spec(FIXTURES / "axpy" / "mep.yaml")
+    spec.params[1].value = "some_host_function()"
+    res = build_cubin(spec, FIXTURES / "axpy", FIXTURES / "axpy" / "kernel.cu", tmp_path, 300)
+    assert isinstance(res, CompileFailed) and "some_host_function" in res.message
+
+
+def test_ptxas_report_parsing():
+    log = """ptxas info    : Compiling entry function '_Z1kPf' for 'sm_90'
+ptxas info    : Function properties for _Z1kPf
+    8 bytes stack frame, 12 bytes spill stores, 16 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 4096 bytes smem
+ptxas info    : Function properties for _Z6helperf
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"""
+    f = parse(log)
+    assert f["_Z1kPf"] == {"entry": True, "stack_bytes": 8, "spill_stores": 12, "spill_loads": 16,
+                           "registers": 255, "shared_bytes": 4096}
+    assert "entry" not in f["_Z6helperf"]
+
+
+def test_variable_mangling():
+    assert mangle_variable("heat::c_grid") == ["_ZN4heat6c_gridE"]
+    assert mangle_variable("a::b::v") == ["_ZN1a1b1vE"]
+    assert mangle_variable("c_range") == ["c_range"]

@@ -1,0 +1,138 @@
+"""Verification and decision logic on real numpy arrays."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mepgen.evaluate.decide import decide, round_range, summarize
+from mepgen.evaluate.verify import DEFAULT_TOLERANCE, compare, reference_problem, tolerance_for, unchanged
+from mepgen.spec import Tolerance, load_spec
+from evaluate_fakes import FIXTURES
+
+TOL = Tolerance(rtol=1e-5, atol=1e-6)
+
+
+def poison_f32(n):
+    return np.frombuffer(b"\xff" * 4 * n, np.float32).copy()
+
+
+def test_equal_and_within_tolerance_match():
+    ref = np.linspace(-1, 1, 1000, dtype=np.float32)
+    assert compare("y", ref.copy(), ref, TOL, 0) is None
+    assert compare("y", (ref * (1 + 5e-6)).astype(np.float32), ref, TOL, 0) is None
+
+
+def test_beyond_tolerance_reports_the_numbers():
+    ref = np.ones(100, np.float32)
+    got = ref.copy()
+    got[7] = 1.01
+    got[50] = 0.98
+    m = compare("y", got, ref, TOL, 2)
+    assert (m.bad, m.total, m.first_bad_index, m.input_set) == (2, 100, 7, 2)
+    assert m.max_abs_err == pytest.approx(0.02, rel=1e-3)
+    assert m.max_rel_err == pytest.approx(0.02, rel=1e-3)
+    assert m.expected == 1.0 and m.got == pytest.approx(1.01)
+    assert "2 of 100 elements wrong" in m.describe()
+
+
+def test_nan_and_inf_never_match_even_where_the_reference_has_them():
+    ref = np.array([1.0, np.nan, np.inf, 4.0], np.float32)
+    m = compare("y", ref.copy(), ref, Tolerance(1.0, 1.0), 0)
+    assert m.bad == 2 and m.nan == 1 and m.inf == 1
+    assert "NaN" in reference_problem("y", ref, 0)
+
+
+def test_unwritten_float_elements_are_counted_apart_from_nan():
+    ref = np.arange(10, dtype=np.float32)
+    got = ref.copy()
+    got[5:] = poison_f32(5)
+    got[0] = np.nan                      # a NaN the kernel wrote (not the poison's bits)
+    m = compare("y", got, ref, TOL, 0)
+    assert (m.bad, m.unwritten, m.nan) == (6, 5, 1)
+    assert "5 never written" in m.describe()
+
+
+def test_integers_are_exact_and_poison_is_detected():
+    ref = np.arange(8, dtype=np.int32)
+    got = ref.copy()
+    got[3] += 1
+    got[6:] = np.frombuffer(b"\xa5" * 8, np.int32)
+    m = compare("bins", got, ref, Tolerance(0.0, 0.0), 1)
+    assert (m.bad, m.unwritten, m.first_bad_index) == (3, 2, 3)
+
+
+def test_bool_poison_never_reads_as_true():
+    ref = np.array([True, False, True])
+    got = np.frombuffer(bytes([1, 0, 0xA5]), np.bool_)
+    m = compare("flags", got, ref, Tolerance(0.0, 0.0), 0)
+    assert m.bad == 1 and m.unwritten == 1
+
+
+def test_wrong_size_or_dtype_is_a_mismatch():
+    ref = np.zeros(10, np.float32)
+    assert "expected 10 elements of float32" in compare("y", np.zeros(9, np.float32), ref, TOL, 0).note
+    assert compare("y", np.zeros(10, np.float64), ref, TOL, 0).bad == 10
+
+
+def test_reference_problems():
+    assert reference_problem("y", np.ones(4, np.float32), 0) is None
+    msg = reference_problem("u_new", poison_f32(4), 1)
+    assert "leaves 4 of 4 elements of 'u_new' unwritten" in msg and "'inout'" in msg
+
+
+def test_tolerance_from_spec_else_default_by_dtype():
+    spec = load_spec(FIXTURES / "axpy" / "mep.yaml")
+    assert tolerance_for(spec, "y") == Tolerance(1e-5, 1e-6)
+    heat = load_spec(FIXTURES / "heat" / "mep.yaml")
+    assert tolerance_for(heat, "u_new") == DEFAULT_TOLERANCE["float32"]
+
+
+def test_unchanged_is_bit_exact():
+    a = np.array([0.0, 1.0], np.float32)
+    assert unchanged(a, a.copy())
+    assert not unchanged(a, np.array([-0.0, 1.0], np.float32))   # -0.0 == 0.0, but the bits differ
+
+
+# --- the decision rule ------------------------------------------------------------------------------
+
+def rounds(center, noise, rng, n=3, reps=50):
+    return [list(center * (1 + noise * rng.standard_normal(reps))) for _ in range(n)]
+
+
+def test_clear_win_is_faster():
+    rng = np.random.default_rng(1)
+    d = decide(rounds(1.0, 0.005, rng), rounds(0.8, 0.005, rng))
+    assert d.decision == "faster" and d.speedup == pytest.approx(1.25, rel=0.01)
+    assert "won 3/3 rounds" in d.why
+
+
+def test_gain_inside_the_noise_is_not_a_win():
+    rng = np.random.default_rng(2)
+    base = [list(1.0 + 0.001 * rng.standard_normal(50)), list(1.06 + 0.001 * rng.standard_normal(50)),
+            list(0.98 + 0.001 * rng.standard_normal(50))]           # rounds drift by 8%
+    d = decide(base, rounds(0.96, 0.001, rng))
+    assert d.noise > 0.05 and d.decision == "same"
+
+
+def test_gain_below_min_gain_is_not_a_win():
+    rng = np.random.default_rng(3)
+    d = decide(rounds(1.0, 0.0005, rng), rounds(0.995, 0.0005, rng))
+    assert d.decision == "same" and d.threshold >= 0.01
+
+
+def test_losing_one_round_is_not_a_win():
+    base = [[1.0] * 20, [1.0] * 20, [1.0] * 20]
+    cand = [[0.5] * 20, [0.5] * 20, [1.2] * 20]
+    assert decide(base, cand).decision != "faster"
+
+
+def test_slower():
+    rng = np.random.default_rng(4)
+    assert decide(rounds(1.0, 0.002, rng), rounds(1.3, 0.002, rng)).decision == "slower"
+
+
+def test_summary_numbers():
+    s = summarize([[1.0, 2.0, 3.0], [4.0, 5.0]])
+    assert (s.median_ms, s.min_ms, s.max_ms, s.launches) == (3.0, 1.0, 5.0, 5)
+    assert s.round_medians_ms == [2.0, 4.5]
+    assert round_range([1.0, 1.01, 0.99]) == pytest.approx(0.02)
