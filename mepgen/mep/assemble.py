@@ -13,6 +13,7 @@ from .launch import LaunchCursors, dims, find_launches
 from .project import Project
 from .resolve import Resolver, Symbols, strip
 
+_FIELD_ORDER = ["sizes", "params", "constants", "launch"]   # todos in the order mep.yaml shows the fields
 FLOAT_TOL = {"float32": (1e-5, 1e-6), "float64": (1e-12, 1e-14), "float16": (1e-3, 1e-3)}
 ATOMIC_FLOAT_TOL = {"float32": (1e-4, 1e-3), "float64": (1e-10, 1e-10), "float16": (1e-2, 1e-2)}
 
@@ -69,6 +70,7 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
                           "mepgen cannot know it from the sources", known())
     params: list[Param] = []
     counts_by_name: dict[str, str] = {}
+    count_symbols: set[str] = set()       # made up for a count: its todo is at the parameter
     for i, (prm, cur, arg) in enumerate(zip(kernel["params"], param_cursors, args)):
         dtype = infer.dtype_of(prm["type"], targs)
         ctype = prm["type"]
@@ -85,6 +87,7 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
             sym = symbols.get(f"count:{prm['name']}", f"{prm['name']}_count",
                               f"no allocation or bounded index tells how many elements `{prm['name']}` has", known())
             count, how = sym, "unknown"
+            count_symbols.add(sym)
             todo.append(Todo(f"params[{i}].count", f"{_access_summary(prm['name'], facts)}; mepgen could not "
                              f"bound it: set sizes.{sym} or write the count"))
         if dtype is None:
@@ -111,8 +114,8 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         if p.init:
             exprs += [str(v) for v in p.init.args.values()]
     nnz_rows = next((p.init.args["rows"] for p in params if p.init and p.init.kind == "csr_row_ptr"), None)
-    sizes = _sizes(project, exprs, symbols, sizes_override, nnz, nnz_rows, todo)
-    todo = launch_todo + todo
+    sizes = _sizes(project, exprs, symbols, sizes_override, nnz, nnz_rows, count_symbols, todo)
+    todo = sorted(launch_todo + todo, key=lambda t: _FIELD_ORDER.index(re.split(r"[.\[]", t.field)[0]))
     spec = Spec(
         kernel=KernelRef(kernel["qualified_name"], kernel["id"], kernel["file"],
                          inventory["files"].get(kernel["file"], ""), kernel["start_byte"], kernel["end_byte"],
@@ -198,7 +201,8 @@ def _numbers(value: str | None) -> list | None:
     return out
 
 
-def _sizes(project, exprs, symbols: Symbols, override: dict[str, int], nnz, nnz_rows, todo) -> dict[str, int]:
+def _sizes(project, exprs, symbols: Symbols, override: dict[str, int], nnz, nnz_rows, count_symbols,
+           todo) -> dict[str, int]:
     names: list[str] = []
     for e in exprs:
         for n in sorted(cexpr.names(str(e))):
@@ -218,7 +222,9 @@ def _sizes(project, exprs, symbols: Symbols, override: dict[str, int], nnz, nnz_
         if n in override:
             sizes[n] = override[n]
             continue
-        if n == nnz:
+        if n in count_symbols:
+            sizes[n] = infer.DEFAULT_SIZE
+        elif n == nnz:
             rows = cexpr.evaluate(nnz_rows, {**sizes, **{s: infer.DEFAULT_SIZE for s in symbols.reasons}}) \
                 if nnz_rows else None
             sizes[n] = 5 * (rows or infer.DEFAULT_SIZE)

@@ -71,6 +71,8 @@ def render_yaml(spec: Spec, header: list[str]) -> str:
     lines.append("sizes:                 # size symbols: passed to nvcc as -D<SYM>=<value>; scale them freely")
     for name, value in d["sizes"].items():
         mark = [t.reason for t in spec.todo if t.field == f"sizes.{name}"]
+        mark += [f"a placeholder: see the todo of {t.field}" for t in spec.todo
+                 if t.field != f"sizes.{name}" and re.search(rf"\bsizes\.{re.escape(name)}\b", t.reason)]
         lines += [f"  # TODO(mepgen): {r}" for r in mark]
         lines.append(f"  {name}: {value}")
     for group in ("params", "constants"):
