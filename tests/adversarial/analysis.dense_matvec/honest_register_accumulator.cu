@@ -1,0 +1,12 @@
+// CONTROL: an honest variant (accumulates in a register instead of global memory) that must be accepted | EXPECT: ok
+namespace analysis {
+__global__ void dense_matvec(const float* A, const float* x, float* y, int nrows, int ncols)
+{
+    const int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < nrows) {
+        float acc = 0.0f;
+        for (int j = 0; j < ncols; ++j) acc += A[row * ncols + j] * x[j];
+        y[row] = acc;
+    }
+}
+}  // namespace analysis
