@@ -54,3 +54,18 @@ def heatcg_extracted(tmp_path_factory) -> tuple[Path, dict]:
 @pytest.fixture
 def heatcg_copy(tmp_path) -> Path:
     return copy_example("heatcg", tmp_path)
+
+
+@pytest.fixture(scope="session")
+def heatcg_meps(tmp_path_factory):
+    """examples/heatcg copied, extracted and cut into MEPs (`mepgen mep --all`), once per session.
+    Returns (app folder, click result of the mep command)."""
+    from click.testing import CliRunner
+
+    from mepgen.cli import main
+    from mepgen.extract import ExtractOptions, extract
+
+    app = copy_example("heatcg", tmp_path_factory.mktemp("mep"))
+    extract(app, ExtractOptions(jobs=2))
+    result = CliRunner().invoke(main, ["mep", "--all", "-C", str(app)])
+    return app, result

@@ -2,21 +2,8 @@
 from __future__ import annotations
 
 import pytest
-from click.testing import CliRunner
 
-from conftest import copy_example
-from mepgen.cli import main
-from mepgen.extract import ExtractOptions, extract
 from mepgen.spec import load_spec
-
-
-@pytest.fixture(scope="session")
-def heatcg_meps(tmp_path_factory):
-    """examples/heatcg copied, extracted and cut into MEPs (all kernels), once per session."""
-    app = copy_example("heatcg", tmp_path_factory.mktemp("mep"))
-    extract(app, ExtractOptions(jobs=2))
-    result = CliRunner().invoke(main, ["mep", "--all", "-C", str(app)])
-    return app, result
 
 
 def spec(app, kid):

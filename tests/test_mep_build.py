@@ -1,0 +1,75 @@
+"""The example's MEPs build with nvcc exactly as the protocol says, and (with a GPU) run reproducibly."""
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from mepgen import mepbuild
+from mepgen.spec import load_spec
+
+
+def mep_dirs(app):
+    return sorted(p for p in (app / ".mepgen" / "meps").iterdir() if not p.name.startswith("."))
+
+
+def build(d):
+    spec = load_spec(d / "mep.yaml")
+    cmd = mepbuild.nvcc_command(spec, d, d / "kernel.cu", d / "mep")
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    return d.name, r.returncode, r.stderr[-3000:]
+
+
+def test_makefile_uses_the_protocol_flags(heatcg_meps):
+    app, _ = heatcg_meps
+    for d in mep_dirs(app):
+        spec = load_spec(d / "mep.yaml")
+        line = next(l for l in (d / "Makefile").read_text().splitlines() if l.startswith("FLAGS"))
+        assert shlex.split(line.split(":=", 1)[1]) == mepbuild.build_flags(spec)
+
+
+@pytest.mark.nvcc
+def test_every_example_mep_compiles(heatcg_meps):
+    app, _ = heatcg_meps
+    dirs = mep_dirs(app)
+    assert len(dirs) == 9
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(build, dirs))
+    failed = {name: err for name, rc, err in results if rc != 0}
+    assert not failed, failed
+    assert all((d / "mep").is_file() for d in dirs)
+
+
+def run_mep(d, out, *extra):
+    r = subprocess.run([str(d / "mep"), "--data", str(d / "data" / "in"), "--out", str(out), *extra],
+                       capture_output=True, text=True, timeout=300, cwd=d)
+    lines = [l for l in r.stdout.splitlines() if l.startswith("MEPGEN_RESULT ")]
+    assert len(lines) == 1, r.stdout + r.stderr
+    return r.returncode, json.loads(lines[0][len("MEPGEN_RESULT "):])
+
+
+@pytest.mark.gpu
+@pytest.mark.nvcc
+def test_every_example_mep_runs_reproducibly(heatcg_meps, tmp_path):
+    app, _ = heatcg_meps
+    dirs = mep_dirs(app)
+    with ThreadPoolExecutor(2) as pool:
+        assert all(rc == 0 for _, rc, _ in pool.map(build, dirs))
+    for d in dirs:
+        spec = load_spec(d / "mep.yaml")
+        rc1, res1 = run_mep(d, tmp_path / d.name / "a")
+        rc2, res2 = run_mep(d, tmp_path / d.name / "b", "--time", "--reps", "10")
+        assert rc1 == rc2 == 0 and res1["status"] == res2["status"] == "ok", (res1, res2)
+        assert len(res2["times_ms"]) == 10 and res2["median_ms"] > 0
+        for p in spec.outputs:
+            a = np.load(tmp_path / d.name / "a" / f"{p.name}.npy")
+            b = np.load(tmp_path / d.name / "b" / f"{p.name}.npy")
+            after = np.load(tmp_path / d.name / "b" / "after" / f"{p.name}.npy")
+            tol = spec.verify.tolerance[p.name]
+            assert a.shape == (spec.count(p),) and not np.isnan(a.astype(np.float64)).any()
+            assert np.allclose(a, b, rtol=tol.rtol, atol=tol.atol), (d.name, p.name)
+            assert np.allclose(a, after, rtol=tol.rtol, atol=tol.atol), (d.name, p.name)
