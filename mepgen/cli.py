@@ -134,6 +134,9 @@ main.add_command(_mep_command)
 from .patch.command import patch as _patch  # noqa: E402
 
 main.add_command(_patch)
+from .capture.command import capture as _capture  # noqa: E402
+
+main.add_command(_capture)
 from .evaluate.command import run as _run  # noqa: E402
 
 main.add_command(_run)

@@ -1,0 +1,133 @@
+"""Kernel names as a user types them and as the CUDA driver reports them.
+
+A user names a kernel the way mepgen's inventory does (`cg::spmv_csr`, `spmv_csr`, `cg.spmv_csr`), optionally with
+template arguments (`cg::axpy<float>`), or by the mangled name a profiler printed (`_ZN2cg4axpyIfEEviT_PKS1_PS1_`).
+The injector matches launches by the demangled base name and template arguments (spaces removed) exactly as
+:func:`split_demangled` does here, so both sides agree on what a name means.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .. import inventory as inventory_mod
+from ..errors import MepgenError
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    kernel: dict                 # the inventory's kernel record
+    template_args: str = ""      # normalized ("float,4"), empty: every instantiation
+    mangled: str = ""            # exact mangled name when the user gave one
+
+    @property
+    def display(self) -> str:
+        if self.mangled:
+            return self.mangled
+        q = self.kernel["qualified_name"]
+        return f"{q}<{self.template_args}>" if self.template_args else q
+
+
+def normalize_args(args: str) -> str:
+    """Template arguments as the injector compares them: no spaces (`float, 4` -> `float,4`)."""
+    return re.sub(r"\s+", "", args)
+
+
+def split_demangled(demangled: str) -> tuple[str, str]:
+    """`void ns::k<float, 4>(float const*, int)` -> (`ns::k`, `float,4`); a name without a parameter list or
+    template arguments (an `extern "C"` kernel) is its own base."""
+    s = demangled.strip()
+    if s.endswith(")"):
+        depth = 0
+        for i in range(len(s) - 1, -1, -1):
+            if s[i] == ")":
+                depth += 1
+            elif s[i] == "(":
+                depth -= 1
+                if depth == 0:
+                    s = s[:i]
+                    break
+    args = ""
+    if s.endswith(">"):
+        depth = 0
+        for i in range(len(s) - 1, -1, -1):
+            if s[i] == ">":
+                depth += 1
+            elif s[i] == "<":
+                depth -= 1
+                if depth == 0:
+                    args, s = normalize_args(s[i + 1:-1]), s[:i]
+                    break
+    depth, start = 0, 0
+    for i, c in enumerate(s):
+        if c in "<(":
+            depth += 1
+        elif c in ">)":
+            depth -= 1
+        elif c == " " and depth == 0:
+            start = i + 1
+    return s[start:], args
+
+
+def split_template_args(args: str) -> list[str]:
+    """`float,std::pair<int,int>,4` -> [`float`, `std::pair<int,int>`, `4`] (top-level commas only)."""
+    out, depth, cur = [], 0, ""
+    for c in args:
+        if c in "<(":
+            depth += 1
+        elif c in ">)":
+            depth -= 1
+        if c == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += c
+    if cur:
+        out.append(cur)
+    return out
+
+
+def mangled_prefix(qualified: str) -> str:
+    """The start of the Itanium-mangled name of a function or variable: `cg::spmv_csr` -> `_ZN2cg8spmv_csrE`
+    (a function's template arguments follow as `I...E` instead of the closing `E`), `k` -> `_Z1k`."""
+    parts = qualified.split("::")
+    if len(parts) == 1:
+        return f"_Z{len(parts[0])}{parts[0]}"
+    return "_ZN" + "".join(f"{len(p)}{p}" for p in parts) + "E"
+
+
+def variable_symbols(qualified: str) -> list[str]:
+    """Names under which a namespace-scope `__constant__`/`__device__` variable may be found in a module:
+    its mangled name (a variable in a namespace), then the plain and the qualified name."""
+    parts = qualified.split("::")
+    out = []
+    if len(parts) > 1 and all(parts):
+        out.append(mangled_prefix(qualified))
+    out.append(parts[-1])
+    if qualified not in out:
+        out.append(qualified)
+    return out
+
+
+def _by_mangled(inv: dict, mangled: str) -> dict:
+    for k in inv["kernels"]:
+        prefix = mangled_prefix(k["qualified_name"])
+        stem = prefix[:-1] if prefix.startswith("_ZN") else prefix
+        if mangled == prefix or mangled.startswith(prefix) or mangled.startswith(stem + "I"):
+            return k
+    raise MepgenError(f"the mangled name '{mangled}' matches no kernel of the inventory")
+
+
+def choose_kernel(inv: dict, name: str) -> KernelChoice:
+    """The kernel a user named, with the instantiation when they named one."""
+    name = name.strip()
+    if name.startswith("_Z"):
+        return KernelChoice(_by_mangled(inv, name), mangled=name)
+    args = ""
+    if name.endswith(">") and "<" in name:
+        base, args = split_demangled(name)
+        name = base
+    kernel = inventory_mod.find_kernel(inv, name)
+    if args and not kernel.get("is_template"):
+        raise MepgenError(f"{kernel['qualified_name']} is not a template: drop the <{args}>")
+    return KernelChoice(kernel, template_args=args)
