@@ -45,7 +45,7 @@ def render_harness(spec: Spec) -> str:
     for c in spec.constants:
         if c.init is not None:
             constants.append({"symbol": c.name, "file": const_file_name(c.name), "descr": NPY_DESCR[c.dtype],
-                              "count": _wide(str(c.count), spec.sizes)})
+                              "count": _wide(str(c.count), spec.sizes), "index": sum(1 for x in constants if x["file"]) + 1})
         else:
             constants.append({"symbol": c.name, "file": None, "value": c.value})
     return _env().get_template("harness.cu.j2").render(
