@@ -134,7 +134,7 @@ class NativeBackend(Backend):
     # --- run ----------------------------------------------------------------------------------------
 
     def _env(self) -> dict:
-        env = dict(os.environ)
+        env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID")   # the numbering nvidia-smi uses
         if self.device is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.device)
         return env

@@ -79,8 +79,10 @@ class State:
                 consts.append((ptr, min(size, len(data)), src, None))
             else:
                 consts.append((ptr, size, None, c["file"]))
-        self.modules[key] = {"module": module, "func": module.get_function(desc["entry"]), "desc": desc,
-                             "consts": consts, "args": {}}
+        func = module.get_function(desc["entry"])
+        if desc["shared"] > 48 * 1024:   # dynamic shared memory beyond 48 KiB must be opted into
+            func.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, desc["shared"])
+        self.modules[key] = {"module": module, "func": func, "desc": desc, "consts": consts, "args": {}}
 
     def op_unload(self, key: str) -> None:
         self.modules.pop(key, None)
