@@ -22,7 +22,7 @@ def parse_bytes(text: str) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
-@click.command("capture", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command("capture")
 @click.argument("kernel")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.option("-C", "--app", "app", type=click.Path(path_type=Path), default=None,

@@ -44,12 +44,13 @@ def _nvcc_root(nvcc: str) -> Path | None:
 
 
 def candidate_roots() -> list[tuple[Path, str]]:
-    """Toolkit folders to try, each with where it came from (for error messages)."""
-    out: list[tuple[Path, str]] = []
+    """Toolkit folders to try, each with where it came from (for error messages). An explicit `$CUDA_HOME` or
+    `$CUDA_PATH` is the only candidate: a user who names a toolkit must get that one or an error, never another."""
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
-            out.append((Path(os.environ[var]), f"${var}"))
-    nvcc = os.environ.get("NVCC") or shutil.which("nvcc")
+            return [(Path(os.environ[var]), f"${var}")]
+    out: list[tuple[Path, str]] = []
+    nvcc = shutil.which(os.environ.get("NVCC") or "nvcc")
     if nvcc:
         root = _nvcc_root(nvcc)
         if root is not None:
