@@ -55,6 +55,8 @@ def test_baseline_is_verified_and_timed(ev):
     ("hang", "runtime_fault", "run", "timeout"),
     ("silent", "runtime_fault", "run", "without a result line"),
     ("impossible", "impossible", "time", "must cross DRAM"),
+    ("escape", "impossible", "time", "escaped the timed stream"),
+    ("cached", "wrong_result", "time", "input set 1, after timing"),
 ])
 def test_bad_candidates_are_rejected_with_evidence(ev, mode, status, stage, evidence):
     res = evaluate_many(ev, [(mode, variant(ev.mep_dir, mode))])[0]

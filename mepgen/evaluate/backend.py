@@ -54,6 +54,7 @@ class TimingOutput:
     fault: RuntimeFault | None = None
     device: str = ""
     l2_bytes: int | None = None
+    sync_ms: list[float] = field(default_factory=list)   # host-timed back-to-back launches of the checked side
     notes: list[str] = field(default_factory=list)
 
 

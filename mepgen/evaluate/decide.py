@@ -13,6 +13,8 @@ import numpy as np
 
 #: smallest relative gain ever called a win, whatever the measured noise
 MIN_GAIN = 0.01
+#: host-timed launches may exceed event-timed ones by launch overhead; beyond this (ms), work escaped
+ESCAPE_SLACK_MS = 0.02
 _BOOTSTRAP = 200
 
 
@@ -88,3 +90,19 @@ def decide(baseline: list[list[float]], candidate: list[list[float]], min_gain: 
     if c.median_ms > b.median_ms * (1.0 + threshold):
         return Decision("slower", speedup, nz, threshold, f"slower: {numbers}")
     return Decision("same", speedup, nz, threshold, f"not distinguishable from the baseline: {numbers}")
+
+
+def timer_escape(event_median_ms: float, sync_ms: list[float]) -> str | None:
+    """Why the event-timed median cannot be the kernel's time, or None.
+
+    `sync_ms` is the host-timed cost of back-to-back launches followed by a device synchronization, per
+    launch (the harness's `sync_ms`, no L2 flush, so if anything faster than the event times). Events on the
+    launch stream far below it mean the work ran somewhere the events do not see (another stream, a thread).
+    """
+    if not sync_ms:
+        return None
+    host = float(np.median(sync_ms))
+    if event_median_ms < 0.5 * host and host - event_median_ms > ESCAPE_SLACK_MS:
+        return (f"events time the launch at {event_median_ms:.4g} ms, but launches synchronized on the host take "
+                f"{host:.4g} ms each: the work escaped the timed stream")
+    return None

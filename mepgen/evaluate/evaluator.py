@@ -20,7 +20,7 @@ from . import peaks as peaks_mod
 from . import profile as profile_mod
 from . import rules
 from .backend import Built, InputSet, TimingPlan
-from .decide import MIN_GAIN, decide, round_range, summarize
+from .decide import MIN_GAIN, decide, round_range, summarize, timer_escape
 from .devices import list_gpus, make_backend, resolve_backend
 from .results import CompileFailed, EvalResult, Impossible, Mismatch, Timed, WrongResult
 from .store import Store, digest
@@ -217,6 +217,7 @@ class Evaluator:
             return self._done(res, start)
         res.device = t.device or res.device
         res.timed, impossible = self._timed(t.candidate_rounds, t.baseline_rounds, t.l2_bytes, worker)
+        impossible = impossible or timer_escape(res.timed.median_ms, t.sync_ms)
         if impossible:
             res.status, res.impossible = "impossible", Impossible(impossible)
             return self._done(res, start)
@@ -292,6 +293,7 @@ class Evaluator:
             return self._done(res, start)
         res.device = t.device
         res.timed, impossible = self._timed(t.baseline_rounds, None, t.l2_bytes, worker)
+        impossible = impossible or timer_escape(res.timed.median_ms, t.sync_ms)
         if impossible:
             res.status, res.impossible = "impossible", Impossible(impossible)
             res.notes.append("the baseline beats the measured peak: check work.bytes / work.flops in mep.yaml")

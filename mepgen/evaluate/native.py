@@ -23,10 +23,13 @@ from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPl
 from .ptxas import kernel_info
 from .results import CompileFailed, RuntimeFault
 from .symbols import callee
+from .verify import unchanged
 
 RESULT_PREFIX = "MEPGEN_RESULT "
-#: harness flag (proposed in docs/mep-format.md) that writes `in` buffers back to `--out`/in/
+#: harness flag that writes `in` buffers back to `--out`/in/ (and after/in/); support is read from harness.cu
 CHECK_INPUTS_FLAG = "--check-inputs"
+#: harness flag: the post-timing re-check reads another input set (a kernel caching results then fails)
+RECHECK_FLAG = "--recheck-data"
 _ILLEGAL = ("cudaErrorIllegalAddress", "cudaErrorMisalignedAddress", "cudaErrorIllegalInstruction",
             "cudaErrorInvalidAddressSpace", "cudaErrorInvalidPc", "cudaErrorHardwareStackError")
 
@@ -94,6 +97,7 @@ class NativeBackend(Backend):
         harness = self.mep_dir / mepbuild.HARNESS_FILE
         self.harness_text = harness.read_text(errors="replace") if harness.is_file() else ""
         self.check_inputs = CHECK_INPUTS_FLAG in self.harness_text
+        self.recheck_data = RECHECK_FLAG in self.harness_text
 
     # --- compile ----------------------------------------------------------------------------------
 
@@ -181,13 +185,22 @@ class NativeBackend(Backend):
         if not plan.flush_l2:
             flags.append("--no-flush")
         result = TimingOutput(after_input_set=inputs.index)
-        if recheck is not None:
-            result.notes.append("native harness re-checks on the timed input set only (one --data per process)")
+        checked = candidate if candidate is not None else baseline     # whose re-check goes to `after`
+        extra = {}
+        if recheck is not None and self.recheck_data:
+            extra = {"candidate": ["--recheck-data", str(recheck.data_dir)]}
+            result.after_input_set = recheck.index
+        elif recheck is not None:
+            result.notes.append("this harness has no --recheck-data: the re-check after timing used the timed inputs")
+        in_names = [p.name for p in self.spec.params if p.role == "in"]
+        timed_inputs = {n: np.load(Path(inputs.data_dir) / f"{n}.npy", allow_pickle=False) for n in in_names} \
+            if self.check_inputs else {}
         last = None
         for r in range(plan.rounds):
             sides = [("baseline", baseline)] + ([("candidate", candidate)] if candidate is not None else [])
             for side, built in sides:
-                record, out = self._launch(built, inputs, Path(out_dir) / f"round{r}-{side}", flags)
+                folder = Path(out_dir) / f"round{r}-{side}"
+                record, out = self._launch(built, inputs, folder, flags + extra.get(side, []))
                 if out.fault is not None:
                     if side == "baseline":
                         out.fault.message = f"baseline failed while timing: {out.fault.message}"
@@ -197,13 +210,17 @@ class NativeBackend(Backend):
                 (result.baseline_rounds if side == "baseline" else result.candidate_rounds).append(times)
                 result.device = record.get("device", result.device)
                 result.l2_bytes = record.get("l2_bytes", result.l2_bytes)
-                last = Path(out_dir) / f"round{r}-{side}"
+                if built is checked:
+                    if record.get("sync_ms") is not None:
+                        result.sync_ms.append(float(record["sync_ms"]))
+                    result.inputs_changed += [n for n, a in out.inputs_after.items()
+                                              if n not in result.inputs_changed and not unchanged(timed_inputs[n], a)]
+                    last = folder
         if last is not None:
-            names = [p.name for p in self.spec.outputs]
-            result.after, missing = self._read(last / "after", names)
+            result.after, missing = self._read(last / "after", [p.name for p in self.spec.outputs])
             if missing:
                 result.fault = RuntimeFault("harness_error", f"the harness wrote no after/{', '.join(missing)}",
                                             input_set=inputs.index)
             if self.check_inputs:
-                result.inputs_after, _ = self._read(last / "in", [p.name for p in self.spec.params if p.role == "in"])
+                result.inputs_after, _ = self._read(last / "after" / "in", in_names)
         return result
