@@ -235,6 +235,22 @@ def test_use_sets_literals_where_expressions_disagree(spmv_capture):
     assert any("launch.grid" in c for c in report.changes)
 
 
+def test_use_keeps_a_smaller_spec_count_and_trims_the_input(spmv_capture):
+    m, dest = spmv_capture
+    mep = dest.parent.parent
+    spec = json.loads(json.dumps(SPMV_SPEC))
+    spec["params"][4]["count"] = "N - 1"      # the spec's x is one element shorter than its allocation
+    (mep / "mep.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    report = apply_capture(mep, m)
+    got = load_spec(mep / "mep.yaml")
+    assert got.param("x").count == "N - 1"
+    assert got.param("x").init.args == {"path": "data/captured/trimmed/x.npy"}
+    assert np.array_equal(np.load(dest / "trimmed" / "x.npy"), [1.0, 2.0, 3.0])
+    assert np.array_equal(np.load(dest / "before" / "x.npy"), [1.0, 2.0, 3.0, 4.0]), "the capture itself is kept"
+    assert any("3 of the 4 captured elements" in c for c in report.changes)
+    assert (mep / "mep.yaml").read_text().startswith("# MEP of cg::spmv_csr, pointed at the data captured")
+
+
 def test_use_refuses_without_an_mep_or_with_another_dtype(spmv_capture):
     m, dest = spmv_capture
     mep = dest.parent.parent

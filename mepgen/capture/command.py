@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -76,6 +78,7 @@ def capture(obj, kernel, command, app, launch, after_ms, max_bytes, use, exit_af
             raise MepgenError("no application to run: give it after `--`, e.g. "
                               f"mepgen capture {choice.display} -- ./app args (or --use to apply the last capture)")
         report = apply_capture(mep_dir, load_manifest(captured))
+        _refresh_mep(ws, choice.kernel["qualified_name"], report)
         _print_use(report, as_json)
         return
 
@@ -113,6 +116,8 @@ def capture(obj, kernel, command, app, launch, after_ms, max_bytes, use, exit_af
         shutil.rmtree(raw, ignore_errors=True)
 
     report = apply_capture(mep_dir, manifest) if use and spec is not None else None
+    if report is not None:
+        _refresh_mep(ws, choice.kernel["qualified_name"], report)
     if as_json:
         out = {"manifest": str(captured / "manifest.json"), **_summary(manifest)}
         if report is not None:
@@ -128,6 +133,18 @@ def capture(obj, kernel, command, app, launch, after_ms, max_bytes, use, exit_af
                    f"then `mepgen capture {choice.display} --use`", err=True)
     if run.exit_code and not exit_after:
         click.echo(f"mepgen: note: the application exited with {run.exit_code} after the capture", err=True)
+
+
+def _refresh_mep(ws, qualified: str, report) -> None:
+    """Render harness.cu and data/in again from the edited mep.yaml (the harness bakes counts and values in),
+    through `mepgen mep --refresh`: the MEP stage owns its rendering."""
+    cmd = [sys.executable, "-m", "mepgen.cli", "mep", qualified, "--refresh", "-C", str(ws.app_root)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode == 0:
+        report.changes.append("harness.cu, Makefile and data/in rendered again (mepgen mep --refresh)")
+    else:
+        why = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        report.skipped.append(f"re-rendering the MEP: `mepgen mep {qualified} --refresh` failed: {why}")
 
 
 def _summary(m: dict) -> dict:

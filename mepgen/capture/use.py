@@ -81,6 +81,27 @@ def _settle(expr: str | None, captured: int, sizes: dict[str, int], bound: set[s
     return str(captured), f"'{e}' -> {captured}"
 
 
+def _buffer_count(p: dict, mp: dict, sizes: dict[str, int], bound: set[str], captured: Path) -> tuple[str, str | None]:
+    """Set `p['count']` for captured buffer `mp`; return (the file its input comes from, relative to the capture
+    folder; a change note). A count the spec already gives that is smaller than the allocation (an allocator that
+    rounds sizes up, a pointer into a larger pool) is kept, and the input is the allocation's first `count`
+    elements, written to `trimmed/`."""
+    expr, have = str(p.get("count", "")).strip(), int(mp["count"])
+    if _SYMBOL.match(expr) and expr in sizes and expr not in bound:
+        p["count"], note = _settle(expr, have, sizes, bound)
+        return mp["before"], note
+    want = cexpr.evaluate(expr, sizes)
+    if want == have:
+        return mp["before"], None
+    if want is not None and 0 < want < have:
+        rel = f"trimmed/{p['name']}.npy"
+        (captured / "trimmed").mkdir(exist_ok=True)
+        np.save(captured / rel, np.load(captured / mp["before"], allow_pickle=False)[:want], allow_pickle=False)
+        return rel, f"'{expr}' = {want} of the {have} captured elements (the allocation is larger)"
+    p["count"] = str(have)
+    return mp["before"], f"'{expr}' -> {have}"
+
+
 def apply_capture(mep_dir: Path, manifest: dict, captured_rel: str = "data/captured") -> UseReport:
     mep_dir = Path(mep_dir)
     spec_path = mep_dir / "mep.yaml"
@@ -128,12 +149,12 @@ def apply_capture(mep_dir: Path, manifest: dict, captured_rel: str = "data/captu
             raise MepgenError(f"{p['name']}: mep.yaml says {p['dtype']}, the capture holds {mp['dtype']}; "
                               "fix the dtype in mep.yaml or capture again")
         p["dtype"] = mp["dtype"]
-        p["count"], note = _settle(str(p.get("count", "")), mp["count"], sizes, bound)
+        path, note = _buffer_count(p, mp, sizes, bound, mep_dir / captured_rel)
         if note:
             report.changes.append(f"{p['name']}.count: {note}")
         if p["role"] in ("in", "inout"):
-            p["init"] = {"kind": "file", "path": f"{captured_rel}/{mp['before']}"}
-            report.changes.append(f"{p['name']}: init from {captured_rel}/{mp['before']}")
+            p["init"] = {"kind": "file", "path": f"{captured_rel}/{path}"}
+            report.changes.append(f"{p['name']}: init from {captured_rel}/{path}")
         settled.add(f"params[{i}]")
 
     consts = {c["name"]: c for c in manifest.get("constants", [])}
@@ -176,7 +197,10 @@ def apply_capture(mep_dir: Path, manifest: dict, captured_rel: str = "data/captu
     new_spec = validate_dict(d, str(spec_path))
     if not report.backup.exists():
         shutil.copy2(spec_path, report.backup)
-    write_atomic(spec_path, yaml.safe_dump(new_spec.to_dict(), sort_keys=False, width=120))
+    header = (f"# MEP of {spec.kernel.name}, pointed at the data captured from the application by\n"
+              f"# `mepgen capture --use` ({captured_rel}/manifest.json). The version mepgen mep wrote, with its\n"
+              f"# notes on how each field was inferred: {report.backup.name}\n")
+    write_atomic(spec_path, header + yaml.safe_dump(new_spec.to_dict(), sort_keys=False, width=120))
     _refresh_inputs(new_spec, mep_dir, report)
     return report
 

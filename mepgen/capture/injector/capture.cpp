@@ -56,6 +56,9 @@ struct Driver {
 #if CUDA_VERSION >= 12000
     decltype(&cuStreamGetId) streamGetId = nullptr;
 #endif
+#if CUDA_VERSION >= 12030
+    decltype(&cuFuncGetName) funcGetName = nullptr;
+#endif
 };
 
 struct ParamPlan {
@@ -471,6 +474,10 @@ void on_driver_launch(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
         if (!L.f) return;
         std::lock_guard<std::mutex> lock(g_mu);
         const char* mangled = cb->symbolName ? cb->symbolName : "";
+#if CUDA_VERSION >= 12030
+        if (!*mangled && g_drv.funcGetName && g_drv.funcGetName(&mangled, L.f) != CUDA_SUCCESS) mangled = "";
+        if (!mangled) mangled = "";
+#endif
         auto it = g_st.functions.find(L.f);
         if (it == g_st.functions.end()) {
             Seen s;
@@ -562,6 +569,9 @@ bool load_driver(std::string& err) {
 #endif
 #if CUDA_VERSION >= 12000
     load(lib, g_drv.streamGetId, MG_STR(cuStreamGetId), false, missing);
+#endif
+#if CUDA_VERSION >= 12030
+    load(lib, g_drv.funcGetName, MG_STR(cuFuncGetName), false, missing);
 #endif
     if (!missing.empty()) err = "the CUDA driver lacks " + missing;
     return missing.empty();
