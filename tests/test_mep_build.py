@@ -73,3 +73,19 @@ def test_every_example_mep_runs_reproducibly(heatcg_meps, tmp_path):
             assert a.shape == (spec.count(p),) and not np.isnan(a.astype(np.float64)).any()
             assert np.allclose(a, b, rtol=tol.rtol, atol=tol.atol), (d.name, p.name)
             assert np.allclose(a, after, rtol=tol.rtol, atol=tol.atol), (d.name, p.name)
+
+
+def test_harness_speaks_the_protocol(heatcg_meps):
+    app, _ = heatcg_meps
+    text = (app / ".mepgen/meps/analysis.histogram/harness.cu").read_text()
+    for flag in ("--data", "--out", "--time", "--warmup", "--reps", "--no-flush", "--device", "--check-inputs",
+                 "--recheck-data"):
+        assert f'"{flag}"' in text
+    assert '#include MEP_KERNEL_FILE' in text and 'MEPGEN_RESULT' in text
+    # launched exactly as configured: callee, grid, block, dynamic shared memory, on the created stream
+    assert "analysis::histogram<<<grid, block, shared_mem, stream>>>(d_data, NX * NY, d_bins);" in text
+    assert "cudaMemcpyToSymbolAsync(analysis::c_hist_range" in text
+    dot = (app / ".mepgen/meps/cg.dot/harness.cu").read_text()
+    assert "static_cast<size_t>(BLOCK_SIZE * sizeof(float))" in dot
+    grid = (app / ".mepgen/meps/heat.apply_boundary/harness.cu").read_text()
+    assert "heat::Grid{NX, NY, 1.0f, 1.0f}" in grid and "heat::BoundaryKind::Dirichlet" in grid

@@ -10,6 +10,7 @@ from . import counts, infer
 from .access import analyze
 from .buildcfg import build_config
 from .launch import LaunchCursors, dims, find_launches
+from .origins import constant_source
 from .project import Project
 from .resolve import Resolver, Symbols, strip
 
@@ -159,7 +160,7 @@ def _constants(project: Project, kernel: dict, resolver: Resolver, todo: list[To
             continue
         t = decl.type.get_canonical()
         ctype = decl.type.spelling
-        value = resolver.constant_source(decl.get_usr())
+        value = constant_source(resolver, decl.get_usr())
         if t.kind.name == "CONSTANTARRAY":
             dtype, count = infer.dtype_of(t.element_type.spelling, {}), str(t.element_count)
             nums = _numbers(value)

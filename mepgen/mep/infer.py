@@ -7,27 +7,17 @@ evidence settles becomes a `todo` with the reason, and gets a named default a pe
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..spec import C_TYPES, Init, Param, Todo
 from . import counts
 from .access import KernelFacts, only_upper_bounds
-from .resolve import Resolver, is_integral, strip
+from .origins import allocation
+from .resolve import Resolver
 
 DEFAULT_SIZE = 1 << 20          # default of a size symbol nothing traces (always paired with a todo)
 FLOAT_DEFAULT = "0.5f"           # a float scalar the application computes at run time
-
-
-@dataclass
-class ParamFacts:
-    """What inference knows about the parameters, besides the spec entries."""
-    params: list[Param] = field(default_factory=list)
-    todo: list[Todo] = field(default_factory=list)
-    atomic_float: set[str] = field(default_factory=set)
-    notes: list[str] = field(default_factory=list)
-    new_symbols: dict[str, str] = field(default_factory=dict)   # symbol -> reason (counts mepgen made up)
 
 
 def dtype_of(type_spelling: str, targs: dict[str, str]) -> str | None:
@@ -90,7 +80,7 @@ def role_of(name: str, facts: KernelFacts, is_const: bool) -> tuple[str, str]:
 
 def buffer_count(name, arg, resolver: Resolver, facts: KernelFacts, elem_size, to_sizes) -> tuple[str | None, str]:
     """(count expression over sizes, how it was found) of a pointer parameter."""
-    alloc = resolver.allocation(arg) if arg is not None else None
+    alloc = allocation(resolver, arg) if arg is not None else None
     if alloc is not None:
         count = counts.count_from_bytes(alloc[0], elem_size)
         checked = to_sizes(count)
@@ -139,11 +129,6 @@ def default_init(p: Param, facts: KernelFacts, counts_by_name: dict[str, str], n
     return Init("uniform", {"low": 0, "high": 15}), "small integers"
 
 
-def nnz_symbol(facts: KernelFacts) -> bool:
-    """Whether the kernel walks CSR rows, so arrays indexed by the nonzero counter need an NNZ symbol."""
-    return bool(facts.csr)
-
-
 def indexed_by_nonzero(name: str, facts: KernelFacts) -> bool:
     return any(a.index is not None and a.index.strip() in facts.csr for a in facts.accesses.get(name, []))
 
@@ -152,11 +137,3 @@ def pointer_is_const(cursor) -> bool:
     t = cursor.type.get_canonical()
     pointee = t.get_pointee() if t.kind.name == "POINTER" else t.element_type
     return pointee.is_const_qualified()
-
-
-def integral(cursor) -> bool:
-    return is_integral(cursor.type)
-
-
-__all__ = ["ParamFacts", "dtype_of", "scalar_values", "role_of", "buffer_count", "default_init", "itemsize",
-           "nnz_symbol", "indexed_by_nonzero", "pointer_is_const", "strip", "DEFAULT_SIZE"]

@@ -21,7 +21,6 @@ _SPLICE = ("BINARY_OPERATOR", "UNARY_OPERATOR", "PAREN_EXPR", "CSTYLE_CAST_EXPR"
 _KEEP = ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")
 _INTEGRAL = {"INT", "UINT", "LONG", "ULONG", "LONGLONG", "ULONGLONG", "SHORT", "USHORT", "CHAR_S", "UCHAR",
              "SCHAR", "CHAR_U", "BOOL"}
-_ALLOCATORS = ("cudaMalloc", "cudaMallocManaged", "cudaMallocAsync", "cudaMallocFromPoolAsync")
 _MINMAX = ("max", "min")
 
 
@@ -210,7 +209,7 @@ class Resolver:
             if d.get_usr() in frame:
                 arg, _ = frame[d.get_usr()]
                 return self.expr(arg)
-        index, fn = self._param_index(d)
+        index, fn = self.param_index(d)
         if fn is None:
             return None
         for call, caller in self.p.calls.get(fn.get_usr(), []):
@@ -220,7 +219,7 @@ class Resolver:
                 return value
         return self._symbol_for(d, None)
 
-    def _param_index(self, d):
+    def param_index(self, d):
         fn = d.semantic_parent
         if fn is None:
             return -1, None
@@ -364,60 +363,6 @@ class Resolver:
         if key not in self._decls:
             self._decls[key] = {n.spelling: n for n in walk(fn) if n.kind.name in ("VAR_DECL", "PARM_DECL")}
         return self._decls[key]
-
-    # --- buffers and constants -----------------------------------------------------------------------
-    def allocation(self, c) -> tuple[str, str] | None:
-        """(bytes expression, allocator) of the device buffer a pointer expression points to."""
-        c = strip(c)
-        if c is None:
-            return None
-        if c.kind.name in ("CSTYLE_CAST_EXPR", "CXX_STATIC_CAST_EXPR", "CXX_REINTERPRET_CAST_EXPR"):
-            return self.allocation(list(c.get_children())[-1])
-        if c.kind.name != "DECL_REF_EXPR" or c.referenced is None:
-            return None
-        d = c.referenced
-        if d.kind.name == "PARM_DECL":
-            for frame in reversed(self.bindings):
-                if d.get_usr() in frame:
-                    return self.allocation(frame[d.get_usr()][0])
-            index, fn = self._param_index(d)
-            for call, caller in self.p.calls.get(fn.get_usr(), []) if fn is not None else []:
-                args = list(call.get_arguments())
-                with self.inside(caller):
-                    found = self.allocation(args[index]) if index < len(args) else None
-                if found:
-                    return found
-            return None
-        if d.kind.name != "VAR_DECL" or d.semantic_parent is None:
-            return None
-        for n in walk(d.semantic_parent):
-            if n.kind.name == "CALL_EXPR" and n.spelling in _ALLOCATORS:
-                args = list(n.get_arguments())
-                if len(args) >= 2 and _refers_to(args[0], d.get_usr()):
-                    with self.inside(d.semantic_parent):
-                        size = self.call_arg(n, 1)
-                    return (size, n.spelling) if size is not None else None
-        init = init_expr(d)
-        return self.allocation(init) if init is not None else None
-
-    def constant_source(self, symbol_usr: str) -> str | None:
-        """The value the application copies into a `__constant__` symbol (cudaMemcpyToSymbol's source)."""
-        for name in ("cudaMemcpyToSymbol", "cudaMemcpyToSymbolAsync"):
-            for call, caller in self.p.calls_named(name):
-                args = list(call.get_arguments())
-                if not args or not _refers_to(args[0], symbol_usr):
-                    continue
-                toks = self.call_arg_tokens(call, 1)
-                if toks[:1] == ["&"]:
-                    toks = toks[1:]
-                with self.inside(caller):
-                    return self.tokens_expr(toks)
-        return None
-
-
-def _refers_to(c, usr: str) -> bool:
-    return any(n.kind.name == "DECL_REF_EXPR" and n.referenced is not None and n.referenced.get_usr() == usr
-               for n in walk(c))
 
 
 def operator_of(node, kids) -> str:
