@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -45,6 +46,7 @@ KERNELS = [
     ("analysis::dense_matvec", 0, "analysis phase, launched once"),
 ]
 MEPGEN = [sys.executable, "-m", "mepgen.cli"]
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 
 
 def compare(mep_out: np.ndarray, after: np.ndarray, before: np.ndarray) -> dict:

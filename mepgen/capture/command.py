@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -139,7 +140,9 @@ def _refresh_mep(ws, qualified: str, report) -> None:
     """Render harness.cu and data/in again from the edited mep.yaml (the harness bakes counts and values in),
     through `mepgen mep --refresh`: the MEP stage owns its rendering."""
     cmd = [sys.executable, "-m", "mepgen.cli", "mep", qualified, "--refresh", "-C", str(ws.app_root)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    here = str(Path(__file__).resolve().parents[2])  # this mepgen, installed or run from a checkout
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode == 0:
         report.changes.append("harness.cu, Makefile and data/in rendered again (mepgen mep --refresh)")
     else:
