@@ -31,6 +31,8 @@ from mepgen.evaluate.batch import evaluate_many  # noqa: E402
 from mepgen.spec import load_spec  # noqa: E402
 
 SUITE = ROOT / "tests" / "adversarial"
+#: what `mepgen mep` cannot infer for the example's kernels (axpy's n comes from a struct at run time)
+MEP_ARGS = {"cg.axpy": ["--size", "N=1048576"]}
 _HEADER = re.compile(r"//\s*(ADVERSARY|CONTROL):\s*(.*?)\s*\|\s*EXPECT:\s*([\w,]+)")
 
 
@@ -58,7 +60,7 @@ def prepare_app(app: Path | None, kernels: list[str]) -> Path:
                     ignore=shutil.ignore_patterns(".mepgen", "build", "build-cmake", "compile_commands.json"))
     mepgen("extract", str(target), cwd=target)
     for k in kernels:
-        mepgen("mep", k, cwd=target)
+        mepgen("mep", k, *MEP_ARGS.get(k, []), cwd=target)
     return target
 
 

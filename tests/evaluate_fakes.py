@@ -64,3 +64,37 @@ def install(monkeypatch, bandwidth_gbs: float = 1000.0) -> None:
                         FakeNative(spec, mep_dir, build_dir, device=device, run_timeout=rt, compile_timeout=ct))
     fake = peaks_mod.Peaks("FAKE GPU", bandwidth_gbs, 50000.0, 1 << 20, {})
     monkeypatch.setattr(ev_mod.peaks_mod, "get", lambda device, build_dir: fake)
+
+
+def fake_worker_main(conn, device: int) -> None:
+    """Stands in for pycuda_worker.main in a spawned process: behaves as the module key says."""
+    import os
+    import signal
+    import time
+
+    import numpy as np
+
+    conn.send(("ok", {"device": "FAKE GPU"}))
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        op = msg[0]
+        if op == "exit":
+            return
+        if op == "setup":
+            conn.send(("ok", {"device": "FAKE GPU", "l2_bytes": 1 << 20}))
+        elif op in ("load_set", "load", "unload"):
+            conn.send(("ok", None))
+        elif op == "run":
+            key = msg[1]
+            if key == "hang":
+                time.sleep(3600)
+            if key == "segv":
+                os.kill(os.getpid(), signal.SIGSEGV)
+            if key == "illegal":
+                conn.send(("cuda_error", "cuCtxSynchronize failed: an illegal memory access was encountered"))
+                os._exit(3)
+            conn.send(("ok", {"outputs": {"y": np.full(4, os.getpid(), np.float32)}, "inputs_changed": [],
+                              "device": "FAKE GPU"}))

@@ -60,7 +60,9 @@ def check(variant: str, original: str) -> list[RuleViolation]:
     violations = []
     for rule, rx in RULES:
         allowed = {" ".join(t.split()) for _, t in _matches(orig, rx, original)}
+        seen = set()
         for line, text in _matches(var, rx, variant):
-            if " ".join(text.split()) not in allowed:
+            if " ".join(text.split()) not in allowed and line not in seen:
+                seen.add(line)
                 violations.append(RuleViolation(rule, line, text[:200]))
     return violations

@@ -45,6 +45,8 @@ def _timing_lines(r: EvalResult) -> list[str]:
 def render(r: EvalResult) -> str:
     if r.ok and r.timed is not None and r.timed.decision in ("faster", "same", "slower"):
         verdict = r.timed.decision.upper() + (f" x{r.timed.speedup:.3f}" if r.timed.speedup else "")
+    elif r.ok and r.stage in ("lint", "compile"):
+        verdict = "COMPILED"
     elif r.ok:
         verdict = "OK"
     else:
@@ -54,7 +56,7 @@ def render(r: EvalResult) -> str:
     comp = _compile_line(r)
     if comp:
         body.append(comp)
-    if r.ok or r.stage in ("time", "done") or r.status in ("impossible",):
+    if r.stage in ("time", "done") and r.status in ("ok", "impossible"):
         body.append(f"verified on {r.input_sets} input set(s) and re-checked after timing")
     body += _timing_lines(r)
     if not r.ok:

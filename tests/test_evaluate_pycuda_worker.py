@@ -1,0 +1,69 @@
+"""The pycuda backend's supervision of its worker (spawned process: hang, crash, CUDA error, restart) with
+a stand-in worker, and the worker's kernel-argument layout; no GPU and no pycuda needed."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import evaluate_fakes
+from evaluate_fakes import FIXTURES
+from mepgen.evaluate import pycuda_worker
+from mepgen.evaluate.backend import Built, InputSet
+from mepgen.evaluate.pycuda_backend import PycudaBackend
+from mepgen.evaluate.results import CompileInfo
+from mepgen.evaluate.store import Store
+from mepgen.spec import load_spec
+
+
+@pytest.fixture
+def backend(tmp_path, monkeypatch):
+    monkeypatch.setattr(pycuda_worker, "main", evaluate_fakes.fake_worker_main)
+    spec = load_spec(FIXTURES / "axpy" / "mep.yaml")
+    store = Store(tmp_path, spec)
+    be = PycudaBackend(spec, tmp_path, tmp_path / "build", run_timeout=2.0, start_timeout=60.0)
+    yield be, InputSet(0, store.input_set(0))
+    be.close()
+
+
+def built(key: str) -> Built:
+    return Built(FIXTURES / "axpy" / "kernel.cu", FIXTURES / "axpy" / "kernel.cu", key, CompileInfo(), "", {})
+
+
+def test_worker_faults_are_results_and_the_worker_restarts(backend, tmp_path):
+    be, inputs = backend
+    first = be.run(built("good"), inputs, tmp_path)
+    assert first.fault is None and first.record["device"] == "FAKE GPU"
+    pid = int(first.outputs["y"][0])
+    assert be.run(built("good2"), inputs, tmp_path).outputs["y"][0] == pid      # same worker, kept warm
+
+    start = time.monotonic()
+    hang = be.run(built("hang"), inputs, tmp_path)
+    assert hang.fault.kind == "timeout" and time.monotonic() - start < 15
+    crash = be.run(built("segv"), inputs, tmp_path)
+    assert crash.fault.kind == "crash" and crash.fault.input_set == 0
+    illegal = be.run(built("illegal"), inputs, tmp_path)
+    assert illegal.fault.kind == "illegal_address" and "illegal memory access" in illegal.fault.message
+
+    after = be.run(built("good"), inputs, tmp_path)
+    assert after.fault is None and int(after.outputs["y"][0]) != pid            # a fresh worker
+
+
+def test_argument_buffer_follows_each_parameter_alignment():
+    state = object.__new__(pycuda_worker.State)
+    state.params = [{"name": "u", "role": "in"}, {"name": "u_new", "role": "inout"}, {"name": "g", "role": "scalar"},
+                    {"name": "alpha", "role": "scalar"}, {"name": "flag", "role": "scalar"},
+                    {"name": "d", "role": "scalar"}]
+    state.sets = {0: {"dev": {"u": 0x1000}}}
+    state.outputs = {"u_new": (0x2000, 0, 0)}
+    desc = {"params": [{"name": "u", "role": "in", "size": 8, "align": 8},
+                       {"name": "u_new", "role": "inout", "size": 8, "align": 8},
+                       {"name": "g", "role": "scalar", "size": 16, "align": 4, "bytes": "01" * 16},
+                       {"name": "alpha", "role": "scalar", "size": 4, "align": 4, "bytes": "0000003f"},
+                       {"name": "flag", "role": "scalar", "size": 1, "align": 1, "bytes": "01"},
+                       {"name": "d", "role": "scalar", "size": 8, "align": 8, "bytes": "00" * 7 + "40"}]}
+    buf = state._args({"desc": desc, "args": {}}, 0)
+    assert len(buf) == 48
+    assert buf[0:8] == (0x1000).to_bytes(8, "little") and buf[8:16] == (0x2000).to_bytes(8, "little")
+    assert buf[16:32] == b"\x01" * 16 and buf[32:36] == bytes.fromhex("0000003f") and buf[36] == 1
+    assert buf[37:40] == b"\0\0\0" and buf[40:48] == bytes.fromhex("00" * 7 + "40")
