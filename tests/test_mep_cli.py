@@ -85,6 +85,10 @@ def test_size_option_settles_a_todo(heatcg):
     s = load_spec(heatcg / ".mepgen" / "meps" / "cg.axpy" / "mep.yaml")
     assert s.sizes["N"] == 4194304 and s.todo == []
     assert run("cg::axpy", "--size", "N=lots", "-C", heatcg).exit_code == 2
+    r = run("cg::spmv_csr", "--size", "NROWS=4096", "--size", "NNZ=20000", "-C", heatcg)
+    assert r.exit_code == 0, r.output
+    s = load_spec(heatcg / ".mepgen" / "meps" / "cg.spmv_csr" / "mep.yaml")
+    assert (s.sizes["NROWS"], s.sizes["NNZ"], s.todo) == (4096, 20000, [])
 
 
 def test_json_summary(heatcg):

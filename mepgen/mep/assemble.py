@@ -68,7 +68,7 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
     nnz = None
     if facts.csr:
         nnz = symbols.get("csr:nnz", "NNZ", "number of nonzeros of the CSR matrix (the last row pointer); "
-                          "mepgen cannot know it from the sources", known())
+                          "mepgen cannot know it from the sources", set(project.macros))
     params: list[Param] = []
     counts_by_name: dict[str, str] = {}
     count_symbols: set[str] = set()       # made up for a count: its todo is at the parameter
@@ -85,8 +85,8 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         if count is None and nnz and infer.indexed_by_nonzero(prm["name"], facts):
             count, how = nnz, "indexed by the nonzero counter of a CSR row loop"
         if count is None:
-            sym = symbols.get(f"count:{prm['name']}", f"{prm['name']}_count",
-                              f"no allocation or bounded index tells how many elements `{prm['name']}` has", known())
+            sym = symbols.get(f"count:{prm['name']}", f"{prm['name']}_count", f"no allocation or bounded index "
+                              f"tells how many elements `{prm['name']}` has", set(project.macros))
             count, how = sym, "unknown"
             count_symbols.add(sym)
             todo.append(Todo(f"params[{i}].count", f"{_access_summary(prm['name'], facts)}; mepgen could not "
