@@ -54,6 +54,11 @@ struct Driver {
     decltype(&cuFuncGetParamInfo) funcGetParamInfo = nullptr;
 #endif
 #if CUDA_VERSION >= 12000
+    // The runtime of CUDA 12+ loads kernels lazily through cuLibrary: the handle a launch carries may be a
+    // CUkernel, which the function queries refuse; cuKernelGetFunction gives the CUfunction of the context.
+    decltype(&cuKernelGetFunction) kernelGetFunction = nullptr;
+#endif
+#if CUDA_VERSION >= 12000
     decltype(&cuStreamGetId) streamGetId = nullptr;
 #endif
 #if CUDA_VERSION >= 12030
@@ -94,6 +99,7 @@ struct Launch {  // what one cuLaunchKernel* call carries
     void** params = nullptr;
     void** extra = nullptr;
     const char* api = "";
+    CUfunction resolved = nullptr;  // the context's CUfunction when f is a CUkernel handle
 };
 
 struct Seen {  // a launched function: its demangled name, whether the plan wants it, how often it ran
@@ -302,7 +308,8 @@ bool capture_constants() {
     g_st.consts_json.clear();
     if (g_st.plan.consts.empty()) return true;
     CUmodule mod = nullptr;
-    CUresult r = g_drv.funcGetModule ? g_drv.funcGetModule(&mod, g_st.launch.f) : CUDA_ERROR_NOT_SUPPORTED;
+    CUfunction fn = g_st.launch.resolved ? g_st.launch.resolved : g_st.launch.f;
+    CUresult r = g_drv.funcGetModule ? g_drv.funcGetModule(&mod, fn) : CUDA_ERROR_NOT_SUPPORTED;
     if (r != CUDA_SUCCESS) return refuse("cannot find the kernel's module to read its __constant__ symbols: " + cu_err(r));
     const char* sep = "";
     for (size_t i = 0; i < g_st.plan.consts.size(); ++i) {
@@ -333,9 +340,22 @@ bool capture_before() {
 #if CUDA_VERSION >= 12040
     if (!g_drv.funcGetParamInfo) return refuse("the CUDA driver has no cuFuncGetParamInfo (needs a driver for CUDA 12.4 or newer)");
     std::vector<std::pair<size_t, size_t>> layout;  // offset, size
-    for (size_t i = 0;; ++i) {
+    CUfunction fn = L.f;
+    size_t off0 = 0, size0 = 0;
+    CUresult first = g_drv.funcGetParamInfo(fn, 0, &off0, &size0);
+    if (first != CUDA_SUCCESS && g_drv.kernelGetFunction) {
+        CUfunction resolved = nullptr;
+        if (g_drv.kernelGetFunction(&resolved, reinterpret_cast<CUkernel>(L.f)) == CUDA_SUCCESS && resolved) {
+            fn = resolved;
+            g_st.launch.resolved = resolved;
+            first = g_drv.funcGetParamInfo(fn, 0, &off0, &size0);
+        }
+    }
+    if (first != CUDA_SUCCESS && first != CUDA_ERROR_INVALID_VALUE)  // INVALID_VALUE: a kernel without parameters
+        return refuse("cuFuncGetParamInfo failed on the launched kernel: " + cu_err(first));
+    for (size_t i = 0; first == CUDA_SUCCESS; ++i) {
         size_t off = 0, size = 0;
-        if (g_drv.funcGetParamInfo(L.f, i, &off, &size) != CUDA_SUCCESS) break;
+        if (g_drv.funcGetParamInfo(fn, i, &off, &size) != CUDA_SUCCESS) break;
         layout.push_back({off, size});
     }
 #else
@@ -566,6 +586,9 @@ bool load_driver(std::string& err) {
     load(lib, g_drv.getErrorName, MG_STR(cuGetErrorName), false, missing);
 #if CUDA_VERSION >= 12040
     load(lib, g_drv.funcGetParamInfo, MG_STR(cuFuncGetParamInfo), false, missing);
+#endif
+#if CUDA_VERSION >= 12000
+    load(lib, g_drv.kernelGetFunction, MG_STR(cuKernelGetFunction), false, missing);
 #endif
 #if CUDA_VERSION >= 12000
     load(lib, g_drv.streamGetId, MG_STR(cuStreamGetId), false, missing);
