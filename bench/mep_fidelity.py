@@ -73,13 +73,14 @@ def main() -> None:
     ap.add_argument("app", type=Path)
     ap.add_argument("--app-args", default="--steps 5", help="arguments for the application run under ncu")
     ap.add_argument("--launch-count", type=int, default=300, help="ncu: launches profiled in the application")
+    ap.add_argument("--binary", default="build/heatcg", help="the application's executable, relative to APP")
     ap.add_argument("--record", type=Path)
     args = ap.parse_args()
     app = args.app.resolve()
 
     # 1. the application under Nsight Compute
     sh(["make", "-s", "-C", str(app), "-j8"], timeout=900)
-    binary = app / "build" / Path(app.name)
+    binary = app / args.binary
     app_times: dict[str, list[float]] = {}
     # the time loop's kernels come first; the analysis kernels run once after it
     runs = [["--launch-count", str(args.launch_count)],

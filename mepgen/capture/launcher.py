@@ -11,6 +11,7 @@ import difflib
 import json
 import os
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,7 +64,8 @@ def _run(command: list[str], env: dict, timeout: float | None) -> int:
     if not command:
         raise MepgenError("no application to run: give it after `--`, e.g. mepgen capture KERNEL -- ./app args")
     try:
-        return subprocess.run(command, env=env, timeout=timeout).returncode
+        # the application's own output goes to stderr: stdout is mepgen's (its --json must stay parseable)
+        return subprocess.run(command, env=env, timeout=timeout, stdout=sys.stderr).returncode
     except FileNotFoundError:
         raise MepgenError(f"cannot run the application: {command[0]} not found") from None
     except PermissionError:
