@@ -65,6 +65,12 @@ def _run(command: list[str], env: dict, timeout: float | None) -> int:
         raise MepgenError("no application to run: give it after `--`, e.g. mepgen capture KERNEL -- ./app args")
     try:
         # the application's own output goes to stderr: stdout is mepgen's (its --json must stay parseable)
+        try:
+            sys.stderr.fileno()
+        except (AttributeError, OSError, ValueError):  # stderr is no file (captured): relay the output
+            r = subprocess.run(command, env=env, timeout=timeout, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            sys.stderr.write(r.stdout.decode(errors="replace"))
+            return r.returncode
         return subprocess.run(command, env=env, timeout=timeout, stdout=sys.stderr).returncode
     except FileNotFoundError:
         raise MepgenError(f"cannot run the application: {command[0]} not found") from None
