@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from mep_fidelity import NCU, ncu_times, result_line, sh  # noqa: E402
+from mep_fidelity import NCU, ncu_times, result_line, sh, short  # noqa: E402
 from mepgen.mepbuild import nvcc_command  # noqa: E402
 from mepgen.spec import load_spec  # noqa: E402
 
@@ -103,12 +103,12 @@ def check_kernel(app: Path, binary: Path, kernel: str, launch: int, steps: int, 
             r = sh([*NCU, "-k", f"regex:{base}", "--launch-count", "10", str(exe), "--data", str(mep / "data" / "in"),
                     "--out", str(Path(tmp) / "n"), "--time", "--reps", "20", "--warmup", "2", "--no-flush"], cwd=mep,
                    timeout=900)
-            mt = ncu_times(r.stdout).get(kernel, [])
+            mt = ncu_times(r.stdout).get(short(kernel), [])
             row["mep_ncu_us"] = statistics.median(mt) if mt else None
     if have_ncu:
         r = sh([*NCU, "-k", f"regex:{base}", "--launch-skip", str(launch), "--launch-count", "5", str(binary),
                 "--steps", str(steps)], cwd=app, timeout=900)
-        at = ncu_times(r.stdout).get(kernel, [])
+        at = ncu_times(r.stdout).get(short(kernel), [])
         row["app_captured_launch_us"] = at[0] if at else None
         row["app_ncu_us"] = statistics.median(at) if at else None
         if row.get("mep_ncu_us") and row.get("app_captured_launch_us"):

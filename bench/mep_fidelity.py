@@ -45,8 +45,13 @@ def sh(cmd, cwd=None, timeout=600) -> subprocess.CompletedProcess:
     return r
 
 
+def short(name: str) -> str:
+    """`cg::axpy` -> `axpy`: ncu names a kernel with or without its namespace depending on the build."""
+    return name.split("::")[-1]
+
+
 def ncu_times(stdout: str) -> dict[str, list[float]]:
-    """qualified kernel name -> list of launch durations in microseconds."""
+    """unqualified kernel name -> list of launch durations in microseconds."""
     lines = [ln for ln in stdout.splitlines() if ln.startswith('"')]
     out: dict[str, list[float]] = {}
     rows = list(csv.reader(io.StringIO("\n".join(lines))))
@@ -57,7 +62,7 @@ def ncu_times(stdout: str) -> dict[str, list[float]]:
     scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}
     for r in rows[1:]:
         if r[mi] == "gpu__time_duration.sum":
-            out.setdefault(base_name(r[ni]), []).append(float(r[vi].replace(",", "")) * scale.get(r[ui], 1.0))
+            out.setdefault(short(base_name(r[ni])), []).append(float(r[vi].replace(",", "")) * scale.get(r[ui], 1.0))
     return out
 
 
@@ -112,11 +117,11 @@ def main() -> None:
                 row["mep_events_spread_us"] = (res["max_ms"] - res["min_ms"]) * 1e3
                 r = sh([*NCU, str(exe), "--data", str(mep / "data" / "in"), "--out", str(Path(tmp) / "n"),
                         "--time", "--reps", "20", "--warmup", "2", "--no-flush"], cwd=mep)
-                mt = ncu_times(r.stdout).get(spec.kernel.name, [])
+                mt = ncu_times(r.stdout).get(short(spec.kernel.name), [])
                 row["mep_ncu_us"] = statistics.median(mt) if mt else None
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             row["error"] = str(e).splitlines()[0][:200]
-        at = app_times.get(spec.kernel.name, [])
+        at = app_times.get(short(spec.kernel.name), [])
         row["app_ncu_us"] = statistics.median(at) if at else None
         row["app_launches_profiled"] = len(at)
         if row.get("mep_ncu_us") and row["app_ncu_us"]:
