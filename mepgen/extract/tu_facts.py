@@ -11,6 +11,21 @@ from .launches import find_launch_sites, local_init
 from .source import SourceFiles, qualified_name
 
 
+def _app_tops(tu, src: SourceFiles) -> list:
+    """The translation unit's top-level cursors in the application's files. Most top-level cursors come
+    from system headers (the C++ library, the shim): asking libclang whether a location is in a system
+    header is much cheaper than fetching its file name, so those are dropped first."""
+    out = []
+    for c in tu.cursor.get_children():
+        loc = c.location
+        if loc.is_in_system_header:
+            continue
+        f = loc.file
+        if f is not None and src.in_app(f.name):
+            out.append(c)
+    return out
+
+
 def _kernels_in(tops: list):
     """Kernel definitions among the application's declarations (namespaces and extern "C" searched)."""
     for c in tops:
@@ -61,7 +76,7 @@ def tu_facts(path: str, parse_args: list[str], app_root: str) -> dict:
     file_order: dict[str, int] = {}
     for name in includes:
         file_order.setdefault(name, len(file_order))
-    tops = [c for c in tu.cursor.get_children() if c.location.file is not None and src.in_app(c.location.file.name)]
+    tops = _app_tops(tu, src)
     builder = ClosureBuilder(tops, src, file_order)
     spaces = global_spaces(tops)
     kernels = []
