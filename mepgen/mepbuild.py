@@ -32,10 +32,12 @@ def build_flags(spec: Spec) -> list[str]:
     return flags
 
 
-def nvcc_command(spec: Spec, mep_dir: Path, kernel_file: Path, output: Path) -> list[str]:
-    """The argument vector (no shell) that compiles `mep_dir/harness.cu` with `kernel_file` into `output`."""
+def nvcc_command(spec: Spec, mep_dir: Path, kernel_file: Path, output: Path,
+                 harness: Path | None = None) -> list[str]:
+    """The argument vector (no shell) that compiles `mep_dir/harness.cu` (or `harness`, a harness rendered
+    for a candidate's own launch configuration) with `kernel_file` into `output`."""
     mep_dir = Path(mep_dir).resolve()
     kernel = Path(kernel_file)
     kernel = (kernel if kernel.is_absolute() else Path.cwd() / kernel).resolve()
     return [nvcc_executable(), *build_flags(spec), f'-DMEP_KERNEL_FILE="{kernel}"', f"-I{mep_dir}",
-            str(mep_dir / HARNESS_FILE), "-o", str(Path(output))]
+            str(Path(harness).resolve() if harness else mep_dir / HARNESS_FILE), "-o", str(Path(output))]

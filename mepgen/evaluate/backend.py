@@ -72,8 +72,10 @@ class Backend(abc.ABC):
     name = "abstract"
 
     @abc.abstractmethod
-    def compile(self, kernel_file: Path) -> Built | CompileFailed:
-        """Build `kernel_file`; safe to call from several threads at once (compiles run in parallel)."""
+    def compile(self, kernel_file: Path, launch=None) -> Built | CompileFailed:
+        """Build `kernel_file`; safe to call from several threads at once (compiles run in parallel).
+
+        `launch` (a spec.Launch): the candidate's own launch configuration instead of mep.yaml's."""
 
     @abc.abstractmethod
     def run(self, built: Built, inputs: InputSet, out_dir: Path) -> RunOutput:

@@ -18,9 +18,10 @@ from .journal import Journal, ResultCache
 from .results import EvalResult, RuntimeFault
 
 
-def evaluate_many(ev: Evaluator, candidates: list[tuple[str, Path]], journal: Journal | None = None,
+def evaluate_many(ev: Evaluator, candidates: list[tuple], journal: Journal | None = None,
                   on_result: Callable[[EvalResult], None] | None = None) -> list[EvalResult]:
-    """Results in the order of `candidates` ((name, kernel file) pairs); `ev.prepare()` must have run."""
+    """Results in the order of `candidates`: (name, kernel file) pairs, or (name, kernel file, launch)
+    triples where a candidate runs with its own spec.Launch (None: mep.yaml's); `ev.prepare()` must have run."""
     cache = ResultCache(ev.store.results_dir) if ev.opts.use_cache else None
     results: list[EvalResult | None] = [None] * len(candidates)
     lock = threading.Lock()
@@ -37,8 +38,9 @@ def evaluate_many(ev: Evaluator, candidates: list[tuple[str, Path]], journal: Jo
                 on_result(res)
 
     pending = []
-    for i, (name, path) in enumerate(candidates):
-        res = ev.new_result(name, Path(path))
+    for i, (name, path, *rest) in enumerate(candidates):
+        launch = rest[0] if rest else None
+        res = ev.new_result(name, Path(path), launch)
         seen = (journal.get(res.key) if journal else None) or (cache.get(res.key) if cache else None)
         if seen is not None:
             seen.name = name
@@ -46,13 +48,13 @@ def evaluate_many(ev: Evaluator, candidates: list[tuple[str, Path]], journal: Jo
         elif res.status != "ok":
             finish(i, res, fresh=True)
         else:
-            pending.append((i, res, Path(path)))
+            pending.append((i, res, Path(path), launch))
 
     gpu_queue: queue.Queue = queue.Queue()
 
     def compile_one(item) -> None:
-        i, res, path = item
-        built = ev.compile(res, path)
+        i, res, path, launch = item
+        built = ev.compile(res, path, launch)
         if built is None:
             finish(i, res, fresh=True)
         else:

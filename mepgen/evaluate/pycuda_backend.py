@@ -14,8 +14,9 @@ import numpy as np
 
 from .. import datagen
 from ..errors import MepgenError
-from ..spec import Spec
+from ..spec import Launch, Spec
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
+from .launchcfg import with_launch
 from .pycuda_entry import build_cubin
 from .results import CompileFailed, RuntimeFault
 
@@ -47,8 +48,10 @@ class PycudaBackend(Backend):
         self.modules: list[str] = []        # loaded cubins, oldest first
         self.pinned: str | None = None      # the baseline's key: never evicted
 
-    def compile(self, kernel_file: Path) -> Built | CompileFailed:
-        return build_cubin(self.spec, self.mep_dir, Path(kernel_file), self.build_dir, self.compile_timeout)
+    def compile(self, kernel_file: Path, launch: Launch | None = None) -> Built | CompileFailed:
+        """The cubin; with `launch`, its launch geometry comes from that configuration instead of mep.yaml's."""
+        spec = self.spec if launch is None else with_launch(self.spec, launch)
+        return build_cubin(spec, self.mep_dir, Path(kernel_file), self.build_dir, self.compile_timeout)
 
     # --- the worker ---------------------------------------------------------------------------------
 

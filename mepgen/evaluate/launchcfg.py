@@ -1,0 +1,75 @@
+"""A candidate's own launch configuration (grid, block, dynamic shared memory), for rewrites that change
+how many threads a kernel needs (one warp per row instead of one thread, thread coarsening, ...).
+
+The baseline always runs with the launch of mep.yaml. A candidate with an override gets a harness
+rendered by mepgen's own template from the spec with only `launch` replaced (native backend), or a cubin
+whose launch geometry comes from the overridden spec (pycuda backend), so both sides of a comparison
+differ in the kernel and its launch only. An MEP whose harness.cu no longer matches what its mep.yaml
+renders (edited by hand, or rendered by an older mepgen) cannot take overrides: the candidate's harness
+would differ from the baseline's in more than the launch.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from pathlib import Path
+
+from ..errors import MepgenError
+from ..spec import Launch, Spec
+
+LAUNCH_KEYS = ("grid", "block", "shared_mem")
+
+
+def launch_from(spec: Spec, d: dict | Launch | None) -> Launch | None:
+    """A Launch from a proposal's `{"grid": [...], "block": [...], "shared_mem": "..."}` (missing keys keep
+    mep.yaml's); None when `d` is None or changes nothing."""
+    if d is None:
+        return None
+    if isinstance(d, Launch):
+        launch = d
+    else:
+        unknown = sorted(set(d) - set(LAUNCH_KEYS))
+        if unknown:
+            raise MepgenError(f"unknown launch key(s) {', '.join(unknown)}: use {', '.join(LAUNCH_KEYS)}")
+        dims = {}
+        for key in ("grid", "block"):
+            value = d.get(key, getattr(spec.launch, key))
+            if isinstance(value, (str, int)):
+                value = [value]
+            if not isinstance(value, (list, tuple)) or not 1 <= len(value) <= 3:
+                raise MepgenError(f"launch {key} must be 1 to 3 dimension expressions, not {value!r}")
+            dims[key] = [str(v).strip() for v in value]
+            if any(not v for v in dims[key]):
+                raise MepgenError(f"launch {key} has an empty dimension: {value!r}")
+        launch = Launch(grid=dims["grid"], block=dims["block"],
+                        shared_mem=str(d.get("shared_mem", spec.launch.shared_mem) or "0"), callee=spec.launch.callee)
+    if (launch.grid, launch.block, str(launch.shared_mem)) == (spec.launch.grid, spec.launch.block,
+                                                              str(spec.launch.shared_mem)):
+        return None
+    return launch
+
+
+def with_launch(spec: Spec, launch: Launch) -> Spec:
+    return dataclasses.replace(spec, launch=dataclasses.replace(launch, callee=launch.callee or spec.launch.callee))
+
+
+def as_dict(launch: Launch) -> dict:
+    return {"grid": list(launch.grid), "block": list(launch.block), "shared_mem": str(launch.shared_mem)}
+
+
+def candidate_harness(spec: Spec, mep_dir: Path, launch: Launch, build_dir: Path) -> tuple[Path | None, str]:
+    """(harness.cu rendered with `launch`, its text), or (None, why) when the MEP cannot take an override."""
+    from ..mep.render import render_harness   # the harness template; imported late (jinja2)
+    mine = Path(mep_dir) / "harness.cu"
+    if not mine.is_file() or mine.read_text(errors="replace") != render_harness(spec):
+        return None, (f"{mine} differs from what mep.yaml renders (edited by hand or from an older mepgen): a "
+                      f"candidate with its own launch configuration needs `mepgen mep {spec.kernel.id} --refresh`")
+    text = render_harness(with_launch(spec, launch))
+    folder = Path(build_dir) / ("harness-" + hashlib.sha256(text.encode()).hexdigest()[:20])
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "harness.cu"
+    if not path.is_file() or path.read_text() != text:
+        tmp = folder / f"harness.{id(text)}.tmp"
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path, text

@@ -1,0 +1,60 @@
+"""Proposals -> evaluated candidates: the one door through which every proposed kernel reaches the GPU.
+
+Each proposal's kernel.cu is written into `workdir` under a name derived from its content (and launch),
+so the same text proposed twice is one file and one cached result. A proposal that carries its own launch
+configuration (a warp per row needs 32x the threads) is evaluated with that launch against the ORIGINAL
+kernel with the launch of mep.yaml: the speedup is what the application gains by taking both.
+Nothing a proposer says is trusted: compile, verify on every input set and timing decide.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from ..errors import MepgenError
+from ..evaluate.batch import evaluate_many
+from ..evaluate.evaluator import Evaluator
+from ..evaluate.launchcfg import launch_from
+from ..evaluate.results import EvalResult
+from ..spec import Spec
+from .proposer import Proposal
+
+
+def candidate_name(proposal: Proposal) -> str:
+    """A short, stable name: the same text with the same launch is the same candidate."""
+    h = hashlib.sha256(proposal.text.encode())
+    if proposal.launch:
+        h.update(json.dumps(proposal.launch, sort_keys=True).encode())
+    return "cand-" + h.hexdigest()[:12]
+
+
+def write_candidate(proposal: Proposal, workdir: Path) -> Path:
+    """workdir/<name>/kernel.cu (and proposal.json: the change, the chain of transformations, the launch)."""
+    folder = Path(workdir) / candidate_name(proposal)
+    folder.mkdir(parents=True, exist_ok=True)
+    kernel = folder / "kernel.cu"
+    if not kernel.is_file() or kernel.read_text(errors="replace") != proposal.text:
+        kernel.write_text(proposal.text)
+    meta = {"change": proposal.change, "source": proposal.source, "transformations": proposal.transformations,
+            "launch": proposal.launch, "strategy": proposal.strategy}
+    (folder / "proposal.json").write_text(json.dumps(meta, indent=1) + "\n")
+    return kernel
+
+
+def evaluate(ev: Evaluator, mep_dir: Path, spec: Spec, proposals: list[Proposal], workdir: Path,
+             journal=None, on_result=None) -> list[EvalResult]:
+    """One EvalResult per proposal, in order; `ev.prepare()` must have run (the baseline and references).
+
+    `mep_dir` and `spec` must be the evaluator's own: a proposal's launch is an override of that spec.
+    """
+    if Path(mep_dir).resolve() != ev.mep_dir:
+        raise MepgenError(f"candidates of {mep_dir} given to the evaluator of {ev.mep_dir}")
+    items = []
+    for p in proposals:
+        try:
+            launch = launch_from(spec, p.launch)
+        except MepgenError as e:
+            raise MepgenError(f"proposal '{p.change}': {e}") from None
+        items.append((candidate_name(p), write_candidate(p, workdir), launch))
+    return evaluate_many(ev, items, journal, on_result=on_result)
