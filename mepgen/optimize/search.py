@@ -1,0 +1,262 @@
+"""The search: rounds of proposals from the best so far and diverse elites, judged only by the evaluator.
+
+Each round the strategy names parents; the available proposers turn them into Proposals; duplicates (by
+content hash of kernel.cu and launch) are dropped; the rest are evaluated by `evaluate(proposals, workdir)`
+(in production `candidates.evaluate`, in tests a stand-in: the search never looks inside it). A candidate
+that fails to compile, faults or computes wrong results goes back to its proposer with the evidence, up to
+`repairs` rounds per candidate. A candidate is accepted only when the evaluator's noise-aware rule calls it
+faster than the ORIGINAL kernel (`EvalResult.faster`); the best is the accepted one with the lowest median.
+
+The search stops at the candidate budget, the wall-time budget, the roofline (the best reaches
+`roofline_pct` of the GPU's measured peak bandwidth or FLOP rate), when no proposer has anything new, or
+when every proposer became unavailable; whatever was evaluated is kept. A restarted run replays its
+trajectory: evaluated candidates are not evaluated again.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..evaluate.results import EvalResult
+from .proposer import Attempt, Context, Proposal
+from .strategies import MCTS, State, Strategy
+from .trajectory import Trajectory, content_hash, pct_roofline
+
+REPAIRABLE = ("rejected_by_rules", "compile_failed", "runtime_fault", "wrong_result")
+
+Evaluate = Callable[[list[Proposal], Path], list]
+
+
+class ProposerUnavailable(Exception):
+    """A proposer cannot go on (endpoint unreachable, key refused, rate limited or timing out after its
+    retries): the search continues with the others, or stops cleanly when none is left."""
+
+
+@dataclass
+class Budget:
+    candidates: int = 25
+    seconds: float | None = None
+    repairs: int = 2
+    width: int = 4                # proposals per round
+    roofline_pct: float = 90.0
+
+
+@dataclass
+class Outcome:
+    best: Attempt | None
+    attempts: list[Attempt]
+    evaluations: int
+    stop_reason: str
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+
+class Search:
+    def __init__(self, ctx: Context, proposers: list, evaluate: Evaluate, strategy: Strategy, budget: Budget,
+                 trajectory: Trajectory, baseline=None, on_win: Callable[[Attempt], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.ctx, self.proposers, self.evaluate = ctx, list(proposers), evaluate
+        self.strategy, self.budget, self.traj = strategy, budget, trajectory
+        self.baseline, self.on_win, self.clock = baseline, on_win, clock
+        self.state = State()
+        self.owner: dict[str, object] = {}           # attempt id -> the proposer that made it
+        self.repairs_of: dict[str, int] = {}         # root candidate id -> repair rounds spent
+        self.seen: set[str] = {content_hash(ctx.original, None)}
+        self.evaluations = 0
+        self.counter = 0
+        self.unavailable: dict[str, str] = {}
+        self.start = clock()
+
+    # --- bookkeeping --------------------------------------------------------------------------------
+
+    @property
+    def available(self) -> list:
+        return [p for p in self.proposers if p.name not in self.unavailable]
+
+    def best(self) -> Attempt | None:
+        wins = [a for a in self.state.attempts.values() if getattr(a.result, "faster", False)]
+        return min(wins, key=lambda a: a.result.timed.median_ms) if wins else None
+
+    def _next_id(self) -> str:
+        self.counter += 1
+        return f"c{self.counter:04d}"
+
+    def _drop(self, proposer, e: ProposerUnavailable) -> None:
+        self.unavailable[proposer.name] = str(e)
+        rest = [p.name for p in self.available]
+        self.traj.event("proposer_unavailable",
+                        f"the {proposer.name} proposer stopped: {e}"
+                        + (f"; continuing with {', '.join(rest)}" if rest else "; no proposer left"))
+
+    def _record(self, attempt: Attempt, proposer) -> None:
+        self.state.attempts[attempt.id] = attempt
+        self.owner[attempt.id] = proposer
+        self.ctx.history.append(attempt)
+        sp = attempt.result.timed.speedup if attempt.ok and attempt.result.timed and attempt.result.timed.speedup else 0.0
+        self.strategy.observe(attempt, sp if attempt.ok else 0.0)
+        if getattr(attempt.result, "faster", False) and self.on_win is not None:
+            self.on_win(attempt)
+
+    def _drain_rejections(self, proposer, parent: Attempt | None) -> None:
+        take = getattr(proposer, "take_rejections", None)
+        for r in (take() if take else []):
+            self.traj.reject(self._next_id(), r.get("parent") or (parent.id if parent else None), proposer.name,
+                             r.get("change", "reply"), r["message"])
+
+    # --- resume -------------------------------------------------------------------------------------
+
+    def resume(self) -> int:
+        """Replay the trajectory's attempts; returns how many were restored."""
+        n = 0
+        for rec in self.traj.attempts():
+            num = rec["id"][1:]
+            self.counter = max(self.counter, int(num) if num.isdigit() else 0)
+            if rec.get("result") is None:
+                continue
+            if rec.get("hash"):
+                self.seen.add(rec["hash"])
+            try:
+                text = self.traj.candidate_text(rec["id"])
+            except OSError:
+                continue
+            res = EvalResult.from_dict(rec["result"])
+            prop = Proposal(text=text, change=rec["change"], source=rec["source"],
+                            transformations=rec.get("transformations") or [], launch=rec.get("launch"),
+                            strategy=rec.get("strategy", ""))
+            a = Attempt(rec["id"], prop, res, parent=rec.get("parent"), repair_of=rec.get("repair_of"))
+            owner = next((p for p in self.proposers if p.name == rec.get("proposer")), None)
+            self.state.attempts[a.id] = a
+            self.owner[a.id] = owner
+            self.ctx.history.append(a)
+            sp = res.timed.speedup if getattr(res, "ok", False) and res.timed and res.timed.speedup else 0.0
+            self.strategy.observe(a, sp)
+            self.evaluations += 1
+            n += 1
+        return n
+
+    # --- the loop -----------------------------------------------------------------------------------
+
+    def _stop_reason(self) -> str | None:
+        b = self.budget
+        if self.evaluations >= b.candidates:
+            return f"candidate budget reached ({b.candidates})"
+        if b.seconds is not None and self.clock() - self.start >= b.seconds:
+            return f"time limit reached ({b.seconds:g} s)"
+        best = self.best()
+        ref = best.result if best is not None else self.baseline
+        pct = pct_roofline(ref) if ref is not None else None
+        if pct is not None and pct >= b.roofline_pct:
+            who = f"{best.id}" if best is not None else "the original"
+            return f"roofline reached: {who} runs at {pct:.0f}% of the GPU's peak (threshold {b.roofline_pct:g}%)"
+        if not self.available:
+            return "no proposer available: " + "; ".join(f"{k}: {v}" for k, v in self.unavailable.items())
+        return None
+
+    def _ask(self, proposer, parent: Attempt | None, want: int) -> list[Proposal]:
+        try:
+            return proposer.propose(self.ctx, parent, want)
+        except ProposerUnavailable as e:
+            self._drop(proposer, e)
+            return []
+        finally:
+            self._drain_rejections(proposer, parent)
+
+    def _fresh(self, props: list[Proposal], room: int) -> list[Proposal]:
+        out = []
+        for p in props:
+            h = content_hash(p.text, p.launch)
+            if h not in self.seen and len(out) < room:
+                self.seen.add(h)
+                out.append(p)
+        return out
+
+    def _collect(self, parents: list[Attempt | None], room: int) -> list[tuple[Proposal, object, Attempt | None]]:
+        """Up to `room` new proposals, shared out over the parents and the available proposers. A proposer
+        whose proposals were all seen before is asked once more for more of them (deterministic proposers
+        list the same first choices again)."""
+        out: list[tuple[Proposal, object, Attempt | None]] = []
+        share = max(1, -(-room // max(1, len(parents) * max(1, len(self.available)))))
+        for parent in parents:
+            for proposer in self.available:
+                if len(out) >= room:
+                    return out
+                want = min(share, room - len(out))
+                props = self._ask(proposer, parent, want)
+                fresh = self._fresh(props, want)
+                if not fresh and props and proposer.name not in self.unavailable:
+                    tried = sum(1 for a in self.state.attempts.values() if a.parent == (parent.id if parent else None))
+                    fresh = self._fresh(self._ask(proposer, parent, want + tried + len(props)), want)
+                if not fresh and isinstance(self.strategy, MCTS):
+                    self.strategy.mark_exhausted(parent)
+                out += [(p, proposer, parent) for p in fresh]
+        return out
+
+    def _evaluate(self, batch: list[tuple[Proposal, object, Attempt | None, str | None]]) -> list[Attempt]:
+        if not batch:
+            return []
+        workdir = self.traj.folder / "work"
+        results = self.evaluate([p for p, *_ in batch], workdir)
+        done = []
+        for (prop, proposer, parent, repair_of), res in zip(batch, results):
+            a = Attempt(self._next_id(), prop, res, parent=parent.id if parent else None, repair_of=repair_of)
+            self.evaluations += 1
+            self._record(a, proposer)
+            self.traj.add(a, proposer.name if proposer is not None else prop.source, self.evaluations,
+                          self.budget.candidates)
+            done.append(a)
+        return done
+
+    def _repair(self, failed: list[Attempt]) -> None:
+        """Hand each failure back to its proposer, round after round, up to `repairs` rounds per candidate."""
+        while failed:
+            batch = []
+            for a in failed:
+                root = a.repair_of and self._root(a) or a.id
+                if self.repairs_of.get(root, 0) >= self.budget.repairs or self._stop_reason():
+                    continue
+                if self.evaluations + len(batch) >= self.budget.candidates:
+                    break
+                proposer = self.owner.get(a.id)
+                if proposer is None or proposer.name in self.unavailable:
+                    continue
+                try:
+                    fix = proposer.repair(self.ctx, a)
+                except ProposerUnavailable as e:
+                    self._drop(proposer, e)
+                    continue
+                finally:
+                    self._drain_rejections(proposer, a)
+                self.repairs_of[root] = self.repairs_of.get(root, 0) + 1
+                if fix is None:
+                    continue
+                h = content_hash(fix.text, fix.launch)
+                if h in self.seen:
+                    continue
+                self.seen.add(h)
+                parent = self.state.attempts.get(a.parent) if a.parent else None
+                batch.append((fix, proposer, parent, a.id))
+            done = self._evaluate(batch)
+            failed = [d for d in done if getattr(d.result, "status", "") in REPAIRABLE]
+
+    def _root(self, a: Attempt) -> str:
+        while a.repair_of and a.repair_of in self.state.attempts:
+            a = self.state.attempts[a.repair_of]
+        return a.id
+
+    def run(self) -> Outcome:
+        stop = None
+        while stop is None:
+            stop = self._stop_reason()
+            if stop:
+                break
+            room = min(self.budget.width, self.budget.candidates - self.evaluations)
+            parents = self.strategy.parents(self.state, self.budget.width)
+            items = self._collect(parents, room)
+            if not items:
+                stop = self._stop_reason() or "no proposer has anything new to propose"
+                break
+            done = self._evaluate([(p, who, parent, None) for p, who, parent in items])
+            self._repair([a for a in done if getattr(a.result, "status", "") in REPAIRABLE])
+        self.traj.event("stopped", f"stopped after {self.evaluations} evaluation(s): {stop}")
+        return Outcome(self.best(), list(self.state.attempts.values()), self.evaluations, stop, dict(self.unavailable))

@@ -1,0 +1,74 @@
+"""The readable end of a run: `summary.md` (best variant, its chain, every attempt) and `best/kernel.cu`."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..workspace import write_atomic
+from .proposer import Attempt
+from .search import Outcome
+from .trajectory import Trajectory, pct_roofline
+
+
+def chain(best: Attempt | None, attempts: dict[str, Attempt]) -> list[Attempt]:
+    """The attempts from the original to `best`, repairs included, oldest first."""
+    out = []
+    a = best
+    while a is not None:
+        out.append(a)
+        nxt = a.repair_of or a.parent
+        a = attempts.get(nxt) if nxt else None
+    return out[::-1]
+
+
+def _fmt(v, pattern: str, none: str = "-") -> str:
+    return none if v is None else pattern.format(v)
+
+
+def write(traj: Trajectory, outcome: Outcome, kernel: str, baseline=None, command: str = "") -> Path | None:
+    """Write summary.md and best/kernel.cu; returns the path of best/kernel.cu (None: no verified win)."""
+    by_id = {a.id: a for a in outcome.attempts}
+    best = outcome.best
+    best_path = traj.write_best(best.proposal.text) if best is not None else None
+    lines = [f"# mepgen optimize {kernel}", ""]
+    if command:
+        lines += [f"`{command}`", ""]
+    base_t = getattr(baseline, "timed", None)
+    if base_t is not None:
+        lines.append(f"- original: {base_t.median_ms:.4g} ms median"
+                     + _fmt(pct_roofline(baseline), ", {:.0f}% of roofline", ""))
+    lines.append(f"- evaluations: {outcome.evaluations}; stopped: {outcome.stop_reason}")
+    for name, why in outcome.unavailable.items():
+        lines.append(f"- proposer {name} unavailable: {why}")
+    if best is not None:
+        t = best.result.timed
+        lines += [f"- **best: {best.id}**, {t.median_ms:.4g} ms median, **{t.speedup:.2f}x** over the original "
+                  f"({t.why})" + _fmt(pct_roofline(best.result), ", {:.0f}% of roofline", ""),
+                  f"- best kernel: `{best_path}`",
+                  f"- apply it: `mepgen patch {kernel} --from {best_path}`", "", "## The winning chain", ""]
+        for a in chain(best, by_id):
+            how = "repair of " + a.repair_of if a.repair_of else "from " + (a.parent or "the original")
+            sp = _fmt(a.result.timed.speedup if a.ok and a.result.timed else None, "{:.2f}x", a.result.status)
+            lines.append(f"1. {a.id} ({how}, {a.proposal.source}): {a.proposal.change} -> {sp}")
+            if a.proposal.transformations:
+                lines.append("   transformations: " + ", ".join(
+                    f"{t.get('name')}({', '.join(f'{k}={v}' for k, v in (t.get('params') or {}).items())})"
+                    for t in a.proposal.transformations))
+    else:
+        lines.append("- no verified variant was faster than the original")
+    lines += ["", "## Attempts", "", "| id | from | proposer | change | status | median ms | speedup | roofline |",
+              "|---|---|---|---|---|---|---|---|"]
+    for rec in traj.attempts():
+        origin = f"repair of {rec['repair_of']}" if rec.get("repair_of") else (rec.get("parent") or "original")
+        change = (rec.get("change") or "").replace("|", "\\|")[:90]
+        status = rec["status"] + (f" ({rec['decision']})" if rec.get("decision") else "")
+        lines.append(f"| {rec['id']} | {origin} | {rec['proposer']} | {change} | {status} | "
+                     f"{_fmt(rec.get('median_ms'), '{:.4g}')} | {_fmt(rec.get('speedup'), '{:.2f}x')} | "
+                     f"{_fmt(rec.get('pct_roofline'), '{:.0f}%')} |")
+    failures = [r for r in traj.attempts() if r["status"] not in ("ok",) and r.get("feedback")]
+    if failures:
+        lines += ["", "## Evidence of failures", ""]
+        for rec in failures:
+            first = rec["feedback"].strip().splitlines()[:4]
+            lines.append(f"- {rec['id']} ({rec['status']} at {rec['stage']}): " + " / ".join(first)[:300])
+    write_atomic(traj.folder / "summary.md", traj.redact("\n".join(lines) + "\n"))
+    return best_path
