@@ -157,3 +157,56 @@ def test_revert_without_patch_and_unknown_kernel(app):
     assert r.returncode != 0 and "no applied patch" in r.stderr
     r = mepgen("patch", "dense_matvc", "--revert", cwd=app)
     assert r.returncode != 0 and "closest: analysis::dense_matvec" in r.stderr
+
+
+REGISTER_ACC = ("        y[row] = 0;\n        for (int j = 0; j < ncols; ++j) y[row] += A[row * ncols + j] * x[j];",
+                "        float acc = 0.0f;\n        for (int j = 0; j < ncols; ++j) acc += A[row * ncols + j] * x[j];\n"
+                "        y[row] = acc;")
+
+
+def winner(app, tmp_path, yaml_edit):
+    """A winner folder as the optimizer leaves it: kernel.cu and its mep.yaml (launch edited)."""
+    r = mepgen("mep", "analysis::dense_matvec", cwd=app)
+    assert r.returncode == 0, r.stderr
+    mep = app / ".mepgen/meps/analysis.dense_matvec"
+    out = tmp_path / "winner"
+    out.mkdir()
+    (out / "kernel.cu").write_text((mep / "kernel.cu").read_text().replace(*REGISTER_ACC))
+    (out / "mep.yaml").write_text(yaml_edit((mep / "mep.yaml").read_text()))
+    return out
+
+
+def test_block_size_change_lands_in_a_new_macro_when_the_old_one_is_shared(app, tmp_path):
+    w = winner(app, tmp_path, lambda y: y.replace("\n  BLOCK_SIZE: 256", "\n  BLOCK_SIZE: 128"))
+    r = mepgen("patch", "dense_matvec", "--from", str(w / "kernel.cu"), "--json", cwd=app)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["launch"] == ["new macro DENSE_MATVEC_BLOCK = 128 replaces BLOCK_SIZE at the launch sites of dense_matvec"]
+    diff = (app / ".mepgen/patches/analysis.dense_matvec.diff").read_text()
+    assert "+#define DENSE_MATVEC_BLOCK 128" in diff
+    assert "+    const int blocks = (nrows + DENSE_MATVEC_BLOCK - 1) / DENSE_MATVEC_BLOCK;" in diff
+    assert "+    dense_matvec<<<blocks, DENSE_MATVEC_BLOCK, 0, stream>>>(A, x, y, nrows, ncols);" in diff
+    added_code = [l for l in diff.splitlines() if l.startswith("+") and not l.startswith(("+//", "+++"))]
+    assert not any("BLOCK_SIZE" in l for l in added_code)
+    # BLOCK_SIZE itself, which other kernels use, is untouched
+    assert "#define BLOCK_SIZE" not in diff
+
+
+@pytest.mark.nvcc
+def test_block_size_change_builds_and_reverts(app, tmp_path):
+    originals = {p: p.read_bytes() for p in (app / "src").iterdir()}
+    w = winner(app, tmp_path, lambda y: y.replace("\n  BLOCK_SIZE: 256", "\n  BLOCK_SIZE: 64"))
+    r = mepgen("patch", "dense_matvec", "--from", str(w / "kernel.cu"), "--apply", "--json", cwd=app)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert json.loads(r.stdout)["valid"] is True
+    assert "#define DENSE_MATVEC_BLOCK 64" in (app / "src/analysis.cu").read_text()
+    assert mepgen("patch", "dense_matvec", "--revert", cwd=app).returncode == 0
+    assert {p: p.read_bytes() for p in (app / "src").iterdir()} == originals
+
+
+def test_a_grid_the_block_size_does_not_explain_is_refused(app, tmp_path):
+    w = winner(app, tmp_path, lambda y: y.replace("grid: [(MAT_N + BLOCK_SIZE - 1) / BLOCK_SIZE]",
+                                                 "grid: [(32 * MAT_N + BLOCK_SIZE - 1) / BLOCK_SIZE]"))
+    r = mepgen("patch", "dense_matvec", "--from", str(w / "kernel.cu"), cwd=app)
+    assert r.returncode != 0
+    assert "patch cannot write that grid back at src/analysis.cu:82" in r.stderr

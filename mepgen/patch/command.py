@@ -10,6 +10,8 @@ from ..config import load_config
 from ..errors import MepgenError
 from ..inventory import find_kernel, load
 from ..workspace import Workspace, write_atomic
+from ..spec import load_spec
+from .launch import launch_change, read_launch
 from .splice import plan, sha256, unified_diff
 from .state import apply, diff_path, revert, status
 from .validate import validate
@@ -29,13 +31,15 @@ def default_variant(ws: Workspace, kernel: dict) -> Path:
 @click.argument("kernel")
 @click.option("--from", "variant", type=click.Path(path_type=Path),
               help="The kernel.cu variant to patch in (default: the MEP's kernel.cu).")
+@click.option("--launch-from", "launch_from", type=click.Path(path_type=Path),
+              help="mep.yaml with the winner's launch configuration (default: a mep.yaml beside --from).")
 @click.option("--apply", "do_apply", is_flag=True, help="Change the application's file (a backup is kept).")
 @click.option("--revert", "do_revert", is_flag=True, help="Restore the file from the backup of --apply.")
 @click.option("--force", is_flag=True, help="With --revert: revert even if the file changed after the patch.")
 @click.option("--no-validate", is_flag=True, help="Skip the compile, re-extract and validation-command checks.")
 @click.option("-C", "--app", "app", type=click.Path(path_type=Path), help="The application's folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def patch(kernel, variant, do_apply, do_revert, force, no_validate, app, as_json):
+def patch(kernel, variant, launch_from, do_apply, do_revert, force, no_validate, app, as_json):
     """Splice the verified variant of KERNEL back into the application's source.
 
     Without --apply, writes the reviewable diff .mepgen/patches/ID.diff (git apply / patch -p1 from the
@@ -62,13 +66,22 @@ def patch(kernel, variant, do_apply, do_revert, force, no_validate, app, as_json
     # the patch is always computed against the file as extracted: the current one, or the backup once applied
     recorded = current if sha256(current) == inv["files"][k["file"]] else (
         backup.read_bytes() if backup.is_file() else current)
-    p = plan(ws.app_root, inv, k, defs, recorded)
+    change = None
+    winner_yaml = launch_from or (variant.parent / "mep.yaml")
+    mep_yaml = ws.mep_dir(k["id"]) / "mep.yaml"
+    if winner_yaml.is_file() and winner_yaml.resolve() != mep_yaml.resolve():
+        if not mep_yaml.is_file():
+            raise MepgenError(f"{winner_yaml} changes the launch, but the MEP's {mep_yaml} to compare with is missing")
+        change = launch_change(inv, k, load_spec(mep_yaml), read_launch(winner_yaml), recorded)
+    elif launch_from is not None:
+        raise MepgenError(f"{launch_from} not found")
+    p = plan(ws.app_root, inv, k, defs, recorded, change)
     if p.unchanged:
         raise MepgenError(f"the variant's {k['qualified_name']} is the original kernel, byte for byte: nothing to patch")
     diff = unified_diff(k["file"], p.original, p.patched)
     write_atomic(diff_path(ws, k["id"]), diff)
     result = {"kernel": k["qualified_name"], "file": k["file"], "variant": str(variant),
-              "diff": str(diff_path(ws, k["id"])), "new_helpers": p.new_helpers,
+              "diff": str(diff_path(ws, k["id"])), "new_helpers": p.new_helpers, "launch": p.launch_notes,
               "state": status(ws, p, current)}
     if not do_apply:
         if result["state"] == "changed":
@@ -79,7 +92,7 @@ def patch(kernel, variant, do_apply, do_revert, force, no_validate, app, as_json
     result["message"] = msg
     if not no_validate:
         cfg = load_config(ws.app_root)
-        v = validate(ws.app_root, inv, k, k["file"], cfg["patch"]["validate_command"])
+        v = validate(ws.app_root, inv, k, k["file"], cfg["patch"]["validate_command"], bool(p.launch_notes))
         result["validation"] = [{"check": c.name, "ok": c.ok, "detail": c.detail} for c in v.checks]
         result["valid"] = v.ok
     lines = [msg] + [f"  {'ok ' if c['ok'] else 'FAIL'} {c['check']}: {c['detail']}".rstrip(": ")

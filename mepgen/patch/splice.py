@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import MepgenError
+from .launch import LaunchChange
 from .variant import Definition
 
 
@@ -28,6 +29,7 @@ class Plan:
     original: bytes
     patched: bytes
     new_helpers: list[str] = field(default_factory=list)
+    launch_notes: list[str] = field(default_factory=list)
     unchanged: bool = False     # the variant's kernel is the original, byte for byte
 
     @property
@@ -40,8 +42,10 @@ def _member_text(app: Path, member: dict) -> str:
     return data[member["start_byte"]:member["end_byte"]].decode()
 
 
-def plan(app: Path, inventory: dict, kernel: dict, defs: list[Definition], original: bytes) -> Plan:
-    """The patch for `kernel` from the variant's definitions, applied to `original` (the recorded file)."""
+def plan(app: Path, inventory: dict, kernel: dict, defs: list[Definition], original: bytes,
+         launch: LaunchChange | None = None) -> Plan:
+    """The patch for `kernel` from the variant's definitions, applied to `original` (the recorded file),
+    with the launch-site edits of a new block size when the winner has one."""
     name = kernel["qualified_name"]
     found = [d for d in defs if d.qualified_name == name and d.is_kernel]
     if not found:
@@ -68,13 +72,19 @@ def plan(app: Path, inventory: dict, kernel: dict, defs: list[Definition], origi
         helpers.append(d)
     start, end = kernel["start_byte"], kernel["end_byte"]
     old_kernel = original[start:end].decode()
-    at = _before_leading_comment(original, start) if helpers else start
-    inserted = "".join(h.text + "\n\n" for h in helpers).encode()
-    patched = original[:at] + inserted + original[at:start] + new_kernel.text.encode() + original[end:]
+    launch = launch or LaunchChange()
+    at = _before_leading_comment(original, start) if helpers or launch.prelude else start
+    inserted = (launch.prelude + "".join(h.text + "\n\n" for h in helpers)).encode()
+    edits = [(at, at, inserted), (start, end, new_kernel.text.encode()), *launch.edits]
+    patched = original
+    for lo, hi, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        if lo < end and hi > start and (lo, hi) != (start, end):
+            raise MepgenError("a launch-site edit overlaps the kernel: patch cannot apply both")
+        patched = patched[:lo] + new + patched[hi:]
     return Plan(kernel=name, kernel_id=kernel["id"], file=kernel["file"],
                 recorded_sha=inventory["files"][kernel["file"]], original=original, patched=patched,
-                new_helpers=[h.qualified_name for h in helpers],
-                unchanged=not helpers and new_kernel.text == old_kernel)
+                new_helpers=[h.qualified_name for h in helpers], launch_notes=launch.notes,
+                unchanged=not helpers and not launch.edits and new_kernel.text == old_kernel)
 
 
 def _before_leading_comment(data: bytes, start: int) -> int:
