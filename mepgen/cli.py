@@ -140,6 +140,9 @@ main.add_command(_capture)
 from .evaluate.command import run as _run  # noqa: E402
 
 main.add_command(_run)
+from .optimize.command import optimize as _optimize  # noqa: E402
+
+main.add_command(_optimize)
 
 
 if __name__ == "__main__":  # pragma: no cover

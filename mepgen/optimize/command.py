@@ -1,0 +1,184 @@
+"""`mepgen optimize KERNEL`: search for the fastest verified variant of an MEP and record how it got there.
+
+Exit codes: 0 the search ran (whether or not it found a faster variant; the summary says); 3 the MEP itself
+is broken; 4 no CUDA device; 2 a usage error. The best kernel is left in the run folder, never copied over
+the MEP's kernel.cu: `mepgen patch KERNEL --from <run>/best/kernel.cu` takes it into the application.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import click
+
+from ..config import load_config
+from ..errors import MepgenError
+from ..evaluate.command import mep_folder
+from ..evaluate.evaluator import Evaluator, Options
+from ..evaluate.journal import Journal
+from ..evaluate.store import digest
+from ..spec import load_spec
+from ..workspace import Workspace
+from . import candidates, strategies, summary
+from .features import kernel_features
+from .patterns import PatternStore
+from .proposer import Attempt, Context
+from .search import Budget, Search
+from .trajectory import Trajectory
+
+
+def library_proposer():
+    from .library import LibraryProposer
+    return LibraryProposer()
+
+
+def llm_proposer(settings, workdir: Path, repairs: int, baseline):
+    from .llm.client import ChatClient
+    from .llm.proposer import LLMProposer
+    return LLMProposer(ChatClient(settings), workdir, repairs=repairs, baseline=baseline)
+
+
+def pattern_recorder(store: PatternStore | None, kernel: str, app: str, features: dict, run: str):
+    def record(a: Attempt) -> None:
+        if store is None or a.result.timed is None or not a.result.timed.speedup:
+            return
+        p = a.proposal
+        store.record(kernel=kernel, app=app, features=features, source=p.source, change=p.change,
+                     speedup=a.result.timed.speedup, transformations=p.transformations, launch=p.launch,
+                     strategy=p.strategy, edit=p.text if p.source == "llm" else "", run=run)
+    return record
+
+
+def gpu_info(ev: Evaluator, baseline) -> dict:
+    peaks = ev.workers[0].peaks
+    name = (peaks.device if peaks else "") or getattr(baseline, "device", "") or "unknown GPU"
+    raw = peaks.raw if peaks else {}
+    return {"name": name, "cc": raw.get("cc", raw.get("compute_capability", "?")),
+            "peak_gbps": peaks.bandwidth_gbs if peaks else float("nan"),
+            "peak_gflops": peaks.gflops if peaks else float("nan")}
+
+
+@click.command("optimize")
+@click.argument("kernel")
+@click.option("-C", "--app", type=click.Path(path_type=Path), default=None,
+              help="The application's folder (default: found from the current folder upwards).")
+@click.option("--proposer", "proposer_kind", type=click.Choice(["library", "llm", "both"]), default=None,
+              help="Who proposes variants (default: library, plus llm when llm.base_url is configured).")
+@click.option("--strategy", type=click.Choice(sorted(strategies.STRATEGIES)), default="elite", show_default=True)
+@click.option("--budget", type=click.IntRange(min=1), default=25, show_default=True, help="Candidates to evaluate at most.")
+@click.option("--time-limit", type=click.FloatRange(min=1), default=None, help="Wall-time budget in seconds.")
+@click.option("--repairs", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Repair rounds per failed candidate (compile error, fault, wrong result).")
+@click.option("--width", type=click.IntRange(min=1), default=4, show_default=True, help="Candidates per round.")
+@click.option("--roofline", type=click.FloatRange(min=1, max=100), default=90.0, show_default=True,
+              help="Stop when the best reaches this % of the GPU's measured peak.")
+@click.option("--backend", type=click.Choice(["auto", "native", "pycuda"]), default=None,
+              help="Evaluator backend (default from config: evaluate.backend).")
+@click.option("--resume", "resume", default=None, help="Continue the run of this name (a folder under .mepgen/runs/KERNEL/).")
+@click.option("--run-name", default=None, help="Name of a new run (default: the date and time).")
+@click.option("--no-inherit", is_flag=True, help="Do not start from the wins of similar kernels (patterns database).")
+@click.option("--profile", is_flag=True, help="Nsight Compute metrics for every verified candidate (slow).")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.pass_obj
+def optimize(obj, kernel, app, proposer_kind, strategy, budget, time_limit, repairs, width, roofline, backend, resume,
+             run_name, no_inherit, profile, as_json):
+    """Search for the fastest verified variant of KERNEL's MEP; writes .mepgen/runs/KERNEL/RUN/."""
+    ws = Workspace(app) if app else Workspace.find()
+    mep_dir = mep_folder(ws, kernel)
+    spec = load_spec(mep_dir / "mep.yaml")
+    if spec.todo:
+        raise MepgenError(f"{mep_dir / 'mep.yaml'} has {len(spec.todo)} open todo item(s): complete it first",
+                          exit_code=3)
+    cfg = load_config(ws.app_root)
+    from .llm.client import LLMSettings
+    settings = LLMSettings.from_config(cfg)
+    kinds = {"library": ["library"], "llm": ["llm"], "both": ["library", "llm"]}[proposer_kind] if proposer_kind \
+        else (["library", "llm"] if settings else ["library"])
+    if "llm" in kinds and settings is None:
+        raise MepgenError("--proposer llm needs llm.base_url and llm.model in the configuration")
+    run_dir = ws.root / "runs" / spec.kernel.id / (resume or run_name or time.strftime("%Y%m%d-%H%M%S"))
+    e = cfg["evaluate"]
+    opts = Options(backend=backend or e["backend"], min_gain=e["min_gain"], run_timeout=e["timeout_s"],
+                   compile_timeout=e["compile_timeout_s"], profile=profile)
+    ev = Evaluator(spec, mep_dir, opts, log=obj.log if obj is not None else None)
+    try:
+        ev.require_gpu()
+        outcome, best_path, baseline = _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget,
+                                            time_limit, repairs, width, roofline, resume, no_inherit, obj)
+    finally:
+        ev.close()
+    _report(spec.kernel.name, run_dir, outcome, best_path, baseline, as_json)
+
+
+def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time_limit, repairs, width, roofline,
+         resume, no_inherit, obj):
+    ev.compile_baseline()
+    ev.prepare()
+    baseline = ev.baseline_result()
+    if not baseline.ok:
+        raise MepgenError(f"the MEP's own kernel.cu failed evaluation: {baseline.feedback().splitlines()[0]}",
+                          exit_code=3)
+    original = (mep_dir / "kernel.cu").read_text(errors="replace")
+    gpu = gpu_info(ev, baseline)
+    features = kernel_features(spec, original, gpu["name"], mep_dir)
+    store = PatternStore()
+    patterns = [] if no_inherit else store.similar(features, exclude_kernel=(spec.kernel.id, str(ws.app_root)))
+    ctx = Context(spec=spec, mep_dir=mep_dir, original=original, gpu=gpu, features=features, patterns=patterns)
+    spec_hash = digest(spec.to_dict())
+    secrets = []
+    proposers = []
+    if "library" in kinds:
+        proposers.append(library_proposer())
+    if "llm" in kinds:
+        proposers.append(llm_proposer(settings, run_dir / "llm", repairs, baseline))
+        # the client holds the key now; candidates (nvcc, the harness, the worker) must not inherit it
+        key = os.environ.pop(settings.api_key_env, None)
+        if key:
+            secrets.append(key)
+    header = {"kernel": spec.kernel.id, "spec_sha256": spec_hash, "proposers": kinds, "strategy": strategy,
+              "budget": budget, "time_limit_s": time_limit, "repairs": repairs, "backend": ev.backend_name,
+              "gpu": gpu, "features": features, "inherited": len(patterns),
+              "llm": {"base_url": settings.base_url, "model": settings.model} if settings and "llm" in kinds else None}
+    traj = Trajectory(run_dir, header, resume=resume is not None, secrets=tuple(secrets))
+    journal = Journal(run_dir / "results.jsonl", spec.kernel.id, spec_hash)
+    search = Search(ctx, proposers, lambda props, work: candidates.evaluate(ev, mep_dir, spec, props, work, journal),
+                    strategies.make(strategy), Budget(budget, time_limit, repairs, width, roofline), traj,
+                    baseline=baseline,
+                    on_win=pattern_recorder(store, spec.kernel.id, str(ws.app_root), features, str(run_dir)))
+    if resume is not None:
+        n = search.resume()
+        traj.event("resumed", f"resumed {run_dir.name}: {n} candidate(s) already evaluated")
+    if patterns:
+        traj.event("inherited", f"{len(patterns)} win(s) of similar kernels inherited (best: "
+                                f"{patterns[0]['change']} on {patterns[0]['kernel']}, {patterns[0]['speedup']:.2f}x)")
+    try:
+        outcome = search.run()
+    finally:
+        store.close()
+    best_path = summary.write(traj, outcome, spec.kernel.name, baseline,
+                              command=f"mepgen optimize {spec.kernel.name} --strategy {strategy} --budget {budget}")
+    return outcome, best_path, baseline
+
+
+def _report(name: str, run_dir: Path, outcome, best_path, baseline, as_json: bool) -> None:
+    best = outcome.best
+    if as_json:
+        click.echo(json.dumps({
+            "kernel": name, "run": str(run_dir), "evaluations": outcome.evaluations, "stop_reason": outcome.stop_reason,
+            "baseline_ms": baseline.timed.median_ms if baseline.timed else None,
+            "best": None if best is None else {"id": best.id, "median_ms": best.result.timed.median_ms,
+                                                "speedup": best.result.timed.speedup, "change": best.proposal.change,
+                                                "kernel": str(best_path)},
+            "unavailable": outcome.unavailable, "summary": str(run_dir / "summary.md")}, indent=1))
+        return
+    click.echo(f"{outcome.evaluations} candidate(s) evaluated; stopped: {outcome.stop_reason}")
+    if best is None:
+        click.echo("no verified variant was faster than the original")
+    else:
+        t = best.result.timed
+        click.echo(f"best: {best.id}, {t.median_ms:.4g} ms vs {t.baseline_median_ms or 0:.4g} ms, {t.speedup:.2f}x "
+                   f"({best.proposal.change})")
+        click.echo(f"apply it: mepgen patch {name} --from {best_path}")
+    click.echo(f"wrote {run_dir / 'summary.md'}")
