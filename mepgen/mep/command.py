@@ -45,13 +45,16 @@ def _summary(r) -> dict:
 @click.option("--force", is_flag=True, help="Overwrite a hand-edited mep.yaml (a backup is kept).")
 @click.option("--refresh", is_flag=True,
               help="Keep mep.yaml and kernel.cu; validate mep.yaml and render harness.cu, Makefile and data/in again.")
+@click.option("--keep-edits", is_flag=True,
+              help="Like a plain run, but a kernel whose mep.yaml was edited by hand is refreshed from it instead "
+                   "(what `make optimize` uses).")
 @click.option("--size", "sizes", multiple=True, callback=_size, metavar="SYM=N",
               help="Set a size symbol (repeatable), e.g. --size N=4194304.")
 @click.option("-C", "--app", "app", type=click.Path(path_type=Path), default=None,
               help="The application's folder (default: found from the current folder upwards).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @click.pass_obj
-def mep(obj, kernels, every, force, refresh, sizes, app, as_json):
+def mep(obj, kernels, every, force, refresh, keep_edits, sizes, app, as_json):
     """Cut KERNEL(s) out into Minimal Executable Programs under .mepgen/meps/<kernel id>/.
 
     Exits 3 when mep.yaml has fields mepgen could not infer (they are named; the MEP is still written).
@@ -62,8 +65,10 @@ def mep(obj, kernels, every, force, refresh, sizes, app, as_json):
     if refresh and (force or sizes):
         raise MepgenError("--refresh keeps mep.yaml as it is: edit sizes there instead of --size/--force")
     log = obj.log if obj is not None else (lambda m, level=1: None)
+    if keep_edits and (force or refresh):
+        raise MepgenError("--keep-edits excludes --force and --refresh")
     results = do_refresh(ws, list(kernels), every) if refresh else \
-        generate(ws, list(kernels), every, force, sizes, log=log)
+        generate(ws, list(kernels), every, force, sizes, log=log, keep_edits=keep_edits)
     if as_json:
         click.echo(json.dumps([_summary(r) for r in results], indent=1))
     else:

@@ -59,8 +59,10 @@ def select(inv: dict, names: list[str], every: bool) -> list[dict]:
 
 
 def generate(ws: Workspace, names: list[str], every: bool = False, force: bool = False,
-             sizes: dict[str, int] | None = None, detect_gpu: bool = True, log=lambda m: None) -> list[MepResult]:
-    """Write the MEP of each selected kernel; raises on the first kernel that cannot have one."""
+             sizes: dict[str, int] | None = None, detect_gpu: bool = True, log=lambda m: None,
+             keep_edits: bool = False) -> list[MepResult]:
+    """Write the MEP of each selected kernel; raises on the first kernel that cannot have one. With
+    `keep_edits`, a kernel whose mep.yaml a person edited is refreshed from that file instead."""
     inv = load(ws.inventory_path)
     check_fresh(ws, inv)
     kernels = select(inv, names, every)
@@ -72,6 +74,10 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
     results = []
     for k in kernels:
         mep_dir = ws.mep_dir(k["id"])
+        if keep_edits and mep_dir.exists() and writer.yaml_edited(mep_dir):
+            log(f"kept the edited {mep_dir / 'mep.yaml'}")
+            results += refresh(ws, [k["qualified_name"]])
+            continue
         backup = writer.guard_overwrite(mep_dir, force) if mep_dir.exists() else None
         spec, notes = assemble(project, inv, k, dict(sizes or {}), detect_gpu)
         managed = [p.name for p in spec.params if p.note and "cudaMallocManaged" in p.note]
