@@ -34,3 +34,9 @@ bench-extract: install
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache $(EXAMPLE)/.mepgen $(EXAMPLE)/build
+
+# `make optimize KERNEL=<kernel of the example>` (APPLY=1 to apply the patch): the same chain an application
+# gets by including integrations/make/mepgen.mk, run on the bundled example.
+MEPGEN_APP := $(EXAMPLE)
+MEPGEN_MEP_FLAGS := $(EXAMPLE_SIZES)
+include integrations/make/mepgen.mk

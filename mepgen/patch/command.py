@@ -19,7 +19,11 @@ from .variant import read_variant
 
 
 def default_variant(ws: Workspace, kernel: dict) -> Path:
-    """The MEP's kernel.cu: the file `mepgen run` verified (optimize's best variant is copied there)."""
+    """The best variant of the newest `mepgen optimize` run of the kernel; without one, the MEP's kernel.cu
+    (a person may have edited and verified it with `mepgen run`)."""
+    runs = sorted((ws.root / "runs" / kernel["id"]).glob("*/best/kernel.cu"), key=lambda p: p.stat().st_mtime)
+    if runs:
+        return runs[-1]
     path = ws.mep_dir(kernel["id"]) / "kernel.cu"
     if not path.is_file():
         raise MepgenError(f"no MEP for {kernel['qualified_name']} ({path}): run `mepgen mep {kernel['id']}` "
@@ -30,7 +34,8 @@ def default_variant(ws: Workspace, kernel: dict) -> Path:
 @click.command("patch")
 @click.argument("kernel")
 @click.option("--from", "variant", type=click.Path(path_type=Path),
-              help="The kernel.cu variant to patch in (default: the MEP's kernel.cu).")
+              help="The kernel.cu variant to patch in (default: the best of the newest `mepgen optimize` run, "
+                   "else the MEP's kernel.cu).")
 @click.option("--launch-from", "launch_from", type=click.Path(path_type=Path),
               help="mep.yaml with the winner's launch configuration (default: a mep.yaml beside --from).")
 @click.option("--apply", "do_apply", is_flag=True, help="Change the application's file (a backup is kept).")
