@@ -19,7 +19,7 @@ from ..errors import MepgenError
 from .features import similarity
 
 SCHEMA_VERSION = 1
-MIN_SIMILARITY = 0.6
+MIN_SIMILARITY = 0.7
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
