@@ -1,0 +1,69 @@
+"""`mepgen optimize` on the command line (no GPU here: it must stop with one line), and the run folder's
+readable files: summary.md, best/kernel.cu, live progress lines."""
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from conftest import have_gpu
+from mepgen.cli import main
+from mepgen.optimize import strategies
+from mepgen.optimize.search import Budget, Search
+from mepgen.optimize.summary import write as write_summary
+from mepgen.optimize.trajectory import Trajectory
+from optimize_fakes import FakeEvaluate, MarkerProposer, baseline, make_ctx
+
+
+def test_without_a_gpu_optimize_fails_with_one_line(heatcg_meps, monkeypatch, tmp_path):
+    if have_gpu():
+        import pytest
+        pytest.skip("a GPU is present")
+    monkeypatch.setenv("MEPGEN_PATTERNS_DB", str(tmp_path / "p.sqlite"))
+    app, _ = heatcg_meps
+    r = CliRunner().invoke(main, ["optimize", "analysis::dense_matvec", "-C", str(app), "--budget", "3"])
+    assert r.exit_code == 4, r.output
+    lines = [l for l in r.output.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("mepgen: no CUDA device")
+    assert not (app / ".mepgen" / "runs").exists()
+
+
+def test_usage_errors(heatcg_meps, monkeypatch, tmp_path):
+    app, _ = heatcg_meps
+    monkeypatch.setenv("MEPGEN_CONFIG", str(tmp_path / "none.yaml"))
+    (tmp_path / "none.yaml").write_text("llm: {base_url: null}\n")
+    r = CliRunner().invoke(main, ["optimize", "cg::nothing", "-C", str(app)])
+    assert r.exit_code == 2 and "no MEP for 'cg::nothing'" in r.output
+    r = CliRunner().invoke(main, ["optimize", "analysis::dense_matvec", "-C", str(app), "--proposer", "llm"])
+    assert r.exit_code == 2 and "--proposer llm needs llm.base_url" in r.output
+    r = CliRunner().invoke(main, ["optimize", "analysis::dense_matvec", "-C", str(app), "--strategy", "annealing"])
+    assert r.exit_code == 2 and "annealing" in r.output
+    r = CliRunner().invoke(main, ["optimize", "--help"])
+    for opt in ("--proposer", "--strategy", "--budget", "--time-limit", "--repairs", "--backend", "--resume",
+                "--no-inherit", "--json", "-C"):
+        assert opt in r.output
+
+
+def test_summary_best_kernel_and_progress(tmp_path):
+    lines = []
+    ctx = make_ctx(tmp_path)
+    traj = Trajectory(tmp_path / "run", {"kernel": "cg.xpay", "spec_sha256": "s"}, progress=lines.append)
+    prop = MarkerProposer(extra=[("compile", "bad intrinsic")], repair_to="speed=1.25")
+    out = Search(ctx, [prop], FakeEvaluate(), strategies.make("elite"), Budget(candidates=6, width=2), traj,
+                 baseline=baseline()).run()
+    best_path = write_summary(traj, out, "cg::xpay", baseline(), command="mepgen optimize cg::xpay")
+    assert best_path == tmp_path / "run/best/kernel.cu" and best_path.read_text() == out.best.proposal.text
+    md = (tmp_path / "run/summary.md").read_text()
+    assert f"**best: {out.best.id}**" in md and f"mepgen patch cg::xpay --from {best_path}" in md
+    assert "## The winning chain" in md and "unroll(factor=" in md
+    assert md.count("\n| c0") == 6 and "compile_failed" in md and "fmaa" in md      # every attempt, the evidence
+    # one progress line per evaluated candidate, then why it stopped
+    assert len([l for l in lines if l.startswith("[")]) == 6
+    assert any("compile_failed at compile" in l for l in lines) and any("(faster)" in l for l in lines)
+    assert lines[-1].startswith("mepgen optimize: stopped after 6 evaluation(s)")
+    recs = [json.loads(l) for l in (tmp_path / "run/trajectory.jsonl").read_text().splitlines()]
+    a = next(r for r in recs if r.get("kind") == "attempt" and r["status"] == "ok")
+    for key in ("id", "parent", "repair_of", "proposer", "change", "transformations", "strategy", "status", "stage",
+                "median_ms", "speedup", "pct_roofline", "feedback", "result"):
+        assert key in a
+    assert (tmp_path / "run/candidates" / f"{a['id']}.cu").is_file()
