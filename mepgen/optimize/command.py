@@ -159,7 +159,19 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
         store.close()
     best_path = summary.write(traj, outcome, spec.kernel.name, baseline,
                               command=f"mepgen optimize {spec.kernel.name} --strategy {strategy} --budget {budget}")
+    if outcome.best is not None and outcome.best.proposal.launch:
+        write_launch(spec, outcome.best.proposal.launch, run_dir / "best" / "mep.yaml")
     return outcome, best_path, baseline
+
+
+def write_launch(spec, launch: dict, path: Path) -> None:
+    """best/mep.yaml: the MEP's spec with the winner's launch, which `mepgen patch --from` reads beside kernel.cu."""
+    from ..evaluate.launchcfg import launch_from, with_launch
+    from ..mep.render import render_yaml
+    from ..workspace import write_atomic
+    new = launch_from(spec, launch)
+    if new is not None:
+        write_atomic(path, render_yaml(with_launch(spec, new), [f"the winner's launch configuration ({spec.kernel.name})"]))
 
 
 def _report(name: str, run_dir: Path, outcome, best_path, baseline, as_json: bool) -> None:
