@@ -1,0 +1,1 @@
+"""mepgen's own transformation library: deterministic, explainable kernel rewrites (the default proposer)."""

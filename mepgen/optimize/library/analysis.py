@@ -1,0 +1,147 @@
+"""Shared applicability analyses over libclang cursors: thread indices, canonical loops, pure expressions,
+affine index terms. Each answers a narrow question exactly and says no when unsure: a transformation
+built on them refuses rather than guesses.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .source import KernelSource, Refused, kind, strip, walk
+
+#: device functions without side effects an addend may call
+PURE_CALLS = {"sqrtf", "sqrt", "expf", "exp", "logf", "log", "fabsf", "fabs", "sinf", "cosf", "sin", "cos",
+              "fminf", "fmaxf", "fmin", "fmax", "min", "max", "powf", "pow", "rsqrtf", "__ldg", "tanhf", "tanh",
+              "abs", "fmaf", "fma", "static_cast"}
+_GLOBAL_INDEX = re.compile(r"^\(?\s*(?:blockIdx\.x\s*\*\s*blockDim\.x|blockDim\.x\s*\*\s*blockIdx\.x)\s*\+\s*"
+                           r"threadIdx\.x\s*\)?$|^\(?\s*threadIdx\.x\s*\+\s*(?:blockIdx\.x\s*\*\s*blockDim\.x|"
+                           r"blockDim\.x\s*\*\s*blockIdx\.x)\s*\)?$")
+_STRIDE = re.compile(r"^\(?\s*(?:blockDim\.x\s*\*\s*gridDim\.x|gridDim\.x\s*\*\s*blockDim\.x)\s*\)?$")
+
+
+def squash(s: str) -> str:
+    return " ".join(s.split())
+
+
+def is_global_index(text: str) -> bool:
+    """`blockIdx.x * blockDim.x + threadIdx.x` in any of its commuted spellings."""
+    return bool(_GLOBAL_INDEX.match(squash(text)))
+
+
+def is_grid_stride(text: str) -> bool:
+    return bool(_STRIDE.match(squash(text)))
+
+
+@dataclass
+class Loop:
+    cursor: object
+    var: str
+    lo: str
+    hi: str
+    step: str          # "1" or the stride expression
+    body: object       # the statement
+    has_decl: bool     # `for (int j = ...)`
+
+
+def canonical_loop(src: KernelSource, c) -> Loop:
+    """`for (int v = lo; v < hi; ++v | v++ | v += s)`; Refused otherwise."""
+    if kind(c) != "FOR_STMT":
+        raise Refused("not a for loop")
+    kids = list(c.get_children())
+    if len(kids) != 4:
+        raise Refused("a for loop without init, condition or increment")
+    init, cond, inc, body = kids
+    if kind(init) == "DECL_STMT":
+        decls = list(init.get_children())
+        if len(decls) != 1 or not list(decls[0].get_children()):
+            raise Refused("a loop that declares several variables")
+        var, lo_c = decls[0].spelling, list(decls[0].get_children())[-1]
+        has_decl = True
+    else:
+        raise Refused("a loop whose counter is declared outside it")
+    if kind(cond) != "BINARY_OPERATOR" or src.operator(cond) != "<":
+        raise Refused(f"a loop condition other than `{var} < bound`: `{src.src(cond)}`")
+    left, right = list(cond.get_children())
+    if squash(src.src(left)) != var:
+        raise Refused(f"a loop condition other than `{var} < bound`")
+    inc_text = squash(src.src(inc))
+    if inc_text in (f"++{var}", f"{var}++", f"{var} += 1", f"{var}+=1"):
+        step = "1"
+    elif kind(inc) == "COMPOUND_ASSIGNMENT_OPERATOR" and src.operator(inc) == "+=" and \
+            squash(src.src(list(inc.get_children())[0])) == var:
+        step = src.src(list(inc.get_children())[1])
+    else:
+        raise Refused(f"a loop increment other than ++{var} or {var} += stride: `{inc_text}`")
+    if var in src.refs(right):
+        raise Refused("a loop bound that depends on the loop counter")
+    for w in src.writes(body):
+        target = list(w.get_children())[0] if list(w.get_children()) else w
+        if var in src.refs(target) and squash(src.src(target)) == var:
+            raise Refused(f"the loop body assigns its counter {var}")
+    return Loop(c, var, src.src(lo_c), src.src(right), step, body, has_decl)
+
+
+def body_statements(c) -> list:
+    """The statements of a compound statement, or the single statement itself."""
+    return list(c.get_children()) if kind(c) == "COMPOUND_STMT" else [c]
+
+
+def check_pure(src: KernelSource, expr, what: str) -> None:
+    """Refuse when `expr` writes anything or calls a function that may have side effects."""
+    if src.writes(expr):
+        raise Refused(f"{what} assigns inside an expression: `{squash(src.src(expr))[:60]}`")
+    for c in walk(expr):
+        if kind(c) == "CALL_EXPR" and c.spelling not in PURE_CALLS:
+            raise Refused(f"{what} calls `{c.spelling}`, which may have side effects")
+
+
+def array_accesses(src: KernelSource, expr) -> list[tuple[str, object]]:
+    """(base pointer name, index cursor) of every `p[i]` in `expr`."""
+    out = []
+    for c in walk(expr):
+        if kind(c) == "ARRAY_SUBSCRIPT_EXPR":
+            base, index = list(c.get_children())
+            out.append((squash(src.src(base)), index))
+    return out
+
+
+def unit_stride_in(src: KernelSource, index, var: str) -> bool:
+    """True when `var` appears in `index` only as an added term (coefficient 1): `row * n + j`, `j`, `j + k`."""
+    def terms(c):
+        c = strip(c)
+        if kind(c) == "BINARY_OPERATOR" and src.operator(c) in ("+", "-"):
+            left, right = list(c.get_children())
+            return terms(left) + terms(right)
+        return [c]
+    found = False
+    for t in terms(index):
+        refs = src.refs(t)
+        if var not in refs:
+            continue
+        if squash(src.src(t)) != var:
+            return False
+        found = True
+    return found
+
+
+def thread_index_var(src: KernelSource) -> tuple[str, object]:
+    """The one `const int v = blockIdx.x * blockDim.x + threadIdx.x;` declared at the top of the body."""
+    for stmt in body_statements(src.body):
+        if kind(stmt) != "DECL_STMT":
+            continue
+        decls = list(stmt.get_children())
+        if len(decls) == 1 and kind(decls[0]) == "VAR_DECL":
+            init = list(decls[0].get_children())
+            if init and is_global_index(src.src(init[-1])):
+                return decls[0].spelling, stmt
+    raise Refused("no `blockIdx.x * blockDim.x + threadIdx.x` thread index declared at the top of the kernel")
+
+
+def uses_block_geometry(src: KernelSource, skip=()) -> list[str]:
+    """Uses of threadIdx/blockIdx/blockDim/gridDim outside the statements in `skip`."""
+    skipped = set()
+    for s in skip:
+        skipped |= {(n.extent.start.offset, n.extent.end.offset) for n in walk(s)}
+    return [src.src(c) for c in walk(src.body) if kind(c) == "MEMBER_REF_EXPR" and
+            (c.extent.start.offset, c.extent.end.offset) not in skipped and
+            src.src(c).split(".")[0] in ("threadIdx", "blockIdx", "blockDim", "gridDim")]

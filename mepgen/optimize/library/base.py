@@ -1,0 +1,52 @@
+"""What every transformation of the library provides: an analysis that refuses when unsafe, a rewrite,
+its tunable parameters with their legal values, and a one-line explanation for the trajectory.
+
+A rewrite keeps the kernel's name and signature (the patch stage puts it back into the application) and
+states any launch configuration it needs explicitly (`Rewrite.launch`, over the spec's size symbols).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...spec import Spec
+from .source import KernelSource
+
+
+@dataclass
+class Rewrite:
+    text: str                      # the whole new kernel.cu
+    explanation: str               # one line: what changed and why
+    launch: dict | None = None     # the full launch it needs {"grid", "block", "shared_mem"}; None: unchanged
+
+
+@dataclass
+class Transformation:
+    """Subclasses implement `space` (the analysis: raise Refused, else the tunables) and `apply`."""
+    name: str = ""
+    summary: str = ""
+    defaults: dict = field(default_factory=dict)
+
+    def space(self, src: KernelSource, spec: Spec, launch: dict) -> dict[str, list]:
+        """The legal values of each tunable parameter where the rewrite applies; Refused where it does not."""
+        raise NotImplementedError
+
+    def apply(self, src: KernelSource, spec: Spec, launch: dict, params: dict) -> Rewrite:
+        raise NotImplementedError
+
+
+def current_launch(spec: Spec, launch: dict | None) -> dict:
+    """The launch a rewrite starts from: the parent's override, else mep.yaml's."""
+    base = {"grid": list(spec.launch.grid), "block": list(spec.launch.block),
+            "shared_mem": str(spec.launch.shared_mem or "0")}
+    return {**base, **(launch or {})}
+
+
+def block_threads(spec: Spec, launch: dict) -> int | None:
+    """Threads per block when the block expression is a compile-time value over the size symbols."""
+    total = 1
+    for d in launch["block"]:
+        v = spec.size(str(d))
+        if v is None:
+            return None
+        total *= v
+    return total

@@ -1,0 +1,39 @@
+"""`__launch_bounds__(threads, min_blocks)`: tells ptxas the block size so it may cap registers per thread
+(min_blocks resident blocks per SM: the in-source form of a register cap such as -maxrregcount).
+
+Applies when the launch's block size is a compile-time value over the size symbols and the kernel has
+no `__launch_bounds__` yet. The attribute does not change the kernel's type or signature.
+"""
+from __future__ import annotations
+
+from .base import Rewrite, Transformation, block_threads
+from .source import Refused
+
+
+class LaunchBounds(Transformation):
+    def __init__(self):
+        super().__init__("launch_bounds", "__launch_bounds__ and a register cap", {"min_blocks": 2})
+
+    def _threads(self, src, spec, launch) -> int:
+        if src.has_launch_bounds():
+            raise Refused("the kernel already has __launch_bounds__")
+        n = block_threads(spec, launch)
+        if n is None:
+            raise Refused(f"the block size `{launch['block']}` is not a compile-time value")
+        return n
+
+    def space(self, src, spec, launch):
+        self._threads(src, spec, launch)
+        return {"min_blocks": [1, 2, 4, 8]}
+
+    def apply(self, src, spec, launch, params):
+        n = self._threads(src, spec, launch)
+        k = int(params.get("min_blocks", 2))
+        head = src.head
+        i = head.find("__global__")
+        if i < 0:
+            raise Refused("__global__ is not spelled in the kernel's declaration (a macro)")
+        at = src.fn.extent.start.offset + i + len("__global__")
+        text = src.replace([(at, at, f" __launch_bounds__({n}, {k})")])
+        return Rewrite(text, f"launch bounds: __launch_bounds__({n}, {k}) lets ptxas cap registers for {k} "
+                             f"resident blocks of {n} threads per SM")

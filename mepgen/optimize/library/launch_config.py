@@ -1,0 +1,84 @@
+"""Launch configuration: the block size (1D) or block shape (2D), with the grid (and dynamic shared memory)
+recomputed from the same expressions mep.yaml uses.
+
+Applies when every block dimension of the launch is a size macro or a literal that the grid expression
+divides by, and the kernel itself does not bake that value in: a `__shared__ float s[BLOCK_SIZE]`,
+`__launch_bounds__(BLOCK_SIZE)` or `i = blockIdx.x * BLOCK_SIZE + ...` would break with another block,
+so the rewrite refuses (naming the use). Only the launch changes; kernel.cu stays as it is.
+"""
+from __future__ import annotations
+
+import re
+
+from .base import Rewrite, Transformation
+from .source import Refused
+
+SHAPES_1D = [64, 128, 256, 512, 1024]
+SHAPES_2D = ["32x4", "32x8", "64x4", "16x16", "32x16", "64x8", "128x2", "16x8"]
+
+
+def _token(expr: str) -> str:
+    e = expr.strip()
+    while e.startswith("(") and e.endswith(")"):
+        e = e[1:-1].strip()
+    return e
+
+
+def _sub(expr: str, token: str, value: int) -> str:
+    return re.sub(rf"(?<![\w.]){re.escape(token)}(?![\w.])", str(value), expr)
+
+
+def _threads(shape) -> int:
+    n = 1
+    for v in str(shape).split("x"):
+        n *= int(v)
+    return n
+
+
+class LaunchConfig(Transformation):
+    def __init__(self):
+        super().__init__("launch_config", "block size / shape with the grid derived from it", {"block": 256})
+
+    def _tokens(self, src, launch) -> list[str]:
+        tokens = [_token(b) for b in launch["block"]]
+        if len(tokens) > 2:
+            raise Refused("3D blocks are not tuned")
+        for d, t in enumerate(tokens):
+            if not (t.isidentifier() or t.isdigit()):
+                raise Refused(f"block dimension `{launch['block'][d]}` is not a macro or a literal")
+            if not re.search(rf"(?<![\w.]){re.escape(t)}(?![\w.])", launch["grid"][d] if d < len(launch["grid"]) else ""):
+                raise Refused(f"the grid `{launch['grid']}` is not derived from the block dimension `{t}`")
+            if t.isidentifier():
+                used = re.search(rf"\b{re.escape(t)}\b", src.head + src.src(src.body))
+                if used:
+                    line = (src.head + src.src(src.body))[:used.start()].count("\n")
+                    text = (src.head + src.src(src.body)).splitlines()[line].strip()
+                    raise Refused(f"the kernel bakes the block size {t} in: `{text[:70]}`")
+        if len(tokens) == 2 and tokens[0] == tokens[1]:
+            raise Refused("both block dimensions are the same macro")
+        return tokens
+
+    def space(self, src, spec, launch):
+        tokens = self._tokens(src, launch)
+        shapes = SHAPES_1D if len(tokens) == 1 else SHAPES_2D
+        if src.has_launch_bounds():      # a block larger than the bound would not launch
+            from .warp_row import _bounds_value
+            cap = _bounds_value(src, spec)
+            shapes = [s for s in shapes if cap is not None and _threads(s) <= cap]
+            if not shapes:
+                raise Refused("__launch_bounds__ leaves no block size to try")
+        return {"block": shapes}
+
+    def apply(self, src, spec, launch, params):
+        tokens = self._tokens(src, launch)
+        value = params["block"]
+        dims = [int(value)] if len(tokens) == 1 else [int(v) for v in str(value).split("x")]
+        grid, shared = list(launch["grid"]), str(launch.get("shared_mem", "0"))
+        for d, (t, v) in enumerate(zip(tokens, dims)):
+            grid[d] = _sub(grid[d], t, v)
+            if d == 0 and t.isidentifier():
+                shared = _sub(shared, t, v)
+        new = {"grid": grid, "block": [str(v) for v in dims], "shared_mem": shared}
+        shape = "x".join(map(str, dims))
+        return Rewrite(src.text, f"launch configuration: {shape} threads per block (was "
+                                 f"{'x'.join(launch['block'])}), grid {', '.join(grid)}", new)

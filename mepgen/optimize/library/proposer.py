@@ -1,0 +1,112 @@
+"""LibraryProposer: mepgen's own, deterministic proposer (no network), the default of `mepgen optimize`.
+
+From the parent's kernel (the original when there is no parent) it asks every transformation for its
+applicability; each that applies contributes parameter points chosen by the tuning strategy from the
+costs already in the history (the evaluator's verdicts on earlier points of the same transformation on
+the same parent). Proposals continue from the parent's text and launch, so wins compose: the chain of
+transformations travels in Proposal.transformations. The rewrite's word is never taken: the evaluator
+judges every proposal.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+
+from ..proposer import Attempt, Context, Proposal
+from .base import current_launch
+from .catalog import all_transformations
+from .source import KernelSource, Refused
+from .tuning import key, suggest
+
+
+def cost_of(result) -> float | None:
+    """Lower is better: the candidate's time relative to the baseline timed alongside it; None when not ok."""
+    if not getattr(result, "ok", False) or getattr(result, "timed", None) is None:
+        return None
+    t = result.timed
+    return 1.0 / t.speedup if t.speedup else t.median_ms
+
+
+class LibraryProposer:
+    name = "library"
+
+    def __init__(self, transformations=None, strategy: str = "hillclimb", seed: int = 0):
+        self.transformations = transformations if transformations is not None else all_transformations()
+        self.strategy = strategy
+        self.seed = seed
+        self.refusals: dict[str, str] = {}     # transformation -> why it does not apply (last parent asked)
+
+    def _chain(self, parent: Attempt | None) -> list[dict]:
+        if parent is None:
+            return []
+        return list(parent.proposal.transformations) if parent.proposal.source == "library" else \
+            [{"name": parent.proposal.source, "params": {}}]
+
+    def _seen(self, ctx: Context, chain: list[dict], name: str) -> dict:
+        seen = {}
+        for a in ctx.history:
+            t = a.proposal.transformations
+            if len(t) == len(chain) + 1 and t[:-1] == chain and t[-1]["name"] == name:
+                seen[key(t[-1]["params"])] = (t[-1]["params"], cost_of(a.result))
+        return seen
+
+    def propose(self, ctx: Context, parent: Attempt | None, budget: int) -> list[Proposal]:
+        text = parent.proposal.text if parent is not None else ctx.original
+        base_launch = parent.proposal.launch if parent is not None else None
+        chain = self._chain(parent)
+        done = {t["name"] for t in chain}
+        self.refusals = {}
+        try:
+            src = KernelSource(text, ctx.spec)
+        except Refused as e:
+            self.refusals["*"] = str(e)
+            return []
+        launch = current_launch(ctx.spec, base_launch)
+        rng = random.Random(int(hashlib.sha256((self.seed, text).__repr__().encode()).hexdigest()[:8], 16))
+        plans = []
+        for t in self.transformations:
+            if t.name in done:
+                self.refusals[t.name] = "already applied on this path"
+                continue
+            try:
+                space = t.space(src, ctx.spec, launch)
+            except Refused as e:
+                self.refusals[t.name] = str(e)
+                continue
+            plans.append((t, space, self._seen(ctx, chain, t.name)))
+        out, taken = [], {(text, repr(base_launch))}
+        # round-robin: every applicable transformation's next point before any gets a second one
+        pending = {t.name: [] for t, _, _ in plans}
+        rounds = 0
+        while len(out) < budget and plans and rounds < budget + 1:
+            rounds += 1
+            progressed = False
+            for t, space, seen in plans:
+                if len(out) >= budget:
+                    break
+                pts = suggest(space, {**seen, **{key(p): (p, None) for p in pending[t.name]}}, 1, rng,
+                              self.strategy, t.defaults)
+                if not pts:
+                    continue
+                p = pts[0]
+                pending[t.name].append(p)
+                progressed = True
+                try:
+                    rw = t.apply(src, ctx.spec, launch, p)
+                except Refused as e:
+                    self.refusals[t.name] = str(e)
+                    continue
+                new_launch = rw.launch if rw.launch is not None else base_launch
+                ident = (rw.text, repr(new_launch))
+                if ident in taken:
+                    continue
+                taken.add(ident)
+                out.append(Proposal(text=rw.text, change=rw.explanation, source="library",
+                                    transformations=chain + [{"name": t.name, "params": p}], launch=new_launch))
+            if not progressed:
+                break
+        return out
+
+    def repair(self, ctx: Context, failed: Attempt) -> Proposal | None:
+        """The library does not repair: a failed point is a cost of None, and the strategy moves elsewhere."""
+        return None

@@ -1,0 +1,62 @@
+"""Find sum-reduction loops: `for (int j = lo; j < hi; ++j) TARGET += ADDEND;` where TARGET is a local
+scalar or an element of global memory whose index does not change in the loop, and ADDEND is a pure
+expression that does not read TARGET's array (a read of it could see the loop's own partial sums).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .analysis import Loop, body_statements, canonical_loop, check_pure, squash
+from .source import KernelSource, Refused, kind, walk
+
+
+@dataclass
+class SumLoop:
+    loop: Loop
+    stmt: object            # the `TARGET += ADDEND` statement
+    target: object          # cursor
+    addend: object          # cursor
+    global_target: bool     # TARGET is `p[i]` (global memory), not a local variable
+    target_base: str        # `y` of `y[row]`, or the local variable's name
+    ctype: str              # the accumulator's type
+
+
+def sum_loop(src: KernelSource, for_cursor) -> SumLoop:
+    loop = canonical_loop(src, for_cursor)
+    stmts = body_statements(loop.body)
+    if len(stmts) != 1 or kind(stmts[0]) != "COMPOUND_ASSIGNMENT_OPERATOR" or src.operator(stmts[0]) != "+=":
+        raise Refused("the loop body is not a single `target += addend` statement")
+    stmt = stmts[0]
+    target, addend = list(stmt.get_children())
+    check_pure(src, addend, "the addend")
+    check_pure(src, target, "the accumulation target")
+    t = target
+    while kind(t) == "UNEXPOSED_EXPR" and len(list(t.get_children())) == 1:
+        t = list(t.get_children())[0]
+    if kind(t) == "ARRAY_SUBSCRIPT_EXPR":
+        base, index = list(t.get_children())
+        base_name = squash(src.src(base))
+        if loop.var in src.refs(index):
+            raise Refused(f"the accumulation target `{src.src(target)}` moves with the loop counter {loop.var}")
+        if base_name in src.refs(addend):
+            raise Refused(f"the addend reads {base_name}, the array accumulated into (possible aliasing)")
+        if not base_name.isidentifier() or src.param(base_name) is None:
+            raise Refused(f"the accumulation target `{src.src(target)}` is not an element of a kernel parameter")
+        return SumLoop(loop, stmt, target, addend, True, base_name, target.type.spelling)
+    if kind(t) == "DECL_REF_EXPR":
+        if t.spelling in src.refs(addend):
+            raise Refused(f"the addend reads the accumulator {t.spelling}")
+        return SumLoop(loop, stmt, target, addend, False, t.spelling, target.type.spelling)
+    raise Refused(f"the accumulation target `{src.src(target)}` is neither a local variable nor an array element")
+
+
+def sum_loops(src: KernelSource) -> tuple[list[SumLoop], list[str]]:
+    """Every reduction loop of the kernel, and why each other for loop is not one."""
+    found, why = [], []
+    for c in walk(src.body):
+        if kind(c) == "FOR_STMT":
+            try:
+                found.append(sum_loop(src, c))
+            except Refused as e:
+                why.append(str(e))
+    return found, why

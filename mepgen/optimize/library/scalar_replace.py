@@ -1,0 +1,72 @@
+"""Scalar replacement of a global accumulator: `y[row] += a * b` on every iteration becomes a register sum
+written to `y[row]` once after the loop (one store instead of a load and a store per iteration).
+
+Refuses when the target's index moves with the loop, when the addend reads the accumulated array (the
+loop would see its own partial sums) or calls something impure, and when the accumulator is already local.
+"""
+from __future__ import annotations
+
+from .analysis import squash
+from .base import Rewrite, Transformation
+from .reduction import sum_loops
+from .source import KernelSource, Refused, kind
+
+
+class ScalarReplace(Transformation):
+    def __init__(self):
+        super().__init__("scalar_replace", "accumulate in a register instead of global memory")
+
+    def _loops(self, src: KernelSource):
+        loops, why = sum_loops(src)
+        hits = [s for s in loops if s.global_target]
+        if not hits:
+            raise Refused("no loop accumulates into global memory" + (f" ({why[0]})" if why else ""))
+        return hits
+
+    def space(self, src, spec, launch):
+        self._loops(src)
+        return {}
+
+    def apply(self, src, spec, launch, params):
+        edits, names = [], []
+        for n, s in enumerate(self._loops(src)):
+            acc = f"mepgen_acc{n}"
+            target = src.src(s.target)
+            start, end = src.span(s.loop.cursor)
+            # `y[row] = init;` right before the loop becomes the register's initial value
+            init, init_span = target, None
+            parent_stmts = [c for c in _siblings(src, s.loop.cursor)]
+            i = next((k for k, c in enumerate(parent_stmts) if src.span(c) == (start, end)), None)
+            if i and kind(parent_stmts[i - 1]) == "BINARY_OPERATOR" and src.operator(parent_stmts[i - 1]) == "=":
+                lhs, rhs = list(parent_stmts[i - 1].get_children())
+                if squash(src.src(lhs)) == squash(target):
+                    init, init_span = f"({src.src(rhs)})", src.span(parent_stmts[i - 1])
+            stmt_start, stmt_end = src.span(s.stmt)
+            loop_text = src.text[start:stmt_start] + f"{acc} += {src.src(s.addend)}" + src.text[stmt_end:end]
+            after = src.text[end:end + 1]
+            new = f"{{ {s.ctype} {acc} = {init}; {loop_text}{after if after == ';' else ''} {target} = {acc}; }}"
+            if init_span is not None:
+                edits.append((init_span[0], init_span[1] + _semicolon(src.text, init_span[1]), ""))
+            edits.append((start, end + (1 if after == ";" else 0), new))
+            names.append(target)
+        return Rewrite(src.replace(edits), f"scalar replacement: {', '.join(names)} accumulated in a register, "
+                                           f"stored once after the loop instead of on every iteration")
+
+
+def _siblings(src: KernelSource, c):
+    """The statements of the compound statement directly holding `c`."""
+    from .source import walk
+    for node in walk(src.body):
+        if kind(node) == "COMPOUND_STMT":
+            kids = list(node.get_children())
+            if any(src.span(k) == src.span(c) for k in kids):
+                return kids
+    return []
+
+
+def _semicolon(text: str, pos: int) -> int:
+    """Length up to and including the `;` that ends the statement at `pos` (cursors of expressions stop before it)."""
+    j = pos
+    while j < len(text) and text[j] in " \t":
+        j += 1
+    return j + 1 - pos if j < len(text) and text[j] == ";" else 0

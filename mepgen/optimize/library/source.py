@@ -1,0 +1,154 @@
+"""The kernel of an MEP as libclang sees it: the one place the library's analyses get cursors and text from.
+
+Every transformation works on exact source extents (byte offsets into kernel.cu), never on regular
+expressions over the whole file: what it matches is what the compiler sees. Parsing uses the spec's size
+symbols as -D flags, so a `__shared__ float s[BLOCK_SIZE]` has its real size.
+"""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...parsing.clang import parse
+from ...spec import Spec
+
+
+class Refused(Exception):
+    """The rewrite does not apply here or would be unsafe; the message says why, for the trajectory."""
+
+
+def walk(c):
+    yield c
+    for k in c.get_children():
+        yield from walk(k)
+
+
+def kind(c) -> str:
+    return c.kind.name
+
+
+def strip(c):
+    """Through implicit casts, parentheses and unexposed wrappers to the expression that matters."""
+    while c is not None and kind(c) in ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR") and \
+            kind(c) != "CSTYLE_CAST_EXPR":
+        kids = list(c.get_children())
+        if len(kids) != 1:
+            break
+        c = kids[0]
+    return c
+
+
+def binop(c) -> str | None:
+    """The operator spelling of a binary/compound operator cursor."""
+    try:
+        return c.binary_operator.name if hasattr(c, "binary_operator") else None
+    except Exception:    # older libclang bindings: read the token between the operands
+        return None
+
+
+@dataclass
+class Param:
+    name: str
+    type: str            # as written: `const float*`
+    pointer: bool
+    start: int           # extent of the whole parameter declaration
+    end: int
+
+
+class KernelSource:
+    """kernel.cu text + the kernel's definition cursor (function or function template)."""
+
+    def __init__(self, text: str, spec: Spec):
+        self.text = text
+        self.spec = spec
+        self.name = spec.kernel.name.split("::")[-1]
+        with tempfile.TemporaryDirectory(prefix="mepgen-lib-") as tmp:
+            path = Path(tmp) / "kernel.cu"
+            path.write_text(text)
+            args = [f"-D{k}={v}" for k, v in spec.sizes.items()]
+            args += [d if d.startswith("-D") else f"-D{d}" for d in spec.build.defines]
+            self.tu = parse(path, args)
+            self.path = str(path)
+            self.fn = self._find()
+        if self.fn is None:
+            raise Refused(f"no definition of {spec.kernel.name} found in kernel.cu")
+        self.body = next((k for k in self.fn.get_children() if kind(k) == "COMPOUND_STMT"), None)
+        if self.body is None:
+            raise Refused(f"{spec.kernel.name} has no body")
+        self.params = [Param(p.spelling, self.src(p).rsplit(p.spelling, 1)[0].strip() if p.spelling else self.src(p),
+                             p.type.get_canonical().kind.name == "POINTER" or "*" in self.src(p),
+                             p.extent.start.offset, p.extent.end.offset)
+                       for p in self.fn.get_children() if kind(p) == "PARM_DECL"]
+
+    def _find(self):
+        for c in walk(self.tu.cursor):
+            if kind(c) not in ("FUNCTION_DECL", "FUNCTION_TEMPLATE") or c.spelling != self.name:
+                continue
+            if not c.is_definition() or c.location.file is None or c.location.file.name != self.path:
+                continue
+            if any(kind(k) == "CUDAGLOBAL_ATTR" for k in c.get_children()) or "__global__" in self.src(c)[:200]:
+                return c
+        return None
+
+    # --- text ---------------------------------------------------------------------------------------
+
+    def src(self, c) -> str:
+        return self.text[c.extent.start.offset:c.extent.end.offset]
+
+    def span(self, c) -> tuple[int, int]:
+        return c.extent.start.offset, c.extent.end.offset
+
+    @property
+    def head(self) -> str:
+        """The definition up to its body: attributes, name and parameter list (kept by every rewrite)."""
+        return self.text[self.fn.extent.start.offset:self.body.extent.start.offset]
+
+    def replace(self, edits: list[tuple[int, int, str]]) -> str:
+        """The text with non-overlapping (start, end, new) edits applied."""
+        out, pos = [], 0
+        for start, end, new in sorted(edits):
+            if start < pos:
+                raise Refused("overlapping rewrites (a bug in a transformation)")
+            out += [self.text[pos:start], new]
+            pos = end
+        return "".join(out + [self.text[pos:]])
+
+    # --- queries ------------------------------------------------------------------------------------
+
+    def nodes(self, *kinds: str):
+        return [c for c in walk(self.body) if kind(c) in kinds]
+
+    def calls(self) -> list[str]:
+        return [c.spelling for c in self.nodes("CALL_EXPR")]
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    def writes(self, root=None) -> list:
+        """Assignments and increments (cursors) in `root` (default: the body)."""
+        out = []
+        for c in walk(root if root is not None else self.body):
+            if kind(c) in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR"):
+                kids = list(c.get_children())
+                op = self.text[kids[0].extent.end.offset:kids[1].extent.start.offset].strip() if len(kids) == 2 else ""
+                if kind(c) == "COMPOUND_ASSIGNMENT_OPERATOR" or op == "=":
+                    out.append(c)
+            elif kind(c) == "UNARY_OPERATOR" and any(t.spelling in ("++", "--") for t in c.get_tokens()):
+                out.append(c)
+        return out
+
+    def operator(self, c) -> str:
+        """The operator token of a binary or compound-assignment cursor, read between its operands."""
+        kids = list(c.get_children())
+        return self.text[kids[0].extent.end.offset:kids[1].extent.start.offset].strip() if len(kids) == 2 else ""
+
+    def refs(self, c) -> set[str]:
+        return {n.spelling for n in walk(c) if kind(n) in ("DECL_REF_EXPR", "MEMBER_REF_EXPR")}
+
+    def has_launch_bounds(self) -> bool:
+        return "__launch_bounds__" in self.head
+
+    def shared_arrays(self) -> list:
+        return [c for c in self.nodes("VAR_DECL") if "__shared__" in self.src(c) or
+                any(kind(k) == "CUDASHARED_ATTR" for k in c.get_children())]
