@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from .. import inventory as inventory_mod
+from ..demangled import normalize_args, split_demangled  # noqa: F401  (used by the capture modules)
 from ..errors import MepgenError
 
 
@@ -28,45 +29,6 @@ class KernelChoice:
         return f"{q}<{self.template_args}>" if self.template_args else q
 
 
-def normalize_args(args: str) -> str:
-    """Template arguments as the injector compares them: no spaces (`float, 4` -> `float,4`)."""
-    return re.sub(r"\s+", "", args)
-
-
-def split_demangled(demangled: str) -> tuple[str, str]:
-    """`void ns::k<float, 4>(float const*, int)` -> (`ns::k`, `float,4`); a name without a parameter list or
-    template arguments (an `extern "C"` kernel) is its own base."""
-    s = demangled.strip()
-    if s.endswith(")"):
-        depth = 0
-        for i in range(len(s) - 1, -1, -1):
-            if s[i] == ")":
-                depth += 1
-            elif s[i] == "(":
-                depth -= 1
-                if depth == 0:
-                    s = s[:i]
-                    break
-    args = ""
-    if s.endswith(">"):
-        depth = 0
-        for i in range(len(s) - 1, -1, -1):
-            if s[i] == ">":
-                depth += 1
-            elif s[i] == "<":
-                depth -= 1
-                if depth == 0:
-                    args, s = normalize_args(s[i + 1:-1]), s[:i]
-                    break
-    depth, start = 0, 0
-    for i, c in enumerate(s):
-        if c in "<(":
-            depth += 1
-        elif c in ">)":
-            depth -= 1
-        elif c == " " and depth == 0:
-            start = i + 1
-    return s[start:], args
 
 
 def split_template_args(args: str) -> list[str]:

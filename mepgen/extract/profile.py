@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 from collections import defaultdict
 from pathlib import Path
 
+from ..demangled import split_demangled
 from ..errors import MepgenError
 
 _NSYS_TIME = "Total Time (ns)"
@@ -25,25 +25,7 @@ _NCU_METRIC = "gpu__time_duration.sum"
 
 def base_name(demangled: str) -> str:
     """'void ns::k<float, 4>(const float *, int)' -> 'ns::k'"""
-    s = demangled.strip()
-    # drop the parameter list: the last top-level '(...)'
-    depth = 0
-    for i in range(len(s) - 1, -1, -1):
-        if s[i] == ")":
-            depth += 1
-        elif s[i] == "(":
-            depth -= 1
-            if depth == 0:
-                s = s[:i]
-                break
-    # drop template arguments, innermost first
-    prev = None
-    while prev != s:
-        prev = s
-        s = re.sub(r"<[^<>]*>", "", s)
-    s = s.strip()
-    # drop the return type and qualifiers before the name
-    return s.split()[-1] if s else s
+    return split_demangled(demangled)[0]
 
 
 def _rows(path: Path) -> list[list[str]]:
