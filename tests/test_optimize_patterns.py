@@ -85,3 +85,45 @@ def test_default_location_follows_xdg(tmp_path, monkeypatch):
     monkeypatch.delenv("MEPGEN_PATTERNS_DB", raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert default_path() == Path(tmp_path) / "mepgen" / "patterns.sqlite"
+
+
+def test_inherited_chains_are_replayed_first_and_dropped_when_they_do_not_apply(tmp_path):
+    from mepgen.optimize import strategies
+    from mepgen.optimize.inherit import InheritedProposer
+    from mepgen.optimize.library.source import Refused
+    from mepgen.optimize.search import Budget, Search
+    from mepgen.optimize.trajectory import Trajectory
+    from optimize_fakes import FakeEvaluate, MarkerProposer, baseline, make_ctx
+
+    class Rw:
+        def __init__(self, text, launch=None):
+            self.text, self.launch, self.explanation = text, launch, "rw"
+
+    class Mark:
+        name = "vectorize"
+
+        def apply(self, src, spec, launch, params):
+            return Rw(src.text + f"// vectorized {params['width']} MARK:speed=1.6\n", {"block": ["128"]})
+
+    class Never:
+        name = "tile"
+
+        def apply(self, src, spec, launch, params):
+            raise Refused("no loop to tile")
+
+    ctx = make_ctx(tmp_path)
+    ctx.patterns = [{"kernel": "cg.axpy", "source": "library", "change": "vectorize float4", "speedup": 1.5,
+                     "transformations": [{"name": "vectorize", "params": {"width": 4}}]},
+                    {"kernel": "x", "source": "library", "change": "tile", "speedup": 1.2,
+                     "transformations": [{"name": "tile", "params": {}}]},
+                    {"kernel": "y", "source": "llm", "change": "shuffle", "speedup": 2.0, "transformations": []}]
+    inh = InheritedProposer([Mark(), Never()])
+    traj = Trajectory(tmp_path / "run", {"kernel": "cg.xpay", "spec_sha256": "s"}, progress=lambda line: None)
+    out = Search(ctx, [inh, MarkerProposer()], FakeEvaluate(), strategies.make("elite"), Budget(candidates=5, width=4),
+                 traj, baseline=baseline()).run()
+    first = traj.attempts()[0]
+    assert first["proposer"] == "inherited" and first["source"] == "inherited"
+    assert first["change"].startswith("inherited from cg.axpy: vectorize float4")
+    assert first["launch"] == {"block": ["128"]} and first["transformations"][0]["params"] == {"width": 4}
+    assert inh.refusals == {"tile": "no loop to tile"}
+    assert out.best.proposal.source == "inherited"

@@ -129,6 +129,9 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     spec_hash = digest(spec.to_dict())
     secrets = []
     proposers = []
+    if patterns and "library" in kinds:
+        from .inherit import InheritedProposer
+        proposers.append(InheritedProposer())       # similar kernels' winning chains, tried first
     if "library" in kinds:
         proposers.append(library_proposer())
     if "llm" in kinds:
