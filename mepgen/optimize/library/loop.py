@@ -17,10 +17,12 @@ def best_attempt(history: list[Attempt]) -> Attempt | None:
 
 
 def run_library(ctx: Context, evaluate: Callable, budget: int, per_round: int = 8,
-                proposer: LibraryProposer | None = None, log=lambda m: None) -> list[Attempt]:
+                proposer: LibraryProposer | None = None, log=lambda m: None,
+                stop: Callable[[], bool] = lambda: False) -> list[Attempt]:
+    """`stop()`: checked between rounds (a wall-clock deadline)."""
     proposer = proposer or LibraryProposer()
     spent, stale = 0, 0
-    while spent < budget:
+    while spent < budget and not stop():
         best = best_attempt(ctx.history)
         proposals = proposer.propose(ctx, best, min(per_round, budget - spent))
         if not proposals and best is not None:      # the best path is exhausted: widen from the original

@@ -42,6 +42,9 @@ class Restrict(Transformation):
         for c in src.nodes("ARRAY_SUBSCRIPT_EXPR"):
             base = squash(src.src(list(c.get_children())[0]))
             p = src.param(base)
+            s0 = src.span(c)[0]
+            if src.text[max(0, s0 - 8):s0].replace(" ", "").endswith("__ldg(&"):
+                continue                       # already a read-only load
             if p is not None and p.pointer and base not in written and roles.get(base) == "in":
                 loads.append(c)
         loads = [c for c in loads if not any(src.span(o)[0] <= src.span(c)[0] and src.span(c)[1] <= src.span(o)[1]

@@ -31,12 +31,15 @@ def size(space: dict[str, list]) -> int:
 
 
 def neighbours(space: dict[str, list], point: dict) -> list[dict]:
+    """Moves of one parameter along its list, long strides first (4, 2, then 1 position): a pattern
+    search crosses a long list in a few steps and still ends on the exact best neighbour."""
     out = []
-    for name, values in space.items():
-        i = values.index(point[name]) if point.get(name) in values else 0
-        for j in (i - 1, i + 1):
-            if 0 <= j < len(values):
-                out.append({**point, name: values[j]})
+    for stride in (4, 2, 1):
+        for name, values in space.items():
+            i = values.index(point[name]) if point.get(name) in values else 0
+            for j in (i - stride, i + stride):
+                if 0 <= j < len(values) and (stride == 1 or len(values) > 2 * stride):
+                    out.append({**point, name: values[j]})
     return out
 
 

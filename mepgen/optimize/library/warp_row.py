@@ -12,6 +12,8 @@ with shared memory, barriers or early returns, or when the row bound is not a la
 """
 from __future__ import annotations
 
+import re
+
 from .analysis import array_accesses, body_statements, squash, thread_index_var, unit_stride_in, uses_block_geometry
 from .base import Rewrite, Transformation, block_threads
 from .reduction import sum_loop
@@ -73,7 +75,8 @@ class WarpPerRow(Transformation):
             raise Refused(f"statements before the loop: `{squash(src.src(before[0]))[:50]}`")
         contiguous = any(unit_stride_in(src, idx, s.loop.var) and row in src.refs(idx)
                          for _, idx in array_accesses(src, s.addend))
-        contiguous = contiguous or (row in src.refs(s.loop.cursor) and
+        bounds_on_row = re.search(rf"\b{re.escape(row)}\b", s.loop.lo + " " + s.loop.hi) is not None
+        contiguous = contiguous or (bounds_on_row and
                                     any(unit_stride_in(src, idx, s.loop.var) for _, idx in array_accesses(src, s.addend)))
         if not contiguous:
             raise Refused("the addend does not read along the row with unit stride: neighbouring threads already "

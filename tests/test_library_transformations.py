@@ -1,0 +1,121 @@
+"""Every transformation of the library on kernels where it applies (rewritten text and explanation
+asserted; nvcc compiles the rewritten MEP) and where it must refuse (the reason asserted)."""
+from __future__ import annotations
+
+import pytest
+
+from library_fixtures import build_meps, load
+from mepgen.evaluate.launchcfg import launch_from
+from mepgen.evaluate.native import NativeBackend
+from mepgen.evaluate.results import CompileFailed
+from mepgen.optimize.library.launch_bounds import LaunchBounds
+from mepgen.optimize.library.launch_config import LaunchConfig
+from mepgen.optimize.library.privatize import Privatize
+from mepgen.optimize.library.restrict import Restrict
+from mepgen.optimize.library.scalar_replace import ScalarReplace
+from mepgen.optimize.library.source import Refused
+from mepgen.optimize.library.unroll import Unroll
+from mepgen.optimize.library.warp_row import WarpPerRow
+
+
+@pytest.fixture(scope="module")
+def meps(tmp_path_factory):
+    return build_meps(tmp_path_factory.mktemp("apps"))
+
+
+def rewrite(meps, kernel, t, params=None):
+    src, spec, launch = load(meps[kernel])
+    space = t.space(src, spec, launch)
+    return t.apply(src, spec, launch, params or {k: v[0] for k, v in space.items()})
+
+
+def refusal(meps, kernel, t) -> str:
+    src, spec, launch = load(meps[kernel])
+    with pytest.raises(Refused) as e:
+        t.space(src, spec, launch)
+    return str(e.value)
+
+
+def test_warp_per_row_global_accumulator(meps):
+    rw = rewrite(meps, "analysis.dense_matvec", WarpPerRow(), {"tpr": 32, "block": 256})
+    assert "for (int j = (0) + mepgen_lane; j < ncols; j += 32)" in rw.text
+    assert "__shfl_down_sync(0xffffffffu, mepgen_part, mepgen_off, 32)" in rw.text
+    assert "y[row] = mepgen_part;" in rw.text
+    assert "void dense_matvec(const float* A, const float* x, float* y, int nrows, int ncols)" in rw.text
+    assert rw.launch == {"grid": ["((long long)(MAT_N) * 32 + 256 - 1) / 256"], "block": ["256"], "shared_mem": "0"}
+    assert "warp per row" in rw.explanation and "y[row]" in rw.explanation
+
+
+def test_warp_per_row_local_accumulator_and_csr(meps):
+    rw = rewrite(meps, "matvec_rows", WarpPerRow(), {"tpr": 16, "block": 128})
+    assert "float s = mepgen_part;" in rw.text and "y[row] = s;" in rw.text
+    csr = rewrite(meps, "cg.spmv_csr", WarpPerRow(), {"tpr": 8, "block": 256})
+    assert "for (int k = (row_ptr[row]) + mepgen_lane; k < row_ptr[row+1]; k += 8)" in csr.text
+
+
+def test_warp_per_row_refuses(meps):
+    assert "already read neighbouring elements (coalesced)" in refusal(meps, "matvec_cols", WarpPerRow())
+    assert "no `blockIdx.x * blockDim.x + threadIdx.x` thread index" in refusal(meps, "analysis.column_mean",
+                                                                                WarpPerRow())
+
+
+def test_scalar_replace(meps):
+    rw = rewrite(meps, "matvec_cols", ScalarReplace())
+    assert "float mepgen_acc0 = (0.0f);" in rw.text and "y[col] = mepgen_acc0;" in rw.text
+    assert "y[col] += " not in rw.text and "y[col] = 0.0f;" not in rw.text
+    assert "y[col]" in rw.explanation and "register" in rw.explanation
+    assert "no loop accumulates into global memory" in refusal(meps, "matvec_rows", ScalarReplace())
+
+
+def test_privatize(meps):
+    rw = rewrite(meps, "analysis.histogram", Privatize())
+    assert "__shared__ unsigned int mepgen_hist[(NBINS)];" in rw.text
+    assert "atomicAdd(&bins[mepgen_b], mepgen_hist[mepgen_b])" in rw.text
+    assert "bins" in rw.explanation and "shared" in rw.explanation
+    assert "not a single atomicAdd" in refusal(meps, "cg.axpy", Privatize())
+
+
+def test_launch_config(meps):
+    rw = rewrite(meps, "cg.dot", LaunchConfig(), {"block": 512})
+    assert rw.launch == {"grid": ["std::max(1, std::min((N + 512 - 1) / 512, 1024))"], "block": ["512"],
+                         "shared_mem": "512 * sizeof(float)"}
+    assert rw.text == load(meps["cg.dot"])[0].text and "512 threads per block" in rw.explanation
+    assert "bakes the block size BLOCK_SIZE in" in refusal(meps, "analysis.column_mean", LaunchConfig())
+    two = rewrite(meps, "heat.diffuse_step", LaunchConfig(), {"block": "64x4"})
+    assert two.launch["block"] == ["64", "4"] and "(NX + 64 - 1) / 64" in two.launch["grid"][0]
+
+
+def test_restrict(meps):
+    rw = rewrite(meps, "analysis.dense_matvec", Restrict())
+    assert "const float* __restrict__ A" in rw.text and "__ldg(&A[row * ncols + j])" in rw.text
+    assert "__restrict__ on A, x, y" in rw.explanation
+    src, spec, launch = load(meps["analysis.dense_matvec"], rw.text)
+    with pytest.raises(Refused, match="already __restrict__"):
+        Restrict().space(src, spec, launch)
+
+
+def test_unroll_and_launch_bounds(meps):
+    rw = rewrite(meps, "conv1d", Unroll(), {"factor": 8})
+    assert "#pragma unroll 8\nfor (int k = 0; k < KW; ++k)" in rw.text and "unroll 8" in rw.explanation
+    assert "no innermost for loop" in refusal(meps, "heat.apply_boundary", Unroll())
+    lb = rewrite(meps, "cg.axpy", LaunchBounds(), {"min_blocks": 4})
+    assert "__global__ __launch_bounds__(256, 4) void axpy" in lb.text and "256" in lb.explanation
+    assert "already has __launch_bounds__" in refusal(meps, "analysis.column_mean", LaunchBounds())
+
+
+CASES = [("analysis.dense_matvec", WarpPerRow, {"tpr": 32, "block": 256}), ("cg.spmv_csr", WarpPerRow, {"tpr": 4, "block": 128}),
+         ("matvec_rows", WarpPerRow, {"tpr": 32, "block": 512}), ("matvec_cols", ScalarReplace, {}),
+         ("analysis.histogram", Privatize, {}), ("label_counts", Privatize, {}),
+         ("cg.axpy", Restrict, {"ldg": True}), ("conv1d", Unroll, {"factor": 4}), ("cg.xpay", LaunchBounds, {"min_blocks": 2}),
+         ("heat.diffuse_step", LaunchConfig, {"block": "32x8"})]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("kernel,cls,params", CASES, ids=[f"{k}-{c.__name__}" for k, c, _ in CASES])
+def test_rewritten_mep_compiles(meps, kernel, cls, params, tmp_path):
+    src, spec, launch = load(meps[kernel])
+    rw = cls().apply(src, spec, launch, params)
+    f = tmp_path / "kernel.cu"
+    f.write_text(rw.text)
+    built = NativeBackend(spec, meps[kernel], tmp_path / "build").compile(f, launch=launch_from(spec, rw.launch))
+    assert not isinstance(built, CompileFailed), built.message
