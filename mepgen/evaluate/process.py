@@ -7,6 +7,7 @@ time-out the whole process group gets SIGKILL before the pipes are drained.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -56,9 +57,20 @@ def kill_group(proc: subprocess.Popen) -> None:
             pass
 
 
+_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL", re.I)
+
+
+def candidate_env(base: dict | None = None) -> dict:
+    """The environment for compilers and candidates: mepgen's own, without anything that looks like a
+    secret (API keys, tokens): a candidate is untrusted code and needs none of them."""
+    return {k: v for k, v in (os.environ if base is None else base).items() if not _SECRET.search(k)}
+
+
 def run(args: list[str], timeout: float, cwd: Path | None = None, env: dict | None = None) -> Completed:
-    """Run `args`; never raises for the child's failure, only for a program that does not exist."""
+    """Run `args`; never raises for the child's failure, only for a program that does not exist. The child
+    never sees secrets from the environment (see candidate_env)."""
     start = time.monotonic()
+    env = candidate_env(env)
     proc = subprocess.Popen([str(a) for a in args], cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
