@@ -67,3 +67,13 @@ def test_summary_best_kernel_and_progress(tmp_path):
                 "median_ms", "speedup", "pct_roofline", "feedback", "result"):
         assert key in a
     assert (tmp_path / "run/candidates" / f"{a['id']}.cu").is_file()
+
+
+def test_the_default_proposers_construct():
+    """The proposers `mepgen optimize` builds after its GPU check exist and speak the contract."""
+    from mepgen.optimize.command import library_proposer
+    from mepgen.optimize.inherit import InheritedProposer
+
+    lib = library_proposer()
+    assert lib.name and callable(lib.propose) and callable(lib.repair)
+    assert hasattr(InheritedProposer, "propose")

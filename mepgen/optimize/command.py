@@ -30,7 +30,7 @@ from .trajectory import Trajectory
 
 
 def library_proposer():
-    from .library import LibraryProposer
+    from .library.proposer import LibraryProposer
     return LibraryProposer()
 
 
