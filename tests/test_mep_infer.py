@@ -160,7 +160,7 @@ def test_tolerances_allow_reordered_sums_but_stay_tight_for_elementwise_kernels(
     app, _ = heatcg_meps
     # dense_matvec sums a row in a loop: a reordered sum (warp shuffles, tiles) must pass
     assert (spec(app, "analysis.dense_matvec").verify.tolerance["y"].rtol,
-            spec(app, "analysis.dense_matvec").verify.tolerance["y"].atol) == (1e-4, 1e-5)
+            spec(app, "analysis.dense_matvec").verify.tolerance["y"].atol) == (1e-4, 1e-3)
     # grid-stride element-wise kernels and loop-free stencils keep the tight float32 tolerance
     assert spec(app, "cg.xpay").verify.tolerance["p"].rtol == 1e-5
     assert spec(app, "heat.diffuse_step").verify.tolerance["u_new"].rtol == 1e-5

@@ -17,8 +17,10 @@ from .resolve import Resolver, Symbols, strip
 _FIELD_ORDER = ["sizes", "params", "constants", "launch"]   # todos in the order mep.yaml shows the fields
 FLOAT_TOL = {"float32": (1e-5, 1e-6), "float64": (1e-12, 1e-14), "float16": (1e-3, 1e-3)}
 # a loop in the kernel may sum into an output: optimizations reorder such sums (warp shuffles, tiles,
-# unrolling), which changes the last bits; these tolerances accept a reordered fp32 sum of thousands of terms
-REDUCTION_FLOAT_TOL = {"float32": (1e-4, 1e-5), "float64": (1e-10, 1e-12), "float16": (1e-2, 1e-2)}
+# unrolling), which changes the last bits; these tolerances accept a reordered fp32 sum of thousands of terms.
+# The absolute part matters for sums that cancel to near zero: on the H200 a 32-lane warp-per-row dense_matvec
+# (4096 terms in [-1, 1]^2) differed from the sequential sum by up to 1.75e-4 on outputs of magnitude ~0.01.
+REDUCTION_FLOAT_TOL = {"float32": (1e-4, 1e-3), "float64": (1e-10, 1e-10), "float16": (1e-2, 1e-2)}
 ATOMIC_FLOAT_TOL = {"float32": (1e-4, 1e-3), "float64": (1e-10, 1e-10), "float16": (1e-2, 1e-2)}
 
 
