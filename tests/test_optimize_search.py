@@ -61,6 +61,14 @@ def test_stops_early_at_the_roofline(tmp_path):
     assert out.evaluations == 2 and out.best.proposal.change == "vectorize float4"
 
 
+def test_a_share_above_the_peak_does_not_stop_the_search(tmp_path):
+    """176% of peak (seen on the H200 for heat::apply_boundary) means the work estimate is wrong, not done."""
+    prop = MarkerProposer(ladder=(1.1, 1.2), extra=[("speed=1.4,roof=176", "launch 128")])
+    out = new_search(tmp_path, [prop], Budget(candidates=4, width=2, roofline_pct=90)).run()
+    assert out.stop_reason == "candidate budget reached (4)"
+    assert out.evaluations == 4
+
+
 def test_failures_are_repaired_with_a_bound(tmp_path):
     prop = MarkerProposer(ladder=(), extra=[("compile", "bad intrinsic"), ("wrong", "race")], repair_to="speed=1.3")
     out = new_search(tmp_path, [prop], Budget(candidates=10, width=2, repairs=2)).run()
