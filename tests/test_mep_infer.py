@@ -164,3 +164,13 @@ def test_tolerances_allow_reordered_sums_but_stay_tight_for_elementwise_kernels(
     # grid-stride element-wise kernels and loop-free stencils keep the tight float32 tolerance
     assert spec(app, "cg.xpay").verify.tolerance["p"].rtol == 1e-5
     assert spec(app, "heat.diffuse_step").verify.tolerance["u_new"].rtol == 1e-5
+
+
+def test_work_of_a_loop_free_kernel_is_capped_by_its_threads(heatcg_meps):
+    app, _ = heatcg_meps
+    bnd = spec(app, "heat.apply_boundary")
+    # one thread per perimeter cell reads and writes one float: not the whole NX x NY field
+    threads = ((2 * 2048 + 2 * (2048 - 2)) + 255) // 256 * 256
+    assert bnd.size(bnd.work.bytes) == 8 * threads
+    diffuse = spec(app, "heat.diffuse_step")
+    assert diffuse.size(diffuse.work.bytes) == 12 * 2048 * 2048

@@ -130,7 +130,8 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         launch=Launch(grid, block, counts.unparen(smem or "0"), _callee(kernel, targs_list)),
         build=build_config(inventory, kernel, set(sizes), detect_gpu),
         verify=Verify(input_sets=3, seed=1, tolerance=_tolerances(params, facts, _summing_loops(project, cursor, kernel))),
-        timing=Timing(), work=Work(bytes=_work_bytes(params)), todo=todo)
+        timing=Timing(), work=Work(bytes=_work_bytes(params, grid, block, kernel.get("loop_depth", 0))),
+        todo=todo)
     return spec, notes
 
 
@@ -269,7 +270,25 @@ def _tolerances(params: list[Param], facts, loop_depth: int = 0) -> dict[str, To
     return out
 
 
-def _work_bytes(params: list[Param]) -> str | None:
+def _work_bytes(params: list[Param], grid: list[str] | None = None, block: list[str] | None = None,
+                loops: int = 0) -> str | None:
+    """Bytes a launch moves at least, for the roofline: every buffer read once (inout: read and written).
+    A loop-free kernel touches at most one element of each buffer per thread, so the estimate is capped by
+    the launch's thread count (a kernel that updates the perimeter of a grid does not move the whole grid)."""
+    total = _buffer_bytes(params)
+    if total is None or loops or not grid or not block:
+        return total
+    per_thread = sum((itemsize_of(p) * (2 if p.role == "inout" else 1)) for p in params if p.role != "scalar")
+    threads = " * ".join(f"({e})" for e in [*grid, *block])
+    return f"std::min({total}, {per_thread} * {threads})"
+
+
+def itemsize_of(p: Param) -> int:
+    from .infer import itemsize
+    return itemsize(p.dtype) or 1
+
+
+def _buffer_bytes(params: list[Param]) -> str | None:
     terms = []
     for p in params:
         if p.role == "scalar":
