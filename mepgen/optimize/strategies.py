@@ -9,6 +9,8 @@ Acceptance is not the strategy's business: the search accepts only what the eval
 """
 from __future__ import annotations
 
+import abc
+
 import math
 from dataclasses import dataclass, field
 
@@ -35,7 +37,8 @@ def lineage(a: Attempt) -> str:
     return "+".join(sorted(set(names))) if names else a.proposal.source
 
 
-class Strategy:
+class Strategy(abc.ABC):
+    """A way of choosing which attempts the next round builds on; subclasses declare their OPTIONS."""
     name = ""
     OPTIONS: dict = {}
 
@@ -46,8 +49,9 @@ class Strategy:
                               f"(known: {', '.join(sorted(self.OPTIONS))})")
         self.options = {**self.OPTIONS, **options}
 
+    @abc.abstractmethod
     def parents(self, state: State, width: int) -> list[Attempt | None]:
-        raise NotImplementedError
+        """Up to `width` parents for the next round (None: the original kernel)."""
 
     def observe(self, attempt: Attempt, reward: float) -> None:
         pass
