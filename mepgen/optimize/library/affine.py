@@ -1,0 +1,125 @@
+"""Index expressions as integer polynomials over named atoms, for the tiling transformations.
+
+`(j - 1) * g.nx + i` becomes {(g.nx, j): 1, (g.nx,): -1, (i,): 1}: a monomial is the sorted tuple of its
+atoms (identifiers and `s.field` member reads), the value its integer coefficient. Local constants are
+substituted by their initializers, so `idx - plane` with `idx = k * plane + j * nx + i` is seen through.
+Whatever is not a sum of products of atoms and integer literals (a division, a call, an array read, a
+ternary) is refused by name: the tiling rewrites must prove where every neighbour lies, never guess.
+"""
+from __future__ import annotations
+
+from .analysis import squash
+from .source import KernelSource, Refused, kind, walk
+
+Poly = dict
+
+
+def _clean(p: Poly) -> Poly:
+    return {m: c for m, c in p.items() if c != 0}
+
+
+def add(a: Poly, b: Poly, sign: int = 1) -> Poly:
+    out = dict(a)
+    for m, c in b.items():
+        out[m] = out.get(m, 0) + sign * c
+    return _clean(out)
+
+
+def mul(a: Poly, b: Poly) -> Poly:
+    out: Poly = {}
+    for ma, ca in a.items():
+        for mb, cb in b.items():
+            m = tuple(sorted(ma + mb))
+            out[m] = out.get(m, 0) + ca * cb
+    return _clean(out)
+
+
+def const(v: int) -> Poly:
+    return _clean({(): v})
+
+
+def atom(name: str) -> Poly:
+    return {(name,): 1}
+
+
+def substitute(p: Poly, env: dict[str, Poly]) -> Poly:
+    """Replace atoms by polynomials (a helper's parameters by the caller's arguments)."""
+    out: Poly = {}
+    for m, c in p.items():
+        term = const(c)
+        for a in m:
+            term = mul(term, env.get(a, atom(a)))
+        out = add(out, term)
+    return out
+
+
+def text(p: Poly) -> str:
+    """C text of a polynomial (for strides in the generated code)."""
+    parts = []
+    for m, c in sorted(p.items()):
+        body = " * ".join(m)
+        if not body:
+            parts.append(str(c))
+        else:
+            parts.append(body if c == 1 else f"{c} * {body}")
+    return " + ".join(parts) or "0"
+
+
+def local_constants(src: KernelSource, root, keep: set[str]) -> dict[str, object]:
+    """Locals of `root` declared with an initializer and never assigned: name -> initializer cursor."""
+    written = set()
+    for w in src.writes(root):
+        kids = list(w.get_children())
+        target = kids[0] if kids else None
+        while target is not None and kind(target) in ("UNEXPOSED_EXPR", "PAREN_EXPR") and list(target.get_children()):
+            target = list(target.get_children())[0]
+        if target is not None and kind(target) == "DECL_REF_EXPR":     # `x = ...`; `p[x] = ...` writes memory
+            written.add(target.spelling)
+    out = {}
+    for c in walk(root):
+        if kind(c) == "VAR_DECL" and c.spelling not in written and c.spelling not in keep:
+            kids = [k for k in c.get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]
+            if kids and "__shared__" not in src.src(c):
+                out[c.spelling] = kids[-1]
+    return out
+
+
+def poly(src: KernelSource, c, env: dict[str, object], depth: int = 0) -> Poly:
+    """The polynomial of an integer expression; Refused when it is not one (the reason names the part)."""
+    if depth > 40:
+        raise Refused("an index expression nests too deeply to analyse")
+    k = kind(c)
+    kids = list(c.get_children())
+    if k in ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR", "CXX_FUNCTIONAL_CAST_EXPR") and kids:
+        return poly(src, kids[-1], env, depth + 1)
+    if k == "INTEGER_LITERAL":
+        return const(int(src.src(c).rstrip("uUlL"), 0))
+    if k == "DECL_REF_EXPR":
+        if c.spelling in env:
+            return poly(src, env[c.spelling], {n: v for n, v in env.items() if n != c.spelling}, depth + 1)
+        return atom(c.spelling)
+    if k == "MEMBER_REF_EXPR" and kids and kind(kids[0]) == "DECL_REF_EXPR":
+        return atom(squash(src.src(c)))
+    if k == "BINARY_OPERATOR" and len(kids) == 2:
+        op = src.operator(c)
+        a, b = poly(src, kids[0], env, depth + 1), poly(src, kids[1], env, depth + 1)
+        if op == "+":
+            return add(a, b)
+        if op == "-":
+            return add(a, b, -1)
+        if op == "*":
+            return mul(a, b)
+        raise Refused(f"non-affine index: `{squash(src.src(c))}` uses `{op}`")
+    if k == "UNARY_OPERATOR" and len(kids) == 1:
+        t = squash(src.src(c))
+        if t.startswith("-"):
+            return mul(const(-1), poly(src, kids[0], env, depth + 1))
+        if t.startswith("+"):
+            return poly(src, kids[0], env, depth + 1)
+    if k in ("ARRAY_SUBSCRIPT_EXPR", "CALL_EXPR"):
+        raise Refused(f"data-dependent index: `{squash(src.src(c))}` reads memory or calls a function")
+    raise Refused(f"non-affine index: `{squash(src.src(c))}` is not a sum of products of integers")
+
+
+def refs_of(p: Poly) -> set[str]:
+    return {a for m in p for a in m}

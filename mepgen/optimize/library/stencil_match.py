@@ -1,0 +1,297 @@
+"""Recognise a one-thread-per-point 2D/3D stencil and prove its neighbour offsets (for tile_stencil).
+
+The shape: thread indices `i = blockIdx.x*blockDim.x+threadIdx.x` (and `.y`, `.z`) declared first, then
+local declarations, then one `if (GUARD) {...}` holding the computation, GUARD a conjunction of bounds on
+the thread indices. Every read of the tiled array (an `in` buffer the kernel never writes) must be
+`u[IDX]` with IDX = i + j*S [+ k*P] + constant offsets, the strides S (and P) the same for every read;
+or a pass of `u` to a `__device__` helper in kernel.cu whose reads of its pointer are of that form over
+its parameters, which the call binds to i, j, k and the strides. The largest offset per axis is the
+radius the halo needs; it is proven from the index expressions, never assumed.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .affine import add, local_constants, poly, substitute, text
+from .analysis import body_statements, squash
+from .source import KernelSource, Refused, kind, walk
+
+AXES = "xyz"
+
+
+def global_index(expr: str, axis: str) -> bool:
+    e = squash(expr).replace(" ", "")
+    while e.startswith("(") and e.endswith(")"):
+        e = e[1:-1]
+    a = re.escape(axis)
+    forms = [rf"blockIdx\.{a}\*blockDim\.{a}\+threadIdx\.{a}", rf"blockDim\.{a}\*blockIdx\.{a}\+threadIdx\.{a}",
+             rf"threadIdx\.{a}\+blockIdx\.{a}\*blockDim\.{a}", rf"threadIdx\.{a}\+blockDim\.{a}\*blockIdx\.{a}"]
+    return any(re.fullmatch(f, e) for f in forms)
+
+
+@dataclass
+class Read:
+    cursor: object                  # the `u[...]` subscript, or the helper call
+    offset: tuple                   # (dx, dy[, dz]) for a direct read; None for a helper call
+    helper_args: dict = field(default_factory=dict)   # call argument cursor -> "x" | "y" | "z" | "S" | "P" | "ptr"
+
+
+@dataclass
+class Stencil:
+    ndim: int
+    index: list[str]                # thread index names, x first
+    index_stmts: list               # their declarations
+    guard: object                   # the IF_STMT
+    lo: list[int]                   # literal lower bounds per axis
+    hi: list[str]                   # upper bounds (exclusive) as C text
+    array: str                      # the tiled pointer parameter
+    ctype: str                      # its element type
+    strides: list[str]              # C text: [S] or [S, P]
+    radius: list[int]               # per axis
+    reads: list[Read]
+    offsets: set
+
+
+def _conjuncts(src, c) -> list:
+    c = _unwrap(c)
+    if kind(c) == "BINARY_OPERATOR" and src.operator(c) == "&&":
+        a, b = list(c.get_children())
+        return _conjuncts(src, a) + _conjuncts(src, b)
+    return [c]
+
+
+def _unwrap(c):
+    while kind(c) in ("UNEXPOSED_EXPR", "PAREN_EXPR") and len(list(c.get_children())) == 1:
+        c = list(c.get_children())[0]
+    return c
+
+
+def _bounds(src, guard_cond, index: list[str], params: set[str]):
+    lo, hi = [0] * len(index), [None] * len(index)
+    for t in _conjuncts(src, guard_cond):
+        if kind(t) != "BINARY_OPERATOR" or len(list(t.get_children())) != 2:
+            raise Refused(f"the guard term `{squash(src.src(t))}` is not a bound on a thread index")
+        a, b = list(t.get_children())
+        name, op, other = squash(src.src(a)), src.operator(t), b
+        if name not in index:
+            raise Refused(f"the guard term `{squash(src.src(t))}` is not `index OP bound`")
+        d = index.index(name)
+        bound = squash(src.src(other))
+        stray = {n.spelling for n in walk(other) if kind(n) == "DECL_REF_EXPR"} - params
+        if stray:
+            raise Refused(f"the guard bound `{bound}` uses {', '.join(sorted(stray))}, not only kernel parameters")
+        if op in (">", ">="):
+            try:
+                lo[d] = int(bound, 0) + (1 if op == ">" else 0)
+            except ValueError:
+                raise Refused(f"the lower bound `{squash(src.src(t))}` is not a literal") from None
+        elif op in ("<", "<="):
+            hi[d] = bound if op == "<" else f"({bound}) + 1"
+            if d == 0:
+                x_hi = (other, 0 if op == "<" else 1)
+        else:
+            raise Refused(f"the guard term `{squash(src.src(t))}` is not a bound")
+    for d, h in enumerate(hi):
+        if h is None:
+            raise Refused(f"the guard has no upper bound on {index[d]}")
+    return lo, hi, x_hi
+
+
+def decompose(p: dict, index: list[str], what: str) -> tuple[tuple, list[tuple]]:
+    """(offsets per axis, stride monomials [S] or [S, P]) of `i + j*S [+ k*P] + offsets`; Refused otherwise."""
+    strides = []
+    rest = dict(p)
+    if rest.get((index[0],)) != 1:
+        raise Refused(f"the index of {what} is not unit-stride in {index[0]}")
+    del rest[(index[0],)]
+    for v in index[1:]:
+        ms = [m for m in rest if v in m]
+        if len(ms) != 1 or rest[ms[0]] != 1 or m_count(ms[0], v) != 1:
+            raise Refused(f"the index of {what} is not `... + {v} * stride` (non-affine in {v})")
+        s = tuple(a for a in ms[0] if a != v)
+        if not s or set(s) & set(index):
+            raise Refused(f"the index of {what} has no stride for {v} independent of the thread indices")
+        strides.append(s)
+        del rest[ms[0]]
+    offs = [rest.pop((), 0)]
+    for s in strides:
+        offs.append(rest.pop(s, 0))
+    if rest:
+        m = next(iter(rest))
+        raise Refused(f"the stencil radius is not provable: the index of {what} has the term "
+                      f"`{' * '.join(m)}`, not a constant offset")
+    return tuple(offs), strides
+
+
+def m_count(m: tuple, v: str) -> int:
+    return sum(1 for a in m if a == v)
+
+
+def match_stencil(src: KernelSource, spec) -> Stencil:
+    stmts = body_statements(src.body)
+    index, index_stmts = [], []
+    for axis in AXES:
+        for s in stmts:
+            decls = list(s.get_children()) if kind(s) == "DECL_STMT" else []
+            if len(decls) == 1 and kind(decls[0]) == "VAR_DECL" and list(decls[0].get_children()) and \
+                    global_index(src.src(list(decls[0].get_children())[-1]), axis):
+                index.append(decls[0].spelling)
+                index_stmts.append(s)
+                break
+        else:
+            break
+    if len(index) < 2:
+        raise Refused("not a 2D/3D stencil: no `blockIdx.y*blockDim.y+threadIdx.y` thread index")
+    if src.shared_arrays() or "__syncthreads" in src.calls():
+        raise Refused("the kernel already uses shared memory or barriers")
+    rest = [s for s in stmts if not any(src.span(s) == src.span(t) for t in index_stmts)]
+    ifs = [s for s in rest if kind(s) == "IF_STMT"]
+    if len(ifs) != 1 or rest[-1] is not ifs[0] and src.span(rest[-1]) != src.span(ifs[0]) or \
+            any(kind(s) != "DECL_STMT" for s in rest[:-1]):
+        raise Refused("the kernel is not `indices; [declarations;] if (guard) {...}`")
+    guard = ifs[0]
+    kids = list(guard.get_children())
+    if len(kids) != 2:
+        raise Refused("the stencil guard has an else branch")
+    params = {p.name for p in src.params}
+    lo, hi, x_hi = _bounds(src, kids[0], index, params | set(index))
+    array = _tiled_array(src, spec, guard)
+    env = local_constants(src, src.body, set(index))
+    reads, offsets, strides = [], set(), None
+    for c in walk(src.body):
+        if kind(c) == "ARRAY_SUBSCRIPT_EXPR" and squash(src.src(list(c.get_children())[0])) == array:
+            off, st = decompose(poly(src, list(c.get_children())[1], env), index, f"`{squash(src.src(c))}`")
+            strides = _same(strides, st, c, src)
+            reads.append(Read(c, off))
+            offsets.add(off)
+        elif kind(c) == "CALL_EXPR" and any(squash(src.src(a)) == array for a in c.get_arguments()):
+            read, offs, st = _helper(src, c, array, index, env)
+            strides = _same(strides, st, c, src)
+            reads.append(read)
+            offsets |= offs
+    inside = set(src.span(n) for n in walk(kids[1]))
+    for r in reads:
+        if src.span(r.cursor) not in inside:
+            raise Refused(f"`{squash(src.src(r.cursor))[:50]}` reads {array} outside the guard")
+    uses = [n for n in walk(src.body) if kind(n) == "DECL_REF_EXPR" and n.spelling == array]
+    covered = [n for n in uses if any(src.span(r.cursor)[0] <= src.span(n)[0] < src.span(r.cursor)[1] for r in reads)]
+    if len(covered) != len(uses):
+        raise Refused(f"{array} is used other than read as {array}[index] or passed to a helper")
+    radius = [max(abs(o[d]) for o in offsets) for d in range(len(index))]
+    if not any(radius):
+        raise Refused(f"every read of {array} is at the thread's own point: nothing to share between threads")
+    if max(radius) > 4:
+        raise Refused(f"stencil radius {max(radius)} is too large for a shared-memory tile")
+    for d, v in enumerate(index):
+        if lo[d] < radius[d]:
+            raise Refused(f"the guard lets {v} reach {lo[d]}, but the stencil reads {radius[d]} below it: "
+                          f"the halo would start before index 0")
+    s_poly = {strides[0]: 1}
+    hi_x = add(poly(src, x_hi[0], {}), {(): x_hi[1]})
+    if add(hi_x, s_poly, -1).keys() - {()} or add(hi_x, s_poly, -1).get((), 0) > -radius[0]:
+        raise Refused(f"cannot prove the halo stays inside a row: the bound on {index[0]} is not "
+                      f"`{text(s_poly)} - c` with c >= {radius[0]}")
+    ctype = _elem(spec, array)
+    return Stencil(len(index), index, index_stmts, guard, lo, hi, array, ctype,
+                   [text({s: 1}) for s in strides], radius, reads, offsets)
+
+
+def _same(known, new, c, src):
+    if known is not None and known != new:
+        raise Refused(f"`{squash(src.src(c))[:50]}` uses other strides than the other reads")
+    return new
+
+
+def _tiled_array(src, spec, guard) -> str:
+    roles = {p.name: p.role for p in spec.params}
+    written = set()
+    for w in src.writes():
+        kids = list(w.get_children())
+        if kids:
+            written |= {n.spelling for n in walk(kids[0]) if kind(n) == "DECL_REF_EXPR"}
+    counts = {}
+    for c in walk(guard):
+        if kind(c) == "ARRAY_SUBSCRIPT_EXPR":
+            base = squash(src.src(list(c.get_children())[0]))
+            counts[base] = counts.get(base, 0) + 1
+        elif kind(c) == "CALL_EXPR":
+            for a in c.get_arguments():
+                counts[squash(src.src(a))] = counts.get(squash(src.src(a)), 0) + 1
+    cands = [p.name for p in src.params if p.pointer and roles.get(p.name) == "in" and p.name not in written
+             and p.name in counts]
+    if not cands:
+        raise Refused("no read-only input array (role `in` in mep.yaml) is read inside the guard")
+    return max(cands, key=lambda n: counts[n])
+
+
+def _elem(spec, name) -> str:
+    from ...spec import DTYPES
+    p = spec.param(name)
+    if p.dtype not in DTYPES:
+        raise Refused(f"the element type of {name} is unknown")
+    return DTYPES[p.dtype]
+
+
+def _helper(src, call, array, index, env):
+    """Reads of `array` inside a __device__ helper, mapped to the caller's thread indices and strides."""
+    ref = call.referenced
+    d = ref.get_definition() if ref is not None else None
+    if d is None or d.location.file is None or d.location.file.name != src.path:
+        raise Refused(f"{array} is passed to `{call.spelling}`, whose body is not in kernel.cu to analyse")
+    hparams = [p.spelling for p in d.get_arguments()]
+    args = list(call.get_arguments())
+    if len(args) != len(hparams):
+        raise Refused(f"`{call.spelling}` is called with default arguments: cannot map its parameters")
+    body = next((k for k in d.get_children() if kind(k) == "COMPOUND_STMT"), None)
+    ptr = next(h for h, a in zip(hparams, args) if squash(src.src(a)) == array)
+    binds, roles = {}, {}
+    for h, a in zip(hparams, args):
+        if h == ptr:
+            roles[src.span(a)] = "ptr"
+            continue
+        try:
+            binds[h] = poly(src, a, env)
+        except Refused:
+            binds[h] = None
+    hlocal = local_constants(src, body, set())
+    offsets, strides, used = set(), None, set()
+    for c in walk(body):
+        if kind(c) == "ARRAY_SUBSCRIPT_EXPR" and squash(src.src(list(c.get_children())[0])) == ptr:
+            idx = list(c.get_children())[1]
+            hp = poly(src, idx, hlocal)
+            for n in {a for m in hp for a in m}:
+                if n not in binds or binds[n] is None:
+                    raise Refused(f"`{call.spelling}` indexes {ptr} with `{n}`, not bound to an affine argument")
+                used.add(n)
+            off, st = decompose(substitute(hp, {k: v for k, v in binds.items() if v is not None}), index,
+                                f"`{squash(src.src(c))}` in {call.spelling}")
+            strides = _same(strides, st, call, src)
+            offsets.add(off)
+    if not offsets:
+        raise Refused(f"`{call.spelling}` does not read {ptr} as {ptr}[index]")
+    ptr_uses = [n for n in walk(body) if kind(n) == "DECL_REF_EXPR" and n.spelling == ptr]
+    sub = [n for n in walk(body) if kind(n) == "ARRAY_SUBSCRIPT_EXPR" and
+           squash(src.src(list(n.get_children())[0])) == ptr]
+    if len(ptr_uses) != len(sub):
+        raise Refused(f"`{call.spelling}` uses its pointer {ptr} other than as {ptr}[index]")
+    idx_spans = [src.span(list(n.get_children())[1]) for n in sub]
+    names = {index[0]: "x", index[1]: "y", **({index[2]: "z"} if len(index) > 2 else {})}
+    stride_roles = {strides[0]: "S", **({strides[1]: "P"} if len(strides) > 1 else {})}
+    for h, a in zip(hparams, args):
+        if h not in used:
+            continue
+        b = binds[h]
+        one = list(b.items())
+        role = None
+        if len(one) == 1 and one[0][1] == 1:
+            m = one[0][0]
+            role = names.get(m[0]) if len(m) == 1 and m[0] in names else stride_roles.get(m)
+        if role is None:
+            raise Refused(f"`{call.spelling}` gets `{squash(src.src(a))}` for {h}: not a thread index or a stride")
+        for n in walk(body):
+            if kind(n) == "DECL_REF_EXPR" and n.spelling == h and \
+                    not any(s <= src.span(n)[0] < e for s, e in idx_spans):
+                raise Refused(f"`{call.spelling}` uses {h} outside its reads of {ptr}")
+        roles[src.span(a)] = role
+    return Read(call, None, roles), offsets, strides
