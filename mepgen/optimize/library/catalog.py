@@ -1,14 +1,21 @@
 """The library's transformations, in the order of their usual payoff (structural rewrites first)."""
 from __future__ import annotations
 
+from .coarsen import Coarsen
 from .launch_bounds import LaunchBounds
 from .launch_config import LaunchConfig
 from .privatize import Privatize
 from .restrict import Restrict
 from .scalar_replace import ScalarReplace
+from .split_columns import SplitColumns
+from .tile_matmul import TileMatmul
+from .tile_stencil import TileStencil
 from .unroll import Unroll
+from .vector_loads import VectorLoads
 from .warp_row import WarpPerRow
 
 
 def all_transformations():
-    return [WarpPerRow(), Privatize(), ScalarReplace(), LaunchConfig(), Restrict(), Unroll(), LaunchBounds()]
+    return [TileMatmul(), TileStencil(),
+            WarpPerRow(), Privatize(), SplitColumns(), ScalarReplace(), VectorLoads(), Coarsen(), LaunchConfig(),
+            Restrict(), Unroll(), LaunchBounds()]

@@ -1,0 +1,192 @@
+"""128-bit loads and stores for element-wise grid-stride loops: each step of the loop moves 4 elements of
+every array through one 16-byte access (float4/int4-wide: `ld.global.v4`), then a scalar tail loop
+handles the n % 4 elements left, so the kernel stays correct for any n.
+
+The vector is a local `struct __align__(16) { T c[4]; }` of the kernel's own element type, so a template
+kernel (cg::axpy<T>) stays valid for every instantiation: 4-byte elements give one 128-bit access,
+8-byte ones two (still aligned). Each lane runs the original loop body with `p[i]` read from / written to
+the vector and `i` redeclared, so the arithmetic per element is unchanged (no tolerance needed).
+
+Applies to exactly: one grid-stride loop `for (int i = blockIdx.x*blockDim.x + threadIdx.x; i < n;
+i += stride)` (after pure declarations such as `stride = blockDim.x * gridDim.x`) whose every pointer
+use is `p[i]` on a kernel parameter that mep.yaml gives its own cudaMalloc buffer (256-byte aligned), of
+4-byte elements, where n evaluates to a multiple of 4 for the MEP's sizes. Refuses a pointer offset or
+passed along anywhere (`x + k`, `&x[i]`, `x[i + 1]`): its alignment or the lane mapping is not provable.
+In the application the buffers must also be 16-byte aligned: the explanation states that assumption.
+"""
+from __future__ import annotations
+
+import re
+import textwrap
+
+from .analysis import body_statements, canonical_loop, check_pure, is_global_index, is_grid_stride, squash
+from .base import Rewrite, Transformation
+from .source import Refused, kind, walk
+
+BYTES = {"float32": 4, "int32": 4, "uint32": 4}
+LANES = 4
+
+
+def _element_type(decl_type: str) -> str:
+    t = re.sub(r"\b(const|__restrict__|restrict|volatile)\b", " ", decl_type).replace("*", " ")
+    return " ".join(t.split())
+
+
+class VectorLoads(Transformation):
+    def __init__(self):
+        super().__init__("vector_loads", "128-bit vector loads/stores with a scalar tail", {})
+
+    def _match(self, src, spec):
+        if src.shared_arrays() or "__syncthreads" in src.calls():
+            raise Refused("the kernel uses shared memory or barriers")
+        if src.nodes("RETURN_STMT"):
+            raise Refused("the kernel returns early")
+        stmts = body_statements(src.body)
+        loops = [s for s in stmts if kind(s) == "FOR_STMT"]
+        if len(loops) != 1 or len(src.nodes("FOR_STMT", "WHILE_STMT", "DO_STMT")) != 1:
+            raise Refused("not exactly one loop (an element-wise grid-stride loop)")
+        loop_c = loops[0]
+        strides = {}
+        for s in stmts:
+            if s is loop_c or src.span(s) == src.span(loop_c):
+                continue
+            if kind(s) != "DECL_STMT" or src.span(s)[0] > src.span(loop_c)[0]:
+                raise Refused(f"a statement other than a declaration around the loop: `{squash(src.src(s))[:50]}`")
+            for v in s.get_children():
+                init = list(v.get_children())
+                if init:
+                    check_pure(src, init[-1], f"the declaration of {v.spelling}")
+                    strides[v.spelling] = squash(src.src(init[-1]))
+        loop = canonical_loop(src, loop_c)
+        if not is_global_index(loop.lo):
+            raise Refused(f"the loop does not start at the global thread index: `{squash(loop.lo)}`")
+        step = squash(loop.step)
+        if not (is_grid_stride(step) or is_grid_stride(strides.get(step, ""))):
+            raise Refused(f"the loop is not a grid-stride loop (step `{step}`)")
+        n = self._count(spec, loop.hi)
+        if n % LANES:
+            raise Refused(f"the element count `{squash(loop.hi)}` is {n} for the MEP's sizes, not a multiple of {LANES}")
+        accesses, reads, writes, top = self._accesses(src, spec, loop)
+        return dict(loop=loop, accesses=accesses, reads=reads, writes=writes, top=top)
+
+    @staticmethod
+    def _count(spec, hi: str) -> int:
+        h = squash(hi)
+        try:
+            p = spec.param(h)
+            value = spec.size(p.value) if p.role == "scalar" and p.value else None
+        except KeyError:
+            value = spec.size(h)
+        if value is None:
+            raise Refused(f"the loop bound `{h}` has no value for the MEP's sizes (divisibility not provable)")
+        return value
+
+    def _accesses(self, src, spec, loop):
+        pointers = {p.name for p in src.params if p.pointer}
+        if not pointers:
+            raise Refused("the kernel has no pointer parameters")
+        for c in walk(loop.body):
+            if kind(c) == "CALL_EXPR" and c.spelling.startswith("atomic"):
+                raise Refused(f"the loop body calls {c.spelling}")
+        for c in walk(loop.body):
+            if kind(c) == "CALL_EXPR":
+                check_pure(src, c, "the loop body")
+        subs = {}
+        for c in walk(src.body):
+            if kind(c) != "ARRAY_SUBSCRIPT_EXPR":
+                continue
+            base, index = list(c.get_children())
+            name = squash(src.src(base))
+            if name not in pointers:
+                continue
+            if squash(src.src(index)) != loop.var or not (src.span(loop.body)[0] <= src.span(c)[0] <
+                                                         src.span(loop.body)[1]):
+                raise Refused(f"`{squash(src.src(c))}` is not the loop's own element {name}[{loop.var}]")
+            before = src.text[:src.span(c)[0]].rstrip()
+            if before.endswith("&"):
+                raise Refused(f"the kernel takes the address of {squash(src.src(c))}")
+            subs[src.span(c)[0]] = (name, c)
+        for c in walk(src.body):
+            if kind(c) == "DECL_REF_EXPR" and c.spelling in pointers and src.span(c)[0] not in subs:
+                raise Refused(f"pointer {c.spelling} is used other than as {c.spelling}[{loop.var}] "
+                              f"(offset or passed along): its alignment is not provable")
+        names = sorted({n for n, _ in subs.values()})
+        if not names:
+            raise Refused("the loop accesses no pointer parameter")
+        roles = {p.name: p for p in spec.params}
+        for n in names:
+            p = roles.get(n)
+            if p is None or p.role == "scalar":
+                raise Refused(f"mep.yaml gives {n} no cudaMalloc buffer of its own: alignment not provable")
+            if BYTES.get(p.dtype) != 4:
+                raise Refused(f"{n} is {p.dtype}: 128-bit vectors of {LANES} need 4-byte elements")
+        written, top = set(), set()
+        body = body_statements(loop.body)
+        for w in src.writes(loop.body):
+            target = squash(src.src(list(w.get_children())[0])) if list(w.get_children()) else ""
+            m = re.fullmatch(r"(\w+)\s*\[.*\]", target)
+            if m and m.group(1) in names:
+                written.add(m.group(1))
+                if any(w is s or src.span(w) == src.span(s) for s in body) and src.operator(w) == "=":
+                    top.add(m.group(1))
+            elif kind(w) == "UNARY_OPERATOR" and any(n in src.refs(w) for n in names):
+                raise Refused(f"`{squash(src.src(w))}` increments an array element")
+        read = set()
+        for start, (n, c) in subs.items():
+            is_target = any(src.span(list(w.get_children())[0])[0] == start for w in src.writes(loop.body)
+                            if list(w.get_children()) and src.operator(w) == "=")
+            if not is_target:
+                read.add(n)
+        return subs, read, written, top
+
+    def space(self, src, spec, launch):
+        self._match(src, spec)
+        return {}
+
+    def apply(self, src, spec, launch, params):
+        m = self._match(src, spec)
+        loop, ind = m["loop"], "    "
+        etype = {n: _element_type(src.param(n).type) for n, _ in m["accesses"].values()}
+        vtypes = {t: f"mepgen_vec{i}" for i, t in enumerate(sorted(set(etype.values())))}
+        lane = "mepgen_l"
+        body_s, body_e = src.span(loop.body)
+        edits = [(s - body_s, s - body_s + len(src.src(c)), f"mepgen_{n}.c[{lane}]")
+                 for s, (n, c) in m["accesses"].items()]
+        body = src.text[body_s:body_e]
+        for a, b, new in sorted(edits, reverse=True):
+            body = body[:a] + new + body[b:]
+        if kind(loop.body) == "COMPOUND_STMT":       # the statements, re-indented inside the lane loop
+            body = textwrap.dedent(body.strip()[1:-1].strip("\n")).strip()
+        body = "\n".join(f"{ind * 3}{line}".rstrip() for line in body.splitlines())
+        init = src.src(list(loop.cursor.get_children())[0])
+        var_type = re.match(rf"^(.*?)\b{re.escape(loop.var)}\s*=", init, re.S)
+        var_type = var_type.group(1).strip() if var_type else "int"
+        names = sorted(etype)
+        lines = ["{", f"{ind}// mepgen vector_loads: {LANES} elements per 128-bit access, then a scalar tail"]
+        lines += [f"{ind}struct __align__(16) {v} {{ {t} c[{LANES}]; }};" for t, v in vtypes.items()]
+        lines += [f"{ind}const int mepgen_n4 = ({loop.hi}) / {LANES};",
+                  f"{ind}for (int mepgen_q = {loop.lo}; mepgen_q < mepgen_n4; mepgen_q += {loop.step}) {{"]
+        for n in names:
+            v = vtypes[etype[n]]
+            if n in m["reads"] or n not in m["top"]:
+                const = "const " if n not in m["writes"] else ""
+                lines.append(f"{ind * 2}{const}{v} mepgen_{n} = reinterpret_cast<const {v}*>({n})[mepgen_q];")
+            else:
+                lines.append(f"{ind * 2}{v} mepgen_{n};")
+        lines += [f"{ind * 2}#pragma unroll",
+                  f"{ind * 2}for (int {lane} = 0; {lane} < {LANES}; ++{lane}) {{",
+                  f"{ind * 3}const {var_type.replace('const ', '')} {loop.var} = mepgen_q * {LANES} + {lane};",
+                  f"{ind * 3}(void){loop.var};",
+                  body,
+                  f"{ind * 2}}}"]
+        lines += [f"{ind * 2}reinterpret_cast<{vtypes[etype[n]]}*>({n})[mepgen_q] = mepgen_{n};"
+                  for n in names if n in m["writes"]]
+        lines += [f"{ind}}}",
+                  f"{ind}for ({var_type} {loop.var} = mepgen_n4 * {LANES} + ({loop.lo}); {loop.var} < {loop.hi}; "
+                  f"{loop.var} += {loop.step}) {src.text[body_s:body_e]}",
+                  "}"]
+        s, e = src.span(loop.cursor)
+        text = src.replace([(s, e, "\n".join(lines))])
+        return Rewrite(text, f"vector loads: {', '.join(names)} moved {LANES} elements per 128-bit access, scalar "
+                             f"tail for n % {LANES}; assumes 16-byte aligned buffers in the application "
+                             f"(separate cudaMalloc buffers in the MEP)")

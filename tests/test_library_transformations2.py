@@ -1,0 +1,180 @@
+"""The issue-5 transformations (split_columns, coarsen, vector_loads) on the example MEPs: where each
+applies (rewritten text, launch and explanation asserted; nvcc compiles the rewritten MEP) and where it
+must refuse (the reason asserted), including variants of the examples edited to hit each refusal."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from library_fixtures import build_meps, load
+from mepgen.evaluate.launchcfg import launch_from
+from mepgen.evaluate.native import NativeBackend
+from mepgen.evaluate.results import CompileFailed
+from mepgen.optimize.library.catalog import all_transformations
+from mepgen.optimize.library.coarsen import Coarsen
+from mepgen.optimize.library.source import Refused
+from mepgen.optimize.library.split_columns import SplitColumns
+from mepgen.optimize.library.vector_loads import VectorLoads
+from mepgen.spec import Tolerance
+
+
+@pytest.fixture(scope="module")
+def meps(tmp_path_factory):
+    return build_meps(tmp_path_factory.mktemp("apps"))
+
+
+def original(meps, kernel) -> str:
+    return (meps[kernel] / "kernel.cu").read_text()
+
+
+def refusal(meps, kernel, t, text=None, edit_spec=None) -> str:
+    src, spec, launch = load(meps[kernel], text)
+    if edit_spec:
+        edit_spec(spec)
+    with pytest.raises(Refused) as e:
+        t.space(src, spec, launch)
+    return str(e.value)
+
+
+def test_registered():
+    names = [t.name for t in all_transformations()]
+    assert {"split_columns", "coarsen", "vector_loads"} <= set(names)
+
+
+# --- split_columns ------------------------------------------------------------------------------------
+
+def test_split_columns_column_mean(meps):
+    src, spec, launch = load(meps["analysis.column_mean"])
+    t = SplitColumns()
+    space = t.space(src, spec, launch)
+    assert space == {"shape": ["32x4", "32x8", "16x16", "8x32"]}     # within __launch_bounds__(BLOCK_SIZE=256)
+    rw = t.apply(src, spec, launch, {"shape": "16x16"})
+    assert "__shared__ float scratch[BLOCK_SIZE];" not in rw.text and "__syncthreads();\n        acc" not in rw.text
+    assert "__shared__ float mepgen_part[16][16];" in rw.text
+    assert "for (int row = (0) + threadIdx.y; row < nrows; row += 16) {\n" \
+           "        acc += (col < ncols) ? A[row * ncols + col] : 0.0f;" in rw.text
+    assert "acc += mepgen_part[mepgen_s][threadIdx.x];" in rw.text
+    assert "mean[col] = acc / static_cast<float>(nrows);" in rw.text          # the division by nrows is kept
+    assert rw.text.index("if (threadIdx.y == 0)") < rw.text.index("mean[col] = acc")
+    assert "__global__ void __launch_bounds__(BLOCK_SIZE) column_mean(const float* A, float* mean, int nrows, " \
+           "int ncols)" in rw.text
+    assert rw.launch == {"grid": ["(MAT_N + 16 - 1) / 16"], "block": ["16", "16"], "shared_mem": "0"}
+    assert "16 row slices per column" in rw.explanation and "deterministic" in rw.explanation
+    with pytest.raises(Refused, match="exceed __launch_bounds__"):
+        t.apply(src, spec, launch, {"shape": "32x16"})
+
+
+def test_split_columns_refuses(meps):
+    text = original(meps, "analysis.column_mean")
+    t = SplitColumns()
+    assert "no accumulator declared with zero right before a row loop" in refusal(meps, "analysis.dense_matvec", t)
+    assert "the launch is not 1D" in refusal(meps, "heat.diffuse_step", t)
+    side = text.replace("        acc += scratch[tid];\n", "        acc += scratch[tid];\n        mean[col] = acc;\n")
+    assert "does more than accumulate one value (other side effects)" in refusal(meps, "analysis.column_mean", t, side)
+    reused = text.replace("mean[col] = acc /", "mean[col] = scratch[tid] + acc /")
+    assert "used beyond staging" in refusal(meps, "analysis.column_mean", t, reused)
+    baked = text.replace("static_cast<float>(nrows)", "static_cast<float>(nrows + 0 * BLOCK_SIZE)")
+    assert "bakes the block size BLOCK_SIZE in" in refusal(meps, "analysis.column_mean", t, baked)
+
+    def exact(spec):
+        spec.verify.tolerance["mean"] = Tolerance(rtol=0.0, atol=0.0)
+    assert "mean must match exactly" in refusal(meps, "analysis.column_mean", t, edit_spec=exact)
+
+
+# --- coarsen ------------------------------------------------------------------------------------------
+
+def test_coarsen_apply_boundary(meps):
+    src, spec, launch = load(meps["heat.apply_boundary"])
+    t = Coarsen()
+    assert t.space(src, spec, launch) == {"factor": [2, 4, 8], "layout": ["strided", "consecutive"]}
+    rw = t.apply(src, spec, launch, {"factor": 4, "layout": "strided"})
+    assert "const long long mepgen_base = (long long)blockIdx.x * blockDim.x * 4 + threadIdx.x;" in rw.text
+    assert "for (int mepgen_c = 0; mepgen_c < 4; ++mepgen_c) {\n    const int t = mepgen_base + mepgen_c * " \
+           "blockDim.x;" in rw.text
+    assert "if (t >= 2 * nx + 2 * side) {\n        continue;" in rw.text and "return" not in rw.text.split("apply_boundary")[-1]
+    assert "void apply_boundary(float* u, int nx, int ny, BoundaryKind kind, float value)" in rw.text
+    assert rw.launch["grid"] == ["((((2 * NX + 2 * (NY - 2)) + BLOCK_SIZE - 1) / BLOCK_SIZE) + 4 - 1) / 4"]
+    assert rw.launch["block"] == ["BLOCK_SIZE"]
+    assert "4 elements per thread" in rw.explanation and "grid divided by 4" in rw.explanation
+    cons = t.apply(src, spec, launch, {"factor": 2, "layout": "consecutive"})
+    assert "(long long)(blockIdx.x * blockDim.x + threadIdx.x) * 2;" in cons.text
+    assert "const int t = mepgen_base + mepgen_c;" in cons.text
+
+
+def test_coarsen_refuses(meps):
+    t = Coarsen()
+    assert "grid-stride loop" in refusal(meps, "cg.axpy", t)
+    assert "loops per element" in refusal(meps, "matvec_rows", t)
+    unguarded = original(meps, "heat.apply_boundary").replace(
+        "    if (t >= 2 * nx + 2 * side) {\n        return;\n    }\n", "")
+    assert "no guard of the thread index t against the problem size" in \
+        refusal(meps, "heat.apply_boundary", t, unguarded)
+
+
+# --- vector_loads -------------------------------------------------------------------------------------
+
+def test_vector_loads_axpy_template(meps):
+    src, spec, launch = load(meps["cg.axpy"])
+    t = VectorLoads()
+    assert t.space(src, spec, launch) == {}
+    rw = t.apply(src, spec, launch, {})
+    assert "struct __align__(16) mepgen_vec0 { T c[4]; };" in rw.text        # valid for axpy<double> as well
+    assert "const mepgen_vec0 mepgen_x = reinterpret_cast<const mepgen_vec0*>(x)[mepgen_q];" in rw.text
+    assert "mepgen_y.c[mepgen_l] = a * mepgen_x.c[mepgen_l] + mepgen_y.c[mepgen_l];" in rw.text
+    assert "reinterpret_cast<mepgen_vec0*>(y)[mepgen_q] = mepgen_y;" in rw.text
+    assert "reinterpret_cast<mepgen_vec0*>(x)" not in rw.text                 # x is only read
+    tail = "for (int i = mepgen_n4 * 4 + (blockIdx.x * blockDim.x + threadIdx.x); i < n; i += stride) {\n" \
+           "        y[i] = a * x[i] + y[i];"
+    assert tail in rw.text                                                     # any n stays correct
+    assert rw.launch is None
+    assert "assumes 16-byte aligned buffers" in rw.explanation and "scalar tail" in rw.explanation
+
+
+def test_vector_loads_refuses(meps):
+    t = VectorLoads()
+    text = original(meps, "cg.axpy")
+    offset = text.replace("y[i] = a * x[i] + y[i];", "y[i] = a * x[i] + y[i];\n        (void)(x + 1);")
+    assert "pointer x is used other than as x[i]" in refusal(meps, "cg.axpy", t, offset)
+    shifted = text.replace("a * x[i]", "a * x[i + 1]")
+    assert "`x[i + 1]` is not the loop's own element x[i]" in refusal(meps, "cg.axpy", t, shifted)
+    assert "calls atomicAdd" in refusal(meps, "analysis.histogram", t)
+
+    def odd(spec):
+        spec.sizes["N"] = 4194303
+    assert "4194303 for the MEP's sizes, not a multiple of 4" in refusal(meps, "cg.axpy", t, edit_spec=odd)
+    assert "returns early" in refusal(meps, "heat.apply_boundary", t)
+
+
+# --- nvcc --------------------------------------------------------------------------------------------
+
+CASES = [("analysis.column_mean", SplitColumns, {"shape": "16x16"}),
+         ("analysis.column_mean", SplitColumns, {"shape": "8x32"}),
+         ("heat.apply_boundary", Coarsen, {"factor": 4, "layout": "strided"}),
+         ("heat.apply_boundary", Coarsen, {"factor": 8, "layout": "consecutive"}),
+         ("cg.axpy", VectorLoads, {}), ("cg.xpay", VectorLoads, {})]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("kernel,cls,params", CASES, ids=[f"{k}-{c.__name__}-{i}" for i, (k, c, _) in enumerate(CASES)])
+def test_rewritten_mep_compiles(meps, kernel, cls, params, tmp_path):
+    src, spec, launch = load(meps[kernel])
+    rw = cls().apply(src, spec, launch, params)
+    f = tmp_path / "kernel.cu"
+    f.write_text(rw.text)
+    built = NativeBackend(spec, meps[kernel], tmp_path / "build").compile(f, launch=launch_from(spec, rw.launch))
+    assert not isinstance(built, CompileFailed), built.message
+
+
+@pytest.mark.nvcc
+def test_vector_loads_emit_128_bit_accesses(meps, tmp_path):
+    """The aligned struct is moved with ld/st.global.v4.f32 (one 128-bit access per 4 floats)."""
+    src, spec, launch = load(meps["cg.xpay"])
+    f = tmp_path / "kernel.cu"
+    f.write_text(VectorLoads().apply(src, spec, launch, {}).text)
+    ptx = tmp_path / "kernel.ptx"
+    subprocess.run([shutil.which("nvcc"), "-arch=sm_90", "-O3", "-ptx", *[f"-D{k}={v}" for k, v in spec.sizes.items()],
+                    str(f), "-o", str(ptx)], check=True, capture_output=True)
+    code = ptx.read_text()
+    assert "ld.global.v4.f32" in code and "st.global.v4.f32" in code
