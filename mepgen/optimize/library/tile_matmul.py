@@ -1,0 +1,149 @@
+"""Shared-memory + register tiling of a one-thread-per-output matrix product.
+
+A naive product reads every element of A and B from global memory once per output that uses it (N
+times); a block computing a TILE x TILE output tile stages TILE x BK slices of both factors in shared
+memory (loaded cooperatively, coalesced along whichever index is contiguous in memory, so the
+transposed variant `A[p*M + row]` loads as well as `A[row*K + p]`), then each thread accumulates RM
+outputs of one column in registers, reusing each B value RM times. Sizes not divisible by the tile are
+handled by zero-filling out-of-range tile elements (adding 0*x leaves a sum unchanged) and by the
+original guard around the epilogue. The triangular (rank-k update) variant skips the blocks that lie
+entirely outside the triangle. The accumulation order over p is the original's, so the sums are the
+same up to the compiler's FMA contraction. Launch: TILE x TILE/RM threads, one block per output tile.
+"""
+from __future__ import annotations
+
+import re
+
+from .base import Rewrite, Transformation
+from .matmul_match import match_matmul
+from .source import Refused, kind, walk
+
+
+class TileMatmul(Transformation):
+    def __init__(self):
+        super().__init__("tile_matmul", "shared-memory and register tiling of matrix products",
+                         {"tile": 32, "rm": 4, "bk": 16})
+
+    def _sizes(self, spec, m, src):
+        out = {}
+        for side, bound in m.bounds.items():
+            try:
+                p = spec.param(bound)
+                if p.role == "scalar" and p.value and spec.size(p.value) is not None:
+                    out[side] = p.value
+                    continue
+            except KeyError:
+                pass
+            raise Refused(f"the {side} bound `{bound}` is not a scalar parameter with a size value in mep.yaml")
+        return out
+
+    def space(self, src, spec, launch):
+        m = match_matmul(src, spec)
+        self._sizes(spec, m, src)
+        cap = None
+        if src.has_launch_bounds():
+            from .warp_row import _bounds_value
+            cap = _bounds_value(src, spec)
+        rms = [r for r in (4, 2, 8, 1) if any(_legal(t, r, cap) for t in (32, 16, 64))]
+        if not rms:
+            raise Refused("__launch_bounds__ leaves no legal tile shape")
+        return {"tile": [t for t in (32, 16, 64) if any(_legal(t, r, cap) for r in rms)], "rm": rms,
+                "bk": [16, 8, 32]}
+
+    def apply(self, src, spec, launch, params):
+        m = match_matmul(src, spec)
+        sizes = self._sizes(spec, m, src)
+        t, rm, bk = int(params.get("tile", 32)), int(params.get("rm", 4)), int(params.get("bk", 16))
+        cap = None
+        if src.has_launch_bounds():
+            from .warp_row import _bounds_value
+            cap = _bounds_value(src, spec)
+        if not _legal(t, rm, cap) or bk not in (8, 16, 32):
+            raise Refused(f"tile {t}, rm {rm}, bk {bk} is not a legal shape here")
+        ty, nt = t // rm, t * (t // rm)
+        T = m.acc_type
+        lo, hi = m.loop.lo, m.loop.hi
+        names = {m.row: "mepgen_gr", m.col: "mepgen_gc", m.loop.var: "mepgen_gk"}
+        i = "    "
+        body = ["{", i + src.src(m.col_stmt).strip(),
+                f"{i}// mepgen tile_matmul: {t}x{t} output tile per block, {bk}-deep slices of both factors "
+                f"in shared memory, {rm} outputs per thread in registers"]
+        if m.triangle == "lower":
+            body.append(f"{i}if (blockIdx.x > blockIdx.y) return;   // the whole tile lies above the diagonal")
+        elif m.triangle == "upper":
+            body.append(f"{i}if (blockIdx.x < blockIdx.y) return;   // the whole tile lies below the diagonal")
+        body += [f"{i}__shared__ {T} mepgen_As[{bk}][{t + 1}];", f"{i}__shared__ {T} mepgen_Bs[{bk}][{t + 1}];",
+                 f"{i}const int mepgen_tid = (int)threadIdx.y * {t} + (int)threadIdx.x;",
+                 f"{i}const int mepgen_r0 = (int)blockIdx.y * {t};",
+                 f"{i}const int mepgen_c0 = (int)blockIdx.x * {t};",
+                 f"{i}{T} mepgen_acc[{rm}];", f"{i}#pragma unroll",
+                 f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) mepgen_acc[mepgen_q] = {m.init};",
+                 f"{i}for (int mepgen_k0 = {lo}; mepgen_k0 < {hi}; mepgen_k0 += {bk}) {{"]
+        for op in m.operands:
+            tile, tv, base = ("mepgen_As", "mepgen_gr", "mepgen_r0") if op.side == "row" else \
+                ("mepgen_Bs", "mepgen_gc", "mepgen_c0")
+            bound = m.bounds[op.side]
+            if op.fast == "k":
+                coords = [f"const int mepgen_kk = mepgen_e % {bk};", f"const int mepgen_m = mepgen_e / {bk};"]
+            else:
+                coords = [f"const int mepgen_m = mepgen_e % {t};", f"const int mepgen_kk = mepgen_e / {t};"]
+            body += [f"{i * 2}for (int mepgen_e = mepgen_tid; mepgen_e < {t * bk}; mepgen_e += {nt}) {{",
+                     *[i * 3 + c for c in coords],
+                     f"{i * 3}const int {tv} = {base} + mepgen_m;",
+                     f"{i * 3}const int mepgen_gk = mepgen_k0 + mepgen_kk;",
+                     f"{i * 3}{tile}[mepgen_kk][mepgen_m] = ({tv} < {bound} && mepgen_gk < {hi}) ? "
+                     f"{_renamed(src, op.cursor, names)} : {T}(0);",
+                     f"{i * 2}}}"]
+        a_first = m.operands[0].side == "row"
+        prod = "mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * %d] * mepgen_b" % ty if a_first else \
+            "mepgen_b * mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * %d]" % ty
+        body += [f"{i * 2}__syncthreads();", f"{i * 2}#pragma unroll",
+                 f"{i * 2}for (int mepgen_kk = 0; mepgen_kk < {bk}; ++mepgen_kk) {{",
+                 f"{i * 3}const {T} mepgen_b = mepgen_Bs[mepgen_kk][threadIdx.x];",
+                 f"{i * 3}#pragma unroll",
+                 f"{i * 3}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) mepgen_acc[mepgen_q] += {prod};",
+                 f"{i * 2}}}", f"{i * 2}__syncthreads();", f"{i}}}",
+                 f"{i}#pragma unroll", f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) {{",
+                 f"{i * 2}{_decl_type(src, m.row_stmt, m.row)} {m.row} = mepgen_r0 + (int)threadIdx.y + mepgen_q * {ty};",
+                 f"{i * 2}if ({src.src(list(m.guard.get_children())[0])}) {{"]
+        for st in m.after:
+            line = _renamed(src, st, {m.acc: "mepgen_acc[mepgen_q]"})
+            body.append(i * 3 + line + ("" if line.rstrip().endswith(("}", ";")) else ";"))
+        body += [f"{i * 2}}}", f"{i}}}", "}"]
+        text = src.replace([(*src.span(src.body), "\n".join(body))])
+        shape = {"lower": " (lower triangle: tiles above the diagonal skipped)",
+                 "upper": " (upper triangle: tiles below the diagonal skipped)"}.get(m.triangle, "")
+        trans = [src.src(list(o.cursor.get_children())[0]).strip() for o in m.operands
+                 if (o.side, o.fast) in (("row", "row"), ("col", "k"))]     # stored the other way round
+        grid = [f"({sizes['col']} + {t} - 1) / {t}", f"({sizes['row']} + {t} - 1) / {t}"]
+        return Rewrite(text, f"tile_matmul: {m.acc} = sum over {m.loop.var} staged through {t}x{bk} shared tiles "
+                             f"of both factors{shape}{' (transposed ' + ', '.join(trans) + ')' if trans else ''}; "
+                             f"{rm} outputs per thread in registers; launch {t}x{ty} blocks",
+                       {"grid": grid, "block": [str(t), str(ty)], "shared_mem": "0"})
+
+
+def _legal(t: int, rm: int, cap) -> bool:
+    if t % rm:
+        return False
+    nt = t * (t // rm)
+    return 64 <= nt <= 1024 and (cap is None or nt <= cap)
+
+
+def _decl_type(src, stmt, name) -> str:
+    text = src.src(stmt)
+    return text[:text.find(name)].strip() or "const int"
+
+
+def _renamed(src, c, names: dict[str, str]) -> str:
+    """The text of cursor `c` with references to `names` replaced (by their cursor extents, not by regex)."""
+    s0, e0 = src.span(c)
+    edits = sorted((src.span(n)[0], src.span(n)[1], names[n.spelling]) for n in walk(c)
+                   if kind(n) == "DECL_REF_EXPR" and n.spelling in names and src.span(n)[0] >= s0)
+    out, pos = [], s0
+    for s, e, new in edits:
+        if s < pos:
+            continue
+        out += [src.text[pos:s], new]
+        pos = e
+    out.append(src.text[pos:e0])
+    return re.sub(r"\s+\n", "\n", "".join(out))

@@ -1,0 +1,149 @@
+"""tile_stencil and tile_matmul on the kernels where they apply (rewritten text, explanation and launch
+asserted; nvcc compiles the rewritten MEP) and on kernels where they must refuse (the reason asserted)."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from library_fixtures import REPO, load
+from mepgen.evaluate.launchcfg import launch_from
+from mepgen.evaluate.native import NativeBackend
+from mepgen.evaluate.results import CompileFailed
+from mepgen.optimize.library.catalog import all_transformations
+from mepgen.optimize.library.source import KernelSource, Refused
+from mepgen.optimize.library.tile_matmul import TileMatmul
+from mepgen.optimize.library.tile_stencil import TileStencil
+
+
+@pytest.fixture(scope="module")
+def meps(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiling")
+    out = {}
+    for app, args in (("dense", ["--all"]), ("heatcg", ["heat::diffuse_step"])):
+        folder = root / app
+        shutil.copytree(REPO / "examples" / app, folder, ignore=shutil.ignore_patterns("build", ".mepgen"))
+        subprocess.run(["mepgen", "extract", "."], cwd=folder, check=True, capture_output=True)
+        subprocess.run(["mepgen", "mep", *args], cwd=folder, check=True, capture_output=True)
+        out.update({d.name: d for d in (folder / ".mepgen" / "meps").iterdir()})
+    return out
+
+
+def rewrite(meps, kernel, t, params):
+    src, spec, launch = load(meps[kernel])
+    assert set(params) <= set(t.space(src, spec, launch))
+    return t.apply(src, spec, launch, params)
+
+
+def refusal(meps, kernel, t, edit=None) -> str:
+    """Why `t` refuses the kernel, optionally after a textual edit (old, new) of its kernel.cu."""
+    src, spec, launch = load(meps[kernel])
+    if edit is not None:
+        assert edit[0] in src.text
+        src = KernelSource(src.text.replace(edit[0], edit[1]), spec)
+    with pytest.raises(Refused) as e:
+        t.space(src, spec, launch)
+    return str(e.value)
+
+
+# --- tile_stencil -----------------------------------------------------------------------------------
+
+def test_tile_stencil_heat_diffuse_step_through_the_lap5_helper(meps):
+    rw = rewrite(meps, "heat.diffuse_step", TileStencil(), {"block": "32x8"})
+    assert "__shared__ float mepgen_tile[340];" in rw.text and "__syncthreads();" in rw.text
+    assert "lap5(mepgen_tile, ((int)threadIdx.x + 1), ((int)threadIdx.y + 1), 34, inv_dx2, inv_dy2)" in rw.text
+    assert "c_stencil[4] * mepgen_tile[mepgen_t+34]" in rw.text and "u[idx" not in rw.text
+    assert "mepgen_tile[mepgen_e] = u[mepgen_gy * (g.nx) + mepgen_gx];" in rw.text
+    assert "void diffuse_step(const float* __restrict__ u, float* __restrict__ u_new, Grid g, float alpha, float dt)" \
+        in rw.text
+    assert rw.text.index("__syncthreads();") < rw.text.index("if (i > 0 && i < g.nx-1")
+    assert rw.launch == {"grid": ["(NX + 32 - 1) / 32", "(NY + 8 - 1) / 8"], "block": ["32", "8"], "shared_mem": "0"}
+    assert "34x10 shared-memory tile" in rw.explanation and "1 helper call" in rw.explanation
+
+
+def test_tile_stencil_9_point_and_3d_7_point(meps):
+    rw = rewrite(meps, "smooth9", TileStencil(), {"block": "16x16"})
+    assert "__shared__ float mepgen_tile[324];" in rw.text
+    for delta in ("-19", "-17", "+17", "+19", "-1", "+1", "-18", "+18"):
+        assert f"mepgen_tile[mepgen_t{delta}]" in rw.text
+    assert "9 neighbour read(s)" in rw.explanation and rw.launch["block"] == ["16", "16"]
+    vol = rewrite(meps, "diffuse7", TileStencil(), {"block": "32x4x4"})
+    assert "__shared__ float mepgen_tile[1224];" in vol.text        # 34 x 6 x 6
+    assert "u[mepgen_gz * (vol.nx * vol.ny) + mepgen_gy * (vol.nx) + mepgen_gx]" in vol.text
+    assert "mepgen_tile[mepgen_t-204]" in vol.text and "mepgen_tile[mepgen_t+204]" in vol.text
+    assert vol.launch["grid"] == ["(VOL_NX + 32 - 1) / 32", "(VOL_NY + 4 - 1) / 4", "(VOL_NZ + 4 - 1) / 4"]
+
+
+def test_tile_stencil_refuses(meps):
+    t = TileStencil()
+    assert "data-dependent index" in refusal(meps, "smooth9", t, ("in[j * nx + (i - 1)]", "in[j * nx + (int)in[i]]"))
+    assert "non-affine index" in refusal(meps, "smooth9", t, ("in[j * nx + (i + 1)]", "in[(j * nx + i) / 2]"))
+    assert "radius is not provable" in refusal(meps, "smooth9", t, ("in[j * nx + (i + 1)]", "in[j * nx + (i + ny)]"))
+    assert "halo would start before index 0" in refusal(meps, "smooth9", t, ("i >= 1 &&", "i >= 0 &&"))
+    assert "cannot prove the halo stays inside a row" in refusal(meps, "smooth9", t, ("i < nx - 1", "i < nx"))
+    why = refusal(meps, "heat.diffuse_step", t, ("lap5(u, i, j, g.nx,", "lap5(u, i, j, g.nx / 2,"))
+    assert "`lap5` indexes u with `nx`, not bound to an affine argument" in why
+    assert "not a 2D/3D stencil" in refusal(meps, "conv1d_taps", t)
+    assert "reads A" not in refusal(meps, "matmul", t)       # refused, whatever the reason, never tiled
+
+
+# --- tile_matmul ------------------------------------------------------------------------------------
+
+def test_tile_matmul_plain_product(meps):
+    rw = rewrite(meps, "matmul", TileMatmul(), {"tile": 32, "rm": 4, "bk": 16})
+    assert "__shared__ float mepgen_As[16][33];" in rw.text
+    assert "(mepgen_gr < m && mepgen_gk < k) ? A[mepgen_gr * k + mepgen_gk] : float(0)" in rw.text
+    assert "(mepgen_gc < n && mepgen_gk < k) ? B[mepgen_gk * n + mepgen_gc] : float(0)" in rw.text
+    assert "C[row * n + col] = mepgen_acc[mepgen_q];" in rw.text and "if (row < m && col < n)" in rw.text
+    assert "void matmul(const float* A, const float* B, float* C, int m, int n, int k)" in rw.text
+    assert rw.launch == {"grid": ["(MAT_N + 32 - 1) / 32", "(MAT_M + 32 - 1) / 32"], "block": ["32", "8"],
+                         "shared_mem": "0"}
+    assert "4 outputs per thread" in rw.explanation and "transposed" not in rw.explanation
+
+
+def test_tile_matmul_transposed_and_triangular(meps):
+    tn = rewrite(meps, "gemm_tn", TileMatmul(), {"tile": 16, "rm": 1, "bk": 8})
+    assert "At[mepgen_gk * m + mepgen_gr]" in tn.text and "const int mepgen_m = mepgen_e % 16;" in tn.text
+    assert "transposed At" in tn.explanation and tn.launch["block"] == ["16", "16"]
+    syrk = rewrite(meps, "syrk_lower", TileMatmul(), {"tile": 64, "rm": 8, "bk": 32})
+    assert "if (blockIdx.x > blockIdx.y) return;" in syrk.text
+    assert "A[mepgen_gc * k + mepgen_gk]" in syrk.text and "if (row < n && col <= row)" in syrk.text
+    assert "C[row * n + col] += alpha * mepgen_acc[mepgen_q];" in syrk.text
+    assert "lower triangle" in syrk.explanation and syrk.launch["grid"] == ["(SYRK_N + 64 - 1) / 64"] * 2
+
+
+def test_tile_matmul_refuses(meps):
+    t = TileMatmul()
+    assert "not a 2D output grid" in refusal(meps, "lower_solve", t)
+    assert "is not a bound on j or i or the triangle" in refusal(meps, "smooth9", t)
+    assert "depend on row" in refusal(meps, "matmul", t, ("p < k;", "p < row;"))
+    assert "scalar_replace first" in refusal(meps, "matmul", t, (
+        "float acc = 0.0f;\n        for (int p = 0; p < k; ++p) {\n            acc +=",
+        "C[row * n + col] = 0.0f;\n        for (int p = 0; p < k; ++p) {\n            C[row * n + col] +="))
+    assert "not a product of two array reads" in refusal(meps, "matmul", t, ("p] * B[", "p] + B["))
+    assert "is not an array read" in refusal(meps, "matmul", t, ("acc += A", "acc += 2.0f * A"))
+    assert "same output index" in refusal(meps, "matmul", t, ("B[p * n + col]", "B[p * n + row]"))
+    assert "exactly one of row, col" in refusal(meps, "matmul", t, ("B[p * n + col]", "B[p * n + col + row]"))
+
+
+def test_both_are_registered_and_proposed_first():
+    names = [t.name for t in all_transformations()]
+    assert names.index("tile_matmul") < names.index("warp_per_row")
+    assert names.index("tile_stencil") < names.index("launch_config")
+
+
+CASES = [("heat.diffuse_step", TileStencil, {"block": "32x8"}), ("smooth9", TileStencil, {"block": "64x4"}),
+         ("diffuse7", TileStencil, {"block": "32x4x2"}), ("matmul", TileMatmul, {"tile": 32, "rm": 4, "bk": 16}),
+         ("gemm_tn", TileMatmul, {"tile": 16, "rm": 2, "bk": 32}), ("syrk_lower", TileMatmul, {"tile": 64, "rm": 8, "bk": 8})]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("kernel,cls,params", CASES, ids=[f"{k}-{c.__name__}" for k, c, _ in CASES])
+def test_tiled_mep_compiles(meps, kernel, cls, params, tmp_path):
+    src, spec, launch = load(meps[kernel])
+    rw = cls().apply(src, spec, launch, params)
+    f = tmp_path / "kernel.cu"
+    f.write_text(rw.text)
+    built = NativeBackend(spec, meps[kernel], tmp_path / "build").compile(f, launch=launch_from(spec, rw.launch))
+    assert not isinstance(built, CompileFailed), built.message
