@@ -49,7 +49,7 @@ def test_split_columns_column_mean(meps):
     src, spec, launch = load(meps["analysis.column_mean"])
     t = SplitColumns()
     space = t.space(src, spec, launch)
-    assert space == {"shape": ["32x4", "32x8", "16x16", "8x32"]}     # within __launch_bounds__(BLOCK_SIZE=256)
+    assert space == {"shape": ["32x4", "32x8", "16x16", "8x32", "32x16", "16x32", "32x32", "8x64", "8x128"]}
     rw = t.apply(src, spec, launch, {"shape": "16x16"})
     assert "__shared__ float scratch[BLOCK_SIZE];" not in rw.text and "__syncthreads();\n        acc" not in rw.text
     assert "__shared__ float mepgen_part[16][16];" in rw.text
@@ -62,8 +62,45 @@ def test_split_columns_column_mean(meps):
            "int ncols)" in rw.text
     assert rw.launch == {"grid": ["(MAT_N + 16 - 1) / 16"], "block": ["16", "16"], "shared_mem": "0"}
     assert "16 row slices per column" in rw.explanation and "deterministic" in rw.explanation
-    with pytest.raises(Refused, match="exceed __launch_bounds__"):
-        t.apply(src, spec, launch, {"shape": "32x16"})
+    assert "__launch_bounds__" not in rw.explanation and "chunks" not in rw.explanation
+    big = t.apply(src, spec, launch, {"shape": "8x128"})
+    assert "__global__ void __launch_bounds__(1024) column_mean(" in big.text
+    assert "__launch_bounds__ raised to 1024" in big.explanation and big.launch["block"] == ["8", "128"]
+    with pytest.raises(Refused, match="assigned, not accumulated"):
+        t.apply(src, spec, launch, {"shape": "16x16", "chunks": 8})
+    capped = src.text.replace("__launch_bounds__(BLOCK_SIZE)", "__launch_bounds__(BLOCK_SIZE, 2)")
+    src2, spec2, launch2 = load(meps["analysis.column_mean"], capped)
+    assert t.space(src2, spec2, launch2)["shape"] == ["32x4", "32x8", "16x16", "8x32"]
+    with pytest.raises(Refused, match="names a minimum of resident blocks"):
+        t.apply(src2, spec2, launch2, {"shape": "32x32"})
+
+
+ACCUMULATED = ("mean[col] = acc /", "mean[col] += acc /")
+
+
+def test_split_columns_atomic_row_chunks(meps):
+    text = original(meps, "analysis.column_mean").replace(*ACCUMULATED)
+    src, spec, launch = load(meps["analysis.column_mean"], text)
+    t = SplitColumns()
+    assert t.space(src, spec, launch)["chunks"] == [1, 8, 32, 128]           # mean: rtol 1e-4 in mep.yaml
+    rw = t.apply(src, spec, launch, {"shape": "32x8", "chunks": 8})
+    assert "const int mepgen_r0 = (0) + (int)blockIdx.y * mepgen_per;" in rw.text
+    assert "for (int row = mepgen_r0 + threadIdx.y; row < mepgen_r1; row += 8) {" in rw.text
+    assert "atomicAdd(&mean[col], acc / static_cast<float>(nrows));" in rw.text and "mean[col] +=" not in rw.text
+    assert rw.launch["grid"] == ["(MAT_N + 32 - 1) / 32", "8"]
+    assert "atomicAdd" in rw.explanation and "nondeterministic" in rw.explanation
+
+    def strict(spec):
+        spec.verify.tolerance["mean"] = Tolerance(rtol=1e-5, atol=1e-3)
+    src, spec, launch = load(meps["analysis.column_mean"], text)
+    strict(spec)
+    assert "chunks" not in t.space(src, spec, launch)
+    with pytest.raises(Refused, match="rtol 1e-05.*is below 0.0001"):
+        t.apply(src, spec, launch, {"shape": "32x8", "chunks": 8})
+    squared = text.replace("mean[col] += acc /", "mean[col] += acc * acc /")
+    src, spec, launch = load(meps["analysis.column_mean"], squared)
+    with pytest.raises(Refused, match="not linear in acc"):
+        t.apply(src, spec, launch, {"shape": "32x8", "chunks": 8})
 
 
 def test_split_columns_refuses(meps):
@@ -150,7 +187,8 @@ def test_vector_loads_refuses(meps):
 # --- nvcc --------------------------------------------------------------------------------------------
 
 CASES = [("analysis.column_mean", SplitColumns, {"shape": "16x16"}),
-         ("analysis.column_mean", SplitColumns, {"shape": "8x32"}),
+         ("analysis.column_mean", SplitColumns, {"shape": "8x128"}),
+         ("analysis.column_mean", SplitColumns, {"shape": "32x8", "chunks": 32}),
          ("heat.apply_boundary", Coarsen, {"factor": 4, "layout": "strided"}),
          ("heat.apply_boundary", Coarsen, {"factor": 8, "layout": "consecutive"}),
          ("cg.axpy", VectorLoads, {}), ("cg.xpay", VectorLoads, {})]
@@ -159,7 +197,8 @@ CASES = [("analysis.column_mean", SplitColumns, {"shape": "16x16"}),
 @pytest.mark.nvcc
 @pytest.mark.parametrize("kernel,cls,params", CASES, ids=[f"{k}-{c.__name__}-{i}" for i, (k, c, _) in enumerate(CASES)])
 def test_rewritten_mep_compiles(meps, kernel, cls, params, tmp_path):
-    src, spec, launch = load(meps[kernel])
+    text = original(meps, kernel).replace(*ACCUMULATED) if "chunks" in params else None
+    src, spec, launch = load(meps[kernel], text)
     rw = cls().apply(src, spec, launch, params)
     f = tmp_path / "kernel.cu"
     f.write_text(rw.text)

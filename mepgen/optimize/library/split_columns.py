@@ -12,11 +12,15 @@ Applies to exactly: `[__shared__ T S[..];] [tid = threadIdx.x;] col = blockIdx.x
 staging idiom `S[tid] = E; __syncthreads(); acc += S[tid]; __syncthreads();` (S used nowhere else; the
 rewrite drops S, so a `S[BLOCK_SIZE]` sized by the block macro cannot be overrun), E is pure and reads
 memory with `col` as a unit-stride term, and TAIL does not use the block geometry. The new block is
-BX x RY threads, within any `__launch_bounds__` (the attribute is kept); the grid is the original grid
-with the block macro replaced by BX.
+BX x RY threads; a `__launch_bounds__(BLOCK_SIZE)` is raised to BX*RY when the shape needs more (a bound
+that also names a minimum of resident blocks is a cap instead); the grid is the original grid with the
+block macro replaced by BX.
 
-Atomics across blocks are not used: the outputs of such kernels are assigned (`mean[col] = ...`), and
-an atomic sum would need them zeroed before the launch, which one kernel cannot guarantee.
+Row chunks across blocks (gridDim.y = G, partials added with atomicAdd) are offered only when the tail
+is one `OUT[i] += f(acc)` with f linear (acc, acc*c, acc/c, c*acc), OUT float32 and its tolerance
+rtol >= 1e-4 (an atomic float sum is nondeterministic). An assigned output (`mean[col] = acc / nrows`)
+would need zeroing before the launch, which one kernel cannot guarantee: there the combine stays
+deterministic within the block.
 """
 from __future__ import annotations
 
@@ -29,7 +33,10 @@ from .source import KernelSource, Refused, kind, walk
 
 _ZERO = {"0", "0.0", "0.0f", "0.f", "0.0F", "0u", "0.0L", "0ULL", "0LL"}
 #: BX x RY block shapes, ordered by threads per column (a hill climb walks along the list)
-SHAPES = ["32x4", "32x8", "16x16", "8x32", "32x16", "16x32", "32x32"]
+SHAPES = ["32x4", "32x8", "16x16", "8x32", "32x16", "16x32", "32x32", "8x64", "8x128"]
+#: row chunks across gridDim.y (atomic combine; only for `out[i] += f(acc)` tails with rtol >= 1e-4)
+CHUNKS = [1, 8, 32, 128]
+ATOMIC_RTOL = 1e-4
 
 
 def _threads(shape: str) -> int:
@@ -162,34 +169,100 @@ class SplitColumns(Transformation):
 
     # --- interface ----------------------------------------------------------------------------------
 
+    @staticmethod
+    def _bounds(src, spec):
+        """(cap, offsets of the bound's first argument) when the kernel has __launch_bounds__, else None.
+        A bound without a second argument may be raised to the new block size (the rewrite says so)."""
+        if not src.has_launch_bounds():
+            return None
+        from .warp_row import _bounds_value
+        cap = _bounds_value(src, spec)
+        head, at = src.head, src.fn.extent.start.offset
+        i = head.index("(", head.index("__launch_bounds__"))
+        depth, j = 0, i
+        for j in range(i, len(head)):
+            depth += {"(": 1, ")": -1}.get(head[j], 0)
+            if depth == 0:
+                break
+        args = head[i + 1:j]
+        raisable = cap is not None and "," not in args
+        return cap, raisable, (at + i + 1, at + j)
+
+    def _atomic(self, src, spec, m):
+        """The `OUT[i] += f(acc)` statement an atomicAdd may replace, or why row chunks across blocks
+        (combined with atomics) are not allowed."""
+        tail, acc = m["tail"], m["acc"][0]
+        stmts = tail
+        if len(tail) == 1 and kind(tail[0]) == "IF_STMT" and len(list(tail[0].get_children())) == 2:
+            stmts = body_statements(list(tail[0].get_children())[1])
+        if len(stmts) != 1 or kind(stmts[0]) != "COMPOUND_ASSIGNMENT_OPERATOR" or src.operator(stmts[0]) != "+=":
+            return None, ("the output is assigned, not accumulated (`out[i] += ...`): an atomic sum across "
+                          "blocks would need it zeroed before the launch")
+        target, value = list(stmts[0].get_children())
+        out = re.match(r"(\w+)\s*\[", squash(src.src(target)))
+        p = None
+        try:
+            p = spec.param(out.group(1)) if out else None
+        except KeyError:
+            pass
+        if p is None or p.dtype != "float32":
+            return None, f"`{squash(src.src(target))}` is not a float32 output (no atomicAdd for it here)"
+        tol = spec.verify.tolerance.get(p.name)
+        if tol is None or tol.rtol < ATOMIC_RTOL:
+            return None, (f"{p.name}'s tolerance (rtol {tol.rtol if tol else 0:g}) is below {ATOMIC_RTOL:g}: "
+                          f"an atomic (nondeterministic) float sum may not pass")
+        v = squash(src.src(value))
+        linear = re.fullmatch(rf"{acc}|{acc}\s*[*/]\s*(.+)|(.+?)\s*\*\s*{acc}", v)
+        rest = [g for g in (linear.groups() if linear else ()) if g]
+        if not linear or any(re.search(rf"\b({acc}|{p.name})\b", g) for g in rest):
+            return None, f"`{v}` is not linear in {acc} (acc, acc * c, acc / c, c * acc): partial sums cannot be added"
+        return stmts[0], ""
+
     def space(self, src, spec, launch):
-        self._match(src, spec, launch)
-        cap = None
-        if src.has_launch_bounds():
-            from .warp_row import _bounds_value
-            cap = _bounds_value(src, spec)
-            if cap is None:
-                raise Refused("__launch_bounds__ is not a compile-time value: the 2D block could exceed it")
-        shapes = [x for x in SHAPES if cap is None or _threads(x) <= cap]
+        m = self._match(src, spec, launch)
+        bounds = self._bounds(src, spec)
+        if bounds is not None and bounds[0] is None:
+            raise Refused("__launch_bounds__ is not a compile-time value: the 2D block could exceed it")
+        shapes = [x for x in SHAPES if bounds is None or bounds[1] or _threads(x) <= bounds[0]]
         if not shapes:
-            raise Refused("__launch_bounds__ leaves no 2D block to try")
-        return {"shape": shapes}
+            raise Refused("__launch_bounds__ (with a minimum of blocks) leaves no 2D block to try")
+        stmt, _ = self._atomic(src, spec, m)
+        return {"shape": shapes, **({"chunks": CHUNKS} if stmt is not None else {})}
 
     def apply(self, src, spec, launch, params):
         m = self._match(src, spec, launch)
         bx, ry = (int(v) for v in str(params.get("shape", "16x16")).split("x"))
-        if src.has_launch_bounds():
-            from .warp_row import _bounds_value
-            cap = _bounds_value(src, spec)
-            if cap is not None and bx * ry > cap:
-                raise Refused(f"{bx}x{ry} threads exceed __launch_bounds__({cap})")
+        chunks = int(params.get("chunks", 1))
+        edits, note = [], ""
+        bounds = self._bounds(src, spec)
+        if bounds is not None and bounds[0] is not None and bx * ry > bounds[0]:
+            if not bounds[1]:
+                raise Refused(f"{bx}x{ry} threads exceed __launch_bounds__({bounds[0]}), which names a minimum "
+                              f"of resident blocks")
+            edits.append((*bounds[2], str(bx * ry)))
+            note = f", __launch_bounds__ raised to {bx * ry}"
+        atomic = None
+        if chunks > 1:
+            atomic, why = self._atomic(src, spec, m)
+            if atomic is None:
+                raise Refused(f"no row chunks across blocks: {why}")
         name, ctype = m["acc"]
         loop, ind = m["loop"], "    "
         part = "mepgen_part"
+        lo, hi = f"({loop.lo})", loop.hi
+        chunk = []
+        if atomic is not None:
+            chunk = [f"{ind}const int mepgen_per = (({loop.hi}) - ({loop.lo}) + {chunks} - 1) / {chunks};",
+                     f"{ind}const int mepgen_r0 = ({loop.lo}) + (int)blockIdx.y * mepgen_per;",
+                     f"{ind}const int mepgen_r1 = mepgen_r0 + mepgen_per < ({loop.hi}) ? mepgen_r0 + mepgen_per : "
+                     f"({loop.hi});"]
+            lo, hi = "mepgen_r0", "mepgen_r1"
         new_loop = "\n".join([
             f"// mepgen split_columns: {ry} row slices per column, partials combined in a fixed order",
             f"{ind}__shared__ {ctype} {part}[{ry}][{bx}];",
-            f"{ind}for (int {loop.var} = ({loop.lo}) + threadIdx.y; {loop.var} < {loop.hi}; {loop.var} += {ry}) {{",
+            *chunk,
+            f"{ind}#pragma unroll 4",
+            f"{ind}for (int {loop.var} = {lo} + threadIdx.y; {loop.var} < {hi}; {loop.var} += {ry}) {{",
             f"{ind * 2}{name} += {src.src(m['addend'])};",
             f"{ind}}}",
             f"{ind}{part}[threadIdx.y][threadIdx.x] = {name};",
@@ -200,21 +273,29 @@ class SplitColumns(Transformation):
             f"{ind * 2}}}",
         ])
         s, e = src.span(loop.cursor)
-        edits = [(s, e, new_loop)]
         tail = m["tail"]
         if tail:
+            edits.append((s, e, new_loop))
             ts, te = src.span(tail[0])[0], src.span(tail[-1])[1]
             end = te + 1 if src.text[te:te + 1] == ";" else te
-            edits.append((ts, end, src.text[ts:end] + f"\n{ind}}}"))
+            tail_text = src.text[ts:end]
+            if atomic is not None:                  # `OUT[i] += f(acc)` -> atomicAdd(&OUT[i], f(acc))
+                a0, a1 = src.span(atomic)
+                target, value = list(atomic.get_children())
+                tail_text = tail_text[:a0 - ts] + f"atomicAdd(&{src.src(target)}, {src.src(value)})" + \
+                    tail_text[a1 - ts:]
+            edits.append((ts, end, tail_text + f"\n{ind}}}"))
         else:
-            edits[0] = (s, e, new_loop + f"\n{ind}}}")
+            edits.append((s, e, new_loop + f"\n{ind}}}"))
         for stmt, _ in m["shared"]:
             a, b = src.span(stmt)
             b = b + 1 if src.text[b:b + 1] == ";" else b
             edits.append((a, b, "// (the staging array is replaced by the row-slice partials below)"))
         text = src.replace(edits)
-        grid = [_sub_token(launch["grid"][0], m["token"], bx)] + list(launch["grid"][1:])
-        return Rewrite(text, f"split columns: {ry} row slices per column ({bx}x{ry} blocks, {ry}x the threads), "
-                             f"partial sums of `{name}` combined in shared memory in a fixed order "
-                             f"(deterministic; only the float summation order changes)",
+        grid = [_sub_token(launch["grid"][0], m["token"], bx)] + ([str(chunks)] if atomic is not None else [])
+        how = (f"and {chunks} row chunks across blocks added with atomicAdd (nondeterministic float sum, "
+               f"within rtol >= {ATOMIC_RTOL:g})" if atomic is not None else
+               "in a fixed order (deterministic; only the float summation order changes)")
+        return Rewrite(text, f"split columns: {ry} row slices per column ({bx}x{ry} blocks, {ry * chunks}x the "
+                             f"threads), partial sums of `{name}` combined in shared memory {how}{note}",
                        {"grid": grid, "block": [str(bx), str(ry)], "shared_mem": str(launch.get("shared_mem", "0"))})
