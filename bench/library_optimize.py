@@ -30,7 +30,8 @@ from mepgen.optimize.library.loop import best_attempt, run_library  # noqa: E402
 from mepgen.optimize.proposer import Context  # noqa: E402
 from mepgen.spec import load_spec  # noqa: E402
 
-APPS = {"heatcg": ["--size", "N=4194304", "--size", "NROWS=4194304", "--size", "NNZ=20930584"], "kernels": []}
+APPS = {"heatcg": ["--size", "N=4194304", "--size", "NROWS=4194304", "--size", "NNZ=20930584"], "kernels": [],
+        "dense": []}
 
 
 def prepare_app(name: str, workdir: Path) -> list[Path]:
