@@ -12,9 +12,11 @@ from mepgen.evaluate.launchcfg import launch_from
 from mepgen.evaluate.native import NativeBackend
 from mepgen.evaluate.results import CompileFailed
 from mepgen.optimize.library.catalog import all_transformations
+from mepgen.optimize.library.proposer import LibraryProposer
 from mepgen.optimize.library.source import KernelSource, Refused
 from mepgen.optimize.library.tile_matmul import TileMatmul
 from mepgen.optimize.library.tile_stencil import TileStencil
+from mepgen.optimize.proposer import Context
 
 
 @pytest.fixture(scope="module")
@@ -127,10 +129,16 @@ def test_tile_matmul_refuses(meps):
     assert "exactly one of row, col" in refusal(meps, "matmul", t, ("B[p * n + col]", "B[p * n + col + row]"))
 
 
-def test_both_are_registered_and_proposed_first():
+def test_both_are_registered_and_proposed_first(meps):
     names = [t.name for t in all_transformations()]
     assert names.index("tile_matmul") < names.index("warp_per_row")
     assert names.index("tile_stencil") < names.index("launch_config")
+    for kernel, name in (("heat.diffuse_step", "tile_stencil"), ("syrk_lower", "tile_matmul")):
+        src, spec, _ = load(meps[kernel])
+        ctx = Context(spec=spec, mep_dir=meps[kernel], original=src.text, gpu={})
+        first = LibraryProposer().propose(ctx, None, 4)[0]
+        assert first.transformations[0]["name"] == name and first.launch is not None
+        assert first.change.startswith(name + ":")
 
 
 CASES = [("heat.diffuse_step", TileStencil, {"block": "32x8"}), ("smooth9", TileStencil, {"block": "64x4"}),
