@@ -72,10 +72,11 @@ class Backend(abc.ABC):
     name = "abstract"
 
     @abc.abstractmethod
-    def compile(self, kernel_file: Path, launch=None) -> Built | CompileFailed:
+    def compile(self, kernel_file: Path, launch=None, flags=()) -> Built | CompileFailed:
         """Build `kernel_file`; safe to call from several threads at once (compiles run in parallel).
 
-        `launch` (a spec.Launch): the candidate's own launch configuration instead of mep.yaml's."""
+        `launch` (a spec.Launch): the candidate's own launch configuration instead of mep.yaml's;
+        `flags`: extra nvcc flags after mep.yaml's build.nvcc_flags (part of the build's cache key)."""
 
     @abc.abstractmethod
     def run(self, built: Built, inputs: InputSet, out_dir: Path) -> RunOutput:

@@ -20,8 +20,9 @@ from .results import EvalResult, RuntimeFault
 
 def evaluate_many(ev: Evaluator, candidates: list[tuple], journal: Journal | None = None,
                   on_result: Callable[[EvalResult], None] | None = None) -> list[EvalResult]:
-    """Results in the order of `candidates`: (name, kernel file) pairs, or (name, kernel file, launch)
-    triples where a candidate runs with its own spec.Launch (None: mep.yaml's); `ev.prepare()` must have run."""
+    """Results in the order of `candidates`: (name, kernel file) pairs, or (name, kernel file, launch[, flags])
+    where a candidate runs with its own spec.Launch (None: mep.yaml's) and is built with extra nvcc flags;
+    `ev.prepare()` must have run."""
     cache = ResultCache(ev.store.results_dir) if ev.opts.use_cache else None
     results: list[EvalResult | None] = [None] * len(candidates)
     lock = threading.Lock()
@@ -40,7 +41,8 @@ def evaluate_many(ev: Evaluator, candidates: list[tuple], journal: Journal | Non
     pending = []
     for i, (name, path, *rest) in enumerate(candidates):
         launch = rest[0] if rest else None
-        res = ev.new_result(name, Path(path), launch)
+        flags = tuple(rest[1]) if len(rest) > 1 and rest[1] else ()
+        res = ev.new_result(name, Path(path), launch, flags)
         seen = (journal.get(res.key) if journal else None) or (cache.get(res.key) if cache else None)
         if seen is not None:
             seen.name = name
@@ -48,13 +50,13 @@ def evaluate_many(ev: Evaluator, candidates: list[tuple], journal: Journal | Non
         elif res.status != "ok":
             finish(i, res, fresh=True)
         else:
-            pending.append((i, res, Path(path), launch))
+            pending.append((i, res, Path(path), launch, flags))
 
     gpu_queue: queue.Queue = queue.Queue()
 
     def compile_one(item) -> None:
-        i, res, path, launch = item
-        built = ev.compile(res, path, launch)
+        i, res, path, launch, flags = item
+        built = ev.compile(res, path, launch, flags)
         if built is None:
             finish(i, res, fresh=True)
         else:

@@ -144,34 +144,40 @@ class Evaluator:
 
     # --- keys and lint ------------------------------------------------------------------------------
 
-    def result_key(self, text: str, launch: Launch | None = None) -> str:
+    def result_key(self, text: str, launch: Launch | None = None, flags=()) -> str:
         o = self.opts
         parts = ["result", RESULT_VERSION, text, self.ref_key, self.backend_name, self.gpu_ids,
                  [self.k, self.plan.warmup, self.plan.reps, self.plan.rounds, self.plan.flush_l2, o.min_gain,
                   o.profile]]
         if launch is not None:     # only then: the keys of plain variants stay what they were
             parts.append(launchcfg.as_dict(launch))
+        if flags:                  # likewise: extra nvcc flags make another candidate
+            parts.append({"nvcc_flags": list(flags)})
         return digest(*parts)
 
-    def new_result(self, name: str, kernel_file: Path, launch: Launch | None = None) -> EvalResult:
-        """A fresh record for a candidate; `launch`: its own launch configuration (launchcfg.launch_from)."""
+    def new_result(self, name: str, kernel_file: Path, launch: Launch | None = None, flags=()) -> EvalResult:
+        """A fresh record for a candidate; `launch`: its own launch configuration (launchcfg.launch_from);
+        `flags`: extra nvcc flags it is built with."""
         text = Path(kernel_file).read_text(errors="replace")
-        res = EvalResult(name=name, key=self.result_key(text, launch), backend=self.backend_name,
+        res = EvalResult(name=name, key=self.result_key(text, launch, flags), backend=self.backend_name,
                          kernel_sha256=digest("kernel", text), input_sets=self.k)
         if launch is not None:
             d = launchcfg.as_dict(launch)
             res.notes.append(f"own launch: grid ({', '.join(d['grid'])}), block ({', '.join(d['block'])}), "
                              f"shared memory {d['shared_mem']}")
+        if flags:
+            res.notes.append(f"extra nvcc flags: {' '.join(flags)}")
         res.rules = rules.check(text, self.original_text)
         if res.rules:
             res.status, res.stage = "rejected_by_rules", "lint"
         return res
 
-    def compile(self, res: EvalResult, kernel_file: Path, launch: Launch | None = None) -> Built | None:
+    def compile(self, res: EvalResult, kernel_file: Path, launch: Launch | None = None, flags=()) -> Built | None:
         """Compile stage (thread-safe); None when it failed (recorded in `res`)."""
         res.stage = "compile"
         be = self.workers[0].backend
-        built = be.compile(Path(kernel_file)) if launch is None else be.compile(Path(kernel_file), launch=launch)
+        extra = {k: v for k, v in (("launch", launch), ("flags", tuple(flags))) if v}
+        built = be.compile(Path(kernel_file), **extra)
         if isinstance(built, CompileFailed):
             res.status, res.compile_failed = "compile_failed", built
             return None

@@ -53,6 +53,14 @@ def with_launch(spec: Spec, launch: Launch) -> Spec:
     return dataclasses.replace(spec, launch=dataclasses.replace(launch, callee=launch.callee or spec.launch.callee))
 
 
+def with_flags(spec: Spec, flags) -> Spec:
+    """The spec with extra nvcc flags after mep.yaml's own (a candidate built with e.g. -use_fast_math)."""
+    if not flags:
+        return spec
+    return dataclasses.replace(spec, build=dataclasses.replace(spec.build, nvcc_flags=[*spec.build.nvcc_flags,
+                                                                                        *flags]))
+
+
 def as_dict(launch: Launch) -> dict:
     return {"grid": list(launch.grid), "block": list(launch.block), "shared_mem": str(launch.shared_mem)}
 

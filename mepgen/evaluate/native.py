@@ -20,7 +20,7 @@ from .. import mepbuild
 from ..spec import Launch, Spec
 from . import process
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
-from .launchcfg import candidate_harness
+from .launchcfg import candidate_harness, with_flags
 from .ptxas import kernel_info
 from .results import CompileFailed, RuntimeFault
 from .symbols import callee
@@ -102,8 +102,8 @@ class NativeBackend(Backend):
 
     # --- compile ----------------------------------------------------------------------------------
 
-    def build_key(self, kernel_file: Path, harness_text: str | None = None) -> str:
-        cmd = mepbuild.nvcc_command(self.spec, self.mep_dir, Path("KERNEL"), Path("OUT"))
+    def build_key(self, kernel_file: Path, harness_text: str | None = None, spec: Spec | None = None) -> str:
+        cmd = mepbuild.nvcc_command(spec or self.spec, self.mep_dir, Path("KERNEL"), Path("OUT"))
         h = hashlib.sha256()
         harness = self.harness_text if harness_text is None else harness_text
         for part in (Path(kernel_file).read_bytes(), harness.encode(), json.dumps(cmd).encode(),
@@ -111,15 +111,17 @@ class NativeBackend(Backend):
             h.update(hashlib.sha256(part).digest())
         return h.hexdigest()[:24]
 
-    def compile(self, kernel_file: Path, launch: Launch | None = None) -> Built | CompileFailed:
-        """Build the harness with `kernel_file`; with `launch`, a harness rendered for that launch instead."""
+    def compile(self, kernel_file: Path, launch: Launch | None = None, flags=()) -> Built | CompileFailed:
+        """Build the harness with `kernel_file`; with `launch`, a harness rendered for that launch instead;
+        `flags`: extra nvcc flags after mep.yaml's (they are part of the command, hence of the build key)."""
         kernel_file = Path(kernel_file).resolve()
+        spec = with_flags(self.spec, flags)
         harness, harness_text = None, None
         if launch is not None:
             harness, harness_text = candidate_harness(self.spec, self.mep_dir, launch, self.build_dir)
             if harness is None:
                 return CompileFailed(harness_text, "")
-        key = self.build_key(kernel_file, harness_text)
+        key = self.build_key(kernel_file, harness_text, spec)
         out_dir = self.build_dir / key
         binary, log_file = out_dir / "mep", out_dir / "compile.log"
         if binary.is_file() and log_file.is_file():
@@ -128,7 +130,7 @@ class NativeBackend(Backend):
             return Built(kernel_file, binary, key, info, log_file.read_text())
         out_dir.mkdir(parents=True, exist_ok=True)
         tmp = out_dir / f"mep.{os.getpid()}.{time.monotonic_ns()}.tmp"
-        cmd = mepbuild.nvcc_command(self.spec, self.mep_dir, kernel_file, tmp, harness) + ["-Xptxas", "-v"]
+        cmd = mepbuild.nvcc_command(spec, self.mep_dir, kernel_file, tmp, harness) + ["-Xptxas", "-v"]
         try:
             done = process.run(cmd, timeout=self.compile_timeout, cwd=self.mep_dir)
         except FileNotFoundError:

@@ -16,7 +16,7 @@ from .. import datagen
 from ..errors import MepgenError
 from ..spec import Launch, Spec
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
-from .launchcfg import with_launch
+from .launchcfg import with_flags, with_launch
 from .pycuda_entry import build_cubin
 from .results import CompileFailed, RuntimeFault
 
@@ -48,9 +48,10 @@ class PycudaBackend(Backend):
         self.modules: list[str] = []        # loaded cubins, oldest first
         self.pinned: str | None = None      # the baseline's key: never evicted
 
-    def compile(self, kernel_file: Path, launch: Launch | None = None) -> Built | CompileFailed:
-        """The cubin; with `launch`, its launch geometry comes from that configuration instead of mep.yaml's."""
-        spec = self.spec if launch is None else with_launch(self.spec, launch)
+    def compile(self, kernel_file: Path, launch: Launch | None = None, flags=()) -> Built | CompileFailed:
+        """The cubin; with `launch`, its launch geometry comes from that configuration instead of mep.yaml's;
+        `flags`: extra nvcc flags (the cubin's cache key covers every flag)."""
+        spec = with_flags(self.spec if launch is None else with_launch(self.spec, launch), flags)
         return build_cubin(spec, self.mep_dir, Path(kernel_file), self.build_dir, self.compile_timeout)
 
     # --- the worker ---------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """Proposals -> evaluated candidates: the one door through which every proposed kernel reaches the GPU.
 
-Each proposal's kernel.cu is written into `workdir` under a name derived from its content (and launch),
+Each proposal's kernel.cu is written into `workdir` under a name derived from its content (launch, flags),
 so the same text proposed twice is one file and one cached result. A proposal that carries its own launch
 configuration (a warp per row needs 32x the threads) is evaluated with that launch against the ORIGINAL
-kernel with the launch of mep.yaml: the speedup is what the application gains by taking both.
+kernel with the launch of mep.yaml: the speedup is what the application gains by taking both. Extra nvcc
+flags (Proposal.nvcc_flags) build the candidate only; the baseline keeps mep.yaml's flags.
 Nothing a proposer says is trusted: compile, verify on every input set and timing decide.
 """
 from __future__ import annotations
@@ -26,6 +27,8 @@ def candidate_name(proposal: Proposal) -> str:
     h = hashlib.sha256(proposal.text.encode())
     if proposal.launch:
         h.update(json.dumps(proposal.launch, sort_keys=True).encode())
+    if proposal.nvcc_flags:
+        h.update(("\0flags:" + json.dumps(list(proposal.nvcc_flags))).encode())
     return "cand-" + h.hexdigest()[:12]
 
 
@@ -37,7 +40,7 @@ def write_candidate(proposal: Proposal, workdir: Path) -> Path:
     if not kernel.is_file() or kernel.read_text(errors="replace") != proposal.text:
         kernel.write_text(proposal.text)
     meta = {"change": proposal.change, "source": proposal.source, "transformations": proposal.transformations,
-            "launch": proposal.launch, "strategy": proposal.strategy}
+            "launch": proposal.launch, "nvcc_flags": list(proposal.nvcc_flags), "strategy": proposal.strategy}
     (folder / "proposal.json").write_text(json.dumps(meta, indent=1) + "\n")
     return kernel
 
@@ -56,5 +59,5 @@ def evaluate(ev: Evaluator, mep_dir: Path, spec: Spec, proposals: list[Proposal]
             launch = launch_from(spec, p.launch)
         except MepgenError as e:
             raise MepgenError(f"proposal '{p.change}': {e}") from None
-        items.append((candidate_name(p), write_candidate(p, workdir), launch))
+        items.append((candidate_name(p), write_candidate(p, workdir), launch, tuple(p.nvcc_flags)))
     return evaluate_many(ev, items, journal, on_result=on_result)

@@ -162,19 +162,22 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
         store.close()
     best_path = summary.write(traj, outcome, spec.kernel.name, baseline,
                               command=f"mepgen optimize {spec.kernel.name} --strategy {strategy} --budget {budget}")
-    if outcome.best is not None and outcome.best.proposal.launch:
-        write_launch(spec, outcome.best.proposal.launch, run_dir / "best" / "mep.yaml")
+    if outcome.best is not None and (outcome.best.proposal.launch or outcome.best.proposal.nvcc_flags):
+        write_launch(spec, outcome.best.proposal.launch, run_dir / "best" / "mep.yaml", outcome.best.proposal.nvcc_flags)
     return outcome, best_path, baseline
 
 
-def write_launch(spec, launch: dict, path: Path) -> None:
-    """best/mep.yaml: the MEP's spec with the winner's launch, which `mepgen patch --from` reads beside kernel.cu."""
-    from ..evaluate.launchcfg import launch_from, with_launch
+def write_launch(spec, launch: dict | None, path: Path, flags=()) -> None:
+    """best/mep.yaml: the MEP's spec with the winner's launch and extra nvcc flags (build.nvcc_flags), which
+    `mepgen patch --from` reads beside kernel.cu (it writes the launch back and prints the flags)."""
+    from ..evaluate.launchcfg import launch_from, with_flags, with_launch
     from ..mep.render import render_yaml
     from ..workspace import write_atomic
-    new = launch_from(spec, launch)
-    if new is not None:
-        write_atomic(path, render_yaml(with_launch(spec, new), [f"the winner's launch configuration ({spec.kernel.name})"]))
+    new = launch_from(spec, launch) if launch else None
+    if new is not None or flags:
+        what = [w for w, on in (("launch configuration", new is not None), ("nvcc flags", bool(flags))) if on]
+        out = with_flags(with_launch(spec, new) if new is not None else spec, list(flags))
+        write_atomic(path, render_yaml(out, [f"the winner's {' and '.join(what)} ({spec.kernel.name})"]))
 
 
 def _report(name: str, run_dir: Path, outcome, best_path, baseline, as_json: bool) -> None:

@@ -23,6 +23,8 @@ class Proposal:
     transformations: list[dict] = field(default_factory=list)  # library: [{"name": ..., "params": {...}}] in order
     launch: dict | None = None                  # {"grid": [...], "block": [...], "shared_mem": "..."}; None: unchanged
     strategy: str = ""                          # the LLM's stated strategy (prose), for the trajectory and patterns
+    nvcc_flags: list[str] = field(default_factory=list)  # extra nvcc flags the candidate is built with (the
+    #                                                      patch stage cannot write them back: it prints them)
 
 
 @dataclass

@@ -127,7 +127,7 @@ class Search:
             res = EvalResult.from_dict(rec["result"])
             prop = Proposal(text=text, change=rec["change"], source=rec["source"],
                             transformations=rec.get("transformations") or [], launch=rec.get("launch"),
-                            strategy=rec.get("strategy", ""))
+                            strategy=rec.get("strategy", ""), nvcc_flags=rec.get("nvcc_flags") or [])
             a = Attempt(rec["id"], prop, res, parent=rec.get("parent"), repair_of=rec.get("repair_of"))
             owner = next((p for p in self.proposers if p.name == rec.get("proposer")), None)
             self.state.attempts[a.id] = a
@@ -170,7 +170,7 @@ class Search:
     def _fresh(self, props: list[Proposal], room: int) -> list[Proposal]:
         out = []
         for p in props:
-            h = content_hash(p.text, p.launch)
+            h = content_hash(p.text, p.launch, p.nvcc_flags)
             if h not in self.seen and len(out) < room:
                 self.seen.add(h)
                 out.append(p)
@@ -235,7 +235,7 @@ class Search:
                 self.repairs_of[root] = self.repairs_of.get(root, 0) + 1
                 if fix is None:
                     continue
-                h = content_hash(fix.text, fix.launch)
+                h = content_hash(fix.text, fix.launch, fix.nvcc_flags)
                 if h in self.seen:
                     continue
                 self.seen.add(h)

@@ -26,8 +26,11 @@ from .proposer import Attempt
 FAILED = ("rejected_by_rules", "compile_failed", "runtime_fault", "wrong_result", "impossible", "mep_error")
 
 
-def content_hash(text: str, launch: dict | None) -> str:
-    return hashlib.sha256((text + "\0" + json.dumps(launch, sort_keys=True)).encode()).hexdigest()[:20]
+def content_hash(text: str, launch: dict | None, flags=()) -> str:
+    """Same text, launch and extra nvcc flags: the same candidate (flags only count when there are any,
+    so hashes of earlier runs stay valid)."""
+    extra = "\0" + json.dumps(list(flags)) if flags else ""
+    return hashlib.sha256((text + "\0" + json.dumps(launch, sort_keys=True) + extra).encode()).hexdigest()[:20]
 
 
 def pct_roofline(result) -> float | None:
@@ -109,7 +112,9 @@ class Trajectory:
         rec = {"kind": "attempt", "id": a.id, "parent": a.parent, "repair_of": a.repair_of, "proposer": proposer,
                "source": a.proposal.source, "change": a.proposal.change,
                "transformations": a.proposal.transformations, "launch": a.proposal.launch,
-               "strategy": a.proposal.strategy, "hash": content_hash(a.proposal.text, a.proposal.launch),
+               "nvcc_flags": list(a.proposal.nvcc_flags),
+               "strategy": a.proposal.strategy,
+               "hash": content_hash(a.proposal.text, a.proposal.launch, a.proposal.nvcc_flags),
                "status": getattr(r, "status", "reply_rejected"), "stage": getattr(r, "stage", "reply"),
                "median_ms": r.timed.median_ms if getattr(r, "timed", None) else None,
                "speedup": speedup(r), "decision": r.timed.decision if getattr(r, "timed", None) else None,

@@ -71,27 +71,32 @@ def patch(kernel, variant, launch_from, do_apply, do_revert, force, no_validate,
     # the patch is always computed against the file as extracted: the current one, or the backup once applied
     recorded = current if sha256(current) == inv["files"][k["file"]] else (
         backup.read_bytes() if backup.is_file() else current)
-    change = None
+    change, flags = None, []
     winner_yaml = launch_from or (variant.parent / "mep.yaml")
     mep_yaml = ws.mep_dir(k["id"]) / "mep.yaml"
     if winner_yaml.is_file() and winner_yaml.resolve() != mep_yaml.resolve():
         if not mep_yaml.is_file():
             raise MepgenError(f"{winner_yaml} changes the launch, but the MEP's {mep_yaml} to compare with is missing")
         change = launch_change(inv, k, load_spec(mep_yaml), read_launch(winner_yaml), recorded)
+        flags = extra_flags(load_spec(mep_yaml), load_spec(winner_yaml))
     elif launch_from is not None:
         raise MepgenError(f"{launch_from} not found")
     p = plan(ws.app_root, inv, k, defs, recorded, change)
+    if p.unchanged and flags:
+        _say(as_json, {"kernel": k["qualified_name"], "unchanged": True, "nvcc_flags": flags}, flags_note(flags))
+        return
     if p.unchanged:
         raise MepgenError(f"the variant's {k['qualified_name']} is the original kernel, byte for byte: nothing to patch")
     diff = unified_diff(k["file"], p.original, p.patched)
     write_atomic(diff_path(ws, k["id"]), diff)
     result = {"kernel": k["qualified_name"], "file": k["file"], "variant": str(variant),
               "diff": str(diff_path(ws, k["id"])), "new_helpers": p.new_helpers, "launch": p.launch_notes,
-              "state": status(ws, p, current)}
+              "state": status(ws, p, current), "nvcc_flags": flags}
     if not do_apply:
         if result["state"] == "changed":
             raise MepgenError(f"{k['file']} changed since `mepgen extract`: rerun `mepgen extract` first")
-        _say(as_json, result, f"{diff}\nwrote {result['diff']} (review it; --apply changes {k['file']})")
+        _say(as_json, result, f"{diff}\nwrote {result['diff']} (review it; --apply changes {k['file']})" +
+             (f"\n{flags_note(flags)}" if flags else ""))
         return
     msg = apply(ws, p, variant)
     result["message"] = msg
@@ -100,12 +105,24 @@ def patch(kernel, variant, launch_from, do_apply, do_revert, force, no_validate,
         v = validate(ws.app_root, inv, k, k["file"], cfg["patch"]["validate_command"], bool(p.launch_notes))
         result["validation"] = [{"check": c.name, "ok": c.ok, "detail": c.detail} for c in v.checks]
         result["valid"] = v.ok
-    lines = [msg] + [f"  {'ok ' if c['ok'] else 'FAIL'} {c['check']}: {c['detail']}".rstrip(": ")
+    lines = [msg] + ([flags_note(flags)] if flags else []) + [f"  {'ok ' if c['ok'] else 'FAIL'} {c['check']}: {c['detail']}".rstrip(": ")
                      for c in result.get("validation", [])]
     _say(as_json, result, "\n".join(lines))
     if result.get("valid") is False:
         raise MepgenError(f"the patched application failed validation; `mepgen patch {k['id']} --revert` "
                           f"restores {k['file']}", exit_code=4)
+
+
+def extra_flags(mep, winner) -> list[str]:
+    """The nvcc flags the winner was built with beyond the MEP's own (an optimizer's flag proposal)."""
+    own = list(mep.build.nvcc_flags)
+    return list(winner.build.nvcc_flags[len(own):]) if winner.build.nvcc_flags[:len(own)] == own else \
+        [f for f in winner.build.nvcc_flags if f not in own]
+
+
+def flags_note(flags: list[str]) -> str:
+    return (f"the winner is built with extra nvcc flags: {' '.join(flags)} -- mepgen patch does not write build "
+            f"flags back; add them to the application's build system (Makefile/CMake) for this file")
 
 
 def _say(as_json: bool, obj: dict, text: str) -> None:

@@ -17,6 +17,7 @@ class Rewrite:
     text: str                      # the whole new kernel.cu
     explanation: str               # one line: what changed and why
     launch: dict | None = None     # the full launch it needs {"grid", "block", "shared_mem"}; None: unchanged
+    nvcc_flags: list[str] = field(default_factory=list)   # extra nvcc flags the candidate is built with
 
 
 @dataclass

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .coarsen import Coarsen
+from .compiler_flags import CompilerFlags
 from .launch_bounds import LaunchBounds
 from .launch_config import LaunchConfig
 from .privatize import Privatize
@@ -18,4 +19,4 @@ from .warp_row import WarpPerRow
 def all_transformations():
     return [TileMatmul(), TileStencil(),
             WarpPerRow(), Privatize(), SplitColumns(), ScalarReplace(), VectorLoads(), Coarsen(), LaunchConfig(),
-            Restrict(), Unroll(), LaunchBounds()]
+            Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]

@@ -53,6 +53,7 @@ class LibraryProposer:
     def propose(self, ctx: Context, parent: Attempt | None, budget: int) -> list[Proposal]:
         text = parent.proposal.text if parent is not None else ctx.original
         base_launch = parent.proposal.launch if parent is not None else None
+        base_flags = list(parent.proposal.nvcc_flags) if parent is not None else []
         chain = self._chain(parent)
         done = {t["name"] for t in chain}
         self.refusals = {}
@@ -74,7 +75,7 @@ class LibraryProposer:
                 self.refusals[t.name] = str(e)
                 continue
             plans.append((t, space, self._seen(ctx, chain, t.name)))
-        out, taken = [], {(text, repr(base_launch))}
+        out, taken = [], {(text, repr(base_launch), repr(base_flags))}
         # round-robin: every applicable transformation's next point before any gets a second one
         pending = {t.name: [] for t, _, _ in plans}
         rounds = 0
@@ -97,12 +98,14 @@ class LibraryProposer:
                     self.refusals[t.name] = str(e)
                     continue
                 new_launch = rw.launch if rw.launch is not None else base_launch
-                ident = (rw.text, repr(new_launch))
+                new_flags = base_flags + list(rw.nvcc_flags)
+                ident = (rw.text, repr(new_launch), repr(new_flags))
                 if ident in taken:
                     continue
                 taken.add(ident)
                 out.append(Proposal(text=rw.text, change=rw.explanation, source="library",
-                                    transformations=chain + [{"name": t.name, "params": p}], launch=new_launch))
+                                    transformations=chain + [{"name": t.name, "params": p}], launch=new_launch,
+                                    nvcc_flags=new_flags))
             if not progressed:
                 break
         return out

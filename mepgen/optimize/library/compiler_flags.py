@@ -1,0 +1,62 @@
+"""Compiler flags instead of source changes: `-use_fast_math` (approximate division, square roots and
+transcendentals, denormals flushed to zero) and `-Xptxas -O3` (the device assembler's highest level,
+stated explicitly). The kernel text stays as it is; the candidate is built with the extra flags
+(Proposal.nvcc_flags) and judged against the baseline built with mep.yaml's own.
+
+`-use_fast_math` changes float results, so it is offered only when every output of the MEP has a
+tolerance of at least 1e-4 relative in mep.yaml; a flag mep.yaml already passes is not offered again.
+`mepgen patch` cannot write flags into the application's build system: it prints them for the user.
+"""
+from __future__ import annotations
+
+from .base import Rewrite, Transformation
+from .source import Refused
+
+FAST_MATH = "-use_fast_math"
+PTXAS_O3 = "-Xptxas -O3"
+MIN_RTOL = 1e-4
+
+
+class CompilerFlags(Transformation):
+    def __init__(self):
+        super().__init__("nvcc_flags", "extra nvcc flags (fast math, ptxas -O3)", {"flags": PTXAS_O3})
+
+    @staticmethod
+    def _fast_math_refusal(spec) -> str:
+        for p in spec.outputs:
+            tol = spec.verify.tolerance.get(p.name)
+            if tol is None or tol.rtol < MIN_RTOL:
+                return (f"{FAST_MATH} needs every output within rtol >= {MIN_RTOL:g}: {p.name} has "
+                        f"{'no tolerance' if tol is None else f'rtol {tol.rtol:g}'}")
+        return ""
+
+    def _options(self, spec) -> tuple[list[str], list[str]]:
+        own = " ".join(spec.build.nvcc_flags)
+        why = []
+        fast = FAST_MATH not in own and "--use_fast_math" not in own
+        if fast and self._fast_math_refusal(spec):
+            why.append(self._fast_math_refusal(spec))
+            fast = False
+        o3 = "-Xptxas -O3" not in own and "-Xptxas=-O3" not in own
+        if not o3:
+            why.append(f"mep.yaml already passes {PTXAS_O3}")
+        options = ([PTXAS_O3] if o3 else []) + ([FAST_MATH] if fast else []) + \
+            ([f"{FAST_MATH} {PTXAS_O3}"] if fast and o3 else [])
+        return options, why
+
+    def space(self, src, spec, launch):
+        options, why = self._options(spec)
+        if not options:
+            raise Refused("; ".join(why) or "no compiler flag to try")
+        return {"flags": options}
+
+    def apply(self, src, spec, launch, params):
+        options, why = self._options(spec)
+        value = str(params.get("flags", PTXAS_O3))
+        if value not in options:
+            raise Refused(f"`{value}` is not offered here" + (f": {'; '.join(why)}" if why else ""))
+        what = {PTXAS_O3: "ptxas at -O3", FAST_MATH: "fast math (approximate float functions, denormals flushed; "
+                                                         f"every output allows rtol >= {MIN_RTOL:g})"}
+        desc = " and ".join(what[f] for f in (FAST_MATH, PTXAS_O3) if f in value)
+        return Rewrite(src.text, f"compiler flags: build with `{value}` ({desc}); the kernel text is unchanged and "
+                                 f"mepgen patch prints the flags for the application's build", nvcc_flags=value.split())
