@@ -217,3 +217,19 @@ def test_vector_loads_emit_128_bit_accesses(meps, tmp_path):
                     str(f), "-o", str(ptx)], check=True, capture_output=True)
     code = ptx.read_text()
     assert "ld.global.v4.f32" in code and "st.global.v4.f32" in code
+
+
+def test_launch_config_after_the_new_rewrites(meps):
+    """A literal 2D block the kernel spells (split_columns' shared partials) is not retuned; coarsen keeps the
+    block macro, so the block size stays tunable with the divided grid."""
+    from mepgen.optimize.library.launch_config import LaunchConfig
+    src, spec, launch = load(meps["analysis.column_mean"])
+    rw = SplitColumns().apply(src, spec, launch, {"shape": "32x8"})
+    src2, spec2, _ = load(meps["analysis.column_mean"], rw.text)
+    with pytest.raises(Refused, match="bakes the block size 32 in"):
+        LaunchConfig().space(src2, spec2, {**launch, **rw.launch})
+    src, spec, launch = load(meps["heat.apply_boundary"])
+    rw = Coarsen().apply(src, spec, launch, {"factor": 4, "layout": "strided"})
+    src2, spec2, _ = load(meps["heat.apply_boundary"], rw.text)
+    lc = LaunchConfig().apply(src2, spec2, rw.launch, {"block": 128})
+    assert lc.launch["grid"] == ["((((2 * NX + 2 * (NY - 2)) + 128 - 1) / 128) + 4 - 1) / 4"]

@@ -4,7 +4,8 @@ recomputed from the same expressions mep.yaml uses.
 Applies when every block dimension of the launch is a size macro or a literal that the grid expression
 divides by, and the kernel itself does not bake that value in: a `__shared__ float s[BLOCK_SIZE]`,
 `__launch_bounds__(BLOCK_SIZE)` or `i = blockIdx.x * BLOCK_SIZE + ...` would break with another block,
-so the rewrite refuses (naming the use). Only the launch changes; kernel.cu stays as it is.
+so the rewrite refuses (naming the use); so does a literal block (set by an earlier rewrite such as
+split_columns' `__shared__ float part[8][32]`) that the kernel spells. Only the launch changes.
 """
 from __future__ import annotations
 
@@ -48,8 +49,8 @@ class LaunchConfig(Transformation):
                 raise Refused(f"block dimension `{launch['block'][d]}` is not a macro or a literal")
             if not re.search(rf"(?<![\w.]){re.escape(t)}(?![\w.])", launch["grid"][d] if d < len(launch["grid"]) else ""):
                 raise Refused(f"the grid `{launch['grid']}` is not derived from the block dimension `{t}`")
-            if t.isidentifier():
-                used = re.search(rf"\b{re.escape(t)}\b", src.head + src.src(src.body))
+            if t.isidentifier() or t.isdigit():   # a literal block (a rewrite's) may size arrays or strides
+                used = re.search(rf"(?<![\w.]){re.escape(t)}(?![\w.])", src.head + src.src(src.body))
                 if used:
                     line = (src.head + src.src(src.body))[:used.start()].count("\n")
                     text = (src.head + src.src(src.body)).splitlines()[line].strip()

@@ -164,8 +164,9 @@ class VectorLoads(Transformation):
         names = sorted(etype)
         lines = ["{", f"{ind}// mepgen vector_loads: {LANES} elements per 128-bit access, then a scalar tail"]
         lines += [f"{ind}struct __align__(16) {v} {{ {t} c[{LANES}]; }};" for t, v in vtypes.items()]
-        lines += [f"{ind}const int mepgen_n4 = ({loop.hi}) / {LANES};",
-                  f"{ind}for (int mepgen_q = {loop.lo}; mepgen_q < mepgen_n4; mepgen_q += {loop.step}) {{"]
+        itype = var_type.replace("const ", "").strip() or "int"      # the counter's own type (int, size_t...)
+        lines += [f"{ind}const {itype} mepgen_n4 = ({loop.hi}) / {LANES};",
+                  f"{ind}for ({itype} mepgen_q = {loop.lo}; mepgen_q < mepgen_n4; mepgen_q += {loop.step}) {{"]
         for n in names:
             v = vtypes[etype[n]]
             if n in m["reads"] or n not in m["top"]:
@@ -175,7 +176,7 @@ class VectorLoads(Transformation):
                 lines.append(f"{ind * 2}{v} mepgen_{n};")
         lines += [f"{ind * 2}#pragma unroll",
                   f"{ind * 2}for (int {lane} = 0; {lane} < {LANES}; ++{lane}) {{",
-                  f"{ind * 3}const {var_type.replace('const ', '')} {loop.var} = mepgen_q * {LANES} + {lane};",
+                  f"{ind * 3}const {itype} {loop.var} = mepgen_q * {LANES} + {lane};",
                   f"{ind * 3}(void){loop.var};",
                   body,
                   f"{ind * 2}}}"]
