@@ -91,3 +91,52 @@ def evaluate(expr: str | int | None, values: dict[str, object], _depth: int = 0)
         return ev(tree)
     except (ValueError, OverflowError, TypeError, RecursionError):
         return None
+
+
+def top_level_spans(text: str, sep: str = ",") -> list[tuple[int, int]]:
+    """(start, end) of each item of `text` split at `sep` outside (), [], {} and template brackets that follow
+    an identifier, whitespace around each item excluded: where `a, f(b, c), d` has its three items."""
+    spans, depth, angle, prev, begin = [], 0, 0, "", 0
+    for i, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "<" and (prev.isalnum() or prev == "_"):
+            angle += 1
+        elif ch == ">" and angle > 0:
+            angle -= 1
+        if ch == sep and depth == 0 and angle == 0:
+            spans.append((begin, i))
+            begin = i + 1
+        if not ch.isspace():
+            prev = ch
+    spans.append((begin, len(text)))
+    out = []
+    for lo, hi in spans:
+        while lo < hi and text[lo].isspace():
+            lo += 1
+        while hi > lo and text[hi - 1].isspace():
+            hi -= 1
+        out.append((lo, hi))
+    if len(out) == 1 and out[0][0] == out[0][1]:
+        return []
+    return out
+
+
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    """Split at `sep` outside (), [], {} and template brackets that follow an identifier."""
+    return [text[lo:hi] for lo, hi in top_level_spans(text, sep)]
+
+
+def is_one_group(text: str) -> bool:
+    """Whether `text` is one parenthesized group, `(a + b)`, rather than `(a) + (b)`."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return False
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and i < len(text) - 1:
+            return False
+    return True

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..cexpr import split_top_level  # noqa: F401  (the extract modules use it from here)
+
 
 class SourceFiles:
     """Caches file bytes so that extents can be turned into the text as written."""
@@ -77,30 +79,3 @@ def qualified_name(cursor) -> str:
             parts.append(c.spelling or "(anonymous)")
         c = c.semantic_parent
     return "::".join(reversed(parts))
-
-
-def split_top_level(text: str, sep: str = ",") -> list[str]:
-    """Split at `sep` outside (), [], {} and template brackets that follow an identifier."""
-    parts, depth, cur = [], 0, []
-    angle = 0
-    prev = ""
-    for ch in text:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "<" and (prev.isalnum() or prev == "_"):
-            angle += 1
-        elif ch == ">" and angle > 0:
-            angle -= 1
-        if ch == sep and depth == 0 and angle == 0:
-            parts.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-        if not ch.isspace():
-            prev = ch
-    tail = "".join(cur).strip()
-    if tail or parts:
-        parts.append(tail)
-    return parts

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from .. import cexpr
-from ..extract.source import split_top_level
+from ..cexpr import split_top_level
 from .access import Access, upper_bounds
 
 _SIZEOF = re.compile(r"^sizeof\s*\((.+)\)$")
@@ -20,7 +20,7 @@ _IDENT = re.compile(r"(?<![\w.])([A-Za-z_]\w*)(\s*\.\s*([A-Za-z_]\w*))?")
 def unparen(text: str) -> str:
     """Drop redundant outer parentheses and doubled ones: `((NX * NY))` -> `NX * NY`."""
     t = text.strip()
-    while t.startswith("(") and t.endswith(")") and _closes_at_end(t):
+    while cexpr.is_one_group(t):
         t = t[1:-1].strip()
     prev = None
     while prev != t:
@@ -28,16 +28,6 @@ def unparen(text: str) -> str:
         t = re.sub(r"\(\(([^()]*)\)\)", r"(\1)", t)
         t = re.sub(r"(?<![\w>])\((\w+)\)", r"\1", t)
     return t
-
-
-def _closes_at_end(t: str) -> bool:
-    depth = 0
-    for i, ch in enumerate(t):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0 and i < len(t) - 1:
-            return False
-    return True
 
 
 def drop_casts(text: str) -> str:

@@ -84,7 +84,7 @@ def dims(resolver, c) -> list[str] | None:
     value = resolver.expr(c)
     if value is None:
         return None
-    from ..extract.source import split_top_level
+    from ..cexpr import split_top_level
     v = value.strip()
     while v.startswith("dim3(") and v.endswith(")"):
         inner = split_top_level(v[5:-1])

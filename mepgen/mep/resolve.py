@@ -12,6 +12,7 @@ import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ..cexpr import is_one_group
 from .project import Project, qualified_name, walk
 
 _LITERALS = ("INTEGER_LITERAL", "FLOATING_LITERAL", "CXX_BOOL_LITERAL_EXPR", "CHARACTER_LITERAL",
@@ -61,21 +62,9 @@ def is_integral(t) -> bool:
 def parens(text: str) -> str:
     """Wrap a substituted expression unless it is a single token or already one group."""
     t = text.strip()
-    if re.fullmatch(r"[\w:.]+|\d[\w.]*|-?\d[\w.]*", t) or _one_group(t):
+    if re.fullmatch(r"[\w:.]+|\d[\w.]*|-?\d[\w.]*", t) or is_one_group(t):
         return t
     return f"({t})"
-
-
-def _one_group(t: str) -> bool:
-    if not (t.startswith("(") and t.endswith(")")):
-        return False
-    depth = 0
-    for i, ch in enumerate(t):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0 and i < len(t) - 1:
-            return False
-    return True
 
 
 def init_expr(var):
@@ -396,7 +385,7 @@ def _type_name(t) -> str:
 
 def _field(value: str, struct_type, name: str) -> str | None:
     """Field `name` of a brace-initialized struct value `T{a, b, ...}` (by declaration order)."""
-    from ..extract.source import split_top_level
+    from ..cexpr import split_top_level
     m = re.fullmatch(r"\s*[\w:<>, ]*\{(.*)\}\s*", value, re.S)
     decl = struct_type.get_canonical().get_declaration() if struct_type is not None else None
     if not m or decl is None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import cexpr
 from ..errors import MepgenError
 from ..spec import Spec
-from ..extract.source import split_top_level
+from ..cexpr import top_level_spans
 
 Edit = tuple[int, int, bytes]  # start, end, replacement, in the kernel's file
 
@@ -104,30 +104,14 @@ def _block_span(text: str, site: dict) -> tuple[int, int]:
     start, end = site["start_byte"], site["end_byte"]
     body = text[start:end]
     if site["kind"] == "triple_chevron":
-        a = body.find("<<<") + 3
-        inner = body[a:body.find(">>>")]
+        a, b, item = body.find("<<<") + 3, body.find(">>>"), 1
     else:
-        a = body.find("(") + 1
-        inner = body[a:body.rfind(")")]
-    items = split_top_level(inner)
-    if len(items) < (2 if site["kind"] == "triple_chevron" else 3):
+        a, b, item = body.find("(") + 1, body.rfind(")"), 2
+    spans = top_level_spans(body[a:b])
+    if len(spans) <= item:
         raise MepgenError(f"{site['file']}:{site['line']}: cannot find the block expression in the launch")
-    want = items[1] if site["kind"] == "triple_chevron" else items[2]
-    # the n-th top-level item: skip the items before it
-    pos, depth, seen = 0, 0, 0
-    target = 1 if site["kind"] == "triple_chevron" else 2
-    for i, ch in enumerate(inner):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            seen += 1
-            if seen == target:
-                pos = i + 1
-                break
-    off = inner.find(want, pos)
-    return start + a + off, start + a + off + len(want)
+    lo, hi = spans[item]
+    return start + a + lo, start + a + hi
 
 
 def _replace_in_site(change: LaunchChange, text: str, site: dict, old: str, new: str) -> None:
