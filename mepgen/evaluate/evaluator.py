@@ -224,12 +224,7 @@ class Evaluator:
         recheck = self.sets[1] if len(self.sets) > 1 else None
         t = be.time(worker.baseline, built, self.sets[0], self.plan, work / "time", recheck=recheck)
         res.notes += t.notes
-        if t.fault is not None:
-            res.status, res.fault = "runtime_fault", t.fault
-            return self._done(res, start)
-        wrong = self._wrong(t.after, t.after_input_set, "after", t.inputs_after, t.inputs_changed)
-        if wrong:
-            res.status, res.wrong = "wrong_result", wrong
+        if self._failed_timing(res, t):
             return self._done(res, start)
         res.device = t.device or res.device
         res.timed, impossible = self._timed(t.candidate_rounds, t.baseline_rounds, t.l2_bytes, worker)
@@ -241,6 +236,17 @@ class Evaluator:
         if self.opts.profile:
             res.profile = self.profile(Path(built.kernel_file), worker)
         return self._done(res, start)
+
+    def _failed_timing(self, res: EvalResult, t) -> bool:
+        """Record a fault during timing, or wrong outputs in the re-check after it; True when either happened."""
+        if t.fault is not None:
+            res.status, res.fault = "runtime_fault", t.fault
+            return True
+        wrong = self._wrong(t.after, t.after_input_set, "after", t.inputs_after, t.inputs_changed)
+        if wrong:
+            res.status, res.wrong = "wrong_result", wrong
+            return True
+        return False
 
     def _timed(self, cand: list[list[float]], base: list[list[float]] | None, l2: int | None,
                worker: Worker) -> tuple[Timed, str | None]:
@@ -300,12 +306,7 @@ class Evaluator:
                 return self._done(res, start)
         res.stage = "time"
         t = worker.backend.time(worker.baseline, None, self.sets[0], self.plan, work / "time")
-        if t.fault is not None:
-            res.status, res.fault = "runtime_fault", t.fault
-            return self._done(res, start)
-        wrong = self._wrong(t.after, t.after_input_set, "after", t.inputs_after, t.inputs_changed)
-        if wrong:
-            res.status, res.wrong = "wrong_result", wrong
+        if self._failed_timing(res, t):
             return self._done(res, start)
         res.device = t.device
         res.timed, impossible = self._timed(t.baseline_rounds, None, t.l2_bytes, worker)
