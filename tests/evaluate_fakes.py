@@ -6,9 +6,11 @@ the file's `// MODE: <mode>` line. So the whole pipeline runs with real processe
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
+import threading
 from pathlib import Path
 
 from mepgen.evaluate import peaks as peaks_mod
@@ -21,18 +23,25 @@ FAKE_HARNESS = FIXTURES / "fake_harness.py"
 
 
 class FakeNative(NativeBackend):
-    def compile(self, kernel_file: Path):
+    def compile(self, kernel_file: Path, launch=None, flags=()):
         text = Path(kernel_file).read_text()
         if "#error" in text:
             return CompileFailed("kernel.cu(1): error: #error directive", "kernel.cu(1): error: #error directive")
         m = re.search(r"// MODE: (\w+)", text)
         mode = m.group(1) if m else "good"
-        key = self.build_key(kernel_file)
+        # like the real backend: the launch and the flags are part of the build key, and the binary is
+        # written to a temporary name and renamed (two threads may build the same text with other launches,
+        # and rewriting a script another thread is executing fails with ETXTBSY)
+        extra = repr((launch, tuple(flags))) if (launch is not None or flags) else None
+        key = self.build_key(kernel_file, None if extra is None else self.harness_text + extra)
         out = self.build_dir / key
         out.mkdir(parents=True, exist_ok=True)
         script = out / "mep"
-        script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_HARNESS}" --mode {mode} "$@"\n')
-        script.chmod(0o755)
+        if not script.is_file():
+            tmp = out / f"mep.{os.getpid()}.{threading.get_ident()}.tmp"
+            tmp.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_HARNESS}" --mode {mode} "$@"\n')
+            tmp.chmod(0o755)
+            os.replace(tmp, script)
         return Built(Path(kernel_file), script, key, CompileInfo(seconds=0.01, registers=16, spill_stores=0,
                                                                  spill_loads=0), "")
 

@@ -25,7 +25,7 @@ SEEN: list = []
 class LaunchFake(FakeNative):
     def compile(self, kernel_file, launch=None):
         SEEN.append(launch)
-        return super().compile(kernel_file)
+        return super().compile(kernel_file, launch)
 
 
 @pytest.fixture

@@ -71,7 +71,7 @@ def test_library_proposer_carries_flags(meps):
 class FlagsFake(FakeNative):
     def compile(self, kernel_file, launch=None, flags=()):
         SEEN.append(tuple(flags))
-        return super().compile(kernel_file)
+        return super().compile(kernel_file, launch, flags)
 
 
 @pytest.fixture
