@@ -3,7 +3,7 @@
 
 For each kernel (a data-dependent CSR SpMV inside CG, a stencil with __constant__ data and a struct argument, a
 dense mat-vec of the analysis phase) of an example application:
-1. `mepgen mep KERNEL --force`, then `mepgen capture KERNEL --launch N --use --measure-overhead -- ./app --steps S`:
+1. `mepgen mep KERNEL --force`, then `mepgen capture KERNEL --launch N --use --measure-overhead -- ./app ARGS`:
    the launch's inputs and outputs, mep.yaml pointed at them, the application's wall time with and without the
    injector;
 2. build the MEP (mepgen.mepbuild.nvcc_command), run it on the captured inputs (`./mep --data data/in`, which
@@ -15,6 +15,7 @@ dense mat-vec of the analysis phase) of an example application:
    events; report the ratio and whether it is within 10%.
 
     python3 bench/capture_check.py examples/heatcg --steps 10 --record bench/results/capture.md
+    python3 bench/capture_check.py examples/dense --record bench/results/capture.md
 """
 from __future__ import annotations
 
@@ -35,16 +36,24 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from example_apps import example  # noqa: E402
 from mep_fidelity import NCU, ncu_times, result_line, sh, short  # noqa: E402
 from mepgen.mepbuild import nvcc_command  # noqa: E402
 from mepgen.spec import load_spec  # noqa: E402
 
-# kernel, launch to capture (counted per kernel), why it is here
-KERNELS = [
-    ("cg::spmv_csr", 5, "data-dependent: CSR matrix of the implicit step, CG search direction"),
-    ("heat::diffuse_step", 3, "__constant__ stencil, struct argument, in/out pair"),
-    ("analysis::dense_matvec", 0, "analysis phase, launched once"),
-]
+# per example: kernel, launch to capture (counted per kernel), why it is here
+KERNELS = {
+    "heatcg": [
+        ("cg::spmv_csr", 5, "data-dependent: CSR matrix of the implicit step, CG search direction"),
+        ("heat::diffuse_step", 3, "__constant__ stencil, struct argument, in/out pair"),
+        ("analysis::dense_matvec", 0, "analysis phase, launched once"),
+    ],
+    "dense": [
+        ("conv1d_taps", 1, "__constant__ filter taps set by the application"),
+        ("diffuse7", 2, "3D stencil, struct argument, ping-pong buffers swapped by the time loop"),
+        ("lower_solve", 0, "triangular solve: a sequential dependence down the rows"),
+    ],
+}
 MEPGEN = [sys.executable, "-m", "mepgen.cli"]
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 
@@ -67,13 +76,13 @@ def compare(mep_out: np.ndarray, after: np.ndarray, before: np.ndarray) -> dict:
     return out
 
 
-def check_kernel(app: Path, binary: Path, kernel: str, launch: int, steps: int, have_ncu: bool) -> dict:
+def check_kernel(app: Path, run: dict, kernel: str, launch: int, have_ncu: bool) -> dict:
     row: dict = {"kernel": kernel, "launch": launch}
     r = subprocess.run([*MEPGEN, "mep", kernel, "--force", "-C", str(app)], capture_output=True, text=True)
     if r.returncode not in (0, 3):  # 3: todo entries the capture will settle
         raise RuntimeError(f"mepgen mep {kernel}: {r.stderr.strip()[-500:]}")
     r = sh([*MEPGEN, "capture", kernel, "--launch", str(launch), "--use", "--measure-overhead", "--json",
-            "-C", str(app), "--", str(binary), "--steps", str(steps)], cwd=app, timeout=900)
+            "-C", str(app), "--", str(run["binary"]), *run["args"]], cwd=app, timeout=900)
     cap = json.loads(r.stdout)
     row["capture"] = {k: cap[k] for k in ("launched_as", "grid", "block", "bytes_captured", "capture_ms", "overhead")}
     row["use_skipped"] = cap.get("use", {}).get("skipped", [])
@@ -106,8 +115,8 @@ def check_kernel(app: Path, binary: Path, kernel: str, launch: int, steps: int, 
             mt = ncu_times(r.stdout).get(short(kernel), [])
             row["mep_ncu_us"] = statistics.median(mt) if mt else None
     if have_ncu:
-        r = sh([*NCU, "-k", f"regex:{base}", "--launch-skip", str(launch), "--launch-count", "5", str(binary),
-                "--steps", str(steps)], cwd=app, timeout=900)
+        r = sh([*NCU, "-k", f"regex:{base}", "--launch-skip", str(launch), "--launch-count", "5", str(run["binary"]),
+                *run["args"]], cwd=app, timeout=900)
         at = ncu_times(r.stdout).get(short(kernel), [])
         row["app_captured_launch_us"] = at[0] if at else None
         row["app_ncu_us"] = statistics.median(at) if at else None
@@ -125,10 +134,12 @@ def load_spec_id(app: Path, kernel: str) -> str:
 def write_record(path: Path, args, rows: list[dict], gpu: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     f1 = lambda x: "—" if x is None else f"{x:.1f}"
+    run = example(args.app, args.steps)
+    runline = " ".join(["./" + run["binary"].relative_to(args.app).as_posix(), *run["args"]])
     with path.open("a") as fh:
         fh.write(f"\n## {datetime.date.today()} — {gpu}\n\nCommand: `python3 bench/capture_check.py "
                  f"{args.app.as_posix()} --steps {args.steps}`. Each kernel: `mepgen mep K --force`, then "
-                 "`mepgen capture K --launch N --use --measure-overhead -- ./build/heatcg --steps S`; the MEP runs on "
+                 f"`mepgen capture K --launch N --use --measure-overhead -- {runline}`; the MEP runs on "
                  "the captured inputs and its outputs are compared bit for bit with the captured outputs. Times in µs: "
                  "ncu `gpu__time_duration.sum` (`--cache-control all --clock-control none`) of the captured launch in "
                  "the application vs the median of 10 MEP launches; events = the harness's CUDA events, L2 flushed.\n\n"
@@ -160,13 +171,13 @@ def main() -> None:
     args = ap.parse_args()
     app = args.app.resolve()
     sh(["make", "-s", "-C", str(app), "-j8"], timeout=900)
-    binary = app / "build" / app.name
+    run = example(app, args.steps)
     sh([*MEPGEN, "extract", str(app)], timeout=900)
     have_ncu = shutil.which("ncu") is not None
     rows = []
-    for kernel, launch, why in KERNELS:
+    for kernel, launch, why in KERNELS[app.name]:
         try:
-            row = check_kernel(app, binary, kernel, launch, args.steps, have_ncu)
+            row = check_kernel(app, run, kernel, launch, have_ncu)
         except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, KeyError) as e:
             lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()] or [repr(e)]
             said = [ln for ln in lines if ln.startswith("mepgen:")]
