@@ -5,6 +5,7 @@ import json
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -225,3 +226,35 @@ def test_parsing_needs_no_cuda_headers(tmp_path):
     assert k["launch_sites"][0]["grid"] == "(n + 127) / 128"
     assert [i["spelling"] for i in k["closure"]["includes"]] == ["cuda_runtime.h", "cuda_fp16.h",
                                                                   "device_launch_parameters.h"]
+
+
+def test_typed_allocations_and_cooperative_launches_parse(tmp_path):
+    """The C++ overloads of cuda_runtime.h (typed pointers, default flags) are in the shim: host code that
+    nvcc compiles, such as cudaMallocHost(&h, bytes) on a float *, must not make the file unparsable."""
+    (tmp_path / "k.cu").write_text(textwrap.dedent("""
+        #include <cuda_runtime.h>
+        __global__ void scale(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 0.5f; }
+        void go(int n, cudaStream_t s)
+        {
+            float *h = nullptr, *d = nullptr, *m = nullptr, *a = nullptr, *p = nullptr;
+            size_t pitch = 0;
+            cudaMallocHost(&h, n * sizeof(float));
+            cudaHostAlloc(&h, n * sizeof(float), cudaHostAllocDefault);
+            cudaMallocManaged(&m, n * sizeof(float));
+            cudaMallocAsync(&a, n * sizeof(float), s);
+            cudaMallocPitch(&p, &pitch, 256, 256);
+            cudaMalloc(&d, n * sizeof(float));
+            void* args[] = {&d, &n};
+            cudaLaunchCooperativeKernel(scale, dim3(4), dim3(256), args);
+            scale<<<(n + 255) / 256, 256>>>(d, n);
+        }
+    """))
+    if shutil.which("nvcc"):      # the same file is valid CUDA for the real compiler
+        done = subprocess.run(["nvcc", "-c", "-o", str(tmp_path / "k.o"), str(tmp_path / "k.cu")],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    inv = extract(tmp_path, ExtractOptions(jobs=1))
+    assert inv["skipped"] == []
+    sites = inv["kernels"][0]["launch_sites"]
+    assert [(s["kind"], s["grid"], s["block"]) for s in sites] == [
+        ("cudaLaunchCooperativeKernel", "dim3(4)", "dim3(256)"), ("triple_chevron", "(n + 255) / 256", "256")]

@@ -144,3 +144,61 @@ def test_textures_are_refused_by_name(tmp_path):
     """)
     r = run("fetch", "-C", app)
     assert r.exit_code == 2 and "texture" in r.output and "cannot reproduce" in r.output
+
+
+def test_dynamic_parallelism_is_refused_by_name(tmp_path):
+    app = make_app(tmp_path, """
+        #include <cuda_runtime.h>
+        __global__ void child(float* x, int n)
+        {
+            const int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) x[i] *= 2.0f;
+        }
+        __global__ void parent(float* x, int n)
+        {
+            if (threadIdx.x == 0 && blockIdx.x == 0) child<<<(n + 255) / 256, 256>>>(x, n);
+        }
+        void go(float* x, int n) { parent<<<1, 32>>>(x, n); }
+    """)
+    r = run("parent", "-C", app)
+    assert r.exit_code == 2 and "dynamic parallelism" in r.output and "cannot reproduce" in r.output
+    assert not (app / ".mepgen" / "meps" / "parent").exists()      # nothing half-written
+
+
+def test_cooperative_launches_are_refused_by_name(tmp_path):
+    app = make_app(tmp_path, """
+        #include <cuda_runtime.h>
+        __global__ void sweep(float* x, int n)
+        {
+            const int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) x[i] += 1.0f;
+        }
+        void go(float* x, int n, cudaStream_t s)
+        {
+            void* args[] = {&x, &n};
+            cudaLaunchCooperativeKernel((const void*)sweep, dim3(64), dim3(256), args, 0, s);
+        }
+    """)
+    r = run("sweep", "-C", app)
+    assert r.exit_code == 2 and "cooperative launches" in r.output and "cannot reproduce" in r.output
+
+
+def test_managed_memory_is_named_in_the_spec(tmp_path):
+    app = make_app(tmp_path, """
+        #include <cuda_runtime.h>
+        #define N 4096
+        __global__ void scale(float* x, int n)
+        {
+            const int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) x[i] *= 0.5f;
+        }
+        void go()
+        {
+            float* x = nullptr;
+            cudaMallocManaged(&x, N * sizeof(float));
+            scale<<<(N + 255) / 256, 256>>>(x, N);
+        }
+    """)
+    r = run("scale", "-C", app)
+    text = (app / ".mepgen" / "meps" / "scale" / "mep.yaml").read_text()
+    assert "x is managed memory in the application; the MEP uses device memory" in text, r.output

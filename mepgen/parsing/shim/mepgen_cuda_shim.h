@@ -64,6 +64,12 @@ struct cudaDeviceProp { char name[256]; int major; int minor; int multiProcessor
                         int l2CacheSize; int maxThreadsPerBlock; size_t sharedMemPerBlock; int warpSize; };
 #define cudaStreamNonBlocking 0x01
 #define cudaMemAttachGlobal 0x01
+#define cudaMemAttachHost 0x02
+#define cudaHostAllocDefault 0x00
+#define cudaHostAllocPortable 0x01
+#define cudaHostAllocMapped 0x02
+#define cudaHostAllocWriteCombined 0x04
+typedef struct CUmemPoolHandle_st *cudaMemPool_t;
 
 /* The launch syntax <<<grid, block, smem, stream>>> lowers to this call in clang's CUDA mode. */
 extern "C" unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = 0);
@@ -75,7 +81,10 @@ cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 grid, dim3 block,
 cudaError_t cudaMalloc(void **p, size_t n);
 cudaError_t cudaMallocManaged(void **p, size_t n, unsigned flags);
 cudaError_t cudaMallocHost(void **p, size_t n);
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags);
+cudaError_t cudaMallocPitch(void **p, size_t *pitch, size_t width, size_t height);
 cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s);
+cudaError_t cudaMallocFromPoolAsync(void **p, size_t n, cudaMemPool_t pool, cudaStream_t s);
 cudaError_t cudaFree(void *p);
 cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaFreeAsync(void *p, cudaStream_t s);
@@ -107,7 +116,18 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
 }
+/* The C++ overloads of cuda_runtime.h: typed pointers (float **) and default arguments. */
 template <class T> cudaError_t cudaMalloc(T **p, size_t n) { return cudaMalloc((void **)p, n); }
+template <class T> cudaError_t cudaMallocManaged(T **p, size_t n, unsigned flags = cudaMemAttachGlobal);
+inline cudaError_t cudaMallocHost(void **p, size_t n, unsigned flags) { return cudaHostAlloc(p, n, flags); }
+template <class T> cudaError_t cudaMallocHost(T **p, size_t n, unsigned flags = 0);
+template <class T> cudaError_t cudaHostAlloc(T **p, size_t n, unsigned flags);
+template <class T> cudaError_t cudaMallocPitch(T **p, size_t *pitch, size_t width, size_t height);
+template <class T> cudaError_t cudaMallocAsync(T **p, size_t n, cudaStream_t s);
+template <class T> cudaError_t cudaMallocAsync(T **p, size_t n, cudaMemPool_t pool, cudaStream_t s);
+template <class T> cudaError_t cudaMallocFromPoolAsync(T **p, size_t n, cudaMemPool_t pool, cudaStream_t s);
+template <class T> cudaError_t cudaLaunchCooperativeKernel(T *func, dim3 grid, dim3 block, void **args,
+                                                           size_t smem = 0, cudaStream_t stream = 0);
 template <class T> cudaError_t cudaMemcpyToSymbol(const T &sym, const void *src, size_t n, size_t off = 0,
                                                   enum cudaMemcpyKind k = cudaMemcpyHostToDevice);
 template <class T> cudaError_t cudaMemcpyFromSymbol(void *dst, const T &sym, size_t n, size_t off = 0,
