@@ -90,6 +90,7 @@ def extract(obj: Context, app, compile_commands, include_dirs, defines, profile,
         "launch_sites": sum(len(k["launch_sites"]) for k in inv["kernels"]),
         "translation_units": len(inv["translation_units"]),
         "skipped_files": [s["file"] for s in inv["skipped"]],
+        "files_with_host_errors": [s["file"] for s in inv.get("tolerated", [])],
         "flags_source": inv["flags_source"],
         "ranking_basis": inv["ranking_basis"],
     }
@@ -103,6 +104,9 @@ def extract(obj: Context, app, compile_commands, include_dirs, defines, profile,
     if inv["skipped"]:
         click.echo(f"skipped {len(inv['skipped'])} file(s) that failed to parse: "
                    + ", ".join(s["file"] for s in inv["skipped"]) + " (details with -v)")
+    if inv.get("tolerated"):
+        click.echo(f"kept {len(inv['tolerated'])} file(s) whose errors are outside their kernels (host code, headers "
+                   "on no include path): " + ", ".join(s["file"] for s in inv["tolerated"]) + " (details with -v)")
     if inv.get("profile_unmatched"):
         click.echo(f"profiled kernels not in the sources: {', '.join(inv['profile_unmatched'])}")
     click.echo(f"wrote {summary['inventory']}")

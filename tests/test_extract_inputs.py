@@ -258,3 +258,93 @@ def test_typed_allocations_and_cooperative_launches_parse(tmp_path):
     sites = inv["kernels"][0]["launch_sites"]
     assert [(s["kind"], s["grid"], s["block"]) for s in sites] == [
         ("cudaLaunchCooperativeKernel", "dim3(4)", "dim3(256)"), ("triple_chevron", "(n + 255) / 256", "256")]
+
+
+HOST_ERRORS = """
+    #include <cuda_runtime.h>
+    #include <mpi.h>
+    #include "generated_config.h"
+    #define NX 1024
+    __device__ float halve(float v) { return 0.5f * v; }
+    __global__ void scale(float* x, int n)
+    {
+        const int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) x[i] = halve(x[i]);
+    }
+    void step(float* d, int n)
+    {
+        int minGrid = 0, block = 256;
+        cudaOccupancyMaxPotentialBlockSize(&minGrid, &block, scale, 0, 0);   // not declared by the shim
+        MPI_Barrier(MPI_COMM_WORLD);                                         // from the missing <mpi.h>
+        scale<<<(NX + 255) / 256, 256>>>(d, NX);
+    }
+"""
+
+
+@pytest.mark.nvcc
+def test_errors_outside_kernels_keep_the_file_and_missing_headers_are_stubbed(tmp_path):
+    """Real applications include headers that are on no include path of the scan (<mpi.h> without the MPI
+    wrapper's flags, generated headers) and call APIs the shim does not declare: the kernels are still found,
+    the file is reported as kept with errors, and the MEP leaves the missing headers out and builds."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.cu").write_text(textwrap.dedent(HOST_ERRORS))
+    r = run_cli("-v", "extract", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "kept 1 file(s) whose errors are outside their kernels" in r.stdout
+    assert "headers on no include path, stubbed empty: mpi.h, generated_config.h" in r.stderr
+    inv = json.loads((tmp_path / ".mepgen" / "inventory.json").read_text())
+    assert inv["skipped"] == [] and [t["file"] for t in inv["tolerated"]] == ["src/app.cu"]
+    t = inv["tolerated"][0]
+    assert t["stubbed_includes"] == ["mpi.h", "generated_config.h"]
+    assert all(not d["in_kernel"] for d in t["diagnostics"]) and t["errors"] >= 2
+    assert any("cudaOccupancyMaxPotentialBlockSize" in d["message"] for d in t["diagnostics"])
+    k = inv["kernels"][0]
+    assert k["qualified_name"] == "scale" and [f["name"] for f in k["closure"]["device_functions"]] == ["halve"]
+    assert [(s["grid"], s["block"]) for s in k["launch_sites"]] == [("(NX + 255) / 256", "256")]
+    r = run_cli("mep", "scale", "-C", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    mep = tmp_path / ".mepgen" / "meps" / "scale"
+    text = (mep / "kernel.cu").read_text()
+    assert "#include <mpi.h>" not in text and "// left out: #include mpi.h" in text
+    built = subprocess.run(["make", "-s", "-C", str(mep)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+
+
+def test_a_missing_header_the_kernel_needs_still_skips_the_file(tmp_path):
+    """With the missing header stubbed, what the kernel needed from it is an error inside the kernel:
+    the file is skipped, naming that error (not the missing header alone)."""
+    (tmp_path / "k.cu").write_text(textwrap.dedent("""
+        #include "physics_types.h"
+        __global__ void push(Particle* p, int n)
+        {
+            const int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) p[i].x += p[i].vx;
+        }
+        __global__ void clear(float* x, int n) { if (threadIdx.x < n) x[threadIdx.x] = 0.0f; }
+        void go(Particle* p, float* x, int n) { push<<<1, 32>>>(p, n); clear<<<1, 32>>>(x, n); }
+    """))
+    (tmp_path / "ok.cu").write_text("__global__ void fine(float* x) { x[threadIdx.x] = 1.0f; }\n"
+                                    "void run_fine(float* x) { fine<<<1, 32>>>(x); }\n")
+    inv = extract(tmp_path, ExtractOptions(jobs=1))
+    assert [k["qualified_name"] for k in inv["kernels"]] == ["fine"]
+    assert [s["file"] for s in inv["skipped"]] == ["k.cu"]
+    assert any("Particle" in d["message"] and d["in_kernel"] for d in inv["skipped"][0]["diagnostics"])
+
+
+def test_the_device_api_kernels_use_parses_without_errors(tmp_path):
+    """Math functions without <cmath>, intrinsics, half precision, warp collectives and cooperative groups
+    are declared by the shim: a kernel using them is extracted, not skipped."""
+    src = Path(__file__).parent / "extract_fixtures" / "device_api.cu"
+    shutil.copy(src, tmp_path / "k.cu")
+    (tmp_path / "k.cu").write_text(src.read_text() + "void go(const float* a, float* b, double* d, int* c, "
+                                   "unsigned long long* u, __half* h, int n) { many<<<(n + 255) / 256, 256>>>"
+                                   "(a, b, d, c, u, h, n); }\n")
+    if shutil.which("nvcc"):
+        done = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-c", "-o", str(tmp_path / "k.o"),
+                               str(tmp_path / "k.cu")], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    inv = extract(tmp_path, ExtractOptions(jobs=1))
+    assert inv["skipped"] == [] and inv["tolerated"] == []
+    k = inv["kernels"][0]
+    assert k["qualified_name"] == "many" and [p["name"] for p in k["params"]] == ["a", "b", "d", "c", "u", "h", "n"]
+    assert {"atomics", "warp_intrinsics", "block_sync", "cooperative_groups"} <= set(k["features"])

@@ -164,14 +164,22 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
     if not results:
         raise MepgenError(f"no CUDA sources (*.cu, or sources with __global__ or <<<) found in {app}")
 
-    parsed, skipped = [], []
+    parsed, skipped, tolerated = [], [], []
     for r in results:
         errors = [d for d in r["diagnostics"] if d["severity"] in ("error", "fatal")]
-        (skipped if errors else parsed).append(r)
-        if errors:
-            first = errors[0]
-            log(f"skipped {r['file']}: {len(errors)} parse errors, first {first['file']}:{first['line']}: "
-                f"{first['message']}")
+        in_kernels = [d for d in errors if d.get("in_kernel", True)]
+        (skipped if in_kernels else parsed).append(r)
+        if in_kernels:
+            first = in_kernels[0]
+            log(f"skipped {r['file']}: {len(errors)} parse errors, first in a kernel or what it uses "
+                f"{first['file']}:{first['line']}: {first['message']}")
+        elif errors or r.get("stubbed_includes"):
+            tolerated.append(r)
+            first = errors[0] if errors else None
+            log(f"kept {r['file']}: " + (f"{len(errors)} errors outside its kernels, first {first['file']}:"
+                                         f"{first['line']}: {first['message']}" if first else "no errors")
+                + (f"; headers on no include path, stubbed empty: {', '.join(r['stubbed_includes'])}"
+                   if r.get("stubbed_includes") else ""))
     kernels, calls, values = _merge(parsed)
     macros = values["macros"]
     if not kernels:
@@ -208,8 +216,11 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
         "ranking_basis": basis,
         "profile_unmatched": unmatched,
         "files": {f: hashes(f) for f in files},
-        "skipped": [{"file": r["file"], "diagnostics": r["diagnostics"][:5],
+        "skipped": [{"file": r["file"], "diagnostics": sorted(r["diagnostics"], key=lambda d: not d.get("in_kernel", True))[:5],
                      "errors": sum(d["severity"] in ("error", "fatal") for d in r["diagnostics"])} for r in skipped],
+        "tolerated": [{"file": r["file"], "diagnostics": r["diagnostics"][:5],
+                       "errors": sum(d["severity"] in ("error", "fatal") for d in r["diagnostics"]),
+                       "stubbed_includes": r.get("stubbed_includes", [])} for r in tolerated],
         "kernels": [_finish(k, hashes) for k in sorted(kernels, key=lambda k: k["rank"])],
         "host_calls": host_calls,
         "host_constants": values["host_constants"],

@@ -1,6 +1,8 @@
 """Everything extraction learns from one translation unit, as plain data (so workers can return it)."""
 from __future__ import annotations
 
+import re
+import tempfile
 import time
 from pathlib import Path
 
@@ -54,7 +56,57 @@ def _host_constants(tops: list, src: SourceFiles) -> dict[str, dict]:
     return out
 
 
-def _diagnostics(tu, src: SourceFiles) -> list[dict]:
+_NOT_FOUND = re.compile(r"^'([^']+)' file not found")
+_STUB_ROUNDS = 16
+
+
+def _parse_stubbing_missing(path: Path, parse_args: list[str], stub_dir: Path):
+    """Parse; while an #include names a header that is on no include path (<mpi.h> without the MPI
+    compiler wrapper's flags, a generated header, a library that is not installed here), give it an empty
+    stub and parse again. A missing header is a fatal error after which clang reports nothing more, so
+    without stubs an error inside a kernel would go unseen; with them, whatever the header should have
+    declared shows up as ordinary errors, which `_diagnostics` places inside or outside the kernels."""
+    tu = clang.parse(path, parse_args)
+    stubbed: list[str] = []
+    for _ in range(_STUB_ROUNDS):
+        new = [m.group(1) for d in tu.diagnostics if d.severity == 4 and (m := _NOT_FOUND.match(d.spelling))]
+        new = [n for n in dict.fromkeys(new) if n not in stubbed and not Path(n).is_absolute() and ".." not in Path(n).parts]
+        if not new:
+            break
+        for name in new:
+            stub = stub_dir / name
+            stub.parent.mkdir(parents=True, exist_ok=True)
+            stub.write_text(f"/* mepgen: empty stand-in for {name}, which no include path holds */\n")
+        stubbed += new
+        tu = clang.parse(path, [*parse_args, "-I", str(stub_dir)])
+    return tu, stubbed
+
+
+def _mark_missing(kernels: list[dict], stubbed: set[str]) -> None:
+    """Flag the #includes that named a header on no include path: an MEP must not include them (they
+    would not be found there either), and the kernel parsed without them."""
+    for k in kernels:
+        c = k["closure"]
+        for inc in [*c.get("includes", []), *(i for incs in c.get("header_includes", {}).values() for i in incs)]:
+            if inc["spelling"] in stubbed and inc.get("resolved") is None:
+                inc["missing"] = True
+
+
+def _kernel_spans(kernels: list[dict]) -> dict[str, list[tuple[int, int]]]:
+    """file -> line ranges of the kernels and of everything in their closures (device functions, types,
+    typedefs, enums, globals): an error there makes a kernel's facts untrustworthy."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for k in kernels:
+        items = [k] + [m for key in ("device_functions", "types", "typedefs", "enums", "globals")
+                       for m in k["closure"].get(key, [])]
+        for m in items:
+            spans.setdefault(m["file"], []).append((m["start_line"], m["end_line"]))
+    return spans
+
+
+def _diagnostics(tu, src: SourceFiles, spans: dict[str, list[tuple[int, int]]]) -> list[dict]:
+    """Errors, each marked `in_kernel` when it lies inside a kernel or its closure (or nowhere in a file:
+    a command-line error), else it is in host code or in declarations no kernel uses."""
     out = []
     for d in tu.diagnostics:
         if d.severity < 3:  # notes and warnings
@@ -62,16 +114,22 @@ def _diagnostics(tu, src: SourceFiles) -> list[dict]:
         loc = d.location
         where = src.rel(loc.file.name) if loc.file is not None and src.in_app(loc.file.name) else (
             loc.file.name if loc.file is not None else "")
+        inside = not where or any(a <= loc.line <= b for a, b in spans.get(where, []))
         out.append({"severity": "fatal" if d.severity == 4 else "error", "file": where, "line": loc.line,
-                    "message": d.spelling})
+                    "message": d.spelling, "in_kernel": inside})
     return out
 
 
 def tu_facts(path: str, parse_args: list[str], app_root: str) -> dict:
     """Parse one translation unit and return its kernels (with closures), launch sites and included files."""
+    with tempfile.TemporaryDirectory(prefix="mepgen-stubs-") as stubs:
+        return _tu_facts(path, parse_args, app_root, Path(stubs))
+
+
+def _tu_facts(path: str, parse_args: list[str], app_root: str, stub_dir: Path) -> dict:
     t0 = time.perf_counter()
     src = SourceFiles(Path(app_root))
-    tu = clang.parse(Path(path), parse_args)
+    tu, stubbed = _parse_stubbing_missing(Path(path), parse_args, stub_dir)
     includes = [path] + [inc.include.name for inc in tu.get_includes()]
     file_order: dict[str, int] = {}
     for name in includes:
@@ -85,6 +143,8 @@ def tu_facts(path: str, parse_args: list[str], app_root: str) -> dict:
         entry["closure"] = builder.closure(k)
         add_global_spaces(entry["closure"], spaces)
         kernels.append(entry)
+    if stubbed:
+        _mark_missing(kernels, set(stubbed))
     sites, calls = find_launch_sites(tops, src)
     host_constants = _host_constants(tops, src)
     macros = {}
@@ -102,6 +162,7 @@ def tu_facts(path: str, parse_args: list[str], app_root: str) -> dict:
         "calls": calls,
         "object_macros": macros,
         "host_constants": host_constants,
-        "diagnostics": _diagnostics(tu, src),
+        "diagnostics": _diagnostics(tu, src, _kernel_spans(kernels)),
+        "stubbed_includes": stubbed,
         "parse_seconds": round(time.perf_counter() - t0, 4),
     }

@@ -15,17 +15,22 @@ from ..spec import Spec
 _CATEGORIES = ("macros", "typedefs", "enums", "types", "globals", "device_functions")
 
 
-def _includes(kernel: dict) -> list[str]:
+def _includes(kernel: dict) -> tuple[list[str], list[str]]:
+    """(system headers to include, headers left out because they were on no include path at extraction:
+    the kernel parsed without them)."""
     closure = kernel["closure"]
     seen: list[str] = []
-    for inc in closure.get("includes", []):
-        if inc.get("angled") and inc["spelling"] not in seen:
-            seen.append(inc["spelling"])
+    missing: list[str] = []
+    incs = list(closure.get("includes", []))
     for header in closure.get("headers", []):
-        for inc in closure.get("header_includes", {}).get(header, []):
-            if inc.get("angled") and inc["spelling"] not in seen:
-                seen.append(inc["spelling"])
-    return seen
+        incs += closure.get("header_includes", {}).get(header, [])
+    for inc in incs:
+        if inc.get("missing"):
+            if inc["spelling"] not in missing:
+                missing.append(inc["spelling"])
+        elif inc.get("angled") and inc["spelling"] not in seen:
+            seen.append(inc["spelling"])
+    return seen, missing
 
 
 def _wrap(text: str, namespaces: list[str]) -> str:
@@ -50,7 +55,10 @@ def render_kernel_file(app_root: Path, kernel: dict, spec: Spec) -> str:
         "// original files. This is the only file that variants change; the harness includes it.",
         "// Size symbols come from the build (-D<SYM>=<value>); the copies below only apply when built without.",
     ]
-    out += [f"#include <{inc}>" for inc in _includes(kernel)]
+    system, missing = _includes(kernel)
+    out += [f"#include <{inc}>" for inc in system]
+    out += [f"// left out: #include {inc} (on no include path when mepgen extracted; the kernel does not need it)"
+            for inc in missing]
     members = []
     for cat in _CATEGORIES:
         for m in kernel["closure"].get(cat, []):

@@ -154,7 +154,7 @@ __device__ int __all_sync(unsigned, int);
 __device__ unsigned __activemask(void);
 __device__ float __expf(float); __device__ float __logf(float); __device__ float __sinf(float);
 __device__ float __cosf(float); __device__ float __powf(float, float); __device__ float __fdividef(float, float);
-__device__ float __saturatef(float); __device__ float rsqrtf(float); __device__ double rsqrt(double);
+__device__ float __saturatef(float);
 __device__ float __fmaf_rn(float, float, float); __device__ float __frcp_rn(float);
 __device__ int __float2int_rn(float); __device__ int __float2int_rd(float);
 __device__ float __int2float_rn(int);
@@ -168,9 +168,22 @@ __device__ float __int2float_rn(int);
   __device__ T __shfl_down_sync(unsigned, T, unsigned, int = 32); \
   __device__ T __shfl_xor_sync(unsigned, T, int, int = 32); \
   __device__ T __ldg(const T *); __device__ T __ldcs(const T *); __device__ T __ldcg(const T *); \
-  __device__ void __stcs(T *, T); __device__ void __stcg(T *, T);
+  __device__ T __ldca(const T *); __device__ T __ldlu(const T *); __device__ T __ldcv(const T *); \
+  __device__ void __stcs(T *, T); __device__ void __stcg(T *, T); __device__ void __stwb(T *, T); \
+  __device__ void __stwt(T *, T); \
+  __device__ T atomicAdd_block(T *, T); __device__ T atomicAdd_system(T *, T); \
+  __device__ T atomicMax_block(T *, T); __device__ T atomicMax_system(T *, T); \
+  __device__ T atomicMin_block(T *, T); __device__ T atomicMin_system(T *, T); \
+  __device__ T atomicExch_block(T *, T); __device__ T atomicExch_system(T *, T); \
+  __device__ T atomicCAS_block(T *, T, T); __device__ T atomicCAS_system(T *, T, T);
 MEPGEN_ATOMICS(int) MEPGEN_ATOMICS(unsigned int) MEPGEN_ATOMICS(unsigned long long) MEPGEN_ATOMICS(long long)
 MEPGEN_ATOMICS(float) MEPGEN_ATOMICS(double)
 #define MEPGEN_LDG_VEC(T) __device__ T __ldg(const T *);
 MEPGEN_LDG_VEC(float2) MEPGEN_LDG_VEC(float4) MEPGEN_LDG_VEC(int2) MEPGEN_LDG_VEC(int4) MEPGEN_LDG_VEC(double2)
+MEPGEN_LDG_VEC(uint2) MEPGEN_LDG_VEC(uint4) MEPGEN_LDG_VEC(short) MEPGEN_LDG_VEC(unsigned short)
+MEPGEN_LDG_VEC(char) MEPGEN_LDG_VEC(unsigned char) MEPGEN_LDG_VEC(signed char) MEPGEN_LDG_VEC(long)
+MEPGEN_LDG_VEC(unsigned long) MEPGEN_LDG_VEC(longlong2) MEPGEN_LDG_VEC(char4) MEPGEN_LDG_VEC(uchar4)
+MEPGEN_LDG_VEC(short2) MEPGEN_LDG_VEC(short4) MEPGEN_LDG_VEC(float3) MEPGEN_LDG_VEC(double4)
+
+#include "mepgen_cuda_math.h"
 #endif
