@@ -2,6 +2,7 @@
 a kernel whose sizes cannot be inferred (reported, never guessed)."""
 from __future__ import annotations
 
+import subprocess
 import textwrap
 
 import numpy as np
@@ -202,3 +203,62 @@ def test_managed_memory_is_named_in_the_spec(tmp_path):
     r = run("scale", "-C", app)
     text = (app / ".mepgen" / "meps" / "scale" / "mep.yaml").read_text()
     assert "x is managed memory in the application; the MEP uses device memory" in text, r.output
+
+
+def test_stores_through_class_assignments_and_struct_fields_are_writes(tmp_path):
+    """`h[i] = __float2half(v)` is a call of __half::operator=, and `p[i].x += v` / `q->x = v` store one
+    field of an element: all three parameters are written (a field store is a read-modify-write of the
+    element), never inputs the evaluator would not check."""
+    app = make_app(tmp_path, """
+        #include <cuda_fp16.h>
+        #define N 4096
+        struct P { float x; float v; };
+        __global__ void k(__half* h, P* p, P* q, const float* w, int n)
+        {
+            const int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) {
+                h[i] = __float2half(w[i]);
+                p[i].x += p[i].v;
+                if (i == 0) q->x = 1.0f;
+            }
+        }
+        void go(__half* h, P* p, P* q, const float* w) { k<<<(N + 255) / 256, 256>>>(h, p, q, w, N); }
+    """)
+    run("k", "-C", app)
+    s = load_spec(app / ".mepgen" / "meps" / "k" / "mep.yaml")
+    assert [(p.name, p.role) for p in s.params] == [("h", "out"), ("p", "inout"), ("q", "inout"), ("w", "in"),
+                                                    ("n", "scalar")]
+    assert s.param("h").dtype == "float16" and s.param("h").count == "N"
+
+
+@pytest.mark.nvcc
+def test_namespace_aliases_and_using_directives_come_with_the_kernel(tmp_path):
+    app = make_app(tmp_path, """
+        #include <cooperative_groups.h>
+        #define N 4096
+        namespace cg = cooperative_groups;
+        namespace phys {
+        struct Body { float x, v; };
+        __device__ float drift(const Body& b, float dt) { return b.x + dt * b.v; }
+        }  // namespace phys
+        using namespace phys;
+        namespace unrelated { int host_only_counter; }
+        using namespace unrelated;
+        __global__ void advance(Body* bodies, float dt, int n)
+        {
+            cg::thread_block block = cg::this_thread_block();
+            const int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) bodies[i].x = drift(bodies[i], dt);
+            block.sync();
+        }
+        void go(Body* b) { advance<<<(N + 127) / 128, 128>>>(b, 0.1f, N); }
+    """)
+    run("advance", "-C", app)
+    mep = app / ".mepgen" / "meps" / "advance"
+    text = (mep / "kernel.cu").read_text()
+    assert "namespace cg = cooperative_groups;" in text and "using namespace phys;" in text
+    assert "unrelated" not in text          # a namespace the MEP does not have is not named
+    assert text.index("namespace cg =") < text.index("__global__ void advance")
+    built = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-c", "-o", str(tmp_path / "k.o"), "-x", "cu",
+                            str(mep / "kernel.cu")], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr

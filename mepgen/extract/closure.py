@@ -45,6 +45,8 @@ def _top_entity(decl):
 
 
 def _definition(decl):
+    if decl.kind.name == "NAMESPACE_ALIAS":      # its "definition" is the namespace it names
+        return decl
     if decl.kind.name == "FUNCTION_DECL" and specialized_template(decl) is not None:
         decl = specialized_template(decl)
     elif decl.kind.name in ("STRUCT_DECL", "CLASS_DECL") and specialized_template(decl) is not None:
@@ -75,6 +77,14 @@ def _first_tokens(decl, n: int = 4) -> list[str]:
     return out
 
 
+def included_file(directive):
+    """The file an #include names, or None when it was not found (libclang's binding asserts on that)."""
+    try:
+        return directive.get_included_file()
+    except AssertionError:
+        return None
+
+
 class ClosureBuilder:
     """Closures for the kernels of one translation unit (shares what it learns between kernels)."""
 
@@ -86,6 +96,7 @@ class ClosureBuilder:
         self.expansions: dict[str, list[tuple[int, str]]] = defaultdict(list)  # file -> (offset, name)
         self.device_by_name: dict[str, list] = defaultdict(list)
         self.includes: dict[str, list[dict]] = defaultdict(list)  # file -> its #include directives
+        self.usings: list = []          # file-scope `using namespace X;` / `using X::name;`
         self._index()
 
     def _index(self):
@@ -96,9 +107,11 @@ class ClosureBuilder:
                 self.macro_defs[c.spelling] = c
             elif k == "MACRO_INSTANTIATION":
                 self.expansions[f.name].append((c.location.offset, c.spelling))
+            elif k in ("USING_DIRECTIVE", "USING_DECLARATION"):
+                self.usings.append(c)
             elif k == "INCLUSION_DIRECTIVE":
                 text = " ".join(t.spelling for t in c.get_tokens())
-                inc = c.get_included_file()
+                inc = included_file(c)
                 self.includes[f.name].append({
                     "spelling": c.spelling, "angled": "<" in text,
                     "resolved": self.src.rel(inc.name) if inc is not None and self.src.in_app(inc.name) else None,
@@ -157,6 +170,8 @@ class ClosureBuilder:
                         members[usr] = self._member(decl, kind)
                         todo.append(decl)
         macros = self._macro_closure(macros)
+        for u in self._usings_for(kernel, members):
+            members[f"using:{u.location.file.name}:{u.extent.start.offset}"] = self._member(u, "typedef")
         member_list = sorted(members.values(), key=lambda m: m["order"])
         by_kind = defaultdict(list)
         for m in member_list:
@@ -177,9 +192,36 @@ class ClosureBuilder:
             "header_includes": {h: self.includes.get(str(self.src.app_root / h), []) for h in headers},
         }
 
+    def _usings_for(self, kernel, members: dict[str, dict]) -> list:
+        """The file-scope using-directives and using-declarations that the kernel's code may rely on:
+        before the kernel in its file, or in a header a member comes from; naming a namespace outside the
+        application (std, cooperative_groups), or one the MEP will have (a member's or the kernel's)."""
+        kfile = kernel.extent.start.file.name
+        files = {kfile} | {str(self.src.app_root / m["file"]) for m in members.values()}
+        spaces = {"::".join(m["namespaces"][:i]) for m in members.values() for i in range(1, len(m["namespaces"]) + 1)}
+        kspaces = qualified_name(kernel).split("::")[:-1]
+        spaces |= {"::".join(kspaces[:i]) for i in range(1, len(kspaces) + 1)}
+        names = {m["qualified_name"] for m in members.values()}
+        out = []
+        for u in self.usings:
+            f = u.location.file.name
+            if f not in files or (f == kfile and u.extent.start.offset > kernel.extent.start.offset):
+                continue
+            ns = next((c.referenced for c in u.get_children() if c.kind.name == "NAMESPACE_REF"), None)
+            if ns is None:
+                continue
+            ns_file = ns.location.file
+            if ns_file is None or not self.src.in_app(ns_file.name):
+                out.append(u)
+            elif u.kind.name == "USING_DIRECTIVE" and qualified_name(ns) in spaces:
+                out.append(u)
+            elif u.kind.name == "USING_DECLARATION" and f"{qualified_name(ns)}::{u.spelling}" in names:
+                out.append(u)
+        return out
+
     def _references(self, c):
         k = c.kind.name
-        if k in ("DECL_REF_EXPR", "MEMBER_REF_EXPR", "TYPE_REF", "TEMPLATE_REF", "CALL_EXPR"):
+        if k in ("DECL_REF_EXPR", "MEMBER_REF_EXPR", "TYPE_REF", "TEMPLATE_REF", "CALL_EXPR", "NAMESPACE_REF"):
             ref = c.referenced
             if ref is not None:
                 yield ref
@@ -202,6 +244,8 @@ class ClosureBuilder:
             return None
         if k in TYPE_KINDS:
             return TYPE_KINDS[k]
+        if k == "NAMESPACE_ALIAS":          # `namespace cg = cooperative_groups;`
+            return "typedef"
         if k == "ENUM_CONSTANT_DECL":
             return "enum"
         if k == "VAR_DECL" and decl.semantic_parent is not None and \

@@ -63,6 +63,9 @@ def analyze(kernel, text_of) -> KernelFacts:
     return facts
 
 
+_ASSIGN_OPERATORS = {f"operator{op}=" for op in ("", "+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>")}
+
+
 def _param_ref(c, pointers) -> str | None:
     c = strip(c)
     if c is not None and c.kind.name == "DECL_REF_EXPR" and c.referenced is not None \
@@ -172,6 +175,29 @@ class _Walker:
         elif k == "COMPOUND_ASSIGNMENT_OPERATOR" and len(kids) == 2:
             self.expr(kids[1], "read", guards)
             return self.expr(kids[0], "rmw", guards)
+        elif k == "MEMBER_REF_EXPR" and kids and role != "read":
+            # a store to one field (`p[i].x = v`, `q->x += v`) leaves the element's other fields as they
+            # were: the element is read-modify-written, never written whole
+            field_role = "rmw" if role == "write" else role
+            name = _param_ref(kids[0], self.pointers)
+            if name:                                              # q->x: element 0 of the parameter
+                self._add(name, field_role, None, guards, c)
+                return
+            return self.expr(kids[0], field_role, guards)        # p[i].x: the element p[i]
+        elif k == "CALL_EXPR" and c.spelling in _ASSIGN_OPERATORS:
+            # an assignment of a class type (`h[i] = __float2half(v)` for __half, `a[i] += b` for a struct
+            # with operator+=) is a call of operator=: its first argument is the stored-to place
+            args = list(c.get_arguments())
+            if args:
+                for a in args[1:]:
+                    self.expr(a, "read", guards)
+                if c.spelling == "operator=":
+                    self._store_at = c.extent.end.offset
+                    self.expr(args[0], "write", guards)
+                    self._store_at = None
+                else:
+                    self.expr(args[0], "rmw", guards)
+                return
         elif k == "CALL_EXPR":
             return self._call(c, guards)
         elif k == "DECL_REF_EXPR":
