@@ -262,3 +262,24 @@ def test_namespace_aliases_and_using_directives_come_with_the_kernel(tmp_path):
     built = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-c", "-o", str(tmp_path / "k.o"), "-x", "cu",
                             str(mep / "kernel.cu")], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
+
+
+def test_a_non_const_reference_to_an_element_is_not_a_read(tmp_path):
+    app = make_app(tmp_path, """
+        #define N 4096
+        __global__ void byref(const float* in, float* out, int n)
+        {
+            const int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) {
+                const float& src = in[i];      // a const reference only reads
+                float& dst = out[i];           // stores may go through dst
+                dst = src + 1.0f;
+            }
+        }
+        void go(const float* in, float* out) { byref<<<(N + 255) / 256, 256>>>(in, out, N); }
+    """)
+    run("byref", "-C", app)
+    s = load_spec(app / ".mepgen" / "meps" / "byref" / "mep.yaml")
+    assert (s.param("in").role, s.param("out").role) == ("in", "inout")
+    text = (app / ".mepgen" / "meps" / "byref" / "mep.yaml").read_text()
+    assert "# out: inout: written and aliased by a local pointer or reference" in text

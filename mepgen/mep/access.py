@@ -109,9 +109,14 @@ class _Walker:
             init = init_expr(c)
             if init is not None:
                 ref = _param_ref(init, self.pointers) or self._pointer_arith(init)
-                if ref and c.type.get_canonical().kind.name == "POINTER":
+                t = c.type.get_canonical()
+                if ref and t.kind.name == "POINTER":
                     self._add(ref, "alias", None, guards, c)
-                self.expr(init, "read", guards)
+                if t.kind.name == "LVALUEREFERENCE" and not t.get_pointee().is_const_qualified():
+                    # `float& dst = out[i];` may store through dst: the element is aliased, not only read
+                    self.expr(init, "alias", guards)
+                else:
+                    self.expr(init, "read", guards)
         else:
             self.expr(c, "read", guards)
 

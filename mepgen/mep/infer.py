@@ -63,7 +63,7 @@ def role_of(name: str, facts: KernelFacts, is_const: bool) -> tuple[str, str]:
     if not writes or (is_const and writes <= {"alias", "call_write"}):
         return "in", "only read" + ("" if is_const else " (not declared const)")
     if kinds & {"alias", "call_write"}:
-        how = "aliased by a local pointer" if "alias" in kinds else "passed to a function that may write it"
+        how = "aliased by a local pointer or reference" if "alias" in kinds else "passed to a function that may write it"
         return "inout", f"written and {how}: treated as read and written"
     plain = [a for a in accs if a.kind == "write"]
     full = all(only_upper_bounds(a.guards) and a.via is None for a in plain + [a for a in accs if a.kind == "rmw"])
