@@ -283,3 +283,13 @@ def test_a_non_const_reference_to_an_element_is_not_a_read(tmp_path):
     assert (s.param("in").role, s.param("out").role) == ("in", "inout")
     text = (app / ".mepgen" / "meps" / "byref" / "mep.yaml").read_text()
     assert "# out: inout: written and aliased by a local pointer or reference" in text
+
+
+def test_size_option_settles_a_count_todo(tmp_path):
+    """The todo of an unbounded count says `set sizes.OUT_COUNT`: giving it with --size settles it."""
+    app = make_app(tmp_path, UNINFERABLE)
+    r = run("scatter", "-C", app, "--size", "N=4096", "--size", "OUT_COUNT=4096")
+    assert r.exit_code == 0, r.output
+    s = load_spec(app / ".mepgen" / "meps" / "scatter" / "mep.yaml")
+    assert s.todo == [] and s.param("out").count == "OUT_COUNT" and s.sizes["OUT_COUNT"] == 4096
+    assert "TODO(mepgen)" not in (app / ".mepgen" / "meps" / "scatter" / "mep.yaml").read_text()

@@ -92,10 +92,13 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         if count is None:
             sym = symbols.get(f"count:{prm['name']}", f"{prm['name']}_count", f"no allocation or bounded index "
                               f"tells how many elements `{prm['name']}` has", set(project.macros))
-            count, how = sym, "unknown"
             count_symbols.add(sym)
-            todo.append(Todo(f"params[{i}].count", f"{_access_summary(prm['name'], facts)}; mepgen could not "
-                             f"bound it: set sizes.{sym} or write the count"))
+            if sym in sizes_override:               # `--size A_COUNT=...`: the person has set it
+                count, how = sym, f"sizes.{sym} given with --size"
+            else:
+                count, how = sym, "unknown"
+                todo.append(Todo(f"params[{i}].count", f"{_access_summary(prm['name'], facts)}; mepgen could not "
+                                 f"bound it: set sizes.{sym} or write the count"))
         if dtype is None:
             todo.append(Todo(f"params[{i}].dtype", f"`{prm['type']}` is not a numeric element type mepgen can "
                              f"generate; use a numpy dtype of the same size or an init of kind file"))
