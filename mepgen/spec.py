@@ -65,6 +65,7 @@ class Param:
     init: Init | None = None       # how inputs are made (in/inout pointers)
     value: str | None = None       # scalars: a C++ expression over sizes and macros
     note: str | None = None        # how mepgen inferred it, for the reader
+    lanes: int | None = None       # a buffer of records (float4, a struct of floats): `dtype` elements per record
 
     @property
     def is_buffer(self) -> bool:
@@ -224,10 +225,18 @@ def _dtype(doc: Doc, kp: tuple, v):
     return one_of(*DTYPES)(doc, kp, v)
 
 
+def _lanes(doc: Doc, kp: tuple, v):
+    of_type(int)(doc, kp, v)
+    if isinstance(v, bool) or v < 1:
+        raise doc.error(kp, f"lanes must be a positive integer, not {v!r}")
+    return v
+
+
 _PARAM = record({
     "name": (of_type(str), True), "role": (one_of(*ROLES), True), "ctype": (of_type(str), True),
     "dtype": (optional(_dtype), False), "count": (optional(_expr), False), "init": (optional(_init), False),
     "value": (optional(_scalar), False), "note": (optional(of_type(str)), False),
+    "lanes": (optional(_lanes), False),
 })
 _CONSTANT = record({
     "name": (of_type(str), True), "ctype": (of_type(str), True), "dtype": (optional(_dtype), False),

@@ -293,3 +293,65 @@ def test_size_option_settles_a_count_todo(tmp_path):
     s = load_spec(app / ".mepgen" / "meps" / "scatter" / "mep.yaml")
     assert s.todo == [] and s.param("out").count == "OUT_COUNT" and s.sizes["OUT_COUNT"] == 4096
     assert "TODO(mepgen)" not in (app / ".mepgen" / "meps" / "scatter" / "mep.yaml").read_text()
+
+
+RECORDS = """
+    #include <cuda_runtime.h>
+    #define NP 4096
+    struct Particle { float x, y, z; float v[3]; };
+    struct Tagged { float w; int id; };
+    __global__ void push(const float4* __restrict__ forces, Particle* parts, float dt, int n)
+    {
+        const int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) {
+            const float4 f = forces[i];
+            parts[i].v[0] += dt * f.x; parts[i].v[1] += dt * f.y; parts[i].v[2] += dt * f.z;
+            parts[i].x += dt * parts[i].v[0];
+        }
+    }
+    __global__ void tag(Tagged* t, int n)
+    {
+        const int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) t[i].id = i;
+    }
+    void step(const float4* f, Particle* p, Tagged* t)
+    {
+        push<<<(NP + 127) / 128, 128>>>(f, p, 0.01f, NP);
+        tag<<<(NP + 127) / 128, 128>>>(t, NP);
+    }
+"""
+
+
+@pytest.mark.nvcc
+def test_buffers_of_vector_types_and_plain_structs_are_kept_as_scalars(tmp_path):
+    """float4 and a struct of floats become float32 buffers with 4 and 6 lanes per record: generated,
+    poisoned and compared like any buffer, handed to the kernel as the record pointer it declares."""
+    app = make_app(tmp_path, RECORDS)
+    r = run("push", "-C", app)
+    assert r.exit_code == 0, r.output
+    mep = app / ".mepgen" / "meps" / "push"
+    s = load_spec(mep / "mep.yaml")
+    f, p = s.param("forces"), s.param("parts")
+    assert (f.role, f.dtype, f.count, f.lanes) == ("in", "float32", "NP * 4", 4)
+    assert (p.role, p.dtype, p.count, p.lanes) == ("inout", "float32", "NP * 6", 6)
+    assert "Particle records of 6 x float32" in (mep / "mep.yaml").read_text()
+    assert np.load(mep / "data" / "in" / "parts.npy").shape == (4096 * 6,)
+    assert "mep_record_ptr{d_forces}" in (mep / "harness.cu").read_text()
+    built = subprocess.run(["make", "-s", "-C", str(mep)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+
+
+def test_a_struct_of_mixed_fields_needs_a_person(tmp_path):
+    app = make_app(tmp_path, RECORDS)
+    r = run("tag", "-C", app)
+    assert r.exit_code == 3 and "params[0].dtype" in r.output
+    assert load_spec(app / ".mepgen" / "meps" / "tag" / "mep.yaml").param("t").lanes is None
+
+
+def test_lanes_must_be_a_positive_integer(tmp_path):
+    app = make_app(tmp_path, RECORDS)
+    run("push", "-C", app)
+    yaml_file = app / ".mepgen" / "meps" / "push" / "mep.yaml"
+    yaml_file.write_text(yaml_file.read_text().replace("lanes: 4", "lanes: 0"))
+    with pytest.raises(Exception, match="lanes must be a positive integer"):
+        load_spec(yaml_file)

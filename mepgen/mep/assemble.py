@@ -12,6 +12,7 @@ from .buildcfg import build_config
 from .launch import LaunchCursors, dims, find_launches
 from .origins import constant_source
 from .project import Project
+from .records import record_of, scaled
 from .resolve import Resolver, Symbols, strip
 
 _FIELD_ORDER = ["sizes", "params", "constants", "launch"]   # todos in the order mep.yaml shows the fields
@@ -85,8 +86,12 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
                                 note=scalar_notes.get(prm["name"])))
             continue
         role, why = infer.role_of(prm["name"], facts, infer.pointer_is_const(cur))
+        record = record_of(cur.type) if dtype is None else None
+        if record is not None:
+            dtype = record.dtype
+        elem_size = record.size if record is not None else infer.itemsize(dtype)
         with resolver.inside(enclosing):
-            count, how = infer.buffer_count(prm["name"], arg, resolver, facts, infer.itemsize(dtype), to_sizes)
+            count, how = infer.buffer_count(prm["name"], arg, resolver, facts, elem_size, to_sizes)
         if count is None and nnz and infer.indexed_by_nonzero(prm["name"], facts):
             count, how = nnz, "indexed by the nonzero counter of a CSR row loop"
         if count is None:
@@ -103,8 +108,12 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
             todo.append(Todo(f"params[{i}].dtype", f"`{prm['type']}` is not a numeric element type mepgen can "
                              f"generate; use a numpy dtype of the same size or an init of kind file"))
             dtype = "uint8"
+        if record is not None:
+            count = scaled(count, record.lanes)
+            how += f"; {record.type_name} records of {record.lanes} x {record.dtype}, kept as {record.dtype} elements"
         counts_by_name[prm["name"]] = count
-        params.append(Param(prm["name"], role, ctype, dtype, count=count, note=f"{role}: {why}; count: {how}"))
+        params.append(Param(prm["name"], role, ctype, dtype, count=count, note=f"{role}: {why}; count: {how}",
+                            lanes=record.lanes if record is not None else None))
     for p in params:
         if p.role in ("in", "inout"):
             p.init, why = infer.default_init(p, facts, counts_by_name, nnz)

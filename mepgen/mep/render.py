@@ -33,6 +33,7 @@ def _wide(expr: str, sizes) -> str:
 def render_harness(spec: Spec) -> str:
     buffers = []
     args = []
+    records = False
     for p in spec.params:
         if p.role == "scalar":
             args.append(p.value)
@@ -40,7 +41,8 @@ def render_harness(spec: Spec) -> str:
         buffers.append({"name": p.name, "role": p.role, "ctype": DTYPES[p.dtype], "descr": NPY_DESCR[p.dtype],
                         "count": _wide(str(p.count), spec.sizes),
                         "poison": "0xFF" if p.dtype.startswith("float") else "0xA5"})
-        args.append(f"d_{p.name}")
+        records = records or bool(p.lanes)
+        args.append(f"mep_record_ptr{{d_{p.name}}}" if p.lanes else f"d_{p.name}")
     constants = []
     for c in spec.constants:
         if c.init is not None:
@@ -50,6 +52,7 @@ def render_harness(spec: Spec) -> str:
             constants.append({"symbol": c.name, "file": None, "value": c.value})
     return _env().get_template("harness.cu.j2").render(
         kernel_name=spec.kernel.name, callee=spec.launch.callee, buffers=buffers, args=args, constants=constants,
+        records=records,
         grid=spec.launch.grid, block=spec.launch.block, shared_mem=spec.launch.shared_mem,
         warmup=spec.timing.warmup, reps=spec.timing.reps, flush=spec.timing.flush_l2)
 
