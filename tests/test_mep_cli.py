@@ -355,3 +355,46 @@ def test_lanes_must_be_a_positive_integer(tmp_path):
     yaml_file.write_text(yaml_file.read_text().replace("lanes: 4", "lanes: 0"))
     with pytest.raises(Exception, match="lanes must be a positive integer"):
         load_spec(yaml_file)
+
+
+POINTER_IDIOMS = """
+    #include <cuda_runtime.h>
+    #define N 4096
+    __global__ void ptrarith(const float* in, float* out, int n)
+    { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) *(out + i) = in[i]; }
+    __global__ void atomptr(const float* in, float* out, int n)
+    { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) atomicAdd(out + (i % 16), in[i]); }
+    __global__ void castvec(const float* in, float* out, int n)
+    { int i = blockIdx.x * blockDim.x + threadIdx.x;
+      if (i < n / 4) reinterpret_cast<float4*>(out)[i] = reinterpret_cast<const float4*>(in)[i]; }
+    __global__ void devset(float* out, int n)
+    { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n / 8) memset(out + 8 * i, 0, 8 * sizeof(float)); }
+    __global__ void legacy_in(float* in, float* out, int n)      // an input not declared const
+    { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) out[i] = 2.0f * in[i]; }
+    void go(float* in, float* out)
+    {
+        ptrarith<<<(N + 255) / 256, 256>>>(in, out, N);
+        atomptr<<<(N + 255) / 256, 256>>>(in, out, N);
+        castvec<<<(N + 255) / 256, 256>>>(in, out, N);
+        devset<<<(N + 255) / 256, 256>>>(out, N);
+        legacy_in<<<(N + 255) / 256, 256>>>(in, out, N);
+    }
+"""
+
+
+@pytest.mark.parametrize("kernel, roles, out_init", [
+    ("ptrarith", {"in": "in", "out": "inout"}, "uniform"),     # *(out + i) = ...
+    ("atomptr", {"in": "in", "out": "inout"}, "zeros"),        # atomicAdd(out + k, v): an accumulator
+    ("castvec", {"in": "in", "out": "inout"}, "uniform"),      # stores through a cast mepgen does not follow
+    ("devset", {"out": "inout"}, "uniform"),                   # memset(out + 8 * i, ...) in device code
+    ("legacy_in", {"in": "in", "out": "out"}, None),           # plain subscripts stay precise
+])
+def test_a_pointer_used_in_ways_mepgen_does_not_follow_is_never_an_input(tmp_path, kernel, roles, out_init):
+    """Stores through pointer arithmetic, casts or device memset must not leave an output unchecked: a
+    non-const pointer whose use mepgen cannot follow is read and written (inout)."""
+    app = make_app(tmp_path, POINTER_IDIOMS)
+    run(kernel, "-C", app)
+    s = load_spec(app / ".mepgen" / "meps" / kernel / "mep.yaml")
+    assert {p.name: p.role for p in s.params if p.role != "scalar"} == roles
+    out = s.param("out")
+    assert (out.init.kind if out.init else None) == out_init

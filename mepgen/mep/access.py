@@ -166,6 +166,13 @@ class _Walker:
             if op == "*" and name:
                 self._add(name, role, None, guards, c)
                 return
+            arith = self._pointer_arith(kids[0]) if op == "*" else None
+            if arith:                                    # *(out + i): an element of out
+                self._add(arith, role, None, guards, c)
+                for kid in strip(kids[0]).get_children():
+                    if _param_ref(kid, self.pointers) is None:
+                        self.expr(kid, "read", guards)
+                return
             if op in ("++", "--"):
                 return self.expr(kids[0], "rmw", guards)
             if op == "&":
@@ -206,9 +213,12 @@ class _Walker:
         elif k == "CALL_EXPR":
             return self._call(c, guards)
         elif k == "DECL_REF_EXPR":
+            # the pointer itself, outside a subscript or a dereference mepgen follows (`out + i` stored
+            # through, a cast, a comparison): what happens to the memory is not known, so a non-const
+            # pointer counts as possibly written (an output is never mistaken for an input)
             name = _param_ref(c, self.pointers)
             if name:
-                self._add(name, "alias" if role != "read" else "read", None, guards, c)
+                self._add(name, "alias", None, guards, c)
             return
         for kid in kids:
             self.expr(kid, "read", guards)
@@ -219,6 +229,8 @@ class _Walker:
         parms = [p for p in callee.get_children() if p.kind.name == "PARM_DECL"] if callee is not None else []
         for i, a in enumerate(args):
             name = _param_ref(a, self.pointers)
+            if name is None and i == 0 and c.spelling.startswith("atomic"):
+                name = self._pointer_arith(a)            # atomicAdd(out + k, v)
             if name and c.spelling.startswith("atomic"):
                 self._add(name, "atomic", None, guards, a) if i == 0 else self._add(name, "read", None, guards, a)
             elif name:
