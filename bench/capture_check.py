@@ -47,6 +47,8 @@ KERNELS = {
         ("cg::spmv_csr", 5, "data-dependent: CSR matrix of the implicit step, CG search direction"),
         ("heat::diffuse_step", 3, "__constant__ stencil, struct argument, in/out pair"),
         ("analysis::dense_matvec", 0, "analysis phase, launched once"),
+        ("analysis::histogram", 0, "data-dependent: atomics contend on the bins the field's values fall in"),
+        ("cg::dot", 2, "the first dot(p, Ap) of a CG iteration (launches 0 and 1 are dot(b, b) and dot(r, r))"),
     ],
     "dense": [
         ("conv1d_taps", 1, "__constant__ filter taps set by the application"),

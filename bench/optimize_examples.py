@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""`mepgen optimize` (default proposer: the transformation library) on every kernel of examples/heatcg, and
-the measured saving of performance-pattern inheritance on a second kernel similar to a first.
+"""`mepgen optimize` (default proposer: the transformation library) on every kernel of an example application
+(examples/heatcg by default), and the measured saving of performance-pattern inheritance on a second kernel
+similar to a first.
 
     python3 bench/optimize_examples.py [--budget 25] [--time-limit 30] [--wall 470] [--pair cg.axpy:cg.xpay]
+    python3 bench/optimize_examples.py --app dense --pair matmul:gemm_tn
 
 Writes bench/results/optimize_examples.md (and .json). Needs a GPU; bounded to `--wall` seconds (default just
 under 8 minutes on one H200): kernels left when the wall budget is spent are listed as skipped.
@@ -24,7 +26,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SIZES = ["--size", "N=4194304", "--size", "NROWS=4194304", "--size", "NNZ=20930584"]
+# `mepgen mep --all` options of each example: the sizes mepgen cannot trace through heatcg's CSR struct
+APP_SIZES = {"heatcg": ["--size", "N=4194304", "--size", "NROWS=4194304", "--size", "NNZ=20930584"], "dense": []}
+DEFAULT_PAIR = {"heatcg": "cg.axpy:cg.xpay", "dense": "matmul:gemm_tn"}
 
 
 def mepgen(args: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
@@ -98,14 +102,19 @@ def main() -> int:
     ap.add_argument("--budget", type=int, default=25)
     ap.add_argument("--time-limit", type=float, default=30.0)
     ap.add_argument("--wall", type=float, default=470.0, help="Whole benchmark's wall-time bound in seconds.")
-    ap.add_argument("--pair", default="cg.axpy:cg.xpay", help="A:B kernel ids for the inheritance saving.")
+    ap.add_argument("--app", default="heatcg", choices=sorted(APP_SIZES), help="the example application")
+    ap.add_argument("--pair", default=None, help="A:B kernel ids for the inheritance saving (default per app).")
     ap.add_argument("--backend", default=backend())
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "optimize_examples.md")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="default bench/results/optimize_examples.md (heatcg), optimize_examples_APP.md otherwise")
     args = ap.parse_args()
+    args.pair = args.pair or DEFAULT_PAIR[args.app]
+    args.out = args.out or ROOT / "bench" / "results" / (
+        "optimize_examples.md" if args.app == "heatcg" else f"optimize_examples_{args.app}.md")
     t0 = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="mepgen-optbench-"))
-    app = tmp / "heatcg"
-    shutil.copytree(ROOT / "examples" / "heatcg", app,
+    app = tmp / args.app
+    shutil.copytree(ROOT / "examples" / args.app, app,
                     ignore=shutil.ignore_patterns(".mepgen", "build", "build-cmake", "compile_commands.json"))
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     for k in [k for k in env if k.endswith("API_KEY")]:
@@ -114,7 +123,7 @@ def main() -> int:
     if p.returncode:
         print(p.stderr, file=sys.stderr)
         return 1
-    p = mepgen(["mep", "--all", "-C", str(app), *SIZES], env, 600)
+    p = mepgen(["mep", "--all", "-C", str(app), *APP_SIZES[args.app]], env, 600)
     kernels = sorted(d.name for d in (app / ".mepgen" / "meps").iterdir() if (d / "mep.yaml").is_file())
     a_id, b_id = args.pair.split(":")
     survey, skipped = [], []
@@ -147,10 +156,10 @@ def main() -> int:
 
 
 def write_report(args, survey, skipped, first, with_inh, cold, saving, wall) -> None:
-    L = ["# mepgen optimize on the example kernels", "",
+    L = [f"# mepgen optimize on the kernels of examples/{args.app}", "",
          f"- GPU: {gpu_line()}", f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
-         f"- command: `python3 bench/optimize_examples.py --budget {args.budget} --time-limit {args.time_limit} "
-         f"--wall {args.wall} --pair {args.pair} --backend {args.backend}`",
+         f"- command: `python3 bench/optimize_examples.py --app {args.app} --budget {args.budget} --time-limit "
+         f"{args.time_limit} --wall {args.wall} --pair {args.pair} --backend {args.backend}`",
          f"- each kernel: `mepgen optimize KERNEL --budget {args.budget} --time-limit {args.time_limit} "
          f"--backend {args.backend} --no-inherit` (default proposer: the transformation library)",
          f"- benchmark wall time: {wall:.0f} s", "",

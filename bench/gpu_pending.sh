@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The GPU runs that the open issues still need, each step sized for one 10-minute device call.
+# Run from the repository root on the GPU machine with mepgen's dependencies importable, e.g. after
+#   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+# (the wheels of ../shared/device-wheels copied into an ignored .whl/ and carried).
+#
+#   bench/gpu_pending.sh tests      the gpu-marked tests (evaluator, MEP runs, capture)
+#   bench/gpu_pending.sh library    the transformation library on the naive dense kernels (issue 5)
+#   bench/gpu_pending.sh optimize   mepgen optimize on every dense kernel + inheritance matmul -> gemm_tn (issue 6)
+#   bench/gpu_pending.sh patch      optimize, patch, rebuild, self-check, time in the application (issue 7)
+#   bench/gpu_pending.sh capture    capture on both examples: the dense one, histogram and dot of heatcg (issues 3, 8)
+#
+# Each step records under bench/results/ and, where $OUT is set (the device tool), copies what it wrote there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step=${1:?name a step: tests, library, optimize, patch or capture}
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+R=bench/results
+case "$step" in
+  tests)    python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee "${OUT:-/tmp}/gpu-tests.log"
+            files=() ;;
+  library)  python3 bench/library_optimize.py --apps dense kernels --record $R/library_optimize_dense.md
+            files=($R/library_optimize_dense.md) ;;
+  optimize) python3 bench/optimize_examples.py --app dense --wall 480
+            files=($R/optimize_examples_dense.md $R/optimize_examples_dense.json) ;;
+  patch)    python3 bench/patch_in_app.py examples/heatcg --record $R/patch_in_app.md || true
+            files=($R/patch_in_app.md $R/patch_in_app.json) ;;
+  capture)  python3 bench/capture_check.py examples/dense --record $R/capture.md || true
+            python3 bench/capture_check.py examples/heatcg --steps 10 --record $R/capture.md || true
+            files=($R/capture.md $R/capture.json) ;;
+  *)        echo "gpu_pending.sh: unknown step '$step' (tests, library, optimize, patch, capture)" >&2; exit 2 ;;
+esac
+if [ -n "${OUT:-}" ]; then
+  for f in "${files[@]}"; do [ -f "$f" ] && cp "$f" "$OUT"/; done
+fi
