@@ -383,7 +383,7 @@ POINTER_IDIOMS = """
 
 
 @pytest.mark.parametrize("kernel, roles, out_init", [
-    ("ptrarith", {"in": "in", "out": "inout"}, "uniform"),     # *(out + i) = ...
+    ("ptrarith", {"in": "in", "out": "out"}, None),            # *(out + i) = ...: element i, as out[i]
     ("atomptr", {"in": "in", "out": "inout"}, "zeros"),        # atomicAdd(out + k, v): an accumulator
     ("castvec", {"in": "in", "out": "inout"}, "uniform"),      # stores through a cast mepgen does not follow
     ("devset", {"out": "inout"}, "uniform"),                   # memset(out + 8 * i, ...) in device code
@@ -398,3 +398,61 @@ def test_a_pointer_used_in_ways_mepgen_does_not_follow_is_never_an_input(tmp_pat
     assert {p.name: p.role for p in s.params if p.role != "scalar"} == roles
     out = s.param("out")
     assert (out.init.kind if out.init else None) == out_init
+
+
+def test_conditional_reads_and_first_element_accumulators_are_bounded(tmp_path):
+    """`i < n ? x[i] : 0.0f` bounds x like `if (i < n)`; a buffer only used as `atomicAdd(out, v)` or `*out`
+    holds one element; `*(y + i)` under `i < n` is y[i]."""
+    app = make_app(tmp_path, """
+        #define N 4096
+        template <int BS> __global__ void block_sum(const float* x, float* out, float* y, int n)
+        {
+            extern __shared__ float partial[];
+            const int i = blockIdx.x * BS + threadIdx.x;
+            partial[threadIdx.x] = i < n ? x[i] : 0.0f;
+            __syncthreads();
+            for (int s = BS / 2; s > 0; s >>= 1) {
+                if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+                __syncthreads();
+            }
+            if (threadIdx.x == 0) atomicAdd(out, partial[0]);
+            if (i < n) *(y + i) = 2.0f * x[i];
+        }
+        void go(const float* x, float* out, float* y)
+        {
+            block_sum<256><<<(N + 255) / 256, 256, 256 * sizeof(float)>>>(x, out, y, N);
+        }
+    """)
+    r = run("block_sum", "-C", app)
+    assert r.exit_code == 0, r.output
+    s = load_spec(app / ".mepgen" / "meps" / "block_sum" / "mep.yaml")
+    assert [(p.name, p.role, p.count) for p in s.params if p.role != "scalar"] == [
+        ("x", "in", "N"), ("out", "inout", "1"), ("y", "out", "N")]
+    assert s.param("out").init.kind == "zeros"
+
+
+@pytest.mark.nvcc
+def test_a_functor_a_template_kernel_is_launched_with_comes_with_it(tmp_path):
+    """`apply<<<...>>>(x, n, Scale{2.0f})`: the kernel's body only names its template parameter F, the
+    launch instantiates it with Scale; Scale (and what it uses) must be in kernel.cu for the MEP to build."""
+    app = make_app(tmp_path, """
+        #define N 4096
+        __device__ float clamp01(float v) { return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v); }
+        template <class F> __global__ void apply(float* x, int n, F f)
+        {
+            const int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) x[i] = f(x[i]);
+        }
+        struct Scale { float s; __device__ float operator()(float v) const { return clamp01(s * v); } };
+        void go(float* x) { apply<<<(N + 255) / 256, 256>>>(x, N, Scale{2.0f}); }
+    """)
+    r = run("apply", "-C", app)
+    assert r.exit_code == 0, r.output
+    mep = app / ".mepgen" / "meps" / "apply"
+    text = (mep / "kernel.cu").read_text()
+    assert "struct Scale" in text and "float clamp01(float v)" in text
+    inv = __import__("json").loads((app / ".mepgen" / "inventory.json").read_text())
+    k = next(k for k in inv["kernels"] if k["name"] == "apply")
+    assert [t["name"] for t in k["closure"]["types"]] == ["Scale"]
+    built = subprocess.run(["make", "-s", "-C", str(mep)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr

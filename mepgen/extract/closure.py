@@ -144,11 +144,20 @@ class ClosureBuilder:
         lo, hi = cursor.extent.start.offset, cursor.extent.end.offset
         return {name for off, name in self.expansions.get(f.name, ()) if lo <= off < hi and name in self.macro_defs}
 
-    def closure(self, kernel) -> dict:
+    def closure(self, kernel, instantiated_with=()) -> dict:
+        """`instantiated_with`: declarations a launch instantiates the (template) kernel with, e.g. the
+        functor type of `apply<<<...>>>(x, n, Scale{2.0f})`; they and their own closures are members."""
         members: dict[str, dict] = {}  # usr -> member
         macros: set[str] = set()
         todo = [kernel]
         seen: set[str] = set()
+        for decl in instantiated_with:
+            decl = _top_entity(_definition(decl))
+            f = decl.location.file
+            kind = self._kind(decl) if f is not None and self.src.in_app(f.name) else None
+            if kind is not None and decl.get_usr() not in members:
+                members[decl.get_usr()] = self._member(decl, kind)
+                todo.append(decl)
         while todo:
             node = todo.pop()
             key = node.get_usr() or f"{node.extent.start.file}:{node.extent.start.offset}"

@@ -89,6 +89,32 @@ def _site(call, kernel, kind: str, config: list[str], args: list[str], targs, ct
     }
 
 
+def instantiation_types(specialization, kernel) -> list:
+    """The record and enum declarations a launch instantiates a template kernel with: its template type
+    arguments and the (pointee) types of its parameters in that specialization (`apply<<<...>>>(x, n,
+    Scale{2.0f})` makes `F` = `Scale`). The kernel's own closure cannot see them: its body only names `F`."""
+    if specialization is None or specialization == kernel or specialization.kind.name != "FUNCTION_DECL":
+        return []
+    types = []
+    try:
+        for i in range(specialization.get_num_template_arguments()):
+            if specialization.get_template_argument_kind(i).name == "TYPE":
+                types.append(specialization.get_template_argument_type(i))
+    except (AttributeError, ValueError):       # older libclang bindings
+        pass
+    types += [a.type for a in specialization.get_arguments()]
+    out = []
+    for t in types:
+        t = t.get_canonical()
+        while t.kind.name in ("POINTER", "LVALUEREFERENCE", "RVALUEREFERENCE"):
+            t = t.get_pointee().get_canonical()
+        decl = t.get_declaration()
+        if decl is not None and decl.kind.name in ("STRUCT_DECL", "CLASS_DECL", "UNION_DECL", "ENUM_DECL",
+                                                   "CLASS_TEMPLATE"):
+            out.append(decl)
+    return out
+
+
 def _chevron_site(call, src: SourceFiles, ctx):
     children = list(call.get_children())
     config = next((c for c in children if c.kind.name == "CALL_EXPR"
@@ -108,7 +134,9 @@ def _chevron_site(call, src: SourceFiles, ctx):
     callee_text = callee_text[:callee_text.rfind("<<<")].strip() if "<<<" in callee_text else callee_text
     after = [c for c in children[1:] if c != config and (src.span(c) or ("", -1, -1))[1] >= cfg_span[2]]
     args = [src.cursor_text(a) for a in after]
-    return _site(call, kernel, "triple_chevron", split_top_level(cfg_text), args, _template_args(callee_text), ctx, src)
+    site = _site(call, kernel, "triple_chevron", split_top_level(cfg_text), args, _template_args(callee_text), ctx, src)
+    site["_instantiation_types"] = instantiation_types(ref.referenced if ref is not None else None, kernel)
+    return site
 
 
 def _api_site(call, src: SourceFiles, ctx):

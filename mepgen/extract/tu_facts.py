@@ -137,15 +137,18 @@ def _tu_facts(path: str, parse_args: list[str], app_root: str, stub_dir: Path) -
     tops = _app_tops(tu, src)
     builder = ClosureBuilder(tops, src, file_order)
     spaces = global_spaces(tops)
+    sites, calls = find_launch_sites(tops, src)
+    launched_with: dict[str, list] = {}       # kernel usr -> types its launches instantiate it with
+    for site in sites:
+        launched_with.setdefault(site["kernel_usr"], []).extend(site.pop("_instantiation_types", []))
     kernels = []
     for k in _kernels_in(tops):
         entry = kernel_json(k, src)
-        entry["closure"] = builder.closure(k)
+        entry["closure"] = builder.closure(k, launched_with.get(k.get_usr(), []))
         add_global_spaces(entry["closure"], spaces)
         kernels.append(entry)
     if stubbed:
         _mark_missing(kernels, set(stubbed))
-    sites, calls = find_launch_sites(tops, src)
     host_constants = _host_constants(tops, src)
     macros = {}
     for c in tops:

@@ -166,12 +166,10 @@ class _Walker:
             if op == "*" and name:
                 self._add(name, role, None, guards, c)
                 return
-            arith = self._pointer_arith(kids[0]) if op == "*" else None
-            if arith:                                    # *(out + i): an element of out
-                self._add(arith, role, None, guards, c)
-                for kid in strip(kids[0]).get_children():
-                    if _param_ref(kid, self.pointers) is None:
-                        self.expr(kid, "read", guards)
+            found = self._offset_of(kids[0]) if op == "*" else None
+            if found:                                    # *(out + i): element i of out
+                self._add(found[0], role, found[1], guards, c)
+                self.expr(found[1], "read", guards)
                 return
             if op in ("++", "--"):
                 return self.expr(kids[0], "rmw", guards)
@@ -196,6 +194,13 @@ class _Walker:
                 self._add(name, field_role, None, guards, c)
                 return
             return self.expr(kids[0], field_role, guards)        # p[i].x: the element p[i]
+        elif k == "CONDITIONAL_OPERATOR" and len(kids) == 3:
+            # `i < n ? x[i] : 0.0f`: each branch is read under the condition, like an if statement
+            cond = self.text(kids[0])
+            self.expr(kids[0], "read", guards)
+            self.expr(kids[1], role, guards + [Guard(cond, "then")])
+            self.expr(kids[2], role, guards + [Guard(cond, "else")])
+            return
         elif k == "CALL_EXPR" and c.spelling in _ASSIGN_OPERATORS:
             # an assignment of a class type (`h[i] = __float2half(v)` for __half, `a[i] += b` for a struct
             # with operator+=) is a call of operator=: its first argument is the stored-to place
@@ -229,8 +234,11 @@ class _Walker:
         parms = [p for p in callee.get_children() if p.kind.name == "PARM_DECL"] if callee is not None else []
         for i, a in enumerate(args):
             name = _param_ref(a, self.pointers)
-            if name is None and i == 0 and c.spelling.startswith("atomic"):
-                name = self._pointer_arith(a)            # atomicAdd(out + k, v)
+            found = self._offset_of(a) if name is None and i == 0 and c.spelling.startswith("atomic") else None
+            if found:                                    # atomicAdd(out + k, v): element k of out
+                self._add(found[0], "atomic", found[1], guards, a)
+                self.expr(found[1], "read", guards)
+                continue
             if name and c.spelling.startswith("atomic"):
                 self._add(name, "atomic", None, guards, a) if i == 0 else self._add(name, "read", None, guards, a)
             elif name:
@@ -241,12 +249,23 @@ class _Walker:
                 self.expr(a, "atomic" if (i == 0 and c.spelling.startswith("atomic")) else "read", guards)
 
     def _pointer_arith(self, c) -> str | None:
+        found = self._offset_of(c)
+        return found[0] if found else None
+
+    def _offset_of(self, c):
+        """(parameter, offset cursor) of `p + off` or `off + p` (parentheses and conversions skipped)."""
         c = strip(c)
-        if c.kind.name == "BINARY_OPERATOR":
-            for kid in c.get_children():
-                ref = _param_ref(kid, self.pointers)
-                if ref:
-                    return ref
+        while c is not None and c.kind.name == "PAREN_EXPR":
+            c = strip(next(iter(c.get_children()), None))
+        if c is None or c.kind.name != "BINARY_OPERATOR":
+            return None
+        kids = list(c.get_children())
+        if len(kids) != 2 or operator_of(c, kids) != "+":
+            return None
+        for j, kid in enumerate(kids):
+            ref = _param_ref(kid, self.pointers)
+            if ref:
+                return ref, kids[1 - j]
         return None
 
     def _add(self, name, kind, index_cursor, guards, at, via=None) -> None:

@@ -93,6 +93,9 @@ def buffer_count(name, arg, resolver: Resolver, facts: KernelFacts, elem_size, t
                           if a.index and re.sub(r"\s", "", a.index) == f"{row}+1"), None)
             if bound is not None and to_sizes(bound) is not None:
                 return to_sizes(bound), f"CSR row pointers: `{rp}[{row} + 1]` with the bound of `{row}`"
+    accs = facts.accesses.get(name, [])
+    if accs and all(a.index is None and a.via is None and a.kind in ("read", "write", "rmw", "atomic") for a in accs):
+        return "1", f"only its first element is used (`*{name}`, an atomic on `{name}`)"
     found = []
     for a in facts.accesses.get(name, []):
         c = counts.index_count(a, facts.locals, facts.thread_locals)

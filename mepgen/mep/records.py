@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..spec import C_TYPES
 
 
@@ -50,7 +52,6 @@ def record_of(pointer_type) -> Record | None:
         dtype, lanes = s[0], lanes + s[1]
     if dtype is None:
         return None
-    import numpy as np
     size = pointee.get_size()
     if size != lanes * np.dtype(dtype).itemsize:      # padding, or something libclang could not size
         return None
