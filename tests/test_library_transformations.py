@@ -83,6 +83,8 @@ def test_launch_config(meps):
     assert "bakes the block size BLOCK_SIZE in" in refusal(meps, "analysis.column_mean", LaunchConfig())
     two = rewrite(meps, "heat.diffuse_step", LaunchConfig(), {"block": "64x4"})
     assert two.launch["block"] == ["64", "4"] and "(NX + 64 - 1) / 64" in two.launch["grid"][0]
+    with pytest.raises(Refused, match="already 256 threads"):     # BLOCK_SIZE is 256: the same launch
+        rewrite(meps, "cg.dot", LaunchConfig(), {"block": 256})
 
 
 def test_restrict(meps):
@@ -107,7 +109,7 @@ CASES = [("analysis.dense_matvec", WarpPerRow, {"tpr": 32, "block": 256}), ("cg.
          ("matvec_rows", WarpPerRow, {"tpr": 32, "block": 512}), ("matvec_cols", ScalarReplace, {}),
          ("analysis.histogram", Privatize, {}), ("label_counts", Privatize, {}),
          ("cg.axpy", Restrict, {"ldg": True}), ("conv1d", Unroll, {"factor": 4}), ("cg.xpay", LaunchBounds, {"min_blocks": 2}),
-         ("heat.diffuse_step", LaunchConfig, {"block": "32x8"})]
+         ("heat.diffuse_step", LaunchConfig, {"block": "64x4"})]
 
 
 @pytest.mark.nvcc

@@ -74,6 +74,9 @@ class LaunchConfig(Transformation):
         tokens = self._tokens(src, launch)
         value = params["block"]
         dims = [int(value)] if len(tokens) == 1 else [int(v) for v in str(value).split("x")]
+        current = [int(t) if t.isdigit() else spec.sizes.get(t) for t in tokens]
+        if current == dims:          # the same launch spelled with a literal: a candidate that changes nothing
+            raise Refused(f"the block is already {'x'.join(map(str, dims))} threads")
         grid, shared = list(launch["grid"]), str(launch.get("shared_mem", "0"))
         for d, (t, v) in enumerate(zip(tokens, dims)):
             grid[d] = _sub(grid[d], t, v)
