@@ -456,3 +456,27 @@ def test_a_functor_a_template_kernel_is_launched_with_comes_with_it(tmp_path):
     assert [t["name"] for t in k["closure"]["types"]] == ["Scale"]
     built = subprocess.run(["make", "-s", "-C", str(mep)], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
+
+
+@pytest.mark.nvcc
+def test_legacy_code_with_its_own_half_type_builds(tmp_path):
+    """Mixed-precision codes older than cuda_fp16.h define their own `half`; the harness includes
+    <cuda_fp16.h> only for buffers that hold halves, so such an MEP builds."""
+    app = make_app(tmp_path, """
+        #define N 4096
+        struct half { unsigned short bits; };
+        __device__ float half_to_float(half h) { return (float)h.bits * (1.0f / 65535.0f); }
+        __global__ void widen(const half* in, float* out, int n)
+        {
+            const int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) out[i] = half_to_float(in[i]);
+        }
+        void go(const half* in, float* out) { widen<<<(N + 255) / 256, 256>>>(in, out, N); }
+    """)
+    r = run("widen", "-C", app, "--size", "N=4096")
+    mep = app / ".mepgen" / "meps" / "widen"
+    assert "cuda_fp16.h" not in (mep / "harness.cu").read_text(), r.output
+    s = load_spec(mep / "mep.yaml")
+    assert (s.param("in").dtype, s.param("in").lanes, s.param("in").count) == ("uint16", 1, "N")
+    built = subprocess.run(["make", "-s", "-C", str(mep)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr

@@ -86,6 +86,10 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
                                 note=scalar_notes.get(prm["name"])))
             continue
         role, why = infer.role_of(prm["name"], facts, infer.pointer_is_const(cur))
+        pointee = cur.type.get_canonical().get_pointee().get_declaration()
+        if dtype is not None and pointee is not None and pointee.kind.name != "NO_DECL_FOUND" \
+                and project.in_app(pointee):
+            dtype = None          # the application's own type spelled like a numeric one (a legacy `half`)
         record = record_of(cur.type) if dtype is None else None
         if record is not None:
             dtype = record.dtype

@@ -53,6 +53,8 @@ def render_harness(spec: Spec) -> str:
     return _env().get_template("harness.cu.j2").render(
         kernel_name=spec.kernel.name, callee=spec.launch.callee, buffers=buffers, args=args, constants=constants,
         records=records,
+        # only when a buffer holds halves: legacy code may define its own `half` at global scope
+        fp16=any(x.dtype == "float16" for x in [*spec.params, *spec.constants]),
         grid=spec.launch.grid, block=spec.launch.block, shared_mem=spec.launch.shared_mem,
         warmup=spec.timing.warmup, reps=spec.timing.reps, flush=spec.timing.flush_l2)
 
