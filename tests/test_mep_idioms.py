@@ -1,0 +1,281 @@
+"""MEP inference on the idioms real kernels use: stores through class assignments, struct fields, references,
+pointer arithmetic and casts; buffers of records (float4, plain structs); ternary bounds; functors a template
+kernel is launched with; namespace aliases; a legacy `half` type. Each MEP is cut from a small application
+(`make_app`) and, where it matters, built with nvcc."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+from mepgen.spec import load_spec
+from test_mep_cli import make_app, run
+
+
+def test_stores_through_class_assignments_and_struct_fields_are_writes(tmp_path):
+    """`h[i] = __float2half(v)` is a call of __half::operator=, and `p[i].x += v` / `q->x = v` store one
+    field of an element: all three parameters are written (a field store is a read-modify-write of the
+    element), never inputs the evaluator would not check."""
+    app = make_app(tmp_path, """
+        #include <cuda_fp16.h>
+        #define N 4096
+        struct P { float x; float v; };
+        __global__ void k(__half* h, P* p, P* q, const float* w, int n)
+        {
+            const int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) {
+                h[i] = __float2half(w[i]);
+                p[i].x += p[i].v;
+                if (i == 0) q->x = 1.0f;
+            }
+        }
+        void go(__half* h, P* p, P* q, const float* w) { k<<<(N + 255) / 256, 256>>>(h, p, q, w, N); }
+    """)
+    run("k", "-C", app)
+    s = load_spec(app / ".mepgen" / "meps" / "k" / "mep.yaml")
+    assert [(p.name, p.role) for p in s.params] == [("h", "out"), ("p", "inout"), ("q", "inout"), ("w", "in"),
+                                                    ("n", "scalar")]
+    assert s.param("h").dtype == "float16" and s.param("h").count == "N"
+
+
+@pytest.mark.nvcc
+def test_namespace_aliases_and_using_directives_come_with_the_kernel(tmp_path):
+    app = make_app(tmp_path, """
+        #include <cooperative_groups.h>
+        #define N 4096
+        namespace cg = cooperative_groups;
+        namespace phys {
+        struct Body { float x, v; };
+        __device__ float drift(const Body& b, float dt) { return b.x + dt * b.v; }
+        }  // namespace phys
+        using namespace phys;
+        namespace unrelated { int host_only_counter; }
+        using namespace unrelated;
+        __global__ void advance(Body* bodies, float dt, int n)
+        {
+            cg::thread_block block = cg::this_thread_block();
+            const int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) bodies[i].x = drift(bodies[i], dt);
+            block.sync();
+        }
+        void go(Body* b) { advance<<<(N + 127) / 128, 128>>>(b, 0.1f, N); }
+    """)
+    run("advance", "-C", app)
+    mep = app / ".mepgen" / "meps" / "advance"
+    text = (mep / "kernel.cu").read_text()
+    assert "namespace cg = cooperative_groups;" in text and "using namespace phys;" in text
+    assert "unrelated" not in text          # a namespace the MEP does not have is not named
+    assert text.index("namespace cg =") < text.index("__global__ void advance")
+    built = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-c", "-o", str(tmp_path / "k.o"), "-x", "cu",
+                            str(mep / "kernel.cu")], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+
+
+def test_a_non_const_reference_to_an_element_is_not_a_read(tmp_path):
+    app = make_app(tmp_path, """
+        #define N 4096
+        __global__ void byref(const float* in, float* out, int n)
+        {
+            const int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) {
+                const float& src = in[i];      // a const reference only reads
+                float& dst = out[i];           // stores may go through dst
+                dst = src + 1.0f;
+            }
+        }
+        void go(const float* in, float* out) { byref<<<(N + 255) / 256, 256>>>(in, out, N); }
+    """)
+    run("byref", "-C", app)
+    s = load_spec(app / ".mepgen" / "meps" / "byref" / "mep.yaml")
+    assert (s.param("in").role, s.param("out").role) == ("in", "inout")
+    text = (app / ".mepgen" / "meps" / "byref" / "mep.yaml").read_text()
+    assert "# out: inout: written and aliased by a local pointer or reference" in text
+
+
+RECORDS = """
+    #include <cuda_runtime.h>
+    #define NP 4096
+    struct Particle { float x, y, z; float v[3]; };
+    struct Tagged { float w; int id; };
+    __global__ void push(const float4* __restrict__ forces, Particle* parts, float dt, int n)
+    {
+        const int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) {
+            const float4 f = forces[i];
+            parts[i].v[0] += dt * f.x; parts[i].v[1] += dt * f.y; parts[i].v[2] += dt * f.z;
+            parts[i].x += dt * parts[i].v[0];
+        }
+    }
+    __global__ void tag(Tagged* t, int n)
+    {
+        const int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) t[i].id = i;
+    }
+    void step(const float4* f, Particle* p, Tagged* t)
+    {
+        push<<<(NP + 127) / 128, 128>>>(f, p, 0.01f, NP);
+        tag<<<(NP + 127) / 128, 128>>>(t, NP);
+    }
+"""
+
+
+@pytest.mark.nvcc
+def test_buffers_of_vector_types_and_plain_structs_are_kept_as_scalars(tmp_path):
+    """float4 and a struct of floats become float32 buffers with 4 and 6 lanes per record: generated,
+    poisoned and compared like any buffer, handed to the kernel as the record pointer it declares."""
+    app = make_app(tmp_path, RECORDS)
+    r = run("push", "-C", app)
+    assert r.exit_code == 0, r.output
+    mep = app / ".mepgen" / "meps" / "push"
+    s = load_spec(mep / "mep.yaml")
+    f, p = s.param("forces"), s.param("parts")
+    assert (f.role, f.dtype, f.count, f.lanes) == ("in", "float32", "NP * 4", 4)
+    assert (p.role, p.dtype, p.count, p.lanes) == ("inout", "float32", "NP * 6", 6)
+    assert "Particle records of 6 x float32" in (mep / "mep.yaml").read_text()
+    assert np.load(mep / "data" / "in" / "parts.npy").shape == (4096 * 6,)
+    assert "mep_record_ptr{d_forces}" in (mep / "harness.cu").read_text()
+    built = subprocess.run(["make", "-s", "-C", str(mep)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+
+
+def test_a_struct_of_mixed_fields_needs_a_person(tmp_path):
+    app = make_app(tmp_path, RECORDS)
+    r = run("tag", "-C", app)
+    assert r.exit_code == 3 and "params[0].dtype" in r.output
+    assert load_spec(app / ".mepgen" / "meps" / "tag" / "mep.yaml").param("t").lanes is None
+
+
+def test_lanes_must_be_a_positive_integer(tmp_path):
+    app = make_app(tmp_path, RECORDS)
+    run("push", "-C", app)
+    yaml_file = app / ".mepgen" / "meps" / "push" / "mep.yaml"
+    yaml_file.write_text(yaml_file.read_text().replace("lanes: 4", "lanes: 0"))
+    with pytest.raises(Exception, match="lanes must be a positive integer"):
+        load_spec(yaml_file)
+
+
+POINTER_IDIOMS = """
+    #include <cuda_runtime.h>
+    #define N 4096
+    __global__ void ptrarith(const float* in, float* out, int n)
+    { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) *(out + i) = in[i]; }
+    __global__ void atomptr(const float* in, float* out, int n)
+    { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) atomicAdd(out + (i % 16), in[i]); }
+    __global__ void castvec(const float* in, float* out, int n)
+    { int i = blockIdx.x * blockDim.x + threadIdx.x;
+      if (i < n / 4) reinterpret_cast<float4*>(out)[i] = reinterpret_cast<const float4*>(in)[i]; }
+    __global__ void devset(float* out, int n)
+    { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n / 8) memset(out + 8 * i, 0, 8 * sizeof(float)); }
+    __global__ void legacy_in(float* in, float* out, int n)      // an input not declared const
+    { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) out[i] = 2.0f * in[i]; }
+    void go(float* in, float* out)
+    {
+        ptrarith<<<(N + 255) / 256, 256>>>(in, out, N);
+        atomptr<<<(N + 255) / 256, 256>>>(in, out, N);
+        castvec<<<(N + 255) / 256, 256>>>(in, out, N);
+        devset<<<(N + 255) / 256, 256>>>(out, N);
+        legacy_in<<<(N + 255) / 256, 256>>>(in, out, N);
+    }
+"""
+
+
+@pytest.mark.parametrize("kernel, roles, out_init", [
+    ("ptrarith", {"in": "in", "out": "out"}, None),            # *(out + i) = ...: element i, as out[i]
+    ("atomptr", {"in": "in", "out": "inout"}, "zeros"),        # atomicAdd(out + k, v): an accumulator
+    ("castvec", {"in": "in", "out": "inout"}, "uniform"),      # stores through a cast mepgen does not follow
+    ("devset", {"out": "inout"}, "uniform"),                   # memset(out + 8 * i, ...) in device code
+    ("legacy_in", {"in": "in", "out": "out"}, None),           # plain subscripts stay precise
+])
+def test_a_pointer_used_in_ways_mepgen_does_not_follow_is_never_an_input(tmp_path, kernel, roles, out_init):
+    """Stores through pointer arithmetic, casts or device memset must not leave an output unchecked: a
+    non-const pointer whose use mepgen cannot follow is read and written (inout)."""
+    app = make_app(tmp_path, POINTER_IDIOMS)
+    run(kernel, "-C", app)
+    s = load_spec(app / ".mepgen" / "meps" / kernel / "mep.yaml")
+    assert {p.name: p.role for p in s.params if p.role != "scalar"} == roles
+    out = s.param("out")
+    assert (out.init.kind if out.init else None) == out_init
+
+
+def test_conditional_reads_and_first_element_accumulators_are_bounded(tmp_path):
+    """`i < n ? x[i] : 0.0f` bounds x like `if (i < n)`; a buffer only used as `atomicAdd(out, v)` or `*out`
+    holds one element; `*(y + i)` under `i < n` is y[i]."""
+    app = make_app(tmp_path, """
+        #define N 4096
+        template <int BS> __global__ void block_sum(const float* x, float* out, float* y, int n)
+        {
+            extern __shared__ float partial[];
+            const int i = blockIdx.x * BS + threadIdx.x;
+            partial[threadIdx.x] = i < n ? x[i] : 0.0f;
+            __syncthreads();
+            for (int s = BS / 2; s > 0; s >>= 1) {
+                if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+                __syncthreads();
+            }
+            if (threadIdx.x == 0) atomicAdd(out, partial[0]);
+            if (i < n) *(y + i) = 2.0f * x[i];
+        }
+        void go(const float* x, float* out, float* y)
+        {
+            block_sum<256><<<(N + 255) / 256, 256, 256 * sizeof(float)>>>(x, out, y, N);
+        }
+    """)
+    r = run("block_sum", "-C", app)
+    assert r.exit_code == 0, r.output
+    s = load_spec(app / ".mepgen" / "meps" / "block_sum" / "mep.yaml")
+    assert [(p.name, p.role, p.count) for p in s.params if p.role != "scalar"] == [
+        ("x", "in", "N"), ("out", "inout", "1"), ("y", "out", "N")]
+    assert s.param("out").init.kind == "zeros"
+
+
+@pytest.mark.nvcc
+def test_a_functor_a_template_kernel_is_launched_with_comes_with_it(tmp_path):
+    """`apply<<<...>>>(x, n, Scale{2.0f})`: the kernel's body only names its template parameter F, the
+    launch instantiates it with Scale; Scale (and what it uses) must be in kernel.cu for the MEP to build."""
+    app = make_app(tmp_path, """
+        #define N 4096
+        __device__ float clamp01(float v) { return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v); }
+        template <class F> __global__ void apply(float* x, int n, F f)
+        {
+            const int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) x[i] = f(x[i]);
+        }
+        struct Scale { float s; __device__ float operator()(float v) const { return clamp01(s * v); } };
+        void go(float* x) { apply<<<(N + 255) / 256, 256>>>(x, N, Scale{2.0f}); }
+    """)
+    r = run("apply", "-C", app)
+    assert r.exit_code == 0, r.output
+    mep = app / ".mepgen" / "meps" / "apply"
+    text = (mep / "kernel.cu").read_text()
+    assert "struct Scale" in text and "float clamp01(float v)" in text
+    inv = json.loads((app / ".mepgen" / "inventory.json").read_text())
+    k = next(k for k in inv["kernels"] if k["name"] == "apply")
+    assert [t["name"] for t in k["closure"]["types"]] == ["Scale"]
+    built = subprocess.run(["make", "-s", "-C", str(mep)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+
+
+@pytest.mark.nvcc
+def test_legacy_code_with_its_own_half_type_builds(tmp_path):
+    """Mixed-precision codes older than cuda_fp16.h define their own `half`; the harness includes
+    <cuda_fp16.h> only for buffers that hold halves, so such an MEP builds."""
+    app = make_app(tmp_path, """
+        #define N 4096
+        struct half { unsigned short bits; };
+        __device__ float half_to_float(half h) { return (float)h.bits * (1.0f / 65535.0f); }
+        __global__ void widen(const half* in, float* out, int n)
+        {
+            const int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) out[i] = half_to_float(in[i]);
+        }
+        void go(const half* in, float* out) { widen<<<(N + 255) / 256, 256>>>(in, out, N); }
+    """)
+    r = run("widen", "-C", app, "--size", "N=4096")
+    mep = app / ".mepgen" / "meps" / "widen"
+    assert "cuda_fp16.h" not in (mep / "harness.cu").read_text(), r.output
+    s = load_spec(mep / "mep.yaml")
+    assert (s.param("in").dtype, s.param("in").lanes, s.param("in").count) == ("uint16", 1, "N")
+    built = subprocess.run(["make", "-s", "-C", str(mep)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
