@@ -216,11 +216,8 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
         "ranking_basis": basis,
         "profile_unmatched": unmatched,
         "files": {f: hashes(f) for f in files},
-        "skipped": [{"file": r["file"], "diagnostics": sorted(r["diagnostics"], key=lambda d: not d.get("in_kernel", True))[:5],
-                     "errors": sum(d["severity"] in ("error", "fatal") for d in r["diagnostics"])} for r in skipped],
-        "tolerated": [{"file": r["file"], "diagnostics": r["diagnostics"][:5],
-                       "errors": sum(d["severity"] in ("error", "fatal") for d in r["diagnostics"]),
-                       "stubbed_includes": r.get("stubbed_includes", [])} for r in tolerated],
+        "skipped": [_file_report(r) for r in skipped],
+        "tolerated": [{**_file_report(r), "stubbed_includes": r.get("stubbed_includes", [])} for r in tolerated],
         "kernels": [_finish(k, hashes) for k in sorted(kernels, key=lambda k: k["rank"])],
         "host_calls": host_calls,
         "host_constants": values["host_constants"],
@@ -232,6 +229,14 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
         if cache is not None:
             cache.save(set(keys))
     return inventory
+
+
+def _file_report(r: dict) -> dict:
+    """A parsed file with errors, for the inventory: its error count and first diagnostics, those inside a
+    kernel or its closure (the reason a file is skipped) first."""
+    first = sorted(r["diagnostics"], key=lambda d: not d.get("in_kernel", True))[:5]
+    return {"file": r["file"], "diagnostics": first,
+            "errors": sum(d["severity"] in ("error", "fatal") for d in r["diagnostics"])}
 
 
 def _calls_reaching_launches(kernels: list[dict], calls: list[dict]) -> list[dict]:
