@@ -12,6 +12,7 @@ import yaml
 from .. import mepbuild
 from ..datagen import const_file_name
 from ..spec import DTYPES, Spec
+from ..templating import template_loader
 
 NPY_DESCR = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "int8": "|i1", "uint8": "|u1", "int16": "<i2",
              "uint16": "<u2", "int32": "<i4", "uint32": "<u4", "int64": "<i8", "uint64": "<u8", "bool": "|b1"}
@@ -19,7 +20,7 @@ NPY_DESCR = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "int8": "|i1"
 
 @functools.lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("mepgen.templates", "harness"),
+    return jinja2.Environment(loader=template_loader("harness"),
                               undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                               keep_trailing_newline=True)
 

@@ -6,10 +6,12 @@ import functools
 
 import jinja2
 
+from ...templating import template_loader
+
 
 @functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("mepgen.templates", "prompts"),
+    return jinja2.Environment(loader=template_loader("prompts"),
                               undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                               trim_blocks=False, lstrip_blocks=False, autoescape=False)
 
