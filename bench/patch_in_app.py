@@ -4,8 +4,10 @@
 For each kernel, in a fresh copy of the example application:
 1. build the application, profile it with Nsight Compute (`gpu__time_duration.sum`, caches flushed before each
    launch, clocks left alone): the kernel's time in the original application;
-2. `mepgen extract`, `mepgen mep KERNEL`, `mepgen optimize KERNEL` (default proposer: the transformation
-   library) -> the winner `best/kernel.cu` (and `best/mep.yaml` when it changed the launch);
+2. `mepgen extract`, `mepgen mep KERNEL`, `mepgen capture KERNEL --use -- ./app ARGS` (the MEP runs on the
+   application's own data: a histogram's time depends on where its values fall; `--no-capture` keeps the
+   synthetic inputs), `mepgen optimize KERNEL` (default proposer: the transformation library) -> the winner
+   `best/kernel.cu` (and `best/mep.yaml` when it changed the launch);
 3. build the winner's MEP exactly as the evaluator did (its launch, its flags) and profile it with the same
    Nsight Compute command: the winner's time in the MEP;
 4. `mepgen patch KERNEL --apply` (backup, recompile of the changed translation units, re-extraction), rebuild
@@ -89,7 +91,7 @@ def mep_kernel_us(mep: Path, best: Path, tmp: Path) -> list[float]:
 
 
 def check_kernel(app: Path, run: dict, kernel: str, budget: int, time_limit: float, backend: str,
-                 original: dict[str, str]) -> dict:
+                 original: dict[str, str], capture: bool) -> dict:
     row: dict = {"kernel": kernel}
     count = 10
     before = app_kernel_us(app, run, kernel, count)
@@ -97,6 +99,10 @@ def check_kernel(app: Path, run: dict, kernel: str, budget: int, time_limit: flo
     r = subprocess.run([*MEPGEN, "mep", kernel, "-C", str(app), "--force"], capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"mepgen mep {kernel}: {r.stderr.strip()[-400:]}")
+    if capture:
+        r = sh([*MEPGEN, "capture", kernel, "--use", "--json", "-C", str(app), "--", str(run["binary"]), *run["args"]],
+               cwd=app, timeout=900)
+        row["captured"] = json.loads(r.stdout).get("bytes_captured")
     r = sh([*MEPGEN, "optimize", kernel, "-C", str(app), "--budget", str(budget), "--time-limit", str(time_limit),
             "--backend", backend, "--no-inherit", "--json"], cwd=app, timeout=1800)
     opt = json.loads(r.stdout)
@@ -142,7 +148,9 @@ def write_record(path: Path, args, rows: list[dict], gpu: str) -> None:
     with path.open("a") as fh:
         fh.write(f"\n## {datetime.date.today()} — {gpu}\n\nCommand: `python3 bench/patch_in_app.py "
                  f"{args.app.as_posix()} --budget {args.budget} --time-limit {args.time_limit} --backend "
-                 f"{args.backend}`. Per kernel: `mepgen optimize` (library, no inheritance), `mepgen patch --apply`, "
+                 f"{args.backend}{'' if args.capture else ' --no-capture'}`. Per kernel: "
+                 f"{'`mepgen capture --use` (the MEP on the application data), ' if args.capture else ''}"
+                 "`mepgen optimize` (library, no inheritance), `mepgen patch --apply`, "
                  "rebuild with the application's Makefile, run (self-check), `mepgen patch --revert`. Times in µs: "
                  "median ncu `gpu__time_duration.sum` (`--cache-control all --clock-control none`) of the kernel's "
                  "launches in the application before and after the patch, and of 10 launches of the winner in its "
@@ -170,6 +178,8 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=40.0)
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--record", type=Path)
+    ap.add_argument("--no-capture", dest="capture", action="store_false",
+                    help="optimize on the MEP's synthetic inputs instead of the application's captured data")
     args = ap.parse_args()
     src = args.app.resolve()
     kernels = args.kernel or KERNELS.get(src.name)
@@ -186,7 +196,8 @@ def main() -> None:
         sh([*MEPGEN, "extract", str(app)], timeout=900)
         for kernel in kernels:
             try:
-                row = check_kernel(app, run, kernel, args.budget, args.time_limit, args.backend, original)
+                row = check_kernel(app, run, kernel, args.budget, args.time_limit, args.backend, original,
+                                   args.capture)
             except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, KeyError) as e:
                 lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()] or [repr(e)]
                 said = [ln for ln in lines if ln.startswith("mepgen:")]

@@ -204,9 +204,52 @@ def test_block_size_change_builds_and_reverts(app, tmp_path):
     assert {p: p.read_bytes() for p in (app / "src").iterdir()} == originals
 
 
-def test_a_grid_the_block_size_does_not_explain_is_refused(app, tmp_path):
+def test_a_warp_per_row_grid_is_written_in_the_sites_spelling(app, tmp_path):
+    """The winner needs 32x the threads: its grid over MAT_N lands in the local `blocks` over `nrows`, and its
+    block is pinned in a macro since the grid now assumes 256 threads whatever BLOCK_SIZE is."""
     w = winner(app, tmp_path, lambda y: y.replace("grid: [(MAT_N + BLOCK_SIZE - 1) / BLOCK_SIZE]",
-                                                 "grid: [(32 * MAT_N + BLOCK_SIZE - 1) / BLOCK_SIZE]"))
-    r = mepgen("patch", "dense_matvec", "--from", str(w / "kernel.cu"), cwd=app)
-    assert r.returncode != 0
-    assert "patch cannot write that grid back at src/analysis.cu:82" in r.stderr
+                                                 "grid: [((long long)(MAT_N) * 32 + 256 - 1) / 256]"))
+    r = mepgen("patch", "dense_matvec", "--from", str(w / "kernel.cu"), "--json", cwd=app)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["launch"] == [
+        "new macro DENSE_MATVEC_BLOCK = 256 is the block at the launch sites of dense_matvec",
+        "src/analysis.cu:82: grid blocks = ((long long)(nrows) * 32 + 256 - 1) / 256"]
+    diff = (app / ".mepgen/patches/analysis.dense_matvec.diff").read_text()
+    assert "+    const int blocks = ((long long)(nrows) * 32 + 256 - 1) / 256;" in diff
+    assert "+    dense_matvec<<<blocks, DENSE_MATVEC_BLOCK, 0, stream>>>(A, x, y, nrows, ncols);" in diff
+
+
+@pytest.mark.nvcc
+def test_a_two_dimensional_block_and_grid_build_and_revert(app, tmp_path):
+    """A column split: block 32x8 and a 2-D grid over the columns; the local becomes a dim3."""
+    originals = {p: p.read_bytes() for p in (app / "src").iterdir()}
+    w = winner(app, tmp_path, lambda y: y.replace(
+        "grid: [(MAT_N + BLOCK_SIZE - 1) / BLOCK_SIZE], block: [BLOCK_SIZE]",
+        "grid: [(MAT_N + 32 - 1) / 32, 4], block: [32, 8]"))
+    r = mepgen("patch", "dense_matvec", "--from", str(w / "kernel.cu"), "--apply", "--json", cwd=app)
+    assert r.returncode == 0, r.stderr + r.stdout
+    out = json.loads(r.stdout)
+    assert out["valid"] is True
+    assert out["launch"][-1] == "src/analysis.cu:82: grid blocks = dim3((nrows + 32 - 1) / 32, 4)"
+    text = (app / "src/analysis.cu").read_text()
+    assert "#define DENSE_MATVEC_BLOCK dim3(32, 8)" in text
+    assert "    const dim3 blocks((nrows + 32 - 1) / 32, 4);\n    dense_matvec<<<blocks, DENSE_MATVEC_BLOCK," in text
+    assert mepgen("patch", "dense_matvec", "--revert", cwd=app).returncode == 0
+    assert {p: p.read_bytes() for p in (app / "src").iterdir()} == originals
+
+
+def test_site_spelling_aligns_the_grid_and_agreeing_arguments(app):
+    """MAT_N is `nrows` at the matvec site (from the grid's local); the arguments nrows and ncols both carry
+    MAT_N and so say nothing on their own; a symbol with no spelling that is no macro is reported."""
+    from mepgen.patch.spelling import respell, site_spelling
+    from mepgen.spec import load_spec
+    assert mepgen("mep", "analysis::dense_matvec", cwd=app).returncode == 0
+    spec = load_spec(app / ".mepgen/meps/analysis.dense_matvec/mep.yaml")
+    site = next(k for k in json.loads((app / ".mepgen/inventory.json").read_text())["kernels"]
+                if k["name"] == "dense_matvec")["launch_sites"][0]
+    spelling = site_spelling(spec, site)
+    assert spelling["MAT_N"] == "nrows" and spelling["BLOCK_SIZE"] == "BLOCK_SIZE"
+    assert site_spelling(spec, {**site, "grid": "grid_of_unknown_form", "locals": {}}) == {}
+    assert respell("(MAT_N * 32 + 255) / 256", spelling, set(spec.sizes), set()) == ("(nrows * 32 + 255) / 256", [])
+    assert respell("(MAT_N + 3) / 4", {}, set(spec.sizes), {"BLOCK_SIZE"}) == ("(MAT_N + 3) / 4", ["MAT_N"])
+    assert respell("(MAT_N + 3) / 4", {}, set(spec.sizes), {"MAT_N"}) == ("(MAT_N + 3) / 4", [])

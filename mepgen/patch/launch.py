@@ -1,14 +1,17 @@
-"""A winner's new block size, written back where the application spells its launch configuration.
+"""A winner's new launch configuration, written back where the application spells it.
 
 The MEP's mep.yaml says how the kernel was launched in the MEP; a winner may come with a different block
-size (the optimizer's Proposal.launch, saved beside its kernel.cu as mep.yaml). At each launch site the
-block expression as written decides where the change lands:
+size or shape and grid (the optimizer's Proposal.launch, saved beside its kernel.cu as mep.yaml). When only
+a 1-D block size changes and the grid follows from it, the change lands where the block is spelled:
 - a macro used only by this kernel's launch sites: its `#define` gets the new value;
 - a macro other code uses too (BLOCK_SIZE): a new macro `<KERNEL>_BLOCK` is defined above the kernel and
   replaces it at this kernel's launch sites, in the block and in the grid computation that divides by it;
 - a literal: replaced at the site.
-A grid that does not follow from the block size (a warp per row needs 32x the threads) cannot be written
-back faithfully from the MEP's size symbols alone; patch refuses it with the site, so a person edits it.
+Otherwise (a warp per row needs 32x the threads, a column split a 2-D block) the new block goes into a new
+macro `<KERNEL>_BLOCK` (`dim3(32, 8)` for a shape) and the winner's grid is written at the site, its size
+symbols spelled as the site spells them (spelling.py: MAT_N is `nrows` there): in the initializer of the
+local the launch names (`const int blocks = ...`; a `dim3` declaration when the grid has several
+dimensions) or in the launch itself. A grid over a symbol the site cannot spell is refused with the site.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from .. import cexpr
 from ..errors import MepgenError
 from ..spec import Spec
 from ..cexpr import top_level_spans
+from .spelling import respell, site_spelling
 
 Edit = tuple[int, int, bytes]  # start, end, replacement, in the kernel's file
 
@@ -54,25 +58,15 @@ def launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict | 
         raise MepgenError("the winner's launch configuration cannot be evaluated from the MEP's sizes")
     if str(new_launch.get("shared_mem", spec.launch.shared_mem)) != str(spec.launch.shared_mem):
         raise MepgenError("the winner changes the dynamic shared memory of the launch; patch does not write that back")
-    if old_block == new_block:
-        if old_grid != new_grid:
-            raise MepgenError(_grid_refusal(kernel, old_grid, new_grid))
+    if old_block == new_block and old_grid == new_grid:
         return change
-    if old_block[1:] != [1, 1] or new_block[1:] != [1, 1]:
-        raise MepgenError("the winner changes a multi-dimensional block; patch writes back 1-D block sizes only")
-    # the grid must follow from the block size: the same grid expression with the block symbol replaced
-    block_expr = spec.launch.block[0]
-    symbol = block_expr.strip() if re.fullmatch(r"[A-Za-z_]\w*", block_expr.strip()) else None
-    if symbol is not None:
-        implied = _dims(spec, spec.launch.grid, {**sizes, symbol: new_block[0]})
-        if implied != new_grid:
-            raise MepgenError(_grid_refusal(kernel, implied, new_grid))
-    elif old_grid != new_grid:
-        raise MepgenError(_grid_refusal(kernel, old_grid, new_grid))
     sites = kernel["launch_sites"]
     if any(s["file"] != kernel["file"] for s in sites):
         raise MepgenError(f"{kernel['qualified_name']} is launched from another file than {kernel['file']}; patch "
                           f"writes launch changes back only next to the kernel")
+    if not _block_explains_grid(spec, sizes, old_block, new_block, old_grid, new_grid):
+        _write_launch(change, inventory, kernel, spec, new_launch, new_block, source.decode())
+        return change
     text = source.decode()
     macros = inventory.get("macros", {})
     value = str(new_block[0])
@@ -91,32 +85,97 @@ def launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict | 
     return change
 
 
-def _grid_refusal(kernel: dict, old, new) -> str:
-    s = kernel["launch_sites"][0]
-    return (f"the winner launches {new[0]}x{new[1]}x{new[2]} blocks where the block size alone gives "
-            f"{old[0]}x{old[1]}x{old[2]}; patch cannot write that grid back at {s['file']}:{s['line']}: edit the launch "
-            f"by hand (the winner's mep.yaml has the expression)")
+def _block_explains_grid(spec: Spec, sizes: dict, old_block, new_block, old_grid, new_grid) -> bool:
+    """A 1-D block size change whose grid is the old grid expression with the new block size in it."""
+    if old_block == new_block or old_block[1:] != [1, 1] or new_block[1:] != [1, 1]:
+        return False
+    block_expr = spec.launch.block[0].strip()
+    if re.fullmatch(r"[A-Za-z_]\w*", block_expr):
+        return _dims(spec, spec.launch.grid, {**sizes, block_expr: new_block[0]}) == new_grid
+    return old_grid == new_grid
 
 
-def _block_span(text: str, site: dict) -> tuple[int, int]:
-    """Where the block argument of the launch is written: the second item of <<<...>>>, or the third
+def _write_launch(change: LaunchChange, inventory: dict, kernel: dict, spec: Spec, new_launch: dict,
+                  new_block: list[int], text: str) -> None:
+    """The winner's block (in a new macro) and grid (spelled for each site) written at every launch site."""
+    macros = set(inventory.get("macros", {}))
+    winner_sizes = {**spec.sizes, **new_launch.get("sizes", {})}
+    symbols = set(winner_sizes)
+    changed = {k: str(v) for k, v in winner_sizes.items() if spec.sizes.get(k) != v}
+    dims = [str(x) for x in new_launch.get("grid", spec.launch.grid)]
+    # the block is pinned in a macro when it changes, and also when the new grid no longer names the symbol
+    # the block is spelled with (a warp per row: `(nrows * 32 + 256 - 1) / 256` assumes 256 threads)
+    block_symbols = {t for b in spec.launch.block for t in re.findall(r"[A-Za-z_]\w*", b)}
+    block_changed = _dims(spec, spec.launch.block, spec.sizes) != new_block or \
+        not any(re.search(rf"(?<![\w.]){re.escape(t)}(?![\w.])", d) for t in block_symbols for d in dims)
+    shape = [str(v) for v in (new_block[:2] if new_block[2] == 1 else new_block)]
+    shape = shape[:1] if shape[1:] == ["1"] else shape
+    own = f"{kernel['name'].upper()}_BLOCK"
+    if block_changed:
+        spelled = shape[0] if len(shape) == 1 else f"dim3({', '.join(shape)})"
+        change.prelude = f"// launch block chosen by mepgen for {kernel['qualified_name']}\n#define {own} {spelled}\n\n"
+        change.notes.append(f"new macro {own} = {spelled} is the block at the launch sites of {kernel['name']}")
+    for site in kernel["launch_sites"]:
+        where = f"{site['file']}:{site['line']}"
+        spelling = {**site_spelling(spec, site), **changed}
+        grid = []
+        for d in dims:
+            text_d, missing = respell(d, spelling, symbols, macros)
+            if missing:
+                raise MepgenError(f"{where}: the winner's grid `{d}` uses {', '.join(sorted(set(missing)))}, which "
+                                  f"the launch there does not spell; edit the launch by hand")
+            grid.append(text_d)
+        while len(grid) > 1 and grid[-1].strip() == "1":
+            grid.pop()
+        if block_changed:
+            lo, hi = _arg_span(text, site, 1)
+            change.edits.append((lo, hi, own.encode()))
+        _write_grid(change, text, site, grid)
+
+
+def _write_grid(change: LaunchChange, text: str, site: dict, grid: list[str]) -> None:
+    where = f"{site['file']}:{site['line']}"
+    written = (site.get("grid") or "").strip()
+    new = grid[0] if len(grid) == 1 else f"dim3({', '.join(grid)})"
+    if written in site.get("locals", {}):
+        decl = None
+        for m in re.finditer(rf"(?<![\w.]){re.escape(written)}\s*=\s*([^;]*);", text[:site["start_byte"]]):
+            decl = m
+        if decl is None or " ".join(decl.group(1).split()) != " ".join(site["locals"][written].split()):
+            raise MepgenError(f"{where}: cannot find the declaration of the grid `{written}`; edit the launch by hand")
+        if len(grid) == 1:
+            change.edits.append((decl.start(1), decl.end(1), new.encode()))
+        else:
+            stmt = max(text.rfind(c, 0, decl.start()) for c in ";{}") + 1
+            stmt += len(text[stmt:decl.start()]) - len(text[stmt:decl.start()].lstrip())
+            change.edits.append((stmt, decl.end(), f"const dim3 {written}({', '.join(grid)});".encode()))
+        change.notes.append(f"{where}: grid {written} = {new}")
+        return
+    lo, hi = _arg_span(text, site, 0)
+    change.edits.append((lo, hi, new.encode()))
+    change.notes.append(f"{where}: grid {text[lo:hi]} -> {new}")
+
+
+def _arg_span(text: str, site: dict, which: int) -> tuple[int, int]:
+    """Where the launch's grid (which=0) or block (which=1) is written: an item of <<<...>>>, or an
     argument of cudaLaunchKernel(func, grid, block, ...)."""
     start, end = site["start_byte"], site["end_byte"]
     body = text[start:end]
     if site["kind"] == "triple_chevron":
-        a, b, item = body.find("<<<") + 3, body.find(">>>"), 1
+        a, b, item = body.find("<<<") + 3, body.find(">>>"), which
     else:
-        a, b, item = body.find("(") + 1, body.rfind(")"), 2
+        a, b, item = body.find("(") + 1, body.rfind(")"), which + 1
     spans = top_level_spans(body[a:b])
     if len(spans) <= item:
-        raise MepgenError(f"{site['file']}:{site['line']}: cannot find the block expression in the launch")
+        raise MepgenError(f"{site['file']}:{site['line']}: cannot find the {('grid', 'block')[which]} expression "
+                          f"in the launch")
     lo, hi = spans[item]
     return start + a + lo, start + a + hi
 
 
 def _replace_in_site(change: LaunchChange, text: str, site: dict, old: str, new: str) -> None:
     """Replace `old` (a macro name or a literal) inside the site's block argument by `new`."""
-    lo, hi = _block_span(text, site)
+    lo, hi = _arg_span(text, site, 1)
     written = text[lo:hi]
     replaced = re.sub(rf"(?<![\w.]){re.escape(old)}(?![\w.])", new, written)
     if replaced == written:
