@@ -116,8 +116,12 @@ def check_kernel(app: Path, run: dict, kernel: str, budget: int, time_limit: flo
     with tempfile.TemporaryDirectory() as t:
         mt = mep_kernel_us(mep, best, Path(t))
     row["mep_best_us"] = statistics.median(mt) if mt else None
-    r = sh([*MEPGEN, "patch", kernel, "-C", str(app), "--apply", "--json"], cwd=app, timeout=900)
-    pr = json.loads(r.stdout)
+    r = subprocess.run([*MEPGEN, "patch", kernel, "-C", str(app), "--apply", "--json"], cwd=app, capture_output=True,
+                       text=True, timeout=900)
+    pr = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {}
+    if r.returncode != 0:
+        row["patch"] = {"validation": pr.get("validation")}
+        raise RuntimeError(r.stderr.strip() or f"mepgen patch exited {r.returncode}")
     row["patch"] = {"launch": pr.get("launch"), "new_helpers": pr.get("new_helpers"), "valid": pr.get("valid"),
                     "nvcc_flags": pr.get("nvcc_flags"),
                     "validation": [f"{c['check']}: {'ok' if c['ok'] else 'FAIL'}" for c in pr.get("validation", [])]}

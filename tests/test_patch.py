@@ -253,3 +253,28 @@ def test_site_spelling_aligns_the_grid_and_agreeing_arguments(app):
     assert respell("(MAT_N * 32 + 255) / 256", spelling, set(spec.sizes), set()) == ("(nrows * 32 + 255) / 256", [])
     assert respell("(MAT_N + 3) / 4", {}, set(spec.sizes), {"BLOCK_SIZE"}) == ("(MAT_N + 3) / 4", ["MAT_N"])
     assert respell("(MAT_N + 3) / 4", {}, set(spec.sizes), {"MAT_N"}) == ("(MAT_N + 3) / 4", [])
+
+
+def test_top_level_qualifiers_are_no_signature_change():
+    from mepgen.patch.validate import as_callers_see
+    assert as_callers_see("const float *__restrict") == as_callers_see("const float *") == "const float*"
+    assert as_callers_see("unsigned int *__restrict__ ") == "unsigned int*"
+    assert as_callers_see("const int") == "int" and as_callers_see("float *const") == "float*"
+    assert as_callers_see("const float *") != as_callers_see("float *")      # the pointee's const is the type
+
+
+@pytest.mark.nvcc
+def test_a_restrict_qualified_winner_validates(app, tmp_path):
+    """__restrict__ on the parameters (the library's restrict rewrite) keeps the kernel's signature."""
+    assert mepgen("mep", "analysis::dense_matvec", cwd=app).returncode == 0
+    mep = app / ".mepgen/meps/analysis.dense_matvec"
+    text = (mep / "kernel.cu").read_text()
+    sig = "dense_matvec(const float* A, const float* x, float* y, int nrows, int ncols)"
+    assert sig in text
+    variant = tmp_path / "kernel.cu"
+    variant.write_text(text.replace(sig, "dense_matvec(const float* __restrict__ A, const float* __restrict__ x, "
+                                         "float* __restrict__ y, int nrows, int ncols)").replace(*REGISTER_ACC))
+    r = mepgen("patch", "dense_matvec", "--from", str(variant), "--apply", "--json", cwd=app)
+    assert r.returncode == 0, r.stderr + r.stdout
+    checks = json.loads(r.stdout)["validation"]
+    assert [c["check"] for c in checks if c["ok"]] == ["compile src/analysis.cu", "re-extract"]

@@ -109,7 +109,8 @@ def patch(kernel, variant, launch_from, do_apply, do_revert, force, no_validate,
                      for c in result.get("validation", [])]
     _say(as_json, result, "\n".join(lines))
     if result.get("valid") is False:
-        raise MepgenError(f"the patched application failed validation; `mepgen patch {k['id']} --revert` "
+        failed = "; ".join(f"{c['check']}: {c['detail']}".rstrip(": ") for c in result["validation"] if not c["ok"])
+        raise MepgenError(f"the patched application failed validation ({failed}); `mepgen patch {k['id']} --revert` "
                           f"restores {k['file']}", exit_code=4)
 
 

@@ -2,6 +2,7 @@
 the kernel with the same signature and launch sites, and the user's validation command passes."""
 from __future__ import annotations
 
+import re
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -55,6 +56,15 @@ def _sites(k: dict, with_config: bool) -> list[tuple]:
             + ((s["grid"], s["block"]) if with_config else ()) for s in k["launch_sites"]]
 
 
+def as_callers_see(ctype: str) -> str:
+    """A parameter type without its top-level qualifiers, which are no part of the function's type:
+    `const float *__restrict` and `const float *` are the same parameter to a launch site, `const int` is `int`."""
+    t = " ".join(ctype.split())
+    cut = max(t.rfind("*"), t.rfind("&")) + 1
+    head, tail = t[:cut], re.sub(r"\b(const|volatile|__restrict__|__restrict|restrict)\b", " ", t[cut:])
+    return " ".join((head + tail).split()).replace(" *", "*").replace(" &", "&")
+
+
 def reextract(app: Path, before: dict, kernel: dict, launch_changed: bool = False) -> Check:
     """The kernel is still there, with the same parameters, template parameters and launch sites (whose
     grid and block may differ only when the patch changed the launch configuration on purpose)."""
@@ -66,7 +76,7 @@ def reextract(app: Path, before: dict, kernel: dict, launch_changed: bool = Fals
     if not match:
         return Check("re-extract", False, f"{kernel['qualified_name']} is no longer found")
     k = match[0]
-    if [p["type"] for p in k["params"]] != [p["type"] for p in kernel["params"]]:
+    if [as_callers_see(p["type"]) for p in k["params"]] != [as_callers_see(p["type"]) for p in kernel["params"]]:
         return Check("re-extract", False, "the kernel's parameters changed: "
                      + ", ".join(p["type"] for p in k["params"]))
     if k["template_params"] != kernel["template_params"]:
