@@ -39,8 +39,8 @@ def prepare_app(name: str, workdir: Path) -> list[Path]:
     if not (folder / ".mepgen" / "meps").is_dir():
         shutil.rmtree(folder, ignore_errors=True)
         shutil.copytree(REPO / "examples" / name, folder)
-        subprocess.run(["mepgen", "extract", "."], cwd=folder, check=True, capture_output=True)
-        subprocess.run(["mepgen", "mep", "--all", *APPS[name]], cwd=folder, check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "mepgen.cli", "extract", "."], cwd=folder, check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "mepgen.cli", "mep", "--all", *APPS[name]], cwd=folder, check=True, capture_output=True)
     return sorted(d for d in (folder / ".mepgen" / "meps").iterdir() if (d / "mep.yaml").is_file())
 
 

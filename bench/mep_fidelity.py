@@ -79,6 +79,9 @@ def main() -> None:
     ap.add_argument("--app-args", default="--steps 5", help="arguments for the application run under ncu")
     ap.add_argument("--launch-count", type=int, default=300, help="ncu: launches profiled in the application")
     ap.add_argument("--binary", default="build/heatcg", help="the application's executable, relative to APP")
+    ap.add_argument("--also", default="histogram|dense_matvec|column_mean",
+                    help="ncu regex of kernels that run after the first --launch-count launches (heatcg's analysis "
+                         "phase); '' for none")
     ap.add_argument("--record", type=Path)
     args = ap.parse_args()
     app = args.app.resolve()
@@ -88,8 +91,8 @@ def main() -> None:
     binary = app / args.binary
     app_times: dict[str, list[float]] = {}
     # the time loop's kernels come first; the analysis kernels run once after it
-    runs = [["--launch-count", str(args.launch_count)],
-            ["-k", "regex:histogram|dense_matvec|column_mean", "--launch-count", "6"]]
+    runs = [["--launch-count", str(args.launch_count)]] + \
+        ([["-k", f"regex:{args.also}", "--launch-count", "6"]] if args.also else [])
     for extra in runs:
         r = sh([*NCU, *extra, str(binary), *args.app_args.split()], cwd=app, timeout=900)
         for k, v in ncu_times(r.stdout).items():
@@ -137,7 +140,7 @@ def main() -> None:
         fmt = lambda x: "—" if x is None else f"{x:.1f}"
         with args.record.open("a") as fh:
             fh.write(f"\n## {datetime.date.today()} — {gpu}\n\nCommand: `python3 bench/mep_fidelity.py "
-                     f"{args.app.as_posix()} --app-args '{args.app_args}'` (after `mepgen extract` and "
+                     f"{args.app.as_posix()} --binary {args.binary} --app-args '{args.app_args}' --also '{args.also}'` (after `mepgen extract` and "
                      "`mepgen mep --all`). Times are medians in µs; ncu = `gpu__time_duration.sum` with "
                      "`--cache-control all --clock-control none` on both sides; events = the harness's CUDA "
                      "events with L2 flushed between launches.\n\n"
