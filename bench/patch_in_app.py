@@ -12,7 +12,8 @@ For each kernel, in a fresh copy of the example application:
    Nsight Compute command: the winner's time in the MEP;
 4. `mepgen patch KERNEL --apply` (backup, recompile of the changed translation units, re-extraction), rebuild
    the application with its own Makefile, run it: it must pass its own self-check (exit 0); profile it again:
-   the patched kernel's time inside the application;
+   the patched kernel's time inside the application (each application profile: 3 runs, so a kernel launched
+   once still has 3 samples);
 5. `mepgen patch KERNEL --revert`: every file of the application must be byte-identical to the original.
 
 Reported per kernel: app time before and after the patch, the application-level speedup of that kernel, the
@@ -64,11 +65,17 @@ def tree_hashes(root: Path) -> dict[str, str]:
     return out
 
 
+APP_RUNS = 3     # the application is profiled this many times: a kernel it launches once gets 3 samples
+
+
 def app_kernel_us(app: Path, run: dict, kernel: str, count: int) -> list[float]:
     base = short(kernel)
-    r = sh([*NCU, "-k", f"regex:^{base}", "--launch-count", str(count), str(run["binary"]), *run["args"]], cwd=app,
-           timeout=900)
-    return ncu_times(r.stdout).get(base, [])
+    out: list[float] = []
+    for _ in range(APP_RUNS):
+        r = sh([*NCU, "-k", f"regex:^{base}", "--launch-count", str(count), str(run["binary"]), *run["args"]],
+               cwd=app, timeout=900)
+        out += ncu_times(r.stdout).get(base, [])
+    return out
 
 
 def mep_kernel_us(mep: Path, best: Path, tmp: Path) -> list[float]:
@@ -157,7 +164,7 @@ def write_record(path: Path, args, rows: list[dict], gpu: str) -> None:
                  "`mepgen optimize` (library, no inheritance), `mepgen patch --apply`, "
                  "rebuild with the application's Makefile, run (self-check), `mepgen patch --revert`. Times in µs: "
                  "median ncu `gpu__time_duration.sum` (`--cache-control all --clock-control none`) of the kernel's "
-                 "launches in the application before and after the patch, and of 10 launches of the winner in its "
+                 f"launches in {APP_RUNS} runs of the application before and after the patch, and of 10 launches of the winner in its "
                  "MEP (its own launch and flags).\n\n"
                  "| kernel | app before | app after | speedup in app | MEP winner | app after / MEP | within 10% | "
                  "self-check | revert byte-identical | launch change | winner |\n|---|---|---|---|---|---|---|---|---|---|---|\n")

@@ -279,3 +279,37 @@ def test_legacy_code_with_its_own_half_type_builds(tmp_path):
     assert (s.param("in").dtype, s.param("in").lanes, s.param("in").count) == ("uint16", 1, "N")
     built = subprocess.run(["make", "-s", "-C", str(mep)], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
+
+
+def test_an_output_written_under_a_tighter_bound_than_its_size_is_inout(tmp_path):
+    """A valid-mode filter writes out[0 .. n-KW] of an n-element buffer: the last KW-1 elements keep what the
+    application had there, so `out` is inout (compared whole, its tail included), not an output the harness
+    poisons and the evaluator then finds unwritten. An output whose bound is its size stays out."""
+    app = make_app(tmp_path, """
+        #define N 65536
+        #define KW 9
+        __global__ void filt(const float* in, const float* w, float* out, float* full, int n)
+        {
+            const int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n - KW + 1) {
+                float s = 0.0f;
+                for (int k = 0; k < KW; ++k) s += w[k] * in[i + k];
+                out[i] = s;
+            }
+            if (i < n) full[i] = 2.0f * in[i];
+        }
+        void go(const float* in, const float* w)
+        {
+            float *out, *full;
+            cudaMalloc(&out, N * sizeof(float));
+            cudaMalloc(&full, N * sizeof(float));
+            filt<<<(N + 255) / 256, 256>>>(in, w, out, full, N);
+        }
+    """)
+    run("filt", "-C", app)
+    s = load_spec(app / ".mepgen" / "meps" / "filt" / "mep.yaml")
+    assert s.param("out").role == "inout" and s.param("out").count == "N"
+    assert "cover N - KW + 1 of its N elements (65528 of 65536)" in \
+        (app / ".mepgen" / "meps" / "filt" / "mep.yaml").read_text()
+    assert s.param("out").init is not None
+    assert s.param("full").role == "out"

@@ -115,6 +115,10 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         if record is not None:
             count = scaled(count, record.lanes)
             how += f"; {record.type_name} records of {record.lanes} x {record.dtype}, kept as {record.dtype} elements"
+        if role == "out":
+            short = _short_write(prm["name"], count, facts, to_sizes, lambda e: _numeric(e, project, symbols, sizes_override))
+            if short:
+                role, why = "inout", short
         counts_by_name[prm["name"]] = count
         params.append(Param(prm["name"], role, ctype, dtype, count=count, note=f"{role}: {why}; count: {how}",
                             lanes=record.lanes if record is not None else None))
@@ -257,6 +261,38 @@ def _sizes(project, exprs, symbols: Symbols, override: dict[str, int], nnz, nnz_
             todo.append(Todo(f"sizes.{n}", f"{reason}; {infer.DEFAULT_SIZE} is a placeholder (`mepgen mep ... "
                              f"--size {n}=VALUE` sets it)"))
     return {k: sizes[k] for k in names if k in sizes}
+
+
+def _numeric(expr: str, project: Project, symbols: Symbols, override: dict[str, int]) -> int | None:
+    """An expression over sizes and macros evaluated at their defaults (placeholders included)."""
+    values = {}
+    for n in cexpr.names(expr):
+        v = override.get(n, project.macro_value(n))
+        values[n] = infer.DEFAULT_SIZE if v is None and n in symbols.reasons else v
+    return cexpr.evaluate(expr, {k: v for k, v in values.items() if v is not None})
+
+
+def _short_write(name: str, count: str | None, facts, to_sizes, numeric) -> str | None:
+    """Why an output is partly written (its bound checks cover fewer elements than it has), else None:
+    `if (i < n - KW + 1) out[i] = ...` leaves the last KW - 1 elements as they were, so the buffer is inout."""
+    total = numeric(count) if count else None
+    if total is None:
+        return None
+    covered = []
+    for a in facts.accesses.get(name, []):
+        if a.kind != "write":
+            continue
+        c = counts.index_count(a, facts.locals, facts.thread_locals)
+        c = to_sizes(c) if c is not None else None
+        v = numeric(c) if c is not None else None
+        if v is None:
+            return None                  # a write whose extent is unknown: no claim either way
+        covered.append((v, c))
+    if covered and max(covered)[0] < total:
+        v, c = max(covered)
+        return (f"written only under bounds that cover {c} of its {count} elements ({v} of {total}): the others "
+                "keep their input values")
+    return None
 
 
 def _callee(kernel: dict, targs: list[str]) -> str:
