@@ -13,6 +13,7 @@ from mepgen.evaluate.native import NativeBackend
 from mepgen.evaluate.results import CompileFailed
 from mepgen.optimize.library.catalog import all_transformations
 from mepgen.optimize.library.proposer import LibraryProposer
+from mepgen.optimize.library.source import Refused
 from mepgen.optimize.library.source import KernelSource, Refused
 from mepgen.optimize.library.tile_matmul import TileMatmul
 from mepgen.optimize.library.tile_stencil import TileStencil
@@ -115,6 +116,23 @@ def test_tile_matmul_transposed_and_triangular(meps):
     assert "lower triangle" in syrk.explanation and syrk.launch["grid"] == ["(SYRK_N + 64 - 1) / 64"] * 2
 
 
+def test_tile_matmul_register_tile(meps):
+    """rn > 1: each thread holds an rm x rn block of outputs; the epilogue runs the original guard and store
+    once per output, row and column strided by the thread counts."""
+    rw = rewrite(meps, "matmul", TileMatmul(), {"tile": 64, "rm": 4, "rn": 4, "bk": 16})
+    assert "float mepgen_acc[4][4];" in rw.text and "float mepgen_a[4], mepgen_b[4];" in rw.text
+    assert "mepgen_acc[mepgen_q][mepgen_w] += mepgen_a[mepgen_q] * mepgen_b[mepgen_w];" in rw.text
+    assert "const int col = mepgen_c0 + (int)threadIdx.x + mepgen_w * 16;" in rw.text
+    assert "const int row = mepgen_r0 + (int)threadIdx.y + mepgen_q * 16;" in rw.text
+    assert "C[row * n + col] = mepgen_acc[mepgen_q][mepgen_w];" in rw.text
+    assert "blockIdx.x * blockDim.x" not in rw.text          # the original column index assumed one per thread
+    assert rw.launch == {"grid": ["(MAT_N + 64 - 1) / 64", "(MAT_M + 64 - 1) / 64"], "block": ["16", "16"],
+                         "shared_mem": "0"}
+    assert "4x4 outputs per thread" in rw.explanation
+    with pytest.raises(Refused):
+        TileMatmul().apply(*load(meps["matmul"]), {"tile": 128, "rm": 16, "rn": 8, "bk": 8})   # 128 accumulators
+
+
 def test_tile_matmul_refuses(meps):
     t = TileMatmul()
     assert "not a 2D output grid" in refusal(meps, "lower_solve", t)
@@ -143,11 +161,14 @@ def test_both_are_registered_and_proposed_first(meps):
 
 CASES = [("heat.diffuse_step", TileStencil, {"block": "32x8"}), ("smooth9", TileStencil, {"block": "64x4"}),
          ("diffuse7", TileStencil, {"block": "32x4x2"}), ("matmul", TileMatmul, {"tile": 32, "rm": 4, "bk": 16}),
-         ("gemm_tn", TileMatmul, {"tile": 16, "rm": 2, "bk": 32}), ("syrk_lower", TileMatmul, {"tile": 64, "rm": 8, "bk": 8})]
+         ("gemm_tn", TileMatmul, {"tile": 16, "rm": 2, "bk": 32}), ("syrk_lower", TileMatmul, {"tile": 64, "rm": 8, "bk": 8}),
+         ("matmul", TileMatmul, {"tile": 64, "rm": 4, "rn": 4, "bk": 16}),
+         ("gemm_tn", TileMatmul, {"tile": 128, "rm": 8, "rn": 8, "bk": 8}),
+         ("syrk_lower", TileMatmul, {"tile": 64, "rm": 8, "rn": 4, "bk": 16})]
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize("kernel,cls,params", CASES, ids=[f"{k}-{c.__name__}" for k, c, _ in CASES])
+@pytest.mark.parametrize("kernel,cls,params", CASES, ids=[f"{k}-{c.__name__}-{'-'.join(map(str, p.values()))}" for k, c, p in CASES])
 def test_tiled_mep_compiles(meps, kernel, cls, params, tmp_path):
     src, spec, launch = load(meps[kernel])
     rw = cls().apply(src, spec, launch, params)

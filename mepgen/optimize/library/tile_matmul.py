@@ -4,11 +4,14 @@ A naive product reads every element of A and B from global memory once per outpu
 times); a block computing a TILE x TILE output tile stages TILE x BK slices of both factors in shared
 memory (loaded cooperatively, coalesced along whichever index is contiguous in memory, so the
 transposed variant `A[p*M + row]` loads as well as `A[row*K + p]`), then each thread accumulates RM
-outputs of one column in registers, reusing each B value RM times. Sizes not divisible by the tile are
+outputs of one column in registers, reusing each B value RM times; with RN > 1, an RM x RN block of
+outputs (rows and columns strided by the thread counts, so shared-memory reads are broadcasts or
+consecutive), loading RM values of A and RN of B from shared memory per step for RM*RN FMAs: the
+register tiling that brings a product near the FP32 roofline. Sizes not divisible by the tile are
 handled by zero-filling out-of-range tile elements (adding 0*x leaves a sum unchanged) and by the
 original guard around the epilogue. The triangular (rank-k update) variant skips the blocks that lie
 entirely outside the triangle. The accumulation order over p is the original's, so the sums are the
-same up to the compiler's FMA contraction. Launch: TILE x TILE/RM threads, one block per output tile.
+same up to the compiler's FMA contraction. Launch: TILE/RN x TILE/RM threads, one block per output tile.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from .source import Refused, kind, walk
 class TileMatmul(Transformation):
     def __init__(self):
         super().__init__("tile_matmul", "shared-memory and register tiling of matrix products",
-                         {"tile": 32, "rm": 4, "bk": 16})
+                         {"tile": 64, "rm": 4, "rn": 4, "bk": 16})
 
     def _sizes(self, spec, m, src):
         out = {}
@@ -44,40 +47,49 @@ class TileMatmul(Transformation):
         if src.has_launch_bounds():
             from .warp_row import _bounds_value
             cap = _bounds_value(src, spec)
-        rms = [r for r in (4, 2, 8, 1) if any(_legal(t, r, cap) for t in (32, 16, 64))]
-        if not rms:
+        shapes = [(t, rm, rn) for t in (64, 128, 32, 16) for rm in (4, 8, 2, 1) for rn in (4, 8, 1, 2)
+                  if _legal(t, rm, cap, rn)]
+        if not shapes:
             raise Refused("__launch_bounds__ leaves no legal tile shape")
-        return {"tile": [t for t in (32, 16, 64) if any(_legal(t, r, cap) for r in rms)], "rm": rms,
-                "bk": [16, 8, 32]}
+        return {"tile": sorted({x[0] for x in shapes}, key=(64, 128, 32, 16).index),
+                "rm": sorted({x[1] for x in shapes}, key=(4, 8, 2, 1).index),
+                "rn": sorted({x[2] for x in shapes}, key=(4, 8, 1, 2).index), "bk": [16, 8, 32]}
 
     def apply(self, src, spec, launch, params):
         m = match_matmul(src, spec)
         sizes = self._sizes(spec, m, src)
         t, rm, bk = int(params.get("tile", 32)), int(params.get("rm", 4)), int(params.get("bk", 16))
+        rn = int(params.get("rn", 1))
         cap = None
         if src.has_launch_bounds():
             from .warp_row import _bounds_value
             cap = _bounds_value(src, spec)
-        if not _legal(t, rm, cap) or bk not in (8, 16, 32):
-            raise Refused(f"tile {t}, rm {rm}, bk {bk} is not a legal shape here")
-        ty, nt = t // rm, t * (t // rm)
+        if not _legal(t, rm, cap, rn) or bk not in (8, 16, 32):
+            raise Refused(f"tile {t}, rm {rm}, rn {rn}, bk {bk} is not a legal shape here")
+        tx, ty = t // rn, t // rm
+        nt = tx * ty
         T = m.acc_type
         lo, hi = m.loop.lo, m.loop.hi
         names = {m.row: "mepgen_gr", m.col: "mepgen_gc", m.loop.var: "mepgen_gk"}
         i = "    "
-        body = ["{", i + src.src(m.col_stmt).strip(),
+        per_thread = f"{rm}x{rn}" if rn > 1 else f"{rm}"
+        body = ["{"] + ([i + src.src(m.col_stmt).strip()] if rn == 1 else []) + [
                 f"{i}// mepgen tile_matmul: {t}x{t} output tile per block, {bk}-deep slices of both factors "
-                f"in shared memory, {rm} outputs per thread in registers"]
+                f"in shared memory, {per_thread} outputs per thread in registers"]
         if m.triangle == "lower":
             body.append(f"{i}if (blockIdx.x > blockIdx.y) return;   // the whole tile lies above the diagonal")
         elif m.triangle == "upper":
             body.append(f"{i}if (blockIdx.x < blockIdx.y) return;   // the whole tile lies below the diagonal")
         body += [f"{i}__shared__ {T} mepgen_As[{bk}][{t + 1}];", f"{i}__shared__ {T} mepgen_Bs[{bk}][{t + 1}];",
-                 f"{i}const int mepgen_tid = (int)threadIdx.y * {t} + (int)threadIdx.x;",
+                 f"{i}const int mepgen_tid = (int)threadIdx.y * {tx} + (int)threadIdx.x;",
                  f"{i}const int mepgen_r0 = (int)blockIdx.y * {t};",
                  f"{i}const int mepgen_c0 = (int)blockIdx.x * {t};",
-                 f"{i}{T} mepgen_acc[{rm}];", f"{i}#pragma unroll",
-                 f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) mepgen_acc[mepgen_q] = {m.init};",
+                 *([f"{i}{T} mepgen_acc[{rm}];", f"{i}#pragma unroll",
+                    f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) mepgen_acc[mepgen_q] = {m.init};"]
+                   if rn == 1 else
+                   [f"{i}{T} mepgen_acc[{rm}][{rn}];", f"{i}#pragma unroll",
+                    f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q)",
+                    f"{i * 2}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) mepgen_acc[mepgen_q][mepgen_w] = {m.init};"]),
                  f"{i}for (int mepgen_k0 = {lo}; mepgen_k0 < {hi}; mepgen_k0 += {bk}) {{"]
         for op in m.operands:
             tile, tv, base = ("mepgen_As", "mepgen_gr", "mepgen_r0") if op.side == "row" else \
@@ -97,6 +109,10 @@ class TileMatmul(Transformation):
         a_first = m.operands[0].side == "row"
         prod = "mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * %d] * mepgen_b" % ty if a_first else \
             "mepgen_b * mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * %d]" % ty
+        if rn > 1:
+            body += _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i)
+            body += [f"{i * 2}}}", f"{i}}}", "}"]
+            return self._rewrite(src, m, sizes, body, t, bk, tx, ty, per_thread)
         body += [f"{i * 2}__syncthreads();", f"{i * 2}#pragma unroll",
                  f"{i * 2}for (int mepgen_kk = 0; mepgen_kk < {bk}; ++mepgen_kk) {{",
                  f"{i * 3}const {T} mepgen_b = mepgen_Bs[mepgen_kk][threadIdx.x];",
@@ -110,6 +126,9 @@ class TileMatmul(Transformation):
             line = _renamed(src, st, {m.acc: "mepgen_acc[mepgen_q]"})
             body.append(i * 3 + line + ("" if line.rstrip().endswith(("}", ";")) else ";"))
         body += [f"{i * 2}}}", f"{i}}}", "}"]
+        return self._rewrite(src, m, sizes, body, t, bk, tx, ty, per_thread)
+
+    def _rewrite(self, src, m, sizes, body, t, bk, tx, ty, per_thread):
         text = src.replace([(*src.span(src.body), "\n".join(body))])
         shape = {"lower": " (lower triangle: tiles above the diagonal skipped)",
                  "upper": " (upper triangle: tiles below the diagonal skipped)"}.get(m.triangle, "")
@@ -118,14 +137,43 @@ class TileMatmul(Transformation):
         grid = [f"({sizes['col']} + {t} - 1) / {t}", f"({sizes['row']} + {t} - 1) / {t}"]
         return Rewrite(text, f"tile_matmul: {m.acc} = sum over {m.loop.var} staged through {t}x{bk} shared tiles "
                              f"of both factors{shape}{' (transposed ' + ', '.join(trans) + ')' if trans else ''}; "
-                             f"{rm} outputs per thread in registers; launch {t}x{ty} blocks",
-                       {"grid": grid, "block": [str(t), str(ty)], "shared_mem": "0"})
+                             f"{per_thread} outputs per thread in registers; launch {tx}x{ty} blocks",
+                       {"grid": grid, "block": [str(tx), str(ty)], "shared_mem": "0"})
 
 
-def _legal(t: int, rm: int, cap) -> bool:
-    if t % rm:
+def _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i) -> list[str]:
+    """The inner product step and the epilogue of an RM x RN register tile per thread."""
+    prod = "mepgen_a[mepgen_q] * mepgen_b[mepgen_w]" if a_first else "mepgen_b[mepgen_w] * mepgen_a[mepgen_q]"
+    lines = [f"{i * 2}__syncthreads();", f"{i * 2}#pragma unroll",
+             f"{i * 2}for (int mepgen_kk = 0; mepgen_kk < {bk}; ++mepgen_kk) {{",
+             f"{i * 3}{T} mepgen_a[{rm}], mepgen_b[{rn}];",
+             f"{i * 3}#pragma unroll",
+             f"{i * 3}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) "
+             f"mepgen_a[mepgen_q] = mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * {ty}];",
+             f"{i * 3}#pragma unroll",
+             f"{i * 3}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) "
+             f"mepgen_b[mepgen_w] = mepgen_Bs[mepgen_kk][(int)threadIdx.x + mepgen_w * {tx}];",
+             f"{i * 3}#pragma unroll",
+             f"{i * 3}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q)",
+             f"{i * 4}#pragma unroll",
+             f"{i * 4}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) mepgen_acc[mepgen_q][mepgen_w] += {prod};",
+             f"{i * 2}}}", f"{i * 2}__syncthreads();", f"{i}}}",
+             f"{i}#pragma unroll", f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) {{",
+             f"{i * 2}{_decl_type(src, m.row_stmt, m.row)} {m.row} = mepgen_r0 + (int)threadIdx.y + mepgen_q * {ty};",
+             f"{i * 2}#pragma unroll", f"{i * 2}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) {{",
+             f"{i * 3}{_decl_type(src, m.col_stmt, m.col)} {m.col} = mepgen_c0 + (int)threadIdx.x + mepgen_w * {tx};",
+             f"{i * 3}if ({src.src(list(m.guard.get_children())[0])}) {{"]
+    for st in m.after:
+        line = _renamed(src, st, {m.acc: "mepgen_acc[mepgen_q][mepgen_w]"})
+        lines.append(i * 4 + line + ("" if line.rstrip().endswith(("}", ";")) else ";"))
+    lines.append(f"{i * 3}}}")
+    return lines
+
+
+def _legal(t: int, rm: int, cap, rn: int = 1) -> bool:
+    if t % rm or t % rn or rm * rn > 64:
         return False
-    nt = t * (t // rm)
+    nt = (t // rn) * (t // rm)
     return 64 <= nt <= 1024 and (cap is None or nt <= cap)
 
 
