@@ -53,8 +53,33 @@ def gpu_facts() -> str:
         return "no nvidia-smi"
 
 
+def matmul_flops(spec, mep: Path) -> str | None:
+    """2*M*N*K (half of it on a triangle) for a kernel the library recognises as a matrix product, as an
+    expression over the size symbols, so that the table shows % of peak FLOP/s where mep.yaml has no work.flops."""
+    from mepgen.optimize.library.matmul_match import match_matmul
+    from mepgen.optimize.library.source import KernelSource
+    try:
+        src = KernelSource((mep / "kernel.cu").read_text(), spec)
+        m = match_matmul(src, spec)
+    except Exception:     # Refused, or a kernel libclang cannot read: no FLOP count, only bandwidth
+        return None
+
+    def value(text):
+        p = next((q for q in spec.params if q.name == text.strip() and q.role == "scalar"), None)
+        return p.value if p is not None and spec.size(p.value) is not None else None
+    rows, cols = value(m.bounds.get("row", "")), value(m.bounds.get("col", "") or m.bounds.get("row", ""))
+    k = value(m.loop.hi) if m.loop.lo.strip() == "0" else None
+    if rows is None or k is None or (cols is None and not m.triangle):
+        return None
+    if m.triangle:
+        return f"({rows}) * (({rows}) + 1) * ({k})"
+    return f"2 * ({rows}) * ({cols}) * ({k})"
+
+
 def bench_kernel(mep: Path, args, log) -> dict:
     spec = load_spec(mep / "mep.yaml")
+    if not spec.work.flops:
+        spec.work.flops = matmul_flops(spec, mep)
     ev = Evaluator(spec, mep, Options(backend=args.backend, rounds=args.rounds, reps=args.reps))
     try:
         ev.prepare()
@@ -67,7 +92,8 @@ def bench_kernel(mep: Path, args, log) -> dict:
         best = best_attempt(ctx.history)
         row = {"kernel": spec.kernel.name, "candidates": len(ctx.history),
                "original_ms": base.timed.median_ms if base.timed else None,
-               "original_pct_bw": base.timed.pct_peak_bw if base.timed else None}
+               "original_pct_bw": base.timed.pct_peak_bw if base.timed else None,
+               "original_pct_flops": base.timed.pct_peak_flops if base.timed else None}
         if best is None:
             row.update(best_ms=row["original_ms"], speedup=1.0, won="(none faster)", pct_bw=row["original_pct_bw"],
                        pct_flops=base.timed.pct_peak_flops if base.timed else None)
@@ -110,6 +136,13 @@ def main() -> int:
             except Exception as e:        # one broken MEP must not lose the others' rows
                 rows.append({"kernel": mep.name, "error": f"{type(e).__name__}: {e}"})
             print(rows[-1], flush=True)
+            record(args, rows, started, final=False)
+    print(record(args, rows, started, final=True))
+    return 0
+
+
+def record(args, rows, started, final: bool) -> str:
+    """The table so far; written after every kernel, so a run cut off by a time limit keeps its rows."""
     speedups = [r["speedup"] for r in rows if r.get("speedup")]
     geo = 1.0
     for s in speedups:
@@ -119,8 +152,9 @@ def main() -> int:
              f"- GPU, driver: {gpu_facts()}", f"- date: {datetime.datetime.now().isoformat(timespec='seconds')}",
              f"- command: `python3 bench/library_optimize.py {' '.join(sys.argv[1:])}`",
              f"- backend: {args.backend}; budget {args.budget} candidates / {args.seconds:g} s per kernel; "
-             f"wall {time.monotonic() - started:.0f} s", f"- geometric-mean speedup: {fmt(geo, '{:.2f}')}x", "",
-             "| kernel | candidates | original ms | best ms | speedup | % peak BW (orig -> best) | % peak FLOP/s | won |",
+             f"wall {time.monotonic() - started:.0f} s" + ("" if final else " (cut off: partial table)"),
+             f"- geometric-mean speedup: {fmt(geo, '{:.2f}')}x", "",
+             "| kernel | candidates | original ms | best ms | speedup | % peak BW (orig -> best) | % peak FLOP/s (orig -> best) | won |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
@@ -128,13 +162,13 @@ def main() -> int:
             continue
         lines.append(f"| {r['kernel']} | {r['candidates']} | {fmt(r['original_ms'])} | {fmt(r['best_ms'])} | "
                      f"{fmt(r['speedup'], '{:.2f}')}x | {fmt(r['original_pct_bw'], '{:.0f}%')} -> "
-                     f"{fmt(r['pct_bw'], '{:.0f}%')} | {fmt(r['pct_flops'], '{:.0f}%')} | {r['won']} |")
+                     f"{fmt(r['pct_bw'], '{:.0f}%')} | {fmt(r.get('original_pct_flops'), '{:.0f}%')} -> "
+                     f"{fmt(r['pct_flops'], '{:.0f}%')} | {r['won']} |")
     text = "\n".join(lines) + "\n"
-    print(text)
     if args.record:
         args.record.parent.mkdir(parents=True, exist_ok=True)
         args.record.write_text(text)
-    return 0
+    return text
 
 
 if __name__ == "__main__":
