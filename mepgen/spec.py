@@ -13,6 +13,9 @@ from .errors import MepgenError
 from .strict_yaml import Doc, list_of, load_doc, mapping_of, of_type, one_of, optional, record
 
 SPEC_VERSION = 1
+# `placement` counts bytes past a boundary of this many bytes (the large-page size of CUDA's allocator): where
+# a buffer starts modulo it decides which cache sets its rows fall in, and some kernels' speed with it
+PLACEMENT_SPAN = 2 << 20
 ROLES = ("in", "out", "inout", "scalar")
 
 #: numpy dtype name -> C type used in the harness
@@ -66,6 +69,7 @@ class Param:
     value: str | None = None       # scalars: a C++ expression over sizes and macros
     note: str | None = None        # how mepgen inferred it, for the reader
     lanes: int | None = None       # a buffer of records (float4, a struct of floats): `dtype` elements per record
+    placement: int | None = None   # bytes past a PLACEMENT_SPAN boundary the buffer starts at (as captured)
 
     @property
     def is_buffer(self) -> bool:
@@ -232,11 +236,23 @@ def _lanes(doc: Doc, kp: tuple, v):
     return v
 
 
+def _itemsize(dtype: str) -> int:
+    import numpy as np
+    return np.dtype(dtype).itemsize
+
+
+def _placement(doc: Doc, kp: tuple, v):
+    of_type(int)(doc, kp, v)
+    if isinstance(v, bool) or not 0 <= v < PLACEMENT_SPAN:
+        raise doc.error(kp, f"placement must be a byte offset in [0, {PLACEMENT_SPAN}), not {v!r}")
+    return v
+
+
 _PARAM = record({
     "name": (of_type(str), True), "role": (one_of(*ROLES), True), "ctype": (of_type(str), True),
     "dtype": (optional(_dtype), False), "count": (optional(_expr), False), "init": (optional(_init), False),
     "value": (optional(_scalar), False), "note": (optional(of_type(str)), False),
-    "lanes": (optional(_lanes), False),
+    "lanes": (optional(_lanes), False), "placement": (optional(_placement), False),
 })
 _CONSTANT = record({
     "name": (of_type(str), True), "ctype": (of_type(str), True), "dtype": (optional(_dtype), False),
@@ -288,6 +304,9 @@ def _check_semantics(doc: Doc, d: dict) -> None:
             raise doc.error(kp + ("count",), f"cannot evaluate '{p['count']}': {why}")
         if p["role"] in ("in", "inout") and "init" not in p:
             raise doc.error(kp, f"input parameter '{p['name']}' needs an 'init'")
+        if p.get("placement") is not None and p["placement"] % _itemsize(p["dtype"]):
+            raise doc.error(kp + ("placement",), f"placement {p['placement']} does not keep '{p['name']}' aligned "
+                                                 f"to its {_itemsize(p['dtype'])}-byte elements")
     for name in d.get("verify", {}).get("tolerance", {}):
         if name not in names:
             raise doc.error(("verify", "tolerance", name), f"no parameter named '{name}'")

@@ -212,6 +212,8 @@ def test_use_points_mep_yaml_at_the_capture(spmv_capture):
         assert spec.param(name).init.args == {"path": f"data/captured/before/{name}.npy"}
     assert spec.param("y").init is None and spec.launch.grid == ["(N + 255) / 256"]
     assert spec.todo == [], "the capture settles the todo on NNZ"
+    # each buffer starts where the application's did, modulo 2 MiB (x: 8 bytes into its 4096-byte-aligned allocation)
+    assert spec.param("x").placement == 4 * 4096 + 8 and spec.param("row_ptr").placement == 4096
     assert report.backup.name == "mep.yaml" + BACKUP_SUFFIX and report.backup.read_text() == original
     assert np.array_equal(np.load(mep / "data" / "in" / "x.npy"), [1.0, 2.0, 3.0, 4.0])
     assert np.array_equal(np.load(mep / "data" / "in" / "row_ptr.npy"), ROW_PTR)

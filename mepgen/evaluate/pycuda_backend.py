@@ -67,8 +67,8 @@ class PycudaBackend(Backend):
         reply = self._receive(self.start_timeout, "starting the worker")
         if isinstance(reply, RuntimeFault):
             return reply
-        params = [{"name": p.name, "role": p.role, "dtype": p.dtype, "count": self.spec.count(p) if p.is_buffer else 0}
-                  for p in self.spec.params]
+        params = [{"name": p.name, "role": p.role, "dtype": p.dtype, "count": self.spec.count(p) if p.is_buffer else 0,
+                   "placement": p.placement} for p in self.spec.params]
         reply = self._call("setup", params)
         if isinstance(reply, RuntimeFault):
             return reply

@@ -17,6 +17,8 @@ import sys
 
 import numpy as np
 
+from ..spec import PLACEMENT_SPAN
+
 FLOAT_POISON, INT_POISON = 0xFF, 0xA5
 
 
@@ -30,7 +32,8 @@ class State:
         self.ctx = cuda.Device(device).make_context()
         self.stream = cuda.Stream()
         self.params: list[dict] = []
-        self.outputs: dict = {}                 # name -> (DeviceAllocation, nbytes, poison byte)
+        self.outputs: dict = {}                 # name -> (device address, nbytes, poison byte)
+        self.held: list = []                    # the DeviceAllocations behind placed buffers' addresses
         self.sets: dict[int, dict] = {}
         self.modules: dict[str, dict] = {}
         attr = getattr(cuda.device_attribute, "L2_CACHE_SIZE", None)
@@ -50,14 +53,24 @@ class State:
                 dt = np.dtype(p["dtype"])
                 nbytes = max(1, dt.itemsize * p["count"])
                 poison = FLOAT_POISON if dt.kind == "f" else INT_POISON
-                self.outputs[p["name"]] = (self.cuda.mem_alloc(nbytes), nbytes, poison)
+                self.outputs[p["name"]] = (self._alloc(nbytes, p.get("placement")), nbytes, poison)
         return {"device": self.device_name, "l2_bytes": self.l2_bytes}
+
+    def _alloc(self, nbytes: int, placement: int | None):
+        """Device memory for a buffer: a DeviceAllocation, or where mep.yaml places it (`placement` bytes past a
+        PLACEMENT_SPAN boundary, as the application had it) the address inside a padded one that is kept alive."""
+        if placement is None:
+            return self.cuda.mem_alloc(nbytes)
+        raw = self.cuda.mem_alloc(nbytes + PLACEMENT_SPAN)
+        self.held.append(raw)
+        return (int(raw) + PLACEMENT_SPAN - 1) // PLACEMENT_SPAN * PLACEMENT_SPAN + placement
 
     def op_load_set(self, k: int, inputs: dict, consts: dict) -> None:
         cuda = self.cuda
         s = {"host": inputs, "dev": {}, "const": {}}
+        placement = {p["name"]: p.get("placement") for p in self.params}
         for name, arr in inputs.items():
-            buf = cuda.mem_alloc(max(1, arr.nbytes))
+            buf = self._alloc(max(1, arr.nbytes), placement.get(name))
             cuda.memcpy_htod(buf, np.ascontiguousarray(arr))
             s["dev"][name] = buf
         for stem, arr in consts.items():

@@ -11,7 +11,7 @@ import yaml
 
 from .. import mepbuild
 from ..datagen import const_file_name
-from ..spec import DTYPES, Spec
+from ..spec import DTYPES, PLACEMENT_SPAN, Spec
 from ..templating import template_loader
 
 NPY_DESCR = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "int8": "|i1", "uint8": "|u1", "int16": "<i2",
@@ -41,7 +41,7 @@ def render_harness(spec: Spec) -> str:
             continue
         buffers.append({"name": p.name, "role": p.role, "ctype": DTYPES[p.dtype], "descr": NPY_DESCR[p.dtype],
                         "count": _wide(str(p.count), spec.sizes),
-                        "poison": "0xFF" if p.dtype.startswith("float") else "0xA5"})
+                        "poison": "0xFF" if p.dtype.startswith("float") else "0xA5", "placement": p.placement})
         records = records or bool(p.lanes)
         args.append(f"mep_record_ptr{{d_{p.name}}}" if p.lanes else f"d_{p.name}")
     constants = []
@@ -53,7 +53,7 @@ def render_harness(spec: Spec) -> str:
             constants.append({"symbol": c.name, "file": None, "value": c.value})
     return _env().get_template("harness.cu.j2").render(
         kernel_name=spec.kernel.name, callee=spec.launch.callee, buffers=buffers, args=args, constants=constants,
-        records=records,
+        records=records, placement_span=PLACEMENT_SPAN,
         # only when a buffer holds halves: legacy code may define its own `half` at global scope
         fp16=any(x.dtype == "float16" for x in [*spec.params, *spec.constants]),
         grid=spec.launch.grid, block=spec.launch.block, shared_mem=spec.launch.shared_mem,
