@@ -90,6 +90,7 @@ def check_kernel(app: Path, run: dict, kernel: str, launch: int, have_ncu: bool)
     row["use_skipped"] = cap.get("use", {}).get("skipped", [])
     mep = app / ".mepgen" / "meps" / load_spec_id(app, kernel)
     spec = load_spec(mep / "mep.yaml")
+    row["placement"] = {p.name: p.placement for p in spec.params if p.is_buffer}
     captured = mep / "data" / "captured"
     manifest = json.loads((captured / "manifest.json").read_text())
     files = {p["name"]: p for p in manifest["params"] if p["kind"] == "buffer"}
@@ -146,11 +147,11 @@ def write_record(path: Path, args, rows: list[dict], gpu: str) -> None:
                  "ncu `gpu__time_duration.sum` (`--cache-control all --clock-control none`) of the captured launch in "
                  "the application vs the median of 10 MEP launches; events = the harness's CUDA events, L2 flushed.\n\n"
                  "| kernel | launch | bit for bit (mismatches / elements) | MEP deterministic | app ncu (captured launch) | "
-                 "MEP ncu | ratio | within 10% | MEP events | captured | capture ms | app wall plain → captured (s) |\n"
-                 "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+                 "MEP ncu | ratio | within 10% | MEP events | captured | capture ms | app wall plain → captured (s) | "
+                 "placement (bytes past 2 MiB) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
             if "error" in r:
-                fh.write(f"| {r['kernel']} | {r['launch']} | error: {r['error']} | | | | | | | | | |\n")
+                fh.write(f"| {r['kernel']} | {r['launch']} | error: {r["error"]} | | | | | | | | | | |\n")
                 continue
             mism = sum(o["mismatches"] for o in r["outputs"].values())
             elems = sum(o["elements"] for o in r["outputs"].values())
@@ -161,8 +162,14 @@ def write_record(path: Path, args, rows: list[dict], gpu: str) -> None:
                      f"{'yes' if r.get('within_10pct') else 'no'} | {f1(r['mep_events_us'])} | "
                      f"{r['capture']['bytes_captured'] / 2**20:.1f} MiB | {r['capture']['capture_ms']:.0f} | "
                      f"{o.get('wall_s_plain', float('nan')):.2f} → {o.get('wall_s_captured', float('nan')):.2f} "
-                     f"(x{o.get('ratio')}) |\n")
-    path.with_suffix(".json").write_text(json.dumps({"gpu": gpu, "rows": rows}, indent=1) + "\n")
+                     f"(x{o.get('ratio')}) | "
+                     f"{', '.join(f'{k} {v}' for k, v in (r.get('placement') or {}).items()) or '-'} |\n")
+    # one entry per run, appended like the markdown (a file of the older single-run shape becomes the first entry)
+    jpath = path.with_suffix(".json")
+    old = json.loads(jpath.read_text()) if jpath.is_file() else {"runs": []}
+    runs = old["runs"] if "runs" in old else [old]
+    runs.append({"date": str(datetime.date.today()), "app": args.app.as_posix(), "gpu": gpu, "rows": rows})
+    jpath.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
 
 
 def main() -> None:
