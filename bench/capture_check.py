@@ -151,7 +151,7 @@ def write_record(path: Path, args, rows: list[dict], gpu: str) -> None:
                  "placement (bytes past 2 MiB) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
             if "error" in r:
-                fh.write(f"| {r['kernel']} | {r['launch']} | error: {r["error"]} | | | | | | | | | | |\n")
+                fh.write(f"| {r['kernel']} | {r['launch']} | error: {r['error']} | | | | | | | | | | |\n")
                 continue
             mism = sum(o["mismatches"] for o in r["outputs"].values())
             elems = sum(o["elements"] for o in r["outputs"].values())
