@@ -45,10 +45,16 @@ def solve_mep(tmp_path):
     return app, app / ".mepgen" / "meps" / "lower_solve"
 
 
-def test_without_placement_the_harness_is_unchanged(solve_mep):
+def test_without_placement_the_harness_leaves_it_to_the_size(solve_mep):
+    """No placement in mep.yaml: the harness puts a buffer of 2 MiB or more on a 2 MiB boundary (as cudaMalloc
+    places an application's large buffers) and a smaller one where cudaMalloc does (mep_alloc's offset -1)."""
     _, mep = solve_mep
     assert all(p.placement is None for p in load_spec(mep / "mep.yaml").params)
-    assert "mep_place" not in (mep / "harness.cu").read_text()
+    harness = (mep / "harness.cu").read_text()
+    for name in ("L", "B", "X"):
+        assert f"raw_{name} = mep_alloc(std::max<size_t>(n_{name}, 1) * sizeof(float), -1," in harness
+        assert f"cudaFree(raw_{name})" in harness
+    assert "if (offset < 0 && bytes < span)" in harness and f"const size_t span = {PLACEMENT_SPAN};" in harness
 
 
 @pytest.mark.nvcc
@@ -60,8 +66,9 @@ def test_placed_buffers_are_padded_and_offset_in_the_harness(solve_mep):
     spec = load_spec(mep / "mep.yaml")
     assert (spec.param("B").placement, spec.param("X").placement, spec.param("L").placement) == (0, 4096, None)
     harness = (mep / "harness.cu").read_text()
-    assert f"mep_place(raw_X, {PLACEMENT_SPAN}, 4096)" in harness and f"mep_place(raw_B, {PLACEMENT_SPAN}, 0)" in harness
-    assert "cudaFree(raw_X)" in harness and "cudaFree(d_L)" in harness and "raw_L" not in harness
+    assert "raw_X = mep_alloc(std::max<size_t>(n_X, 1) * sizeof(float), 4096," in harness
+    assert "raw_B = mep_alloc(std::max<size_t>(n_B, 1) * sizeof(float), 0," in harness
+    assert "raw_L = mep_alloc(std::max<size_t>(n_L, 1) * sizeof(float), -1," in harness
     built = subprocess.run(["make", "-s", "-C", str(mep)], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
 

@@ -57,13 +57,15 @@ class State:
         return {"device": self.device_name, "l2_bytes": self.l2_bytes}
 
     def _alloc(self, nbytes: int, placement: int | None):
-        """Device memory for a buffer: a DeviceAllocation, or where mep.yaml places it (`placement` bytes past a
-        PLACEMENT_SPAN boundary, as the application had it) the address inside a padded one that is kept alive."""
-        if placement is None:
+        """Device memory for a buffer, placed as the harness places it (mep_alloc): `placement` bytes past a
+        PLACEMENT_SPAN boundary; without one, a buffer of PLACEMENT_SPAN bytes or more on a boundary (as cudaMalloc
+        places an application's large buffers), a smaller one where mem_alloc puts it. A placed buffer is an
+        address inside a padded allocation that is kept alive."""
+        if placement is None and nbytes < PLACEMENT_SPAN:
             return self.cuda.mem_alloc(nbytes)
         raw = self.cuda.mem_alloc(nbytes + PLACEMENT_SPAN)
         self.held.append(raw)
-        return (int(raw) + PLACEMENT_SPAN - 1) // PLACEMENT_SPAN * PLACEMENT_SPAN + placement
+        return (int(raw) + PLACEMENT_SPAN - 1) // PLACEMENT_SPAN * PLACEMENT_SPAN + (placement or 0)
 
     def op_load_set(self, k: int, inputs: dict, consts: dict) -> None:
         cuda = self.cuda
