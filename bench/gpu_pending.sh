@@ -9,11 +9,12 @@
 #   bench/gpu_pending.sh optimize   mepgen optimize on every dense kernel + inheritance matmul -> gemm_tn (issue 6)
 #   bench/gpu_pending.sh patch      optimize, patch, rebuild, self-check, time in the application (issue 7)
 #   bench/gpu_pending.sh capture    capture on both examples: the dense one, histogram and dot of heatcg (issues 3, 8)
+#   bench/gpu_pending.sh tuning     tile_matmul's whole space on dense's matmul, then hillclimb vs random search (issue 5)
 #
 # Each step records under bench/results/ and, where $OUT is set (the device tool), copies what it wrote there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-step=${1:?name a step: tests, library, optimize, patch or capture}
+step=${1:?name a step: tests, library, optimize, patch, capture or tuning}
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 R=bench/results
 case "$step" in
@@ -28,7 +29,11 @@ case "$step" in
   capture)  python3 bench/capture_check.py examples/dense --record $R/capture.md || true
             python3 bench/capture_check.py examples/heatcg --steps 10 --record $R/capture.md || true
             files=($R/capture.md $R/capture.json) ;;
-  *)        echo "gpu_pending.sh: unknown step '$step' (tests, library, optimize, patch, capture)" >&2; exit 2 ;;
+  tuning)   python3 bench/tuning_strategies.py measure --app dense --kernel matmul --transformation tile_matmul \
+              --out $R/tuning_tile_matmul.json
+            python3 bench/tuning_strategies.py replay $R/tuning_tile_matmul.json --record $R/tuning_strategies.md
+            files=($R/tuning_tile_matmul.json $R/tuning_strategies.md) ;;
+  *)        echo "gpu_pending.sh: unknown step '$step' (tests, library, optimize, patch, capture, tuning)" >&2; exit 2 ;;
 esac
 if [ -n "${OUT:-}" ]; then
   for f in "${files[@]}"; do [ -f "$f" ] && cp "$f" "$OUT"/; done
