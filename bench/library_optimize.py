@@ -56,24 +56,19 @@ def gpu_facts() -> str:
 def matmul_flops(spec, mep: Path) -> str | None:
     """2*M*N*K (half of it on a triangle) for a kernel the library recognises as a matrix product, as an
     expression over the size symbols, so that the table shows % of peak FLOP/s where mep.yaml has no work.flops."""
-    from mepgen.optimize.library.matmul_match import match_matmul
+    from mepgen.optimize.library.matmul_match import bound_sizes, match_matmul, size_value
     from mepgen.optimize.library.source import KernelSource
     try:
-        src = KernelSource((mep / "kernel.cu").read_text(), spec)
-        m = match_matmul(src, spec)
+        m = match_matmul(KernelSource((mep / "kernel.cu").read_text(), spec), spec)
+        sizes = bound_sizes(spec, m)
     except Exception:     # Refused, or a kernel libclang cannot read: no FLOP count, only bandwidth
         return None
-
-    def value(text):
-        p = next((q for q in spec.params if q.name == text.strip() and q.role == "scalar"), None)
-        return p.value if p is not None and spec.size(p.value) is not None else None
-    rows, cols = value(m.bounds.get("row", "")), value(m.bounds.get("col", "") or m.bounds.get("row", ""))
-    k = value(m.loop.hi) if m.loop.lo.strip() == "0" else None
-    if rows is None or k is None or (cols is None and not m.triangle):
+    k = size_value(spec, m.loop.hi) if m.loop.lo.strip() == "0" else None
+    if k is None:
         return None
     if m.triangle:
-        return f"({rows}) * (({rows}) + 1) * ({k})"
-    return f"2 * ({rows}) * ({cols}) * ({k})"
+        return f"({sizes['row']}) * (({sizes['row']}) + 1) * ({k})"
+    return f"2 * ({sizes['row']}) * ({sizes['col']}) * ({k})"
 
 
 def bench_kernel(mep: Path, args, log) -> dict:

@@ -80,7 +80,7 @@ def replay(args) -> int:
     from mepgen.optimize.library.tuning import key, tune
 
     table = json.loads(args.table.read_text())
-    space = {k: v for k, v in table["space"].items()}
+    space = table["space"]
     cost = {key(p["params"]): p["cost"] for p in table["points"]}
     missing = [p for p in itertools.product(*space.values()) if key(dict(zip(space, p))) not in cost]
     if missing:

@@ -236,9 +236,10 @@ def _lanes(doc: Doc, kp: tuple, v):
     return v
 
 
-def _itemsize(dtype: str) -> int:
+def itemsize(dtype: str | None) -> int | None:
+    """Bytes per element of a numpy dtype name."""
     import numpy as np
-    return np.dtype(dtype).itemsize
+    return np.dtype(dtype).itemsize if dtype else None
 
 
 def _placement(doc: Doc, kp: tuple, v):
@@ -304,9 +305,9 @@ def _check_semantics(doc: Doc, d: dict) -> None:
             raise doc.error(kp + ("count",), f"cannot evaluate '{p['count']}': {why}")
         if p["role"] in ("in", "inout") and "init" not in p:
             raise doc.error(kp, f"input parameter '{p['name']}' needs an 'init'")
-        if p.get("placement") is not None and p["placement"] % _itemsize(p["dtype"]):
+        if p.get("placement") is not None and p["placement"] % itemsize(p["dtype"]):
             raise doc.error(kp + ("placement",), f"placement {p['placement']} does not keep '{p['name']}' aligned "
-                                                 f"to its {_itemsize(p['dtype'])}-byte elements")
+                                                 f"to its {itemsize(p['dtype'])}-byte elements")
     for name in d.get("verify", {}).get("tolerance", {}):
         if name not in names:
             raise doc.error(("verify", "tolerance", name), f"no parameter named '{name}'")

@@ -114,7 +114,8 @@ def _buffer(raw_dir: Path, rp: dict, alloc: dict, pp: PlanParam, dtype: str | No
         notes.append("mep.yaml says 'in' but the launch changed it")
     return {"name": pp.name, "kind": "buffer", "ctype": pp.ctype, "dtype": np_dtype.name, "itemsize": item,
             "count": count, "offset_bytes": offset, "offset_elements": offset // item, "alloc_bytes": int(alloc["bytes"]),
-            "allocation": int(rp["alloc"]), "address": int(rp["address"]) if "address" in rp else None, "before": f"before/{pp.name}.npy", "after": f"after/{pp.name}.npy",
+            "allocation": int(rp["alloc"]), "address": int(rp["address"]) if "address" in rp else None,
+            "before": f"before/{pp.name}.npy", "after": f"after/{pp.name}.npy",
             "written": written, "changed_elements": changed, "role_guess": "written" if written else "in",
             "spec_role": spec_role, "notes": notes}
 

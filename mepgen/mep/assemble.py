@@ -5,7 +5,7 @@ import re
 
 from .. import cexpr
 from ..errors import MepgenError
-from ..spec import (Constant, Init, KernelRef, Launch, Param, Spec, Timing, Todo, Tolerance, Verify, Work)
+from ..spec import (Constant, Init, KernelRef, Launch, Param, Spec, Timing, Todo, Tolerance, Verify, Work, itemsize)
 from . import counts, infer
 from .access import analyze
 from .buildcfg import build_config
@@ -93,7 +93,7 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         record = record_of(cur.type) if dtype is None else None
         if record is not None:
             dtype = record.dtype
-        elem_size = record.size if record is not None else infer.itemsize(dtype)
+        elem_size = record.size if record is not None else itemsize(dtype)
         with resolver.inside(enclosing):
             count, how = infer.buffer_count(prm["name"], arg, resolver, facts, elem_size, to_sizes)
         if count is None and nnz and infer.indexed_by_nonzero(prm["name"], facts):
@@ -336,7 +336,6 @@ def _work_bytes(params: list[Param], grid: list[str] | None = None, block: list[
 
 
 def itemsize_of(p: Param) -> int:
-    from .infer import itemsize
     return itemsize(p.dtype) or 1
 
 
@@ -345,8 +344,7 @@ def _buffer_bytes(params: list[Param]) -> str | None:
     for p in params:
         if p.role == "scalar":
             continue
-        from .infer import itemsize
-        size = itemsize(p.dtype) or 1
+        size = itemsize_of(p)
         times = 2 if p.role == "inout" else 1
         terms.append(f"{times * size} * ({p.count})" if times * size != 1 else f"({p.count})")
     return " + ".join(terms) or None

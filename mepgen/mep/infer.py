@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
 from ..spec import C_TYPES, Init, Param, Todo
 from . import counts
 from .access import KernelFacts, only_upper_bounds
@@ -105,10 +103,6 @@ def buffer_count(name, arg, resolver: Resolver, facts: KernelFacts, elem_size, t
         best = max(found, key=lambda x: (len(x[0]), x[0]))
         return best[0], f"index `{best[1].index}` under `{'; '.join(g.text for g in best[1].guards)}`"
     return None, ""
-
-
-def itemsize(dtype: str | None) -> int | None:
-    return np.dtype(dtype).itemsize if dtype else None
 
 
 def default_init(p: Param, facts: KernelFacts, counts_by_name: dict[str, str], nnz: str | None) -> tuple[Init, str]:

@@ -64,10 +64,10 @@ def launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict | 
     if any(s["file"] != kernel["file"] for s in sites):
         raise MepgenError(f"{kernel['qualified_name']} is launched from another file than {kernel['file']}; patch "
                           f"writes launch changes back only next to the kernel")
-    if not _block_explains_grid(spec, sizes, old_block, new_block, old_grid, new_grid):
-        _write_launch(change, inventory, kernel, spec, new_launch, new_block, source.decode())
-        return change
     text = source.decode()
+    if not _block_explains_grid(spec, sizes, old_block, new_block, old_grid, new_grid):
+        _write_launch(change, inventory, kernel, spec, new_launch, new_block, text)
+        return change
     macros = inventory.get("macros", {})
     value = str(new_block[0])
     for s in sites:

@@ -121,6 +121,25 @@ def match_matmul(src: KernelSource, spec) -> Matmul:
                   decl[0].type.spelling, src.src(init), loop, ops, inner[2:])
 
 
+def size_value(spec, name: str) -> str | None:
+    """The size expression mep.yaml gives the scalar parameter `name` (`MAT_M` for `m`), else None."""
+    try:
+        p = spec.param(name.strip())
+    except KeyError:
+        return None
+    return p.value if p.role == "scalar" and p.value and spec.size(p.value) is not None else None
+
+
+def bound_sizes(spec, m: Matmul) -> dict[str, str]:
+    """"row"/"col" -> the size expression of the product's output bounds; Refused when a bound has none."""
+    out = {}
+    for side, bound in m.bounds.items():
+        out[side] = size_value(spec, bound)
+        if out[side] is None:
+            raise Refused(f"the {side} bound `{bound}` is not a scalar parameter with a size value in mep.yaml")
+    return out
+
+
 def spec_role(spec, name):
     try:
         return spec.param(name).role

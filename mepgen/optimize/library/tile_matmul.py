@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from .base import Rewrite, Transformation
-from .matmul_match import match_matmul
+from .matmul_match import bound_sizes, match_matmul
 from .source import Refused, kind, walk
 
 
@@ -27,26 +27,9 @@ class TileMatmul(Transformation):
         super().__init__("tile_matmul", "shared-memory and register tiling of matrix products",
                          {"tile": 64, "rm": 4, "rn": 4, "bk": 16})
 
-    def _sizes(self, spec, m, src):
-        out = {}
-        for side, bound in m.bounds.items():
-            try:
-                p = spec.param(bound)
-                if p.role == "scalar" and p.value and spec.size(p.value) is not None:
-                    out[side] = p.value
-                    continue
-            except KeyError:
-                pass
-            raise Refused(f"the {side} bound `{bound}` is not a scalar parameter with a size value in mep.yaml")
-        return out
-
     def space(self, src, spec, launch):
-        m = match_matmul(src, spec)
-        self._sizes(spec, m, src)
-        cap = None
-        if src.has_launch_bounds():
-            from .warp_row import _bounds_value
-            cap = _bounds_value(src, spec)
+        bound_sizes(spec, match_matmul(src, spec))
+        cap = _thread_cap(src, spec)
         shapes = [(t, rm, rn) for t in (64, 128, 32, 16) for rm in (4, 8, 2, 1) for rn in (4, 8, 1, 2)
                   if _legal(t, rm, cap, rn)]
         if not shapes:
@@ -57,13 +40,10 @@ class TileMatmul(Transformation):
 
     def apply(self, src, spec, launch, params):
         m = match_matmul(src, spec)
-        sizes = self._sizes(spec, m, src)
+        sizes = bound_sizes(spec, m)
         t, rm, bk = int(params.get("tile", 32)), int(params.get("rm", 4)), int(params.get("bk", 16))
         rn = int(params.get("rn", 1))
-        cap = None
-        if src.has_launch_bounds():
-            from .warp_row import _bounds_value
-            cap = _bounds_value(src, spec)
+        cap = _thread_cap(src, spec)
         if not _legal(t, rm, cap, rn) or bk not in (8, 16, 32):
             raise Refused(f"tile {t}, rm {rm}, rn {rn}, bk {bk} is not a legal shape here")
         tx, ty = t // rn, t // rm
@@ -168,6 +148,14 @@ def _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i) -> list[str]:
         lines.append(i * 4 + line + ("" if line.rstrip().endswith(("}", ";")) else ";"))
     lines.append(f"{i * 3}}}")
     return lines
+
+
+def _thread_cap(src, spec) -> int | None:
+    """The kernel's own __launch_bounds__ thread limit, which a tile shape must respect."""
+    if not src.has_launch_bounds():
+        return None
+    from .warp_row import _bounds_value
+    return _bounds_value(src, spec)
 
 
 def _legal(t: int, rm: int, cap, rn: int = 1) -> bool:
