@@ -11,7 +11,7 @@ from mepgen.errors import MepgenError
 from mepgen.evaluate.results import EvalResult, Timed
 from mepgen.optimize.library.loop import run_library
 from mepgen.optimize.library.proposer import LibraryProposer
-from mepgen.optimize.library.tuning import suggest, tune
+from mepgen.optimize.library.tuning import axis, neighbours, suggest, tune
 from mepgen.optimize.proposer import Attempt, Context
 
 
@@ -108,3 +108,13 @@ def test_strategy_options_are_declared():
     with pytest.raises(MepgenError, match="unknown tuning strategy"):
         suggest({"a": [1]}, {}, 1, random.Random(0), "annealing")
     assert tune({"a": [1, 2, 3]}, 10, lambda p: p["a"]).evaluations == 3     # a small space is not re-sampled
+
+
+def test_hillclimb_steps_along_numeric_order_not_list_order():
+    # tile_matmul lists bk by preference, [16, 8, 32]: from 16 a step must reach both 8 and 32
+    moves = {p["bk"] for p in neighbours({"bk": [16, 8, 32]}, {"bk": 16})}
+    assert moves == {8, 32}
+    assert axis([16, 8, 32]) == [8, 16, 32] and axis(["x", "a"]) == ["x", "a"]
+    # listed by preference, the search still walks by size (16, 4, 64, 32, 128) on a cost falling with bk
+    r = tune({"bk": [16, 8, 32, 64, 128, 4]}, 5, lambda p: 1.0 / p["bk"], defaults={"bk": 16})
+    assert r.best == {"bk": 128}

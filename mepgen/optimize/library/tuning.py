@@ -2,7 +2,7 @@
 values, in a meaningful order), a budget of evaluations and a cost callback, and never enumerates the space.
 
 `hillclimb` (the default) starts from the defaults, moves to the best unseen neighbour (one parameter one
-step along its list) and restarts from a random point when the neighbourhood is exhausted; `random`
+step along its axis: numeric values by size, whatever order the space lists them in; others as listed) and restarts from a random point when the neighbourhood is exhausted; `random`
 samples unseen points uniformly (the baseline it must beat). Both also work ask/tell (`suggest`), which
 is how the library proposer uses them: the search evaluates, the history is the cost table.
 """
@@ -30,12 +30,21 @@ def size(space: dict[str, list]) -> int:
     return n
 
 
+def axis(values: list) -> list:
+    """The order a step moves along: numbers by size (a transformation may list its values by preference,
+    e.g. the default first: bk [16, 8, 32] is still the axis 8, 16, 32), anything else as listed."""
+    if values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return sorted(values)
+    return list(values)
+
+
 def neighbours(space: dict[str, list], point: dict) -> list[dict]:
-    """Moves of one parameter along its list, long strides first (4, 2, then 1 position): a pattern
+    """Moves of one parameter along its axis, long strides first (4, 2, then 1 position): a pattern
     search crosses a long list in a few steps and still ends on the exact best neighbour."""
     out = []
     for stride in (4, 2, 1):
-        for name, values in space.items():
+        for name, listed in space.items():
+            values = axis(listed)
             i = values.index(point[name]) if point.get(name) in values else 0
             for j in (i - stride, i + stride):
                 if 0 <= j < len(values) and (stride == 1 or len(values) > 2 * stride):
