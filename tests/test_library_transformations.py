@@ -53,6 +53,38 @@ def test_warp_per_row_local_accumulator_and_csr(meps):
     assert "for (int k = (row_ptr[row]) + mepgen_lane; k < row_ptr[row+1]; k += 8)" in csr.text
 
 
+def test_warp_per_row_vector_loads(meps):
+    src, spec, launch = load(meps["analysis.dense_matvec"])
+    assert WarpPerRow().space(src, spec, launch)["vec"] == [4, 1]
+    rw = WarpPerRow().apply(src, spec, launch, {"tpr": 32, "block": 256, "vec": 4})
+    assert "struct __align__(16) mepgen_vec0 { float c[4]; };" in rw.text
+    assert "*reinterpret_cast<const mepgen_vec0*>(&A[row * ncols + mepgen_j4]);" in rw.text
+    assert "*reinterpret_cast<const mepgen_vec0*>(&x[mepgen_j4]);" in rw.text
+    assert "mepgen_part += mepgen_v0.c[mepgen_k] * mepgen_v1.c[mepgen_k];" in rw.text
+    # run-time guard (pointer alignment, row pitch a multiple of 4) with the scalar loop as the fallback
+    assert ("if (reinterpret_cast<unsigned long long>(A) % 16 == 0 && reinterpret_cast<unsigned long long>(x) % 16 "
+            "== 0 && ((long long)(1) * ncols) % 4 == 0) {") in rw.text
+    assert "} else {\n            for (int j = (0) + mepgen_lane; j < ncols; j += 32) {" in rw.text
+    # the tail after the last whole vector, so any row length stays correct
+    assert "for (int j = (0) + ((ncols) - (0)) / 4 * 4 + mepgen_lane; j < ncols; j += 32) {" in rw.text
+    assert "A, x read 4 elements per 128-bit load" in rw.explanation and "checked at run time" in rw.explanation
+    sq = rewrite(meps, "row_sumsq", WarpPerRow(), {"tpr": 32, "block": 256, "vec": 4})
+    assert sq.text.count("reinterpret_cast<const mepgen_vec0*>") == 1      # A[r*n+j] twice: one load
+    assert "mepgen_part += mepgen_v0.c[mepgen_k] * mepgen_v0.c[mepgen_k];" in sq.text
+
+
+def test_warp_per_row_vector_loads_refused(meps):
+    src, spec, launch = load(meps["cg.spmv_csr"])        # the row starts at row_ptr[row]: alignment unknown
+    assert WarpPerRow().space(src, spec, launch)["vec"] == [1]
+    with pytest.raises(Refused, match="row loop's start is not affine"):
+        WarpPerRow().apply(src, spec, launch, {"tpr": 8, "block": 256, "vec": 4})
+    src, spec, launch = load(meps["matvec_rows"])
+    spec.sizes["N"] = 4098                                  # rows of 4098 floats do not start 16-byte aligned
+    with pytest.raises(Refused, match="not a multiple of 4 for the MEP's sizes"):
+        WarpPerRow().apply(src, spec, launch, {"tpr": 32, "block": 256, "vec": 4})
+    assert WarpPerRow().space(src, spec, launch)["vec"] == [1]
+
+
 def test_warp_per_row_refuses(meps):
     assert "already read neighbouring elements (coalesced)" in refusal(meps, "matvec_cols", WarpPerRow())
     assert "no `blockIdx.x * blockDim.x + threadIdx.x` thread index" in refusal(meps, "analysis.column_mean",
@@ -105,7 +137,9 @@ def test_unroll_and_launch_bounds(meps):
     assert "already has __launch_bounds__" in refusal(meps, "analysis.column_mean", LaunchBounds())
 
 
-CASES = [("analysis.dense_matvec", WarpPerRow, {"tpr": 32, "block": 256}), ("cg.spmv_csr", WarpPerRow, {"tpr": 4, "block": 128}),
+CASES = [("analysis.dense_matvec", WarpPerRow, {"tpr": 32, "block": 256}),
+         ("analysis.dense_matvec", WarpPerRow, {"tpr": 16, "block": 128, "vec": 4}),
+         ("row_sumsq", WarpPerRow, {"tpr": 32, "block": 256, "vec": 4}), ("cg.spmv_csr", WarpPerRow, {"tpr": 4, "block": 128}),
          ("matvec_rows", WarpPerRow, {"tpr": 32, "block": 512}), ("matvec_cols", ScalarReplace, {}),
          ("analysis.histogram", Privatize, {}), ("label_counts", Privatize, {}),
          ("cg.axpy", Restrict, {"ldg": True}), ("conv1d", Unroll, {"factor": 4}), ("cg.xpay", LaunchBounds, {"min_blocks": 2}),

@@ -14,18 +14,21 @@ from __future__ import annotations
 
 import re
 
+from .affine import poly, refs_of
 from .analysis import array_accesses, body_statements, squash, thread_index_var, unit_stride_in, uses_block_geometry
 from .base import Rewrite, Transformation, block_threads
 from .reduction import sum_loop
 from .source import KernelSource, Refused, kind
 
 _ZERO = {"0", "0.0", "0.0f", "0.f", "0.0F", "0u"}
+_BYTES = {"float32": 4, "int32": 4, "uint32": 4}
+LANES = 4
 
 
 class WarpPerRow(Transformation):
     def __init__(self):
         super().__init__("warp_per_row", "a warp (or sub-warp) per row with shuffle reductions",
-                         {"tpr": 32, "block": 256})
+                         {"tpr": 32, "block": 256, "vec": 4})
 
     def _match(self, src: KernelSource, spec):
         row, row_decl = thread_index_var(src)
@@ -106,11 +109,84 @@ class WarpPerRow(Transformation):
             blocks = [b for b in blocks if cap is None or b <= cap]
             if not blocks:
                 raise Refused("__launch_bounds__ allows fewer than 128 threads per block")
-        return {"tpr": [32, 16, 8, 4], "block": blocks}
+        try:
+            self._vector_plan(src, spec, self._match(src, spec))
+            vec = [4, 1]
+        except Refused:
+            vec = [1]
+        return {"tpr": [32, 16, 8, 4], "block": blocks, "vec": vec}
+
+    def _vector_plan(self, src: KernelSource, spec, m) -> dict:
+        """How `vec=4` loads the row: the accesses that walk it, their 128-bit loads, and the run-time guard."""
+        loop = m["loop"].loop
+        var = loop.var
+        try:
+            lo = poly(src, _init_expr(src, loop), {})
+        except (Refused, ValueError) as e:
+            raise Refused(f"vector loads: the row loop's start is not affine ({e})") from None
+        if refs_of(lo) or lo.get((), 0) % LANES:
+            raise Refused(f"vector loads: the row loop starts at `{squash(loop.lo)}`, not a constant multiple of {LANES}")
+        walking, guards = [], set()
+        for c in _subscripts(src, m["loop"].addend):
+            base, index = list(c.get_children())
+            name = squash(src.src(base))
+            if var not in src.refs(index):
+                continue
+            p = src.param(name)
+            sp = next((q for q in spec.params if q.name == name), None)
+            if p is None or not p.pointer or sp is None or sp.role == "scalar":
+                raise Refused(f"vector loads: `{squash(src.src(c))}` is not an element of a pointer parameter")
+            if _BYTES.get(sp.dtype) != 4:
+                raise Refused(f"vector loads: {name} is {sp.dtype}: 128-bit vectors of {LANES} need 4-byte elements")
+            if re.search(rf"\.\s*{re.escape(var)}\b", src.src(index)):
+                raise Refused(f"vector loads: a member named {var} in `{squash(src.src(index))}`")
+            try:
+                ip = poly(src, index, {})
+            except (Refused, ValueError) as e:
+                raise Refused(f"vector loads: `{squash(src.src(c))}`: {e}") from None
+            if ip.get((var,)) != 1 or any(var in mono for mono in ip if mono != (var,)):
+                raise Refused(f"vector loads: `{squash(src.src(c))}` does not step by one element with {var}")
+            for mono, coef in ip.items():
+                if mono == (var,) or not mono and coef % LANES == 0:
+                    continue
+                if not mono:
+                    raise Refused(f"vector loads: `{squash(src.src(c))}` is offset by {coef}, not a multiple of {LANES}")
+                known = [a for a in mono if self._value(spec, a) is not None]
+                if not known:
+                    if coef % LANES:
+                        raise Refused(f"vector loads: `{squash(src.src(c))}`: the term {coef}*{'*'.join(mono)} "
+                                      f"has no multiplier known to be a multiple of {LANES}")
+                    continue
+                value = coef
+                for a in known:
+                    value *= self._value(spec, a)
+                if value % LANES:
+                    raise Refused(f"vector loads: `{squash(src.src(c))}`: {'*'.join(known)} is not a multiple of "
+                                  f"{LANES} for the MEP's sizes (the rows do not start 16-byte aligned)")
+                if coef % LANES:
+                    guards.add(f"((long long)({coef}) * {' * '.join(known)}) % {LANES} == 0")
+            walking.append((c, name, src.src(index)))
+        if not walking:
+            raise Refused("vector loads: no array is read along the row")
+        loads: dict[str, tuple[str, str, str]] = {}
+        for c, name, index in walking:
+            loads.setdefault(squash(src.src(c)), (f"mepgen_v{len(loads)}", name, index))
+        return dict(loads=loads, guards=sorted(guards), pointers=sorted({n for _, n, _ in walking}))
+
+    @staticmethod
+    def _value(spec, atom: str) -> int | None:
+        q = next((p for p in spec.params if p.name == atom), None)
+        if q is not None:
+            return spec.size(q.value) if q.role == "scalar" and q.value else None
+        return spec.size(atom)
 
     def apply(self, src, spec, launch, params):
         m = self._match(src, spec)
         tpr, block = int(params.get("tpr", 32)), int(params.get("block", 256))
+        vec = int(params.get("vec", 1))
+        if vec not in (1, LANES):
+            raise Refused(f"vec must be 1 or {LANES}, not {vec}")
+        plan = self._vector_plan(src, spec, m) if vec == LANES else None
         s = m["loop"]
         acc, lane = "mepgen_part", "mepgen_lane"
         row_text = src.src(m["row_decl"]).rstrip().rstrip(";")
@@ -125,16 +201,19 @@ class WarpPerRow(Transformation):
             total = acc if squash(m["init"]) in _ZERO else f"({m['init']}) + {acc}"
             post.append(f"{s.ctype} {s.target_base} = {total};")
         post += [src.src(st) + ("" if src.src(st).rstrip().endswith(("}", ";")) else ";") for st in m["after"]]
+        scalar = [f"for (int {loop.var} = ({loop.lo}) + {lane}; {loop.var} < {loop.hi}; {loop.var} += {tpr}) {{",
+                  f"{ind}{acc} += {src.src(s.addend)};",
+                  "}"]
+        inner = scalar if plan is None else self._vector_loop(src, m, plan, tpr, lane, acc, scalar)
         body = [
             "{",
-            f"{ind}// mepgen warp_per_row: {tpr} lanes per row, partial sums combined with shuffles",
+            f"{ind}// mepgen warp_per_row: {tpr} lanes per row, partial sums combined with shuffles"
+            + (f"; {LANES} elements per 128-bit load" if plan else ""),
             f"{ind}const int {lane} = threadIdx.x % {tpr};",
             f"{ind}{row_type} {m['row']} = (blockIdx.x * blockDim.x + threadIdx.x) / {tpr};",
             f"{ind}{s.ctype} {acc} = 0;",
             f"{ind}if ({m['row']} < {m['bound']}) {{",
-            f"{ind * 2}for (int {loop.var} = ({loop.lo}) + {lane}; {loop.var} < {loop.hi}; {loop.var} += {tpr}) {{",
-            f"{ind * 3}{acc} += {src.src(s.addend)};",
-            f"{ind * 2}}}",
+            *[f"{ind * 2}{line}" for line in inner],
             f"{ind}}}",
             f"{ind}for (int mepgen_off = {tpr // 2}; mepgen_off > 0; mepgen_off >>= 1) {{",
             f"{ind * 2}{acc} += __shfl_down_sync(0xffffffffu, {acc}, mepgen_off, {tpr});",
@@ -147,10 +226,89 @@ class WarpPerRow(Transformation):
         start, end = src.span(src.body)
         text = src.replace([(start, end, "\n".join(body))])
         grid = f"((long long)({m['size']}) * {tpr} + {block} - 1) / {block}"
+        vec_note = "" if plan is None else \
+            (f"; {', '.join(plan['pointers'])} read {LANES} elements per 128-bit load where the row start and "
+             f"pointers are 16-byte aligned (checked at run time, scalar loop otherwise)")
         return Rewrite(text, f"warp per row: {tpr} lanes share each row of the `{src.src(s.target)} += ...` "
-                             f"reduction (coalesced reads, __shfl_down_sync sum); launch {block}-thread blocks, "
-                             f"{tpr}x the threads",
+                             f"reduction (coalesced reads, __shfl_down_sync sum){vec_note}; launch {block}-thread "
+                             f"blocks, {tpr}x the threads",
                        {"grid": [grid], "block": [str(block)], "shared_mem": "0"})
+
+    @staticmethod
+    def _vector_loop(src, m, plan, tpr, lane, acc, scalar) -> list[str]:
+        """The row loop with 128-bit loads behind a run-time alignment guard; `scalar` is the fallback."""
+        s = m["loop"]
+        loop, ind, q = s.loop, "    ", "mepgen_j4"
+        etypes = {name: _element_type(src.param(name).type) for _, name, _ in plan["loads"].values()}
+        vtypes = {t: f"mepgen_vec{i}" for i, t in enumerate(sorted(set(etypes.values())))}
+        aligned = [f"reinterpret_cast<unsigned long long>({n}) % 16 == 0" for n in plan["pointers"]]
+        guard = " && ".join(aligned + plan["guards"])
+        addend_s, addend_e = src.span(s.addend)
+        edits = []
+        for c in _subscripts(src, s.addend):
+            key = squash(src.src(c))
+            if key in plan["loads"]:
+                a, b = src.span(c)
+                edits.append((a - addend_s, b - addend_s, f"{plan['loads'][key][0]}.c[mepgen_k]"))
+        addend = src.text[addend_s:addend_e]
+        for a, b, new in sorted(edits, reverse=True):
+            addend = addend[:a] + new + addend[b:]
+        var = re.escape(loop.var)
+        out = [f"struct __align__(16) {v} {{ {t} c[{LANES}]; }};" for t, v in vtypes.items()]
+        out += [f"if ({guard}) {{",
+                f"{ind}#pragma unroll 4",        # several 128-bit loads in flight per lane
+                f"{ind}for (int {q} = ({loop.lo}) + {LANES} * {lane}; {q} + {LANES - 1} < {loop.hi}; "
+                f"{q} += {LANES * tpr}) {{"]
+        for v, name, index in plan["loads"].values():
+            vt = vtypes[etypes[name]]
+            at = re.sub(rf"\b{var}\b", q, index)
+            out.append(f"{ind * 2}const {vt} {v} = *reinterpret_cast<const {vt}*>(&{name}[{at}]);")
+        out += [f"{ind * 2}#pragma unroll",
+                f"{ind * 2}for (int mepgen_k = 0; mepgen_k < {LANES}; ++mepgen_k) {{",
+                f"{ind * 3}const int {loop.var} = {q} + mepgen_k;",
+                f"{ind * 3}(void){loop.var};",
+                f"{ind * 3}{acc} += {addend};",
+                f"{ind * 2}}}",
+                f"{ind}}}",
+                f"{ind}for (int {loop.var} = ({loop.lo}) + (({loop.hi}) - ({loop.lo})) / {LANES} * {LANES} + {lane}; "
+                f"{loop.var} < {loop.hi}; {loop.var} += {tpr}) {{",
+                f"{ind * 2}{acc} += {src.src(s.addend)};",
+                f"{ind}}}",
+                "} else {",
+                *[f"{ind}{line}" for line in scalar],
+                "}"]
+        return out
+
+
+def _subscripts(src: KernelSource, expr) -> list:
+    """The outermost `p[i]` cursors in `expr` (an index that itself reads memory is inside its access)."""
+    out = []
+
+    def visit(c):
+        if kind(c) == "ARRAY_SUBSCRIPT_EXPR":
+            out.append(c)
+            return
+        for k in c.get_children():
+            visit(k)
+    visit(expr)
+    return out
+
+
+def _init_expr(src: KernelSource, loop):
+    """The cursor of the loop counter's start (`0` of `int j = 0`)."""
+    init = list(loop.cursor.get_children())[0]
+    for c in init.walk_preorder() if hasattr(init, "walk_preorder") else []:
+        if kind(c) == "VAR_DECL":
+            kids = list(c.get_children())
+            if kids:
+                return kids[-1]
+    kids = list(init.get_children())
+    return kids[-1] if kids else init
+
+
+def _element_type(decl_type: str) -> str:
+    t = re.sub(r"\b(const|__restrict__|restrict|volatile)\b", " ", decl_type).replace("*", " ")
+    return " ".join(t.split())
 
 
 def _bounds_value(src: KernelSource, spec) -> int | None:
