@@ -17,6 +17,7 @@ from mepgen.optimize.library.source import Refused
 from mepgen.optimize.library.source import KernelSource, Refused
 from mepgen.optimize.library.tile_matmul import TileMatmul
 from mepgen.optimize.library.tile_stencil import TileStencil
+from mepgen.optimize.library.tile_window import TileWindow
 from mepgen.optimize.proposer import Context
 
 
@@ -147,6 +148,38 @@ def test_tile_matmul_refuses(meps):
     assert "exactly one of row, col" in refusal(meps, "matmul", t, ("B[p * n + col]", "B[p * n + col + row]"))
 
 
+# --- tile_window --------------------------------------------------------------------------------------
+
+def test_tile_window_conv1d_taps(meps):
+    rw = rewrite(meps, "conv1d_taps", TileWindow(), {"block": 128, "per_thread": 8})
+    assert "__shared__ float mepgen_win[1024 + ((FILT_W) - 1)];" in rw.text
+    # staged only where the original could read: below the output bound plus the window's span
+    assert "if (mepgen_base + mepgen_e < (long long)(n - FILT_W + 1) + ((FILT_W) - 1)) {" in rw.text
+    assert "mepgen_win[mepgen_e] = x[mepgen_base + mepgen_e];" in rw.text
+    assert "__syncthreads();" in rw.text
+    assert "const int i = (int)(mepgen_base + mepgen_r * 128 + threadIdx.x);" in rw.text
+    assert "s += c_taps[t] * mepgen_win[(i + t) - mepgen_base];" in rw.text and "x[i + t]" not in rw.text
+    assert rw.launch == {"grid": ["((SIG_N - FILT_W + 1) + 1024 - 1) / 1024"], "block": ["128"], "shared_mem": "0"}
+    assert rw.explanation.startswith("tile_window: every read of x[i + offset]") and "span 14" in rw.explanation
+    src, spec, launch = load(meps["conv1d_taps"])
+    space = TileWindow().space(src, spec, launch)
+    assert space == {"block": [256, 128, 512], "per_thread": [4, 2, 8, 1]}
+
+
+def test_tile_window_refuses(meps):
+    t = TileWindow()
+    assert "the term i*nrhs is not a counter of a loop with constant bounds" in refusal(meps, "lower_solve", t)
+    assert "not `i = global index; if (i < bound) {...}`" in refusal(meps, "smooth9", t)
+    # a window reaching backwards, a tap loop with a run-time bound, the array written, the block baked in
+    assert "reads before i (offset -1)" in refusal(meps, "conv1d_taps", t, ("x[i + t]", "x[i + t - 1]"))
+    assert "not a counter of a loop with constant bounds" in refusal(
+        meps, "conv1d_taps", t, ("t < FILT_W", "t < n % 7"))
+    assert "used other than as x[i + offset]" in refusal(
+        meps, "conv1d_taps", t, ("y[i] = s;", "y[i] = s + *x;"))
+    assert "uses shared memory or barriers" in refusal(
+        meps, "conv1d_taps", t, ("y[i] = s;", "__syncthreads(); y[i] = s;"))
+
+
 def test_both_are_registered_and_proposed_first(meps):
     names = [t.name for t in all_transformations()]
     assert names.index("tile_matmul") < names.index("warp_per_row")
@@ -164,7 +197,9 @@ CASES = [("heat.diffuse_step", TileStencil, {"block": "32x8"}), ("smooth9", Tile
          ("gemm_tn", TileMatmul, {"tile": 16, "rm": 2, "bk": 32}), ("syrk_lower", TileMatmul, {"tile": 64, "rm": 8, "bk": 8}),
          ("matmul", TileMatmul, {"tile": 64, "rm": 4, "rn": 4, "bk": 16}),
          ("gemm_tn", TileMatmul, {"tile": 128, "rm": 8, "rn": 8, "bk": 8}),
-         ("syrk_lower", TileMatmul, {"tile": 64, "rm": 8, "rn": 4, "bk": 16})]
+         ("syrk_lower", TileMatmul, {"tile": 64, "rm": 8, "rn": 4, "bk": 16}),
+         ("conv1d_taps", TileWindow, {"block": 256, "per_thread": 4}),
+         ("conv1d_taps", TileWindow, {"block": 512, "per_thread": 1})]
 
 
 @pytest.mark.nvcc

@@ -11,12 +11,13 @@ from .scalar_replace import ScalarReplace
 from .split_columns import SplitColumns
 from .tile_matmul import TileMatmul
 from .tile_stencil import TileStencil
+from .tile_window import TileWindow
 from .unroll import Unroll
 from .vector_loads import VectorLoads
 from .warp_row import WarpPerRow
 
 
 def all_transformations():
-    return [TileMatmul(), TileStencil(),
+    return [TileMatmul(), TileStencil(), TileWindow(),
             WarpPerRow(), Privatize(), SplitColumns(), ScalarReplace(), VectorLoads(), Coarsen(), LaunchConfig(),
             Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]
