@@ -133,8 +133,8 @@ class TodoAsker:
             except LLMError as e:
                 if e.kind not in REPLY_KINDS:
                     out.requests += self.client.requests - before
-                    self.down = f"could not ask the LLM at {self.endpoint} ({e.kind}): {_one_line(str(e))}"
-                    self.warn(self.down + ("; the MEPs are written without it" if not accepted else
+                    self.down = f"asking the LLM failed ({e.kind}): {_one_line(str(e))}"
+                    self.warn(self.down + ("; the MEPs are written without it" if not accepted and not refused else
                                            "; keeping what it proposed before"))
                     if not accepted and not refused:
                         out.error = self.down

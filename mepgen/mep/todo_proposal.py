@@ -98,8 +98,8 @@ def apply(d: dict, field: str, value) -> dict:
 
 def check(d: dict, field: str, value, known_names: set[str]) -> tuple[dict, Spec]:
     """(the spec dict with the value in, the validated spec), or Refused saying why."""
-    if field.startswith("sizes.") and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-        raise Refused(f"a size must be a positive integer, not {value!r}")
+    if field.startswith("sizes.") and isinstance(value, int) and not isinstance(value, bool) and value <= 0:
+        raise Refused(f"a size must be positive, not {value}")    # other types: the schema's message
     new = apply(d, field, value)
     try:
         spec = validate_dict(new, "<proposal>")
