@@ -277,6 +277,46 @@ def mep_json(app, script) -> str:
     return r.stdout
 
 
+MIXED = """
+    #include <cuda_runtime.h>
+    #define N 4096
+    int blocks_for(int n);
+    struct Mixed { int id; float w; };
+    __global__ void scale(float* x, const Mixed* m, int n)
+    {
+        const int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) x[i] *= m[i].w;
+    }
+    void go(float* x, const Mixed* m) { scale<<<blocks_for(N), 256>>>(x, m, N); }
+"""
+
+
+def test_dtype_and_launch_proposals_are_checked_and_a_repair_can_fix_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("MEPGEN_CONFIG", raising=False)
+    app = tmp_path / "mixed"
+    (app / "src").mkdir(parents=True)
+    (app / "src" / "k.cu").write_text(textwrap.dedent(MIXED))
+    extract(app, ExtractOptions(jobs=1))
+    with ChatServer([answer("params[1].dtype: float32\nlaunch: {grid: ['(N + 255) / 256'], threads: [256]}"),
+                     answer("params[1].dtype: uint64\nlaunch: {grid: ['(N + 255) / 256'], block: [256]}")]) as srv:
+        configure(app, srv.base_url)
+        r = CliRunner().invoke(main, ["mep", "scale", "--ask-llm", "-C", str(app)])
+    assert r.exit_code == 0, r.output
+    s = load_spec(app / ".mepgen" / "meps" / "scale" / "mep.yaml")
+    assert s.todo == [] and s.param("m").dtype == "uint64"
+    assert (s.launch.grid, s.launch.block) == (["(N + 255) / 256"], ["256"])
+    text = (app / ".mepgen" / "meps" / "scale" / "mep.yaml").read_text()
+    assert "# LLM-PROPOSED(test-model): launch = {grid: [(N + 255) / 256], block: [256]} was proposed" in text
+    first = text_of(srv.requests[0])
+    assert "`const Mixed *` (8-byte elements) is not a numeric element type" in first
+    assert "`launch` (now `{grid: ['1'], block: ['256'], shared_mem: '0', callee: scale}`" in first
+    again = srv.requests[1]["json"]["messages"][-1]["content"]
+    assert "`params[1].dtype: float32` was refused: float32 has 4-byte elements, the kernel's have 8" in again
+    assert "launch must be a mapping of grid, block, shared_mem" in again
+    assert "LLM test-model proposed params[1].dtype = 'uint64': accepted, review it" in r.output
+
+
 # --- the endpoint ---------------------------------------------------------------------------------------
 
 def test_a_server_that_is_down_changes_nothing(app):

@@ -119,6 +119,7 @@ class TodoAsker:
         allowed = settles(spec)
         d = spec.to_dict()
         known = set(re.findall(r"[A-Za-z_]\w*", kernel_cu))
+        reasons = {t.field: t.reason for t in spec.todo}
         accepted: dict[str, Proposed] = {}
         refused: dict[str, Proposed] = {}
         answered: set[str] = set()
@@ -157,7 +158,7 @@ class TodoAsker:
                             p = Proposed(name, value, [], "not a field that was asked for")
                         else:
                             try:
-                                d, _ = check(d, name, value, known)
+                                d, _ = check(d, name, value, known, reasons.get(name, ""))
                                 p = Proposed(name, value, allowed[name])
                             except Refused as e:
                                 p = Proposed(name, value, allowed[name], str(e))
@@ -213,7 +214,7 @@ class TodoAsker:
 
 
 def _flow(value) -> str:
-    return yaml.safe_dump(value, default_flow_style=True, width=10 ** 6).strip().removesuffix("\n...").strip()
+    return yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=10 ** 6).strip().removesuffix("\n...").strip()
 
 
 def _one_line(message: str) -> str:

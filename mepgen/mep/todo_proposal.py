@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from ..errors import MepgenError
-from ..spec import Spec, validate_dict
+from ..spec import DTYPES, Spec, itemsize, validate_dict
 
 #: LLM-proposed sizes may not make the inputs larger than this (a person may)
 MAX_INPUT_BYTES = 8 << 30
@@ -31,6 +31,7 @@ _SAFE_CHARS = re.compile(r"^[\w\s.:+\-*/%()<>{}\[\],&|^~!?=]*$")
 _ASSIGN = re.compile(r"(?<![=<>!])=(?!=)")
 _LAUNCH_KEYS = ("grid", "block", "shared_mem")
 _PLACEHOLDER = re.compile(r"\bsizes\.(\w+)")
+_ELEMENT_SIZE = re.compile(r"\((\d+)-byte elements\)")
 
 
 class Refused(Exception):
@@ -96,11 +97,17 @@ def apply(d: dict, field: str, value) -> dict:
     return out
 
 
-def check(d: dict, field: str, value, known_names: set[str]) -> tuple[dict, Spec]:
-    """(the spec dict with the value in, the validated spec), or Refused saying why."""
+def check(d: dict, field: str, value, known_names: set[str], reason: str = "") -> tuple[dict, Spec]:
+    """(the spec dict with the value in, the validated spec), or Refused saying why. `reason`: the todo's,
+    which may state the element size a dtype must have (`(8-byte elements)`)."""
     if field.startswith("sizes.") and isinstance(value, int) and not isinstance(value, bool) and value <= 0:
         raise Refused(f"a size must be positive, not {value}")    # other types: the schema's message
     new = apply(d, field, value)
+    size = _ELEMENT_SIZE.search(reason)
+    if field.endswith(".dtype") and size and value in DTYPES:
+        lanes = current(new, field.rsplit(".", 1)[0] + ".lanes") or 1
+        if itemsize(value) * lanes != int(size.group(1)):
+            raise Refused(f"{value} has {itemsize(value) * lanes}-byte elements, the kernel's have {size.group(1)}")
     try:
         spec = validate_dict(new, "<proposal>")
     except MepgenError as e:
@@ -148,7 +155,6 @@ def unsafe_expression(expr: str, known: set[str]) -> str | None:
 def _check_inputs(spec: Spec) -> None:
     """The inputs can be generated, as `--refresh` generates them, and are not unreasonably large."""
     from .. import datagen
-    from ..spec import itemsize
     total = 0
     try:
         for item in [*spec.params, *spec.constants]:
