@@ -403,3 +403,8 @@ def test_replies_are_parsed_strictly():
                      ("```cuda\nint x;\n```", "no ```yaml block")]:
         with pytest.raises(ReplyError, match=why):
             parse_reply(bad)
+
+
+def test_the_option_is_in_the_help():
+    r = CliRunner().invoke(main, ["mep", "--help"])
+    assert r.exit_code == 0 and "--ask-llm / --no-ask-llm" in r.output and "validated like a person's edit" in r.output
