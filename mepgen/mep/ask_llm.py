@@ -38,6 +38,7 @@ class Proposed:
     value: object
     settles: list[str]                # the todo fields it settles (empty: not a field that was asked for)
     refused: str | None = None        # why, when refused
+    spec_dict: dict | None = field(default=None, repr=False)   # accepted: the spec with it (and those before)
 
     def to_dict(self) -> dict:
         out = {"field": self.field, "value": self.value, "settles": self.settles}
@@ -150,24 +151,15 @@ class TodoAsker:
                 except ReplyError as e:
                     problem = str(e)
                 else:
-                    for name, value in proposals.items():
-                        answered.add(name)
-                        if name in accepted or value is None:
-                            continue
-                        if name not in allowed:
-                            p = Proposed(name, value, [], "not a field that was asked for")
-                        else:
-                            try:
-                                d, _ = check(d, name, value, known, reasons.get(name, ""))
-                                p = Proposed(name, value, allowed[name])
-                            except Refused as e:
-                                p = Proposed(name, value, allowed[name], str(e))
+                    answered |= set(proposals)
+                    for p in self._judge(proposals, d, allowed, known, reasons, accepted):
                         if p.refused:
-                            refused[name] = p
+                            refused[p.field] = p
                             now_refused.append(p)
                         else:
-                            accepted[name] = p
-                            refused.pop(name, None)
+                            accepted[p.field] = p
+                            refused.pop(p.field, None)
+                            d = p.spec_dict
             if (problem is None and not now_refused) or round_ == self.repairs:
                 break
             settled = {f for p in accepted.values() for f in p.settles}
@@ -187,6 +179,23 @@ class TodoAsker:
         settled = {f for p in out.accepted for f in p.settles}
         out.unanswered = [t.field for t in spec.todo if t.field not in settled and t.field not in answered]
         return out
+
+    @staticmethod
+    def _judge(proposals: dict, d: dict, allowed: dict[str, list[str]], known: set[str], reasons: dict[str, str],
+               accepted: dict[str, Proposed]):
+        """Each new proposal, checked in order on the spec as the accepted ones before it left it."""
+        for name, value in proposals.items():
+            if name in accepted or value is None:
+                continue
+            if name not in allowed:
+                yield Proposed(name, value, [], "not a field that was asked for")
+                continue
+            try:
+                d, _ = check(d, name, value, known, reasons.get(name, ""))
+            except Refused as e:
+                yield Proposed(name, value, allowed[name], str(e))
+            else:
+                yield Proposed(name, value, allowed[name], spec_dict=d)
 
     def _context(self, spec: Spec, d: dict, kernel_cu: str, mep_yaml: str, site: dict | None) -> dict:
         allowed = settles(spec)
