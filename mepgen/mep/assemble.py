@@ -109,7 +109,9 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
                 todo.append(Todo(f"params[{i}].count", f"{_access_summary(prm['name'], facts)}; mepgen could not "
                                  f"bound it: set sizes.{sym} or write the count"))
         if dtype is None:
-            todo.append(Todo(f"params[{i}].dtype", f"`{prm['type']}` is not a numeric element type mepgen can "
+            size = cur.type.get_canonical().get_pointee().get_size()
+            of = f" ({size}-byte elements)" if size > 0 else ""
+            todo.append(Todo(f"params[{i}].dtype", f"`{prm['type']}`{of} is not a numeric element type mepgen can "
                              f"generate; use a numpy dtype of the same size or an init of kind file"))
             dtype = "uint8"
         if record is not None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..config import load_config
 from ..errors import MepgenError
 from ..workspace import Workspace
 
@@ -36,6 +37,7 @@ def _summary(r) -> dict:
                    "callee": s.launch.callee},
         "todo": [{"field": t.field, "reason": t.reason} for t in s.todo],
         "notes": r.notes, "backup": r.backup,
+        "llm": r.llm.to_dict() if r.llm is not None else None,
     }
 
 
@@ -52,33 +54,58 @@ def _summary(r) -> dict:
               help="Set a size symbol (repeatable), e.g. --size N=4194304.")
 @click.option("-C", "--app", "app", type=click.Path(path_type=Path), default=None,
               help="The application's folder (default: found from the current folder upwards).")
+@click.option("--ask-llm/--no-ask-llm", "ask_llm", default=None,
+              help="Ask the configured LLM (llm.base_url) to propose the fields mepgen could not infer; its values "
+                   "are validated like a person's edit and marked in mep.yaml for review (default: mep.ask_llm).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @click.pass_obj
-def mep(obj, kernels, every, force, refresh, keep_edits, sizes, app, as_json):
+def mep(obj, kernels, every, force, refresh, keep_edits, sizes, app, ask_llm, as_json):
     """Cut KERNEL(s) out into Minimal Executable Programs under .mepgen/meps/<kernel id>/.
 
     Exits 3 when mep.yaml has fields mepgen could not infer (they are named; the MEP is still written).
+    With --ask-llm an LLM proposes them first; what it proposed is named, and refused values stay todo.
     """
     from .generate import generate, refresh as do_refresh
 
     ws = Workspace(app) if app else Workspace.find()
     if refresh and (force or sizes):
         raise MepgenError("--refresh keeps mep.yaml as it is: edit sizes there instead of --size/--force")
+    if refresh and ask_llm:
+        raise MepgenError("--refresh keeps mep.yaml as it is: --ask-llm applies to a plain run or --force")
     log = obj.log if obj is not None else (lambda m, level=1: None)
     if keep_edits and (force or refresh):
         raise MepgenError("--keep-edits excludes --force and --refresh")
+    ask = None if refresh else _asker(ws, ask_llm)
     results = do_refresh(ws, list(kernels), every) if refresh else \
-        generate(ws, list(kernels), every, force, sizes, log=log, keep_edits=keep_edits)
+        generate(ws, list(kernels), every, force, sizes, log=log, keep_edits=keep_edits, ask=ask)
     if as_json:
         click.echo(json.dumps([_summary(r) for r in results], indent=1))
     else:
         for r in results:
             _print(r)
+    proposed = [(r.kernel, p.field) for r in results if r.llm is not None for p in r.llm.accepted]
+    if proposed:
+        fields = "; ".join(f"{k}: {f}" for k, f in proposed)
+        click.echo(f"mepgen: the LLM proposed (review them in mep.yaml): {fields}", err=True)
     todo = [(r.kernel, t) for r in results for t in r.spec.todo]
     if todo:
         fields = "; ".join(f"{k}: {t.field}" for k, t in todo)
         click.echo(f"mepgen: mep.yaml needs a person for: {fields}", err=True)
         sys.exit(EXIT_TODO)
+
+
+def _asker(ws: Workspace, ask_llm: bool | None):
+    """The LLM asker of `--ask-llm` (or `mep.ask_llm: true`), None when not asked for."""
+    cfg = load_config(ws.app_root)
+    if not (cfg["mep"]["ask_llm"] if ask_llm is None else ask_llm):
+        return None
+    from ..optimize.llm.client import ChatClient, LLMSettings
+    from .ask_llm import TodoAsker
+    settings = LLMSettings.from_config(cfg)
+    if settings is None:
+        raise MepgenError("--ask-llm (mep.ask_llm) needs an LLM endpoint: set llm.base_url and llm.model in "
+                          "mepgen's config.yaml")
+    return TodoAsker(ChatClient(settings), warn=lambda m: click.echo(f"mepgen: warning: {m}", err=True))
 
 
 def _print(r) -> None:
@@ -97,5 +124,10 @@ def _print(r) -> None:
         click.echo(f"  note: {n}")
     if r.backup:
         click.echo(f"  your edited mep.yaml was saved as {r.backup}")
+    if r.llm is not None:
+        for p in r.llm.accepted:
+            click.echo(f"  LLM {r.llm.model} proposed {p.field} = {p.value!r}: accepted, review it")
+        for p in r.llm.refused:
+            click.echo(f"  LLM {r.llm.model} proposed {p.field} = {p.value!r}: refused, {p.refused}")
     for t in s.todo:
         click.echo(f"  TODO {t.field}: {t.reason}")

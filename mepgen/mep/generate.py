@@ -10,6 +10,7 @@ from ..inventory import find_kernel, load
 from ..spec import Spec, load_spec
 from ..workspace import Workspace
 from . import writer
+from .ask_llm import Outcome, launch_site
 from .assemble import assemble
 from .buildcfg import arch_source
 from .kernelsrc import render_kernel_file
@@ -28,6 +29,7 @@ class MepResult:
     spec: Spec
     notes: list[str] = field(default_factory=list)
     backup: str | None = None
+    llm: Outcome | None = None          # what the LLM proposed for the todos (`--ask-llm`)
 
 
 def check_fresh(ws: Workspace, inv: dict) -> None:
@@ -60,9 +62,10 @@ def select(inv: dict, names: list[str], every: bool) -> list[dict]:
 
 def generate(ws: Workspace, names: list[str], every: bool = False, force: bool = False,
              sizes: dict[str, int] | None = None, detect_gpu: bool = True, log=lambda m: None,
-             keep_edits: bool = False) -> list[MepResult]:
+             keep_edits: bool = False, ask=None) -> list[MepResult]:
     """Write the MEP of each selected kernel; raises on the first kernel that cannot have one. With
-    `keep_edits`, a kernel whose mep.yaml a person edited is refreshed from that file instead."""
+    `keep_edits`, a kernel whose mep.yaml a person edited is refreshed from that file instead. `ask`
+    (ask_llm.TodoAsker) proposes the todo fields of each MEP that has some, before it is written."""
     inv = load(ws.inventory_path)
     check_fresh(ws, inv)
     kernels = select(inv, names, every)
@@ -87,12 +90,20 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
                   f"`mepgen mep {k['qualified_name']} --refresh` to render harness.cu, Makefile and data/in again.",
                   f"build.arch: {arch_source(inv, k, spec.build.arch, detect_gpu)}"] + notes
         yaml_text = render_yaml(spec, header)
-        spec = load_spec(mep_dir / "mep.yaml", yaml_text)   # what a person will read back, validated the same way
-        files = {"mep.yaml": yaml_text, "kernel.cu": render_kernel_file(ws.app_root, k, spec),
+        assembled, spec = spec, load_spec(mep_dir / "mep.yaml", yaml_text)   # validated as a person's file is
+        kernel_text = render_kernel_file(ws.app_root, k, spec)
+        outcome = None
+        if ask is not None and spec.todo:
+            outcome = ask(assembled, kernel_text, yaml_text, launch_site(ws.app_root, k))   # with its notes
+            if outcome.changed:
+                yaml_text = render_yaml(outcome.spec, header + outcome.header(), outcome.marks(assembled))
+                spec = load_spec(mep_dir / "mep.yaml", yaml_text)
+                kernel_text = render_kernel_file(ws.app_root, k, spec)
+        files = {"mep.yaml": yaml_text, "kernel.cu": kernel_text,
                  "harness.cu": render_harness(spec), "Makefile": render_makefile(spec)}
         writer.write_folder(mep_dir, files, _fill_inputs(spec), yaml_hash=writer.sha256(yaml_text.encode()))
         log(f"wrote {mep_dir}")
-        results.append(MepResult(k["qualified_name"], mep_dir, spec, notes, backup))
+        results.append(MepResult(k["qualified_name"], mep_dir, spec, notes, backup, outcome))
     return results
 
 

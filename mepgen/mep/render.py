@@ -69,9 +69,18 @@ def _flow(obj) -> str:
     return yaml.safe_dump(obj, default_flow_style=True, sort_keys=False, width=10 ** 6).strip()
 
 
-def render_yaml(spec: Spec, header: list[str]) -> str:
-    """mep.yaml: the spec in the documented key order, each todo also as a comment at the field it names."""
+def _at(field: str, place: str) -> bool:
+    """Whether a field path (`params[1].count`) is at or below a place (`params[1]`), not at `params[10]`."""
+    return field == place or field.startswith(place + ".")
+
+
+def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()) -> str:
+    """mep.yaml: the spec in the documented key order, each todo also as a comment at the field it names, and
+    each of `marks` (field, comment: what the LLM proposed) likewise."""
     d = spec.to_dict()
+
+    def marked(place: str) -> list[str]:
+        return [f"  # {text}" for f, text in marks if _at(f, place)]
     lines = [f"# {h}" for h in header]
     lines += [f"version: {d['version']}", f"kernel: {_flow(d['kernel'])}"]
     lines.append("sizes:                 # size symbols: passed to nvcc as -D<SYM>=<value>; scale them freely")
@@ -79,7 +88,7 @@ def render_yaml(spec: Spec, header: list[str]) -> str:
         mark = [t.reason for t in spec.todo if t.field == f"sizes.{name}"]
         mark += [f"a placeholder: see the todo of {t.field}" for t in spec.todo
                  if t.field != f"sizes.{name}" and re.search(rf"\bsizes\.{re.escape(name)}\b", t.reason)]
-        lines += [f"  # TODO(mepgen): {r}" for r in mark]
+        lines += [f"  # TODO(mepgen): {r}" for r in mark] + marked(f"sizes.{name}")
         lines.append(f"  {name}: {value}")
     for group in ("params", "constants"):
         items = d.get(group, [])
@@ -91,9 +100,11 @@ def render_yaml(spec: Spec, header: list[str]) -> str:
             note = item.pop("note", None)
             if note:
                 lines.append(f"  # {item['name']}: {note}")
-            lines += [f"  # TODO(mepgen): {t.reason}" for t in spec.todo if t.field.startswith(f"{group}[{i}]")]
+            lines += [f"  # TODO(mepgen): {t.reason}" for t in spec.todo if _at(t.field, f"{group}[{i}]")]
+            lines += marked(f"{group}[{i}]")
             lines.append(f"  - {_flow(item)}")
-    lines += [f"  # TODO(mepgen): {t.reason}" for t in spec.todo if t.field == "launch"]
+    lines += [f"  # TODO(mepgen): {t.reason}" for t in spec.todo if _at(t.field, "launch")]
+    lines += [line.strip() for line in marked("launch")]
     for key in ("launch", "build", "verify", "timing", "work"):
         if key in d:
             lines.append(f"{key}: {_flow(d[key])}")
