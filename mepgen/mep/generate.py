@@ -10,7 +10,8 @@ from ..inventory import find_kernel, load
 from ..spec import Spec, load_spec
 from ..workspace import Workspace
 from . import writer
-from .assemble import assemble
+from . import chain as chains
+from .assemble import assemble, choose_launch
 from .buildcfg import arch_source
 from .kernelsrc import render_kernel_file
 from .project import Project
@@ -60,9 +61,10 @@ def select(inv: dict, names: list[str], every: bool) -> list[dict]:
 
 def generate(ws: Workspace, names: list[str], every: bool = False, force: bool = False,
              sizes: dict[str, int] | None = None, detect_gpu: bool = True, log=lambda m: None,
-             keep_edits: bool = False) -> list[MepResult]:
+             keep_edits: bool = False, chain: bool = False) -> list[MepResult]:
     """Write the MEP of each selected kernel; raises on the first kernel that cannot have one. With
-    `keep_edits`, a kernel whose mep.yaml a person edited is refreshed from that file instead."""
+    `keep_edits`, a kernel whose mep.yaml a person edited is refreshed from that file instead. Launches
+    that feed the target's inputs are named in the notes; with `chain` the MEP runs them first."""
     inv = load(ws.inventory_path)
     check_fresh(ws, inv)
     kernels = select(inv, names, every)
@@ -79,7 +81,19 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
             results += refresh(ws, [k["qualified_name"]])
             continue
         backup = writer.guard_overwrite(mep_dir, force) if mep_dir.exists() else None
-        spec, notes = assemble(project, inv, k, dict(sizes or {}), detect_gpu)
+        symbols = chains.Symbols()
+        spec, notes = assemble(project, inv, k, dict(sizes or {}), detect_gpu, symbols=symbols)
+        site, _ = choose_launch(project, k)
+        found = chains.detect(project, inv, k, spec, site, symbols, dict(sizes or {}))
+        notes += found.notes
+        feeders = []
+        if chain and found.feeders:
+            notes += chains.apply(spec, found, site)
+            feeders = [f.kernel for f in found.feeders]
+        else:
+            notes += chains.describe(found)
+            if chain:
+                notes.append("--chain: no earlier launch feeds this kernel's inputs; the MEP has no chain")
         managed = [p.name for p in spec.params if p.note and "cudaMallocManaged" in p.note]
         if managed:
             notes.append(f"{', '.join(managed)} is managed memory in the application; the MEP uses device memory")
@@ -88,7 +102,7 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
                   f"build.arch: {arch_source(inv, k, spec.build.arch, detect_gpu)}"] + notes
         yaml_text = render_yaml(spec, header)
         spec = load_spec(mep_dir / "mep.yaml", yaml_text)   # what a person will read back, validated the same way
-        files = {"mep.yaml": yaml_text, "kernel.cu": render_kernel_file(ws.app_root, k, spec),
+        files = {"mep.yaml": yaml_text, "kernel.cu": render_kernel_file(ws.app_root, k, spec, feeders),
                  "harness.cu": render_harness(spec), "Makefile": render_makefile(spec)}
         writer.write_folder(mep_dir, files, _fill_inputs(spec), yaml_hash=writer.sha256(yaml_text.encode()))
         log(f"wrote {mep_dir}")
