@@ -120,12 +120,25 @@ def refresh(ws: Workspace, names: list[str], every: bool = False) -> list[MepRes
         if not (mep_dir / "mep.yaml").is_file():
             raise MepgenError(f"{mep_dir / 'mep.yaml'} does not exist: run `mepgen mep {k['qualified_name']}` first")
         spec = load_spec(mep_dir / "mep.yaml")
+        _check_chain_kernels(spec, mep_dir)
         hash_file = mep_dir / writer.HASH_FILE
         old_hash = hash_file.read_text().strip() if hash_file.exists() else None
         files = {"harness.cu": render_harness(spec), "Makefile": render_makefile(spec)}
         writer.write_folder(mep_dir, files, _fill_inputs(spec), yaml_hash=old_hash)
         out.append(MepResult(k["qualified_name"], mep_dir, spec))
     return out
+
+
+def _check_chain_kernels(spec: Spec, mep_dir: Path) -> None:
+    """A hand-written `chain` runs kernels that kernel.cu must define (refresh keeps kernel.cu as it is)."""
+    import re
+    text = (mep_dir / "kernel.cu").read_text(errors="replace") if (mep_dir / "kernel.cu").is_file() else ""
+    for i, step in enumerate(spec.chain):
+        short = step.kernel.split("::")[-1]
+        if not re.search(rf"__global__[^;{{}}]*\b{re.escape(short)}\s*\(", text):
+            raise MepgenError(f"{mep_dir / 'mep.yaml'}: chain[{i}].kernel: kernel.cu defines no kernel {step.kernel}; "
+                              f"copy its definition in, or regenerate with `mepgen mep {spec.kernel.name} --chain "
+                              "--force`")
 
 
 def _fill_inputs(spec: Spec):
