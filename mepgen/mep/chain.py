@@ -125,6 +125,8 @@ def detect(project: Project, inv: dict, kernel: dict, spec: Spec, site: dict, sy
                                       symbols=symbols)[0]
             except MepgenError as e:
                 specs[key] = str(e)
+            except Exception as e:   # a site the inference cannot read: no chain, and the note says so
+                specs[key] = f"{type(e).__name__}: {e}"
         return specs[key]
 
     feeders: dict[tuple, Feeder] = {}
