@@ -14,7 +14,7 @@ import numpy as np
 
 from . import cexpr
 from .errors import MepgenError
-from .spec import Constant, Init, Param, Spec
+from .spec import Buffer, Constant, Init, Param, Spec
 
 
 def const_file_name(symbol: str) -> str:
@@ -23,8 +23,9 @@ def const_file_name(symbol: str) -> str:
 
 
 def make_inputs(spec: Spec, mep_dir: Path, seed: int, out_dir: Path) -> dict[str, np.ndarray]:
-    """Write `<param>.npy` for every in/inout buffer and `const.<symbol>.npy` for every constant that has an
-    `init` into `out_dir`; return the arrays by file stem (`x`, `const.heat.c_stencil`).
+    """Write `<param>.npy` for every in/inout buffer, `<buffer>.npy` for every chain buffer with an `init`
+    and `const.<symbol>.npy` for every constant that has an `init` into `out_dir`; return the arrays by file
+    stem (`x`, `const.heat.c_stencil`). Parameters the chain computes (`init: {kind: chain}`) get no file.
 
     Deterministic: the same spec, seed and files give the same bytes. Constants described by a C++ `value`
     (struct-typed symbols) have no file: the harness initializes them from the expression.
@@ -32,7 +33,7 @@ def make_inputs(spec: Spec, mep_dir: Path, seed: int, out_dir: Path) -> dict[str
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, np.ndarray] = {}
-    for p in spec.inputs:
+    for p in [*spec.inputs, *spec.chain_inputs]:
         arrays[p.name] = make_array(spec, p, Path(mep_dir), seed)
         np.save(out_dir / f"{p.name}.npy", arrays[p.name], allow_pickle=False)
     for c in spec.constants:
@@ -44,7 +45,7 @@ def make_inputs(spec: Spec, mep_dir: Path, seed: int, out_dir: Path) -> dict[str
     return arrays
 
 
-def make_array(spec: Spec, item: Param | Constant, mep_dir: Path, seed: int) -> np.ndarray:
+def make_array(spec: Spec, item: Param | Constant | Buffer, mep_dir: Path, seed: int) -> np.ndarray:
     """One buffer's data as a 1-D array of its dtype and element count."""
     if item.dtype is None or item.init is None:
         raise MepgenError(f"{item.name}: needs a dtype and an init to generate its input")
@@ -114,6 +115,8 @@ def _generate(init: Init, dtype: np.dtype, count: int, spec: Spec, mep_dir: Path
         return np.tile(vals, count // vals.size).astype(dtype)
     if kind == "file":
         return _from_file(mep_dir / a["path"], dtype, count, name)
+    if kind == "chain":
+        raise MepgenError(f"{name}: computed by the chain ({a.get('by')}), not generated")
     raise MepgenError(f"{name}.init: unknown init kind '{kind}'")
 
 

@@ -46,6 +46,7 @@ INIT_KINDS = {
     "csr_row_ptr": ({"rows", "nnz"}, set()),   # monotone, starts at 0, ends at nnz; count = rows + 1
     "values": ({"values"}, set()),             # an explicit list
     "file": ({"path"}, set()),                 # a .npy file relative to the MEP folder
+    "chain": ({"by"}, set()),                  # computed by the chain's kernel `by` (no file in data/in)
 }
 
 
@@ -85,6 +86,40 @@ class Constant:
     init: Init | None = None
     value: str | None = None       # for struct-typed symbols: a C++ initializer expression
     note: str | None = None        # how mepgen inferred it, for the reader
+
+
+@dataclass
+class Buffer:
+    """A buffer only the chain uses (a feeder's input or output that the target does not take)."""
+    name: str
+    ctype: str                     # the feeder's parameter type, for the reader
+    dtype: str
+    count: str
+    init: Init | None = None       # how its input is made; None: a feeder writes it before anything reads it
+    note: str | None = None
+
+
+@dataclass
+class ChainArg:
+    """One parameter of a feeder: a buffer (a target parameter or a chain buffer) or a scalar value."""
+    name: str                      # the feeder's parameter name
+    role: str                      # in | out | inout | scalar, as inferred for the feeder
+    ctype: str
+    dtype: str | None = None
+    buffer: str | None = None      # buffers: the target parameter or chain buffer passed
+    value: str | None = None       # scalars: a C++ expression over sizes
+
+
+@dataclass
+class ChainStep:
+    """A launch run before the target (in the chain's order) whose output feeds the target's inputs."""
+    kernel: str                    # qualified name
+    callee: str                    # instantiation as at the site: `cg::axpy<float>`
+    grid: list[str]
+    block: list[str]
+    shared_mem: str = "0"
+    args: list[ChainArg] = field(default_factory=list)
+    site: str | None = None        # file:line in the application, for the reader
 
 
 @dataclass
@@ -158,6 +193,8 @@ class Spec:
     timing: Timing = field(default_factory=Timing)
     work: Work = field(default_factory=Work)
     todo: list[Todo] = field(default_factory=list)
+    chain: list[ChainStep] = field(default_factory=list)
+    buffers: list[Buffer] = field(default_factory=list)
     version: int = SPEC_VERSION
 
     def param(self, name: str) -> Param:
@@ -172,7 +209,18 @@ class Spec:
 
     @property
     def inputs(self) -> list[Param]:
-        return [p for p in self.params if p.role in ("in", "inout")]
+        """Inputs read from `data/in` (parameters the chain computes are not)."""
+        return [p for p in self.params if p.role in ("in", "inout") and not is_fed(p)]
+
+    @property
+    def fed(self) -> list[Param]:
+        """Inputs the chain computes (`init: {kind: chain}`)."""
+        return [p for p in self.params if is_fed(p)]
+
+    @property
+    def chain_inputs(self) -> list[Buffer]:
+        """Chain buffers with an input file in `data/in`."""
+        return [b for b in self.buffers if b.init is not None]
 
     def size(self, expr: str | int | None) -> int | None:
         """Value of an expression over the size symbols."""
@@ -193,11 +241,19 @@ class Spec:
                 return [clean(x) for x in obj]
             return obj
         d = asdict(self)
-        for group in ("params", "constants"):
+        for step in d.get("chain", []):
+            step["launch"] = {"grid": step.pop("grid"), "block": step.pop("block"),
+                              "shared_mem": step.pop("shared_mem")}
+            step["args"] = step.pop("args")
+        for group in ("params", "constants", "buffers"):
             for item, obj in zip(d[group], getattr(self, group)):
                 if obj.init is not None:
                     item["init"] = obj.init.to_dict()
         return clean(d)
+
+
+def is_fed(p: Param) -> bool:
+    return p.init is not None and p.init.kind == "chain"
 
 
 # --- loading and validation ---------------------------------------------------------------------------
@@ -260,6 +316,15 @@ _CONSTANT = record({
     "count": (optional(_expr), False), "init": (optional(_init), False), "value": (optional(_scalar), False),
     "note": (optional(of_type(str)), False),
 })
+_BUFFER = record({
+    "name": (of_type(str), True), "ctype": (of_type(str), True), "dtype": (_dtype, True),
+    "count": (_expr, True), "init": (optional(_init), False), "note": (optional(of_type(str)), False),
+})
+_CHAIN_ARG = record({
+    "name": (of_type(str), True), "role": (one_of(*ROLES), True), "ctype": (of_type(str), True),
+    "dtype": (optional(_dtype), False), "buffer": (optional(of_type(str)), False),
+    "value": (optional(_scalar), False),
+})
 _dims = lambda d, kp, v: [str(x) for x in list_of(_expr)(d, kp, v if isinstance(v, list) else [v])]
 _SCHEMA = record({
     "version": (one_of(SPEC_VERSION), True),
@@ -282,6 +347,11 @@ _SCHEMA = record({
                        "flush_l2": (of_type(bool), False)}), False),
     "work": (record({"bytes": (optional(_expr), False), "flops": (optional(_expr), False)}), False),
     "todo": (list_of(record({"field": (of_type(str), True), "reason": (of_type(str), True)})), False),
+    "chain": (list_of(record({
+        "kernel": (of_type(str), True), "callee": (of_type(str), True), "site": (optional(of_type(str)), False),
+        "launch": (record({"grid": (_dims, True), "block": (_dims, True), "shared_mem": (_expr, False)}), True),
+        "args": (list_of(_CHAIN_ARG), True)})), False),
+    "buffers": (list_of(_BUFFER), False),
 })
 
 
@@ -311,12 +381,82 @@ def _check_semantics(doc: Doc, d: dict) -> None:
     for name in d.get("verify", {}).get("tolerance", {}):
         if name not in names:
             raise doc.error(("verify", "tolerance", name), f"no parameter named '{name}'")
+    _check_dims(doc, ("launch",), d["launch"], sizes)
+    _check_chain(doc, d)
+
+
+def _check_dims(doc: Doc, kp: tuple, launch: dict, sizes: dict) -> None:
     for key in ("grid", "block"):
-        if len(d["launch"][key]) > 3:
-            raise doc.error(("launch", key), "at most 3 dimensions")
-        for j, e in enumerate(d["launch"][key]):
+        if len(launch[key]) > 3:
+            raise doc.error(kp + (key,), "at most 3 dimensions")
+        for j, e in enumerate(launch[key]):
             if cexpr.evaluate(e, sizes) is None:
-                raise doc.error(("launch", key, j), f"cannot evaluate '{e}' from the sizes")
+                raise doc.error(kp + (key, j), f"cannot evaluate '{e}' from the sizes")
+
+
+def _check_chain(doc: Doc, d: dict) -> None:
+    """`chain` and `buffers`: every argument names a buffer that exists, with the feeder's dtype; what the
+    chain writes into a target parameter is that parameter's `init: {kind: chain, by: ...}`, and nothing else."""
+    import re
+    sizes = d["sizes"]
+    params = {p["name"]: (i, p) for i, p in enumerate(d["params"])}
+    buffers: dict[str, tuple[int, dict]] = {}
+    for i, b in enumerate(d.get("buffers", [])):
+        kp = ("buffers", i)
+        if not re.fullmatch(r"[A-Za-z_]\w*", b["name"]):
+            raise doc.error(kp + ("name",), f"'{b['name']}' is not a C identifier (the harness declares it)")
+        if b["name"] in params or b["name"] in buffers:
+            raise doc.error(kp + ("name",), f"'{b['name']}' is already a parameter or buffer name")
+        if cexpr.evaluate(b["count"], sizes) is None:
+            raise doc.error(kp + ("count",), f"cannot evaluate '{b['count']}' from the sizes")
+        if b.get("init") is not None and b["init"].kind == "chain":
+            raise doc.error(kp + ("init", "kind"), "a chain buffer is written by the feeder that takes it as "
+                                                     "`out`: leave its init out instead")
+        buffers[b["name"]] = (i, b)
+    written: dict[str, str] = {}          # target parameter or buffer -> the kernel that writes it
+    for s, step in enumerate(d.get("chain", [])):
+        kp = ("chain", s)
+        _check_dims(doc, kp + ("launch",), step["launch"], sizes)
+        names = [a["name"] for a in step["args"]]
+        for j, a in enumerate(step["args"]):
+            akp = kp + ("args", j)
+            if names.count(a["name"]) > 1:
+                raise doc.error(akp + ("name",), f"argument '{a['name']}' appears twice")
+            if a["role"] == "scalar":
+                if "value" not in a or a.get("buffer") is not None:
+                    raise doc.error(akp, f"scalar argument '{a['name']}' needs a 'value' and no 'buffer'")
+                continue
+            if a.get("buffer") is None or a.get("dtype") is None:
+                raise doc.error(akp, f"buffer argument '{a['name']}' needs 'buffer' and 'dtype'")
+            target = a["buffer"]
+            if target in params:
+                pi, p = params[target]
+                if p["role"] not in ("in", "inout"):
+                    raise doc.error(akp + ("buffer",), f"'{target}' is the target's {p['role']} parameter; a "
+                                                        "feeder may only take the target's inputs")
+                dtype = p["dtype"]
+            elif target in buffers:
+                bi, b = buffers[target]
+                dtype = b["dtype"]
+                if a["role"] in ("in", "inout") and "init" not in b and target not in written:
+                    raise doc.error(akp + ("buffer",), f"buffer '{target}' is read before any feeder writes it: "
+                                                        "give it an init")
+            else:
+                raise doc.error(akp + ("buffer",), f"no parameter or chain buffer named '{target}'")
+            if dtype != a["dtype"]:
+                raise doc.error(akp + ("dtype",), f"'{a['name']}' is {a['dtype']} but '{target}' holds {dtype}")
+            if a["role"] in ("out", "inout"):
+                if target in params:
+                    init = params[target][1].get("init") or Init("zeros")
+                    if init.kind != "chain" or init.args.get("by") != step["kernel"]:
+                        raise doc.error(akp + ("buffer",), f"{step['kernel']} writes the target's '{target}': give "
+                                        f"it init {{kind: chain, by: '{step['kernel']}'}} (or pass a chain buffer)")
+                written[target] = step["kernel"]
+    for name, (i, p) in params.items():
+        init = p.get("init") or Init("zeros")
+        if init.kind == "chain" and written.get(name) != init.args.get("by"):
+            raise doc.error(("params", i, "init", "by"), f"no chain step {init.args.get('by')!r} writes '{name}' "
+                                                          "(as an out or inout argument)")
 
 
 def spec_from_dict(d: dict) -> Spec:
@@ -342,6 +482,13 @@ def spec_from_dict(d: dict) -> Spec:
         timing=Timing(**d.get("timing", {})),
         work=Work(**{k: None if v is None else str(v) for k, v in d.get("work", {}).items()}),
         todo=[Todo(**t) for t in d.get("todo", [])],
+        chain=[ChainStep(kernel=c["kernel"], callee=c["callee"], site=c.get("site"),
+                         grid=[str(x) for x in c["launch"]["grid"]], block=[str(x) for x in c["launch"]["block"]],
+                         shared_mem=str(c["launch"].get("shared_mem", "0")),
+                         args=[ChainArg(**{**a, "value": None if a.get("value") is None else str(a["value"])})
+                               for a in c["args"]]) for c in d.get("chain", [])],
+        buffers=[Buffer(**{**b, "count": str(b["count"]), "init": _init_from(b.get("init"))})
+                 for b in d.get("buffers", [])],
     )
 
 

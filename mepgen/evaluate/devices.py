@@ -32,12 +32,13 @@ def have_pycuda() -> bool:
     return importlib.util.find_spec("pycuda") is not None
 
 
-def resolve_backend(name: str) -> str:
-    """`auto` -> pycuda when installed (the `mepgen[gpu]` extra), else native; pycuda without it is an error."""
+def resolve_backend(name: str, chained: bool = False) -> str:
+    """`auto` -> pycuda when installed (the `mepgen[gpu]` extra), else native; pycuda without it is an error.
+    `chained`: the MEP runs a chain before its kernel, which only the native harness does (auto -> native)."""
     if name not in BACKENDS:
         raise MepgenError(f"unknown backend '{name}' (known: {', '.join(BACKENDS)})")
     if name == "auto":
-        return "pycuda" if have_pycuda() else "native"
+        return "pycuda" if have_pycuda() and not chained else "native"
     if name == "pycuda" and not have_pycuda():
         raise MepgenError("the pycuda backend needs pycuda: pip install 'mepgen[gpu]', or use --backend native")
     return name

@@ -72,7 +72,7 @@ class Evaluator:
         if not self.original.is_file():
             raise MepgenError(f"{self.original} is missing: run `mepgen mep {spec.kernel.id}` first")
         self.original_text = self.original.read_text(errors="replace")
-        self.backend_name = resolve_backend(self.opts.backend)
+        self.backend_name = resolve_backend(self.opts.backend, chained=bool(spec.chain))
         self.k = self.opts.input_sets or spec.verify.input_sets
         if self.k < 1:
             raise MepgenError("at least one input set is needed (verify.input_sets or --input-sets)")
@@ -167,7 +167,7 @@ class Evaluator:
                              f"shared memory {d['shared_mem']}")
         if flags:
             res.notes.append(f"extra nvcc flags: {' '.join(flags)}")
-        res.rules = rules.check(text, self.original_text)
+        res.rules = rules.check(text, self.original_text, [c.kernel for c in self.spec.chain], self.spec.kernel.name)
         if res.rules:
             res.status, res.stage = "rejected_by_rules", "lint"
         return res

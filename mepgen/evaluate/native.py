@@ -169,11 +169,23 @@ class NativeBackend(Backend):
             return record, result
         result.outputs, missing = self._read(out_dir, [p.name for p in self.spec.outputs])
         if self.check_inputs:
-            result.inputs_after, _ = self._read(out_dir / "in", [p.name for p in self.spec.params if p.role == "in"])
+            result.inputs_after, _ = self._read(out_dir / "in", self._in_names())
+            result.inputs_changed = self._fed_changed(out_dir / "in", out_dir / "fed")
         if missing:
             result.fault = RuntimeFault("harness_error", f"the harness wrote no {', '.join(missing)} into {out_dir}",
                                         input_set=inputs.index)
         return record, result
+
+    def _in_names(self) -> list[str]:
+        """`in` buffers read from the input set (those the chain computes are checked by _fed_changed)."""
+        return [p.name for p in self.spec.inputs if p.role == "in"]
+
+    def _fed_changed(self, in_dir: Path, fed_dir: Path) -> list[str]:
+        """Fed `in` buffers the kernel modified: what --check-inputs wrote back against what the chain computed."""
+        names = [p.name for p in self.spec.fed if p.role == "in"]
+        now, _ = self._read(in_dir, names)
+        fed, _ = self._read(fed_dir, names)
+        return [n for n in names if n in now and n in fed and not unchanged(fed[n], now[n])]
 
     @staticmethod
     def _read(folder: Path, names: list[str]) -> tuple[dict[str, np.ndarray], list[str]]:
@@ -202,7 +214,7 @@ class NativeBackend(Backend):
             result.after_input_set = recheck.index
         elif recheck is not None:
             result.notes.append("this harness has no --recheck-data: the re-check after timing used the timed inputs")
-        in_names = [p.name for p in self.spec.params if p.role == "in"]
+        in_names = self._in_names()
         timed_inputs = {n: np.load(Path(inputs.data_dir) / f"{n}.npy", allow_pickle=False) for n in in_names} \
             if self.check_inputs else {}
         last = None
@@ -225,6 +237,7 @@ class NativeBackend(Backend):
                         result.sync_ms.append(float(record["sync_ms"]))
                     result.inputs_changed += [n for n, a in out.inputs_after.items()
                                               if n not in result.inputs_changed and not unchanged(timed_inputs[n], a)]
+                    result.inputs_changed += [n for n in out.inputs_changed if n not in result.inputs_changed]
                     last = folder
         if last is not None:
             result.after, missing = self._read(last / "after", [p.name for p in self.spec.outputs])
@@ -233,4 +246,7 @@ class NativeBackend(Backend):
                                             input_set=inputs.index)
             if self.check_inputs:
                 result.inputs_after, _ = self._read(last / "after" / "in", in_names)
+                fed = last / "after" / "fed" if (last / "after" / "fed").is_dir() else last / "fed"
+                result.inputs_changed += [n for n in self._fed_changed(last / "after" / "in", fed)
+                                          if n not in result.inputs_changed]
         return result

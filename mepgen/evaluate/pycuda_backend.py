@@ -31,6 +31,10 @@ class PycudaBackend(Backend):
 
     def __init__(self, spec: Spec, mep_dir: Path, build_dir: Path, device: int | None = None,
                  run_timeout: float = 60.0, compile_timeout: float = 300.0, start_timeout: float = 120.0):
+        if spec.chain:
+            names = ", ".join(c.kernel for c in spec.chain)
+            raise MepgenError(f"unsupported by the pycuda backend: the MEP runs a chain ({names}) before the "
+                              "target; use --backend native")
         for p in spec.params:
             if p.role == "scalar" and p.value is None:
                 raise MepgenError(f"unsupported by the pycuda backend: scalar parameter {p.name} has no value")

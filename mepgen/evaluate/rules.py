@@ -54,10 +54,39 @@ def _matches(text: str, rx: re.Pattern, shown: str) -> list[tuple[int, str]]:
     return out
 
 
-def check(variant: str, original: str) -> list[RuleViolation]:
-    """Violations in `variant` that `original` does not already contain (compared by line text)."""
+def _definition(text: str, short: str) -> tuple[int, str] | None:
+    """(line, text) of the first `__global__ ... short(...) {...}` definition in comment-free `text`."""
+    m = re.search(rf"__global__[^;{{}}]*\b{re.escape(short)}\s*\(", text)
+    if m is None:
+        return None
+    depth, i = 0, text.find("{", m.end())
+    if i < 0:
+        return None
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text.count("\n", 0, m.start()) + 1, " ".join(text[m.start():j + 1].split())
+    return None
+
+
+def check(variant: str, original: str, chain: list[str] = (), target: str = "") -> list[RuleViolation]:
+    """Violations in `variant` that `original` does not already contain (compared by line text). `chain`:
+    qualified names of the kernels the MEP runs before its target (`target`): they must stay as they are,
+    since they run untimed and compute the target's inputs."""
     var, orig = strip_comments(variant), strip_comments(original)
     violations = []
+    target_short = target.split("::")[-1]
+    for name in chain:
+        short = name.split("::")[-1]
+        before = _definition(orig, short) if short != target_short else None
+        if before is None:
+            continue
+        after = _definition(var, short)
+        if after is None or after[1] != before[1]:
+            violations.append(RuleViolation(
+                f"changes {name}, a kernel of the MEP's chain (it runs untimed before the target and computes its "
+                "inputs; only the target may change)", after[0] if after else before[0],
+                (after or before)[1][:200]))
     for rule, rx in RULES:
         allowed = {" ".join(t.split()) for _, t in _matches(orig, rx, original)}
         seen = set()

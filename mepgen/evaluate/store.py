@@ -59,7 +59,7 @@ class Store:
     def _file_inputs(self) -> list[bytes]:
         """Contents of `init: {kind: file}` sources: they are part of what an input set is."""
         out = []
-        for item in [*self.spec.inputs, *self.spec.constants]:
+        for item in [*self.spec.inputs, *self.spec.chain_inputs, *self.spec.constants]:
             if item.init is not None and item.init.kind == "file":
                 f = self.mep_dir / str(item.init.args["path"])
                 out.append(f.read_bytes() if f.is_file() else b"missing")

@@ -25,9 +25,9 @@ REDUCTION_FLOAT_TOL = {"float32": (1e-4, 1e-3), "float64": (1e-10, 1e-10), "floa
 ATOMIC_FLOAT_TOL = {"float32": (1e-4, 1e-3), "float64": (1e-10, 1e-10), "float16": (1e-2, 1e-2)}
 
 
-def choose_launch(project: Project, kernel: dict) -> tuple[dict, LaunchCursors]:
-    """The first launch site mepgen can read (the inventory lists them in source order)."""
-    for site in kernel["launch_sites"]:
+def choose_launch(project: Project, kernel: dict, only: dict | None = None) -> tuple[dict, LaunchCursors]:
+    """The first launch site mepgen can read (the inventory lists them in source order); `only`: that site."""
+    for site in [only] if only is not None else kernel["launch_sites"]:
         found = find_launches(project, kernel["usr"], site["enclosing_usr"])
         if found:
             return site, next((f for f in found if f.line == site["line"]), found[0])
@@ -37,21 +37,24 @@ def choose_launch(project: Project, kernel: dict) -> tuple[dict, LaunchCursors]:
 
 
 def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: dict[str, int],
-             detect_gpu: bool = True) -> tuple[Spec, list[str]]:
-    """The spec of one kernel and the notes worth telling the user (other instantiations, ...)."""
+             detect_gpu: bool = True, site: dict | None = None,
+             symbols: Symbols | None = None) -> tuple[Spec, list[str]]:
+    """The spec of one kernel and the notes worth telling the user (other instantiations, ...).
+    `site`: the launch site to reproduce (default: the first mepgen can read); `symbols`: size symbols shared
+    with another kernel's spec (a chain's feeders name the same host values as the target does)."""
     notes: list[str] = []
     cursor = project.find_function(kernel["usr"])
     if cursor is None:
         raise MepgenError(f"{kernel['qualified_name']}: its definition is not in the parsed sources; "
                           f"rerun `mepgen extract`")
-    site, lc = choose_launch(project, kernel)
+    site, lc = choose_launch(project, kernel, site)
     targs_list = site.get("template_args") or (kernel["instantiations"][0] if kernel["instantiations"] else [])
     targs = {tp["name"]: a for tp, a in zip(kernel["template_params"], targs_list)}
     if len(kernel["instantiations"]) > 1:
         notes.append(f"instantiated as {', '.join('<' + ', '.join(i) + '>' for i in kernel['instantiations'])}; "
                      f"this MEP uses <{', '.join(targs_list)}> from {site['file']}:{site['line']}")
     enclosing = project.find_function(site["enclosing_usr"])
-    symbols = Symbols()
+    symbols = symbols if symbols is not None else Symbols()
     resolver = Resolver(project, symbols, set(project.macros))
     param_cursors = [c for c in cursor.get_children() if c.kind.name == "PARM_DECL"]
     args = list(lc.args) + [None] * (len(kernel["params"]) - len(lc.args))

@@ -35,6 +35,7 @@ def _summary(r) -> dict:
                     "init": p.init.to_dict() if p.init else None} for p in s.params],
         "launch": {"grid": s.launch.grid, "block": s.launch.block, "shared_mem": s.launch.shared_mem,
                    "callee": s.launch.callee},
+        "chain": s.to_dict().get("chain", []), "buffers": s.to_dict().get("buffers", []),
         "todo": [{"field": t.field, "reason": t.reason} for t in s.todo],
         "notes": r.notes, "backup": r.backup,
         "llm": r.llm.to_dict() if r.llm is not None else None,
@@ -50,6 +51,9 @@ def _summary(r) -> dict:
 @click.option("--keep-edits", is_flag=True,
               help="Like a plain run, but a kernel whose mep.yaml was edited by hand is refreshed from it instead "
                    "(what `make optimize` uses).")
+@click.option("--chain", is_flag=True,
+              help="Also run the earlier launches (same host function) whose output the kernel reads, before it, "
+                   "as the application does (mep.yaml `chain`); without it they are only named in a note.")
 @click.option("--size", "sizes", multiple=True, callback=_size, metavar="SYM=N",
               help="Set a size symbol (repeatable), e.g. --size N=4194304.")
 @click.option("-C", "--app", "app", type=click.Path(path_type=Path), default=None,
@@ -59,7 +63,7 @@ def _summary(r) -> dict:
                    "are validated like a person's edit and marked in mep.yaml for review (default: mep.ask_llm).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @click.pass_obj
-def mep(obj, kernels, every, force, refresh, keep_edits, sizes, app, ask_llm, as_json):
+def mep(obj, kernels, every, force, refresh, keep_edits, chain, sizes, app, ask_llm, as_json):
     """Cut KERNEL(s) out into Minimal Executable Programs under .mepgen/meps/<kernel id>/.
 
     Exits 3 when mep.yaml has fields mepgen could not infer (they are named; the MEP is still written).
@@ -68,8 +72,9 @@ def mep(obj, kernels, every, force, refresh, keep_edits, sizes, app, ask_llm, as
     from .generate import generate, refresh as do_refresh
 
     ws = Workspace(app) if app else Workspace.find()
-    if refresh and (force or sizes):
-        raise MepgenError("--refresh keeps mep.yaml as it is: edit sizes there instead of --size/--force")
+    if refresh and (force or sizes or chain):
+        raise MepgenError("--refresh keeps mep.yaml as it is: edit sizes or the chain there instead of "
+                          "--size/--chain/--force")
     if refresh and ask_llm:
         raise MepgenError("--refresh keeps mep.yaml as it is: --ask-llm applies to a plain run or --force")
     log = obj.log if obj is not None else (lambda m, level=1: None)
@@ -77,7 +82,7 @@ def mep(obj, kernels, every, force, refresh, keep_edits, sizes, app, ask_llm, as
         raise MepgenError("--keep-edits excludes --force and --refresh")
     ask = None if refresh else _asker(ws, ask_llm)
     results = do_refresh(ws, list(kernels), every) if refresh else \
-        generate(ws, list(kernels), every, force, sizes, log=log, keep_edits=keep_edits, ask=ask)
+        generate(ws, list(kernels), every, force, sizes, log=log, keep_edits=keep_edits, chain=chain, ask=ask)
     if as_json:
         click.echo(json.dumps([_summary(r) for r in results], indent=1))
     else:
@@ -120,6 +125,10 @@ def _print(r) -> None:
             click.echo(f"  {p.name:<12} {p.role:<5} {p.dtype}[{p.count}]{init}")
     click.echo(f"  launch: {s.launch.callee}<<<({', '.join(s.launch.grid)}), ({', '.join(s.launch.block)}), "
                f"{s.launch.shared_mem}>>>")
+    for step in s.chain:
+        bound = ", ".join(a.buffer if a.role != "scalar" else str(a.value) for a in step.args)
+        click.echo(f"  chain: {step.callee}<<<({', '.join(step.grid)}), ({', '.join(step.block)}), "
+                   f"{step.shared_mem}>>>({bound}) first")
     for n in r.notes:
         click.echo(f"  note: {n}")
     if r.backup:

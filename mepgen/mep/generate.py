@@ -10,8 +10,9 @@ from ..inventory import find_kernel, load
 from ..spec import Spec, load_spec
 from ..workspace import Workspace
 from . import writer
+from . import chain as chains
 from .ask_llm import Outcome, launch_site
-from .assemble import assemble
+from .assemble import assemble, choose_launch
 from .buildcfg import arch_source
 from .kernelsrc import render_kernel_file
 from .project import Project
@@ -62,9 +63,10 @@ def select(inv: dict, names: list[str], every: bool) -> list[dict]:
 
 def generate(ws: Workspace, names: list[str], every: bool = False, force: bool = False,
              sizes: dict[str, int] | None = None, detect_gpu: bool = True, log=lambda m: None,
-             keep_edits: bool = False, ask=None) -> list[MepResult]:
+             keep_edits: bool = False, chain: bool = False, ask=None) -> list[MepResult]:
     """Write the MEP of each selected kernel; raises on the first kernel that cannot have one. With
-    `keep_edits`, a kernel whose mep.yaml a person edited is refreshed from that file instead. `ask`
+    `keep_edits`, a kernel whose mep.yaml a person edited is refreshed from that file instead. Launches
+    that feed the target's inputs are named in the notes; with `chain` the MEP runs them first. `ask`
     (ask_llm.TodoAsker) proposes the todo fields of each MEP that has some, before it is written."""
     inv = load(ws.inventory_path)
     check_fresh(ws, inv)
@@ -82,7 +84,19 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
             results += refresh(ws, [k["qualified_name"]])
             continue
         backup = writer.guard_overwrite(mep_dir, force) if mep_dir.exists() else None
-        spec, notes = assemble(project, inv, k, dict(sizes or {}), detect_gpu)
+        symbols = chains.Symbols()
+        spec, notes = assemble(project, inv, k, dict(sizes or {}), detect_gpu, symbols=symbols)
+        site, _ = choose_launch(project, k)
+        found = chains.detect(project, inv, k, spec, site, symbols, dict(sizes or {}))
+        notes += found.notes
+        feeders = []
+        if chain and found.feeders:
+            notes += chains.apply(spec, found, site)
+            feeders = [f.kernel for f in found.feeders]
+        else:
+            notes += chains.describe(found)
+            if chain:
+                notes.append("--chain: no earlier launch feeds this kernel's inputs; the MEP has no chain")
         managed = [p.name for p in spec.params if p.note and "cudaMallocManaged" in p.note]
         if managed:
             notes.append(f"{', '.join(managed)} is managed memory in the application; the MEP uses device memory")
@@ -91,14 +105,14 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
                   f"build.arch: {arch_source(inv, k, spec.build.arch, detect_gpu)}"] + notes
         yaml_text = render_yaml(spec, header)
         assembled, spec = spec, load_spec(mep_dir / "mep.yaml", yaml_text)   # validated as a person's file is
-        kernel_text = render_kernel_file(ws.app_root, k, spec)
+        kernel_text = render_kernel_file(ws.app_root, k, spec, feeders)
         outcome = None
         if ask is not None and spec.todo:
             outcome = ask(assembled, kernel_text, yaml_text, launch_site(ws.app_root, k))   # with its notes
             if outcome.changed:
                 yaml_text = render_yaml(outcome.spec, header + outcome.header(), outcome.marks(assembled))
                 spec = load_spec(mep_dir / "mep.yaml", yaml_text)
-                kernel_text = render_kernel_file(ws.app_root, k, spec)
+                kernel_text = render_kernel_file(ws.app_root, k, spec, feeders)
         files = {"mep.yaml": yaml_text, "kernel.cu": kernel_text,
                  "harness.cu": render_harness(spec), "Makefile": render_makefile(spec)}
         writer.write_folder(mep_dir, files, _fill_inputs(spec), yaml_hash=writer.sha256(yaml_text.encode()))
@@ -117,12 +131,25 @@ def refresh(ws: Workspace, names: list[str], every: bool = False) -> list[MepRes
         if not (mep_dir / "mep.yaml").is_file():
             raise MepgenError(f"{mep_dir / 'mep.yaml'} does not exist: run `mepgen mep {k['qualified_name']}` first")
         spec = load_spec(mep_dir / "mep.yaml")
+        _check_chain_kernels(spec, mep_dir)
         hash_file = mep_dir / writer.HASH_FILE
         old_hash = hash_file.read_text().strip() if hash_file.exists() else None
         files = {"harness.cu": render_harness(spec), "Makefile": render_makefile(spec)}
         writer.write_folder(mep_dir, files, _fill_inputs(spec), yaml_hash=old_hash)
         out.append(MepResult(k["qualified_name"], mep_dir, spec))
     return out
+
+
+def _check_chain_kernels(spec: Spec, mep_dir: Path) -> None:
+    """A hand-written `chain` runs kernels that kernel.cu must define (refresh keeps kernel.cu as it is)."""
+    import re
+    text = (mep_dir / "kernel.cu").read_text(errors="replace") if (mep_dir / "kernel.cu").is_file() else ""
+    for i, step in enumerate(spec.chain):
+        short = step.kernel.split("::")[-1]
+        if not re.search(rf"__global__[^;{{}}]*\b{re.escape(short)}\s*\(", text):
+            raise MepgenError(f"{mep_dir / 'mep.yaml'}: chain[{i}].kernel: kernel.cu defines no kernel {step.kernel}; "
+                              f"copy its definition in, or regenerate with `mepgen mep {spec.kernel.name} --chain "
+                              "--force`")
 
 
 def _fill_inputs(spec: Spec):

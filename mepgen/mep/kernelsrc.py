@@ -40,8 +40,11 @@ def _wrap(text: str, namespaces: list[str]) -> str:
     return f"{opening}\n{text}\n{'}' * len(namespaces)}  // namespace {'::'.join(namespaces)}"
 
 
-def render_kernel_file(app_root: Path, kernel: dict, spec: Spec) -> str:
+def render_kernel_file(app_root: Path, kernel: dict, spec: Spec, feeders: list[dict] = ()) -> str:
+    """`feeders`: kernels of the MEP's chain (inventory entries): their closures join the target's (each
+    member once) and their definitions come before the target's, which stays last."""
     app_root = Path(app_root)
+    feeders = [f for f in feeders if f["usr"] != kernel["usr"]]
     cache: dict[str, bytes] = {}
 
     def source(rel: str, start: int, end: int) -> str:
@@ -56,12 +59,16 @@ def render_kernel_file(app_root: Path, kernel: dict, spec: Spec) -> str:
         "// Size symbols come from the build (-D<SYM>=<value>); the copies below only apply when built without.",
     ]
     system, missing = _includes(kernel)
+    for f in feeders:
+        more, gone = _includes(f)
+        system += [x for x in more if x not in system]
+        missing += [x for x in gone if x not in missing and x not in system]
     out += [f"#include <{inc}>" for inc in system]
     out += [f"// left out: #include {inc} (on no include path when mepgen extracted; the kernel does not need it)"
             for inc in missing]
     members = []
     for cat in _CATEGORIES:
-        for m in kernel["closure"].get(cat, []):
+        for m in [x for k in [*feeders, kernel] for x in k["closure"].get(cat, [])]:
             # `order` is (file position in the translation unit, byte); the kernel's own file is 0 there but
             # its text comes after every header it includes
             order = tuple(m.get("order", [0, m["start_byte"]]))
@@ -82,6 +89,14 @@ def render_kernel_file(app_root: Path, kernel: dict, spec: Spec) -> str:
         if not text.rstrip().endswith((";", "}")) or cat in ("types", "enums") and not text.rstrip().endswith(";"):
             text += ";"
         out += ["", f'#line {line} "{path}"', _wrap(text, m.get("namespaces", []))]
+    done_kernels = set()
+    for f in sorted(feeders, key=lambda f: (f["file"] == kernel["file"], f["start_byte"])):
+        if (f["file"], f["start_byte"]) in done_kernels:
+            continue
+        done_kernels.add((f["file"], f["start_byte"]))
+        out += ["", f"// the chain: {f['qualified_name']} runs before the target (mep.yaml `chain`)",
+                f'#line {f["start_line"]} "{(app_root / f["file"]).resolve()}"',
+                _wrap(source(f["file"], f["start_byte"], f["end_byte"]), f["qualified_name"].split("::")[:-1])]
     kernel_text = source(kernel["file"], kernel["start_byte"], kernel["end_byte"])
     namespaces = kernel["qualified_name"].split("::")[:-1]
     out += ["", f'#line {kernel["start_line"]} "{(app_root / kernel["file"]).resolve()}"',

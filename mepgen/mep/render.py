@@ -11,7 +11,7 @@ import yaml
 
 from .. import mepbuild
 from ..datagen import const_file_name
-from ..spec import DTYPES, PLACEMENT_SPAN, Spec
+from ..spec import DTYPES, PLACEMENT_SPAN, Spec, is_fed
 from ..templating import template_loader
 
 NPY_DESCR = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "int8": "|i1", "uint8": "|u1", "int16": "<i2",
@@ -41,7 +41,8 @@ def render_harness(spec: Spec) -> str:
             continue
         buffers.append({"name": p.name, "role": p.role, "ctype": DTYPES[p.dtype], "descr": NPY_DESCR[p.dtype],
                         "count": _wide(str(p.count), spec.sizes),
-                        "poison": "0xFF" if p.dtype.startswith("float") else "0xA5", "placement": p.placement})
+                        "poison": "0xFF" if p.dtype.startswith("float") else "0xA5", "placement": p.placement,
+                        "fed": is_fed(p)})
         records = records or bool(p.lanes)
         args.append(f"mep_record_ptr{{d_{p.name}}}" if p.lanes else f"d_{p.name}")
     constants = []
@@ -51,9 +52,23 @@ def render_harness(spec: Spec) -> str:
                               "count": _wide(str(c.count), spec.sizes), "index": sum(1 for x in constants if x["file"]) + 1})
         else:
             constants.append({"symbol": c.name, "file": None, "value": c.value})
+    chain_buffers = [{"name": b.name, "ctype": DTYPES[b.dtype], "descr": NPY_DESCR[b.dtype], "loaded": b.init is not None,
+                      "count": _wide(str(b.count), spec.sizes)} for b in spec.buffers]
+    roles = {p.name: p.role for p in spec.params}
+    chain = []
+    for step in spec.chain:
+        cargs = []
+        for a in step.args:
+            if a.role == "scalar":
+                cargs.append(a.value)
+            else:   # a target input: the device copy its runs start from (inout: the reset source)
+                ptr = f"init_{a.buffer}" if roles.get(a.buffer) == "inout" else f"d_{a.buffer}"
+                cargs.append(f"mep_record_ptr{{{ptr}}}")
+        chain.append({"kernel": step.kernel, "callee": step.callee, "grid": step.grid, "block": step.block,
+                      "shared_mem": step.shared_mem, "args": cargs, "site": step.site})
     return _env().get_template("harness.cu.j2").render(
         kernel_name=spec.kernel.name, callee=spec.launch.callee, buffers=buffers, args=args, constants=constants,
-        records=records, placement_span=PLACEMENT_SPAN,
+        records=records or bool(chain), placement_span=PLACEMENT_SPAN, chain=chain, chain_buffers=chain_buffers,
         # only when a buffer holds halves: legacy code may define its own `half` at global scope
         fp16=any(x.dtype == "float16" for x in [*spec.params, *spec.constants]),
         grid=spec.launch.grid, block=spec.launch.block, shared_mem=spec.launch.shared_mem,
@@ -108,6 +123,25 @@ def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()
     for key in ("launch", "build", "verify", "timing", "work"):
         if key in d:
             lines.append(f"{key}: {_flow(d[key])}")
+    if d.get("chain"):
+        lines.append("# launches run in this order before the target, once per input set (never timed); what they")
+        lines.append("# write into the target's inputs is their `init: {kind: chain}` (docs/mep-format.md)")
+        lines.append("chain:")
+        for i, step in enumerate(d["chain"]):
+            lines += [f"  # TODO(mepgen): {t.reason}" for t in spec.todo if t.field == f"chain[{i}]"]
+            args = step.pop("args")
+            for j, (key, value) in enumerate(step.items()):
+                text = _flow(value) if isinstance(value, (dict, list)) else _flow([value])[1:-1]
+                lines.append(f"  {'- ' if j == 0 else '  '}{key}: {text}")
+            lines.append("    args:")
+            lines += [f"      - {_flow(a)}" for a in args]
+    if d.get("buffers"):
+        lines.append("buffers:               # used only by the chain; generated into data/in/<name>.npy when they have an init")
+        for b in d["buffers"]:
+            note = b.pop("note", None)
+            if note:
+                lines.append(f"  # {b['name']}: {note}")
+            lines.append(f"  - {_flow(b)}")
     lines.append("# what mepgen could not infer; `mepgen mep` exits 3 while this is not empty. Fix the fields, then")
     lines.append("# empty this list and run `mepgen mep KERNEL --refresh`.")
     lines.append("todo:" + (" []" if not spec.todo else ""))

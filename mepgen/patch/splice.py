@@ -52,9 +52,21 @@ def plan(app: Path, inventory: dict, kernel: dict, defs: list[Definition], origi
         raise MepgenError(f"the variant defines no kernel named {name}")
     new_kernel = found[0]
     shared = {m["qualified_name"]: m for m in kernel["closure"]["device_functions"]}
+    # a chained MEP's kernel.cu also holds the kernels its chain runs first: the application's own, unchanged
+    app_kernels = {k["qualified_name"]: k for k in inventory.get("kernels", []) if k["qualified_name"] != name}
+    chain = set()
+    for d in defs:
+        k = app_kernels.get(d.qualified_name)
+        if d.is_kernel and k is not None:
+            if d.text.strip() != _member_text(app, k).strip():
+                raise MepgenError(f"the variant changes {d.qualified_name} ({k['file']}:{k.get('start_line', '?')}), "
+                                  f"a kernel its MEP's chain runs before {name}; patch changes only {name}")
+            chain.add(d.qualified_name)
+            for m in k["closure"]["device_functions"]:
+                shared.setdefault(m["qualified_name"], m)
     helpers: list[Definition] = []
     for d in defs:
-        if d is new_kernel:
+        if d is new_kernel or d.qualified_name in chain:
             continue
         if d.qualified_name in shared:
             if d.text.strip() != _member_text(app, shared[d.qualified_name]).strip():
