@@ -55,7 +55,7 @@ def test_warp_per_row_local_accumulator_and_csr(meps):
 
 def test_warp_per_row_vector_loads(meps):
     src, spec, launch = load(meps["analysis.dense_matvec"])
-    assert WarpPerRow().space(src, spec, launch)["vec"] == [4, 1]
+    assert WarpPerRow().space(src, spec, launch)["vec"] == [1, 4]
     rw = WarpPerRow().apply(src, spec, launch, {"tpr": 32, "block": 256, "vec": 4})
     assert "struct __align__(16) mepgen_vec0 { float c[4]; };" in rw.text
     assert "*reinterpret_cast<const mepgen_vec0*>(&A[row * ncols + mepgen_j4]);" in rw.text
