@@ -163,23 +163,7 @@ def test_tile_window_conv1d_taps(meps):
     assert rw.explanation.startswith("tile_window: every read of x[i + offset]") and "span 14" in rw.explanation
     src, spec, launch = load(meps["conv1d_taps"])
     space = TileWindow().space(src, spec, launch)
-    assert space == {"block": [256, 128, 512], "per_thread": [4, 2, 8, 1], "registers": [0, 1]}
-
-
-def test_tile_window_register_window(meps):
-    rw = rewrite(meps, "conv1d_taps", TileWindow(), {"block": 256, "per_thread": 4, "registers": 1})
-    # the shared window as 16-byte vectors, with room for the last thread's whole loads
-    assert "__shared__ mepgen_v4 mepgen_win4[((1024 + ((FILT_W) - 1) + 3) / 4 * 4 + 4) / 4];" in rw.text
-    assert "float mepgen_reg[4 * ((4 + ((FILT_W) - 1) + 3) / 4)];" in rw.text
-    assert "const mepgen_v4 mepgen_v = mepgen_win4[threadIdx.x * 1 + mepgen_k];" in rw.text
-    # consecutive outputs per thread; every tap a constant register index once the taps are unrolled
-    assert "const int i = (int)(mepgen_base + threadIdx.x * 4 + mepgen_r);" in rw.text
-    assert "#pragma unroll\n            for (int t = 0; t < FILT_W; ++t) {" in rw.text
-    assert "s += c_taps[t] * mepgen_reg[mepgen_r + t];" in rw.text
-    assert "register copy of the thread's window" in rw.explanation and "4 consecutive outputs" in rw.explanation
-    src, spec, launch = load(meps["conv1d_taps"])
-    with pytest.raises(Refused, match="multiple of 4 outputs per thread"):
-        TileWindow().apply(src, spec, launch, {"block": 256, "per_thread": 2, "registers": 1})
+    assert space == {"block": [256, 128, 512], "per_thread": [4, 2, 8, 1]}
 
 
 def test_tile_window_refuses(meps):
@@ -215,8 +199,7 @@ CASES = [("heat.diffuse_step", TileStencil, {"block": "32x8"}), ("smooth9", Tile
          ("gemm_tn", TileMatmul, {"tile": 128, "rm": 8, "rn": 8, "bk": 8}),
          ("syrk_lower", TileMatmul, {"tile": 64, "rm": 8, "rn": 4, "bk": 16}),
          ("conv1d_taps", TileWindow, {"block": 256, "per_thread": 4}),
-         ("conv1d_taps", TileWindow, {"block": 512, "per_thread": 1}),
-         ("conv1d_taps", TileWindow, {"block": 128, "per_thread": 8, "registers": 1})]
+         ("conv1d_taps", TileWindow, {"block": 512, "per_thread": 1})]
 
 
 @pytest.mark.nvcc

@@ -32,7 +32,7 @@ MAX_SHARED = 48 * 1024
 class TileWindow(Transformation):
     def __init__(self):
         super().__init__("tile_window", "shared-memory window (input + span) for 1-D windowed sums",
-                         {"block": 256, "per_thread": 4, "registers": 0})
+                         {"block": 256, "per_thread": 4})
 
     def _match(self, src: KernelSource, spec, launch):
         i, i_decl = thread_index_var(src)
@@ -147,19 +147,13 @@ class TileWindow(Transformation):
             legal = [(b, r) for b, r in legal if cap is not None and b <= cap]
         if not legal:
             raise Refused("no block fits the window in shared memory and the launch bounds")
-        out = {"block": sorted({b for b, _ in legal}, key=blocks.index),
-               "per_thread": sorted({r for _, r in legal}, key=per.index)}
-        if item == 4 and any(r % 4 == 0 for _, r in legal):
-            out["registers"] = [0, 1]
-        return out
+        return {"block": sorted({b for b, _ in legal}, key=blocks.index),
+                "per_thread": sorted({r for _, r in legal}, key=per.index)}
 
     def apply(self, src, spec, launch, params):
         m = self._match(src, spec, launch)
         b, r = int(params.get("block", 256)), int(params.get("per_thread", 4))
-        regs = int(params.get("registers", 0))
         space = self.space(src, spec, launch)
-        if regs and (1 not in space.get("registers", []) or r % 4):
-            raise Refused("a register window needs 4-byte elements and a multiple of 4 outputs per thread")
         if b not in space["block"] or r not in space["per_thread"] or \
                 (b * r + m["span"]) * BYTES[m["ctype"]] > MAX_SHARED:
             raise Refused(f"block {b} x {r} outputs per thread is not legal here")
@@ -173,23 +167,12 @@ class TileWindow(Transformation):
         for c, _ in m["reads"]:
             s, e = src.span(c)
             index = src.src(list(c.get_children())[1])
-            at = re.sub(rf"(?<![.\w]){re.escape(i)}(?!\w)", "mepgen_r", index)     # i + t -> mepgen_r + t
-            new = f"mepgen_reg[{at}]" if regs else f"{win}[({index}) - mepgen_base]"
-            edits.append((s - guard_s, e - guard_s, new))
-        if regs:        # the taps fully unrolled, so that every register index is a constant
-            for c in walk(m["guard"]):
-                if kind(c) == "FOR_STMT" and src.span(c)[0] != guard_s:
-                    s = src.span(c)[0]
-                    if not src.text[:s].rstrip().endswith(")") or "#pragma" not in src.text[:s].splitlines()[-1]:
-                        col = s - (src.text.rfind("\n", 0, s) + 1)
-                        edits.append((s - guard_s, s - guard_s, "#pragma unroll\n" + " " * col))
+            edits.append((s - guard_s, e - guard_s, f"{win}[({index}) - mepgen_base]"))
         guard = src.text[guard_s:guard_e]
         for a, z, new in sorted(edits, reverse=True):
             guard = guard[:a] + new + guard[z:]
         column = guard_s - (src.text.rfind("\n", 0, guard_s) + 1)
         ind = "    "
-        if regs:
-            return self._register_window(src, m, launch, b, r, i_type, _dedent(guard, column))
         body = ["{",
                 f"{ind}// mepgen tile_window: {arr} staged in shared memory ({b * r} outputs per block + the window's "
                 f"span), {r} outputs per thread",
@@ -213,50 +196,6 @@ class TileWindow(Transformation):
         return Rewrite(text, f"tile_window: every read of {arr}[{i} + offset] served from a shared-memory window "
                              f"({b * r} outputs + span {m['span']} loaded once per block, coalesced), {r} outputs "
                              f"per thread; launch {b}-thread blocks",
-                       {"grid": grid, "block": [str(b)], "shared_mem": str(launch.get("shared_mem", "0"))})
-
-
-    @staticmethod
-    def _register_window(src, m, launch, b, r, i_type, guard) -> Rewrite:
-        """R consecutive outputs per thread from a register copy of the thread's window (128-bit shared loads)."""
-        i, arr, win, ind = m["i"], m["array"], "mepgen_win", "    "
-        size = f"{b * r} + {m['span_txt']}"
-        padded = f"(({size} + 3) / 4 * 4 + 4)"       # room for the last thread's whole 16-byte loads
-        nv = f"(({r} + {m['span_txt']} + 3) / 4)"
-        body = ["{",
-                f"{ind}// mepgen tile_window: {arr} staged in shared memory ({b * r} outputs per block + the window's "
-                f"span), {r} consecutive outputs per thread from a register copy of its window",
-                f"{ind}struct __align__(16) mepgen_v4 {{ {m['ctype']} c[4]; }};",
-                f"{ind}__shared__ mepgen_v4 mepgen_win4[{padded} / 4];",
-                f"{ind}{m['ctype']}* const {win} = mepgen_win4[0].c;",
-                f"{ind}const long long mepgen_base = (long long)blockIdx.x * {b * r};",
-                f"{ind}for (int mepgen_e = threadIdx.x; mepgen_e < {size}; mepgen_e += {b}) {{",
-                f"{ind * 2}if (mepgen_base + mepgen_e < (long long)({m['bound']}) + {m['span_txt']}) {{",
-                f"{ind * 3}{win}[mepgen_e] = {arr}[mepgen_base + mepgen_e];",
-                f"{ind * 2}}}",
-                f"{ind}}}",
-                f"{ind}__syncthreads();",
-                f"{ind}{m['ctype']} mepgen_reg[4 * {nv}];",
-                f"{ind}#pragma unroll",
-                f"{ind}for (int mepgen_k = 0; mepgen_k < {nv}; ++mepgen_k) {{",
-                f"{ind * 2}const mepgen_v4 mepgen_v = mepgen_win4[threadIdx.x * {r // 4} + mepgen_k];",
-                f"{ind * 2}#pragma unroll",
-                f"{ind * 2}for (int mepgen_c = 0; mepgen_c < 4; ++mepgen_c) mepgen_reg[4 * mepgen_k + mepgen_c] = "
-                f"mepgen_v.c[mepgen_c];",
-                f"{ind}}}",
-                f"{ind}#pragma unroll",
-                f"{ind}for (int mepgen_r = 0; mepgen_r < {r}; ++mepgen_r) {{",
-                f"{ind * 2}{i_type} {i} = (int)(mepgen_base + threadIdx.x * {r} + mepgen_r);",
-                *[f"{ind * 2}{line}" for line in guard.splitlines()],
-                f"{ind}}}",
-                "}"]
-        start, end = src.span(src.body)
-        text = src.replace([(start, end, "\n".join(body))])
-        grid = [_sub(launch["grid"][0], m["token"], b * r)]
-        return Rewrite(text, f"tile_window: every read of {arr}[{i} + offset] served from a register copy of the "
-                             f"thread's window, filled by 128-bit loads from a shared-memory window ({b * r} outputs + "
-                             f"span {m['span']} loaded once per block, coalesced), {r} consecutive outputs per thread; "
-                             f"launch {b}-thread blocks",
                        {"grid": grid, "block": [str(b)], "shared_mem": str(launch.get("shared_mem", "0"))})
 
 
