@@ -120,6 +120,27 @@ def test_split_columns_refuses(meps):
     assert "mean must match exactly" in refusal(meps, "analysis.column_mean", t, edit_spec=exact)
 
 
+def test_split_columns_inside_a_column_guard(meps):
+    """matvec_cols after scalar_replace: `if (col < n) { float acc = 0; for (...) acc += ...; y[col] = acc; }`."""
+    from mepgen.optimize.library.scalar_replace import ScalarReplace
+    from mepgen.optimize.library.source import KernelSource
+    src, spec, launch = load(meps["matvec_cols"])
+    replaced = ScalarReplace().apply(src, spec, launch, {})
+    src = KernelSource(replaced.text, spec)
+    assert "8x64" in SplitColumns().space(src, spec, launch)["shape"]
+    rw = SplitColumns().apply(src, spec, launch, {"shape": "8x64"})
+    # the accumulator hoisted out of the guard so that every thread reaches the barrier
+    assert rw.text.index("float mepgen_acc0 = (0.0f);") < rw.text.index("if (col < n) {")
+    assert "for (int i = (0) + threadIdx.y; i < n; i += 64) {" in rw.text
+    assert "__syncthreads();" in rw.text and "mepgen_acc0 += mepgen_part[mepgen_s][threadIdx.x];" in rw.text
+    assert "        if (col < n) {\n            y[col] = mepgen_acc0;" in rw.text
+    assert rw.launch == {"grid": ["(N + 8 - 1) / 8"], "block": ["8", "64"], "shared_mem": "0"}
+    assert "the column guard kept around the row slices and the output" in rw.explanation
+    with_else = replaced.text.replace("y[col] = mepgen_acc0; }\n    }", "y[col] = mepgen_acc0; }\n    } else { y[0] = 0; }")
+    assert with_else != replaced.text
+    assert "the column guard has an else branch" in refusal(meps, "matvec_cols", SplitColumns(), with_else)
+
+
 # --- coarsen ------------------------------------------------------------------------------------------
 
 def test_coarsen_apply_boundary(meps):
@@ -233,3 +254,16 @@ def test_launch_config_after_the_new_rewrites(meps):
     src2, spec2, _ = load(meps["heat.apply_boundary"], rw.text)
     lc = LaunchConfig().apply(src2, spec2, rw.launch, {"block": 128})
     assert lc.launch["grid"] == ["((((2 * NX + 2 * (NY - 2)) + 128 - 1) / 128) + 4 - 1) / 4"]
+
+
+@pytest.mark.nvcc
+def test_split_columns_inside_a_column_guard_compiles(meps, tmp_path):
+    from mepgen.optimize.library.scalar_replace import ScalarReplace
+    from mepgen.optimize.library.source import KernelSource
+    src, spec, launch = load(meps["matvec_cols"])
+    src = KernelSource(ScalarReplace().apply(src, spec, launch, {}).text, spec)
+    rw = SplitColumns().apply(src, spec, launch, {"shape": "32x8"})
+    f = tmp_path / "kernel.cu"
+    f.write_text(rw.text)
+    built = NativeBackend(spec, meps["matvec_cols"], tmp_path / "build").compile(f, launch=launch_from(spec, rw.launch))
+    assert not isinstance(built, CompileFailed), built.message

@@ -90,6 +90,9 @@ class SplitColumns(Transformation):
             i += 1
         if col is None:
             raise Refused("no `col = blockIdx.x * blockDim.x + threadIdx.x` column index at the top of the kernel")
+        guard = None
+        if acc is None and i == len(stmts) - 1 and kind(stmts[i]) == "IF_STMT":
+            guard, stmts, i, acc = self._guarded(src, stmts[i], col)
         if acc is None or i >= len(stmts) or kind(stmts[i]) != "FOR_STMT":
             raise Refused("no accumulator declared with zero right before a row loop")
         loop = canonical_loop(src, stmts[i])
@@ -128,8 +131,37 @@ class SplitColumns(Transformation):
             if "float" in acc[1] or "double" in acc[1]:
                 if tol is None or (tol.rtol <= 0 and tol.atol <= 0):
                     raise Refused(f"{name} must match exactly: reordering the float sum over rows could change it")
+        if guard is not None and (shared or staging):
+            raise Refused("a guarded column loop that stages through shared memory")
         return dict(token=token, shared=shared, staging=staging, acc=acc, loop=loop, addend=addend, tail=tail,
-                    col=col)
+                    col=col, guard=guard)
+
+    @staticmethod
+    def _guarded(src, if_stmt, col):
+        """`if (col < BOUND) { T acc = 0; for (...) acc += E; TAIL }` (what scalar_replace makes of
+        `y[col] = 0; for (...) y[col] += E;`): the guard, the statements inside (nested blocks flattened),
+        the index of the loop and the accumulator."""
+        kids = list(if_stmt.get_children())
+        if len(kids) != 2:
+            raise Refused("the column guard has an else branch")
+        cond, then = kids
+        if kind(cond) != "BINARY_OPERATOR" or src.operator(cond) != "<" or \
+                squash(src.src(list(cond.get_children())[0])) != col:
+            raise Refused(f"the statement after the declarations is not a `{col} < bound` guard")
+
+        def flat(c):
+            if kind(c) == "COMPOUND_STMT":
+                return [x for k in c.get_children() for x in flat(k)]
+            return [c]
+        inner = flat(then)
+        if len(inner) < 2 or kind(inner[0]) != "DECL_STMT" or kind(inner[1]) != "FOR_STMT":
+            raise Refused("no accumulator declared with zero right before a row loop inside the column guard")
+        v = list(inner[0].get_children())
+        init = [k for k in v[0].get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")] if len(v) == 1 else []
+        if not init or squash(src.src(init[-1])).strip("()") not in _ZERO:
+            raise Refused("no accumulator declared with zero right before a row loop inside the column guard")
+        acc = (v[0].spelling, v[0].type.spelling.replace("const ", ""))
+        return dict(cursor=if_stmt, bound=src.src(list(cond.get_children())[1]), decl=inner[0]), inner, 1, acc
 
     def _addend(self, src, loop, acc, lane, shared_vars):
         """The value added per row, and whether the loop stages it through a shared array first."""
@@ -248,6 +280,8 @@ class SplitColumns(Transformation):
                 raise Refused(f"no row chunks across blocks: {why}")
         name, ctype = m["acc"]
         loop, ind = m["loop"], "    "
+        if m["guard"] is not None:
+            return self._apply_guarded(src, m, launch, bx, ry, edits, note)
         part = "mepgen_part"
         lo, hi = f"({loop.lo})", loop.hi
         chunk = []
@@ -298,4 +332,46 @@ class SplitColumns(Transformation):
                "in a fixed order (deterministic; only the float summation order changes)")
         return Rewrite(text, f"split columns: {ry} row slices per column ({bx}x{ry} blocks, {ry * chunks}x the "
                              f"threads), partial sums of `{name}` combined in shared memory {how}{note}",
+                       {"grid": grid, "block": [str(bx), str(ry)], "shared_mem": str(launch.get("shared_mem", "0"))})
+
+    def _apply_guarded(self, src, m, launch, bx, ry, edits, note) -> Rewrite:
+        """The column guard's form: the accumulator hoisted so that every thread reaches the barrier, the row
+        slices and the output statements guarded, the combine in the same fixed order."""
+        name, ctype = m["acc"]
+        loop, g, ind, part = m["loop"], m["guard"], "    ", "mepgen_part"
+        init = [k for k in list(g["decl"].get_children())[0].get_children()
+                if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")][-1]
+        tail = m["tail"]
+        tail_text = ""
+        if tail:
+            ts, te = src.span(tail[0])[0], src.span(tail[-1])[1]
+            te = te + 1 if src.text[te:te + 1] == ";" else te
+            tail_text = src.text[ts:te]
+        block = "\n".join([
+            f"// mepgen split_columns: {ry} row slices per column, partials combined in a fixed order",
+            f"{ind}{ctype} {name} = {src.src(init)};",
+            f"{ind}__shared__ {ctype} {part}[{ry}][{bx}];",
+            f"{ind}if ({m['col']} < {g['bound']}) {{",
+            f"{ind * 2}#pragma unroll 4",
+            f"{ind * 2}for (int {loop.var} = ({loop.lo}) + threadIdx.y; {loop.var} < {loop.hi}; {loop.var} += {ry}) {{",
+            f"{ind * 3}{name} += {src.src(m['addend'])};",
+            f"{ind * 2}}}",
+            f"{ind}}}",
+            f"{ind}{part}[threadIdx.y][threadIdx.x] = {name};",
+            f"{ind}__syncthreads();",
+            f"{ind}if (threadIdx.y == 0) {{",
+            f"{ind * 2}for (int mepgen_s = 1; mepgen_s < {ry}; ++mepgen_s) {{",
+            f"{ind * 3}{name} += {part}[mepgen_s][threadIdx.x];",
+            f"{ind * 2}}}",
+            f"{ind * 2}if ({m['col']} < {g['bound']}) {{",
+            *[f"{ind * 3}{line.strip()}" for line in tail_text.splitlines() if line.strip()],
+            f"{ind * 2}}}",
+            f"{ind}}}"])
+        edits.append((*src.span(g["cursor"]), block))
+        text = src.replace(edits)
+        grid = [_sub_token(launch["grid"][0], m["token"], bx)]
+        return Rewrite(text, f"split columns: {ry} row slices per column ({bx}x{ry} blocks, {ry}x the threads), "
+                             f"partial sums of `{name}` combined in shared memory in a fixed order (deterministic; "
+                             f"only the float summation order changes), the column guard kept around the row "
+                             f"slices and the output{note}",
                        {"grid": grid, "block": [str(bx), str(ry)], "shared_mem": str(launch.get("shared_mem", "0"))})
