@@ -69,7 +69,7 @@ def test_history_steers_the_parameters(meps):
             seen.append(params)
             ctx.history.append(Attempt(f"a{len(ctx.history)}", prop,
                                        fake_result(20.0 if params["tpr"] == 16 else 5.0)))
-    assert seen[0] == {"tpr": 32, "block": 256}
+    assert seen[0] == {"tpr": 32, "block": 256, "vec": 1}
     assert len({tuple(sorted(s.items())) for s in seen}) == len(seen)   # never the same point twice
 
 

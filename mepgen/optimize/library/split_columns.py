@@ -295,16 +295,7 @@ class SplitColumns(Transformation):
             f"// mepgen split_columns: {ry} row slices per column, partials combined in a fixed order",
             f"{ind}__shared__ {ctype} {part}[{ry}][{bx}];",
             *chunk,
-            f"{ind}#pragma unroll 4",
-            f"{ind}for (int {loop.var} = {lo} + threadIdx.y; {loop.var} < {hi}; {loop.var} += {ry}) {{",
-            f"{ind * 2}{name} += {src.src(m['addend'])};",
-            f"{ind}}}",
-            f"{ind}{part}[threadIdx.y][threadIdx.x] = {name};",
-            f"{ind}__syncthreads();",
-            f"{ind}if (threadIdx.y == 0) {{",
-            f"{ind * 2}for (int mepgen_s = 1; mepgen_s < {ry}; ++mepgen_s) {{",
-            f"{ind * 3}{name} += {part}[mepgen_s][threadIdx.x];",
-            f"{ind * 2}}}",
+            *_row_slices(src, m, ry, lo, hi, None),
         ])
         s, e = src.span(loop.cursor)
         tail = m["tail"]
@@ -351,18 +342,7 @@ class SplitColumns(Transformation):
             f"// mepgen split_columns: {ry} row slices per column, partials combined in a fixed order",
             f"{ind}{ctype} {name} = {src.src(init)};",
             f"{ind}__shared__ {ctype} {part}[{ry}][{bx}];",
-            f"{ind}if ({m['col']} < {g['bound']}) {{",
-            f"{ind * 2}#pragma unroll 4",
-            f"{ind * 2}for (int {loop.var} = ({loop.lo}) + threadIdx.y; {loop.var} < {loop.hi}; {loop.var} += {ry}) {{",
-            f"{ind * 3}{name} += {src.src(m['addend'])};",
-            f"{ind * 2}}}",
-            f"{ind}}}",
-            f"{ind}{part}[threadIdx.y][threadIdx.x] = {name};",
-            f"{ind}__syncthreads();",
-            f"{ind}if (threadIdx.y == 0) {{",
-            f"{ind * 2}for (int mepgen_s = 1; mepgen_s < {ry}; ++mepgen_s) {{",
-            f"{ind * 3}{name} += {part}[mepgen_s][threadIdx.x];",
-            f"{ind * 2}}}",
+            *_row_slices(src, m, ry, f"({loop.lo})", loop.hi, f"{m['col']} < {g['bound']}"),
             f"{ind * 2}if ({m['col']} < {g['bound']}) {{",
             *[f"{ind * 3}{line.strip()}" for line in tail_text.splitlines() if line.strip()],
             f"{ind * 2}}}",
@@ -375,3 +355,22 @@ class SplitColumns(Transformation):
                              f"only the float summation order changes), the column guard kept around the row "
                              f"slices and the output{note}",
                        {"grid": grid, "block": [str(bx), str(ry)], "shared_mem": str(launch.get("shared_mem", "0"))})
+
+
+def _row_slices(src, m, ry: int, lo: str, hi: str, guard: str | None) -> list[str]:
+    """Each thread's slice of the rows (`threadIdx.y`, step RY; under `guard` when given), its partial in
+    shared memory, and the start of the fixed-order combine by thread y == 0 (its `if` left open)."""
+    name, loop, ind, part = m["acc"][0], m["loop"], "    ", "mepgen_part"
+    pad = ind if guard else ""
+    lines = [f"{ind}if ({guard}) {{"] if guard else []
+    lines += [f"{pad}{ind}#pragma unroll 4",
+              f"{pad}{ind}for (int {loop.var} = {lo} + threadIdx.y; {loop.var} < {hi}; {loop.var} += {ry}) {{",
+              f"{pad}{ind * 2}{name} += {src.src(m['addend'])};",
+              f"{pad}{ind}}}"]
+    lines += [f"{ind}}}"] if guard else []
+    return lines + [f"{ind}{part}[threadIdx.y][threadIdx.x] = {name};",
+                    f"{ind}__syncthreads();",
+                    f"{ind}if (threadIdx.y == 0) {{",
+                    f"{ind * 2}for (int mepgen_s = 1; mepgen_s < {ry}; ++mepgen_s) {{",
+                    f"{ind * 3}{name} += {part}[mepgen_s][threadIdx.x];",
+                    f"{ind * 2}}}"]
