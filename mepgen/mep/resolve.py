@@ -239,20 +239,7 @@ class Resolver:
         fn = var.semantic_parent
         if fn is None:
             return True
-        usr = var.get_usr()
-        for n in walk(fn):
-            k = n.kind.name
-            if k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
-                kids = list(n.get_children())
-                if not kids:
-                    continue
-                target = strip(kids[0])
-                if target.kind.name == "DECL_REF_EXPR" and target.referenced is not None \
-                        and target.referenced.get_usr() == usr:
-                    op = operator_of(n, kids)
-                    if op in ("=", "&", "++", "--") or k == "COMPOUND_ASSIGNMENT_OPERATOR":
-                        return True
-        return False
+        return var.get_usr() in modified_locals(self.p, fn)
 
     def _member(self, c) -> str | None:
         kids = list(c.get_children())
@@ -352,6 +339,28 @@ class Resolver:
         if key not in self._decls:
             self._decls[key] = {n.spelling: n for n in walk(fn) if n.kind.name in ("VAR_DECL", "PARM_DECL")}
         return self._decls[key]
+
+
+def modified_locals(project: Project, fn) -> set[str]:
+    """USRs of the variables `fn` assigns, increments or takes the address of; one walk per function and
+    project (every variable of a launch site asks, and `--all` with chains asks for many sites)."""
+    cache = project.__dict__.setdefault("_modified_locals", {})
+    key = (fn.get_usr(), str(fn.location.file), fn.extent.start.offset)
+    if key not in cache:
+        out = set()
+        for n in walk(fn):
+            k = n.kind.name
+            if k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
+                kids = list(n.get_children())
+                if not kids:
+                    continue
+                target = strip(kids[0])
+                if target.kind.name == "DECL_REF_EXPR" and target.referenced is not None:
+                    op = operator_of(n, kids)
+                    if op in ("=", "&", "++", "--") or k == "COMPOUND_ASSIGNMENT_OPERATOR":
+                        out.add(target.referenced.get_usr())
+        cache[key] = out
+    return cache[key]
 
 
 def operator_of(node, kids) -> str:
