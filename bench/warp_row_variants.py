@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Which form of warp_per_row reads a row fastest? A controlled comparison on the GPU, every variant verified
 and timed by the evaluator (the same one `mepgen optimize` uses): scalar lanes against 128-bit loads (vec=4),
-the vector loop unrolled 1/2/4/8 times, the unroll transformation on top, and blocks of 64 and 256 threads.
+the vector loop unrolled, the unroll transformation on top, blocks of 64 and 256 threads, and 64-256 lanes
+(several warps) per row.
 
     python3 bench/warp_row_variants.py --app kernels --kernels matvec_rows row_sumsq --record OUT.md
 """
@@ -31,6 +32,11 @@ from mepgen.spec import load_spec  # noqa: E402
 def variants(src, spec, launch):
     """(label, text, launch) of every variant compared."""
     out = []
+    for tpr, block in ((64, 256), (128, 256), (128, 512), (256, 512)):
+        many = WarpPerRow().apply(src, spec, launch, {"tpr": tpr, "block": block, "vec": 1})
+        out.append((f"scalar, {tpr} lanes per row, block {block}", many.text, many.launch))
+        unrolled = Unroll().apply(KernelSource(many.text, spec), spec, many.launch, {"factor": 4})
+        out.append((f"scalar + unroll 4, {tpr} lanes per row, block {block}", unrolled.text, many.launch))
     for block in (64, 256):
         scalar = WarpPerRow().apply(src, spec, launch, {"tpr": 32, "block": block, "vec": 1})
         out.append((f"scalar, block {block}", scalar.text, scalar.launch))

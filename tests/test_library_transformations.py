@@ -73,6 +73,24 @@ def test_warp_per_row_vector_loads(meps):
     assert "mepgen_part += mepgen_v0.c[mepgen_k] * mepgen_v0.c[mepgen_k];" in sq.text
 
 
+def test_warp_per_row_several_warps_per_row(meps):
+    src, spec, launch = load(meps["row_sumsq"])
+    assert WarpPerRow().space(src, spec, launch)["tpr"] == [32, 64, 128, 16, 8, 4]
+    rw = WarpPerRow().apply(src, spec, launch, {"tpr": 128, "block": 256})
+    assert "mepgen_part += __shfl_down_sync(0xffffffffu, mepgen_part, mepgen_off, 32);" in rw.text
+    assert "__shared__ float mepgen_warps[256 / 32];" in rw.text
+    assert "if (threadIdx.x % 32 == 0) mepgen_warps[threadIdx.x / 32] = mepgen_part;" in rw.text
+    assert "__syncthreads();" in rw.text and "for (int mepgen_w = 0; mepgen_w < 4; ++mepgen_w)" in rw.text
+    assert "the 4 warps of a row added through shared memory" in rw.explanation
+    assert rw.launch["grid"] == ["((long long)(N) * 128 + 256 - 1) / 256"]
+    with pytest.raises(Refused, match="do not tile a block of 64 threads"):
+        WarpPerRow().apply(src, spec, launch, {"tpr": 128, "block": 64})
+    # the block is baked in: launch_config must not change it under the kernel
+    from mepgen.optimize.library.source import KernelSource
+    with pytest.raises(Refused, match="bakes the block size 256 in"):
+        LaunchConfig().space(KernelSource(rw.text, spec), spec, rw.launch)
+
+
 def test_warp_per_row_vector_loads_refused(meps):
     src, spec, launch = load(meps["cg.spmv_csr"])        # the row starts at row_ptr[row]: alignment unknown
     assert WarpPerRow().space(src, spec, launch)["vec"] == [1]
@@ -139,7 +157,8 @@ def test_unroll_and_launch_bounds(meps):
 
 CASES = [("analysis.dense_matvec", WarpPerRow, {"tpr": 32, "block": 256}),
          ("analysis.dense_matvec", WarpPerRow, {"tpr": 16, "block": 128, "vec": 4}),
-         ("row_sumsq", WarpPerRow, {"tpr": 32, "block": 256, "vec": 4}), ("cg.spmv_csr", WarpPerRow, {"tpr": 4, "block": 128}),
+         ("row_sumsq", WarpPerRow, {"tpr": 32, "block": 256, "vec": 4}),
+         ("analysis.dense_matvec", WarpPerRow, {"tpr": 128, "block": 512, "vec": 4}), ("cg.spmv_csr", WarpPerRow, {"tpr": 4, "block": 128}),
          ("matvec_rows", WarpPerRow, {"tpr": 32, "block": 512}), ("matvec_cols", ScalarReplace, {}),
          ("analysis.histogram", Privatize, {}), ("label_counts", Privatize, {}),
          ("cg.axpy", Restrict, {"ldg": True}), ("conv1d", Unroll, {"factor": 4}), ("cg.xpay", LaunchBounds, {"min_blocks": 2}),

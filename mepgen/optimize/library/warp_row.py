@@ -1,4 +1,5 @@
-"""Thread-per-row reduction -> a group of TPR lanes (up to a warp) per row, combined with shuffles.
+"""Thread-per-row reduction -> a group of TPR lanes per row, combined with shuffles (and, for TPR of 64 or
+128, the warps of a row added through shared memory: a matrix with few rows then still fills the GPU).
 
 One thread walking a contiguous row reads memory with a stride of a whole row between neighbouring
 threads (uncoalesced); TPR lanes walking the row together read consecutive elements, then
@@ -114,7 +115,7 @@ class WarpPerRow(Transformation):
             vec = [1, 4]        # scalar first: on H200 it is the faster (bench/results/warp_row_variants.md)
         except Refused:
             vec = [1]
-        return {"tpr": [32, 16, 8, 4], "block": blocks, "vec": vec}
+        return {"tpr": [32, 64, 128, 16, 8, 4], "block": blocks, "vec": vec}
 
     def _vector_plan(self, src: KernelSource, spec, m) -> dict:
         """How `vec=4` loads the row: the accesses that walk it, their 128-bit loads, and the run-time guard."""
@@ -183,6 +184,8 @@ class WarpPerRow(Transformation):
     def apply(self, src, spec, launch, params):
         m = self._match(src, spec)
         tpr, block = int(params.get("tpr", 32)), int(params.get("block", 256))
+        if tpr not in (4, 8, 16, 32, 64, 128, 256) or block % tpr:
+            raise Refused(f"{tpr} lanes per row do not tile a block of {block} threads")
         vec = int(params.get("vec", 1))
         if vec not in (1, LANES):
             raise Refused(f"vec must be 1 or {LANES}, not {vec}")
@@ -215,9 +218,10 @@ class WarpPerRow(Transformation):
             f"{ind}if ({m['row']} < {m['bound']}) {{",
             *[f"{ind * 2}{line}" for line in inner],
             f"{ind}}}",
-            f"{ind}for (int mepgen_off = {tpr // 2}; mepgen_off > 0; mepgen_off >>= 1) {{",
-            f"{ind * 2}{acc} += __shfl_down_sync(0xffffffffu, {acc}, mepgen_off, {tpr});",
+            f"{ind}for (int mepgen_off = {min(tpr, 32) // 2}; mepgen_off > 0; mepgen_off >>= 1) {{",
+            f"{ind * 2}{acc} += __shfl_down_sync(0xffffffffu, {acc}, mepgen_off, {min(tpr, 32)});",
             f"{ind}}}",
+            *(self._across_warps(s.ctype, acc, tpr, block) if tpr > 32 else []),
             f"{ind}if ({m['row']} < {m['bound']} && {lane} == 0) {{",
             *[f"{ind * 2}{line}" for p in post for line in p.splitlines()],
             f"{ind}}}",
@@ -229,10 +233,25 @@ class WarpPerRow(Transformation):
         vec_note = "" if plan is None else \
             (f"; {', '.join(plan['pointers'])} read {LANES} elements per 128-bit load where the row start and "
              f"pointers are 16-byte aligned (checked at run time, scalar loop otherwise)")
+        across = f", the {tpr // 32} warps of a row added through shared memory" if tpr > 32 else ""
         return Rewrite(text, f"warp per row: {tpr} lanes share each row of the `{src.src(s.target)} += ...` "
-                             f"reduction (coalesced reads, __shfl_down_sync sum){vec_note}; launch {block}-thread "
+                             f"reduction (coalesced reads, __shfl_down_sync sum{across}){vec_note}; launch {block}-thread "
                              f"blocks, {tpr}x the threads",
                        {"grid": [grid], "block": [str(block)], "shared_mem": "0"})
+
+    @staticmethod
+    def _across_warps(ctype, acc, tpr, block) -> list[str]:
+        """More than a warp per row: each warp's sum through shared memory, added by the row's first lane in
+        warp order (every thread reaches the barrier: the kernel has no early return)."""
+        ind = "    "
+        return [f"{ind}__shared__ {ctype} mepgen_warps[{block} / 32];",     # the block is baked in: launch_config refuses
+                f"{ind}if (threadIdx.x % 32 == 0) mepgen_warps[threadIdx.x / 32] = {acc};",
+                f"{ind}__syncthreads();",
+                f"{ind}if (threadIdx.x % {tpr} == 0) {{",
+                f"{ind * 2}{acc} = 0;",
+                f"{ind * 2}for (int mepgen_w = 0; mepgen_w < {tpr // 32}; ++mepgen_w) {acc} += "
+                f"mepgen_warps[threadIdx.x / 32 + mepgen_w];",
+                f"{ind}}}"]
 
     @staticmethod
     def _vector_loop(src, m, plan, tpr, lane, acc, scalar) -> list[str]:
