@@ -75,7 +75,7 @@ def test_warp_per_row_vector_loads(meps):
 
 def test_warp_per_row_several_warps_per_row(meps):
     src, spec, launch = load(meps["row_sumsq"])
-    assert WarpPerRow().space(src, spec, launch)["tpr"] == [32, 64, 128, 16, 8, 4]
+    assert WarpPerRow().space(src, spec, launch)["tpr"] == [32, 64, 128, 256, 16, 8, 4]
     rw = WarpPerRow().apply(src, spec, launch, {"tpr": 128, "block": 256})
     assert "mepgen_part += __shfl_down_sync(0xffffffffu, mepgen_part, mepgen_off, 32);" in rw.text
     assert "__shared__ float mepgen_warps[256 / 32];" in rw.text

@@ -1,5 +1,5 @@
 """Thread-per-row reduction -> a group of TPR lanes per row, combined with shuffles (and, for TPR of 64 or
-128, the warps of a row added through shared memory: a matrix with few rows then still fills the GPU).
+256, the warps of a row added through shared memory: a matrix with few rows then still fills the GPU).
 
 One thread walking a contiguous row reads memory with a stride of a whole row between neighbouring
 threads (uncoalesced); TPR lanes walking the row together read consecutive elements, then
@@ -115,7 +115,7 @@ class WarpPerRow(Transformation):
             vec = [1, 4]        # scalar first: on H200 it is the faster (bench/results/warp_row_variants.md)
         except Refused:
             vec = [1]
-        return {"tpr": [32, 64, 128, 16, 8, 4], "block": blocks, "vec": vec}
+        return {"tpr": [32, 64, 128, 256, 16, 8, 4], "block": blocks, "vec": vec}
 
     def _vector_plan(self, src: KernelSource, spec, m) -> dict:
         """How `vec=4` loads the row: the accesses that walk it, their 128-bit loads, and the run-time guard."""
