@@ -212,3 +212,16 @@ def test_size_option_settles_a_count_todo(tmp_path):
     s = load_spec(app / ".mepgen" / "meps" / "scatter" / "mep.yaml")
     assert s.todo == [] and s.param("out").count == "OUT_COUNT" and s.sizes["OUT_COUNT"] == 4096
     assert "TODO(mepgen)" not in (app / ".mepgen" / "meps" / "scatter" / "mep.yaml").read_text()
+
+
+def test_configured_arch_wins_and_a_bad_one_is_refused(heatcg):
+    (heatcg / ".mepgen" / "config.yaml").write_text("mep: {arch: sm_100a}\n")
+    r = run("heat::apply_boundary", "-C", heatcg)
+    assert r.exit_code == 0, r.output
+    mep = heatcg / ".mepgen" / "meps" / "heat.apply_boundary"
+    assert load_spec(mep / "mep.yaml").build.arch == "sm_100a"
+    assert "# build.arch: configured (mep.arch)" in (mep / "mep.yaml").read_text()
+    assert "-arch=sm_100a" in (mep / "Makefile").read_text()
+    (heatcg / ".mepgen" / "config.yaml").write_text("mep: {arch: hopper}\n")
+    r = run("heat::apply_boundary", "-C", heatcg, "--force")
+    assert r.exit_code != 0 and "mep.arch 'hopper' is not an nvcc real architecture" in r.output

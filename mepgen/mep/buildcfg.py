@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 
+from ..errors import MepgenError
 from ..spec import Build
 
 DEFAULT_ARCH = "sm_90"
@@ -75,8 +76,21 @@ def build_config(inventory: dict, kernel: dict, size_names: set[str], detect_gpu
     return Build(arch=arch, std=tu.get("std", "c++17"), defines=defines, nvcc_flags=flags)
 
 
-def arch_source(inventory: dict, kernel: dict, arch: str, detect_gpu: bool = True) -> str:
+def configured_arch(cfg: dict) -> str | None:
+    """`mep.arch` of the configuration (e.g. sm_90a, for MEPs cut on a machine without the target GPU);
+    it wins over the detected GPU and the compile command. A value nvcc would not take is an error here,
+    not a compile failure later."""
+    arch = cfg["mep"].get("arch")
+    if arch is not None and not re.fullmatch(r"sm_\d+[a-z]?", arch):
+        raise MepgenError(f"mep.arch '{arch}' is not an nvcc real architecture such as sm_90 or sm_90a")
+    return arch
+
+
+def arch_source(inventory: dict, kernel: dict, arch: str, detect_gpu: bool = True,
+                configured: str | None = None) -> str:
     """Where build.arch came from, for the comment in mep.yaml."""
+    if configured and configured == arch:
+        return "configured (mep.arch)"
     tu = next((t for t in inventory["translation_units"] if t["file"] == kernel["file"]), {})
     if detect_gpu and detected_arch() == arch:
         return "detected with nvidia-smi"

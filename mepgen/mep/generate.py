@@ -13,7 +13,8 @@ from . import writer
 from . import chain as chains
 from .ask_llm import Outcome, launch_site
 from .assemble import assemble, choose_launch
-from .buildcfg import arch_source
+from ..config import load_config
+from .buildcfg import arch_source, configured_arch
 from .kernelsrc import render_kernel_file
 from .project import Project
 from .render import render_harness, render_makefile, render_yaml
@@ -76,6 +77,7 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
         if bad:
             raise MepgenError(f"{k['qualified_name']} uses {', '.join(bad)}, which an MEP cannot reproduce yet")
     project = Project(ws.app_root, inv["translation_units"])
+    arch = configured_arch(load_config(ws.app_root))
     results = []
     for k in kernels:
         mep_dir = ws.mep_dir(k["id"])
@@ -86,6 +88,8 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
         backup = writer.guard_overwrite(mep_dir, force) if mep_dir.exists() else None
         symbols = chains.Symbols()
         spec, notes = assemble(project, inv, k, dict(sizes or {}), detect_gpu, symbols=symbols)
+        if arch:
+            spec.build.arch = arch
         site, _ = choose_launch(project, k)
         found = chains.detect(project, inv, k, spec, site, symbols, dict(sizes or {}))
         notes += found.notes
@@ -102,7 +106,7 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
             notes.append(f"{', '.join(managed)} is managed memory in the application; the MEP uses device memory")
         header = [f"MEP of {k['qualified_name']} (mepgen, format 1: docs/mep-format.md). Edit freely; then run",
                   f"`mepgen mep {k['qualified_name']} --refresh` to render harness.cu, Makefile and data/in again.",
-                  f"build.arch: {arch_source(inv, k, spec.build.arch, detect_gpu)}"] + notes
+                  f"build.arch: {arch_source(inv, k, spec.build.arch, detect_gpu, configured=arch)}"] + notes
         yaml_text = render_yaml(spec, header)
         assembled, spec = spec, load_spec(mep_dir / "mep.yaml", yaml_text)   # validated as a person's file is
         kernel_text = render_kernel_file(ws.app_root, k, spec, feeders)
