@@ -10,11 +10,13 @@
 #   bench/gpu_pending.sh patch      optimize, patch, rebuild, self-check, time in the application (issue 7)
 #   bench/gpu_pending.sh capture    capture on both examples: the dense one, histogram and dot of heatcg (issues 3, 8)
 #   bench/gpu_pending.sh tuning     tile_matmul's whole space on dense's matmul, then hillclimb vs random search (issue 5)
+#   bench/gpu_pending.sh rows       warp_per_row's variants (lanes per row, 128-bit loads, unroll, block) on matvec_rows, row_sumsq
+#   bench/gpu_pending.sh window     tile_window's whole space on dense's conv1d_taps, then the strategies replayed on it
 #
 # Each step records under bench/results/ and, where $OUT is set (the device tool), copies what it wrote there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-step=${1:?name a step: tests, library, optimize, patch, capture or tuning}
+step=${1:?name a step: tests, library, optimize, patch, capture, tuning, rows or window}
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 R=bench/results
 case "$step" in
@@ -33,7 +35,14 @@ case "$step" in
               --out $R/tuning_tile_matmul.json
             python3 bench/tuning_strategies.py replay $R/tuning_tile_matmul.json --record $R/tuning_strategies.md
             files=($R/tuning_tile_matmul.json $R/tuning_strategies.md) ;;
-  *)        echo "gpu_pending.sh: unknown step '$step' (tests, library, optimize, patch, capture, tuning)" >&2; exit 2 ;;
+  rows)     python3 bench/warp_row_variants.py --record $R/warp_row_variants_lanes.md
+            files=($R/warp_row_variants_lanes.md) ;;
+  window)   python3 bench/tuning_strategies.py measure --app dense --kernel conv1d_taps --transformation tile_window \
+              --out $R/tuning_tile_window_conv1d_taps.json
+            python3 bench/tuning_strategies.py replay $R/tuning_tile_window_conv1d_taps.json \
+              --record $R/tuning_tile_window_conv1d_taps.md
+            files=($R/tuning_tile_window_conv1d_taps.json $R/tuning_tile_window_conv1d_taps.md) ;;
+  *)        echo "gpu_pending.sh: unknown step '$step' (tests, library, optimize, patch, capture, tuning, rows, window)" >&2; exit 2 ;;
 esac
 if [ -n "${OUT:-}" ]; then
   for f in "${files[@]}"; do [ -f "$f" ] && cp "$f" "$OUT"/; done
