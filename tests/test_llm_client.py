@@ -8,7 +8,7 @@ import pytest
 from chat_server import ChatServer
 from mepgen.config import DEFAULTS
 from mepgen.errors import MepgenError
-from mepgen.optimize.llm.client import ChatClient, LLMError, LLMSettings
+from mepgen.llm.client import ChatClient, LLMError, LLMSettings
 
 MSG = [{"role": "user", "content": "make it faster"}]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 import jinja2
 import pytest
 
-from mepgen.optimize.llm.prompts import propose_messages, render, repair_messages
+from mepgen.llm.prompts import render
+from mepgen.optimize.llm.prompts import propose_messages, repair_messages
 
 CTX = dict(
     kernel={"name": "cg::axpy"}, gpu={"name": "NVIDIA H200", "cc": "9.0", "peak_gbps": 4300.0, "peak_gflops": 60000.0},

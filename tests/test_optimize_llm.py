@@ -9,7 +9,7 @@ import pytest
 
 from chat_server import ChatServer
 from mepgen.optimize import strategies
-from mepgen.optimize.llm.client import ChatClient, LLMSettings
+from mepgen.llm.client import ChatClient, LLMSettings
 from mepgen.optimize.llm.proposer import LLMProposer
 from mepgen.optimize.search import Budget, Search
 from mepgen.optimize.summary import write as write_summary

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import yaml
 
-from ..optimize.llm import prompts          # the optimizer's prompt rendering and chat client, shared
-from ..optimize.llm.client import ChatClient, LLMError
+from ..llm import prompts
+from ..llm.client import ChatClient, LLMError
 from ..spec import DTYPES, Spec, Todo, validate_dict
 from .todo_proposal import Refused, check, current, settles
 from .todo_reply import ReplyError, parse_reply

@@ -104,7 +104,7 @@ def _asker(ws: Workspace, ask_llm: bool | None):
     cfg = load_config(ws.app_root)
     if not (cfg["mep"]["ask_llm"] if ask_llm is None else ask_llm):
         return None
-    from ..optimize.llm.client import ChatClient, LLMSettings
+    from ..llm.client import ChatClient, LLMSettings
     from .ask_llm import TodoAsker
     settings = LLMSettings.from_config(cfg)
     if settings is None:

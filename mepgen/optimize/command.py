@@ -35,7 +35,7 @@ def library_proposer():
 
 
 def llm_proposer(settings, workdir: Path, repairs: int, baseline):
-    from .llm.client import ChatClient
+    from ..llm.client import ChatClient
     from .llm.proposer import LLMProposer
     return LLMProposer(ChatClient(settings), workdir, repairs=repairs, baseline=baseline)
 
@@ -92,7 +92,7 @@ def optimize(obj, kernel, app, proposer_kind, strategy, budget, time_limit, repa
         raise MepgenError(f"{mep_dir / 'mep.yaml'} has {len(spec.todo)} open todo item(s): complete it first",
                           exit_code=3)
     cfg = load_config(ws.app_root)
-    from .llm.client import LLMSettings
+    from ..llm.client import LLMSettings
     settings = LLMSettings.from_config(cfg)
     kinds = {"library": ["library"], "llm": ["llm"], "both": ["library", "llm"]}[proposer_kind] if proposer_kind \
         else (["library", "llm"] if settings else ["library"])

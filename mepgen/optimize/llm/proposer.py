@@ -19,7 +19,7 @@ from pathlib import Path
 from ..proposer import Attempt, Context, Proposal
 from ..search import ProposerUnavailable
 from . import guard, prompts
-from .client import ChatClient, LLMError
+from ...llm.client import ChatClient, LLMError
 from .replies import ReplyError, parse_reply
 
 #: LLMError kinds that are a problem of the reply (handed back to the model), not of the endpoint

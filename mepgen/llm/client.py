@@ -10,7 +10,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from ...errors import MepgenError
+from ..errors import MepgenError
 
 
 class LLMError(Exception):
