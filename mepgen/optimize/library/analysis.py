@@ -145,3 +145,44 @@ def uses_block_geometry(src: KernelSource, skip=()) -> list[str]:
     return [src.src(c) for c in walk(src.body) if kind(c) == "MEMBER_REF_EXPR" and
             (c.extent.start.offset, c.extent.end.offset) not in skipped and
             src.src(c).split(".")[0] in ("threadIdx", "blockIdx", "blockDim", "gridDim")]
+
+
+@dataclass
+class GuardedThread:
+    """`v = blockIdx.x*blockDim.x + threadIdx.x; if (v < BOUND) {...}`: one thread per row or element."""
+    var: str
+    decl: object           # the declaration statement of `var`
+    guard: object          # the IF_STMT
+    then: object           # its body
+    bound: str             # BOUND as written
+
+
+def guarded_thread(src: KernelSource, what: str, barrier_reason: str) -> GuardedThread:
+    """The kernel as exactly a thread index and one guard around the work, with no shared memory, barrier,
+    early return or block geometry beyond the index (`what` names the index in the reasons: "row", "thread";
+    `barrier_reason` says why an early return is unsafe for the rewrite that asks)."""
+    var, decl = thread_index_var(src)
+    rest = [s for s in body_statements(src.body) if s is not decl and src.span(s) != src.span(decl)]
+    if len(rest) != 1 or kind(rest[0]) != "IF_STMT":
+        raise Refused(f"the kernel is not `{var} = global index; if ({var} < bound) {{...}}`")
+    kids = list(rest[0].get_children())
+    if len(kids) != 2:
+        raise Refused(f"the {what} guard has an else branch")
+    cond, then = kids
+    if kind(cond) != "BINARY_OPERATOR" or src.operator(cond) != "<" or \
+            squash(src.src(list(cond.get_children())[0])) != var:
+        raise Refused(f"the {what} guard is not `{var} < bound`")
+    if "__syncthreads" in src.calls() or src.shared_arrays():
+        raise Refused("the kernel uses shared memory or barriers")
+    if src.nodes("RETURN_STMT"):
+        raise Refused(f"the kernel returns early ({barrier_reason})")
+    geometry = uses_block_geometry(src, skip=[decl])
+    if geometry:
+        raise Refused(f"the kernel uses {geometry[0]} beyond its {what} index")
+    return GuardedThread(var, decl, rest[0], then, src.src(list(cond.get_children())[1]))
+
+
+def element_type(decl_type: str) -> str:
+    """The element type a pointer parameter's declared type points to (`const float* __restrict__` -> float)."""
+    t = re.sub(r"\b(const|__restrict__|restrict|volatile)\b", " ", decl_type).replace("*", " ")
+    return " ".join(t.split())

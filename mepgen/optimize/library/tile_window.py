@@ -20,13 +20,14 @@ from __future__ import annotations
 import re
 
 from .affine import poly
-from .analysis import body_statements, canonical_loop, squash, thread_index_var, uses_block_geometry
+from .analysis import canonical_loop, element_type, guarded_thread, squash
 from .base import Rewrite, Transformation
 from .launch_config import _sub, _token
 from .source import KernelSource, Refused, kind, walk
 
 BYTES = {"float": 4, "int": 4, "unsigned int": 4, "double": 8}
 MAX_SHARED = 48 * 1024
+BLOCKS, PER_THREAD = [256, 128, 512], [4, 2, 8, 1]     # in the order a person would try them
 
 
 class TileWindow(Transformation):
@@ -35,26 +36,8 @@ class TileWindow(Transformation):
                          {"block": 256, "per_thread": 4})
 
     def _match(self, src: KernelSource, spec, launch):
-        i, i_decl = thread_index_var(src)
-        stmts = [s for s in body_statements(src.body) if src.span(s) != src.span(i_decl)]
-        if len(stmts) != 1 or kind(stmts[0]) != "IF_STMT":
-            raise Refused("the kernel is not `i = global index; if (i < bound) {...}`")
-        guard = stmts[0]
-        kids = list(guard.get_children())
-        if len(kids) != 2:
-            raise Refused("the guard has an else branch")
-        cond = kids[0]
-        if kind(cond) != "BINARY_OPERATOR" or src.operator(cond) != "<" or \
-                squash(src.src(list(cond.get_children())[0])) != i:
-            raise Refused(f"the guard is not `{i} < bound`")
-        bound = src.src(list(cond.get_children())[1])
-        if "__syncthreads" in src.calls() or src.shared_arrays():
-            raise Refused("the kernel uses shared memory or barriers")
-        if src.nodes("RETURN_STMT"):
-            raise Refused("the kernel returns early (every thread must reach the barrier)")
-        geometry = uses_block_geometry(src, skip=[i_decl])
-        if geometry:
-            raise Refused(f"the kernel uses {geometry[0]} beyond its thread index")
+        g = guarded_thread(src, "thread", "every thread must reach the barrier")
+        i, i_decl, guard, bound = g.var, g.decl, g.guard, g.bound
         counters = self._counters(src, spec, guard)
         windows = {}
         for c in walk(guard):
@@ -85,8 +68,7 @@ class TileWindow(Transformation):
             raise Refused(f"the kernel bakes the block size {token} in")
         span_num = max(hi for _, (_, hi, _) in reads)
         span_txt = max(((hi, txt) for _, (_, hi, txt) in reads), key=lambda t: t[0])[1]
-        ctype = re.sub(r"\b(const|__restrict__|restrict|volatile)\b", " ", src.param(name).type).replace("*", " ")
-        ctype = " ".join(ctype.split())
+        ctype = element_type(src.param(name).type)
         if ctype not in BYTES:
             raise Refused(f"{name} holds {ctype}: the window supports {', '.join(BYTES)}")
         return dict(i=i, i_decl=i_decl, guard=guard, bound=bound, array=name, reads=reads, span=span_num,
@@ -136,26 +118,28 @@ class TileWindow(Transformation):
             raise Refused(f"`{squash(src.src(index))}` reads before {i} (offset {lo}): only forward windows are tiled")
         return lo, hi, " + ".join(txt) or "0"
 
-    def space(self, src, spec, launch):
-        m = self._match(src, spec, launch)
+    @staticmethod
+    def _legal(src, spec, m) -> list[tuple[int, int]]:
+        """(block, outputs per thread) pairs whose window fits shared memory and the launch bounds."""
         item = BYTES[m["ctype"]]
-        blocks, per = [256, 128, 512], [4, 2, 8, 1]
-        legal = [(b, r) for b in blocks for r in per if (b * r + m["span"]) * item <= MAX_SHARED]
+        legal = [(b, r) for b in BLOCKS for r in PER_THREAD if (b * r + m["span"]) * item <= MAX_SHARED]
         if src.has_launch_bounds():
             from .warp_row import _bounds_value
             cap = _bounds_value(src, spec)
             legal = [(b, r) for b, r in legal if cap is not None and b <= cap]
         if not legal:
             raise Refused("no block fits the window in shared memory and the launch bounds")
-        return {"block": sorted({b for b, _ in legal}, key=blocks.index),
-                "per_thread": sorted({r for _, r in legal}, key=per.index)}
+        return legal
+
+    def space(self, src, spec, launch):
+        legal = self._legal(src, spec, self._match(src, spec, launch))
+        return {"block": sorted({b for b, _ in legal}, key=BLOCKS.index),
+                "per_thread": sorted({r for _, r in legal}, key=PER_THREAD.index)}
 
     def apply(self, src, spec, launch, params):
         m = self._match(src, spec, launch)
         b, r = int(params.get("block", 256)), int(params.get("per_thread", 4))
-        space = self.space(src, spec, launch)
-        if b not in space["block"] or r not in space["per_thread"] or \
-                (b * r + m["span"]) * BYTES[m["ctype"]] > MAX_SHARED:
+        if (b, r) not in self._legal(src, spec, m):
             raise Refused(f"block {b} x {r} outputs per thread is not legal here")
         i, arr, win = m["i"], m["array"], "mepgen_win"
         i_text = src.src(m["i_decl"]).rstrip().rstrip(";")

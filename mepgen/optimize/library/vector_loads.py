@@ -19,17 +19,13 @@ from __future__ import annotations
 import re
 import textwrap
 
-from .analysis import body_statements, canonical_loop, check_pure, is_global_index, is_grid_stride, squash
+from ...spec import itemsize
+from .analysis import body_statements, canonical_loop, check_pure, element_type, is_global_index, is_grid_stride, \
+    squash
 from .base import Rewrite, Transformation
 from .source import Refused, kind, walk
 
-BYTES = {"float32": 4, "int32": 4, "uint32": 4}
 LANES = 4
-
-
-def _element_type(decl_type: str) -> str:
-    t = re.sub(r"\b(const|__restrict__|restrict|volatile)\b", " ", decl_type).replace("*", " ")
-    return " ".join(t.split())
 
 
 class VectorLoads(Transformation):
@@ -118,7 +114,7 @@ class VectorLoads(Transformation):
             p = roles.get(n)
             if p is None or p.role == "scalar":
                 raise Refused(f"mep.yaml gives {n} no cudaMalloc buffer of its own: alignment not provable")
-            if BYTES.get(p.dtype) != 4:
+            if p.dtype is None or itemsize(p.dtype) != 4:
                 raise Refused(f"{n} is {p.dtype}: 128-bit vectors of {LANES} need 4-byte elements")
         written, top = set(), set()
         body = body_statements(loop.body)
@@ -146,7 +142,7 @@ class VectorLoads(Transformation):
     def apply(self, src, spec, launch, params):
         m = self._match(src, spec)
         loop, ind = m["loop"], "    "
-        etype = {n: _element_type(src.param(n).type) for n, _ in m["accesses"].values()}
+        etype = {n: element_type(src.param(n).type) for n, _ in m["accesses"].values()}
         vtypes = {t: f"mepgen_vec{i}" for i, t in enumerate(sorted(set(etype.values())))}
         lane = "mepgen_l"
         body_s, body_e = src.span(loop.body)

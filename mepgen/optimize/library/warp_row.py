@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import re
 
+from ...spec import itemsize
 from .affine import poly, refs_of
-from .analysis import array_accesses, body_statements, squash, thread_index_var, unit_stride_in, uses_block_geometry
-from .base import Rewrite, Transformation, block_threads
+from .analysis import array_accesses, body_statements, element_type, guarded_thread, squash, unit_stride_in
+from .base import Rewrite, Transformation
 from .reduction import sum_loop
-from .source import KernelSource, Refused, kind
+from .source import KernelSource, Refused, kind, walk
 
 _ZERO = {"0", "0.0", "0.0f", "0.f", "0.0F", "0u"}
-_BYTES = {"float32": 4, "int32": 4, "uint32": 4}
 LANES = 4
 
 
@@ -32,26 +32,8 @@ class WarpPerRow(Transformation):
                          {"tpr": 32, "block": 256, "vec": 1})
 
     def _match(self, src: KernelSource, spec):
-        row, row_decl = thread_index_var(src)
-        stmts = body_statements(src.body)
-        rest = [s for s in stmts if s is not row_decl and src.span(s) != src.span(row_decl)]
-        if len(rest) != 1 or kind(rest[0]) != "IF_STMT":
-            raise Refused("the kernel is not `row = global index; if (row < bound) {...}`")
-        kids = list(rest[0].get_children())
-        if len(kids) != 2:
-            raise Refused("the row guard has an else branch")
-        cond, then = kids
-        if kind(cond) != "BINARY_OPERATOR" or src.operator(cond) != "<" or \
-                squash(src.src(list(cond.get_children())[0])) != row:
-            raise Refused(f"the row guard is not `{row} < bound`")
-        bound = squash(src.src(list(cond.get_children())[1]))
-        if "__syncthreads" in src.calls() or src.shared_arrays():
-            raise Refused("the kernel uses shared memory or barriers")
-        if src.nodes("RETURN_STMT"):
-            raise Refused("the kernel returns early (all lanes of a warp must reach the shuffles)")
-        geometry = uses_block_geometry(src, skip=[row_decl])
-        if geometry:
-            raise Refused(f"the kernel uses {geometry[0]} beyond its row index")
+        g = guarded_thread(src, "row", "all lanes of a warp must reach the shuffles")
+        row, row_decl, then, bound = g.var, g.decl, g.then, squash(g.bound)
         inner = body_statements(then)
         loops = [i for i, s in enumerate(inner) if kind(s) == "FOR_STMT"]
         if len(loops) != 1:
@@ -103,7 +85,7 @@ class WarpPerRow(Transformation):
         raise Refused(f"the row bound `{bound}` is neither a scalar parameter with a value nor a size expression")
 
     def space(self, src, spec, launch):
-        self._match(src, spec)
+        m = self._match(src, spec)
         blocks = [128, 256, 512]
         if src.has_launch_bounds():
             cap = _bounds_value(src, spec)
@@ -111,7 +93,7 @@ class WarpPerRow(Transformation):
             if not blocks:
                 raise Refused("__launch_bounds__ allows fewer than 128 threads per block")
         try:
-            self._vector_plan(src, spec, self._match(src, spec))
+            self._vector_plan(src, spec, m)
             vec = [1, 4]        # scalar first: on H200 it is the faster (bench/results/warp_row_variants.md)
         except Refused:
             vec = [1]
@@ -137,7 +119,7 @@ class WarpPerRow(Transformation):
             sp = next((q for q in spec.params if q.name == name), None)
             if p is None or not p.pointer or sp is None or sp.role == "scalar":
                 raise Refused(f"vector loads: `{squash(src.src(c))}` is not an element of a pointer parameter")
-            if _BYTES.get(sp.dtype) != 4:
+            if sp.dtype is None or itemsize(sp.dtype) != 4:
                 raise Refused(f"vector loads: {name} is {sp.dtype}: 128-bit vectors of {LANES} need 4-byte elements")
             if re.search(rf"\.\s*{re.escape(var)}\b", src.src(index)):
                 raise Refused(f"vector loads: a member named {var} in `{squash(src.src(index))}`")
@@ -258,7 +240,7 @@ class WarpPerRow(Transformation):
         """The row loop with 128-bit loads behind a run-time alignment guard; `scalar` is the fallback."""
         s = m["loop"]
         loop, ind, q = s.loop, "    ", "mepgen_j4"
-        etypes = {name: _element_type(src.param(name).type) for _, name, _ in plan["loads"].values()}
+        etypes = {name: element_type(src.param(name).type) for _, name, _ in plan["loads"].values()}
         vtypes = {t: f"mepgen_vec{i}" for i, t in enumerate(sorted(set(etypes.values())))}
         aligned = [f"reinterpret_cast<unsigned long long>({n}) % 16 == 0" for n in plan["pointers"]]
         guard = " && ".join(aligned + plan["guards"])
@@ -314,20 +296,13 @@ def _subscripts(src: KernelSource, expr) -> list:
 
 
 def _init_expr(src: KernelSource, loop):
-    """The cursor of the loop counter's start (`0` of `int j = 0`)."""
+    """The cursor of the loop counter's start (`0` of `int j = 0`, or of `j = 0`)."""
     init = list(loop.cursor.get_children())[0]
-    for c in init.walk_preorder() if hasattr(init, "walk_preorder") else []:
-        if kind(c) == "VAR_DECL":
-            kids = list(c.get_children())
-            if kids:
-                return kids[-1]
+    for c in walk(init):
+        if kind(c) == "VAR_DECL" and list(c.get_children()):
+            return list(c.get_children())[-1]
     kids = list(init.get_children())
     return kids[-1] if kids else init
-
-
-def _element_type(decl_type: str) -> str:
-    t = re.sub(r"\b(const|__restrict__|restrict|volatile)\b", " ", decl_type).replace("*", " ")
-    return " ".join(t.split())
 
 
 def _bounds_value(src: KernelSource, spec) -> int | None:
