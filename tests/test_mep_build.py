@@ -89,3 +89,14 @@ def test_harness_speaks_the_protocol(heatcg_meps):
     assert "static_cast<size_t>(BLOCK_SIZE * sizeof(float))" in dot
     grid = (app / ".mepgen/meps/heat.apply_boundary/harness.cu").read_text()
     assert "heat::Grid{NX, NY, 1.0f, 1.0f}" in grid and "heat::BoundaryKind::Dirichlet" in grid
+
+
+def test_harness_flushes_the_l2_with_clean_lines(heatcg_meps):
+    """The timed loop empties the L2 by reading (l2_flush.h), never by a memset whose dirty lines the timed
+    kernel would write back; inputs are reset before the flush, so their writes are not in the L2 either."""
+    app, _ = heatcg_meps
+    text = (app / ".mepgen/meps/cg.axpy/harness.cu").read_text()
+    assert 'extern "C" __global__ void mepgen_l2_flush(' in text
+    loop = text[text.index("for (int i = 0; i < opt.reps; ++i) {"):text.index("cudaEventRecord(stop, stream)")]
+    assert "mepgen_l2_flush<<<" in loop and "cudaMemsetAsync" not in loop
+    assert loop.index("reset();") < loop.index("mepgen_l2_flush<<<") < loop.index("cudaEventRecord(start")

@@ -17,6 +17,7 @@ from ..errors import MepgenError
 from ..spec import Launch, Spec
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
 from .launchcfg import with_flags, with_launch
+from . import l2_flush
 from .pycuda_entry import build_cubin
 from .results import CompileFailed, RuntimeFault
 
@@ -73,7 +74,11 @@ class PycudaBackend(Backend):
             return reply
         params = [{"name": p.name, "role": p.role, "dtype": p.dtype, "count": self.spec.count(p) if p.is_buffer else 0,
                    "placement": p.placement} for p in self.spec.params]
-        reply = self._call("setup", params)
+        try:
+            flush_cubin = str(l2_flush.build_cubin(self.spec.build.arch, self.build_dir, self.compile_timeout))
+        except MepgenError as e:
+            return RuntimeFault("harness_error", str(e))
+        reply = self._call("setup", params, flush_cubin)
         if isinstance(reply, RuntimeFault):
             return reply
         self.info = reply

@@ -7,7 +7,8 @@ replies and exits; the parent starts a fresh one. Reference outputs never enter 
 outputs and the parent compares them.
 
 Every launch follows the harness protocol: outputs poisoned (floats 0xFF bytes = NaN, integers 0xA5),
-in/out buffers reset from the input set's device copy, constants set, optionally L2 flushed; timing
+in/out buffers reset from the input set's device copy, constants set, then optionally the L2 flushed (the
+harness's read kernel, templates/harness/l2_flush.h, so the L2 holds only clean lines); timing
 alternates baseline and candidate launch by launch (A B B A ...), each timed with CUDA events.
 """
 from __future__ import annotations
@@ -38,16 +39,22 @@ class State:
         self.modules: dict[str, dict] = {}
         attr = getattr(cuda.device_attribute, "L2_CACHE_SIZE", None)
         l2 = cuda.Context.get_device().get_attribute(attr) if attr is not None else 64 << 20
-        self.flush_bytes = max(2 * l2, 1 << 20)
+        self.flush_bytes = max(2 * l2, 1 << 20) // 16 * 16
         self.flush_buf = cuda.mem_alloc(self.flush_bytes)
+        cuda.memset_d8(self.flush_buf, 0, self.flush_bytes)
+        self.flush_sink = cuda.mem_alloc(4)
+        self.flush_fn = None                    # the flush kernel, loaded by setup
+        self.flush_grid = 8 * cuda.Context.get_device().get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
         self.device_name = cuda.Context.get_device().name()
         self.l2_bytes = l2
 
     # --- state --------------------------------------------------------------------------------------
 
-    def op_setup(self, params: list[dict]) -> dict:
-        """params: name, role, dtype, count (in kernel order)."""
+    def op_setup(self, params: list[dict], flush_cubin: str) -> dict:
+        """params: name, role, dtype, count (in kernel order); flush_cubin: the L2 flush kernel (l2_flush.py)."""
         self.params = params
+        self.flush_module = self.cuda.module_from_file(flush_cubin)
+        self.flush_fn = self.flush_module.get_function("mepgen_l2_flush")
         for p in params:
             if p["role"] in ("out", "inout"):
                 dt = np.dtype(p["dtype"])
@@ -124,8 +131,6 @@ class State:
 
     def _prepare(self, m: dict, k: int, flush: bool) -> None:
         cuda, st, s = self.cuda, self.stream, self.sets[k]
-        if flush:
-            cuda.memset_d8_async(self.flush_buf, 0, self.flush_bytes, st)
         for name, (buf, nbytes, poison) in self.outputs.items():
             if name in s["dev"]:
                 cuda.memcpy_dtod_async(buf, s["dev"][name], nbytes, st)
@@ -136,6 +141,9 @@ class State:
                 src, n = s["const"][stem]
                 size = min(size, n)
             cuda.memcpy_dtod_async(ptr, src, size, st)
+        if flush:        # last, so that the resets' dirty lines are written back before the timed launch
+            self.flush_fn(self.flush_buf, np.uint64(self.flush_bytes // 16), self.flush_sink,
+                          block=(512, 1, 1), grid=(self.flush_grid, 1), stream=st)
 
     def _launch(self, m: dict, k: int) -> None:
         d = m["desc"]
