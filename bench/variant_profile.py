@@ -60,7 +60,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--app", default="kernels")
     ap.add_argument("--kernel", required=True)
-    ap.add_argument("--chain", nargs="+", required=True)
+    ap.add_argument("--chain", nargs="*", default=[])
     ap.add_argument("--no-flush", action="store_true", help="time without the L2 flush before each launch")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/mepgen-variant-profile"))
     ap.add_argument("--record", type=Path)
