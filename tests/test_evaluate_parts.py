@@ -200,3 +200,33 @@ def test_pycuda_without_pycuda_is_one_line(app, monkeypatch):
     monkeypatch.setattr(devices, "have_pycuda", lambda: False)
     r = CliRunner().invoke(main, ["run", "cg.axpy", "-C", str(app), "--backend", "pycuda"])
     assert r.exit_code == 2 and "pip install 'mepgen[gpu]'" in r.output
+
+
+def test_profile_builds_the_candidates_own_launch_and_flags(tmp_path, monkeypatch):
+    """ncu must profile the candidate as it was timed: a rewrite that needs another grid (warp_per_row) run
+    on mep.yaml's launch would do a fraction of the work and report an impossible duration."""
+    from mepgen.evaluate import evaluator as evaluator_mod
+    from mepgen.evaluate.backend import InputSet
+    from mepgen.evaluate.native import NativeBackend
+    from mepgen.spec import load_spec
+    from mepgen.evaluate.launchcfg import launch_from
+    from mepgen.evaluate.results import CompileInfo
+
+    mep = tmp_path / "axpy"
+    shutil.copytree(FIXTURES / "axpy", mep)
+    spec = load_spec(mep / "mep.yaml")
+    ev = evaluator_mod.Evaluator(spec, mep, evaluator_mod.Options(backend="native", profile=True))
+    seen = []
+
+    def fake_compile(self, kernel_file, launch=None, flags=()):
+        seen.append((launch, tuple(flags)))
+        return evaluator_mod.Built(kernel_file, tmp_path / "mep", "k", CompileInfo())
+
+    monkeypatch.setattr(NativeBackend, "compile", fake_compile)
+    monkeypatch.setattr(evaluator_mod.profile_mod, "run_ncu", lambda *a, **k: {"dram_pct": 80.0})
+    ev.sets = [InputSet(0, tmp_path / "set0")]
+    worker = ev.workers[0]
+    launch = launch_from(spec, {"grid": ["(N * 32 + 255) / 256"], "block": ["256"], "shared_mem": "0"})
+    assert ev.profile(mep / "kernel.cu", worker, launch, ("-use_fast_math",)) == {"dram_pct": 80.0}
+    assert ev.profile(mep / "kernel.cu", worker) == {"dram_pct": 80.0}
+    assert seen == [(launch, ("-use_fast_math",)), (None, ())]

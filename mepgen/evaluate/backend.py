@@ -25,6 +25,8 @@ class Built:
     info: CompileInfo
     log: str = ""                # nvcc's output (ptxas -v report included)
     extra: dict = field(default_factory=dict)   # backend-specific facts (entry name, argument layout)
+    launch: object = None        # the candidate's own launch configuration (a spec Launch); None: mep.yaml's
+    flags: tuple = ()            # the candidate's extra nvcc flags
 
 
 @dataclass

@@ -182,6 +182,7 @@ class Evaluator:
             res.status, res.compile_failed = "compile_failed", built
             return None
         res.compile = built.info
+        built.launch, built.flags = launch, tuple(flags)
         return built
 
     # --- the GPU stages -----------------------------------------------------------------------------
@@ -234,7 +235,7 @@ class Evaluator:
             return self._done(res, start)
         res.stage, res.status = "done", "ok"
         if self.opts.profile:
-            res.profile = self.profile(Path(built.kernel_file), worker)
+            res.profile = self.profile(Path(built.kernel_file), worker, built.launch, built.flags)
         return self._done(res, start)
 
     def _failed_timing(self, res: EvalResult, t) -> bool:
@@ -272,12 +273,15 @@ class Evaluator:
         res.seconds = round(res.seconds + time.monotonic() - start, 3)
         return res
 
-    def profile(self, kernel_file: Path, worker: Worker) -> dict:
-        """Nsight Compute numbers for the kernel file, on a native build (whatever the timing backend)."""
+    def profile(self, kernel_file: Path, worker: Worker, launch: Launch | None = None, flags=()) -> dict:
+        """Nsight Compute numbers for the kernel file, on a native build (whatever the timing backend) with
+        the candidate's own launch configuration and nvcc flags (the harness of mep.yaml's launch would run
+        another kernel: a warp-per-row rewrite on the thread-per-row grid covers 1/32 of the rows)."""
         from .native import NativeBackend
         be = worker.backend if isinstance(worker.backend, NativeBackend) else NativeBackend(
             self.spec, self.mep_dir, self.store.build_dir, device=worker.device)
-        built = be.compile(kernel_file)
+        extra = {k: v for k, v in (("launch", launch), ("flags", tuple(flags))) if v}
+        built = be.compile(kernel_file, **extra)
         if isinstance(built, CompileFailed):
             return {"error": f"native build for profiling failed: {built.message}"}
         return profile_mod.run_ncu(built.artifact, self.sets[0].data_dir, self.store.work_dir / "profile",
