@@ -114,13 +114,43 @@ def test_peaks_cache_respects_xdg(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(peaks, "gpu_identity", lambda d: "H200|570|0000:01:00.0")
     rec = {"device": "H200", "copy_gbs": 3900.0, "read_gbs": 4100.0, "fp32_gflops": 60000.0, "fp64_gflops": 30000.0,
-           "l2_bytes": 52428800}
+           "l2_bytes": 52428800, "stream_curve": [[4 << 20, 900.0, 1000.0], [64 << 20, 3500.0, 3600.0]]}
     calls = []
     monkeypatch.setattr(peaks, "measure", lambda device, build_dir: calls.append(device) or rec)
     first = peaks.get(0, tmp_path / "b")
     second = peaks.get(0, tmp_path / "b")
     assert calls == [0] and first == second and first.bandwidth_gbs == 4100.0
     assert json.loads((tmp_path / "mepgen" / "peaks.json").read_text())["H200|570|0000:01:00.0"] == rec
+
+
+def test_peaks_measured_before_the_stream_curve_are_measured_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(peaks, "gpu_identity", lambda d: "H200|570|0000:01:00.0")
+    old = {"device": "H200", "copy_gbs": 3900.0, "read_gbs": 4100.0, "fp32_gflops": 6e4, "fp64_gflops": 3e4,
+           "l2_bytes": 52428800}
+    (tmp_path / "mepgen").mkdir()
+    (tmp_path / "mepgen" / "peaks.json").write_text(json.dumps({"H200|570|0000:01:00.0": old}))
+    new = dict(old, stream_curve=[[4 << 20, 900.0, 1000.0]])
+    monkeypatch.setattr(peaks, "measure", lambda device, build_dir: new)
+    assert peaks.get(0, tmp_path / "b").stream_curve == [(4 << 20, 1000.0)]
+
+
+def test_stream_ceiling_interpolates_by_size_and_scores_short_kernels_against_it():
+    rec = {"device": "H200", "copy_gbs": 4200.0, "read_gbs": 4400.0, "fp32_gflops": 6e4, "fp64_gflops": 3e4,
+           "l2_bytes": 60 << 20, "buffer_bytes": 1 << 30,
+           "stream_curve": [[16 << 20, 2100.0, 2200.0], [64 << 20, 3500.0, 3600.0], [256 << 20, 4200.0, 4000.0]]}
+    p = peaks.Peaks.from_record(rec)
+    assert p.bandwidth_gbs == 4400.0
+    assert p.stream_gbs(16 << 20) == pytest.approx(2200.0) and p.stream_gbs(64 << 20) == pytest.approx(3600.0)
+    assert p.stream_gbs(32 << 20) == pytest.approx(2900.0)        # halfway in log(size) between 16 and 64 MiB
+    assert p.stream_gbs(8 << 20) == pytest.approx(1100.0)         # below the curve: the smallest launch's time
+    assert p.stream_gbs(512 << 20) == pytest.approx(4300.0)       # between the curve and the 1 GiB peak
+    assert p.stream_gbs(4 << 30) == 4400.0
+    # a 64 MiB kernel in 20 us: 76% of the peak, 93% of what one perfect streaming launch of 64 MiB reaches
+    a = peaks.achieved(64 << 20, None, 0.020, p)
+    assert a.pct_bw == pytest.approx(100 * 3355.4432 / 4400, rel=1e-4)
+    assert a.pct_stream == pytest.approx(100 * 3355.4432 / 3600, rel=1e-4)
+    assert peaks.achieved(64 << 20, None, 0.020, PEAKS).pct_stream is None     # no curve measured: no claim
 
 
 # --- names and profiles ------------------------------------------------------------------------------

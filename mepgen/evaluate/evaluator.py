@@ -267,6 +267,7 @@ class Evaluator:
                                self.spec.size(self.spec.work.flops) if self.spec.work.flops else None,
                                c.median_ms, worker.peaks, l2)
         timed.gbps, timed.gflops, timed.pct_peak_bw, timed.pct_peak_flops = a.gbps, a.gflops, a.pct_bw, a.pct_flops
+        timed.pct_stream = a.pct_stream
         return timed, a.impossible
 
     def _done(self, res: EvalResult, start: float) -> EvalResult:

@@ -1,7 +1,12 @@
 // peaks.cu -- measure what one GPU can actually do: DRAM bandwidth (copy and read-only streams over
 // buffers far larger than L2) and FP32/FP64 FMA throughput. mepgen runs it once per GPU and driver,
-// caches the numbers, and flags any candidate that claims to beat them. Prints one JSON line.
+// caches the numbers, and flags any candidate that claims to beat them. Also the streaming curve: one read-only
+// and one copy launch over 4 MiB .. 512 MiB, each timed as the MEP harness times a kernel (after the L2 flush
+// of templates/harness/l2_flush.h, events around the one launch): what a perfect streaming kernel of that many
+// bytes reaches, launch and ramp included. Prints one JSON line.
+#include <algorithm>
 #include <cstdio>
+#include <string>
 #include <cuda_runtime.h>
 
 #define CHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
@@ -39,6 +44,16 @@ __global__ void fma_kernel(T* out, int iters)
 #pragma unroll
     for (int k = 0; k < 8; ++k) s += x[k];
     if (s == (T)-1) out[0] = s;
+}
+
+__global__ void flush_kernel(const int4* __restrict__ p, size_t n, int* sink)
+{
+    int acc = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const int4 v = p[i];
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == 0x5eed5eed) *sink = acc;
 }
 
 template <typename F>
@@ -95,11 +110,41 @@ int main()
     const float f64_ms = best_ms([&] { fma_kernel<double><<<fblocks, fthreads>>>((double*)out, iters / 4); }, 10, e0, e1);
     CHECK(cudaGetLastError());
 
+    // the streaming curve, timed like the harness: flush (clean lines), event, one launch, event; median of 15
+    const size_t flush_bytes = 2 * (size_t)prop.l2CacheSize / 16 * 16;
+    void* flush = nullptr;
+    CHECK(cudaMalloc(&flush, flush_bytes));
+    CHECK(cudaMemset(flush, 0, flush_bytes));
+    std::string curve;
+    for (size_t mib = 4; mib <= 512 && (mib << 20) <= bytes; mib *= 2) {
+        const size_t cb = mib << 20;
+        float med[2];
+        for (int kind = 0; kind < 2; ++kind) {
+            float t[15];
+            for (int r = 0; r < 15; ++r) {
+                flush_kernel<<<blocks, threads>>>((const int4*)flush, flush_bytes / 16, (int*)out);
+                cudaEventRecord(e0);
+                if (kind == 0) read_kernel<<<blocks, threads>>>(a, out, cb / 16);
+                else copy_kernel<<<blocks, threads>>>(a, b, cb / 32);
+                cudaEventRecord(e1);
+                cudaEventSynchronize(e1);
+                cudaEventElapsedTime(&t[r], e0, e1);
+            }
+            std::sort(t, t + 15);
+            med[kind] = t[7];
+        }
+        char item[96];
+        std::snprintf(item, sizeof(item), "%s[%zu, %.1f, %.1f]", curve.empty() ? "" : ", ", cb,
+                      cb / (med[0] * 1e6), cb / (med[1] * 1e6));
+        curve += item;
+    }
+    CHECK(cudaGetLastError());
+
     std::printf("{\"status\": \"ok\", \"device\": \"%s\", \"cc\": \"%d.%d\", \"driver\": %d, \"l2_bytes\": %d, "
                 "\"buffer_bytes\": %zu, \"copy_gbs\": %.1f, \"read_gbs\": %.1f, \"fp32_gflops\": %.1f, "
-                "\"fp64_gflops\": %.1f}\n",
+                "\"fp64_gflops\": %.1f, \"stream_curve\": [%s]}\n",
                 prop.name, prop.major, prop.minor, driver, prop.l2CacheSize, bytes,
                 2.0 * bytes / (copy_ms * 1e6), bytes / (read_ms * 1e6), flops / (f32_ms * 1e6),
-                flops / 4 / (f64_ms * 1e6));
+                flops / 4 / (f64_ms * 1e6), curve.c_str());
     return 0;
 }

@@ -12,11 +12,13 @@ it; for such a kernel leave `work.flops` out of mep.yaml and only the bandwidth 
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import mepbuild
@@ -35,11 +37,34 @@ class Peaks:
     gflops: float                 # the larger of fp32 and fp64 FMA throughput
     l2_bytes: int
     raw: dict
+    #: (bytes, GB/s) of the faster of a perfect read-only and copy stream of that many bytes in one launch,
+    #: timed as the harness times (L2 flushed, events): short launches cannot reach the peak
+    stream_curve: list[tuple[int, float]] = field(default_factory=list)
 
     @classmethod
     def from_record(cls, rec: dict) -> "Peaks":
-        return cls(rec["device"], max(rec["copy_gbs"], rec["read_gbs"]),
-                   max(rec["fp32_gflops"], rec["fp64_gflops"]), int(rec["l2_bytes"]), rec)
+        bw = max(rec["copy_gbs"], rec["read_gbs"])
+        curve = sorted((int(b), min(bw, max(r, c))) for b, r, c in rec.get("stream_curve") or [])
+        return cls(rec["device"], bw, max(rec["fp32_gflops"], rec["fp64_gflops"]), int(rec["l2_bytes"]), rec,
+                   curve)
+
+    def stream_gbs(self, nbytes: int) -> float | None:
+        """What a perfect streaming kernel moving `nbytes` in one launch reaches here (log-linear between the
+        measured sizes; the time of the smallest below it; the peak beyond the buffer the peak was measured on);
+        None without a measured curve."""
+        if not self.stream_curve or nbytes <= 0:
+            return None
+        pts = list(self.stream_curve)
+        top = int(self.raw.get("buffer_bytes") or 0)
+        if top > pts[-1][0]:
+            pts.append((top, self.bandwidth_gbs))
+        if nbytes <= pts[0][0]:
+            return pts[0][1] * nbytes / pts[0][0]
+        for (b0, g0), (b1, g1) in zip(pts, pts[1:]):
+            if nbytes <= b1:
+                f = (math.log(nbytes) - math.log(b0)) / (math.log(b1) - math.log(b0))
+                return g0 + f * (g1 - g0)
+        return self.bandwidth_gbs
 
 
 def cache_file() -> Path:
@@ -67,7 +92,7 @@ def gpu_identity(device: int | None) -> str | None:
 def measure(device: int | None, build_dir: Path, timeout: float = 300.0) -> dict:
     """Compile and run peaks.cu on `device`; the JSON it prints."""
     build_dir.mkdir(parents=True, exist_ok=True)
-    binary = build_dir / "peaks"
+    binary = build_dir / f"peaks-{hashlib.sha256(PEAKS_SOURCE.read_bytes()).hexdigest()[:12]}"
     if not binary.is_file():
         done = process.run([mepbuild.nvcc_executable(), "-O3", "-std=c++17", "-arch=native", PEAKS_SOURCE,
                             "-o", binary], timeout=timeout)
@@ -96,7 +121,7 @@ def get(device: int | None, build_dir: Path) -> Peaks | None:
         cache = json.loads(path.read_text()) if path.is_file() else {}
     except (OSError, json.JSONDecodeError):
         cache = {}
-    if ident not in cache:
+    if ident not in cache or "stream_curve" not in cache[ident]:     # measured before the curve existed
         cache[ident] = measure(device, build_dir)
         write_json(path, cache)
     return Peaks.from_record(cache[ident])
@@ -109,6 +134,7 @@ class Achieved:
     pct_bw: float | None
     pct_flops: float | None
     impossible: str | None
+    pct_stream: float | None = None      # % of what a perfect streaming kernel of the same bytes reaches
 
 
 def achieved(work_bytes: int | None, work_flops: int | None, median_ms: float, peaks: Peaks | None,
@@ -136,4 +162,6 @@ def achieved(work_bytes: int | None, work_flops: int | None, median_ms: float, p
         if median_ms < floor_ms / (1.0 + margin):
             why = (f"{median_ms:.4g} ms for {work_flops} FLOPs: the measured peak of {peaks.gflops:.0f} GFLOP/s "
                    f"needs {floor_ms:.4g} ms")
-    return Achieved(gbps, gflops, pct_bw, pct_fl, why)
+    ceiling = peaks.stream_gbs(work_bytes) if work_bytes else None
+    pct_stream = 100.0 * gbps / ceiling if gbps is not None and ceiling else None
+    return Achieved(gbps, gflops, pct_bw, pct_fl, why, pct_stream)

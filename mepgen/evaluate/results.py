@@ -120,6 +120,7 @@ class Timed:
     gflops: float | None = None
     pct_peak_bw: float | None = None
     pct_peak_flops: float | None = None
+    pct_stream: float | None = None   # % of a perfect streaming kernel of the same bytes, timed the same way
 
 
 @dataclass

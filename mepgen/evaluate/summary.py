@@ -32,7 +32,10 @@ def _timing_lines(r: EvalResult) -> list[str]:
     lines = [line]
     rate = []
     if t.gbps is not None:
-        rate.append(f"{t.gbps:.0f} GB/s" + (f" ({t.pct_peak_bw:.0f}% of measured peak)" if t.pct_peak_bw is not None else ""))
+        pct = [f"{t.pct_peak_bw:.0f}% of measured peak"] if t.pct_peak_bw is not None else []
+        if getattr(t, "pct_stream", None) is not None:
+            pct.append(f"{t.pct_stream:.0f}% of a perfect stream of these bytes")
+        rate.append(f"{t.gbps:.0f} GB/s" + (f" ({'; '.join(pct)})" if pct else ""))
     if t.gflops is not None:
         rate.append(f"{t.gflops:.0f} GFLOP/s" + (f" ({t.pct_peak_flops:.0f}% of peak)" if t.pct_peak_flops is not None else ""))
     if rate:
