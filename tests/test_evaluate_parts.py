@@ -143,7 +143,7 @@ def test_stream_ceiling_interpolates_by_size_and_scores_short_kernels_against_it
     assert p.bandwidth_gbs == 4400.0
     assert p.stream_gbs(16 << 20) == pytest.approx(2200.0) and p.stream_gbs(64 << 20) == pytest.approx(3600.0)
     assert p.stream_gbs(32 << 20) == pytest.approx(2900.0)        # halfway in log(size) between 16 and 64 MiB
-    assert p.stream_gbs(8 << 20) == pytest.approx(1100.0)         # below the curve: the smallest launch's time
+    assert p.stream_gbs(8 << 20) is None                          # below the curve: latency-bound, no ceiling
     assert p.stream_gbs(512 << 20) == pytest.approx(4300.0)       # between the curve and the 1 GiB peak
     assert p.stream_gbs(4 << 30) == 4400.0
     # a 64 MiB kernel in 20 us: 76% of the peak, 93% of what one perfect streaming launch of 64 MiB reaches

@@ -50,16 +50,16 @@ class Peaks:
 
     def stream_gbs(self, nbytes: int) -> float | None:
         """What a perfect streaming kernel moving `nbytes` in one launch reaches here (log-linear between the
-        measured sizes; the time of the smallest below it; the peak beyond the buffer the peak was measured on);
-        None without a measured curve."""
+        measured sizes; the peak beyond the buffer the peak was measured on); None without a measured curve or
+        below its smallest size, where launch latency, not bandwidth, sets the time."""
         if not self.stream_curve or nbytes <= 0:
             return None
         pts = list(self.stream_curve)
         top = int(self.raw.get("buffer_bytes") or 0)
         if top > pts[-1][0]:
             pts.append((top, self.bandwidth_gbs))
-        if nbytes <= pts[0][0]:
-            return pts[0][1] * nbytes / pts[0][0]
+        if nbytes < pts[0][0]:
+            return None
         for (b0, g0), (b1, g1) in zip(pts, pts[1:]):
             if nbytes <= b1:
                 f = (math.log(nbytes) - math.log(b0)) / (math.log(b1) - math.log(b0))

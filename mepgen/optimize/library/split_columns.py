@@ -36,6 +36,10 @@ _ZERO = {"0", "0.0", "0.0f", "0.f", "0.0F", "0u", "0.0L", "0ULL", "0LL"}
 SHAPES = ["32x4", "32x8", "16x16", "8x32", "32x16", "16x32", "32x32", "8x64", "8x128"]
 #: row chunks across gridDim.y (atomic combine; only for `out[i] += f(acc)` tails with rtol >= 1e-4)
 CHUNKS = [1, 8, 32, 128]
+#: loads of a row slice in flight per thread (the slice loop's unroll): with RY slices a column strip still has
+#: few warps per SM (column_mean's 4096 columns make 128 blocks of 32x32), so each warp must keep more loads
+#: in flight to cover DRAM latency
+UNROLLS = [4, 8, 16]
 ATOMIC_RTOL = 1e-4
 
 
@@ -259,12 +263,15 @@ class SplitColumns(Transformation):
         if not shapes:
             raise Refused("__launch_bounds__ (with a minimum of blocks) leaves no 2D block to try")
         stmt, _ = self._atomic(src, spec, m)
-        return {"shape": shapes, **({"chunks": CHUNKS} if stmt is not None else {})}
+        return {"shape": shapes, "unroll": UNROLLS, **({"chunks": CHUNKS} if stmt is not None else {})}
 
     def apply(self, src, spec, launch, params):
         m = self._match(src, spec, launch)
         bx, ry = (int(v) for v in str(params.get("shape", "16x16")).split("x"))
         chunks = int(params.get("chunks", 1))
+        unroll = int(params.get("unroll", 4))
+        if unroll < 1:
+            raise Refused(f"unroll {unroll}: the row-slice loop needs a positive unroll")
         edits, note = [], ""
         bounds = self._bounds(src, spec)
         if bounds is not None and bounds[0] is not None and bx * ry > bounds[0]:
@@ -281,7 +288,7 @@ class SplitColumns(Transformation):
         name, ctype = m["acc"]
         loop, ind = m["loop"], "    "
         if m["guard"] is not None:
-            return self._apply_guarded(src, m, launch, bx, ry, edits, note)
+            return self._apply_guarded(src, m, launch, bx, ry, edits, note, unroll)
         part = "mepgen_part"
         lo, hi = f"({loop.lo})", loop.hi
         chunk = []
@@ -295,7 +302,7 @@ class SplitColumns(Transformation):
             f"// mepgen split_columns: {ry} row slices per column, partials combined in a fixed order",
             f"{ind}__shared__ {ctype} {part}[{ry}][{bx}];",
             *chunk,
-            *_row_slices(src, m, ry, lo, hi, None),
+            *_row_slices(src, m, ry, lo, hi, None, unroll),
         ])
         s, e = src.span(loop.cursor)
         tail = m["tail"]
@@ -322,10 +329,10 @@ class SplitColumns(Transformation):
                f"within rtol >= {ATOMIC_RTOL:g})" if atomic is not None else
                "in a fixed order (deterministic; only the float summation order changes)")
         return Rewrite(text, f"split columns: {ry} row slices per column ({bx}x{ry} blocks, {ry * chunks}x the "
-                             f"threads), partial sums of `{name}` combined in shared memory {how}{note}",
+                             f"threads, {unroll} loads in flight per slice), partial sums of `{name}` combined in shared memory {how}{note}",
                        {"grid": grid, "block": [str(bx), str(ry)], "shared_mem": str(launch.get("shared_mem", "0"))})
 
-    def _apply_guarded(self, src, m, launch, bx, ry, edits, note) -> Rewrite:
+    def _apply_guarded(self, src, m, launch, bx, ry, edits, note, unroll: int = 4) -> Rewrite:
         """The column guard's form: the accumulator hoisted so that every thread reaches the barrier, the row
         slices and the output statements guarded, the combine in the same fixed order."""
         name, ctype = m["acc"]
@@ -342,7 +349,7 @@ class SplitColumns(Transformation):
             f"// mepgen split_columns: {ry} row slices per column, partials combined in a fixed order",
             f"{ind}{ctype} {name} = {src.src(init)};",
             f"{ind}__shared__ {ctype} {part}[{ry}][{bx}];",
-            *_row_slices(src, m, ry, f"({loop.lo})", loop.hi, f"{m['col']} < {g['bound']}"),
+            *_row_slices(src, m, ry, f"({loop.lo})", loop.hi, f"{m['col']} < {g['bound']}", unroll),
             f"{ind * 2}if ({m['col']} < {g['bound']}) {{",
             *[f"{ind * 3}{line.strip()}" for line in tail_text.splitlines() if line.strip()],
             f"{ind * 2}}}",
@@ -350,20 +357,21 @@ class SplitColumns(Transformation):
         edits.append((*src.span(g["cursor"]), block))
         text = src.replace(edits)
         grid = [_sub_token(launch["grid"][0], m["token"], bx)]
-        return Rewrite(text, f"split columns: {ry} row slices per column ({bx}x{ry} blocks, {ry}x the threads), "
-                             f"partial sums of `{name}` combined in shared memory in a fixed order (deterministic; "
+        return Rewrite(text, f"split columns: {ry} row slices per column ({bx}x{ry} blocks, {ry}x the threads, "
+                             f"{unroll} loads in flight per slice), partial sums of `{name}` combined in shared memory in a fixed order (deterministic; "
                              f"only the float summation order changes), the column guard kept around the row "
                              f"slices and the output{note}",
                        {"grid": grid, "block": [str(bx), str(ry)], "shared_mem": str(launch.get("shared_mem", "0"))})
 
 
-def _row_slices(src, m, ry: int, lo: str, hi: str, guard: str | None) -> list[str]:
-    """Each thread's slice of the rows (`threadIdx.y`, step RY; under `guard` when given), its partial in
-    shared memory, and the start of the fixed-order combine by thread y == 0 (its `if` left open)."""
+def _row_slices(src, m, ry: int, lo: str, hi: str, guard: str | None, unroll: int = 4) -> list[str]:
+    """Each thread's slice of the rows (`threadIdx.y`, step RY, unrolled `unroll` times; under `guard` when
+    given), its partial in shared memory, and the start of the fixed-order combine by thread y == 0 (its `if`
+    left open)."""
     name, loop, ind, part = m["acc"][0], m["loop"], "    ", "mepgen_part"
     pad = ind if guard else ""
     lines = [f"{ind}if ({guard}) {{"] if guard else []
-    lines += [f"{pad}{ind}#pragma unroll 4",
+    lines += [f"{pad}{ind}#pragma unroll {unroll}",
               f"{pad}{ind}for (int {loop.var} = {lo} + threadIdx.y; {loop.var} < {hi}; {loop.var} += {ry}) {{",
               f"{pad}{ind * 2}{name} += {src.src(m['addend'])};",
               f"{pad}{ind}}}"]
