@@ -50,9 +50,9 @@ def test_split_columns_column_mean(meps):
     t = SplitColumns()
     space = t.space(src, spec, launch)
     assert space == {"shape": ["32x4", "32x8", "16x16", "8x32", "32x16", "16x32", "32x32", "8x64", "8x128"],
-                     "unroll": [4, 8, 16]}
+                     "unroll": [8, 4, 16]}
     rw = t.apply(src, spec, launch, {"shape": "16x16"})
-    assert "    #pragma unroll 4\n    for (int row = (0) + threadIdx.y;" in rw.text
+    assert "    #pragma unroll 8\n    for (int row = (0) + threadIdx.y;" in rw.text
     deep = t.apply(src, spec, launch, {"shape": "32x32", "unroll": 16})
     assert "    #pragma unroll 16\n    for (int row = (0) + threadIdx.y; row < nrows; row += 32) {" in deep.text
     assert "16 loads in flight per slice" in deep.explanation

@@ -39,7 +39,8 @@ CHUNKS = [1, 8, 32, 128]
 #: loads of a row slice in flight per thread (the slice loop's unroll): with RY slices a column strip still has
 #: few warps per SM (column_mean's 4096 columns make 128 blocks of 32x32), so each warp must keep more loads
 #: in flight to cover DRAM latency
-UNROLLS = [4, 8, 16]
+UNROLLS = [8, 4, 16]      # 8 first: column_mean 32x32 at 4 / 8 / 16 ran 64.7% / 77.3% / 61.7% of peak (H200,
+#                            bench/results/variant_profile_split_columns_unroll.md)
 ATOMIC_RTOL = 1e-4
 
 
@@ -55,7 +56,7 @@ def _sub_token(expr: str, token: str, value: int) -> str:
 class SplitColumns(Transformation):
     def __init__(self):
         super().__init__("split_columns", "row slices per column in a 2D block, shared-memory partial sums",
-                         {"shape": "16x16"})
+                         {"shape": "16x16", "unroll": 8})
 
     # --- analysis ---------------------------------------------------------------------------------
 
@@ -269,7 +270,7 @@ class SplitColumns(Transformation):
         m = self._match(src, spec, launch)
         bx, ry = (int(v) for v in str(params.get("shape", "16x16")).split("x"))
         chunks = int(params.get("chunks", 1))
-        unroll = int(params.get("unroll", 4))
+        unroll = int(params.get("unroll", 8))
         if unroll < 1:
             raise Refused(f"unroll {unroll}: the row-slice loop needs a positive unroll")
         edits, note = [], ""
@@ -332,7 +333,7 @@ class SplitColumns(Transformation):
                              f"threads, {unroll} loads in flight per slice), partial sums of `{name}` combined in shared memory {how}{note}",
                        {"grid": grid, "block": [str(bx), str(ry)], "shared_mem": str(launch.get("shared_mem", "0"))})
 
-    def _apply_guarded(self, src, m, launch, bx, ry, edits, note, unroll: int = 4) -> Rewrite:
+    def _apply_guarded(self, src, m, launch, bx, ry, edits, note, unroll: int = 8) -> Rewrite:
         """The column guard's form: the accumulator hoisted so that every thread reaches the barrier, the row
         slices and the output statements guarded, the combine in the same fixed order."""
         name, ctype = m["acc"]
@@ -364,7 +365,7 @@ class SplitColumns(Transformation):
                        {"grid": grid, "block": [str(bx), str(ry)], "shared_mem": str(launch.get("shared_mem", "0"))})
 
 
-def _row_slices(src, m, ry: int, lo: str, hi: str, guard: str | None, unroll: int = 4) -> list[str]:
+def _row_slices(src, m, ry: int, lo: str, hi: str, guard: str | None, unroll: int = 8) -> list[str]:
     """Each thread's slice of the rows (`threadIdx.y`, step RY, unrolled `unroll` times; under `guard` when
     given), its partial in shared memory, and the start of the fixed-order combine by thread y == 0 (its `if`
     left open)."""
