@@ -12,11 +12,12 @@
 #   bench/gpu_pending.sh tuning     tile_matmul's whole space on dense's matmul, then hillclimb vs random search (issue 5)
 #   bench/gpu_pending.sh rows       warp_per_row's variants (lanes per row, 128-bit loads, unroll, block) on matvec_rows, row_sumsq
 #   bench/gpu_pending.sh window     tile_window's whole space on dense's conv1d_taps, then the strategies replayed on it
+#   bench/gpu_pending.sh flush      what the L2 flush before a timed launch costs it (l2_flush_probe.cu, events and ncu)
 #
 # Each step records under bench/results/ and, where $OUT is set (the device tool), copies what it wrote there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-step=${1:?name a step: tests, library, optimize, patch, capture, tuning, rows or window}
+step=${1:?name a step: tests, library, optimize, patch, capture, tuning, rows, window or flush}
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 R=bench/results
 case "$step" in
@@ -42,7 +43,13 @@ case "$step" in
             python3 bench/tuning_strategies.py replay $R/tuning_tile_window_conv1d_taps.json \
               --record $R/tuning_tile_window_conv1d_taps.md
             files=($R/tuning_tile_window_conv1d_taps.json $R/tuning_tile_window_conv1d_taps.md) ;;
-  *)        echo "gpu_pending.sh: unknown step '$step' (tests, library, optimize, patch, capture, tuning, rows, window)" >&2; exit 2 ;;
+  flush)    nvcc -O3 -arch=native -o /tmp/l2probe bench/l2_flush_probe.cu
+            /tmp/l2probe > $R/l2_flush_probe.jsonl
+            ncu --csv --clock-control none --cache-control none \
+              --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum /tmp/l2probe --brief \
+              > "${OUT:-/tmp}/l2_flush_probe_ncu.csv" 2>&1 || true
+            files=($R/l2_flush_probe.jsonl) ;;
+  *)        echo "gpu_pending.sh: unknown step '$step' (tests, library, optimize, patch, capture, tuning, rows, window, flush)" >&2; exit 2 ;;
 esac
 if [ -n "${OUT:-}" ]; then
   for f in "${files[@]}"; do [ -f "$f" ] && cp "$f" "$OUT"/; done
