@@ -45,7 +45,7 @@ def score(text: str, name: str = "cand") -> EvalResult:
     res.status, res.stage = "ok", "done"
     res.timed = Timed(median_ms=BASE_MS / sp, spread=0.01, min_ms=BASE_MS / sp, max_ms=BASE_MS / sp, launches=150,
                       rounds=3, baseline_median_ms=BASE_MS, speedup=sp, noise=0.02, decision=decision,
-                      why=f"{sp:.2f}x, noise 2%", gbps=100.0 * sp, pct_peak_bw=roof)
+                      why=f"{sp:.2f}x, noise 2%", gbps=100.0 * sp, pct_peak_bw=roof, pct_stream=roof * 1.2)
     return res
 
 

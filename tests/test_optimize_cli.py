@@ -56,6 +56,8 @@ def test_summary_best_kernel_and_progress(tmp_path):
     md = (tmp_path / "run/summary.md").read_text()
     assert f"**best: {out.best.id}**" in md and f"mepgen patch cg::xpay --from {best_path}" in md
     assert "## The winning chain" in md and "unroll(factor=" in md
+    assert "- original: 1 ms median, 40% of roofline (48% of what one perfect streaming launch" in md
+    assert f"{out.best.result.timed.pct_stream:.0f}% of what one perfect streaming launch of the same bytes" in md
     assert md.count("\n| c0") == 6 and "compile_failed" in md and "fmaa" in md      # every attempt, the evidence
     # one progress line per evaluated candidate, then why it stopped
     assert len([l for l in lines if l.startswith("[")]) == 6

@@ -9,6 +9,9 @@ from .search import Outcome
 from .trajectory import Trajectory, pct_roofline
 
 
+#: a memory-bound kernel's bandwidth against one perfect streaming launch of its bytes (peaks.Peaks.stream_gbs)
+STREAM = " ({:.0f}% of what one perfect streaming launch of the same bytes reaches)"
+
 def chain(best: Attempt | None, attempts: dict[str, Attempt]) -> list[Attempt]:
     """The attempts from the original to `best`, repairs included, oldest first."""
     out = []
@@ -35,14 +38,16 @@ def write(traj: Trajectory, outcome: Outcome, kernel: str, baseline=None, comman
     base_t = getattr(baseline, "timed", None)
     if base_t is not None:
         lines.append(f"- original: {base_t.median_ms:.4g} ms median"
-                     + _fmt(pct_roofline(baseline), ", {:.0f}% of roofline", ""))
+                     + _fmt(pct_roofline(baseline), ", {:.0f}% of roofline", "")
+                     + _fmt(getattr(base_t, "pct_stream", None), STREAM, ""))
     lines.append(f"- evaluations: {outcome.evaluations}; stopped: {outcome.stop_reason}")
     for name, why in outcome.unavailable.items():
         lines.append(f"- proposer {name} unavailable: {why}")
     if best is not None:
         t = best.result.timed
         lines += [f"- **best: {best.id}**, {t.median_ms:.4g} ms median, **{t.speedup:.2f}x** over the original "
-                  f"({t.why})" + _fmt(pct_roofline(best.result), ", {:.0f}% of roofline", ""),
+                  f"({t.why})" + _fmt(pct_roofline(best.result), ", {:.0f}% of roofline", "")
+                  + _fmt(getattr(t, "pct_stream", None), STREAM, ""),
                   f"- best kernel: `{best_path}`",
                   f"- apply it: `mepgen patch {kernel} --from {best_path}`", "", "## The winning chain", ""]
         for a in chain(best, by_id):
