@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import mepbuild
 from ..workspace import write_json
-from . import process
+from . import l2_flush, process
 
 #: how far a measurement may exceed the measured peak before it is called impossible
 MARGIN = 0.05
@@ -92,10 +92,13 @@ def gpu_identity(device: int | None) -> str | None:
 def measure(device: int | None, build_dir: Path, timeout: float = 300.0) -> dict:
     """Compile and run peaks.cu on `device`; the JSON it prints."""
     build_dir.mkdir(parents=True, exist_ok=True)
-    binary = build_dir / f"peaks-{hashlib.sha256(PEAKS_SOURCE.read_bytes()).hexdigest()[:12]}"
+    flush = l2_flush.source()
+    digest = hashlib.sha256(PEAKS_SOURCE.read_bytes() + flush.encode()).hexdigest()[:12]
+    binary = build_dir / f"peaks-{digest}"
     if not binary.is_file():
-        done = process.run([mepbuild.nvcc_executable(), "-O3", "-std=c++17", "-arch=native", PEAKS_SOURCE,
-                            "-o", binary], timeout=timeout)
+        (build_dir / l2_flush.SOURCE).write_text(flush)
+        done = process.run([mepbuild.nvcc_executable(), "-O3", "-std=c++17", "-arch=native", f"-I{build_dir}",
+                            PEAKS_SOURCE, "-o", binary], timeout=timeout)
         if done.returncode != 0:
             raise RuntimeError(f"cannot build the peak benchmark: {(done.stderr or done.stdout).strip()[-500:]}")
     env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID")
