@@ -155,7 +155,8 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         launch=Launch(grid, block, counts.unparen(smem or "0"), _callee(kernel, targs_list)),
         build=build_config(inventory, kernel, set(sizes), detect_gpu),
         verify=Verify(input_sets=3, seed=1, tolerance=_tolerances(params, facts, _summing_loops(project, cursor, kernel))),
-        timing=Timing(), work=Work(bytes=_work_bytes(params, grid, block, kernel.get("loop_depth", 0))),
+        timing=Timing(), work=Work(bytes=_work_bytes(params, grid, block, kernel.get("loop_depth", 0),
+                                                     _written_only(params, facts))),
         todo=todo)
     return spec, notes
 
@@ -327,15 +328,31 @@ def _tolerances(params: list[Param], facts, loop_depth: int = 0) -> dict[str, To
     return out
 
 
+#: accesses that read a buffer's old contents from memory (an atomic reads and writes at the L2)
+READING = ("read", "rmw", "atomic", "call_read")
+
+
+def _written_only(params: list[Param], facts) -> set[str]:
+    """The inout buffers the kernel never reads: inout only because some elements are left unwritten (a stencil's
+    border), so a launch writes them and reads nothing of them. Buffers without known accesses are not claimed."""
+    out = set()
+    for p in params:
+        acc = facts.accesses.get(p.name, [])
+        if p.role == "inout" and acc and not any(a.kind in READING for a in acc):
+            out.add(p.name)
+    return out
+
+
 def _work_bytes(params: list[Param], grid: list[str] | None = None, block: list[str] | None = None,
-                loops: int = 0) -> str | None:
-    """Bytes a launch moves at least, for the roofline: every buffer read once (inout: read and written).
+                loops: int = 0, written_only: set[str] = frozenset()) -> str | None:
+    """Bytes a launch moves at least, for the roofline: every buffer read once, an inout one read and written,
+    except one the kernel only writes (`written_only`: counted once; full-sector writes fetch nothing).
     A loop-free kernel touches at most one element of each buffer per thread, so the estimate is capped by
     the launch's thread count (a kernel that updates the perimeter of a grid does not move the whole grid)."""
-    total = _buffer_bytes(params)
+    total = _buffer_bytes(params, written_only)
     if total is None or loops or not grid or not block:
         return total
-    per_thread = sum((itemsize_of(p) * (2 if p.role == "inout" else 1)) for p in params if p.role != "scalar")
+    per_thread = sum(itemsize_of(p) * _times(p, written_only) for p in params if p.role != "scalar")
     threads = " * ".join(f"({e})" for e in [*grid, *block])
     return f"std::min({total}, {per_thread} * {threads})"
 
@@ -344,12 +361,16 @@ def itemsize_of(p: Param) -> int:
     return itemsize(p.dtype) or 1
 
 
-def _buffer_bytes(params: list[Param]) -> str | None:
+def _times(p: Param, written_only: set[str]) -> int:
+    return 2 if p.role == "inout" and p.name not in written_only else 1
+
+
+def _buffer_bytes(params: list[Param], written_only: set[str] = frozenset()) -> str | None:
     terms = []
     for p in params:
         if p.role == "scalar":
             continue
         size = itemsize_of(p)
-        times = 2 if p.role == "inout" else 1
+        times = _times(p, written_only)
         terms.append(f"{times * size} * ({p.count})" if times * size != 1 else f"({p.count})")
     return " + ".join(terms) or None
