@@ -122,6 +122,9 @@ def test_a_good_proposal_settles_every_todo_and_is_marked_for_review(app):
     assert s.todo == []
     assert (s.sizes["N"], s.sizes["STRIDE"], s.param("out").count) == (65536, 3, "N")
     assert s.constants[0].value == "Params{2, 0.5f}"
+    # work.bytes named the placeholder OUT_COUNT; it follows the count the LLM gave, so the roofline has bytes.
+    # `out` is inout (written only where i < n) but never read: counted once
+    assert "OUT_COUNT" not in s.work.bytes and s.size(s.work.bytes) == 4 * 65536 + 4 * 65536
     text = (folder(app) / "mep.yaml").read_text()
     assert text.count("# LLM-PROPOSED(test-model): ") == 4 and "TODO(mepgen)" not in text
     assert "# LLM-PROPOSED(test-model): sizes.N = 65536 was proposed by the LLM, not inferred by mepgen: review " \

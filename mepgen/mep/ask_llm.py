@@ -217,9 +217,27 @@ class TodoAsker:
                    for p in out.refused if t.field in p.settles]
             todo.append(Todo(t.field, "; ".join([t.reason, *why])))
         d = {**d, "todo": [{"field": t.field, "reason": t.reason} for t in todo]}
+        d = _work_follows_counts(spec, d)
         new = validate_dict(d)
         new.todo = todo
         return new
+
+
+def _work_follows_counts(spec: Spec, d: dict) -> dict:
+    """work.bytes / work.flops name a buffer's count as mepgen wrote it (often a placeholder size such as
+    OUT_COUNT); where the LLM replaced that count, the work expressions take the new one, or they would name a size
+    that no longer exists and the MEP would have no roofline."""
+    work = dict(d.get("work") or {})
+    changed = False
+    for old, new in zip(spec.params, d.get("params", [])):
+        was, now = old.count, new.get("count")
+        if not was or now is None or str(now) == str(was) or not re.fullmatch(r"[A-Za-z_]\w*", str(was)):
+            continue
+        for key, expr in work.items():
+            if isinstance(expr, str) and re.search(rf"\b{re.escape(was)}\b", expr):
+                work[key] = re.sub(rf"\b{re.escape(was)}\b", lambda _m: f"({now})", expr)
+                changed = True
+    return {**d, "work": work} if changed else d
 
 
 def _flow(value) -> str:
