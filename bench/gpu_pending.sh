@@ -13,11 +13,13 @@
 #   bench/gpu_pending.sh rows       warp_per_row's variants (lanes per row, 128-bit loads, unroll, block) on matvec_rows, row_sumsq
 #   bench/gpu_pending.sh window     tile_window's whole space on dense's conv1d_taps, then the strategies replayed on it
 #   bench/gpu_pending.sh flush      what the L2 flush before a timed launch costs it (l2_flush_probe.cu, events and ncu)
+#   bench/gpu_pending.sh stencils   why the stencils sit at 38-51% of peak: DRAM bytes, L1/L2 hit rates of the originals
+#                                   under ncu, and tile_stencil / launch_config variants through the evaluator
 #
 # Each step records under bench/results/ and, where $OUT is set (the device tool), copies what it wrote there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-step=${1:?name a step: tests, library, optimize, patch, capture, tuning, rows, window or flush}
+step=${1:?name a step: tests, library, optimize, patch, capture, tuning, rows, window, flush or stencils}
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 R=bench/results
 case "$step" in
@@ -49,7 +51,22 @@ case "$step" in
               --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum /tmp/l2probe --brief \
               > "${OUT:-/tmp}/l2_flush_probe_ncu.csv" 2>&1 || true
             files=($R/l2_flush_probe.jsonl) ;;
-  *)        echo "gpu_pending.sh: unknown step '$step' (tests, library, optimize, patch, capture, tuning, rows, window, flush)" >&2; exit 2 ;;
+  stencils) M=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,\
+l1tex__t_sector_hit_rate.pct,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,\
+sm__warps_active.avg.pct_of_peak_sustained_active,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct
+            out=$R/stencils_ncu.md; echo "# stencils under ncu ($(date -u))" > $out
+            for ak in dense:smooth9:32x8:64x4 dense:diffuse7:32x4x2: heatcg:heat.diffuse_step:32x8:64x4; do
+              IFS=: read -r app k tile blk <<< "$ak"
+              python3 bench/variant_profile.py --app $app --kernel $k --chain "tile_stencil:block=$tile" --record $out || true
+              [ -n "$blk" ] && { python3 bench/variant_profile.py --app $app --kernel $k --chain "launch_config:block=$blk" \
+                --record $out || true; }
+              mep=/tmp/mepgen-variant-profile/$app/.mepgen/meps/$k
+              make -s -C $mep >/dev/null && (cd $mep && ncu --clock-control none --cache-control all --metrics "$M" \
+                -k "regex:${k##*.}" --launch-count 1 ./mep --data data/in --out /tmp/stencil-out) | \
+                grep -E "^\s+[a-z_]+__" | sed "s/^/    $k /" >> $out || true
+            done
+            files=($out) ;;
+  *)        echo "gpu_pending.sh: unknown step '$step' (tests, library, optimize, patch, capture, tuning, rows, window, flush, stencils)" >&2; exit 2 ;;
 esac
 if [ -n "${OUT:-}" ]; then
   for f in "${files[@]}"; do [ -f "$f" ] && cp "$f" "$OUT"/; done
