@@ -16,6 +16,7 @@ from mepgen.optimize.library.proposer import LibraryProposer
 from mepgen.optimize.library.source import Refused
 from mepgen.optimize.library.source import KernelSource, Refused
 from mepgen.optimize.library.tile_matmul import TileMatmul
+from mepgen.optimize.library.stencil_rows import StencilRows
 from mepgen.optimize.library.tile_stencil import TileStencil
 from mepgen.optimize.library.tile_window import TileWindow
 from mepgen.optimize.proposer import Context
@@ -90,6 +91,59 @@ def test_tile_stencil_refuses(meps):
     assert "`lap5` indexes u with `nx`, not bound to an affine argument" in why
     assert "not a 2D/3D stencil" in refusal(meps, "conv1d_taps", t)
     assert "reads A" not in refusal(meps, "matmul", t)       # refused, whatever the reason, never tiled
+
+
+# --- stencil_rows -----------------------------------------------------------------------------------
+
+def test_stencil_rows_9_point(meps):
+    rw = rewrite(meps, "smooth9", StencilRows(), {"rows": 4})
+    assert "void smooth9(const float* __restrict__ in, float* __restrict__ out, int nx, int ny, float w)" in rw.text
+    assert "const int mepgen_y0 = (blockIdx.y * blockDim.y + threadIdx.y) * 4;" in rw.text
+    # the fast path: the guard at both ends of the strip, then the unguarded body per point
+    assert "if ((i >= 1 && i < nx - 1 && (mepgen_y0) >= 1 && (mepgen_y0) < ny - 1) && " \
+           "(i >= 1 && i < nx - 1 && (mepgen_y0 + 3) >= 1 && (mepgen_y0 + 3) < ny - 1)) {" in rw.text
+    assert rw.text.count("const int j = mepgen_y0 + mepgen_r;") == 2 and rw.text.count("#pragma unroll") == 2
+    assert "if (i >= 1 && i < nx - 1 && j >= 1 && j < ny - 1) {" in rw.text          # the border strips, per point
+    assert rw.launch == {"grid": ["(IMG_NX + ST_BX - 1) / ST_BX", "(((IMG_NY + ST_BY - 1) / ST_BY) + 3) / 4"],
+                         "block": ["ST_BX", "ST_BY"], "shared_mem": "0"}
+    assert "4 points per thread along y" in rw.explanation and "__restrict__ on in, out" in rw.explanation
+
+
+def test_stencil_rows_3d_and_helper_reads(meps):
+    vol = rewrite(meps, "diffuse7", StencilRows(), {"rows": 2})
+    assert "const int mepgen_z0 = (blockIdx.z * blockDim.z + threadIdx.z) * 2;" in vol.text
+    assert "const int k = mepgen_z0 + mepgen_r;" in vol.text and "(mepgen_z0 + 1) < vol.nz - 1" in vol.text
+    assert vol.launch["grid"][2] == "(((VOL_NZ + VOL_BZ - 1) / VOL_BZ) + 1) / 2" and vol.launch["grid"][:2] == \
+        ["(VOL_NX + VOL_BX - 1) / VOL_BX", "(VOL_NY + VOL_BY - 1) / VOL_BY"]
+    heat = rewrite(meps, "heat.diffuse_step", StencilRows(), {"rows": 8})
+    assert "lap5(u, i, j, g.nx, inv_dx2, inv_dy2)" in heat.text          # the helper's call is kept per point
+    assert "__restrict__ on" not in heat.explanation                   # already restricted in the source
+
+
+def test_stencil_rows_refuses(meps):
+    t = StencilRows()
+    assert "returns early" in refusal(meps, "smooth9", t, ("out[j * nx + i] =", "if (w < 0) return;\n        out[j * nx + i] ="))
+    assert "uses blockDim.y beyond" in refusal(meps, "smooth9", t, ("* (1.0f / 6.0f)", "* (1.0f / 6.0f) + 0 * blockDim.y"))
+    assert "not a 2D/3D stencil" in refusal(meps, "conv1d_taps", t)
+    assert "is not unit-stride in col" in refusal(meps, "matmul", t)      # a loop over k: not a stencil
+
+
+@pytest.mark.nvcc
+def test_stencil_rows_shares_loads_in_the_fast_path(meps, tmp_path):
+    """The point of the rewrite, checked in the PTX: smooth9 at 4 rows has 9 x 4 loads on its border path and
+    fewer than 9 x 4 on the interior path (18 with nvcc 13: each of the 6 rows' 3 columns loaded once)."""
+    import re as _re
+    from mepgen import mepbuild
+    src, spec, launch = load(meps["smooth9"])
+    rw = StencilRows().apply(src, spec, launch, {"rows": 4})
+    f = tmp_path / "kernel.cu"
+    f.write_text(rw.text)
+    ptx = tmp_path / "k.ptx"
+    done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), f"-I{meps['smooth9']}", "-ptx",
+                           "-x", "cu", str(f), "-o", str(ptx)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    loads = len(_re.findall(r"ld\.global", ptx.read_text()))
+    assert 36 < loads < 2 * 36
 
 
 # --- tile_matmul ------------------------------------------------------------------------------------
@@ -198,6 +252,8 @@ CASES = [("heat.diffuse_step", TileStencil, {"block": "32x8"}), ("smooth9", Tile
          ("matmul", TileMatmul, {"tile": 64, "rm": 4, "rn": 4, "bk": 16}),
          ("gemm_tn", TileMatmul, {"tile": 128, "rm": 8, "rn": 8, "bk": 8}),
          ("syrk_lower", TileMatmul, {"tile": 64, "rm": 8, "rn": 4, "bk": 16}),
+         ("smooth9", StencilRows, {"rows": 4}), ("diffuse7", StencilRows, {"rows": 8}),
+         ("heat.diffuse_step", StencilRows, {"rows": 2}),
          ("conv1d_taps", TileWindow, {"block": 256, "per_thread": 4}),
          ("conv1d_taps", TileWindow, {"block": 512, "per_thread": 1})]
 

@@ -9,6 +9,7 @@ from .privatize import Privatize
 from .restrict import Restrict
 from .scalar_replace import ScalarReplace
 from .split_columns import SplitColumns
+from .stencil_rows import StencilRows
 from .tile_matmul import TileMatmul
 from .tile_stencil import TileStencil
 from .tile_window import TileWindow
@@ -18,6 +19,6 @@ from .warp_row import WarpPerRow
 
 
 def all_transformations():
-    return [TileMatmul(), TileStencil(), TileWindow(),
+    return [TileMatmul(), TileStencil(), StencilRows(), TileWindow(),
             WarpPerRow(), Privatize(), SplitColumns(), ScalarReplace(), VectorLoads(), Coarsen(), LaunchConfig(),
             Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]

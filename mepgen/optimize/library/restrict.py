@@ -14,18 +14,39 @@ from .base import Rewrite, Transformation
 from .source import Refused, kind, walk
 
 
+def unrestricted_pointers(src, spec) -> list:
+    """The pointer parameters that may take `__restrict__` and do not have it yet; Refused when two of them
+    could be the same buffer (mep.yaml gives one no buffer of its own, or the kernel derives a pointer)."""
+    pointers = [p for p in src.params if p.pointer]
+    if len(pointers) < 1:
+        raise Refused("the kernel has no pointer parameters")
+    roles = {p.name: p.role for p in spec.params}
+    for p in pointers:
+        if p.name not in roles or roles[p.name] == "scalar":
+            raise Refused(f"mep.yaml gives pointer {p.name} no buffer of its own: it may alias another")
+    for c in src.nodes("VAR_DECL"):
+        if c.type.get_canonical().kind.name == "POINTER" and \
+                any(p.name in src.refs(c) for p in pointers):
+            raise Refused(f"the kernel derives pointer {c.spelling} from a parameter (aliasing unknown)")
+    return [p for p in pointers if "__restrict__" not in p.type and "restrict" not in p.type]
+
+
+def restrict_edits(src, params) -> list:
+    """Text edits that put `__restrict__` after the `*` of each parameter in `params`."""
+    edits = []
+    for p in params:
+        star = src.text[p.start:p.end].rfind("*")
+        edits.append((p.start + star + 1, p.start + star + 1, " __restrict__"))
+    return edits
+
+
 class Restrict(Transformation):
     def __init__(self):
         super().__init__("restrict_ldg", "__restrict__ pointers and __ldg read-only loads", {})
 
     def _plan(self, src, spec):
-        pointers = [p for p in src.params if p.pointer]
-        if len(pointers) < 1:
-            raise Refused("the kernel has no pointer parameters")
+        add = unrestricted_pointers(src, spec)
         roles = {p.name: p.role for p in spec.params}
-        for p in pointers:
-            if p.name not in roles or roles[p.name] == "scalar":
-                raise Refused(f"mep.yaml gives pointer {p.name} no buffer of its own: it may alias another")
         written = set()
         for w in src.writes():
             target = list(w.get_children())[0] if list(w.get_children()) else w
@@ -33,11 +54,6 @@ class Restrict(Transformation):
         for c in src.nodes("CALL_EXPR"):
             if c.spelling.startswith("atomic"):
                 written |= {n.spelling for n in walk(c) if kind(n) == "DECL_REF_EXPR"}
-        for c in src.nodes("VAR_DECL"):
-            if c.type.get_canonical().kind.name == "POINTER" and \
-                    any(p.name in src.refs(c) for p in pointers):
-                raise Refused(f"the kernel derives pointer {c.spelling} from a parameter (aliasing unknown)")
-        add = [p for p in pointers if "__restrict__" not in p.type and "restrict" not in p.type]
         loads = []
         for c in src.nodes("ARRAY_SUBSCRIPT_EXPR"):
             base = squash(src.src(list(c.get_children())[0]))
@@ -59,11 +75,7 @@ class Restrict(Transformation):
 
     def apply(self, src, spec, launch, params):
         add, loads = self._plan(src, spec)
-        edits = []
-        for p in add:
-            decl = src.text[p.start:p.end]
-            star = decl.rfind("*")
-            edits.append((p.start + star + 1, p.start + star + 1, " __restrict__"))
+        edits = restrict_edits(src, add)
         if params.get("ldg", True):
             for c in loads:
                 s, e = src.span(c)
