@@ -8,8 +8,12 @@ which runs through the same pipe. Here each thread computes R consecutive points
 a fully unrolled loop; where the whole strip is inside the stencil's guard (an interior fast path, checked at
 the strip's two ends, which suffices because the guard is a conjunction of bounds on the thread indices), the
 loop has no branches and, with `__restrict__` pointers, the compiler loads each value once for all the points
-that read it: smooth9 at R = 4 has 18 loads instead of 36 (counted in the PTX by the tests). Strips that
-touch the border run the original guarded statement per point.
+that read it. The fast path makes the sharing explicit where match_stencil proved the read offsets: each
+element the strip reads is loaded once into a register at the address of the proven affine form, and the R points
+follow as copies of the guarded statement reading those registers (smooth9 at R = 4: 18 loads for 4 points
+instead of 36; diffuse7: 22 instead of 28; counted in the PTX by the tests). Reads through a `__device__` helper
+stay calls (with `__restrict__`, the compiler merges them with the same addresses). Strips that touch the border
+run the original guarded statement per point in an unrolled loop.
 
 Applies to exactly what match_stencil recognises (stencil_match.py), with nothing after the guard, no
 `return`, no shared memory or barriers, and the outer axis's thread index used nowhere but its declaration.
@@ -120,10 +124,12 @@ class StencilRows(Transformation):
             return ["#pragma unroll", f"for (int mepgen_r = 0; mepgen_r < {rows}; ++mepgen_r) {{",
                     *[f"    {ln}" for ln in point], *[f"    {ln}" for ln in body], "}"]
 
+        shared = _shared_points(src, st, a, point, then, rows)
+        fast = shared[0] if shared is not None else loop(then_text.splitlines())
         lines = [f"// mepgen stencil_rows: {rows} points per thread along {axis}; where the whole strip is inside the "
-                 f"guard the unrolled points share their loads",
+                 f"guard the points share their loads",
                  f"if (({first}) && ({last})) {{",
-                 *[f"    {ln}" for ln in loop(then_text.splitlines())],
+                 *[f"    {ln}" for ln in fast],
                  "} else {",
                  *[f"    {ln}" for ln in loop(f"if ({cond}) {then_text}".splitlines())],
                  "}"]
@@ -138,7 +144,60 @@ class StencilRows(Transformation):
         grid = list(launch["grid"])
         grid[a] = f"(({grid[a]}) + {rows - 1}) / {rows}"
         what = f"; __restrict__ on {', '.join(p.name for p in restrict)}" if restrict else ""
-        return Rewrite(text, f"stencil_rows: {rows} points per thread along {axis}, unrolled; strips inside the guard "
-                             f"run without branches so neighbouring points share their loads of {st.array} in "
-                             f"registers{what}; grid.{axis} divided by {rows}",
+        how = (f"each element of `{st.array}` the strip reads is loaded once into a register ({shared[1]} loads "
+               f"for {rows} points, {shared[2]} reads per point in the source)"
+               if shared is not None else f"the compiler shares the points' loads of `{st.array}`")
+        return Rewrite(text, f"stencil_rows: {rows} points per thread along {axis}; in strips inside the guard {how}"
+                             f"{what}; grid.{axis} divided by {rows}",
                        {"grid": grid, "block": list(launch["block"]), "shared_mem": str(launch.get("shared_mem", "0"))})
+
+
+def _num(v: int) -> str:
+    return f"m{-v}" if v < 0 else str(v)
+
+
+def _shared_points(src, st, a: int, point: list[str], then, rows: int) -> tuple[list[str], int, int] | None:
+    """The fast path with its loads shared explicitly: every direct read of the array inside the guard (offsets
+    proven by match_stencil) becomes a register loaded once per strip at the address the proven affine form gives,
+    `(i + dx) + (j + dy) * S [+ (k + dz) * P]` with the outer index at the strip's row; the points follow as R
+    copies of the guarded statement. Returns (lines, loads, reads per point); None when the guard's statement has
+    no direct read (only helper calls)."""
+    t0, t1 = src.span(then)
+    direct = [rd for rd in st.reads if rd.offset is not None
+              and t0 <= src.span(rd.cursor)[0] and src.span(rd.cursor)[1] <= t1]
+    if not direct:
+        return None
+    axis = AXES[a]
+    strides = ["1", *st.strides]
+    ctype = re.sub(r"^\s*const\s+", "", st.ctype)
+
+    def var(q: int, off: tuple) -> str:
+        rest = [_num(off[d]) for d in range(st.ndim) if d != a]
+        return f"mepgen_s_{_num(q)}_" + "_".join(rest)
+
+    def address(q: int, off: tuple) -> str:
+        terms = []
+        for d in range(st.ndim):
+            if d == a:
+                base = f"mepgen_{axis}0 + {q}" if q > 0 else (f"mepgen_{axis}0 - {-q}" if q < 0 else f"mepgen_{axis}0")
+            else:
+                base = st.index[d] + (f" + {off[d]}" if off[d] > 0 else f" - {-off[d]}" if off[d] < 0 else "")
+            terms.append(f"({base})" if d == 0 else f"({base}) * ({strides[d]})")
+        return " + ".join(terms)
+
+    loads = {}
+    for p in range(rows):
+        for rd in direct:
+            q = p + rd.offset[a]
+            loads.setdefault(var(q, rd.offset), address(q, rd.offset))
+    lines = [f"// {len(loads)} loads shared by {rows} points ({len(direct)} reads per point in the source)"]
+    lines += [f"const {ctype} {v} = {st.array}[{addr}];" for v, addr in sorted(loads.items())]
+    text = src.text[t0:t1]
+    for p in range(rows):
+        body = text
+        for rd in sorted(direct, key=lambda r: src.span(r.cursor)[0], reverse=True):
+            s0, s1 = (x - t0 for x in src.span(rd.cursor))
+            body = body[:s0] + var(p + rd.offset[a], rd.offset) + body[s1:]
+        first = point[0].replace("mepgen_r", str(p))
+        lines += ["{", f"    {first}", *[f"    {ln}" for ln in point[1:]], *[f"    {ln}" for ln in body.splitlines()], "}"]
+    return lines, len(loads), len(direct)
