@@ -14,7 +14,7 @@
 #   bench/gpu_pending.sh window     tile_window's whole space on dense's conv1d_taps, then the strategies replayed on it
 #   bench/gpu_pending.sh flush      what the L2 flush before a timed launch costs it (l2_flush_probe.cu, events and ncu)
 #   bench/gpu_pending.sh stencils   why the stencils sit at 38-51% of peak: DRAM bytes, L1/L2 hit rates of the originals
-#                                   under ncu, and tile_stencil / launch_config variants through the evaluator
+#                                   under ncu, and tile_stencil / stencil_rows / launch_config variants through the evaluator
 #
 # Each step records under bench/results/ and, where $OUT is set (the device tool), copies what it wrote there.
 set -euo pipefail
@@ -58,6 +58,8 @@ sm__warps_active.avg.pct_of_peak_sustained_active,smsp__warp_issue_stalled_long_
             for ak in dense:smooth9:32x8:64x4 dense:diffuse7:32x4x2: heatcg:heat.diffuse_step:32x8:64x4; do
               IFS=: read -r app k tile blk <<< "$ak"
               python3 bench/variant_profile.py --app $app --kernel $k --chain "tile_stencil:block=$tile" --record $out || true
+              for r in 2 4 8; do python3 bench/variant_profile.py --app $app --kernel $k --chain "stencil_rows:rows=$r" \
+                --record $out || true; done
               [ -n "$blk" ] && { python3 bench/variant_profile.py --app $app --kernel $k --chain "launch_config:block=$blk" \
                 --record $out || true; }
               mep=/tmp/mepgen-variant-profile/$app/.mepgen/meps/$k
