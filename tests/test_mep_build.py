@@ -98,5 +98,17 @@ def test_harness_flushes_the_l2_with_clean_lines(heatcg_meps):
     text = (app / ".mepgen/meps/cg.axpy/harness.cu").read_text()
     assert 'extern "C" __global__ void mepgen_l2_flush(' in text
     loop = text[text.index("for (int i = 0; i < opt.reps; ++i) {"):text.index("cudaEventRecord(stop, stream)")]
-    assert "mepgen_l2_flush<<<" in loop and "cudaMemsetAsync" not in loop
-    assert loop.index("reset();") < loop.index("mepgen_l2_flush<<<") < loop.index("cudaEventRecord(start")
+    assert "mepgen_l2_flush_launch(" in loop and "cudaMemsetAsync" not in loop
+    assert loop.index("reset();") < loop.index("mepgen_l2_flush_launch(") < loop.index("cudaEventRecord(start")
+
+
+def test_the_pycuda_worker_flushes_with_the_harness_geometry():
+    """The worker launches mepgen_l2_flush itself: its constants must be those of l2_flush.h."""
+    import re
+    from mepgen.evaluate import l2_flush
+    text = l2_flush.source()
+    assert f'extern "C" __global__ void {l2_flush.KERNEL}(' in text
+    assert re.search(rf"mepgen_l2_flush_block = {l2_flush.BLOCK};", text)
+    assert re.search(rf"mepgen_l2_flush_blocks_per_sm = {l2_flush.BLOCKS_PER_SM};", text)
+    assert "2 * static_cast<size_t>(l2_bytes > (1 << 20) ? l2_bytes : (1 << 20)) / 16 * 16" in text
+    assert l2_flush.flush_bytes(60 << 20) == 120 << 20 and l2_flush.flush_bytes(1000) == 2 << 20

@@ -19,6 +19,13 @@ from . import process
 
 KERNEL = "mepgen_l2_flush"
 SOURCE = "l2_flush.h"
+#: the launch geometry of mepgen_l2_flush_launch in l2_flush.h (a test keeps the two equal)
+BLOCK, BLOCKS_PER_SM = 512, 8
+
+
+def flush_bytes(l2_bytes: int) -> int:
+    """mepgen_l2_flush_bytes of l2_flush.h: twice the L2 (at least 2 MiB), in whole int4s."""
+    return 2 * max(l2_bytes, 1 << 20) // 16 * 16
 
 
 def source() -> str:

@@ -103,7 +103,7 @@ int main()
     CHECK(cudaGetLastError());
 
     // the streaming curve, timed like the harness: flush (clean lines), event, one launch, event; median of 15
-    const size_t flush_bytes = 2 * (size_t)prop.l2CacheSize / 16 * 16;
+    const size_t flush_bytes = mepgen_l2_flush_bytes(prop.l2CacheSize);
     void* flush = nullptr;
     CHECK(cudaMalloc(&flush, flush_bytes));
     CHECK(cudaMemset(flush, 0, flush_bytes));
@@ -114,7 +114,7 @@ int main()
         for (int kind = 0; kind < 2; ++kind) {
             float t[15];
             for (int r = 0; r < 15; ++r) {
-                mepgen_l2_flush<<<blocks, threads>>>((const int4*)flush, flush_bytes / 16, (int*)out);
+                mepgen_l2_flush_launch(flush, flush_bytes, (int*)out, prop.multiProcessorCount, 0);
                 cudaEventRecord(e0);
                 if (kind == 0) read_kernel<<<blocks, threads>>>(a, out, cb / 16);
                 else copy_kernel<<<blocks, threads>>>(a, b, cb / 32);

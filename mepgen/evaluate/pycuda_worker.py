@@ -19,6 +19,7 @@ import sys
 import numpy as np
 
 from ..spec import PLACEMENT_SPAN
+from . import l2_flush
 
 FLOAT_POISON, INT_POISON = 0xFF, 0xA5
 
@@ -39,12 +40,13 @@ class State:
         self.modules: dict[str, dict] = {}
         attr = getattr(cuda.device_attribute, "L2_CACHE_SIZE", None)
         l2 = cuda.Context.get_device().get_attribute(attr) if attr is not None else 64 << 20
-        self.flush_bytes = max(2 * l2, 1 << 20) // 16 * 16
+        self.flush_bytes = l2_flush.flush_bytes(l2)
         self.flush_buf = cuda.mem_alloc(self.flush_bytes)
         cuda.memset_d8(self.flush_buf, 0, self.flush_bytes)
         self.flush_sink = cuda.mem_alloc(4)
         self.flush_fn = None                    # the flush kernel, loaded by setup
-        self.flush_grid = 8 * cuda.Context.get_device().get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
+        sms = cuda.Context.get_device().get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
+        self.flush_grid = l2_flush.BLOCKS_PER_SM * sms
         self.device_name = cuda.Context.get_device().name()
         self.l2_bytes = l2
 
@@ -54,7 +56,7 @@ class State:
         """params: name, role, dtype, count (in kernel order); flush_cubin: the L2 flush kernel (l2_flush.py)."""
         self.params = params
         self.flush_module = self.cuda.module_from_file(flush_cubin)
-        self.flush_fn = self.flush_module.get_function("mepgen_l2_flush")
+        self.flush_fn = self.flush_module.get_function(l2_flush.KERNEL)
         for p in params:
             if p["role"] in ("out", "inout"):
                 dt = np.dtype(p["dtype"])
@@ -143,7 +145,7 @@ class State:
             cuda.memcpy_dtod_async(ptr, src, size, st)
         if flush:        # last, so that the resets' dirty lines are written back before the timed launch
             self.flush_fn(self.flush_buf, np.uint64(self.flush_bytes // 16), self.flush_sink,
-                          block=(512, 1, 1), grid=(self.flush_grid, 1), stream=st)
+                          block=(l2_flush.BLOCK, 1, 1), grid=(self.flush_grid, 1), stream=st)
 
     def _launch(self, m: dict, k: int) -> None:
         d = m["desc"]

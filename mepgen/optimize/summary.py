@@ -12,6 +12,7 @@ from .trajectory import Trajectory, pct_roofline
 #: a memory-bound kernel's bandwidth against one perfect streaming launch of its bytes (peaks.Peaks.stream_gbs)
 STREAM = " ({:.0f}% of what one perfect streaming launch of the same bytes reaches)"
 
+
 def chain(best: Attempt | None, attempts: dict[str, Attempt]) -> list[Attempt]:
     """The attempts from the original to `best`, repairs included, oldest first."""
     out = []

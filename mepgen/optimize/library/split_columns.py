@@ -270,7 +270,7 @@ class SplitColumns(Transformation):
         m = self._match(src, spec, launch)
         bx, ry = (int(v) for v in str(params.get("shape", "16x16")).split("x"))
         chunks = int(params.get("chunks", 1))
-        unroll = int(params.get("unroll", 8))
+        unroll = int(params.get("unroll", self.defaults["unroll"]))
         if unroll < 1:
             raise Refused(f"unroll {unroll}: the row-slice loop needs a positive unroll")
         edits, note = [], ""
@@ -330,10 +330,11 @@ class SplitColumns(Transformation):
                f"within rtol >= {ATOMIC_RTOL:g})" if atomic is not None else
                "in a fixed order (deterministic; only the float summation order changes)")
         return Rewrite(text, f"split columns: {ry} row slices per column ({bx}x{ry} blocks, {ry * chunks}x the "
-                             f"threads, {unroll} loads in flight per slice), partial sums of `{name}` combined in shared memory {how}{note}",
+                             f"threads, {unroll} loads in flight per slice), partial sums of `{name}` combined in "
+                             f"shared memory {how}{note}",
                        {"grid": grid, "block": [str(bx), str(ry)], "shared_mem": str(launch.get("shared_mem", "0"))})
 
-    def _apply_guarded(self, src, m, launch, bx, ry, edits, note, unroll: int = 8) -> Rewrite:
+    def _apply_guarded(self, src, m, launch, bx, ry, edits, note, unroll: int) -> Rewrite:
         """The column guard's form: the accumulator hoisted so that every thread reaches the barrier, the row
         slices and the output statements guarded, the combine in the same fixed order."""
         name, ctype = m["acc"]
@@ -359,13 +360,14 @@ class SplitColumns(Transformation):
         text = src.replace(edits)
         grid = [_sub_token(launch["grid"][0], m["token"], bx)]
         return Rewrite(text, f"split columns: {ry} row slices per column ({bx}x{ry} blocks, {ry}x the threads, "
-                             f"{unroll} loads in flight per slice), partial sums of `{name}` combined in shared memory in a fixed order (deterministic; "
+                             f"{unroll} loads in flight per slice), partial sums of `{name}` combined in shared "
+                             f"memory in a fixed order (deterministic; "
                              f"only the float summation order changes), the column guard kept around the row "
                              f"slices and the output{note}",
                        {"grid": grid, "block": [str(bx), str(ry)], "shared_mem": str(launch.get("shared_mem", "0"))})
 
 
-def _row_slices(src, m, ry: int, lo: str, hi: str, guard: str | None, unroll: int = 8) -> list[str]:
+def _row_slices(src, m, ry: int, lo: str, hi: str, guard: str | None, unroll: int) -> list[str]:
     """Each thread's slice of the rows (`threadIdx.y`, step RY, unrolled `unroll` times; under `guard` when
     given), its partial in shared memory, and the start of the fixed-order combine by thread y == 0 (its `if`
     left open)."""
