@@ -24,9 +24,8 @@ sys.path.insert(0, str(REPO / "bench"))
 from library_optimize import gpu_facts, prepare_app  # noqa: E402
 from mepgen.evaluate import Evaluator, Options  # noqa: E402
 from mepgen.optimize import candidates  # noqa: E402
-from mepgen.optimize.library.base import current_launch  # noqa: E402
+from mepgen.optimize.library.base import StepRefused, apply_chain  # noqa: E402
 from mepgen.optimize.library.catalog import all_transformations  # noqa: E402
-from mepgen.optimize.library.source import KernelSource  # noqa: E402
 from mepgen.optimize.proposer import Proposal  # noqa: E402
 from mepgen.spec import load_spec  # noqa: E402
 
@@ -40,20 +39,6 @@ def parse_step(text: str) -> tuple[str, dict]:
             raise SystemExit(f"variant_profile: chain step '{text}': '{item}' is not KEY=VALUE")
         params[key.strip()] = yaml.safe_load(value)
     return name.strip(), params
-
-
-def apply_chain(src: KernelSource, spec, steps: list[tuple[str, dict]]):
-    by_name = {t.name: t for t in all_transformations()}
-    launch, text, flags = current_launch(spec, None), src.text, []
-    for name, params in steps:
-        if name not in by_name:
-            raise SystemExit(f"variant_profile: no transformation '{name}' (known: {', '.join(sorted(by_name))})")
-        t = by_name[name]
-        cur = KernelSource(text, spec)
-        t.space(cur, spec, launch)                      # raises Refused where it does not apply
-        rw = t.apply(cur, spec, launch, {**t.defaults, **params})
-        text, launch, flags = rw.text, rw.launch or launch, flags + list(rw.nvcc_flags)
-    return text, launch, flags
 
 
 def main() -> int:
@@ -71,7 +56,12 @@ def main() -> int:
     spec = load_spec(mep / "mep.yaml")
     ev = Evaluator(spec, mep, Options(backend="native", rounds=3, reps=20, profile=True,
                                       flush_l2=False if args.no_flush else None, use_cache=False))
-    text, launch, flags = apply_chain(KernelSource(ev.original_text, spec), spec, steps)
+    catalog = {t.name: t for t in all_transformations()}
+    try:
+        text, launch, flags = apply_chain(catalog, ev.original_text, spec,
+                                          [{"name": n, "params": p} for n, p in steps])
+    except StepRefused as e:
+        raise SystemExit(f"variant_profile: {e.step} does not apply to {args.kernel}: {e}") from None
     print(f"variant of {args.kernel}: {' + '.join(args.chain)}; launch {launch}", flush=True)
     ev.prepare()
     base = ev.baseline_result()

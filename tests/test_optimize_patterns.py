@@ -97,7 +97,7 @@ def test_inherited_chains_are_replayed_first_and_dropped_when_they_do_not_apply(
 
     class Rw:
         def __init__(self, text, launch=None):
-            self.text, self.launch, self.explanation = text, launch, "rw"
+            self.text, self.launch, self.explanation, self.nvcc_flags = text, launch, "rw", []
 
     class Mark:
         name = "vectorize"
@@ -127,3 +127,22 @@ def test_inherited_chains_are_replayed_first_and_dropped_when_they_do_not_apply(
     assert first["launch"] == {"block": ["128"]} and first["transformations"][0]["params"] == {"width": 4}
     assert inh.refusals == {"tile": "no loop to tile"}
     assert out.best.proposal.source == "inherited"
+
+
+def test_an_inherited_chain_keeps_the_nvcc_flags_its_steps_need(tmp_path):
+    """A pattern whose chain includes nvcc_flags(...) is replayed with those flags (it was replayed without)."""
+    from mepgen.optimize.inherit import InheritedProposer
+    from mepgen.optimize.library.base import Rewrite
+    from optimize_fakes import make_ctx
+
+    class Flags:
+        name = "nvcc_flags"
+
+        def apply(self, src, spec, launch, params):
+            return Rewrite(src.text, "flags", None, params["flags"].split())
+
+    ctx = make_ctx(tmp_path)
+    ctx.patterns = [{"kernel": "cg.axpy", "source": "library", "change": "fast math", "speedup": 1.1,
+                     "transformations": [{"name": "nvcc_flags", "params": {"flags": "-use_fast_math"}}]}]
+    (prop,) = InheritedProposer([Flags()]).propose(ctx, None, 4)
+    assert prop.nvcc_flags == ["-use_fast_math"] and prop.text == ctx.original and prop.source == "inherited"

@@ -25,24 +25,15 @@ class InheritedProposer:
             self._transformations = all_transformations()
         return {t.name: t for t in self._transformations}
 
-    def replay(self, ctx: Context, chain: list[dict]) -> tuple[str, dict | None] | None:
-        from .library.base import current_launch
-        from .library.source import KernelSource, Refused
-        catalog = self._catalog()
-        text, launch = ctx.original, None
-        for step in chain:
-            t = catalog.get(step.get("name"))
-            if t is None:
-                self.refusals[step.get("name", "?")] = "not in this mepgen's library"
-                return None
-            try:
-                rw = t.apply(KernelSource(text, ctx.spec), ctx.spec, current_launch(ctx.spec, launch),
-                             step.get("params") or {})
-            except Refused as e:
-                self.refusals[t.name] = str(e)
-                return None
-            text, launch = rw.text, (rw.launch if rw.launch is not None else launch)
-        return text, launch
+    def replay(self, ctx: Context, chain: list[dict]) -> tuple[str, dict | None, list[str]] | None:
+        """The chain applied to this kernel's original: (text, launch override, nvcc flags); None where a step
+        does not apply (why, in `refusals`)."""
+        from .library.base import StepRefused, apply_chain
+        try:
+            return apply_chain(self._catalog(), ctx.original, ctx.spec, chain)
+        except StepRefused as e:
+            self.refusals[e.step] = str(e)
+            return None
 
     def propose(self, ctx: Context, parent: Attempt | None, budget: int) -> list[Proposal]:
         if parent is not None:
@@ -55,11 +46,12 @@ class InheritedProposer:
                 continue
             self.tried.add(i)
             done = self.replay(ctx, p["transformations"])
-            if done is None or done[0] == ctx.original and done[1] is None:
+            if done is None or done[0] == ctx.original and done[1] is None and not done[2]:
                 continue
             out.append(Proposal(text=done[0], change=f"inherited from {p.get('kernel')}: {p.get('change')} "
                                                      f"({float(p.get('speedup', 1)):.2f}x there)",
-                                source="inherited", transformations=list(p["transformations"]), launch=done[1]))
+                                source="inherited", transformations=list(p["transformations"]), launch=done[1],
+                                nvcc_flags=done[2]))
         return out
 
     def repair(self, ctx: Context, failed: Attempt) -> Proposal | None:

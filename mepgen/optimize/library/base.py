@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...spec import Spec
-from .source import KernelSource
+from .source import KernelSource, Refused
 
 
 @dataclass
@@ -51,3 +51,30 @@ def block_threads(spec: Spec, launch: dict) -> int | None:
             return None
         total *= v
     return total
+
+
+class StepRefused(Refused):
+    """A step of a chain that does not apply here; `step` names its transformation."""
+
+    def __init__(self, step: str, why: str):
+        super().__init__(why)
+        self.step = step
+
+
+def apply_chain(catalog: dict, text: str, spec: Spec, chain: list[dict],
+                launch: dict | None = None) -> tuple[str, dict | None, list[str]]:
+    """Library steps `[{"name": ..., "params": {...}}]` applied in order to the kernel text `text`: the new text,
+    the launch override (None: unchanged) and the extra nvcc flags the steps need. `catalog`: transformation
+    name -> Transformation. StepRefused for a step this library lacks or that does not apply."""
+    flags: list[str] = []
+    for step in chain:
+        name = step.get("name", "?")
+        t = catalog.get(name)
+        if t is None:
+            raise StepRefused(name, "not in this mepgen's library")
+        try:
+            rw = t.apply(KernelSource(text, spec), spec, current_launch(spec, launch), step.get("params") or {})
+        except Refused as e:
+            raise StepRefused(name, str(e)) from None
+        text, launch, flags = rw.text, (rw.launch if rw.launch is not None else launch), flags + list(rw.nvcc_flags)
+    return text, launch, flags
