@@ -19,6 +19,7 @@ from mepgen.optimize.library.tile_matmul import TileMatmul
 from mepgen.optimize.library.stencil_rows import StencilRows
 from mepgen.optimize.library.tile_stencil import TileStencil
 from mepgen.optimize.library.tile_window import TileWindow
+from mepgen.optimize.library.launch_config import LaunchConfig
 from mepgen.optimize.proposer import Context
 
 
@@ -227,7 +228,43 @@ def test_tile_window_conv1d_taps(meps):
     assert rw.explanation.startswith("tile_window: every read of x[i + offset]") and "span 14" in rw.explanation
     src, spec, launch = load(meps["conv1d_taps"])
     space = TileWindow().space(src, spec, launch)
-    assert space == {"block": [256, 128, 512], "per_thread": [4, 2, 8, 1]}
+    assert space == {"block": [256, 128, 512], "per_thread": [4, 2, 8, 1], "reuse": ["registers", "shared"]}
+
+
+def test_tile_window_registers_conv1d_taps(meps):
+    rw = rewrite(meps, "conv1d_taps", TileWindow(), {"block": 256, "per_thread": 8, "reuse": "registers"})
+    t = rw.text
+    assert "__global__ void conv1d_taps(const float* __restrict__ x, float* __restrict__ y, int n)" in t
+    assert "__shared__ __align__(16) float mepgen_win[(2048 + ((FILT_W) - 1) + 3) / 4 * 4];" in t
+    # the thread's 8 + 14 elements, rounded up to whole 128-bit reads, copied once from the tile
+    assert "float mepgen_reg[(8 + ((FILT_W) - 1) + 3) / 4 * 4];" in t
+    assert "reinterpret_cast<const float4*>(mepgen_win)[threadIdx.x * 2 + mepgen_q]" in t
+    # every tap reads a register at a constant index once the loops are unrolled
+    assert "s += c_taps[t] * mepgen_reg[mepgen_r + ((i + t) - (i))];" in t and "x[i + t]" not in t
+    assert t.count("#pragma unroll\n") >= 5
+    # a fast path where all 8 outputs are inside the guard, the original guard per output elsewhere
+    assert "if (mepgen_i0 + 7 < (long long)(n - FILT_W + 1)) {" in t and "if (i < n - FILT_W + 1) {" in t
+    # y[i] through a shared tile, written back by consecutive threads only below the bound
+    assert "mepgen_o[mepgen_r] = s;" in t and "y[i] = s;" not in t
+    assert "if (mepgen_base + mepgen_e < (long long)(n - FILT_W + 1)) {" in t
+    assert "y[mepgen_base + mepgen_e] = mepgen_otile[mepgen_e];" in t
+    assert rw.launch == {"grid": ["((SIG_N - FILT_W + 1) + 2048 - 1) / 2048"], "block": ["256"], "shared_mem": "0"}
+    assert "8 consecutive outputs" in rw.explanation and "y[i] written back through shared memory" in rw.explanation
+    # registers need whole 128-bit reads: 4 or 8 outputs per thread
+    src, spec, launch = load(meps["conv1d_taps"])
+    with pytest.raises(Refused, match="2 outputs per thread with registers reuse is not legal"):
+        TileWindow().apply(src, spec, launch, {"block": 256, "per_thread": 2, "reuse": "registers"})
+    # a recorded chain without `reuse` replays as it was measured (the shared window)
+    assert "mepgen_reg" not in TileWindow().apply(src, spec, launch, {"block": 256, "per_thread": 4}).text
+
+
+def test_tile_window_registers_keeps_stores_it_cannot_stage(meps):
+    """y written twice: no single `y[i] = ...` to stage, so each output is stored where it is computed."""
+    src, spec, launch = load(meps["conv1d_taps"])
+    src = KernelSource(src.text.replace("y[i] = s;", "y[i] = s; y[i] += 1.0f;"), spec)
+    rw = TileWindow().apply(src, spec, launch, {"block": 128, "per_thread": 4, "reuse": "registers"})
+    assert "y[i] = s; y[i] += 1.0f;" in rw.text and "mepgen_otile" not in rw.text
+    assert "written back" not in rw.explanation
 
 
 def test_tile_window_refuses(meps):
@@ -242,6 +279,21 @@ def test_tile_window_refuses(meps):
         meps, "conv1d_taps", t, ("y[i] = s;", "y[i] = s + *x;"))
     assert "uses shared memory or barriers" in refusal(
         meps, "conv1d_taps", t, ("y[i] = s;", "__syncthreads(); y[i] = s;"))
+
+
+def test_launch_config_tunes_a_3d_block_after_stencil_rows(meps):
+    """diffuse7 walks z in the thread after stencil_rows: its 3D block is reshaped, the grid follows."""
+    from mepgen.optimize.library.launch_config import LaunchConfig
+    src, spec, launch = load(meps["diffuse7"])
+    rows = StencilRows().apply(src, spec, launch, {"rows": 8})
+    after = KernelSource(rows.text, spec)
+    space = LaunchConfig().space(after, spec, rows.launch)["block"]
+    assert "32x8x1" in space and "32x4x2" in space
+    rw = LaunchConfig().apply(after, spec, rows.launch, {"block": "32x8x1"})
+    assert rw.launch["block"] == ["32", "8", "1"]
+    assert rw.launch["grid"][0] == "(VOL_NX + 32 - 1) / 32" and rw.launch["grid"][2].startswith("(((VOL_NZ + 1 - 1) / 1)")
+    with pytest.raises(Refused, match="already 32x4x2"):
+        LaunchConfig().apply(after, spec, rows.launch, {"block": "32x4x2"})
 
 
 def test_both_are_registered_and_proposed_first(meps):
@@ -265,7 +317,10 @@ CASES = [("heat.diffuse_step", TileStencil, {"block": "32x8"}), ("smooth9", Tile
          ("smooth9", StencilRows, {"rows": 4}), ("diffuse7", StencilRows, {"rows": 8}),
          ("heat.diffuse_step", StencilRows, {"rows": 2}),
          ("conv1d_taps", TileWindow, {"block": 256, "per_thread": 4}),
-         ("conv1d_taps", TileWindow, {"block": 512, "per_thread": 1})]
+         ("conv1d_taps", TileWindow, {"block": 512, "per_thread": 1}),
+         ("conv1d_taps", TileWindow, {"block": 256, "per_thread": 8, "reuse": "registers"}),
+         ("conv1d_taps", TileWindow, {"block": 512, "per_thread": 4, "reuse": "registers"}),
+         ("diffuse7", LaunchConfig, {"block": "64x4x1"})]
 
 
 @pytest.mark.nvcc

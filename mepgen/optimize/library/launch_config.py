@@ -1,4 +1,4 @@
-"""Launch configuration: the block size (1D) or block shape (2D), with the grid (and dynamic shared memory)
+"""Launch configuration: the block size (1D) or block shape (2D, 3D), with the grid (and dynamic shared memory)
 recomputed from the same expressions mep.yaml uses.
 
 Applies when every block dimension of the launch is a size macro or a literal that the grid expression
@@ -16,6 +16,9 @@ from .source import Refused
 
 SHAPES_1D = [64, 128, 256, 512, 1024]
 SHAPES_2D = ["32x4", "32x8", "64x4", "16x16", "32x16", "64x8", "128x2", "16x8"]
+# 3D: a warp's 32 threads along x first (coalesced rows); depth 1 suits a kernel that already walks z per thread
+SHAPES_3D = ["32x4x2", "32x8x1", "64x4x1", "64x2x2", "128x2x1", "32x4x4", "32x16x1", "64x4x2"]
+SHAPES = {1: SHAPES_1D, 2: SHAPES_2D, 3: SHAPES_3D}
 
 
 def _token(expr: str) -> str:
@@ -42,8 +45,8 @@ class LaunchConfig(Transformation):
 
     def _tokens(self, src, launch) -> list[str]:
         tokens = [_token(b) for b in launch["block"]]
-        if len(tokens) > 2:
-            raise Refused("3D blocks are not tuned")
+        if len(tokens) > 3:
+            raise Refused(f"a block of {len(tokens)} dimensions")
         for d, t in enumerate(tokens):
             if not (t.isidentifier() or t.isdigit()):
                 raise Refused(f"block dimension `{launch['block'][d]}` is not a macro or a literal")
@@ -55,13 +58,13 @@ class LaunchConfig(Transformation):
                     line = (src.head + src.src(src.body))[:used.start()].count("\n")
                     text = (src.head + src.src(src.body)).splitlines()[line].strip()
                     raise Refused(f"the kernel bakes the block size {t} in: `{text[:70]}`")
-        if len(tokens) == 2 and tokens[0] == tokens[1]:
-            raise Refused("both block dimensions are the same macro")
+        if len(set(tokens)) < len(tokens):
+            raise Refused("two block dimensions are the same macro")
         return tokens
 
     def space(self, src, spec, launch):
         tokens = self._tokens(src, launch)
-        shapes = SHAPES_1D if len(tokens) == 1 else SHAPES_2D
+        shapes = SHAPES[len(tokens)]
         if src.has_launch_bounds():      # a block larger than the bound would not launch
             from .warp_row import _bounds_value
             cap = _bounds_value(src, spec)
