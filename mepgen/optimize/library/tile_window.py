@@ -45,7 +45,7 @@ VECTOR = {"float": "float4", "int": "int4", "unsigned int": "uint4"}   # 4-byte 
 class TileWindow(Transformation):
     def __init__(self):
         super().__init__("tile_window", "shared-memory window (input + span) for 1-D windowed sums",
-                         {"block": 256, "per_thread": 4, "reuse": "registers"})
+                         {"block": 256, "per_thread": 8, "reuse": "registers"})
 
     def _match(self, src: KernelSource, spec, launch):
         g = guarded_thread(src, "thread", "every thread must reach the barrier")
