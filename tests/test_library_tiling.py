@@ -258,6 +258,28 @@ def test_tile_window_registers_conv1d_taps(meps):
     assert "mepgen_reg" not in TileWindow().apply(src, spec, launch, {"block": 256, "per_thread": 4}).text
 
 
+@pytest.mark.nvcc
+def test_tile_window_registers_stay_in_registers(meps, tmp_path):
+    """The point of reuse=registers, checked in the PTX: conv1d_taps at 8 outputs per thread reads the tile with
+    6 128-bit shared loads (8 + 14 elements rounded up to 24), every tap index is constant after unrolling, so no
+    local memory; x is read from global memory only by the staging loop."""
+    import re as _re
+    from mepgen import mepbuild
+    src, spec, launch = load(meps["conv1d_taps"])
+    rw = TileWindow().apply(src, spec, launch, {"block": 256, "per_thread": 8, "reuse": "registers"})
+    f = tmp_path / "kernel.cu"
+    f.write_text(rw.text)
+    ptx = tmp_path / "k.ptx"
+    done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), f"-I{meps['conv1d_taps']}", "-ptx",
+                           "-x", "cu", str(f), "-o", str(ptx)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    text = ptx.read_text()
+    assert len(_re.findall(r"ld\.shared\.v4", text)) == 6
+    assert not _re.findall(r"(ld|st)\.local", text)
+    # global loads only in the staging loop (nvcc unrolls it: a handful of copies), never one per tap (15 per output)
+    assert len(_re.findall(r"ld\.global", text)) <= 8 and len(_re.findall(r"st\.global", text)) <= 8
+
+
 def test_tile_window_registers_keeps_stores_it_cannot_stage(meps):
     """y written twice: no single `y[i] = ...` to stage, so each output is stored where it is computed."""
     src, spec, launch = load(meps["conv1d_taps"])

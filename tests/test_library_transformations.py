@@ -10,6 +10,7 @@ from mepgen.evaluate.native import NativeBackend
 from mepgen.evaluate.results import CompileFailed
 from mepgen.optimize.library.launch_bounds import LaunchBounds
 from mepgen.optimize.library.launch_config import LaunchConfig
+from mepgen.optimize.library.tile_window import TileWindow
 from mepgen.optimize.library.privatize import Privatize
 from mepgen.optimize.library.restrict import Restrict
 from mepgen.optimize.library.scalar_replace import ScalarReplace
@@ -162,7 +163,8 @@ CASES = [("analysis.dense_matvec", WarpPerRow, {"tpr": 32, "block": 256}),
          ("matvec_rows", WarpPerRow, {"tpr": 32, "block": 512}), ("matvec_cols", ScalarReplace, {}),
          ("analysis.histogram", Privatize, {}), ("label_counts", Privatize, {}),
          ("cg.axpy", Restrict, {"ldg": True}), ("conv1d", Unroll, {"factor": 4}), ("cg.xpay", LaunchBounds, {"min_blocks": 2}),
-         ("heat.diffuse_step", LaunchConfig, {"block": "64x4"})]
+         ("heat.diffuse_step", LaunchConfig, {"block": "64x4"}),
+         ("conv1d", TileWindow, {"block": 128, "per_thread": 8, "reuse": "registers"})]
 
 
 @pytest.mark.nvcc
