@@ -2,6 +2,7 @@
 asserted; nvcc compiles the rewritten MEP) and on kernels where they must refuse (the reason asserted)."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -143,18 +144,21 @@ def test_stencil_rows_refuses(meps):
 def test_stencil_rows_shares_loads_in_the_fast_path(meps, tmp_path):
     """The point of the rewrite, checked in the PTX: smooth9 at 4 rows has 9 x 4 loads on its border path and
     18 on the interior path (each of the 6 rows' 3 columns loaded once); nvcc adds none back."""
-    import re as _re
-    from mepgen import mepbuild
     src, spec, launch = load(meps["smooth9"])
     rw = StencilRows().apply(src, spec, launch, {"rows": 4})
-    f = tmp_path / "kernel.cu"
+    loads = len(re.findall(r"ld\.global", ptx_of(meps["smooth9"], spec, rw, tmp_path)))
+    assert loads == 36 + 18
+
+
+def ptx_of(mep, spec, rw, tmp_path) -> str:
+    """The PTX nvcc makes of a rewrite's kernel.cu, built with the MEP's flags."""
+    from mepgen import mepbuild
+    f, ptx = tmp_path / "kernel.cu", tmp_path / "k.ptx"
     f.write_text(rw.text)
-    ptx = tmp_path / "k.ptx"
-    done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), f"-I{meps['smooth9']}", "-ptx",
+    done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), f"-I{mep}", "-ptx",
                            "-x", "cu", str(f), "-o", str(ptx)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    loads = len(_re.findall(r"ld\.global", ptx.read_text()))
-    assert loads == 36 + 18
+    return ptx.read_text()
 
 
 # --- tile_matmul ------------------------------------------------------------------------------------
@@ -263,21 +267,13 @@ def test_tile_window_registers_stay_in_registers(meps, tmp_path):
     """The point of reuse=registers, checked in the PTX: conv1d_taps at 8 outputs per thread reads the tile with
     6 128-bit shared loads (8 + 14 elements rounded up to 24), every tap index is constant after unrolling, so no
     local memory; x is read from global memory only by the staging loop."""
-    import re as _re
-    from mepgen import mepbuild
     src, spec, launch = load(meps["conv1d_taps"])
     rw = TileWindow().apply(src, spec, launch, {"block": 256, "per_thread": 8, "reuse": "registers"})
-    f = tmp_path / "kernel.cu"
-    f.write_text(rw.text)
-    ptx = tmp_path / "k.ptx"
-    done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), f"-I{meps['conv1d_taps']}", "-ptx",
-                           "-x", "cu", str(f), "-o", str(ptx)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    text = ptx.read_text()
-    assert len(_re.findall(r"ld\.shared\.v4", text)) == 6
-    assert not _re.findall(r"(ld|st)\.local", text)
+    text = ptx_of(meps["conv1d_taps"], spec, rw, tmp_path)
+    assert len(re.findall(r"ld\.shared\.v4", text)) == 6
+    assert not re.findall(r"(ld|st)\.local", text)
     # global loads only in the staging loop (nvcc unrolls it: a handful of copies), never one per tap (15 per output)
-    assert len(_re.findall(r"ld\.global", text)) <= 8 and len(_re.findall(r"st\.global", text)) <= 8
+    assert len(re.findall(r"ld\.global", text)) <= 8 and len(re.findall(r"st\.global", text)) <= 8
 
 
 def test_tile_window_registers_keeps_stores_it_cannot_stage(meps):
