@@ -23,6 +23,7 @@ outer dimension is divided by R (rounded up); the guard masks the points past th
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from .analysis import body_statements, squash
 from .base import Rewrite, Transformation
@@ -32,6 +33,21 @@ from .stencil_match import match_stencil
 
 ROWS = [4, 2, 8]
 AXES = "xyz"
+
+
+@dataclass
+class _Plan:
+    """What apply needs from the analysis: the matched stencil, its outer axis and that axis' thread index (with
+    its declaration), the declarations that follow the index per point, the guard's condition and body, and the
+    pointers that may take `__restrict__`."""
+    st: object
+    axis: int
+    name: str
+    decl: object
+    per_point: list
+    cond: str
+    then: object
+    restrict: list
 
 
 def _mentions(text: str, name: str) -> bool:
@@ -47,7 +63,7 @@ class StencilRows(Transformation):
         super().__init__("stencil_rows", "R points per thread along the outer axis, loads shared in registers",
                          {"rows": 4})
 
-    def _plan(self, src, spec, launch):
+    def _plan(self, src, spec, launch) -> _Plan:
         st = match_stencil(src, spec)
         a = st.ndim - 1
         axis, name = AXES[a], st.index[a]
@@ -91,14 +107,16 @@ class StencilRows(Transformation):
         if late:
             raise Refused(f"the guard reads {', '.join(sorted(late))}, computed per point from {name}")
         restrict = unrestricted_pointers(src, spec)
-        return st, a, name, decl, per_point, cond, children[1], restrict
+        return _Plan(st, a, name, decl, per_point, cond, children[1], restrict)
 
     def space(self, src, spec, launch):
         self._plan(src, spec, launch)
         return {"rows": ROWS}
 
     def apply(self, src, spec, launch, params):
-        st, a, name, decl, per_point, cond, then, restrict = self._plan(src, spec, launch)
+        plan = self._plan(src, spec, launch)
+        st, a, name, decl, per_point = plan.st, plan.axis, plan.name, plan.decl, plan.per_point
+        cond, then, restrict = plan.cond, plan.then, plan.restrict
         rows = int(params.get("rows", self.defaults["rows"]))
         if rows < 2:
             raise Refused(f"rows {rows}: a thread needs at least 2 points to share loads")
