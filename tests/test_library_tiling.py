@@ -14,7 +14,6 @@ from mepgen.evaluate.native import NativeBackend
 from mepgen.evaluate.results import CompileFailed
 from mepgen.optimize.library.catalog import all_transformations
 from mepgen.optimize.library.proposer import LibraryProposer
-from mepgen.optimize.library.source import Refused
 from mepgen.optimize.library.source import KernelSource, Refused
 from mepgen.optimize.library.tile_matmul import TileMatmul
 from mepgen.optimize.library.stencil_rows import StencilRows
