@@ -119,6 +119,13 @@ class KernelSource:
     def nodes(self, *kinds: str):
         return [c for c in walk(self.body) if kind(c) in kinds]
 
+    def has_pragma(self, c) -> bool:
+        """Whether a `#pragma` precedes statement `c`: on the line above it or before it on its own line."""
+        start = c.extent.start.offset
+        line_start = self.text.rfind("\n", 0, start)
+        prev = self.text[self.text.rfind("\n", 0, line_start) + 1:line_start]
+        return "#pragma" in prev or "#pragma" in self.text[line_start:start]
+
     def calls(self) -> list[str]:
         return [c.spelling for c in self.nodes("CALL_EXPR")]
 

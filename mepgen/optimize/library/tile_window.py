@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 
 from .affine import poly
-from .analysis import canonical_loop, element_type, guarded_thread, squash
+from .analysis import body_statements, canonical_loop, element_type, guarded_thread, squash
 from .base import Rewrite, Transformation
 from .launch_config import _sub, _token
 from .restrict import restrict_edits, unrestricted_pointers
@@ -213,32 +213,30 @@ class TileWindow(Transformation):
         nreg = f"({r} + {m['span_txt']} + 3) / 4 * 4"
         cond, then = list(m["guard"].get_children())
         then_s, then_e = src.span(then)
-        guard_s = then_s
-        edits = []
+        edits = []                                  # offsets into the guard's body
         for c, _ in m["reads"]:
             s, e = src.span(c)
             if not then_s <= s < then_e:
                 raise Refused(f"{arr} is read in the guard's condition: registers need the reads inside it")
             index = src.src(list(c.get_children())[1])
-            edits.append((s - guard_s, e - guard_s, f"{reg}[mepgen_r + (({index}) - ({i}))]"))
+            edits.append((s - then_s, e - then_s, f"{reg}[mepgen_r + (({index}) - ({i}))]"))
         store = _coalescible_store(src, spec, m)
         if store is not None:
             s, e = src.span(store[0])
-            edits.append((s - guard_s, e - guard_s, "mepgen_o[mepgen_r]"))
+            edits.append((s - then_s, e - then_s, "mepgen_o[mepgen_r]"))
         counters = self._counters(src, spec, m["guard"])
-        for c in walk(m["guard"]):
-            if kind(c) != "FOR_STMT":
+        for c in walk(then):                        # tap loops fully unrolled: every register index a constant
+            if kind(c) != "FOR_STMT" or src.has_pragma(c):
                 continue
             try:
                 var = canonical_loop(src, c).var
             except Refused:
                 continue
-            s = src.span(c)[0]
-            before = src.text[src.text.rfind("\n", 0, src.text.rfind("\n", 0, s)) + 1:s]
-            if var in counters and "#pragma unroll" not in before:
-                line_start = src.text.rfind("\n", 0, s) + 1
-                indent = src.text[line_start:s] if not src.text[line_start:s].strip() else ""
-                edits.append((s - guard_s, s - guard_s, f"#pragma unroll\n{indent}"))
+            if var in counters:
+                s = src.span(c)[0]
+                before = src.text[src.text.rfind("\n", 0, s) + 1:s]
+                indent = before if not before.strip() else ""
+                edits.append((s - then_s, s - then_s, f"#pragma unroll\n{indent}"))
         body_text = src.text[then_s:then_e]
         for a, z, new in sorted(edits, reverse=True):
             body_text = body_text[:a] + new + body_text[z:]
@@ -246,8 +244,14 @@ class TileWindow(Transformation):
         column = g0 - (src.text.rfind("\n", 0, g0) + 1)
         body_lines = _dedent(body_text, column).splitlines()
         ind = "    "
-        point = f"{ind * 2}{i_type} {i} = (int)(mepgen_i0 + mepgen_r);"
         lanes = ", ".join(f"mepgen_v.{c}" for c in "xyzw")
+
+        def outputs(lines: list[str]) -> list[str]:
+            """The thread's R outputs, each running `lines` with the thread index at that output."""
+            return [f"{ind * 2}#pragma unroll", f"{ind * 2}for (int mepgen_r = 0; mepgen_r < {r}; ++mepgen_r) {{",
+                    f"{ind * 3}{i_type} {i} = (int)(mepgen_i0 + mepgen_r);",
+                    *[f"{ind * 3}{line}" for line in lines], f"{ind * 2}}}"]
+
         body = ["{",
                 f"{ind}// mepgen tile_window: {arr} staged in shared memory ({b * r} outputs per block + the window's "
                 f"span); each thread computes {r} consecutive outputs from a register copy of the elements they read",
@@ -269,18 +273,9 @@ class TileWindow(Transformation):
                 *([f"{ind}{store[2]} mepgen_o[{r}] = {{}};"] if store is not None else []),
                 f"{ind}const long long mepgen_i0 = mepgen_base + threadIdx.x * {r};",
                 f"{ind}if (mepgen_i0 + {r - 1} < (long long)({m['bound']})) {{   // all {r} outputs inside the guard",
-                f"{ind * 2}#pragma unroll",
-                f"{ind * 2}for (int mepgen_r = 0; mepgen_r < {r}; ++mepgen_r) {{",
-                f"{ind}{point}",
-                *[f"{ind * 3}{line}" for line in body_lines],
-                f"{ind * 2}}}",
+                *outputs(body_lines),
                 f"{ind}}} else {{",
-                f"{ind * 2}#pragma unroll",
-                f"{ind * 2}for (int mepgen_r = 0; mepgen_r < {r}; ++mepgen_r) {{",
-                f"{ind}{point}",
-                f"{ind * 3}if ({src.src(cond)}) " + (body_lines[0] if body_lines else "{}"),
-                *[f"{ind * 3}{line}" for line in body_lines[1:]],
-                f"{ind * 2}}}",
+                *outputs([f"if ({src.src(cond)}) " + body_lines[0], *body_lines[1:]]),
                 f"{ind}}}",
                 *(self._store_back(store, m, b, r, ind) if store is not None else []),
                 "}"]
@@ -334,7 +329,7 @@ def _coalescible_store(src, spec, m):
     uses that buffer nowhere else; None otherwise (the outputs are then stored where they are computed)."""
     then = list(m["guard"].get_children())[1]
     found = []
-    for stmt in (list(then.get_children()) if kind(then) == "COMPOUND_STMT" else [then]):
+    for stmt in body_statements(then):
         if kind(stmt) != "BINARY_OPERATOR" or src.operator(stmt) != "=":
             continue
         lhs = list(stmt.get_children())[0]
@@ -342,7 +337,7 @@ def _coalescible_store(src, spec, m):
             continue
         base, index = list(lhs.get_children())
         name = squash(src.src(base))
-        p, sp = src.param(name), next((q for q in spec.params if q.name == squash(src.src(base))), None)
+        p, sp = src.param(name), next((q for q in spec.params if q.name == name), None)
         if p is not None and p.pointer and sp is not None and sp.role in ("out", "inout") \
                 and squash(src.src(index)) == m["i"]:
             found.append((lhs, name, element_type(p.type)))

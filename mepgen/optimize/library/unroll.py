@@ -19,10 +19,7 @@ class Unroll(Transformation):
             if kind(c) != "FOR_STMT" or any(kind(k) in ("FOR_STMT", "WHILE_STMT", "DO_STMT")
                                             for k in list(walk(c))[1:]):
                 continue
-            start = c.extent.start.offset
-            line_start = src.text.rfind("\n", 0, start)
-            prev = src.text[src.text.rfind("\n", 0, line_start) + 1:line_start]
-            if "#pragma" in prev or "#pragma" in src.text[line_start:start]:
+            if src.has_pragma(c):
                 continue
             if "__syncthreads" in src.src(c):
                 continue
