@@ -231,7 +231,8 @@ def test_tile_window_conv1d_taps(meps):
     assert rw.explanation.startswith("tile_window: every read of x[i + offset]") and "span 14" in rw.explanation
     src, spec, launch = load(meps["conv1d_taps"])
     space = TileWindow().space(src, spec, launch)
-    assert space == {"block": [256, 128, 512], "per_thread": [4, 2, 8, 1], "reuse": ["registers", "shared"]}
+    assert space == {"block": [256, 128, 512], "per_thread": [4, 2, 8, 1],
+                     "reuse": ["vector", "registers", "shared"]}
 
 
 def test_tile_window_registers_conv1d_taps(meps):
@@ -282,6 +283,50 @@ def test_tile_window_registers_keeps_stores_it_cannot_stage(meps):
     rw = TileWindow().apply(src, spec, launch, {"block": 128, "per_thread": 4, "reuse": "registers"})
     assert "y[i] = s; y[i] += 1.0f;" in rw.text and "mepgen_otile" not in rw.text
     assert "written back" not in rw.explanation
+
+
+def test_tile_window_vector_conv1d_taps(meps):
+    rw = rewrite(meps, "conv1d_taps", TileWindow(), {"block": 128, "per_thread": 4, "reuse": "vector"})
+    t = rw.text
+    assert "__shared__" not in t and "__syncthreads" not in t
+    assert "const long long mepgen_i0 = ((long long)blockIdx.x * 128 + threadIdx.x) * 4;" in t
+    # the fast path: all 4 outputs inside the guard, the rounded-up 20 elements inside what the original reads
+    # (the bound plus the span), both addresses 16-byte aligned (checked at run time, never assumed)
+    assert ("if (mepgen_i0 + 3 < (long long)(n - FILT_W + 1) && mepgen_i0 + ((4 + ((FILT_W) - 1) + 3) / 4 * 4) "
+            "<= (long long)(n - FILT_W + 1) + ((FILT_W) - 1) && (reinterpret_cast<unsigned long long>(x + mepgen_i0) "
+            "& 15) == 0 && (reinterpret_cast<unsigned long long>(y + mepgen_i0) & 15) == 0) {") in t
+    assert "const float4 mepgen_v = reinterpret_cast<const float4*>(x + mepgen_i0)[mepgen_q];" in t
+    assert "s += c_taps[t] * mepgen_reg[mepgen_r + ((i + t) - (i))];" in t
+    assert "reinterpret_cast<float4*>(y + mepgen_i0)[mepgen_q] = make_float4(" in t
+    # elsewhere the original, per output, reading x directly
+    assert "s += c_taps[t] * x[i + t];" in t and "y[i] = s;" in t
+    assert rw.launch == {"grid": ["((SIG_N - FILT_W + 1) + 512 - 1) / 512"], "block": ["128"], "shared_mem": "0"}
+    assert "4 consecutive outputs" in rw.explanation and "128-bit reads from global memory" in rw.explanation
+    assert "y[i] stored 16 bytes at a time" in rw.explanation
+    src, spec, launch = load(meps["conv1d_taps"])
+    with pytest.raises(Refused, match="2 outputs per thread with vector reuse is not legal"):
+        TileWindow().apply(src, spec, launch, {"block": 128, "per_thread": 2, "reuse": "vector"})
+    assert TileWindow().defaults == {"block": 128, "per_thread": 4, "reuse": "vector"}
+
+
+def test_tile_window_vector_keeps_stores_it_cannot_vectorize(meps):
+    src, spec, launch = load(meps["conv1d_taps"])
+    src = KernelSource(src.text.replace("y[i] = s;", "y[i] = s; y[i] += 1.0f;"), spec)
+    rw = TileWindow().apply(src, spec, launch, {"block": 256, "per_thread": 8, "reuse": "vector"})
+    assert "y[i] = s; y[i] += 1.0f;" in rw.text and "mepgen_o" not in rw.text and "y + mepgen_i0" not in rw.text
+    assert "stored 16 bytes" not in rw.explanation
+
+
+@pytest.mark.nvcc
+def test_tile_window_vector_loads_128_bits(meps, tmp_path):
+    """reuse=vector in the PTX: the fast path reads x with 5 128-bit loads (4 + 14 elements rounded up to 20) and
+    stores y with one; no shared memory, no barrier, no local memory."""
+    src, spec, launch = load(meps["conv1d_taps"])
+    rw = TileWindow().apply(src, spec, launch, {"block": 128, "per_thread": 4, "reuse": "vector"})
+    text = ptx_of(meps["conv1d_taps"], spec, rw, tmp_path)
+    assert len(re.findall(r"ld\.global\.nc\.v4\.f32", text)) == 5
+    assert len(re.findall(r"st\.global\.v4\.f32", text)) == 1
+    assert not re.findall(r"(ld|st)\.(local|shared)|bar\.sync", text)
 
 
 def test_tile_window_refuses(meps):
@@ -337,6 +382,8 @@ CASES = [("heat.diffuse_step", TileStencil, {"block": "32x8"}), ("smooth9", Tile
          ("conv1d_taps", TileWindow, {"block": 512, "per_thread": 1}),
          ("conv1d_taps", TileWindow, {"block": 256, "per_thread": 8, "reuse": "registers"}),
          ("conv1d_taps", TileWindow, {"block": 512, "per_thread": 4, "reuse": "registers"}),
+         ("conv1d_taps", TileWindow, {"block": 128, "per_thread": 4, "reuse": "vector"}),
+         ("conv1d_taps", TileWindow, {"block": 256, "per_thread": 8, "reuse": "vector"}),
          ("diffuse7", LaunchConfig, {"block": "64x4x1"})]
 
 
