@@ -131,6 +131,59 @@ def test_stencil_rows_3d_and_helper_reads(meps):
     assert "__restrict__ on" not in heat.explanation                   # already restricted in the source
 
 
+def test_stencil_rows_vec4_9_point(meps):
+    """4 rows x 4 consecutive x per thread: each row's x0..x0+3 one 128-bit load, x0-1 and x0+4 scalars."""
+    src, spec, launch = load(meps["smooth9"])
+    assert StencilRows().space(src, spec, launch) == {"rows": [4, 2, 8], "vec": [4, 1]}
+    rw = StencilRows().apply(src, spec, launch, {"rows": 4, "vec": 4})
+    t = rw.text
+    assert "const int mepgen_x0 = (blockIdx.x * blockDim.x + threadIdx.x) * 4;" in t
+    # the fast path: the guard at the box's four corners, the first row's address aligned and the row pitch whole
+    for x, y in (("", ""), (" + 3", ""), ("", " + 3"), (" + 3", " + 3")):
+        assert f"((mepgen_x0{x}) >= 1 && (mepgen_x0{x}) < nx - 1 && (mepgen_y0{y}) >= 1 && (mepgen_y0{y}) < ny - 1)" in t
+    assert "((reinterpret_cast<unsigned long long>(&in[(mepgen_x0) + (mepgen_y0) * (nx)]) & 15) == 0) && " \
+           "((nx) % 4 == 0)) {" in t
+    assert "const float4 mepgen_v_m1 = *reinterpret_cast<const float4*>(&in[(mepgen_x0) + (mepgen_y0 - 1) * (nx)]);" in t
+    assert t.count("const float4 mepgen_v_") == 6 and "const float mepgen_s_m1_1 = mepgen_v_m1.y;" in t
+    assert "const float mepgen_s_2_m1 = in[(mepgen_x0 - 1) + (mepgen_y0 + 2) * (nx)];" in t
+    assert "const float mepgen_s_2_4 = in[(mepgen_x0 + 4) + (mepgen_y0 + 2) * (nx)];" in t
+    # point (row 0, column 1): its centre is lane y of row 0, its left neighbour lane x
+    assert "const int i = mepgen_x0 + 1;" in t and "const float edges = mepgen_s_0_0 + mepgen_s_0_2" in t
+    # border strips: the original guard per point in two unrolled loops
+    assert "const int i = mepgen_x0 + mepgen_c;" in t and "if (i >= 1 && i < nx - 1 && j >= 1 && j < ny - 1) {" in t
+    assert rw.launch["grid"] == ["(((IMG_NX + ST_BX - 1) / ST_BX) + 3) / 4", "(((IMG_NY + ST_BY - 1) / ST_BY) + 3) / 4"]
+    assert "4 x 4 points per thread (4 consecutive along x)" in rw.explanation
+    assert "18 loads for 16 points" in rw.explanation and "grid.x by 4" in rw.explanation
+    # a chain recorded before vec replays as it was measured
+    assert "mepgen_x0" not in StencilRows().apply(src, spec, launch, {"rows": 4}).text
+
+
+def test_stencil_rows_vec4_refusals_leave_vec1(meps):
+    t = StencilRows()
+    src, spec, launch = load(meps["smooth9"])
+    moved = KernelSource(src.text.replace("* (1.0f / 6.0f)", "* (1.0f / 6.0f) + 0 * blockDim.x"), spec)
+    assert t.space(moved, spec, launch) == {"rows": [4, 2, 8], "vec": [1]}
+    with pytest.raises(Refused, match="uses blockDim.x beyond i's declaration"):
+        t.apply(moved, spec, launch, {"rows": 4, "vec": 4})
+    with pytest.raises(Refused, match="vec 2: a thread takes 1 or 4"):
+        t.apply(src, spec, launch, {"rows": 4, "vec": 2})
+    # heat::diffuse_step reads u through lap5 and directly: the direct reads go 128 bits at a time
+    src, spec, launch = load(meps["heat.diffuse_step"])
+    assert t.space(src, spec, launch)["vec"] == [4, 1]
+
+
+@pytest.mark.nvcc
+def test_stencil_rows_vec4_loads_128_bits(meps, tmp_path):
+    """diffuse7 at 8 rows x 4: 26 128-bit loads on the fast path (10 planes of the centre column, 8 x 2 y
+    neighbours) and 16 scalars (x0-1, x0+4 per row), no local memory."""
+    src, spec, launch = load(meps["diffuse7"])
+    rw = StencilRows().apply(src, spec, launch, {"rows": 8, "vec": 4})
+    text = ptx_of(meps["diffuse7"], spec, rw, tmp_path)
+    assert len(re.findall(r"ld\.global\.nc\.v4\.f32", text)) == 26
+    assert not re.findall(r"(ld|st)\.local", text)
+    assert "42 loads for 32 points" in rw.explanation
+
+
 def test_stencil_rows_refuses(meps):
     t = StencilRows()
     assert "returns early" in refusal(meps, "smooth9", t, ("out[j * nx + i] =", "if (w < 0) return;\n        out[j * nx + i] ="))
@@ -378,6 +431,8 @@ CASES = [("heat.diffuse_step", TileStencil, {"block": "32x8"}), ("smooth9", Tile
          ("syrk_lower", TileMatmul, {"tile": 64, "rm": 8, "rn": 4, "bk": 16}),
          ("smooth9", StencilRows, {"rows": 4}), ("diffuse7", StencilRows, {"rows": 8}),
          ("heat.diffuse_step", StencilRows, {"rows": 2}),
+         ("smooth9", StencilRows, {"rows": 4, "vec": 4}), ("diffuse7", StencilRows, {"rows": 8, "vec": 4}),
+         ("heat.diffuse_step", StencilRows, {"rows": 4, "vec": 4}),
          ("conv1d_taps", TileWindow, {"block": 256, "per_thread": 4}),
          ("conv1d_taps", TileWindow, {"block": 512, "per_thread": 1}),
          ("conv1d_taps", TileWindow, {"block": 256, "per_thread": 8, "reuse": "registers"}),

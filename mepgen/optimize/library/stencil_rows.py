@@ -15,6 +15,13 @@ instead of 36; diffuse7: 22 instead of 28; counted in the PTX by the tests). Rea
 stay calls (with `__restrict__`, the compiler merges them with the same addresses). Strips that touch the border
 run the original guarded statement per point in an unrolled loop.
 
+With `vec=4` (the default; `vec` absent in a recorded chain replays as 1) each thread's points are R rows of 4
+consecutive x: a row's x0..x0+3 are one 128-bit load, its x0-1 and x0+4 scalars, so the load instructions per
+point fall again (smooth9 at 4 x 4: 6 vector + 12 scalar loads for 16 points). The fast path then also needs the
+guard at the box's four corners, the first row's address 16-byte aligned and every stride a multiple of 4
+elements, all tested at run time. Measured first by hand on H200 (bench/results/window_stencil_variants.md):
+smooth9 82% of peak against 73% for rows alone, diffuse7 72% against 67%.
+
 Applies to exactly what match_stencil recognises (stencil_match.py), with nothing after the guard, no
 `return`, no shared memory or barriers, and the outer axis's thread index used nowhere but its declaration.
 `__restrict__` is added to the pointer parameters under the same aliasing rules as restrict_ldg. The grid's
@@ -32,7 +39,9 @@ from .source import Refused, kind
 from .stencil_match import match_stencil
 
 ROWS = [4, 2, 8]
+VEC = [4, 1]
 AXES = "xyz"
+VECTOR = {"float": "float4", "int": "int4", "unsigned int": "uint4"}   # 4-byte elements, 4 per 128-bit read
 
 
 @dataclass
@@ -48,6 +57,7 @@ class _Plan:
     cond: str
     then: object
     restrict: list
+    xdecl: object = None            # with vec > 1: the declaration of the x thread index
 
 
 def _mentions(text: str, name: str) -> bool:
@@ -61,9 +71,9 @@ def _substitute(text: str, name: str, value: str) -> str:
 class StencilRows(Transformation):
     def __init__(self):
         super().__init__("stencil_rows", "R points per thread along the outer axis, loads shared in registers",
-                         {"rows": 4})
+                         {"rows": 4, "vec": 4})
 
-    def _plan(self, src, spec, launch) -> _Plan:
+    def _plan(self, src, spec, launch, vec: int = 1) -> _Plan:
         st = match_stencil(src, spec)
         a = st.ndim - 1
         axis, name = AXES[a], st.index[a]
@@ -86,13 +96,19 @@ class StencilRows(Transformation):
         decl = next((d for d in st.index_stmts if _mentions(src.src(d), name)), None)
         if decl is None:
             raise Refused(f"no declaration of the thread index {name}")
-        geometry = [f"blockIdx.{axis}", f"threadIdx.{axis}", f"blockDim.{axis}", f"gridDim.{axis}"]
-        rest = src.text[src.span(src.body)[0]:src.span(decl)[0]] + src.text[src.span(decl)[1]:src.span(src.body)[1]]
-        for gname in geometry:
-            if gname in rest:
-                raise Refused(f"the kernel uses {gname} beyond {name}'s declaration: its points would move")
-        # declarations between the thread indices and the guard: those that depend on the outer index run per point
-        per_point, names = [], {name}
+        _only_in_declaration(src, axis, name, decl)
+        xdecl, names = None, {name}
+        if vec > 1:
+            xname = st.index[0]
+            xdecl = next((d for d in st.index_stmts if _mentions(src.src(d), xname)), None)
+            if xdecl is None:
+                raise Refused(f"no declaration of the thread index {xname}")
+            _only_in_declaration(src, "x", xname, xdecl)
+            if re.sub(r"^\s*const\s+", "", st.ctype).strip() not in VECTOR:
+                raise Refused(f"{st.array} holds {st.ctype}: 128-bit loads need 4-byte elements")
+            names.add(xname)
+        # declarations between the thread indices and the guard: those that depend on a point's indices run per point
+        per_point = []
         for s in stmts[:g]:
             if s in st.index_stmts:
                 continue
@@ -103,23 +119,32 @@ class StencilRows(Transformation):
                 per_point.append(s)
                 names |= {c.spelling for c in s.get_children() if kind(c) == "VAR_DECL"}
         cond = src.src(children[0])
-        late = [n for n in names - {name} if _mentions(cond, n)]
+        late = [n for n in names - {name, st.index[0]} if _mentions(cond, n)]
         if late:
             raise Refused(f"the guard reads {', '.join(sorted(late))}, computed per point from {name}")
+        if vec > 1 and not _direct_reads(src, st, children[1]):
+            raise Refused(f"{st.array} is read only through helpers: nothing to load 128 bits at a time")
         restrict = unrestricted_pointers(src, spec)
-        return _Plan(st, a, name, decl, per_point, cond, children[1], restrict)
+        return _Plan(st, a, name, decl, per_point, cond, children[1], restrict, xdecl)
 
     def space(self, src, spec, launch):
         self._plan(src, spec, launch)
-        return {"rows": ROWS}
+        try:
+            self._plan(src, spec, launch, 4)
+            return {"rows": ROWS, "vec": VEC}
+        except Refused:
+            return {"rows": ROWS, "vec": [1]}
 
     def apply(self, src, spec, launch, params):
-        plan = self._plan(src, spec, launch)
-        st, a, name, decl, per_point = plan.st, plan.axis, plan.name, plan.decl, plan.per_point
-        cond, then, restrict = plan.cond, plan.then, plan.restrict
         rows = int(params.get("rows", self.defaults["rows"]))
+        vec = int(params.get("vec", 1))          # a chain recorded before `vec` replays as it was measured
         if rows < 2:
             raise Refused(f"rows {rows}: a thread needs at least 2 points to share loads")
+        if vec not in (1, 4):
+            raise Refused(f"vec {vec}: a thread takes 1 or 4 consecutive points along x")
+        plan = self._plan(src, spec, launch, vec)
+        st, a, name, decl, per_point = plan.st, plan.axis, plan.name, plan.decl, plan.per_point
+        cond, then, restrict = plan.cond, plan.then, plan.restrict
         axis = AXES[a]
         d0, d1 = src.span(decl)
         dtext = src.text[d0:d1]
@@ -131,22 +156,34 @@ class StencilRows(Transformation):
         g0, g1 = src.span(st.guard)
         indent = re.match(r"[ \t]*", src.text[src.text.rfind("\n", 0, g0) + 1:g0]).group(0)
         point = [f"{ctype} {name} = mepgen_{axis}0 + mepgen_r;"]
+        xname = st.index[0]
+        if vec > 1:
+            point.append(f"{_declared_type(src, plan.xdecl, xname)} {xname} = mepgen_x0 + mepgen_c;")
         for s in per_point:
             s0, s1 = src.span(s)
             point.append(src.text[s0:s1] + (";" if not src.text[s0:s1].rstrip().endswith(";") else ""))
         then_text = src.text[slice(*src.span(then))]
-        first = _substitute(cond, name, f"(mepgen_{axis}0)")
-        last = _substitute(cond, name, f"(mepgen_{axis}0 + {rows - 1})")
+        corners = [_substitute(cond, name, f"(mepgen_{axis}0)"),
+                   _substitute(cond, name, f"(mepgen_{axis}0 + {rows - 1})")]
+        if vec > 1:      # the box's four corners: the guard is a conjunction of bounds, so they bound the box
+            corners = [_substitute(c, xname, x) for c in corners for x in ("(mepgen_x0)", f"(mepgen_x0 + {vec - 1})")]
 
         def loop(body: list[str]) -> list[str]:
-            return ["#pragma unroll", f"for (int mepgen_r = 0; mepgen_r < {rows}; ++mepgen_r) {{",
-                    *[f"    {ln}" for ln in point], *[f"    {ln}" for ln in body], "}"]
+            head = ["#pragma unroll", f"for (int mepgen_r = 0; mepgen_r < {rows}; ++mepgen_r) {{"]
+            if vec > 1:
+                head += ["#pragma unroll", f"for (int mepgen_c = 0; mepgen_c < {vec}; ++mepgen_c) {{"]
+            return [*head, *[f"    {ln}" for ln in point], *[f"    {ln}" for ln in body],
+                    *(["}"] if vec > 1 else []), "}"]
 
-        shared = _shared_points(src, st, a, point, then, rows)
+        shared = _shared_points(src, st, a, point, then, rows, vec)
         fast = shared[0] if shared is not None else loop(then_text.splitlines())
-        lines = [f"// mepgen stencil_rows: {rows} points per thread along {axis}; where the whole strip is inside the "
+        if vec > 1:
+            corners += shared[3]
+        shape = f"{rows} x {vec} points per thread ({vec} consecutive along x)" if vec > 1 else \
+            f"{rows} points per thread along {axis}"
+        lines = [f"// mepgen stencil_rows: {shape}; where the whole strip is inside the "
                  f"guard the points share their loads",
-                 f"if (({first}) && ({last})) {{",
+                 f"if ({' && '.join(f'({c})' for c in corners)}) {{",
                  *[f"    {ln}" for ln in fast],
                  "} else {",
                  *[f"    {ln}" for ln in loop(f"if ({cond}) {then_text}".splitlines())],
@@ -154,6 +191,10 @@ class StencilRows(Transformation):
         edits = restrict_edits(src, restrict)
         start = f"(blockIdx.{axis} * blockDim.{axis} + threadIdx.{axis}) * {rows}"
         edits.append((d0, d1 + (1 if src.text[d1:d1 + 1] == ";" else 0), f"const int mepgen_{axis}0 = {start};"))
+        if vec > 1:
+            x0, x1 = src.span(plan.xdecl)
+            edits.append((x0, x1 + (1 if src.text[x1:x1 + 1] == ";" else 0),
+                          f"const int mepgen_x0 = (blockIdx.x * blockDim.x + threadIdx.x) * {vec};"))
         for s in per_point:
             s0, s1 = src.span(s)
             edits.append((s0, s1 + (1 if src.text[s1:s1 + 1] == ";" else 0), ""))
@@ -161,12 +202,15 @@ class StencilRows(Transformation):
         text = src.replace(sorted(edits))
         grid = list(launch["grid"])
         grid[a] = f"(({grid[a]}) + {rows - 1}) / {rows}"
+        if vec > 1:
+            grid[0] = f"(({grid[0]}) + {vec - 1}) / {vec}"
         what = f"; __restrict__ on {', '.join(p.name for p in restrict)}" if restrict else ""
         how = (f"each element of `{st.array}` the strip reads is loaded once into a register ({shared[1]} loads "
-               f"for {rows} points, {shared[2]} reads per point in the source)"
+               f"for {rows * vec} points, {shared[2]} reads per point in the source"
+               + (", rows of 4 as 128-bit loads where the addresses are 16-byte aligned)" if vec > 1 else ")")
                if shared is not None else f"the compiler shares the points' loads of `{st.array}`")
-        return Rewrite(text, f"stencil_rows: {rows} points per thread along {axis}; in strips inside the guard {how}"
-                             f"{what}; grid.{axis} divided by {rows}",
+        grids = f"grid.{axis} divided by {rows}" + (f", grid.x by {vec}" if vec > 1 else "")
+        return Rewrite(text, f"stencil_rows: {shape}; in strips inside the guard {how}{what}; {grids}",
                        {"grid": grid, "block": list(launch["block"]), "shared_mem": str(launch.get("shared_mem", "0"))})
 
 
@@ -174,48 +218,102 @@ def _num(v: int) -> str:
     return f"m{-v}" if v < 0 else str(v)
 
 
-def _shared_points(src, st, a: int, point: list[str], then, rows: int) -> tuple[list[str], int, int] | None:
+def _only_in_declaration(src, axis: str, name: str, decl) -> None:
+    """Refused when the kernel uses axis's geometry (blockIdx, threadIdx, blockDim, gridDim) beyond the
+    declaration of its thread index: the thread's points would move."""
+    rest = src.text[src.span(src.body)[0]:src.span(decl)[0]] + src.text[src.span(decl)[1]:src.span(src.body)[1]]
+    for gname in (f"blockIdx.{axis}", f"threadIdx.{axis}", f"blockDim.{axis}", f"gridDim.{axis}"):
+        if gname in rest:
+            raise Refused(f"the kernel uses {gname} beyond {name}'s declaration: its points would move")
+
+
+def _declared_type(src, decl, name: str) -> str:
+    text = src.src(decl)
+    eq = text.find("=")
+    head = text[:eq].rstrip() if eq >= 0 else ""
+    return head[:len(head) - len(name)].strip() if head.endswith(name) and head[:-len(name)].strip() else "const int"
+
+
+def _direct_reads(src, st, then) -> list:
+    """The reads of the array inside the guard's statement whose offsets match_stencil proved."""
+    t0, t1 = src.span(then)
+    return [rd for rd in st.reads if rd.offset is not None
+            and t0 <= src.span(rd.cursor)[0] and src.span(rd.cursor)[1] <= t1]
+
+
+def _shared_points(src, st, a: int, point: list[str], then, rows: int, vec: int = 1):
     """The fast path with its loads shared explicitly: every direct read of the array inside the guard (offsets
     proven by match_stencil) becomes a register loaded once per strip at the address the proven affine form gives,
     `(i + dx) + (j + dy) * S [+ (k + dz) * P]` with the outer index at the strip's row; the points follow as R
-    copies of the guarded statement. Returns (lines, loads, reads per point); None when the guard's statement has
-    no direct read (only helper calls)."""
-    t0, t1 = src.span(then)
-    direct = [rd for rd in st.reads if rd.offset is not None
-              and t0 <= src.span(rd.cursor)[0] and src.span(rd.cursor)[1] <= t1]
+    copies of the guarded statement. With vec = 4 the thread's points are R rows of 4 consecutive x, `i` is
+    `mepgen_x0 + c`, and a row whose four elements x0..x0+3 are all read is one 128-bit load (the elements
+    around it stay scalar). Returns (lines, loads, reads per point, alignment conditions the fast path needs);
+    None when the guard's statement has no direct read (only helper calls)."""
+    direct = _direct_reads(src, st, then)
     if not direct:
         return None
+    t0, t1 = src.span(then)
     axis = AXES[a]
     strides = ["1", *st.strides]
     ctype = re.sub(r"^\s*const\s+", "", st.ctype)
 
-    def var(q: int, off: tuple) -> str:
-        rest = [_num(off[d]) for d in range(st.ndim) if d != a]
+    def var(q: int, off: tuple, c: int = 0) -> str:
+        rest = [_num(off[d] + (c if d == 0 else 0)) for d in range(st.ndim) if d != a]
         return f"mepgen_s_{_num(q)}_" + "_".join(rest)
 
-    def address(q: int, off: tuple) -> str:
+    def shift(base: str, v: int) -> str:
+        return base + (f" + {v}" if v > 0 else f" - {-v}" if v < 0 else "")
+
+    def address(q: int, off: tuple, c: int = 0) -> str:
         terms = []
         for d in range(st.ndim):
             if d == a:
-                base = f"mepgen_{axis}0 + {q}" if q > 0 else (f"mepgen_{axis}0 - {-q}" if q < 0 else f"mepgen_{axis}0")
+                base = shift(f"mepgen_{axis}0", q)
+            elif d == 0 and vec > 1:
+                base = shift("mepgen_x0", off[0] + c)
             else:
-                base = st.index[d] + (f" + {off[d]}" if off[d] > 0 else f" - {-off[d]}" if off[d] < 0 else "")
+                base = shift(st.index[d], off[d])
             terms.append(f"({base})" if d == 0 else f"({base}) * ({strides[d]})")
         return " + ".join(terms)
 
-    loads = {}
+    loads, rows_of = {}, {}            # var -> address; (q, other offsets) -> {x position: var}
     for p in range(rows):
-        for rd in direct:
-            q = p + rd.offset[a]
-            loads.setdefault(var(q, rd.offset), address(q, rd.offset))
-    lines = [f"// {len(loads)} loads shared by {rows} points ({len(direct)} reads per point in the source)"]
-    lines += [f"const {ctype} {v} = {st.array}[{addr}];" for v, addr in sorted(loads.items())]
+        for c in range(vec):
+            for rd in direct:
+                q, off = p + rd.offset[a], rd.offset
+                v = var(q, off, c)
+                loads.setdefault(v, address(q, off, c))
+                row = (q, tuple(off[d] for d in range(st.ndim) if d not in (0, a)))
+                rows_of.setdefault(row, {})[off[0] + c] = v
+    lines, vectors, scalars = [], [], dict(loads)
+    if vec > 1:
+        lanes = "xyzw"
+        for (q, rest), xs in sorted(rows_of.items()):
+            if not all(x in xs for x in range(4)):
+                continue
+            vname = f"mepgen_v_{_num(q)}" + "".join(f"_{_num(o)}" for o in rest)
+            vectors.append(vname)
+            first = loads[xs[0]]
+            lines.append(f"const {VECTOR[ctype]} {vname} = *reinterpret_cast<const {VECTOR[ctype]}*>(&{st.array}[{first}]);")
+            for x in range(4):
+                lines.append(f"const {ctype} {xs[x]} = {vname}.{lanes[x]};")
+                scalars.pop(xs[x])
+    count = len(vectors) + len(scalars)
+    head = [f"// {count} loads shared by {rows * vec} points ({len(direct)} reads per point in the source)"]
+    lines = head + [f"const {ctype} {v} = {st.array}[{addr}];" for v, addr in sorted(scalars.items())] + lines
+    aligned = []
+    if vectors:      # every vector row is the first one moved by whole strides: the first and the strides aligned
+        aligned = [f"(reinterpret_cast<unsigned long long>(&{st.array}[{address(0, (0,) * st.ndim)}]) & 15) == 0"]
+        aligned += [f"({strides[d]}) % 4 == 0" for d in range(1, st.ndim)]
     text = src.text[t0:t1]
     for p in range(rows):
-        body = text
-        for rd in sorted(direct, key=lambda r: src.span(r.cursor)[0], reverse=True):
-            s0, s1 = (x - t0 for x in src.span(rd.cursor))
-            body = body[:s0] + var(p + rd.offset[a], rd.offset) + body[s1:]
-        first = point[0].replace("mepgen_r", str(p))
-        lines += ["{", f"    {first}", *[f"    {ln}" for ln in point[1:]], *[f"    {ln}" for ln in body.splitlines()], "}"]
-    return lines, len(loads), len(direct)
+        for c in range(vec):
+            body = text
+            for rd in sorted(direct, key=lambda r: src.span(r.cursor)[0], reverse=True):
+                s0, s1 = (x - t0 for x in src.span(rd.cursor))
+                body = body[:s0] + var(p + rd.offset[a], rd.offset, c) + body[s1:]
+            decls = [ln.replace("mepgen_r", str(p)).replace("mepgen_c", str(c)) for ln in point[:2 if vec > 1 else 1]]
+            rest_decls = point[2 if vec > 1 else 1:]
+            lines += ["{", *[f"    {ln}" for ln in decls], *[f"    {ln}" for ln in rest_decls],
+                      *[f"    {ln}" for ln in body.splitlines()], "}"]
+    return lines, count, len(direct), aligned
