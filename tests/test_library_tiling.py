@@ -142,7 +142,7 @@ def test_stencil_rows_vec4_9_point(meps):
     for x, y in (("", ""), (" + 3", ""), ("", " + 3"), (" + 3", " + 3")):
         assert f"((mepgen_x0{x}) >= 1 && (mepgen_x0{x}) < nx - 1 && (mepgen_y0{y}) >= 1 && (mepgen_y0{y}) < ny - 1)" in t
     assert "((reinterpret_cast<unsigned long long>(&in[(mepgen_x0) + (mepgen_y0) * (nx)]) & 15) == 0) && " \
-           "((nx) % 4 == 0)) {" in t
+           "((nx) % 4 == 0) && " in t
     assert "const float4 mepgen_v_m1 = *reinterpret_cast<const float4*>(&in[(mepgen_x0) + (mepgen_y0 - 1) * (nx)]);" in t
     assert t.count("const float4 mepgen_v_") == 6 and "const float mepgen_s_m1_1 = mepgen_v_m1.y;" in t
     assert "const float mepgen_s_2_m1 = in[(mepgen_x0 - 1) + (mepgen_y0 + 2) * (nx)];" in t
@@ -152,6 +152,16 @@ def test_stencil_rows_vec4_9_point(meps):
     # border strips: the original guard per point in two unrolled loops
     assert "const int i = mepgen_x0 + mepgen_c;" in t and "if (i >= 1 && i < nx - 1 && j >= 1 && j < ny - 1) {" in t
     assert rw.launch["grid"] == ["(((IMG_NX + ST_BX - 1) / ST_BX) + 3) / 4", "(((IMG_NY + ST_BY - 1) / ST_BY) + 3) / 4"]
+    # out[j * nx + i] proven at offset 0 with the reads' stride: a row's 4 values stored 16 bytes at a time, at an
+    # address the fast path tests for alignment
+    assert "*reinterpret_cast<float4*>(&out[(mepgen_x0) + (mepgen_y0 + 3) * (nx)]) = " \
+           "make_float4(mepgen_o_3_0, mepgen_o_3_1, mepgen_o_3_2, mepgen_o_3_3);" in t
+    assert "mepgen_o_1_2 = c + w * (4.0f * edges" in t
+    assert "((reinterpret_cast<unsigned long long>(&out[(mepgen_x0) + (mepgen_y0) * (nx)]) & 15) == 0)" in t
+    assert "stored 16 bytes at a time" in rw.explanation
+    twice = KernelSource(src.text.replace("* (1.0f / 6.0f);", "* (1.0f / 6.0f);\n        out[0] = out[0];"), spec)
+    kept = StencilRows().apply(twice, spec, launch, {"rows": 4, "vec": 4})
+    assert "mepgen_o_" not in kept.text and "reinterpret_cast<float4*>" not in kept.text
     assert "4 x 4 points per thread (4 consecutive along x)" in rw.explanation
     assert "18 loads for 16 points" in rw.explanation and "grid.x by 4" in rw.explanation
     # a chain recorded before vec replays as it was measured
@@ -175,11 +185,12 @@ def test_stencil_rows_vec4_refusals_leave_vec1(meps):
 @pytest.mark.nvcc
 def test_stencil_rows_vec4_loads_128_bits(meps, tmp_path):
     """diffuse7 at 8 rows x 4: 26 128-bit loads on the fast path (10 planes of the centre column, 8 x 2 y
-    neighbours) and 16 scalars (x0-1, x0+4 per row), no local memory."""
+    neighbours) and 16 scalars (x0-1, x0+4 per row), 8 128-bit stores, no local memory."""
     src, spec, launch = load(meps["diffuse7"])
     rw = StencilRows().apply(src, spec, launch, {"rows": 8, "vec": 4})
     text = ptx_of(meps["diffuse7"], spec, rw, tmp_path)
     assert len(re.findall(r"ld\.global\.nc\.v4\.f32", text)) == 26
+    assert len(re.findall(r"st\.global\.v4\.f32", text)) == 8          # one per row of 4 points
     assert not re.findall(r"(ld|st)\.local", text)
     assert "42 loads for 32 points" in rw.explanation
 

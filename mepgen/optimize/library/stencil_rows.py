@@ -17,7 +17,10 @@ run the original guarded statement per point in an unrolled loop.
 
 With `vec=4` (the default; `vec` absent in a recorded chain replays as 1) each thread's points are R rows of 4
 consecutive x: a row's x0..x0+3 are one 128-bit load, its x0-1 and x0+4 scalars, so the load instructions per
-point fall again (smooth9 at 4 x 4: 6 vector + 12 scalar loads for 16 points). The fast path then also needs the
+point fall again (smooth9 at 4 x 4: 6 vector + 12 scalar loads for 16 points). Where the guard's statement is
+the kernel's only use of an output array, `out[E] = value;` with E proven at the reads' strides, a row's four
+values are stored 16 bytes at a time at the proven address (scalar stores four apart made the first version
+slower than rows alone: bench/results/library_optimize_vector_2026-11-23.md). The fast path then also needs the
 guard at the box's four corners, the first row's address 16-byte aligned and every stride a multiple of 4
 elements, all tested at run time. Measured first by hand on H200 (bench/results/window_stencil_variants.md):
 smooth9 82% of peak against 73% for rows alone, diffuse7 72% against 67%.
@@ -32,11 +35,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .analysis import body_statements, squash
+from .analysis import body_statements, element_type, squash
 from .base import Rewrite, Transformation
 from .restrict import restrict_edits, unrestricted_pointers
-from .source import Refused, kind
-from .stencil_match import match_stencil
+from .source import Refused, kind, walk
+from .affine import local_constants, poly, text
+from .stencil_match import decompose, match_stencil
 
 ROWS = [4, 2, 8]
 VEC = [4, 1]
@@ -207,7 +211,8 @@ class StencilRows(Transformation):
         what = f"; __restrict__ on {', '.join(p.name for p in restrict)}" if restrict else ""
         how = (f"each element of `{st.array}` the strip reads is loaded once into a register ({shared[1]} loads "
                f"for {rows * vec} points, {shared[2]} reads per point in the source"
-               + (", rows of 4 as 128-bit loads where the addresses are 16-byte aligned)" if vec > 1 else ")")
+               + (", rows of 4 as 128-bit loads where the addresses are 16-byte aligned"
+                  + ("; the 4 points of a row stored 16 bytes at a time" if shared[4] else "") + ")" if vec > 1 else ")")
                if shared is not None else f"the compiler shares the points' loads of `{st.array}`")
         grids = f"grid.{axis} divided by {rows}" + (f", grid.x by {vec}" if vec > 1 else "")
         return Rewrite(text, f"stencil_rows: {shape}; in strips inside the guard {how}{what}; {grids}",
@@ -253,6 +258,7 @@ def _shared_points(src, st, a: int, point: list[str], then, rows: int, vec: int 
     if not direct:
         return None
     t0, t1 = src.span(then)
+    store = _single_store(src, st, then, direct) if vec > 1 else None
     axis = AXES[a]
     strides = ["1", *st.strides]
     ctype = re.sub(r"^\s*const\s+", "", st.ctype)
@@ -306,14 +312,59 @@ def _shared_points(src, st, a: int, point: list[str], then, rows: int, vec: int 
         aligned = [f"(reinterpret_cast<unsigned long long>(&{st.array}[{address(0, (0,) * st.ndim)}]) & 15) == 0"]
         aligned += [f"({strides[d]}) % 4 == 0" for d in range(1, st.ndim)]
     text = src.text[t0:t1]
+    if store is not None:
+        out, etype, soff = store[2], store[3], store[4]
+        lines += [f"{etype} mepgen_o_{p}_{c};" for p in range(rows) for c in range(vec)]
+        aligned.append(f"(reinterpret_cast<unsigned long long>(&{out}[{address(soff[a], soff)}]) & 15) == 0")
     for p in range(rows):
         for c in range(vec):
+            edits = [(*src.span(rd.cursor), var(p + rd.offset[a], rd.offset, c)) for rd in direct]
+            if store is not None:       # the value to a register: stored 16 bytes per row below
+                edits.append((*src.span(store[1]), f"mepgen_o_{p}_{c}"))
             body = text
-            for rd in sorted(direct, key=lambda r: src.span(r.cursor)[0], reverse=True):
-                s0, s1 = (x - t0 for x in src.span(rd.cursor))
-                body = body[:s0] + var(p + rd.offset[a], rd.offset, c) + body[s1:]
+            for s0, s1, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+                body = body[:s0 - t0] + new + body[s1 - t0:]
             decls = [ln.replace("mepgen_r", str(p)).replace("mepgen_c", str(c)) for ln in point[:2 if vec > 1 else 1]]
             rest_decls = point[2 if vec > 1 else 1:]
             lines += ["{", *[f"    {ln}" for ln in decls], *[f"    {ln}" for ln in rest_decls],
                       *[f"    {ln}" for ln in body.splitlines()], "}"]
-    return lines, count, len(direct), aligned
+    if store is not None:
+        vt = VECTOR[etype]
+        for p in range(rows):
+            os_ = ", ".join(f"mepgen_o_{p}_{c}" for c in range(vec))
+            lines.append(f"*reinterpret_cast<{vt}*>(&{out}[{address(p + soff[a], soff)}]) = make_{vt}({os_});")
+    return lines, count, len(direct), aligned, store is not None
+
+
+def _single_store(src, st, then, direct):
+    """(statement, its `out[...]` target, out, element type, offsets) when the guard's statement holds, as a
+    statement of its own, the kernel's only use of an output array, `out[E] = value;` with 4-byte elements, E
+    proven `(i + dx) + (j + dy) * S [+ (k + dz) * P]` with the reads' strides. Each point then stores once and
+    nothing reads `out`, so a row's four points may store after all are computed, 16 bytes at a time at the
+    proven address (the fast path tests that address's alignment). None otherwise."""
+    found = []
+    for stmt in body_statements(then):
+        if kind(stmt) != "BINARY_OPERATOR" or src.operator(stmt) != "=":
+            continue
+        lhs = list(stmt.get_children())[0]
+        if kind(lhs) != "ARRAY_SUBSCRIPT_EXPR":
+            continue
+        name = squash(src.src(list(lhs.get_children())[0]))
+        p = src.param(name)
+        if p is None or not p.pointer or name == st.array:
+            continue
+        found.append((stmt, lhs, name, element_type(p.type)))
+    if len(found) != 1 or found[0][3] not in VECTOR:
+        return None
+    stmt, lhs, name, etype = found[0]
+    uses = [c for c in walk(src.body) if kind(c) == "DECL_REF_EXPR" and c.spelling == name]
+    if len(uses) != 1:
+        return None
+    try:
+        env = local_constants(src, src.body, set(st.index))
+        off, strides = decompose(poly(src, list(lhs.get_children())[1], env), st.index, "the store")
+    except (Refused, ValueError):
+        return None
+    if [text({m: 1}) for m in strides] != list(st.strides):
+        return None
+    return stmt, lhs, name, etype, off
