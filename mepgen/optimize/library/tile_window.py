@@ -298,14 +298,7 @@ class TileWindow(Transformation):
                 f"{ind}}}",
                 *(self._store_back(store, m, b, r, ind) if store is not None else []),
                 "}"]
-        try:
-            restrict = unrestricted_pointers(src, spec)
-        except Refused:
-            restrict = []
-        start, end = src.span(src.body)
-        text = src.replace(sorted(restrict_edits(src, restrict) + [(start, end, "\n".join(body))]))
-        grid = [_sub(launch["grid"][0], m["token"], b * r)]
-        what = f"; __restrict__ on {', '.join(p.name for p in restrict)}" if restrict else ""
+        text, grid, what = _restricted_body(src, spec, launch, m, body, b * r)
         if store is not None:
             what += f"; {store[1]}[{i}] written back through shared memory, coalesced"
         return Rewrite(text, f"tile_window: every read of {arr}[{i} + offset] served from registers: {arr} staged in "
@@ -370,14 +363,7 @@ class TileWindow(Transformation):
                  f"{ind * 2}}}",
                  f"{ind}}}",
                  "}"]
-        try:
-            restrict = unrestricted_pointers(src, spec)
-        except Refused:
-            restrict = []
-        start, end = src.span(src.body)
-        text = src.replace(sorted(restrict_edits(src, restrict) + [(start, end, "\n".join(body))]))
-        grid = [_sub(launch["grid"][0], m["token"], b * r)]
-        what = f"; __restrict__ on {', '.join(p.name for p in restrict)}" if restrict else ""
+        text, grid, what = _restricted_body(src, spec, launch, m, body, b * r)
         if store is not None:
             what += f"; {store[1]}[{i}] stored {r // 4 * 16} bytes at a time"
         return Rewrite(text, f"tile_window: every read of {arr}[{i} + offset] served from registers: each thread "
@@ -407,6 +393,19 @@ class TileWindow(Transformation):
                 f"{ind * 3}{out}[mepgen_base + mepgen_e] = mepgen_otile[mepgen_e];",
                 f"{ind * 2}}}",
                 f"{ind}}}"]
+
+
+def _restricted_body(src, spec, launch, m, body: list[str], per_block: int) -> tuple[str, list[str], str]:
+    """The kernel with `body` as its body and `__restrict__` where restrict_ldg's rules allow; the grid for
+    `per_block` outputs per block; the explanation's note on the pointers restricted."""
+    try:
+        restrict = unrestricted_pointers(src, spec)
+    except Refused:
+        restrict = []
+    start, end = src.span(src.body)
+    text = src.replace(sorted(restrict_edits(src, restrict) + [(start, end, "\n".join(body))]))
+    what = f"; __restrict__ on {', '.join(p.name for p in restrict)}" if restrict else ""
+    return text, [_sub(launch["grid"][0], m["token"], per_block)], what
 
 
 def _index_type(src, m) -> str:
