@@ -186,3 +186,26 @@ def element_type(decl_type: str) -> str:
     """The element type a pointer parameter's declared type points to (`const float* __restrict__` -> float)."""
     t = re.sub(r"\b(const|__restrict__|restrict|volatile)\b", " ", decl_type).replace("*", " ")
     return " ".join(t.split())
+
+
+def array_stores(src: KernelSource, block) -> list[tuple]:
+    """The statements of `block` (a compound statement) that are `p[index] = value;` with p a pointer parameter, as
+    (the `p[index]` target, p, p's element type); and whether p is used nowhere else in the kernel is
+    `only_use(src, p)`."""
+    out = []
+    for stmt in body_statements(block):
+        if kind(stmt) != "BINARY_OPERATOR" or src.operator(stmt) != "=":
+            continue
+        lhs = list(stmt.get_children())[0]
+        if kind(lhs) != "ARRAY_SUBSCRIPT_EXPR":
+            continue
+        name = squash(src.src(list(lhs.get_children())[0]))
+        p = src.param(name)
+        if p is not None and p.pointer:
+            out.append((lhs, name, element_type(p.type)))
+    return out
+
+
+def only_use(src: KernelSource, name: str) -> bool:
+    """`name` is referred to exactly once in the kernel's body."""
+    return sum(1 for c in walk(src.body) if kind(c) == "DECL_REF_EXPR" and c.spelling == name) == 1

@@ -35,10 +35,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .analysis import body_statements, element_type, squash
+from .analysis import array_stores, body_statements, only_use, squash
 from .base import Rewrite, Transformation
 from .restrict import restrict_edits, unrestricted_pointers
-from .source import Refused, kind, walk
+from .source import Refused, kind
 from .affine import local_constants, poly, text
 from .stencil_match import decompose, match_stencil
 
@@ -313,14 +313,14 @@ def _shared_points(src, st, a: int, point: list[str], then, rows: int, vec: int 
         aligned += [f"({strides[d]}) % 4 == 0" for d in range(1, st.ndim)]
     text = src.text[t0:t1]
     if store is not None:
-        out, etype, soff = store[2], store[3], store[4]
+        out, etype, soff = store[1], store[2], store[3]
         lines += [f"{etype} mepgen_o_{p}_{c};" for p in range(rows) for c in range(vec)]
         aligned.append(f"(reinterpret_cast<unsigned long long>(&{out}[{address(soff[a], soff)}]) & 15) == 0")
     for p in range(rows):
         for c in range(vec):
             edits = [(*src.span(rd.cursor), var(p + rd.offset[a], rd.offset, c)) for rd in direct]
             if store is not None:       # the value to a register: stored 16 bytes per row below
-                edits.append((*src.span(store[1]), f"mepgen_o_{p}_{c}"))
+                edits.append((*src.span(store[0]), f"mepgen_o_{p}_{c}"))
             body = text
             for s0, s1, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
                 body = body[:s0 - t0] + new + body[s1 - t0:]
@@ -337,28 +337,17 @@ def _shared_points(src, st, a: int, point: list[str], then, rows: int, vec: int 
 
 
 def _single_store(src, st, then, direct):
-    """(statement, its `out[...]` target, out, element type, offsets) when the guard's statement holds, as a
-    statement of its own, the kernel's only use of an output array, `out[E] = value;` with 4-byte elements, E
-    proven `(i + dx) + (j + dy) * S [+ (k + dz) * P]` with the reads' strides. Each point then stores once and
-    nothing reads `out`, so a row's four points may store after all are computed, 16 bytes at a time at the
-    proven address (the fast path tests that address's alignment). None otherwise."""
-    found = []
-    for stmt in body_statements(then):
-        if kind(stmt) != "BINARY_OPERATOR" or src.operator(stmt) != "=":
-            continue
-        lhs = list(stmt.get_children())[0]
-        if kind(lhs) != "ARRAY_SUBSCRIPT_EXPR":
-            continue
-        name = squash(src.src(list(lhs.get_children())[0]))
-        p = src.param(name)
-        if p is None or not p.pointer or name == st.array:
-            continue
-        found.append((stmt, lhs, name, element_type(p.type)))
-    if len(found) != 1 or found[0][3] not in VECTOR:
+    """(its `out[...]` target, out, element type, offsets) when the guard's statement holds, as a statement of its
+    own, the kernel's only use of an output array, `out[E] = value;` with 4-byte elements, E proven
+    `(i + dx) + (j + dy) * S [+ (k + dz) * P]` with the reads' strides. Each point then stores once and nothing
+    reads `out`, so a row's four points may store after all are computed, 16 bytes at a time at the proven
+    address (the fast path tests that address's alignment). None otherwise."""
+    found = [f for f in array_stores(src, then) if f[1] != st.array]
+    if len(found) != 1 or found[0][2] not in VECTOR or not only_use(src, found[0][1]):
         return None
-    stmt, lhs, name, etype = found[0]
-    uses = [c for c in walk(src.body) if kind(c) == "DECL_REF_EXPR" and c.spelling == name]
-    if len(uses) != 1:
+    lhs, name, etype = found[0]
+    l0, l1 = src.span(lhs)
+    if any(l0 <= src.span(rd.cursor)[0] < l1 for rd in direct):
         return None
     try:
         env = local_constants(src, src.body, set(st.index))
@@ -367,4 +356,4 @@ def _single_store(src, st, then, direct):
         return None
     if [text({m: 1}) for m in strides] != list(st.strides):
         return None
-    return stmt, lhs, name, etype, off
+    return lhs, name, etype, off

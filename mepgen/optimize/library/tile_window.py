@@ -43,7 +43,7 @@ from __future__ import annotations
 import re
 
 from .affine import poly
-from .analysis import body_statements, canonical_loop, element_type, guarded_thread, squash
+from .analysis import array_stores, canonical_loop, element_type, guarded_thread, only_use, squash
 from .base import Rewrite, Transformation
 from .launch_config import _sub, _token
 from .restrict import restrict_edits, unrestricted_pointers
@@ -419,26 +419,11 @@ def _coalescible_store(src, spec, m):
     """(the `out[i]` cursor, out, its element type) when the guard's body writes an output buffer exactly once,
     as a statement of its own `out[i] = ...` (so every output below the bound is written), and the kernel
     uses that buffer nowhere else; None otherwise (the outputs are then stored where they are computed)."""
-    then = list(m["guard"].get_children())[1]
-    found = []
-    for stmt in body_statements(then):
-        if kind(stmt) != "BINARY_OPERATOR" or src.operator(stmt) != "=":
-            continue
-        lhs = list(stmt.get_children())[0]
-        if kind(lhs) != "ARRAY_SUBSCRIPT_EXPR":
-            continue
-        base, index = list(lhs.get_children())
-        name = squash(src.src(base))
-        p, sp = src.param(name), next((q for q in spec.params if q.name == name), None)
-        if p is not None and p.pointer and sp is not None and sp.role in ("out", "inout") \
-                and squash(src.src(index)) == m["i"]:
-            found.append((lhs, name, element_type(p.type)))
-    if len(found) != 1:
-        return None
-    lhs, name, ctype = found[0]
-    uses = [c for c in walk(src.body) if kind(c) == "DECL_REF_EXPR" and c.spelling == name]
-    if len(uses) != 1 or ctype not in VECTOR:    # 4-byte outputs: the tile fits where _legal counted it
-        return None
+    roles = {q.name: q.role for q in spec.params}
+    found = [(lhs, name, ctype) for lhs, name, ctype in array_stores(src, list(m["guard"].get_children())[1])
+             if roles.get(name) in ("out", "inout") and squash(src.src(list(lhs.get_children())[1])) == m["i"]]
+    if len(found) != 1 or not only_use(src, found[0][1]) or found[0][2] not in VECTOR:
+        return None     # 4-byte outputs: the tile fits where _legal counted it
     return found[0]
 
 
