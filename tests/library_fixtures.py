@@ -5,8 +5,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from mepgen import mepbuild
 from mepgen.optimize.library.base import current_launch
-from mepgen.optimize.library.source import KernelSource
+from mepgen.optimize.library.source import KernelSource, Refused
 from mepgen.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,3 +32,42 @@ def load(mep: Path, text: str | None = None):
     spec = load_spec(mep / "mep.yaml")
     src = KernelSource(text if text is not None else (mep / "kernel.cu").read_text(), spec)
     return src, spec, current_launch(spec, None)
+
+
+def build_tiling_meps(root: Path) -> dict[str, Path]:
+    """MEPs of every dense kernel and of heatcg's heat::diffuse_step (the tiling transformations' tests)."""
+    out = {}
+    for app, args in (("dense", ["--all"]), ("heatcg", ["heat::diffuse_step"])):
+        folder = root / app
+        shutil.copytree(REPO / "examples" / app, folder, ignore=shutil.ignore_patterns("build", ".mepgen"))
+        subprocess.run(["mepgen", "extract", "."], cwd=folder, check=True, capture_output=True)
+        subprocess.run(["mepgen", "mep", *args], cwd=folder, check=True, capture_output=True)
+        out.update({d.name: d for d in (folder / ".mepgen" / "meps").iterdir()})
+    return out
+
+
+def rewrite(meps, kernel, t, params):
+    src, spec, launch = load(meps[kernel])
+    assert set(params) <= set(t.space(src, spec, launch))
+    return t.apply(src, spec, launch, params)
+
+
+def refusal(meps, kernel, t, edit=None) -> str:
+    """Why `t` refuses the kernel, optionally after a textual edit (old, new) of its kernel.cu."""
+    src, spec, launch = load(meps[kernel])
+    if edit is not None:
+        assert edit[0] in src.text
+        src = KernelSource(src.text.replace(edit[0], edit[1]), spec)
+    with pytest.raises(Refused) as e:
+        t.space(src, spec, launch)
+    return str(e.value)
+
+
+def ptx_of(mep, spec, rw, tmp_path) -> str:
+    """The PTX nvcc makes of a rewrite's kernel.cu, built with the MEP's flags."""
+    f, ptx = tmp_path / "kernel.cu", tmp_path / "k.ptx"
+    f.write_text(rw.text)
+    done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), f"-I{mep}", "-ptx",
+                           "-x", "cu", str(f), "-o", str(ptx)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return ptx.read_text()
