@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.util
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +26,9 @@ sys.path.insert(0, str(REPO / "bench"))
 from library_optimize import gpu_facts, prepare_app  # noqa: E402
 from variant_profile import parse_step  # noqa: E402
 from mepgen.evaluate import Evaluator, Options  # noqa: E402
+from mepgen.evaluate.backend import CompileFailed  # noqa: E402
+from mepgen.evaluate.launchcfg import launch_from  # noqa: E402
+from mepgen.evaluate.native import NativeBackend  # noqa: E402
 from mepgen.optimize import candidates  # noqa: E402
 from mepgen.optimize.library.base import StepRefused, apply_chain  # noqa: E402
 from mepgen.optimize.library.catalog import all_transformations  # noqa: E402
@@ -45,6 +50,30 @@ def proposals(chains: list[str], original: str, spec) -> list[Proposal]:
     return out
 
 
+def memcheck(ev, spec, prop: Proposal, work: Path) -> str:
+    """compute-sanitizer's memcheck over one plain launch of the proposal (native harness, its own launch and
+    flags, the first input set): 'clean', or the first error line."""
+    exe = shutil.which("compute-sanitizer")
+    if exe is None:
+        return "no compute-sanitizer"
+    work.mkdir(parents=True, exist_ok=True)
+    kernel = work / "kernel.cu"
+    kernel.write_text(prop.text)
+    be = NativeBackend(spec, ev.mep_dir, work / "build")
+    extra = {k: v for k, v in (("launch", launch_from(spec, prop.launch) if prop.launch else None),
+                               ("flags", tuple(prop.nvcc_flags))) if v}
+    built = be.compile(kernel, **extra)
+    if isinstance(built, CompileFailed):
+        return f"native build failed: {built.message}"
+    done = subprocess.run([exe, "--tool", "memcheck", "--error-exitcode", "9", str(built.artifact),
+                           "--data", str(ev.sets[0].data_dir), "--out", str(work / "out")],
+                          capture_output=True, text=True, timeout=300)
+    if done.returncode == 0:
+        return "clean"
+    errors = [ln for ln in done.stdout.splitlines() if "ERROR SUMMARY" in ln or "Invalid" in ln]
+    return (errors[0] if errors else f"exit {done.returncode}").replace("=", "").replace("|", "/").strip()
+
+
 def row(chain: str, res) -> str:
     t = getattr(res, "timed", None)
     if t is None:
@@ -63,6 +92,8 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--backend", default="pycuda" if importlib.util.find_spec("pycuda") else "native")
+    ap.add_argument("--memcheck", action="store_true",
+                    help="also run each chain once under compute-sanitizer memcheck (native harness)")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/mepgen-chain-sweep"))
     ap.add_argument("--record", type=Path)
     args = ap.parse_args()
@@ -76,15 +107,20 @@ def main() -> int:
     ev.prepare()
     base = ev.baseline_result()
     results = candidates.evaluate(ev, mep, spec, props, mep / "chain-sweep")
+    checks = [memcheck(ev, spec, p, mep / "chain-sweep-memcheck" / str(n)) for n, p in enumerate(props)] \
+        if args.memcheck else None
     lines = [f"## {args.app}::{args.kernel}", "",
              f"- GPU, driver: {gpu_facts()}; date {datetime.datetime.now().isoformat(timespec='seconds')}; "
              f"backend {args.backend}; {args.rounds} rounds x {args.reps} launches per side, L2 flushed",
              f"- command: `python3 bench/chain_sweep.py --app {args.app} --kernel {args.kernel} "
              + " ".join(f"--chain '{c}'" for c in args.chain) + "`",
              "- time: the median [min-max] of the candidate's launches, ms; spread: interquartile range / median;",
-             "  speedup: over the original in the same rounds", "",
-             "| chain | status | ms | spread | speedup | % peak BW |", "|---|---|---|---|---|---|",
-             row("(original)", base), *[row(c, r) for c, r in zip(args.chain, results)]]
+             "  speedup: over the original in the same rounds"
+             + ("; memcheck: compute-sanitizer over one launch of the native harness" if checks else ""), "",
+             "| chain | status | ms | spread | speedup | % peak BW |" + (" memcheck |" if checks else ""),
+             "|---|---|---|---|---|---|" + ("---|" if checks else ""),
+             row("(original)", base) + (" |" if checks else ""),
+             *[row(c, r) + (f" {checks[n]} |" if checks else "") for n, (c, r) in enumerate(zip(args.chain, results))]]
     out = "\n".join(lines) + "\n"
     print(out, flush=True)
     if args.record:

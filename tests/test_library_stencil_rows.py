@@ -56,28 +56,34 @@ def test_stencil_rows_3d_and_helper_reads(meps):
 def test_stencil_rows_vec4_9_point(meps):
     """4 rows x 4 consecutive x per thread: each row's x0..x0+3 one 128-bit load, x0-1 and x0+4 scalars."""
     src, spec, launch = load(meps["smooth9"])
-    assert StencilRows().space(src, spec, launch) == {"rows": [4, 2, 8], "vec": [4, 1]}
+    assert StencilRows().space(src, spec, launch) == {"rows": [2, 4, 8], "vec": [4, 1]}
     rw = StencilRows().apply(src, spec, launch, {"rows": 4, "vec": 4})
     t = rw.text
     assert "const int mepgen_x0 = (blockIdx.x * blockDim.x + threadIdx.x) * 4;" in t
-    # the fast path: the guard at the box's four corners, the first row's address aligned and the row pitch whole
-    for x, y in (("", ""), (" + 3", ""), ("", " + 3"), (" + 3", " + 3")):
-        assert f"((mepgen_x0{x}) >= 1 && (mepgen_x0{x}) < nx - 1 && (mepgen_y0{y}) >= 1 && (mepgen_y0{y}) < ny - 1)" in t
+    # the fast path: y's bounds at the strip's two ends, one of the 4 columns inside x's bounds, the first row's
+    # address aligned and the row pitch whole; x's bounds then per column
+    assert "if (((mepgen_y0) >= 1 && (mepgen_y0) < (ny - 1)) && ((mepgen_y0 + 3) >= 1 && (mepgen_y0 + 3) < (ny - 1)) " \
+           "&& ((mepgen_x0 + 3) >= 1 && (mepgen_x0) < (nx - 1)) && " in t
     assert "((reinterpret_cast<unsigned long long>(&in[(mepgen_x0) + (mepgen_y0) * (nx)]) & 15) == 0) && " \
            "((nx) % 4 == 0) && " in t
+    assert "const bool mepgen_in_x3 = (mepgen_x0 + 3) >= 1 && (mepgen_x0 + 3) < (nx - 1);" in t
     assert "const float4 mepgen_v_m1 = *reinterpret_cast<const float4*>(&in[(mepgen_x0) + (mepgen_y0 - 1) * (nx)]);" in t
     assert t.count("const float4 mepgen_v_") == 6 and "const float mepgen_s_m1_1 = mepgen_v_m1.y;" in t
-    assert "const float mepgen_s_2_m1 = in[(mepgen_x0 - 1) + (mepgen_y0 + 2) * (nx)];" in t
-    assert "const float mepgen_s_2_4 = in[(mepgen_x0 + 4) + (mepgen_y0 + 2) * (nx)];" in t
-    # point (row 0, column 1): its centre is lane y of row 0, its left neighbour lane x
-    assert "const int i = mepgen_x0 + 1;" in t and "const float edges = mepgen_s_0_0 + mepgen_s_0_2" in t
-    # border strips: the original guard per point in two unrolled loops
+    # x0-1 is read by column 0 only, x0+4 by column 3 only: loaded only when that column is inside
+    assert "const float mepgen_s_2_m1 = (mepgen_in_x0) ? in[(mepgen_x0 - 1) + (mepgen_y0 + 2) * (nx)] : (float)0;" in t
+    assert "const float mepgen_s_2_4 = (mepgen_in_x3) ? in[(mepgen_x0 + 4) + (mepgen_y0 + 2) * (nx)] : (float)0;" in t
+    # point (row 0, column 1), run only if its column is inside: its centre is lane y of row 0, its left neighbour lane x
+    assert "if (mepgen_in_x1) {\n            const int j = mepgen_y0 + 0;\n            const int i = mepgen_x0 + 1;" in t
+    assert "const float edges = mepgen_s_0_0 + mepgen_s_0_2" in t
+    # strips across y's borders or unaligned: the original guard per point in two unrolled loops
     assert "const int i = mepgen_x0 + mepgen_c;" in t and "if (i >= 1 && i < nx - 1 && j >= 1 && j < ny - 1) {" in t
     assert rw.launch["grid"] == ["(((IMG_NX + ST_BX - 1) / ST_BX) + 3) / 4", "(((IMG_NY + ST_BY - 1) / ST_BY) + 3) / 4"]
     # out[j * nx + i] proven at offset 0 with the reads' stride: a row's 4 values stored 16 bytes at a time, at an
     # address the fast path tests for alignment
-    assert "*reinterpret_cast<float4*>(&out[(mepgen_x0) + (mepgen_y0 + 3) * (nx)]) = " \
-           "make_float4(mepgen_o_3_0, mepgen_o_3_1, mepgen_o_3_2, mepgen_o_3_3);" in t
+    assert "if (mepgen_in_x0 && mepgen_in_x1 && mepgen_in_x2 && mepgen_in_x3) {\n" \
+           "            *reinterpret_cast<float4*>(&out[(mepgen_x0) + (mepgen_y0 + 3) * (nx)]) = " \
+           "make_float4(mepgen_o_3_0, mepgen_o_3_1, mepgen_o_3_2, mepgen_o_3_3);\n        } else {" in t
+    assert "if (mepgen_in_x2) out[(mepgen_x0 + 2) + (mepgen_y0 + 3) * (nx)] = mepgen_o_3_2;" in t
     assert "mepgen_o_1_2 = c + w * (4.0f * edges" in t
     assert "((reinterpret_cast<unsigned long long>(&out[(mepgen_x0) + (mepgen_y0) * (nx)]) & 15) == 0)" in t
     assert "stored 16 bytes at a time" in rw.explanation
@@ -94,7 +100,7 @@ def test_stencil_rows_vec4_refusals_leave_vec1(meps):
     t = StencilRows()
     src, spec, launch = load(meps["smooth9"])
     moved = KernelSource(src.text.replace("* (1.0f / 6.0f)", "* (1.0f / 6.0f) + 0 * blockDim.x"), spec)
-    assert t.space(moved, spec, launch) == {"rows": [4, 2, 8], "vec": [1]}
+    assert t.space(moved, spec, launch) == {"rows": [2, 4, 8], "vec": [1]}
     with pytest.raises(Refused, match="uses blockDim.x beyond i's declaration"):
         t.apply(moved, spec, launch, {"rows": 4, "vec": 4})
     with pytest.raises(Refused, match="vec 2: a thread takes 1 or 4"):

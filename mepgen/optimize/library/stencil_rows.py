@@ -20,10 +20,13 @@ consecutive x: a row's x0..x0+3 are one 128-bit load, its x0-1 and x0+4 scalars,
 point fall again (smooth9 at 4 x 4: 6 vector + 12 scalar loads for 16 points). Where the guard's statement is
 the kernel's only use of an output array, `out[E] = value;` with E proven at the reads' strides, a row's four
 values are stored 16 bytes at a time at the proven address (scalar stores four apart made the first version
-slower than rows alone: bench/results/library_optimize_vector_2026-11-23.md). The fast path then also needs the
-guard at the box's four corners, the first row's address 16-byte aligned and every stride a multiple of 4
-elements, all tested at run time. Measured first by hand on H200 (bench/results/window_stencil_variants.md):
-smooth9 82% of peak against 73% for rows alone, diffuse7 72% against 67%.
+slower than rows alone: bench/results/library_optimize_vector_2026-11-23.md). The fast path needs the guard's
+bounds on the other axes over the whole strip, one of the four columns inside x's bounds, the first row's
+address 16-byte aligned and every stride a multiple of 4 elements, all tested at run time; columns outside x's
+bounds are masked inside it (their scalars not loaded, their points not run, their stores not made). A 3D
+domain 256 wide has one border thread in each of a row's two warps: sent to a per-point path, it made every
+warp run both (diffuse7 65% of peak at 4 x 4); masked, diffuse7 runs at 72% at 2 x 4, as the best hand-written
+march (bench/results/stencil_rows_x_edges_2026-11-23.md, window_stencil_variants.md).
 
 Applies to exactly what match_stencil recognises (stencil_match.py), with nothing after the guard, no
 `return`, no shared memory or barriers, and the outer axis's thread index used nowhere but its declaration.
@@ -42,7 +45,7 @@ from .source import Refused, kind
 from .affine import local_constants, poly, text
 from .stencil_match import decompose, match_stencil
 
-ROWS = [4, 2, 8]
+ROWS = [2, 4, 8]
 VEC = [4, 1]
 AXES = "xyz"
 VECTOR = {"float": "float4", "int": "int4", "unsigned int": "uint4"}   # 4-byte elements, 4 per 128-bit read
@@ -75,7 +78,7 @@ def _substitute(text: str, name: str, value: str) -> str:
 class StencilRows(Transformation):
     def __init__(self):
         super().__init__("stencil_rows", "R points per thread along the outer axis, loads shared in registers",
-                         {"rows": 4, "vec": 4})
+                         {"rows": 2, "vec": 4})
 
     def _plan(self, src, spec, launch, vec: int = 1) -> _Plan:
         st = match_stencil(src, spec)
@@ -169,8 +172,6 @@ class StencilRows(Transformation):
         then_text = src.text[slice(*src.span(then))]
         corners = [_substitute(cond, name, f"(mepgen_{axis}0)"),
                    _substitute(cond, name, f"(mepgen_{axis}0 + {rows - 1})")]
-        if vec > 1:      # the box's four corners: the guard is a conjunction of bounds, so they bound the box
-            corners = [_substitute(c, xname, x) for c in corners for x in ("(mepgen_x0)", f"(mepgen_x0 + {vec - 1})")]
 
         def loop(body: list[str]) -> list[str]:
             head = ["#pragma unroll", f"for (int mepgen_r = 0; mepgen_r < {rows}; ++mepgen_r) {{"]
@@ -179,14 +180,21 @@ class StencilRows(Transformation):
             return [*head, *[f"    {ln}" for ln in point], *[f"    {ln}" for ln in body],
                     *(["}"] if vec > 1 else []), "}"]
 
-        shared = _shared_points(src, st, a, point, then, rows, vec)
+        # with vec = 4 every point's own guard: the loads and stores go under the guards of the points using them
+        shared = _shared_points(src, st, a, point, then, rows, vec, x_edges=vec > 1)
         fast = shared[0] if shared is not None else loop(then_text.splitlines())
-        if vec > 1:
-            corners += shared[3]
         shape = f"{rows} x {vec} points per thread ({vec} consecutive along x)" if vec > 1 else \
             f"{rows} points per thread along {axis}"
-        lines = [f"// mepgen stencil_rows: {shape}; where the whole strip is inside the "
-                 f"guard the points share their loads",
+        if vec > 1:      # x's borders inside the fast path: else each row's border thread sends its warp down both
+            corners = [_bound(st, a, f"mepgen_{axis}0"), _bound(st, a, f"mepgen_{axis}0 + {rows - 1}"),
+                       *[_bound(st, d, st.index[d]) for d in range(1, st.ndim) if d != a],
+                       f"(mepgen_x0 + {vec - 1}) >= {st.lo[0]} && (mepgen_x0) < ({st.hi[0]})", *shared[3]]
+            head = f"// mepgen stencil_rows: {shape}; where the strip is inside the guard but for x's bounds and " \
+                   f"16-byte aligned the points share their loads, the columns outside x's bounds masked"
+        else:
+            head = f"// mepgen stencil_rows: {shape}; where the whole strip is inside the guard the points share " \
+                   f"their loads"
+        lines = [head,
                  f"if ({' && '.join(f'({c})' for c in corners)}) {{",
                  *[f"    {ln}" for ln in fast],
                  "} else {",
@@ -232,6 +240,11 @@ def _only_in_declaration(src, axis: str, name: str, decl) -> None:
             raise Refused(f"the kernel uses {gname} beyond {name}'s declaration: its points would move")
 
 
+def _bound(st, d: int, at: str) -> str:
+    """The guard's two bounds on axis d (match_stencil proved the guard their conjunction) at the coordinate `at`."""
+    return f"({at}) >= {st.lo[d]} && ({at}) < ({st.hi[d]})"
+
+
 def _declared_type(src, decl, name: str) -> str:
     text = src.src(decl)
     eq = text.find("=")
@@ -246,14 +259,22 @@ def _direct_reads(src, st, then) -> list:
             and t0 <= src.span(rd.cursor)[0] and src.span(rd.cursor)[1] <= t1]
 
 
-def _shared_points(src, st, a: int, point: list[str], then, rows: int, vec: int = 1):
+def _shared_points(src, st, a: int, point: list[str], then, rows: int, vec: int = 1, x_edges: bool = False):
     """The fast path with its loads shared explicitly: every direct read of the array inside the guard (offsets
     proven by match_stencil) becomes a register loaded once per strip at the address the proven affine form gives,
     `(i + dx) + (j + dy) * S [+ (k + dz) * P]` with the outer index at the strip's row; the points follow as R
     copies of the guarded statement. With vec = 4 the thread's points are R rows of 4 consecutive x, `i` is
     `mepgen_x0 + c`, and a row whose four elements x0..x0+3 are all read is one 128-bit load (the elements
-    around it stay scalar). Returns (lines, loads, reads per point, alignment conditions the fast path needs);
-    None when the guard's statement has no direct read (only helper calls)."""
+    around it stay scalar). With `x_edges` the lines also serve the strips at x's borders: the caller's test has
+    the guard's bounds on every other axis hold for the whole strip and at least one of the four columns inside
+    x's bounds, so each column is inside or outside as a whole (the guard is a conjunction of a lower and an
+    upper bound per axis, match_stencil proved). A column's points run their statement only if it is inside;
+    a scalar the inside columns do not read is not loaded; a row's 16 bytes are loaded whole (aligned, in a
+    row the inside columns read: rows are whole multiples of 4 elements, tested), and stored whole only when
+    all four columns are inside, else column by column. No warp then runs a second, per-point path for the
+    one thread at x's border that each row of a narrow domain has. Returns (lines, loads, reads per point, alignment conditions the fast
+    path needs, whether stores are vectorized); None when the guard's statement has no direct read (only helper
+    calls)."""
     direct = _direct_reads(src, st, then)
     if not direct:
         return None
@@ -283,30 +304,42 @@ def _shared_points(src, st, a: int, point: list[str], then, rows: int, vec: int 
         return " + ".join(terms)
 
     loads, rows_of = {}, {}            # var -> address; (q, other offsets) -> {x position: var}
+    readers = {}                       # var -> the points (row, column) that read it
     for p in range(rows):
         for c in range(vec):
             for rd in direct:
                 q, off = p + rd.offset[a], rd.offset
                 v = var(q, off, c)
                 loads.setdefault(v, address(q, off, c))
+                if (p, c) not in readers.setdefault(v, []):
+                    readers[v].append((p, c))
                 row = (q, tuple(off[d] for d in range(st.ndim) if d not in (0, a)))
                 rows_of.setdefault(row, {})[off[0] + c] = v
+    def inside(cols) -> str:            # some of these columns is inside x's bounds
+        return " || ".join(f"mepgen_in_x{c}" for c in sorted(cols))
+
+    def scalar(v: str) -> str:
+        load, cols = f"{st.array}[{loads[v]}]", {c for _p, c in readers[v]}
+        return f"({inside(cols)}) ? {load} : ({ctype})0" if x_edges and len(cols) < vec else load
+
     lines, vectors, scalars = [], [], dict(loads)
     if vec > 1:
-        lanes = "xyzw"
+        lanes, vt = "xyzw", VECTOR[ctype]
         for (q, rest), xs in sorted(rows_of.items()):
             if not all(x in xs for x in range(4)):
                 continue
             vname = f"mepgen_v_{_num(q)}" + "".join(f"_{_num(o)}" for o in rest)
             vectors.append(vname)
-            first = loads[xs[0]]
-            lines.append(f"const {VECTOR[ctype]} {vname} = *reinterpret_cast<const {VECTOR[ctype]}*>(&{st.array}[{first}]);")
+            load = f"*reinterpret_cast<const {vt}*>(&{st.array}[{loads[xs[0]]}])"
+            lines.append(f"const {vt} {vname} = {load};")
             for x in range(4):
                 lines.append(f"const {ctype} {xs[x]} = {vname}.{lanes[x]};")
                 scalars.pop(xs[x])
     count = len(vectors) + len(scalars)
     head = [f"// {count} loads shared by {rows * vec} points ({len(direct)} reads per point in the source)"]
-    lines = head + [f"const {ctype} {v} = {st.array}[{addr}];" for v, addr in sorted(scalars.items())] + lines
+    if x_edges:
+        head += [f"const bool mepgen_in_x{c} = {_bound(st, 0, shift('mepgen_x0', c))};" for c in range(vec)]
+    lines = head + [f"const {ctype} {v} = {scalar(v)};" for v in sorted(scalars)] + lines
     aligned = []
     if vectors:      # every vector row is the first one moved by whole strides: the first and the strides aligned
         aligned = [f"(reinterpret_cast<unsigned long long>(&{st.array}[{address(0, (0,) * st.ndim)}]) & 15) == 0"]
@@ -314,7 +347,7 @@ def _shared_points(src, st, a: int, point: list[str], then, rows: int, vec: int 
     text = src.text[t0:t1]
     if store is not None:
         out, etype, soff = store[1], store[2], store[3]
-        lines += [f"{etype} mepgen_o_{p}_{c};" for p in range(rows) for c in range(vec)]
+        lines += [f"{etype} mepgen_o_{p}_{c} = 0;" for p in range(rows) for c in range(vec)]
         aligned.append(f"(reinterpret_cast<unsigned long long>(&{out}[{address(soff[a], soff)}]) & 15) == 0")
     for p in range(rows):
         for c in range(vec):
@@ -326,13 +359,19 @@ def _shared_points(src, st, a: int, point: list[str], then, rows: int, vec: int 
                 body = body[:s0 - t0] + new + body[s1 - t0:]
             decls = [ln.replace("mepgen_r", str(p)).replace("mepgen_c", str(c)) for ln in point[:2 if vec > 1 else 1]]
             rest_decls = point[2 if vec > 1 else 1:]
-            lines += ["{", *[f"    {ln}" for ln in decls], *[f"    {ln}" for ln in rest_decls],
-                      *[f"    {ln}" for ln in body.splitlines()], "}"]
-    if store is not None:
+            lines += [f"if (mepgen_in_x{c}) {{" if x_edges else "{", *[f"    {ln}" for ln in decls],
+                      *[f"    {ln}" for ln in rest_decls], *[f"    {ln}" for ln in body.splitlines()], "}"]
+    if store is not None:               # each row's four values, 16 bytes at a time (after all rows: fewer registers)
         vt = VECTOR[etype]
         for p in range(rows):
             os_ = ", ".join(f"mepgen_o_{p}_{c}" for c in range(vec))
-            lines.append(f"*reinterpret_cast<{vt}*>(&{out}[{address(p + soff[a], soff)}]) = make_{vt}({os_});")
+            vstore = f"*reinterpret_cast<{vt}*>(&{out}[{address(p + soff[a], soff)}]) = make_{vt}({os_});"
+            if not x_edges:
+                lines.append(vstore)
+                continue
+            lines += [f"if ({' && '.join(f'mepgen_in_x{c}' for c in range(vec))}) {{", f"    {vstore}", "} else {",
+                      *[f"    if (mepgen_in_x{c}) {out}[{address(p + soff[a], soff, c)}] = mepgen_o_{p}_{c};"
+                        for c in range(vec)], "}"]
     return lines, count, len(direct), aligned, store is not None
 
 
