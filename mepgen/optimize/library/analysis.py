@@ -91,8 +91,42 @@ def check_pure(src: KernelSource, expr, what: str) -> None:
     if src.writes(expr):
         raise Refused(f"{what} assigns inside an expression: `{squash(src.src(expr))[:60]}`")
     for c in walk(expr):
-        if kind(c) == "CALL_EXPR" and c.spelling not in PURE_CALLS:
+        if kind(c) == "CALL_EXPR" and c.spelling not in PURE_CALLS and not pure_function(src, c):
             raise Refused(f"{what} calls `{c.spelling}`, which may have side effects")
+
+
+def pure_function(src: KernelSource, call, depth: int = 0) -> bool:
+    """Whether `call` calls a function defined in kernel.cu that cannot have side effects: no parameter through
+    which it could write (a pointer or reference to non-const), every assignment in its body to one of its own
+    locals, and every call in it pure in turn (the example's `bin_index`, `clamp_val<int>`, `lap5`)."""
+    ref = call.referenced
+    fn = (ref.get_definition() or ref) if ref is not None else None
+    if fn is None or kind(fn) not in ("FUNCTION_DECL", "FUNCTION_TEMPLATE") or depth > 4 or \
+            fn.location.file is None or fn.location.file.name != src.path:
+        return False
+    start, end = src.span(fn)
+    for prm in fn.get_children():
+        if kind(prm) != "PARM_DECL":
+            continue
+        ty = prm.type.get_canonical()
+        if ty.kind.name in ("POINTER", "LVALUEREFERENCE", "RVALUEREFERENCE") and \
+                not ty.get_pointee().is_const_qualified():
+            return False
+    body = next((k for k in fn.get_children() if kind(k) == "COMPOUND_STMT"), None)
+    if body is None:
+        return False
+    for w in src.writes(body):
+        kids = list(w.get_children())
+        target = strip(kids[0]) if kids else None
+        decl = target.referenced if target is not None and kind(target) == "DECL_REF_EXPR" else None
+        if decl is None or kind(decl) != "VAR_DECL" or not start <= decl.extent.start.offset < end:
+            return False
+    for c in walk(body):
+        if kind(c) in ("GCC_ASM_STMT", "MS_ASM_STMT"):
+            return False
+        if kind(c) == "CALL_EXPR" and c.spelling not in PURE_CALLS and not pure_function(src, c, depth + 1):
+            return False
+    return True
 
 
 def array_accesses(src: KernelSource, expr) -> list[tuple[str, object]]:
