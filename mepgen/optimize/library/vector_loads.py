@@ -77,15 +77,27 @@ class VectorLoads(Transformation):
             raise Refused(f"the loop bound `{h}` has no value for the MEP's sizes (divisibility not provable)")
         return value
 
-    def _accesses(self, src, spec, loop):
+    def _accesses(self, src, spec, loop, loop_only: bool = False):
+        """The loop's accesses `p[i]` to pointer parameters. `loop_only`: only the pointers the loop itself
+        touches count, and atomics on anything but a pointer parameter (a shared-memory copy) are allowed."""
         pointers = {p.name for p in src.params if p.pointer}
+        if loop_only:
+            pointers &= {c.spelling for c in walk(loop.body) if kind(c) == "DECL_REF_EXPR"}
         if not pointers:
-            raise Refused("the kernel has no pointer parameters")
+            raise Refused("the loop accesses no pointer parameter")
+        atomics = set()
         for c in walk(loop.body):
             if kind(c) == "CALL_EXPR" and c.spelling.startswith("atomic"):
-                raise Refused(f"the loop body calls {c.spelling}")
+                target = [squash(src.src(a)) for a in list(c.get_arguments())[:1]]
+                base = re.match(r"&\s*(\w+)\s*\[", target[0]) if target else None
+                if not loop_only or base is None or base.group(1) in pointers:
+                    raise Refused(f"the loop body calls {c.spelling}")
+                atomics.add(src.span(c))
         for c in walk(loop.body):
-            if kind(c) == "CALL_EXPR":
+            if kind(c) == "CALL_EXPR" and src.span(c) in atomics:
+                for a in c.get_arguments():
+                    check_pure(src, a, f"the {c.spelling}'s arguments")
+            elif kind(c) == "CALL_EXPR" and not any(a[0] <= src.span(c)[0] < a[1] for a in atomics):
                 check_pure(src, c, "the loop body")
         subs = {}
         for c in walk(src.body):
@@ -141,49 +153,67 @@ class VectorLoads(Transformation):
 
     def apply(self, src, spec, launch, params):
         m = self._match(src, spec)
-        loop, ind = m["loop"], "    "
-        etype = {n: element_type(src.param(n).type) for n, _ in m["accesses"].values()}
-        vtypes = {t: f"mepgen_vec{i}" for i, t in enumerate(sorted(set(etype.values())))}
-        lane = "mepgen_l"
-        body_s, body_e = src.span(loop.body)
-        edits = [(s - body_s, s - body_s + len(src.src(c)), f"mepgen_{n}.c[{lane}]")
-                 for s, (n, c) in m["accesses"].items()]
-        body = src.text[body_s:body_e]
-        for a, b, new in sorted(edits, reverse=True):
-            body = body[:a] + new + body[b:]
-        if kind(loop.body) == "COMPOUND_STMT":       # the statements, re-indented inside the lane loop
-            body = textwrap.dedent(body.strip()[1:-1].strip("\n")).strip()
-        body = "\n".join(f"{ind * 3}{line}".rstrip() for line in body.splitlines())
-        init = src.src(list(loop.cursor.get_children())[0])
-        var_type = re.match(rf"^(.*?)\b{re.escape(loop.var)}\s*=", init, re.S)
-        var_type = var_type.group(1).strip() if var_type else "int"
-        names = sorted(etype)
-        lines = ["{", f"{ind}// mepgen vector_loads: {LANES} elements per 128-bit access, then a scalar tail"]
-        lines += [f"{ind}struct __align__(16) {v} {{ {t} c[{LANES}]; }};" for t, v in vtypes.items()]
-        itype = var_type.replace("const ", "").strip() or "int"      # the counter's own type (int, size_t...)
-        lines += [f"{ind}const {itype} mepgen_n4 = ({loop.hi}) / {LANES};",
-                  f"{ind}for ({itype} mepgen_q = {loop.lo}; mepgen_q < mepgen_n4; mepgen_q += {loop.step}) {{"]
-        for n in names:
-            v = vtypes[etype[n]]
-            if n in m["reads"] or n not in m["top"]:
-                const = "const " if n not in m["writes"] else ""
-                lines.append(f"{ind * 2}{const}{v} mepgen_{n} = reinterpret_cast<const {v}*>({n})[mepgen_q];")
-            else:
-                lines.append(f"{ind * 2}{v} mepgen_{n};")
-        lines += [f"{ind * 2}#pragma unroll",
-                  f"{ind * 2}for (int {lane} = 0; {lane} < {LANES}; ++{lane}) {{",
-                  f"{ind * 3}const {itype} {loop.var} = mepgen_q * {LANES} + {lane};",
-                  f"{ind * 3}(void){loop.var};",
-                  body,
-                  f"{ind * 2}}}"]
-        lines += [f"{ind * 2}reinterpret_cast<{vtypes[etype[n]]}*>({n})[mepgen_q] = mepgen_{n};"
-                  for n in names if n in m["writes"]]
-        lines += [f"{ind}}}",
-                  f"{ind}for ({var_type} {loop.var} = mepgen_n4 * {LANES} + ({loop.lo}); {loop.var} < {loop.hi}; "
-                  f"{loop.var} += {loop.step}) {src.text[body_s:body_e]}",
-                  "}"]
-        s, e = src.span(loop.cursor)
-        text = src.replace([(s, e, "\n".join(lines))])
-        return Rewrite(text, f"vector loads: {', '.join(names)} moved {LANES} elements per 128-bit access, scalar "
-                             f"tail for n % {LANES}; assumes 16-byte aligned buffers in the application "
-                             f"(separate cudaMalloc buffers in the MEP)")
+        s, e = src.span(m["loop"].cursor)
+        text = src.replace([(s, e, vector_loop(src, m))])
+        return Rewrite(text, f"vector loads: {', '.join(sorted({n for n, _ in m['accesses'].values()}))} moved "
+                             f"{LANES} elements per 128-bit access, scalar tail for n % {LANES}; assumes 16-byte "
+                             f"aligned buffers in the application (separate cudaMalloc buffers in the MEP)")
+
+    def loop_accesses(self, src, spec, loop) -> dict:
+        """For a rewrite that vectorizes one grid-stride loop of a larger kernel (privatize_histogram): the
+        loop's accesses, as `vector_loop` takes them; Refused where its pointers are not all `p[i]`."""
+        accesses, reads, writes, top = self._accesses(src, spec, loop, loop_only=True)
+        return dict(loop=loop, accesses=accesses, reads=reads, writes=writes, top=top)
+
+
+def vector_loop(src, m: dict, aligned_test: bool = False) -> str:
+    """The text replacing the loop `m["loop"]`: a loop over 128-bit vectors of its arrays, then the original loop
+    as a scalar tail. `aligned_test`: the vector path only where every array is 16-byte aligned at run time
+    (a warp-uniform test), the original loop otherwise."""
+    loop, ind = m["loop"], "    "
+    etype = {n: element_type(src.param(n).type) for n, _ in m["accesses"].values()}
+    vtypes = {t: f"mepgen_vec{i}" for i, t in enumerate(sorted(set(etype.values())))}
+    lane = "mepgen_l"
+    body_s, body_e = src.span(loop.body)
+    edits = [(s - body_s, s - body_s + len(src.src(c)), f"mepgen_{n}.c[{lane}]")
+             for s, (n, c) in m["accesses"].items()]
+    body = src.text[body_s:body_e]
+    for a, b, new in sorted(edits, reverse=True):
+        body = body[:a] + new + body[b:]
+    if kind(loop.body) == "COMPOUND_STMT":       # the statements, re-indented inside the lane loop
+        body = textwrap.dedent(body.strip()[1:-1].strip("\n")).strip()
+    body = "\n".join(f"{ind * 3}{line}".rstrip() for line in body.splitlines())
+    init = src.src(list(loop.cursor.get_children())[0])
+    var_type = re.match(rf"^(.*?)\b{re.escape(loop.var)}\s*=", init, re.S)
+    var_type = var_type.group(1).strip() if var_type else "int"
+    names = sorted(etype)
+    lines = ["{", f"{ind}// mepgen vector_loads: {LANES} elements per 128-bit access, then a scalar tail"]
+    lines += [f"{ind}struct __align__(16) {v} {{ {t} c[{LANES}]; }};" for t, v in vtypes.items()]
+    itype = var_type.replace("const ", "").strip() or "int"      # the counter's own type (int, size_t...)
+    lines += [f"{ind}const {itype} mepgen_n4 = ({loop.hi}) / {LANES};",
+              f"{ind}for ({itype} mepgen_q = {loop.lo}; mepgen_q < mepgen_n4; mepgen_q += {loop.step}) {{"]
+    for n in names:
+        v = vtypes[etype[n]]
+        if n in m["reads"] or n not in m["top"]:
+            const = "const " if n not in m["writes"] else ""
+            lines.append(f"{ind * 2}{const}{v} mepgen_{n} = reinterpret_cast<const {v}*>({n})[mepgen_q];")
+        else:
+            lines.append(f"{ind * 2}{v} mepgen_{n};")
+    lines += [f"{ind * 2}#pragma unroll",
+              f"{ind * 2}for (int {lane} = 0; {lane} < {LANES}; ++{lane}) {{",
+              f"{ind * 3}const {itype} {loop.var} = mepgen_q * {LANES} + {lane};",
+              f"{ind * 3}(void){loop.var};",
+              body,
+              f"{ind * 2}}}"]
+    lines += [f"{ind * 2}reinterpret_cast<{vtypes[etype[n]]}*>({n})[mepgen_q] = mepgen_{n};"
+              for n in names if n in m["writes"]]
+    lines += [f"{ind}}}",
+              f"{ind}for ({var_type} {loop.var} = mepgen_n4 * {LANES} + ({loop.lo}); {loop.var} < {loop.hi}; "
+              f"{loop.var} += {loop.step}) {src.text[body_s:body_e]}",
+              "}"]
+    if not aligned_test:
+        return "\n".join(lines)
+    test = " && ".join(f"(reinterpret_cast<unsigned long long>({n}) & 15) == 0" for n in names)
+    original = src.text[src.span(loop.cursor)[0]:src.span(loop.cursor)[1]]
+    return "\n".join([f"if ({test}) {{", *[ind + line for line in lines[1:-1]], f"{ind}}} else {{",
+                      f"{ind * 2}{original}", f"{ind}}}"])
