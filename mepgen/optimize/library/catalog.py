@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .coarsen import Coarsen
 from .compiler_flags import CompilerFlags
+from .grid_stride import GridStride
 from .launch_bounds import LaunchBounds
 from .launch_config import LaunchConfig
 from .privatize import Privatize
@@ -20,5 +21,5 @@ from .warp_row import WarpPerRow
 
 def all_transformations():
     return [TileMatmul(), TileStencil(), StencilRows(), TileWindow(),
-            WarpPerRow(), Privatize(), SplitColumns(), ScalarReplace(), VectorLoads(), Coarsen(), LaunchConfig(),
+            WarpPerRow(), Privatize(), SplitColumns(), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
             Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]
