@@ -157,7 +157,7 @@ CASES = [("heat.diffuse_step", TileStencil, {"block": "32x8"}), ("smooth9", Tile
          ("smooth9", StencilRows, {"rows": 4}), ("diffuse7", StencilRows, {"rows": 8}),
          ("heat.diffuse_step", StencilRows, {"rows": 2}),
          ("smooth9", StencilRows, {"rows": 4, "vec": 4}), ("diffuse7", StencilRows, {"rows": 8, "vec": 4}),
-         ("heat.diffuse_step", StencilRows, {"rows": 4, "vec": 4}),
+         ("heat.diffuse_step", StencilRows, {"rows": 4, "vec": 1}),
          ("conv1d_taps", TileWindow, {"block": 256, "per_thread": 4}),
          ("conv1d_taps", TileWindow, {"block": 512, "per_thread": 1}),
          ("conv1d_taps", TileWindow, {"block": 256, "per_thread": 8, "reuse": "registers"}),
