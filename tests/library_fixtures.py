@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,8 @@ def build_meps(root: Path) -> dict[str, Path]:
     for app, extra in (("heatcg", SIZES), ("kernels", [])):
         folder = root / app
         shutil.copytree(REPO / "examples" / app, folder)
-        subprocess.run(["mepgen", "extract", "."], cwd=folder, check=True, capture_output=True)
-        subprocess.run(["mepgen", "mep", "--all", *extra], cwd=folder, check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "mepgen.cli", "extract", "."], cwd=folder, check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "mepgen.cli", "mep", "--all", *extra], cwd=folder, check=True, capture_output=True)
         for d in (folder / ".mepgen" / "meps").iterdir():
             out[d.name] = d
     return out
@@ -40,8 +41,8 @@ def build_tiling_meps(root: Path) -> dict[str, Path]:
     for app, args in (("dense", ["--all"]), ("heatcg", ["heat::diffuse_step"])):
         folder = root / app
         shutil.copytree(REPO / "examples" / app, folder, ignore=shutil.ignore_patterns("build", ".mepgen"))
-        subprocess.run(["mepgen", "extract", "."], cwd=folder, check=True, capture_output=True)
-        subprocess.run(["mepgen", "mep", *args], cwd=folder, check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "mepgen.cli", "extract", "."], cwd=folder, check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "mepgen.cli", "mep", *args], cwd=folder, check=True, capture_output=True)
         out.update({d.name: d for d in (folder / ".mepgen" / "meps").iterdir()})
     return out
 
