@@ -105,6 +105,8 @@ def _generate(init: Init, dtype: np.dtype, count: int, spec: Spec, mep_dir: Path
         low, high = int(num("low")), int(num("high"))
         if high <= low:
             raise MepgenError(f"{name}.init: index range [{low}, {high}) is empty")
+        if "band" in a:
+            return _banded(low, high, int(num("band")), count, rng, name).astype(dtype)
         return rng.integers(low, high, size=count).astype(dtype)
     if kind == "csr_row_ptr":
         return _csr_row_ptr(int(num("rows")), int(num("nnz")), count, rng, name).astype(dtype)
@@ -118,6 +120,16 @@ def _generate(init: Init, dtype: np.dtype, count: int, spec: Spec, mep_dir: Path
     if kind == "chain":
         raise MepgenError(f"{name}: computed by the chain ({a.get('by')}), not generated")
     raise MepgenError(f"{name}.init: unknown init kind '{kind}'")
+
+
+def _banded(low: int, high: int, band: int, count: int, rng, name: str) -> np.ndarray:
+    """Indices near the diagonal: element k lies within +-band of low + k * (high - low) / count (clipped to
+    [low, high)). For CSR column indices over rows of near-equal length (csr_row_ptr) that is the row's own
+    diagonal: the matrix is banded, as a PDE or FEM matrix in its mesh ordering is."""
+    if band < 0:
+        raise MepgenError(f"{name}.init: band {band} is negative")
+    centre = low + (np.arange(count, dtype=np.int64) * (high - low)) // max(count, 1)
+    return np.clip(centre + rng.integers(-band, band, size=count, endpoint=True), low, high - 1)
 
 
 def _csr_row_ptr(rows: int, nnz: int, count: int, rng, name: str) -> np.ndarray:

@@ -43,7 +43,8 @@ INIT_KINDS = {
     "constant": ({"value"}, set()),
     "zeros": (set(), set()),
     "arange": (set(), {"start", "step"}),
-    "index": ({"low", "high"}, set()),         # integers in [low, high): indices into another array
+    "index": ({"low", "high"}, {"band"}),      # integers in [low, high): indices into another array; with
+                                               # band: element k within +-band of its place scaled to the range
     "csr_row_ptr": ({"rows", "nnz"}, set()),   # monotone, starts at 0, ends at nnz; count = rows + 1
     "values": ({"values"}, set()),             # an explicit list
     "file": ({"path"}, set()),                 # a .npy file relative to the MEP folder

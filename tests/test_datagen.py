@@ -67,6 +67,21 @@ def test_generators_respect_their_constraints(spec, tmp_path):
     assert a["const.analysis.c_range"].tolist() == [0.0, 1.0]
 
 
+def test_banded_indices_stay_near_their_diagonal(spec, tmp_path):
+    """CSR column indices with a band: each nonzero's column within +-band of its row's diagonal (rows of
+    near-equal length, so nonzero k sits in row about k * NROWS / NNZ), clipped to [0, NROWS)."""
+    col = spec.param("col_idx")
+    col.init.args["band"] = "NROWS / 100"
+    c = datagen.make_inputs(spec, tmp_path, 5, tmp_path / "in")["col_idx"]
+    centre = np.arange(4999) * 1000 // 4999
+    assert c.dtype == np.int32 and c.min() >= 0 and c.max() < 1000
+    assert np.abs(c.astype(np.int64) - centre).max() <= 10
+    assert len(np.unique(c - centre)) > 15          # offsets spread over the band, not one diagonal
+    col.init.args["band"] = -1
+    with pytest.raises(MepgenError, match="band -1 is negative"):
+        datagen.make_inputs(spec, tmp_path, 5, tmp_path / "in2")
+
+
 def test_file_init_is_checked_against_the_spec(spec, tmp_path):
     np.save(tmp_path / "x.npy", np.arange(10, dtype=np.float64))
     x = spec.param("x")

@@ -59,7 +59,7 @@ def test_axpy_is_fed_by_spmv_and_the_chain_is_written(chained):
     ]
     assert [(b.name, b.dtype, b.count, b.init.to_dict()) for b in s.buffers] == [
         ("spmv_csr_row_ptr", "int32", "N + 1", {"kind": "csr_row_ptr", "rows": "N", "nnz": "NNZ"}),
-        ("spmv_csr_col_idx", "int32", "NNZ", {"kind": "index", "low": 0, "high": "N"}),
+        ("spmv_csr_col_idx", "int32", "NNZ", {"kind": "index", "low": 0, "high": "N", "band": 64}),
         ("spmv_csr_vals", "float32", "NNZ", {"kind": "uniform", "low": -1.0, "high": 1.0}),
         ("spmv_csr_x", "float32", "N", {"kind": "uniform", "low": -1.0, "high": 1.0}),
     ]

@@ -75,7 +75,9 @@ def test_spmv_csr(heatcg_meps):
         "y": ("out", "float32", "NROWS", None),
     }
     assert s.param("row_ptr").init.args == {"rows": "NROWS", "nnz": "NNZ"}
-    assert s.param("col_idx").init.args == {"low": 0, "high": "NROWS"}
+    # columns within +-sqrt(NROWS) of each row's diagonal (a banded matrix), said in the note
+    assert s.param("col_idx").init.args == {"low": 0, "high": "NROWS", "band": 1024}
+    assert "within +-1024 of each row's diagonal" in (app / ".mepgen/meps/cg.spmv_csr/mep.yaml").read_text()
     assert s.sizes == {"BLOCK_SIZE": 256, "NROWS": 1 << 20, "NNZ": 5 << 20}
     assert [t.field for t in s.todo] == ["sizes.NROWS", "sizes.NNZ"]
     assert "A.nrows" in s.todo[0].reason
@@ -150,7 +152,9 @@ def test_default_inputs_are_written(heatcg_meps):
     assert sorted(p.name for p in d.iterdir()) == ["col_idx.npy", "row_ptr.npy", "vals.npy", "x.npy"]
     rp = np.load(d / "row_ptr.npy")
     assert rp[0] == 0 and rp[-1] == 5 << 20 and (np.diff(rp) >= 0).all()
-    assert np.load(d / "col_idx.npy").max() < 1 << 20
+    col = np.load(d / "col_idx.npy").astype(np.int64)
+    assert col.min() >= 0 and col.max() < 1 << 20
+    assert np.abs(col - np.arange(5 << 20) // 5).max() <= 1024                  # banded
     h = app / ".mepgen/meps/analysis.histogram/data/in"
     assert np.load(h / "const.analysis.c_hist_range.npy").tolist() == [0.0, 1.0]
     assert np.load(h / "bins.npy").dtype == np.uint32

@@ -146,6 +146,11 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
             exprs += [str(v) for v in p.init.args.values()]
     nnz_rows = next((p.init.args["rows"] for p in params if p.init and p.init.kind == "csr_row_ptr"), None)
     sizes = _sizes(project, exprs, symbols, sizes_override, nnz, nnz_rows, count_symbols, todo)
+    for p in params:
+        banded = infer.csr_columns_band(p, facts, nnz, sizes)
+        if banded is not None:
+            p.init.args["band"] = banded[0]
+            p.note = re.sub(r"init: [^;]*$", f"init: {banded[1]}", p.note)
     todo = sorted(launch_todo + todo, key=lambda t: _FIELD_ORDER.index(re.split(r"[.\[]", t.field)[0]))
     spec = Spec(
         kernel=KernelRef(kernel["qualified_name"], kernel["id"], kernel["file"],
