@@ -31,9 +31,9 @@ def meps(tmp_path_factory):
     for label, (kernel, sizes) in DOMAINS.items():
         folder = tmp_path_factory.mktemp(label.replace(" ", "-")) / "dense"
         shutil.copytree(ROOT / "examples" / "dense", folder, ignore=shutil.ignore_patterns("build", ".mepgen"))
-        subprocess.run(["mepgen", "extract", "."], cwd=folder, check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "mepgen.cli", "extract", "."], cwd=folder, check=True, capture_output=True)
         args = [a for k, v in sizes.items() for a in ("--size", f"{k}={v}")]
-        subprocess.run(["mepgen", "mep", kernel, *args], cwd=folder, check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "mepgen.cli", "mep", kernel, *args], cwd=folder, check=True, capture_output=True)
         out[label] = folder / ".mepgen" / "meps" / kernel
     return out
 
