@@ -189,10 +189,14 @@ def test_vector_loads_axpy_template(meps):
     assert "reinterpret_cast<mepgen_vec0*>(y)[mepgen_q] = mepgen_y;" in rw.text
     assert "reinterpret_cast<mepgen_vec0*>(x)" not in rw.text                 # x is only read
     tail = "for (int i = mepgen_n4 * 4 + (blockIdx.x * blockDim.x + threadIdx.x); i < n; i += stride) {\n" \
-           "        y[i] = a * x[i] + y[i];"
+           "            y[i] = a * x[i] + y[i];"
     assert tail in rw.text                                                     # any n stays correct
     assert rw.launch is None
-    assert "assumes 16-byte aligned buffers" in rw.explanation and "scalar tail" in rw.explanation
+    assert "not 16-byte aligned at run time the original loop runs" in rw.explanation and "scalar tail" in rw.explanation
+    test = "if ((reinterpret_cast<unsigned long long>(x) & 15) == 0 && (reinterpret_cast<unsigned long long>(y) & 15) == 0) {"
+    assert test in rw.text
+    otherwise = rw.text[rw.text.index("} else {"):]
+    assert "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)" in otherwise   # the original loop
 
 
 def test_vector_loads_refuses(meps):

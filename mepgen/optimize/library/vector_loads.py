@@ -11,8 +11,9 @@ Applies to exactly: one grid-stride loop `for (int i = blockIdx.x*blockDim.x + t
 i += stride)` (after pure declarations such as `stride = blockDim.x * gridDim.x`) whose every pointer
 use is `p[i]` on a kernel parameter that mep.yaml gives its own cudaMalloc buffer (256-byte aligned), of
 4-byte elements, where n evaluates to a multiple of 4 for the MEP's sizes. Refuses a pointer offset or
-passed along anywhere (`x + k`, `&x[i]`, `x[i + 1]`): its alignment or the lane mapping is not provable.
-In the application the buffers must also be 16-byte aligned: the explanation states that assumption.
+passed along anywhere (`x + k`, `&x[i]`, `x[i + 1]`): the lane mapping is not provable. The vector path runs
+only where every array is 16-byte aligned at run time (one warp-uniform test), the original loop otherwise:
+the MEP's cudaMalloc buffers always pass it, but the application may call the patched kernel on `x + 1`.
 """
 from __future__ import annotations
 
@@ -154,10 +155,10 @@ class VectorLoads(Transformation):
     def apply(self, src, spec, launch, params):
         m = self._match(src, spec)
         s, e = src.span(m["loop"].cursor)
-        text = src.replace([(s, e, vector_loop(src, m))])
+        text = src.replace([(s, e, vector_loop(src, m, aligned_test=True))])
         return Rewrite(text, f"vector loads: {', '.join(sorted({n for n, _ in m['accesses'].values()}))} moved "
-                             f"{LANES} elements per 128-bit access, scalar tail for n % {LANES}; assumes 16-byte "
-                             f"aligned buffers in the application (separate cudaMalloc buffers in the MEP)")
+                             f"{LANES} elements per 128-bit access, scalar tail for n % {LANES}; where a buffer is not "
+                             f"16-byte aligned at run time the original loop runs")
 
     def loop_accesses(self, src, spec, loop) -> dict:
         """For a rewrite that vectorizes one grid-stride loop of a larger kernel (privatize_histogram): the
@@ -215,5 +216,5 @@ def vector_loop(src, m: dict, aligned_test: bool = False) -> str:
         return "\n".join(lines)
     test = " && ".join(f"(reinterpret_cast<unsigned long long>({n}) & 15) == 0" for n in names)
     original = src.text[src.span(loop.cursor)[0]:src.span(loop.cursor)[1]]
-    return "\n".join([f"if ({test}) {{", *[ind + line for line in lines[1:-1]], f"{ind}}} else {{",
-                      f"{ind * 2}{original}", f"{ind}}}"])
+    vector = textwrap.indent("\n".join(lines[1:-1]), ind)        # one level deeper, continuation lines too
+    return "\n".join([f"if ({test}) {{", vector, f"{ind}}} else {{", ind + textwrap.indent(original, ind), f"{ind}}}"])
