@@ -98,12 +98,13 @@ def mep_kernel_us(mep: Path, best: Path, tmp: Path) -> list[float]:
 
 
 def check_kernel(app: Path, run: dict, kernel: str, budget: int, time_limit: float, backend: str,
-                 original: dict[str, str], capture: bool) -> dict:
+                 original: dict[str, str], capture: bool, sizes: list[str] = ()) -> dict:
     row: dict = {"kernel": kernel}
     count = 10
     before = app_kernel_us(app, run, kernel, count)
     row["app_before_us"] = statistics.median(before) if before else None
-    r = subprocess.run([*MEPGEN, "mep", kernel, "-C", str(app), "--force"], capture_output=True, text=True)
+    r = subprocess.run([*MEPGEN, "mep", kernel, "-C", str(app), "--force", *[a for v in sizes for a in ("--size", v)]],
+                       capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"mepgen mep {kernel}: {r.stderr.strip()[-400:]}")
     if capture:
@@ -189,6 +190,8 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=40.0)
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--record", type=Path)
+    ap.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
+                    help="passed to `mepgen mep` (the sizes mepgen cannot trace, e.g. heatcg's N for cg::axpy)")
     ap.add_argument("--no-capture", dest="capture", action="store_false",
                     help="optimize on the MEP's synthetic inputs instead of the application's captured data")
     args = ap.parse_args()
@@ -208,7 +211,7 @@ def main() -> None:
         for kernel in kernels:
             try:
                 row = check_kernel(app, run, kernel, args.budget, args.time_limit, args.backend, original,
-                                   args.capture)
+                                   args.capture, args.size)
             except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, KeyError) as e:
                 lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()] or [repr(e)]
                 said = [ln for ln in lines if ln.startswith("mepgen:")]

@@ -278,3 +278,61 @@ def test_a_restrict_qualified_winner_validates(app, tmp_path):
     assert r.returncode == 0, r.stderr + r.stdout
     checks = json.loads(r.stdout)["validation"]
     assert [c["check"] for c in checks if c["ok"]] == ["compile src/analysis.cu", "re-extract"]
+
+
+AXPY_GRID = "grid: ['std::max(1, std::min((N + BLOCK_SIZE - 1) / BLOCK_SIZE, 1024))']"
+GRID_STRIDE = "grid: ['((N) + (BLOCK_SIZE) * 32 - 1) / ((BLOCK_SIZE) * 32)']"
+
+
+@pytest.mark.nvcc
+def test_a_grid_local_shared_with_other_launches_is_left_alone(app, tmp_path):
+    """cg_solve's local `blocks` sizes axpy's three launches and dot's and xpay's too: a winner with its own grid
+    (grid_stride, 32 elements a thread) changes axpy's launches there, not the local (dot and xpay keep their
+    grid). cg_refine's `blocks` serves axpy<double> alone: its initializer changes, once. (Each site used to
+    rewrite the shared initializer: three overlapping edits, a file that did not compile.)"""
+    r = mepgen("mep", "cg::axpy", "--size", "N=4194304", cwd=app)
+    assert r.returncode == 0, r.stderr
+    mep = app / ".mepgen/meps/cg.axpy"
+    out = tmp_path / "winner"
+    out.mkdir()
+    (out / "kernel.cu").write_text((mep / "kernel.cu").read_text())
+    y = (mep / "mep.yaml").read_text()
+    assert AXPY_GRID in y
+    (out / "mep.yaml").write_text(y.replace(AXPY_GRID, GRID_STRIDE))
+    original = (app / "src/cg.cu").read_bytes()
+    r = mepgen("patch", "cg::axpy", "--from", str(out / "kernel.cu"), "--apply", "--json", cwd=app)
+    assert r.returncode == 0, r.stderr + r.stdout
+    res = json.loads(r.stdout)
+    grid = "(((A.nrows)) + (BLOCK_SIZE) * 32 - 1) / ((BLOCK_SIZE) * 32)"
+    shared = [n for n in res["launch"] if "shared with other code" in n]
+    assert len(shared) == 3 and all(f"grid blocks -> {grid}" in n for n in shared)
+    assert [n for n in res["launch"] if n not in shared] == [next(n for n in res["launch"] if n.endswith(
+        f"grid blocks = {grid}"))]
+    text = (app / "src/cg.cu").read_text()
+    assert text.count(f"axpy<float><<<{grid}, BLOCK_SIZE, 0, stream>>>") == 3
+    assert text.count("const int blocks = vector_blocks(n);") == 1          # cg_solve's, for dot and xpay
+    assert text.count(f"const int blocks = {grid};") == 1                   # cg_refine's, axpy<double> alone
+    assert "dot<<<blocks, BLOCK_SIZE" in text and "axpy<double><<<blocks, BLOCK_SIZE" in text
+    assert res["valid"] is True, res["validation"]
+    assert mepgen("patch", "cg::axpy", "--revert", cwd=app).returncode == 0
+    assert (app / "src/cg.cu").read_bytes() == original
+
+
+
+def test_overlapping_launch_edits_are_refused(app):
+    """The splice's last guard: two launch edits over the same bytes never both land (nothing is written)."""
+    from mepgen.errors import MepgenError
+    from mepgen.patch.launch import LaunchChange
+    from mepgen.patch.splice import plan
+    from mepgen.patch.variant import read_variant
+    inv = json.loads((app / ".mepgen/inventory.json").read_text())
+    k = next(k for k in inv["kernels"] if k["qualified_name"] == "cg::axpy")
+    original = (app / k["file"]).read_bytes()
+    site = k["launch_sites"][0]["start_byte"]
+    variant = app / "variant.cu"
+    variant.write_text(original.decode())
+    defs = read_variant(variant, inv["translation_units"][0]["include_dirs"])
+    change = LaunchChange(edits=[(site, site + 10, b"a"), (site + 5, site + 12, b"b")])
+    with pytest.raises(MepgenError, match="two launch-site edits overlap"):
+        plan(app, inv, k, defs, original, change)
+    assert (app / k["file"]).read_bytes() == original

@@ -11,7 +11,9 @@ Otherwise (a warp per row needs 32x the threads, a column split a 2-D block) the
 macro `<KERNEL>_BLOCK` (`dim3(32, 8)` for a shape) and the winner's grid is written at the site, its size
 symbols spelled as the site spells them (spelling.py: MAT_N is `nrows` there): in the initializer of the
 local the launch names (`const int blocks = ...`; a `dim3` declaration when the grid has several
-dimensions) or in the launch itself. A grid over a symbol the site cannot spell is refused with the site.
+dimensions) when nothing but this kernel's launches reads that local, else in the launch itself (heatcg's
+cg_solve sizes axpy, dot and xpay with one `blocks`: only axpy's launches change). A grid over a symbol the
+site cannot spell is refused with the site.
 """
 from __future__ import annotations
 
@@ -130,10 +132,12 @@ def _write_launch(change: LaunchChange, inventory: dict, kernel: dict, spec: Spe
         if block_changed:
             lo, hi = _arg_span(text, site, 1)
             change.edits.append((lo, hi, own.encode()))
-        _write_grid(change, text, site, grid)
+        _write_grid(change, text, site, grid, kernel["launch_sites"])
 
 
-def _write_grid(change: LaunchChange, text: str, site: dict, grid: list[str]) -> None:
+def _write_grid(change: LaunchChange, text: str, site: dict, grid: list[str], sites: list[dict]) -> None:
+    """The new grid in the initializer of the local the launch names, when nothing but this kernel's launches
+    reads that local (written once for all of them); otherwise, and for a grid written inline, in the launch."""
     where = f"{site['file']}:{site['line']}"
     written = (site.get("grid") or "").strip()
     new = grid[0] if len(grid) == 1 else f"dim3({', '.join(grid)})"
@@ -144,16 +148,61 @@ def _write_grid(change: LaunchChange, text: str, site: dict, grid: list[str]) ->
         if decl is None or " ".join(decl.group(1).split()) != " ".join(site["locals"][written].split()):
             raise MepgenError(f"{where}: cannot find the declaration of the grid `{written}`; edit the launch by hand")
         if len(grid) == 1:
-            change.edits.append((decl.start(1), decl.end(1), new.encode()))
+            edit = (decl.start(1), decl.end(1), new.encode())
         else:
             stmt = max(text.rfind(c, 0, decl.start()) for c in ";{}") + 1
             stmt += len(text[stmt:decl.start()]) - len(text[stmt:decl.start()].lstrip())
-            change.edits.append((stmt, decl.end(), f"const dim3 {written}({', '.join(grid)});".encode()))
-        change.notes.append(f"{where}: grid {written} = {new}")
-        return
+            edit = (stmt, decl.end(), f"const dim3 {written}({', '.join(grid)});".encode())
+        same = [e for e in change.edits if e[:2] == edit[:2]]
+        if _only_our_grids_read(text, decl.end(), written, sites) and all(e == edit for e in same):
+            if not same:        # one declaration for several launches of the kernel: written once
+                change.edits.append(edit)
+                change.notes.append(f"{where}: grid {written} = {new}")
+            return
+        if same:                # another launch's spelling differs: the declaration stays, each launch says its own
+            change.edits.remove(same[0])
     lo, hi = _arg_span(text, site, 0)
     change.edits.append((lo, hi, new.encode()))
-    change.notes.append(f"{where}: grid {text[lo:hi]} -> {new}")
+    shared = " (the local is shared with other code: the launch itself gets the grid)" if written in \
+        site.get("locals", {}) else ""
+    change.notes.append(f"{where}: grid {text[lo:hi]} -> {new}{shared}")
+
+
+def _only_our_grids_read(text: str, after: int, name: str, sites: list[dict]) -> bool:
+    """Whether every use of the local `name` from `after` to the end of its block is the grid argument of one of
+    the kernel's own launches (then changing its initializer changes nothing else)."""
+    ours = [_arg_span(text, s, 0) for s in sites if (s.get("grid") or "").strip() == name]
+    for m in re.finditer(rf"(?<![\w.]){re.escape(name)}(?!\w)", text[after:_block_end(text, after)]):
+        at = after + m.start()
+        if not any(lo <= at < hi for lo, hi in ours):
+            return False
+    return True
+
+
+def _block_end(text: str, pos: int) -> int:
+    """The offset of the `}` that closes the block `pos` is in (comments and literals skipped), or the text's end."""
+    depth, i, n = 0, pos, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            i = text.find("\n", i)
+            i = n if i < 0 else i
+        elif text.startswith("/*", i):
+            i = text.find("*/", i + 2)
+            i = n if i < 0 else i + 1
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+            i = j
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            if depth == 0:
+                return i
+            depth -= 1
+        i += 1
+    return n
 
 
 def _arg_span(text: str, site: dict, which: int) -> tuple[int, int]:

@@ -88,6 +88,10 @@ def plan(app: Path, inventory: dict, kernel: dict, defs: list[Definition], origi
     at = _before_leading_comment(original, start) if helpers or launch.prelude else start
     inserted = (launch.prelude + "".join(h.text + "\n\n" for h in helpers)).encode()
     edits = [(at, at, inserted), (start, end, new_kernel.text.encode()), *launch.edits]
+    spans = sorted((lo, hi) for lo, hi, _ in launch.edits)
+    if any(b[0] < a[1] for a, b in zip(spans, spans[1:])):
+        raise MepgenError("two launch-site edits overlap: patch cannot write this launch configuration; edit the "
+                          "launches by hand")
     patched = original
     for lo, hi, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
         if lo < end and hi > start and (lo, hi) != (start, end):
