@@ -160,7 +160,9 @@ def write_record(path: Path, args, rows: list[dict], gpu: str) -> None:
     with path.open("a") as fh:
         fh.write(f"\n## {datetime.date.today()} — {gpu}\n\nCommand: `python3 bench/patch_in_app.py "
                  f"{args.app.as_posix()} --budget {args.budget} --time-limit {args.time_limit} --backend "
-                 f"{args.backend}{'' if args.capture else ' --no-capture'}`. Per kernel: "
+                 f"{args.backend}{'' if args.capture else ' --no-capture'}"
+                 f"{''.join(f' --kernel {k}' for k in args.kernel or [])}{''.join(f' --size {v}' for v in args.size)}`. "
+                 "Per kernel: "
                  f"{'`mepgen capture --use` (the MEP on the application data), ' if args.capture else ''}"
                  "`mepgen optimize` (library, no inheritance), `mepgen patch --apply`, "
                  "rebuild with the application's Makefile, run (self-check), `mepgen patch --revert`. Times in µs: "
