@@ -260,3 +260,20 @@ def test_profile_builds_the_candidates_own_launch_and_flags(tmp_path, monkeypatc
     assert ev.profile(mep / "kernel.cu", worker, launch, ("-use_fast_math",)) == {"dram_pct": 80.0}
     assert ev.profile(mep / "kernel.cu", worker) == {"dram_pct": 80.0}
     assert seen == [(launch, ("-use_fast_math",)), (None, ())]
+
+
+def test_a_harness_that_mep_yaml_no_longer_renders_is_named(heatcg_meps, tmp_path):
+    """mep.yaml edited after `mepgen mep` (here a buffer's placement) without --refresh: the native backend would
+    run the old harness.cu while pycuda follows mep.yaml; the evaluator's results say so (a note on each)."""
+    from mepgen.evaluate.launchcfg import stale_harness
+    from mepgen.spec import load_spec
+    app, _ = heatcg_meps
+    mep = tmp_path / "analysis.dense_matvec"
+    shutil.copytree(app / ".mepgen/meps/analysis.dense_matvec", mep)
+    y = mep / "mep.yaml"
+    assert stale_harness(load_spec(y), mep) is None
+    assert "role: in," in y.read_text()
+    y.write_text(y.read_text().replace("role: in,", "role: in, placement: 8,", 1))
+    why = stale_harness(load_spec(y), mep)
+    assert why.startswith("harness.cu is not what mep.yaml renders") and \
+        "`mepgen mep analysis.dense_matvec --refresh`" in why

@@ -135,7 +135,10 @@ class Evaluator:
                                      "device": out.record.get("device", "")})
                 ref = out.outputs
             self.refs[s.index] = ref
+        stale = launchcfg.stale_harness(self.spec, self.mep_dir)
         for worker in self.workers:
+            if stale and stale not in worker.notes:
+                worker.notes.append(stale)
             if self.opts.check_peaks:
                 try:
                     worker.peaks = peaks_mod.get(worker.device, self.store.build_dir / "peaks")

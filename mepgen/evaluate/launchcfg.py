@@ -65,11 +65,26 @@ def as_dict(launch: Launch) -> dict:
     return {"grid": list(launch.grid), "block": list(launch.block), "shared_mem": str(launch.shared_mem)}
 
 
+def stale_harness(spec: Spec, mep_dir: Path) -> str | None:
+    """Why the MEP's harness.cu is not what its mep.yaml renders (one of them edited since `mepgen mep`), or None.
+    The native backend builds harness.cu as it is (its launch, placements and sizes baked in); the pycuda
+    backend follows mep.yaml."""
+    from ..mep.render import render_harness
+    mine = Path(mep_dir) / "harness.cu"
+    if not mine.is_file():
+        return f"{mine} is missing"
+    if mine.read_text(errors="replace") == render_harness(spec):
+        return None
+    return (f"harness.cu is not what mep.yaml renders (one of them edited by hand since `mepgen mep`): the native "
+            f"backend runs harness.cu as it is, the pycuda backend follows mep.yaml; `mepgen mep {spec.kernel.id} "
+            f"--refresh` renders harness.cu from mep.yaml again")
+
+
 def candidate_harness(spec: Spec, mep_dir: Path, launch: Launch, build_dir: Path) -> tuple[Path | None, str]:
     """(harness.cu rendered with `launch`, its text), or (None, why) when the MEP cannot take an override."""
     from ..mep.render import render_harness   # the harness template; imported late (jinja2)
     mine = Path(mep_dir) / "harness.cu"
-    if not mine.is_file() or mine.read_text(errors="replace") != render_harness(spec):
+    if stale_harness(spec, mep_dir):
         return None, (f"{mine} differs from what mep.yaml renders (edited by hand or from an older mepgen): a "
                       f"candidate with its own launch configuration needs `mepgen mep {spec.kernel.id} --refresh`")
     text = render_harness(with_launch(spec, launch))
