@@ -336,3 +336,26 @@ def test_overlapping_launch_edits_are_refused(app):
     with pytest.raises(MepgenError, match="two launch-site edits overlap"):
         plan(app, inv, k, defs, original, change)
     assert (app / k["file"]).read_bytes() == original
+
+
+def test_launches_of_one_kernel_that_spell_the_grid_differently_each_keep_their_own():
+    """Two launches of k read one local `blocks`, over different sizes (n and m): the first writes the local's
+    initializer, the second gets its grid in the launch, and the first still reads the local it wrote."""
+    from mepgen.patch.launch import LaunchChange, _write_grid
+    text = ("void host(int n, int m)\n{\n    const int blocks = (n + 255) / 256;\n"
+            "    k<<<blocks, 256>>>(n);\n    k<<<blocks, 256>>>(m);\n}\n")
+    sites = []
+    for arg in ("n", "m"):
+        launch = f"k<<<blocks, 256>>>({arg})"
+        start = text.index(launch)
+        sites.append({"file": "host.cu", "line": text[:start].count("\n") + 1, "kind": "triple_chevron",
+                      "start_byte": start, "end_byte": start + len(launch), "grid": "blocks",
+                      "locals": {"blocks": "(n + 255) / 256"}})
+    change = LaunchChange()
+    _write_grid(change, text, sites[0], ["(n + 8191) / 8192"], sites)
+    _write_grid(change, text, sites[1], ["(m + 8191) / 8192"], sites)
+    out = text
+    for lo, hi, new in sorted(change.edits, reverse=True):
+        out = out[:lo] + new.decode() + out[hi:]
+    assert out == ("void host(int n, int m)\n{\n    const int blocks = (n + 8191) / 8192;\n"
+                   "    k<<<blocks, 256>>>(n);\n    k<<<(m + 8191) / 8192, 256>>>(m);\n}\n")

@@ -159,8 +159,8 @@ def _write_grid(change: LaunchChange, text: str, site: dict, grid: list[str], si
                 change.edits.append(edit)
                 change.notes.append(f"{where}: grid {written} = {new}")
             return
-        if same:                # another launch's spelling differs: the declaration stays, each launch says its own
-            change.edits.remove(same[0])
+        # the local also serves other code, or an earlier launch of the kernel wrote it in its own spelling
+        # (that launch keeps reading it): this launch gets its grid itself
     lo, hi = _arg_span(text, site, 0)
     change.edits.append((lo, hi, new.encode()))
     shared = " (the local is shared with other code: the launch itself gets the grid)" if written in \
