@@ -79,13 +79,14 @@ class Privatize(Transformation):
         return {"vec": [4, 1]}
 
     def apply(self, src, spec, launch, params):
+        vec = int(params.get("vec", 1))         # a chain recorded before `vec` replays as it was measured
+        if vec not in (1, 4):
+            raise Refused(f"vec {vec}: 1 or 4")
         text, base, p = self._privatized(src, spec)
         note = ""
-        if int(params.get("vec", 1)) == 4:
+        if vec == 4:
             text, names = self._vectorized(text, spec)
             note = f"; {', '.join(names)} read 128 bits at a time where 16-byte aligned (run-time test)"
-        elif int(params.get("vec", 1)) != 1:
-            raise Refused(f"vec {params['vec']}: 1 or 4")
         return Rewrite(text, f"privatized histogram: atomics on {base} go to a per-block shared copy "
                              f"({p.count} x {TYPES[p.dtype]}), merged into {base} once per block{note}")
 
