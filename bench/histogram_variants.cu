@@ -12,10 +12,7 @@
 #include <string>
 #include <vector>
 #include <cuda_runtime.h>
-#include "../templates/harness/l2_flush.h"
-
-#define CHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-    std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); std::exit(3); } } while (0)
+#include "flushed_timer.cuh"
 
 __constant__ float c_range[2];
 
@@ -119,34 +116,6 @@ __global__ void __launch_bounds__(THREADS) h_thread(const T* __restrict__ data, 
     }
 }
 
-struct Timer {
-    void* flush; int* sink; size_t bytes; int sms;
-    cudaEvent_t a, b;
-    Timer()
-    {
-        cudaDeviceProp p; CHECK(cudaGetDeviceProperties(&p, 0));
-        bytes = mepgen_l2_flush_bytes(p.l2CacheSize); sms = p.multiProcessorCount;
-        CHECK(cudaMalloc(&flush, bytes)); CHECK(cudaMalloc(&sink, 4)); CHECK(cudaMemset(flush, 0, bytes));
-        CHECK(cudaEventCreate(&a)); CHECK(cudaEventCreate(&b));
-    }
-    // median, min, max of 30 launches, each after the flush (and the bins' reset, outside the events)
-    std::vector<float> time(const std::function<void()>& reset, const std::function<void()>& launch)
-    {
-        for (int w = 0; w < 5; ++w) { reset(); launch(); }
-        CHECK(cudaDeviceSynchronize());
-        std::vector<float> ms;
-        for (int r = 0; r < 30; ++r) {
-            reset();
-            mepgen_l2_flush_launch(flush, bytes, sink, sms, 0);
-            CHECK(cudaEventRecord(a)); launch(); CHECK(cudaEventRecord(b)); CHECK(cudaEventSynchronize(b));
-            float t; CHECK(cudaEventElapsedTime(&t, a, b)); ms.push_back(t);
-        }
-        CHECK(cudaGetLastError());
-        std::sort(ms.begin(), ms.end());
-        return {ms[15], ms.front(), ms.back()};
-    }
-};
-
 static void report(const char* kernel, const std::string& variant, double mib, const std::vector<float>& t, int bad)
 {
     std::printf("{\"kernel\": \"%s\", \"variant\": \"%s\", \"MiB\": %.1f, \"median_us\": %.2f, \"min_us\": %.2f, "
@@ -174,7 +143,7 @@ static void sweep(Timer& tm, const char* name, const std::vector<T>& host, int o
         CHECK(cudaMemcpy(got.data(), bins, NB * 4, cudaMemcpyDeviceToHost));
         int bad = 0;
         for (int b = 0; b < NB; ++b) bad += got[b] != ref[b];
-        report(name, v, mib, tm.time(reset, launch), bad);
+        report(name, v, mib, tm.time(launch, reset), bad);
     };
     run("original", [&] { h_orig<NB, T><<<orig_grid, orig_block>>>(d, n, bins); });
     const int B = orig_block;

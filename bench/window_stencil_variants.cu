@@ -13,10 +13,7 @@
 #include <string>
 #include <vector>
 #include <cuda_runtime.h>
-#include "../templates/harness/l2_flush.h"
-
-#define CHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-    std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); std::exit(3); } } while (0)
+#include "flushed_timer.cuh"
 
 #define FILT_W 15
 #define SIG_N (1 << 24)
@@ -253,33 +250,6 @@ __global__ void copy4(const float4* __restrict__ a, float4* __restrict__ b, size
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) b[i] = a[i];
 }
-
-struct Timer {
-    void* flush; int* sink; size_t bytes; int sms;
-    cudaEvent_t a, b;
-    Timer()
-    {
-        cudaDeviceProp p; CHECK(cudaGetDeviceProperties(&p, 0));
-        bytes = mepgen_l2_flush_bytes(p.l2CacheSize); sms = p.multiProcessorCount;
-        CHECK(cudaMalloc(&flush, bytes)); CHECK(cudaMalloc(&sink, 4)); CHECK(cudaMemset(flush, 0, bytes));
-        CHECK(cudaEventCreate(&a)); CHECK(cudaEventCreate(&b));
-    }
-    // median, min, max of 30 launches, each after the flush
-    std::vector<float> time(const std::function<void()>& launch)
-    {
-        for (int w = 0; w < 5; ++w) launch();
-        CHECK(cudaDeviceSynchronize());
-        std::vector<float> ms;
-        for (int r = 0; r < 30; ++r) {
-            mepgen_l2_flush_launch(flush, bytes, sink, sms, 0);
-            CHECK(cudaEventRecord(a)); launch(); CHECK(cudaEventRecord(b)); CHECK(cudaEventSynchronize(b));
-            float t; CHECK(cudaEventElapsedTime(&t, a, b)); ms.push_back(t);
-        }
-        CHECK(cudaGetLastError());
-        std::sort(ms.begin(), ms.end());
-        return {ms[15], ms.front(), ms.back()};
-    }
-};
 
 static void report(const char* kernel, const std::string& variant, double mib, const std::vector<float>& t,
                    long long mismatches, double maxdiff)
