@@ -17,15 +17,19 @@ REPO = Path(__file__).resolve().parents[1]
 SIZES = ["--size", "N=4194304", "--size", "NROWS=4194304", "--size", "NNZ=20930584"]
 
 
+def example_meps(folder: Path, app: str, *mep_args: str) -> dict[str, Path]:
+    """examples/APP copied to `folder` (without build outputs or an earlier .mepgen), extracted and cut into MEPs
+    by `mepgen mep MEP_ARGS` (run as python -m mepgen.cli: the GPU machine has no console script); MEPs by id."""
+    shutil.copytree(REPO / "examples" / app, folder, ignore=shutil.ignore_patterns("build", ".mepgen"))
+    subprocess.run([sys.executable, "-m", "mepgen.cli", "extract", "."], cwd=folder, check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "mepgen.cli", "mep", *mep_args], cwd=folder, check=True, capture_output=True)
+    return {d.name: d for d in (folder / ".mepgen" / "meps").iterdir()}
+
+
 def build_meps(root: Path) -> dict[str, Path]:
     out = {}
     for app, extra in (("heatcg", SIZES), ("kernels", [])):
-        folder = root / app
-        shutil.copytree(REPO / "examples" / app, folder)
-        subprocess.run([sys.executable, "-m", "mepgen.cli", "extract", "."], cwd=folder, check=True, capture_output=True)
-        subprocess.run([sys.executable, "-m", "mepgen.cli", "mep", "--all", *extra], cwd=folder, check=True, capture_output=True)
-        for d in (folder / ".mepgen" / "meps").iterdir():
-            out[d.name] = d
+        out.update(example_meps(root / app, app, "--all", *extra))
     return out
 
 
@@ -39,11 +43,7 @@ def build_tiling_meps(root: Path) -> dict[str, Path]:
     """MEPs of every dense kernel and of heatcg's heat::diffuse_step (the tiling transformations' tests)."""
     out = {}
     for app, args in (("dense", ["--all"]), ("heatcg", ["heat::diffuse_step"])):
-        folder = root / app
-        shutil.copytree(REPO / "examples" / app, folder, ignore=shutil.ignore_patterns("build", ".mepgen"))
-        subprocess.run([sys.executable, "-m", "mepgen.cli", "extract", "."], cwd=folder, check=True, capture_output=True)
-        subprocess.run([sys.executable, "-m", "mepgen.cli", "mep", *args], cwd=folder, check=True, capture_output=True)
-        out.update({d.name: d for d in (folder / ".mepgen" / "meps").iterdir()})
+        out.update(example_meps(root / app, app, *args))
     return out
 
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
+from library_fixtures import example_meps
 
 pytestmark = pytest.mark.gpu
 sys.path.insert(0, str(ROOT / "bench"))
@@ -36,10 +37,7 @@ CASES = {
 
 def placed_mep(root: Path, app: str, mep_id: str, args: list[str], placement: dict[str, int]) -> Path:
     folder = root / app
-    shutil.copytree(ROOT / "examples" / app, folder, ignore=shutil.ignore_patterns("build", ".mepgen"))
-    subprocess.run([sys.executable, "-m", "mepgen.cli", "extract", "."], cwd=folder, check=True, capture_output=True)
-    subprocess.run([sys.executable, "-m", "mepgen.cli", "mep", *args], cwd=folder, check=True, capture_output=True)
-    mep = folder / ".mepgen" / "meps" / mep_id
+    mep = example_meps(folder, app, *args)[mep_id]
     doc = yaml.safe_load((mep / "mep.yaml").read_text())
     params = {p["name"]: p for p in doc["params"]}
     assert set(placement) <= set(params), f"{mep_id}: no buffer {set(placement) - set(params)}"

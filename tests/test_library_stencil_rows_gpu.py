@@ -5,13 +5,12 @@ extent, and a width that is not a multiple of 4 (the 16-byte test fails: the per
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from conftest import ROOT
+from library_fixtures import example_meps
 
 pytestmark = pytest.mark.gpu
 sys.path.insert(0, str(ROOT / "bench"))
@@ -30,11 +29,8 @@ def meps(tmp_path_factory):
     out = {}
     for label, (kernel, sizes) in DOMAINS.items():
         folder = tmp_path_factory.mktemp(label.replace(" ", "-")) / "dense"
-        shutil.copytree(ROOT / "examples" / "dense", folder, ignore=shutil.ignore_patterns("build", ".mepgen"))
-        subprocess.run([sys.executable, "-m", "mepgen.cli", "extract", "."], cwd=folder, check=True, capture_output=True)
         args = [a for k, v in sizes.items() for a in ("--size", f"{k}={v}")]
-        subprocess.run([sys.executable, "-m", "mepgen.cli", "mep", kernel, *args], cwd=folder, check=True, capture_output=True)
-        out[label] = folder / ".mepgen" / "meps" / kernel
+        out[label] = example_meps(folder, "dense", kernel, *args)[kernel]
     return out
 
 
