@@ -32,6 +32,30 @@ def have_pycuda() -> bool:
     return importlib.util.find_spec("pycuda") is not None
 
 
+def pycuda_unsupported(spec: Spec) -> str | None:
+    """Why the pycuda backend cannot run this MEP (the checks PycudaBackend makes), or None."""
+    if spec.chain:
+        return f"the MEP runs a chain ({', '.join(c.kernel for c in spec.chain)}) before its kernel"
+    for p in spec.params:
+        if p.role == "scalar" and p.value is None:
+            return f"scalar parameter {p.name} has no value"
+    return None
+
+
+def choose_backend(name: str, spec: Spec) -> tuple[str, str]:
+    """(backend, why): `auto` takes pycuda when it is installed and the MEP allows it, native otherwise."""
+    if name not in BACKENDS:
+        raise MepgenError(f"unknown backend '{name}' (known: {', '.join(BACKENDS)})")
+    if name != "auto":
+        return resolve_backend(name, chained=bool(spec.chain)), "asked for"
+    if not have_pycuda():
+        return "native", "auto: pycuda is not installed (pip install 'mepgen[gpu]' for the faster backend)"
+    why = pycuda_unsupported(spec)
+    if why:
+        return "native", f"auto: {why}, which only the native harness runs"
+    return "pycuda", "auto: pycuda is installed and the MEP allows it"
+
+
 def resolve_backend(name: str, chained: bool = False) -> str:
     """`auto` -> pycuda when installed (the `mepgen[gpu]` extra), else native; pycuda without it is an error.
     `chained`: the MEP runs a chain before its kernel, which only the native harness does (auto -> native)."""
