@@ -271,6 +271,9 @@ class Evaluator:
         res.stage = "time"
         recheck = self.sets[1] if len(self.sets) > 1 else None
         plan = self.plan_for(Path(built.kernel_file).read_text(errors="replace"), first_ms)
+        est_s = plan.rounds * 2 * (plan.reps + plan.warmup) * max(first_ms or 0.0, self.first_ms or 0.0) / 1000
+        if est_s > 3:       # a phase longer than a few seconds says what it is doing
+            self.log(f"{res.name}: timing for about {est_s:.0f} s ({plan.how})")
         t = be.time(worker.baseline, built, self.sets[0], plan, work / "time", recheck=recheck)
         res.notes += t.notes
         if self._failed_timing(res, t) or self._perturbation_failed(res, t, plan):
@@ -397,7 +400,7 @@ class Evaluator:
                                  "in mep.yaml that is too tight")
                 return self._done(res, start)
         res.stage = "time"
-        plan = self.plan_for(self.original_text)
+        plan = self.plan_for(None)       # alone: no perturbation re-check (nothing to compare it with)
         self.log(f"timing the original: {plan.how}")
         t = worker.backend.time(worker.baseline, None, self.sets[0], plan, work / "time")
         if self._failed_timing(res, t):

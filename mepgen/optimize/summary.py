@@ -78,3 +78,8 @@ def write(traj: Trajectory, outcome: Outcome, kernel: str, baseline=None, comman
             lines.append(f"- {rec['id']} ({rec['status']} at {rec['stage']}): " + " / ".join(first)[:300])
     write_atomic(traj.folder / "summary.md", traj.redact("\n".join(lines) + "\n"))
     return best_path
+
+
+def write_pending(folder: Path, kernel: str, doing: str) -> None:
+    """summary.md before anything was evaluated: a run killed now still leaves one that says where it was."""
+    write_atomic(Path(folder) / "summary.md", f"# mepgen optimize {kernel}\n\n- still running: {doing}\n")
