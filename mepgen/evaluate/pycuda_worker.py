@@ -276,11 +276,14 @@ class State:
 
 def main(conn, device: int) -> None:
     """Serve requests until `exit`, a closed pipe, or a CUDA error (after which the context is unusable)."""
-    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    # `device` is nvidia-smi's index (devices.list_gpus), as the native harness gets it: this process sees
+    # that GPU alone, as device 0, whatever CUDA_VISIBLE_DEVICES the parent had
+    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
     try:
         import pycuda.driver as cuda
         cuda.init()
-        state = State(cuda, device)
+        state = State(cuda, 0)
     except Exception as e:  # no pycuda, no driver, no device: the parent reports it in one line
         conn.send(("error", f"cannot start the pycuda worker: {type(e).__name__}: {e}"))
         return

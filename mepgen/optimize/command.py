@@ -103,7 +103,8 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
     started = time.monotonic()
     _stop_on_sigterm()
     ws = Workspace(app) if app else Workspace.find()
-    if merge_name or all_kernels or top or only:
+    batch_resume = not kernel and resume is not None and (ws.root / "batches" / resume).is_dir()
+    if merge_name or all_kernels or top or only or batch_resume:
         from . import many
         if kernel:
             raise MepgenError("give a KERNEL or --all/--top/--only, not both", exit_code=2)
