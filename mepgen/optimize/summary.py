@@ -41,6 +41,11 @@ def write(traj: Trajectory, outcome: Outcome, kernel: str, baseline=None, comman
         lines.append(f"- original: {base_t.median_ms:.4g} ms median"
                      + _fmt(pct_roofline(baseline), ", {:.0f}% of roofline", "")
                      + _fmt(getattr(base_t, "pct_stream", None), STREAM, ""))
+    if base_t is not None and getattr(base_t, "plan", ""):
+        lines.append(f"- timing: {base_t.plan} (each candidate's plan is in its result)")
+    if traj.header.get("backend"):
+        lines.append(f"- backend: {traj.header['backend']}"
+                     + (f" ({traj.header['backend_why']})" if traj.header.get("backend_why") else ""))
     lines.append(f"- evaluations: {outcome.evaluations}; stopped: {outcome.stop_reason}")
     for name, why in outcome.unavailable.items():
         lines.append(f"- proposer {name} unavailable: {why}")
