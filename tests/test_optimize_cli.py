@@ -79,3 +79,39 @@ def test_the_default_proposers_construct():
     lib = library_proposer()
     assert lib.name and callable(lib.propose) and callable(lib.repair)
     assert hasattr(InheritedProposer, "propose")
+
+
+def _fake_gpu_app(tmp_path, monkeypatch, mode: str = "good"):
+    """An application folder holding the axpy MEP, served by the fake harness (evaluate_fakes) as one GPU."""
+    import shutil
+    from evaluate_fakes import install, make_mep
+    install(monkeypatch)
+    monkeypatch.setenv("MEPGEN_PATTERNS_DB", str(tmp_path / "p.sqlite"))
+    mep = make_mep(tmp_path / "staging")
+    app = tmp_path / "app"
+    (app / ".mepgen" / "meps").mkdir(parents=True)
+    shutil.move(str(mep), str(app / ".mepgen" / "meps" / "cg.axpy"))
+    if mode != "good":
+        k = app / ".mepgen" / "meps" / "cg.axpy" / "kernel.cu"
+        k.write_text(k.read_text() + f"\n// MODE: {mode}\n")
+    return app
+
+
+def test_optimize_end_to_end_on_the_fake_gpu_states_backend_plan_and_progress(tmp_path, monkeypatch):
+    app = _fake_gpu_app(tmp_path, monkeypatch)
+    r = CliRunner().invoke(main, ["optimize", "cg::axpy", "-C", str(app), "--budget", "2", "--run-name", "r",
+                                  "--time-limit", "120"])
+    assert r.exit_code == 0, r.output
+    assert "backend native (auto: pycuda is not installed" in r.output
+    assert "verifying and timing the original" in r.output and "time-based" in r.output
+    md = (app / ".mepgen" / "runs" / "cg.axpy" / "r" / "summary.md").read_text()
+    assert "- timing: time-based" in md and "- backend: native (auto:" in md
+    assert "still running" not in md
+
+
+def test_a_run_that_stops_before_any_candidate_leaves_a_summary(tmp_path, monkeypatch):
+    app = _fake_gpu_app(tmp_path, monkeypatch, mode="illegal")
+    r = CliRunner().invoke(main, ["optimize", "cg::axpy", "-C", str(app), "--budget", "2", "--run-name", "r"])
+    assert r.exit_code == 3, r.output
+    md = (app / ".mepgen" / "runs" / "cg.axpy" / "r" / "summary.md").read_text()
+    assert "stopped before any candidate" in md and "illegal" in md

@@ -167,14 +167,20 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     started = time.monotonic() if started is None else started
     if resume is None:
         summary.write_pending(run_dir, spec.kernel.name, "building and timing the original kernel")
-    progress(f"{spec.kernel.name}: building the original and computing its reference outputs")
-    ev.compile_baseline()
-    ev.prepare()
-    progress(f"{spec.kernel.name}: verifying and timing the original")
-    baseline = ev.baseline_result()
-    if not baseline.ok:
-        raise MepgenError(f"the MEP's own kernel.cu failed evaluation: {baseline.feedback().splitlines()[0]}",
-                          exit_code=3)
+    try:
+        progress(f"{spec.kernel.name}: building the original and computing its reference outputs")
+        ev.compile_baseline()
+        ev.prepare()
+        progress(f"{spec.kernel.name}: verifying and timing the original")
+        baseline = ev.baseline_result()
+        if not baseline.ok:
+            raise MepgenError(f"the MEP's own kernel.cu failed evaluation: {baseline.feedback().splitlines()[0]}",
+                              exit_code=3)
+    except (MepgenError, KeyboardInterrupt) as e:
+        if resume is None:
+            summary.write_pending(run_dir, spec.kernel.name, str(e) or "interrupted while timing the original",
+                                  state="stopped before any candidate")
+        raise
     progress(f"{spec.kernel.name}: original {baseline.timed.median_ms:.4g} ms ({baseline.timed.plan}); "
              f"{time.monotonic() - started:.0f} s so far")
     original = (mep_dir / "kernel.cu").read_text(errors="replace")

@@ -85,6 +85,6 @@ def write(traj: Trajectory, outcome: Outcome, kernel: str, baseline=None, comman
     return best_path
 
 
-def write_pending(folder: Path, kernel: str, doing: str) -> None:
+def write_pending(folder: Path, kernel: str, doing: str, state: str = "still running") -> None:
     """summary.md before anything was evaluated: a run killed now still leaves one that says where it was."""
-    write_atomic(Path(folder) / "summary.md", f"# mepgen optimize {kernel}\n\n- still running: {doing}\n")
+    write_atomic(Path(folder) / "summary.md", f"# mepgen optimize {kernel}\n\n- {state}: {doing}\n")
