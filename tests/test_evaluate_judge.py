@@ -143,3 +143,19 @@ def test_the_worker_perturbs_and_restores_the_same_blocks():
     np.testing.assert_array_equal(device("y", y), y)
     st._perturb(0, None, 5)                      # no seed: inputs untouched
     np.testing.assert_array_equal(device("x", x), x)
+
+
+def test_a_reference_that_breaks_on_changed_inputs_skips_the_recheck_with_a_note(tmp_path, monkeypatch):
+    """When the original's own outputs on the perturbed inputs hold NaN, no candidate can be judged there: the
+    re-check is skipped with a note rather than rejecting every candidate."""
+    install(monkeypatch)
+    mep = make_mep(tmp_path)
+    (mep / "kernel.cu").write_text((mep / "kernel.cu").read_text() + "\n// MODE: nan_when_perturbed\n")
+    e = Evaluator(load_spec(mep / "mep.yaml"), mep, Options(reps=10, rounds=2, run_timeout=10.0))
+    try:
+        e.prepare()
+        (res,) = evaluate_many(e, [("good", variant(mep, "good"))])
+    finally:
+        e.close()
+    assert res.status == "ok", res.feedback()
+    assert any("perturbation re-check skipped" in n for n in res.notes)

@@ -97,6 +97,9 @@ if args.time and args.perturb_seed is not None:
     yp = perturb.apply(y0, args.perturb_seed, perturb.RECHECK_STEP, 1)
     os.makedirs(os.path.join(args.out, "perturbed"), exist_ok=True)
     out = ref if mode == "reuse" else (np.float32(0.5) * xp + yp).astype(np.float32)
+    if mode == "nan_when_perturbed":         # an original that breaks on changed inputs (both sides say so)
+        out = out.copy()
+        out[0] = np.nan
     np.save(os.path.join(args.out, "perturbed", "y.npy"), out)
     record["perturbed"] = 2
 if args.time:
