@@ -115,3 +115,40 @@ def test_a_run_that_stops_before_any_candidate_leaves_a_summary(tmp_path, monkey
     assert r.exit_code == 3, r.output
     md = (app / ".mepgen" / "runs" / "cg.axpy" / "r" / "summary.md").read_text()
     assert "stopped before any candidate" in md and "illegal" in md
+
+
+KILLABLE = """
+import sys
+sys.path[:0] = [{root!r}, {tests!r}]
+from _pytest.monkeypatch import MonkeyPatch
+from evaluate_fakes import install
+install(MonkeyPatch())
+from mepgen.cli import main
+main(prog_name="mepgen")
+"""
+
+
+def test_a_run_killed_at_its_limit_leaves_a_summary(tmp_path, monkeypatch):
+    """SIGTERM (a job's time limit) in the middle of the search: summary.md says so and keeps what was done."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+    here = Path(__file__).resolve().parent
+    app = _fake_gpu_app(tmp_path, monkeypatch)
+    k = app / ".mepgen" / "meps" / "cg.axpy" / "kernel.cu"
+    k.write_text(k.read_text() + "\n// MODE: slow_probe\n")       # 40 ms launches: a slow search
+    script = tmp_path / "mepgen_fake.py"
+    script.write_text(KILLABLE.format(root=str(here.parent), tests=str(here)))
+    proc = subprocess.Popen([sys.executable, str(script), "optimize", "cg::axpy", "-C", str(app), "--run-name", "r",
+                             "--budget", "50"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    summary = app / ".mepgen" / "runs" / "cg.axpy" / "r" / "summary.md"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (summary.is_file() and "still running: searching" in summary.read_text()):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    text = summary.read_text()
+    assert "interrupted (killed or ^C)" in text and "--resume r" in text, text
