@@ -52,7 +52,7 @@ def make_mep(tmp: Path, check_inputs: bool = True) -> Path:
     mep.mkdir(parents=True)
     shutil.copy(FIXTURES / "axpy" / "mep.yaml", mep / "mep.yaml")
     shutil.copy(FIXTURES / "axpy" / "kernel.cu", mep / "kernel.cu")
-    (mep / "harness.cu").write_text("// fake harness supporting --recheck-data"
+    (mep / "harness.cu").write_text("// fake harness supporting --recheck-data, --perturb-seed"
                                     + (" and --check-inputs\n" if check_inputs else "\n"))
     return mep
 

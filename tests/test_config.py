@@ -23,13 +23,13 @@ def test_later_files_override_earlier(tmp_path, monkeypatch):
     cfg = load_config(tmp_path)
     assert cfg["evaluate"]["reps"] == 30 and cfg["evaluate"]["warmup"] == 2
     assert cfg["patch"]["validate_command"] == "make test"
-    assert cfg["evaluate"]["backend"] == "native"
+    assert cfg["evaluate"]["backend"] == "auto" and cfg["evaluate"]["timing"] == "time"
 
 
 @pytest.mark.parametrize("text, message", [
     ("evaluate:\n  backendd: pycuda\n", "config.yaml:2: evaluate.backendd: unknown key 'backendd'"),
     ("evaluate:\n  reps: many\n", "config.yaml:2: evaluate.reps: must be an integer"),
-    ("evaluate:\n  backend: cuda\n", "config.yaml:2: evaluate.backend: 'cuda' is not one of native, pycuda"),
+    ("evaluate:\n  backend: cuda\n", "config.yaml:2: evaluate.backend: 'cuda' is not one of auto, native, pycuda"),
     ("llm:\n  timeout_s: -1\n", "config.yaml:2: llm.timeout_s: must be positive"),
     ("evaluate: [1, 2\n", "not valid YAML"),
 ])

@@ -79,3 +79,78 @@ def test_the_default_proposers_construct():
     lib = library_proposer()
     assert lib.name and callable(lib.propose) and callable(lib.repair)
     assert hasattr(InheritedProposer, "propose")
+
+
+def _fake_gpu_app(tmp_path, monkeypatch, mode: str = "good"):
+    """An application folder holding the axpy MEP, served by the fake harness (evaluate_fakes) as one GPU."""
+    import shutil
+    from evaluate_fakes import install, make_mep
+    install(monkeypatch)
+    monkeypatch.setenv("MEPGEN_PATTERNS_DB", str(tmp_path / "p.sqlite"))
+    mep = make_mep(tmp_path / "staging")
+    app = tmp_path / "app"
+    (app / ".mepgen" / "meps").mkdir(parents=True)
+    shutil.move(str(mep), str(app / ".mepgen" / "meps" / "cg.axpy"))
+    if mode != "good":
+        k = app / ".mepgen" / "meps" / "cg.axpy" / "kernel.cu"
+        k.write_text(k.read_text() + f"\n// MODE: {mode}\n")
+    return app
+
+
+def test_optimize_end_to_end_on_the_fake_gpu_states_backend_plan_and_progress(tmp_path, monkeypatch):
+    app = _fake_gpu_app(tmp_path, monkeypatch)
+    r = CliRunner().invoke(main, ["optimize", "cg::axpy", "-C", str(app), "--budget", "2", "--run-name", "r",
+                                  "--time-limit", "120"])
+    assert r.exit_code == 0, r.output
+    assert "backend native (auto: pycuda is not installed" in r.output
+    assert "verifying and timing the original" in r.output and "time-based" in r.output
+    md = (app / ".mepgen" / "runs" / "cg.axpy" / "r" / "summary.md").read_text()
+    assert "- timing: time-based" in md and "- backend: native (auto:" in md
+    assert "still running" not in md
+
+
+def test_a_run_that_stops_before_any_candidate_leaves_a_summary(tmp_path, monkeypatch):
+    app = _fake_gpu_app(tmp_path, monkeypatch, mode="illegal")
+    r = CliRunner().invoke(main, ["optimize", "cg::axpy", "-C", str(app), "--budget", "2", "--run-name", "r"])
+    assert r.exit_code == 3, r.output
+    md = (app / ".mepgen" / "runs" / "cg.axpy" / "r" / "summary.md").read_text()
+    assert "stopped before any candidate" in md and "illegal" in md
+
+
+KILLABLE = """
+import sys
+sys.path[:0] = [{root!r}, {tests!r}]
+from _pytest.monkeypatch import MonkeyPatch
+from evaluate_fakes import install
+install(MonkeyPatch())
+from mepgen.cli import main
+main(prog_name="mepgen")
+"""
+
+
+def test_a_run_killed_at_its_limit_leaves_a_summary(tmp_path, monkeypatch):
+    """SIGTERM (a job's time limit) in the middle of the search: summary.md says so and keeps what was done."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+    here = Path(__file__).resolve().parent
+    app = _fake_gpu_app(tmp_path, monkeypatch)
+    k = app / ".mepgen" / "meps" / "cg.axpy" / "kernel.cu"
+    k.write_text(k.read_text() + "\n// MODE: slow_probe\n")       # 40 ms launches: a slow search
+    script = tmp_path / "mepgen_fake.py"
+    script.write_text(KILLABLE.format(root=str(here.parent), tests=str(here)))
+    proc = subprocess.Popen([sys.executable, str(script), "optimize", "cg::axpy", "-C", str(app), "--run-name", "r",
+                             "--budget", "50"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    summary = app / ".mepgen" / "runs" / "cg.axpy" / "r" / "summary.md"
+    deadline = time.monotonic() + 300         # a loaded CI machine takes its time over the baseline
+    while time.monotonic() < deadline and not (summary.is_file() and "still running: searching" in summary.read_text()):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    text = summary.read_text()
+    if "still running: searching" in text or "evaluations:" in text:
+        assert "interrupted (killed or ^C)" in text and "--resume r" in text, text
+    assert "interrupted" in text and "still running" not in text, text

@@ -58,6 +58,13 @@ class TimingOutput:
     l2_bytes: int | None = None
     sync_ms: list[float] = field(default_factory=list)   # host-timed back-to-back launches of the checked side
     notes: list[str] = field(default_factory=list)
+    # the perturbation re-check (perturb.py): the candidate's and the original kernel's outputs on the timed
+    # inputs changed at perturb.RECHECK_STEP; `perturbed_buffers`: how many inputs were changed (0: no check)
+    perturbed: dict[str, np.ndarray] = field(default_factory=dict)
+    perturbed_ref: dict[str, np.ndarray] = field(default_factory=dict)
+    perturbed_buffers: int = 0
+    warmup: int | None = None                            # what the session ran (a time-based plan may differ)
+    reps: int | None = None
 
 
 @dataclass
@@ -66,6 +73,8 @@ class TimingPlan:
     reps: int                    # launches per round and side
     rounds: int                  # alternations baseline / candidate
     flush_l2: bool = True
+    perturb_seed: int | None = None   # inputs change between launches, re-check after timing (perturb.py)
+    how: str = ""                # how the counts were chosen (plan.py), for the result
 
 
 class Backend(abc.ABC):

@@ -42,8 +42,10 @@ def mep_folder(ws: Workspace, kernel: str) -> Path:
               help="native: the harness as a subprocess; pycuda: a worker keeping inputs on the GPU "
                    "(mepgen[gpu]); default from config (evaluate.backend).")
 @click.option("--input-sets", type=click.IntRange(min=1), default=None, help="Input sets to verify on (default: mep.yaml).")
-@click.option("--reps", type=click.IntRange(min=1), default=None, help="Timed launches per round (default: mep.yaml).")
-@click.option("--warmup", type=click.IntRange(min=0), default=None, help="Warm-up launches (default: mep.yaml).")
+@click.option("--reps", type=click.IntRange(min=1), default=None,
+              help="Timed launches per round and side (count-based timing; default: chosen from a first measured "
+                   "launch, evaluate.timing in the config).")
+@click.option("--warmup", type=click.IntRange(min=0), default=None, help="Warm-up launches (count-based timing).")
 @click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
               help="Alternating baseline/candidate timing rounds.")
 @click.option("--profile", is_flag=True, help="Add Nsight Compute metrics (needs ncu).")
@@ -69,7 +71,7 @@ def run(obj, kernel, app, variants, backend, input_sets, reps, warmup, rounds, p
     cfg = load_config(ws.app_root)["evaluate"]
     opts = Options(backend=backend or cfg["backend"], input_sets=input_sets, warmup=warmup, reps=reps, rounds=rounds,
                    min_gain=cfg["min_gain"], run_timeout=cfg["timeout_s"], compile_timeout=cfg["compile_timeout_s"],
-                   profile=profile, jobs=jobs, use_cache=not no_cache)
+                   profile=profile, jobs=jobs, use_cache=not no_cache, timing=cfg["timing"])
     ev = Evaluator(spec, mep_dir, opts, log=obj.log if obj is not None else None)
     try:
         _run(ev, spec, mep_dir, list(variants), results, as_json)
@@ -87,6 +89,7 @@ def _run(ev: Evaluator, spec, mep_dir: Path, variants: list[Path], results_file:
             click.echo(render(res), err=True)
         ev.require_gpu()
     ev.prepare()
+    click.echo(f"backend: {ev.backend_name} ({ev.backend_why})", err=True)
     journal = Journal(results_file, spec.kernel.id, digest(spec.to_dict())) if results_file else None
     base = ev.baseline_result()
     write_json(mep_dir / "baseline.json", base.to_dict())

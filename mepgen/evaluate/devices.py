@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,23 +15,72 @@ BACKENDS = ("auto", "native", "pycuda")
 
 
 def list_gpus() -> tuple[list[int], str]:
-    """GPU indices in PCI order, and why there are none when the list is empty."""
+    """GPU indices in PCI order (nvidia-smi's numbering) that this process may use - those CUDA_VISIBLE_DEVICES
+    names when it is set (indices or GPU UUIDs) - and why there are none when the list is empty."""
+    gpus, why, uuids = _smi_gpus()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not gpus or visible is None:
+        return gpus, why
+    chosen = []
+    for token in (t.strip() for t in visible.split(",")):
+        if token.isdigit() and int(token) in gpus:
+            index = int(token)
+        elif token in uuids:
+            index = uuids[token]
+        else:
+            break              # CUDA stops at the first entry it cannot use; so does this list
+        if index not in chosen:
+            chosen.append(index)
+    if not chosen:
+        return [], f"CUDA_VISIBLE_DEVICES={visible!r} names none of the {len(gpus)} GPU(s) nvidia-smi lists"
+    return chosen, ""
+
+
+def _smi_gpus() -> tuple[list[int], str, dict[str, int]]:
+    """nvidia-smi -L: indices, why none, and index by UUID."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
-        return [], "nvidia-smi is not on PATH"
+        return [], "nvidia-smi is not on PATH", {}
     try:
+        # nvidia-smi lists every GPU whatever CUDA_VISIBLE_DEVICES says; the filter is list_gpus'
         done = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError) as e:
-        return [], f"nvidia-smi -L failed: {e}"
-    gpus = [i for i, line in enumerate(ln for ln in done.stdout.splitlines() if ln.startswith("GPU "))]
+        return [], f"nvidia-smi -L failed: {e}", {}
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("GPU ")]
+    gpus = list(range(len(lines)))
+    uuids = {m.group(1): i for i, ln in enumerate(lines) for m in [re.search(r"UUID: (GPU-[\w-]+)", ln)] if m}
     if done.returncode != 0 or not gpus:
         msg = (done.stderr or done.stdout).strip().splitlines()
-        return [], f"nvidia-smi -L found none ({msg[-1] if msg else 'exit ' + str(done.returncode)})"
-    return gpus, ""
+        return [], f"nvidia-smi -L found none ({msg[-1] if msg else 'exit ' + str(done.returncode)})", {}
+    return gpus, "", uuids
 
 
 def have_pycuda() -> bool:
     return importlib.util.find_spec("pycuda") is not None
+
+
+def pycuda_unsupported(spec: Spec) -> str | None:
+    """Why the pycuda backend cannot run this MEP (the checks PycudaBackend makes), or None."""
+    if spec.chain:
+        return f"the MEP runs a chain ({', '.join(c.kernel for c in spec.chain)}) before its kernel"
+    for p in spec.params:
+        if p.role == "scalar" and p.value is None:
+            return f"scalar parameter {p.name} has no value"
+    return None
+
+
+def choose_backend(name: str, spec: Spec) -> tuple[str, str]:
+    """(backend, why): `auto` takes pycuda when it is installed and the MEP allows it, native otherwise."""
+    if name not in BACKENDS:
+        raise MepgenError(f"unknown backend '{name}' (known: {', '.join(BACKENDS)})")
+    if name != "auto":
+        return resolve_backend(name, chained=bool(spec.chain)), "asked for"
+    if not have_pycuda():
+        return "native", "auto: pycuda is not installed (pip install 'mepgen[gpu]' for the faster backend)"
+    why = pycuda_unsupported(spec)
+    if why:
+        return "native", f"auto: {why}, which only the native harness runs"
+    return "pycuda", "auto: pycuda is installed and the MEP allows it"
 
 
 def resolve_backend(name: str, chained: bool = False) -> str:

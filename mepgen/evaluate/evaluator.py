@@ -6,6 +6,7 @@ the GPU stages on one backend; batch.py spreads many candidates over CPU cores (
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
@@ -18,11 +19,13 @@ from ..errors import MepgenError
 from ..spec import Launch, Spec
 from . import launchcfg
 from . import peaks as peaks_mod
+from . import perturb
+from . import plan as plan_mod
 from . import profile as profile_mod
 from . import rules
 from .backend import Built, InputSet, TimingPlan
 from .decide import MIN_GAIN, decide, round_range, summarize, timer_escape
-from .devices import list_gpus, make_backend, resolve_backend
+from .devices import choose_backend, list_gpus, make_backend
 from .results import CompileFailed, EvalResult, Impossible, Mismatch, Timed, WrongResult
 from .store import Store, digest
 from .symbols import callee
@@ -34,10 +37,13 @@ RESULT_VERSION = 1
 
 @dataclass
 class Options:
-    backend: str = "native"               # native | pycuda | auto
+    backend: str = "auto"                 # native | pycuda | auto
     input_sets: int | None = None         # default: verify.input_sets of mep.yaml
-    warmup: int | None = None             # default: timing.warmup
-    reps: int | None = None               # launches per round and side; default: timing.reps
+    warmup: int | None = None             # count-based timing: warm-up launches (default: timing.warmup)
+    reps: int | None = None               # count-based timing: launches per round and side (default: timing.reps)
+    timing: str = "time"                  # time: counts from a first measured launch (plan.py); count: reps/warmup
+    round_ms: float = plan_mod.ROUND_MS   # time-based: kernel time per round and side
+    perturb: bool = True                  # inputs change between timed launches; perturbation re-check after
     rounds: int = 3                       # baseline/candidate alternations
     flush_l2: bool | None = None          # default: timing.flush_l2
     min_gain: float = MIN_GAIN
@@ -72,14 +78,16 @@ class Evaluator:
         if not self.original.is_file():
             raise MepgenError(f"{self.original} is missing: run `mepgen mep {spec.kernel.id}` first")
         self.original_text = self.original.read_text(errors="replace")
-        self.backend_name = resolve_backend(self.opts.backend, chained=bool(spec.chain))
+        self.backend_name, self.backend_why = choose_backend(self.opts.backend, spec)
         self.k = self.opts.input_sets or spec.verify.input_sets
         if self.k < 1:
             raise MepgenError("at least one input set is needed (verify.input_sets or --input-sets)")
         t = spec.timing
-        self.plan = TimingPlan(warmup=self.opts.warmup if self.opts.warmup is not None else t.warmup,
-                               reps=self.opts.reps or t.reps, rounds=max(1, self.opts.rounds),
-                               flush_l2=t.flush_l2 if self.opts.flush_l2 is None else self.opts.flush_l2)
+        self.by_time = self.opts.timing == "time" and self.opts.reps is None and self.opts.warmup is None
+        flush = t.flush_l2 if self.opts.flush_l2 is None else self.opts.flush_l2
+        self.plan = plan_mod.by_count(self.opts.warmup if self.opts.warmup is not None else t.warmup,
+                                      self.opts.reps or t.reps, max(1, self.opts.rounds), flush)
+        self.first_ms: float | None = None    # the original's first launch (time-based plans start from it)
         gpus, self.no_gpu_reason = list_gpus()
         self.gpus = [d for d in gpus if self.opts.devices is None or d in self.opts.devices]
         devices: list[int | None] = list(self.gpus) or [None]
@@ -130,6 +138,7 @@ class Evaluator:
                     problem = reference_problem(name, arr, s.index)
                     if problem:
                         raise MepgenError(problem, exit_code=3)
+                self._saw_baseline(out)
                 self.store.save_ref(self.ref_key, s.index, out.outputs,
                                     {"seed": self.spec.verify.seed + s.index, "backend": self.backend_name,
                                      "device": out.record.get("device", "")})
@@ -145,13 +154,45 @@ class Evaluator:
                 except RuntimeError as e:
                     worker.notes.append(f"no peak check: {e}")
 
+    # --- timing plans -------------------------------------------------------------------------------
+
+    def _saw_baseline(self, out) -> None:
+        ms = out.record.get("run_ms") if out.record else None
+        if ms is not None and ms > 0:
+            self.first_ms = float(ms) if self.first_ms is None else min(self.first_ms, float(ms))
+
+    def baseline_first_ms(self) -> float | None:
+        """The original's first-launch time; measured with one run when no run of it was seen yet."""
+        if self.first_ms is None and self.by_time and self.sets:
+            w = self.workers[0]
+            self._saw_baseline(w.backend.run(w.baseline, self.sets[0], self.store.work_dir / "probe"))
+        return self.first_ms
+
+    def plan_for(self, seed_text: str | None, candidate_ms: float | None = None) -> TimingPlan:
+        """The timing plan of one session: time-based from the slower first launch of the original and the
+        candidate (count-based when asked or when no launch was timed), with the perturbation seed of the text."""
+        p = self.plan
+        if self.by_time:
+            known = [m for m in (self.baseline_first_ms(), candidate_ms) if m is not None]
+            if known:
+                p = plan_mod.by_time(max(known), p.rounds, p.flush_l2, self.opts.round_ms)
+            else:
+                p = dataclasses.replace(p, how=p.how + " (no launch was timed to plan from)")
+        seed = perturb.seed_for(seed_text, self.ref_key) if self.opts.perturb and seed_text is not None else None
+        return dataclasses.replace(p, perturb_seed=seed)
+
+    def plan_key(self) -> list:
+        """What decides the plan, for result keys (a time-based plan's counts are measured, not given)."""
+        p = self.plan
+        timing = ["time", self.opts.round_ms, plan_mod.MIN_REPS] if self.by_time else [p.warmup, p.reps]
+        return [*timing, p.rounds, p.flush_l2, self.opts.perturb]
+
     # --- keys and lint ------------------------------------------------------------------------------
 
     def result_key(self, text: str, launch: Launch | None = None, flags=()) -> str:
         o = self.opts
         parts = ["result", RESULT_VERSION, text, self.ref_key, self.backend_name, self.gpu_ids,
-                 [self.k, self.plan.warmup, self.plan.reps, self.plan.rounds, self.plan.flush_l2, o.min_gain,
-                  o.profile]]
+                 [self.k, *self.plan_key(), o.min_gain, o.profile]]
         if launch is not None:     # only then: the keys of plain variants stay what they were
             parts.append(launchcfg.as_dict(launch))
         if flags:                  # likewise: extra nvcc flags make another candidate
@@ -212,6 +253,7 @@ class Evaluator:
         start = time.monotonic()
         work = self.store.work_dir / f"w{worker.device if worker.device is not None else 0}"
         be = worker.backend
+        first_ms = None
         for s in self.sets:
             res.stage = "run"
             out = be.run(built, s, work / f"set{s.index}")
@@ -219,6 +261,8 @@ class Evaluator:
                 res.status, res.fault = "runtime_fault", out.fault
                 return self._done(res, start)
             res.device = out.record.get("device", res.device)
+            if out.record.get("run_ms"):
+                first_ms = min(first_ms or float("inf"), float(out.record["run_ms"]))
             res.stage = "verify"
             wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after, out.inputs_changed)
             if wrong:
@@ -226,12 +270,17 @@ class Evaluator:
                 return self._done(res, start)
         res.stage = "time"
         recheck = self.sets[1] if len(self.sets) > 1 else None
-        t = be.time(worker.baseline, built, self.sets[0], self.plan, work / "time", recheck=recheck)
+        plan = self.plan_for(Path(built.kernel_file).read_text(errors="replace"), first_ms)
+        est_s = plan.rounds * 2 * (plan.reps + plan.warmup) * max(first_ms or 0.0, self.first_ms or 0.0) / 1000
+        if est_s > 3:       # a phase longer than a few seconds says what it is doing
+            self.log(f"{res.name}: timing for about {est_s:.0f} s ({plan.how})")
+        t = be.time(worker.baseline, built, self.sets[0], plan, work / "time", recheck=recheck)
         res.notes += t.notes
-        if self._failed_timing(res, t):
+        if self._failed_timing(res, t) or self._perturbation_failed(res, t, plan):
             return self._done(res, start)
         res.device = t.device or res.device
         res.timed, impossible = self._timed(t.candidate_rounds, t.baseline_rounds, t.l2_bytes, worker)
+        res.timed.plan = plan.how
         impossible = impossible or timer_escape(res.timed.median_ms, t.sync_ms)
         if impossible:
             res.status, res.impossible = "impossible", Impossible(impossible)
@@ -250,6 +299,49 @@ class Evaluator:
         if wrong:
             res.status, res.wrong = "wrong_result", wrong
             return True
+        return False
+
+    def _perturbation_failed(self, res: EvalResult, t, plan: TimingPlan) -> bool:
+        """The perturbation re-check (perturb.py): the candidate's outputs on the timed inputs changed in place
+        must equal the original kernel's on the same inputs; True (recorded in `res`) when they do not."""
+        if plan.perturb_seed is None:
+            return False
+        k = self.sets[0].index                 # the timed input set, which the re-check perturbed
+        if not t.perturbed_buffers or not t.perturbed_ref:
+            if not any("--perturb-seed" in n for n in t.notes):
+                res.notes.append("perturbation: no input of this MEP can be changed safely (perturb.py: random "
+                                 "draws or captured floating-point values only), so timed launches saw the same "
+                                 "inputs and only the re-check on another input set guards against reuse")
+            return False
+        mismatches, followed = [], 0
+        broken = [name for name, ref in t.perturbed_ref.items() if ref.dtype.kind == "f" and name in self.refs[k]
+                  and (~np.isfinite(ref) & np.isfinite(self.refs[k][name])).any()]
+        if broken:         # the original itself breaks on the changed inputs: nothing to compare with
+            res.notes.append(f"perturbation re-check skipped: the original kernel's {', '.join(broken)} hold NaN or "
+                             "Inf on the changed inputs (its inputs are not free to change)")
+            return False
+        for p in self.spec.outputs:
+            ref, got = t.perturbed_ref.get(p.name), t.perturbed.get(p.name)
+            tol = tolerance_for(self.spec, p.name)
+            if ref is None:
+                continue
+            if got is None:
+                mismatches.append(Mismatch(p.name, k, "perturbed", int(ref.size), int(ref.size),
+                                           note="no output written in the perturbation re-check"))
+                continue
+            m = compare(p.name, got, ref, tol, k, "perturbed")
+            if m:
+                mismatches.append(m)
+            moved = compare(p.name, ref, self.refs[k][p.name], tol, k, "perturbed")
+            followed += moved.bad if moved else 0
+        if mismatches:
+            res.status, res.wrong = "wrong_result", WrongResult(mismatches)
+            return True
+        what = (f"perturbation re-check: {t.perturbed_buffers} input buffer(s) changed in blocks of {perturb.BLOCK} "
+                f"elements before every timed launch and after timing")
+        res.notes.append(what + (f"; the candidate's outputs followed the original's ({followed} element(s) changed)"
+                                 if followed else "; the original's outputs did not change, so the re-check could "
+                                 "not tell a reused result from a computed one"))
         return False
 
     def _timed(self, cand: list[list[float]], base: list[list[float]] | None, l2: int | None,
@@ -305,6 +397,7 @@ class Evaluator:
             if out.fault is not None:
                 res.status, res.fault = "runtime_fault", out.fault
                 return self._done(res, start)
+            self._saw_baseline(out)
             res.stage = "verify"
             wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after, out.inputs_changed)
             if wrong:
@@ -313,11 +406,14 @@ class Evaluator:
                                  "in mep.yaml that is too tight")
                 return self._done(res, start)
         res.stage = "time"
-        t = worker.backend.time(worker.baseline, None, self.sets[0], self.plan, work / "time")
+        plan = self.plan_for(None)       # alone: no perturbation re-check (nothing to compare it with)
+        self.log(f"timing the original: {plan.how}")
+        t = worker.backend.time(worker.baseline, None, self.sets[0], plan, work / "time")
         if self._failed_timing(res, t):
             return self._done(res, start)
         res.device = t.device
         res.timed, impossible = self._timed(t.baseline_rounds, None, t.l2_bytes, worker)
+        res.timed.plan = plan.how
         impossible = impossible or timer_escape(res.timed.median_ms, t.sync_ms)
         if impossible:
             res.status, res.impossible = "impossible", Impossible(impossible)

@@ -20,6 +20,7 @@ from .. import mepbuild
 from ..spec import Launch, Spec
 from . import process
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
+from . import perturb
 from .launchcfg import candidate_harness, with_flags
 from .ptxas import kernel_info
 from .results import CompileFailed, RuntimeFault
@@ -99,6 +100,7 @@ class NativeBackend(Backend):
         self.harness_text = harness.read_text(errors="replace") if harness.is_file() else ""
         self.check_inputs = CHECK_INPUTS_FLAG in self.harness_text
         self.recheck_data = RECHECK_FLAG in self.harness_text
+        self.perturb = perturb.FLAG in self.harness_text
 
     # --- compile ----------------------------------------------------------------------------------
 
@@ -149,6 +151,8 @@ class NativeBackend(Backend):
 
     def _env(self) -> dict:
         env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID")   # the numbering nvidia-smi uses
+        # modules loaded at start-up: the first launch's run_ms (the timing plan's probe) is the kernel's alone
+        env.setdefault("CUDA_MODULE_LOADING", "EAGER")
         if self.device is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.device)
         return env
@@ -206,7 +210,13 @@ class NativeBackend(Backend):
         flags = ["--time", "--warmup", str(plan.warmup), "--reps", str(plan.reps)]
         if not plan.flush_l2:
             flags.append("--no-flush")
-        result = TimingOutput(after_input_set=inputs.index)
+        result = TimingOutput(after_input_set=inputs.index, warmup=plan.warmup, reps=plan.reps)
+        if plan.perturb_seed is not None and self.perturb:
+            flags += [perturb.FLAG, str(plan.perturb_seed)]
+        elif plan.perturb_seed is not None:
+            result.notes.append(f"this harness has no {perturb.FLAG} (rendered by an older mepgen): timed launches saw "
+                                f"the same inputs and there was no perturbation re-check; `mepgen mep "
+                                f"{self.spec.kernel.id} --refresh` renders it again")
         checked = candidate if candidate is not None else baseline     # whose re-check goes to `after`
         extra = {}
         if recheck is not None and self.recheck_data:
@@ -217,7 +227,7 @@ class NativeBackend(Backend):
         in_names = self._in_names()
         timed_inputs = {n: np.load(Path(inputs.data_dir) / f"{n}.npy", allow_pickle=False) for n in in_names} \
             if self.check_inputs else {}
-        last = None
+        last = last_base = None
         for r in range(plan.rounds):
             sides = [("baseline", baseline)] + ([("candidate", candidate)] if candidate is not None else [])
             for side, built in sides:
@@ -228,6 +238,9 @@ class NativeBackend(Backend):
                         out.fault.message = f"baseline failed while timing: {out.fault.message}"
                     result.fault = out.fault
                     return result
+                if side == "baseline":
+                    last_base = folder
+                result.perturbed_buffers = int(record.get("perturbed") or 0)
                 times = [float(t) for t in record.get("times_ms", [])]
                 (result.baseline_rounds if side == "baseline" else result.candidate_rounds).append(times)
                 result.device = record.get("device", result.device)
@@ -239,6 +252,14 @@ class NativeBackend(Backend):
                                               if n not in result.inputs_changed and not unchanged(timed_inputs[n], a)]
                     result.inputs_changed += [n for n in out.inputs_changed if n not in result.inputs_changed]
                     last = folder
+        if last is not None and result.perturbed_buffers and candidate is not None:
+            names = [p.name for p in self.spec.outputs]
+            result.perturbed, missing = self._read(last / "perturbed", names)
+            result.perturbed_ref, missing_ref = self._read(last_base / "perturbed", names)
+            if missing or missing_ref:
+                result.fault = RuntimeFault("harness_error", "the harness wrote no perturbed/"
+                                            + ", ".join(missing or missing_ref), input_set=inputs.index)
+                return result
         if last is not None:
             result.after, missing = self._read(last / "after", [p.name for p in self.spec.outputs])
             if missing:

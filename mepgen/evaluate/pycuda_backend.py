@@ -17,7 +17,7 @@ from ..errors import MepgenError
 from ..spec import Launch, Spec
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
 from .launchcfg import with_flags, with_launch
-from . import l2_flush
+from . import l2_flush, perturb
 from .pycuda_entry import build_cubin
 from .results import CompileFailed, RuntimeFault
 
@@ -72,8 +72,10 @@ class PycudaBackend(Backend):
         reply = self._receive(self.start_timeout, "starting the worker")
         if isinstance(reply, RuntimeFault):
             return reply
+        order = perturb.names(self.spec)
         params = [{"name": p.name, "role": p.role, "dtype": p.dtype, "count": self.spec.count(p) if p.is_buffer else 0,
-                   "placement": p.placement} for p in self.spec.params]
+                   "placement": p.placement, "perturb": order.index(p.name) if p.name in order else None}
+                  for p in self.spec.params]
         try:
             flush_cubin = str(l2_flush.build_cubin(self.spec.build.arch, self.build_dir, self.compile_timeout))
         except MepgenError as e:
@@ -169,7 +171,7 @@ class PycudaBackend(Backend):
             reply.input_set = inputs.index
             return RunOutput(fault=reply)
         return RunOutput(outputs=reply["outputs"], inputs_changed=reply["inputs_changed"],
-                         record={"device": reply["device"]})
+                         record={"device": reply["device"], "run_ms": reply.get("run_ms")})
 
     def time(self, baseline: Built, candidate: Built | None, inputs: InputSet, plan: TimingPlan,
              out_dir: Path, recheck: InputSet | None = None) -> TimingOutput:
@@ -180,7 +182,7 @@ class PycudaBackend(Backend):
             budget = self.run_timeout * (1 + plan.rounds)
             reply = self._call("time", baseline.key, candidate.key if candidate else None, inputs.index, plan.warmup,
                                plan.reps, plan.rounds, plan.flush_l2, recheck.index if recheck else None,
-                               timeout=budget)
+                               plan.perturb_seed, timeout=budget)
         else:
             reply = fault
         if isinstance(reply, RuntimeFault):
@@ -189,7 +191,9 @@ class PycudaBackend(Backend):
         return TimingOutput(baseline_rounds=reply["baseline_rounds"], candidate_rounds=reply["candidate_rounds"],
                             after=reply["after"], after_input_set=reply["after_input_set"],
                             inputs_changed=reply["inputs_changed"], device=reply["device"],
-                            l2_bytes=reply["l2_bytes"])
+                            l2_bytes=reply["l2_bytes"], perturbed=reply.get("perturbed") or {},
+                            perturbed_ref=reply.get("perturbed_ref") or {},
+                            perturbed_buffers=reply.get("perturbed_buffers") or 0, warmup=plan.warmup, reps=plan.reps)
 
     def close(self) -> None:
         if self.conn is not None and self.proc is not None and self.proc.is_alive():

@@ -9,7 +9,10 @@ outputs and the parent compares them.
 Every launch follows the harness protocol: outputs poisoned (floats 0xFF bytes = NaN, integers 0xA5),
 in/out buffers reset from the input set's device copy, constants set, then optionally the L2 flushed (the
 harness's read kernel, templates/harness/l2_flush.h, so the L2 holds only clean lines); timing
-alternates baseline and candidate launch by launch (A B B A ...), each timed with CUDA events.
+alternates baseline and candidate launch by launch (A B B A ...), each timed with CUDA events. With a
+perturbation seed, every launch of the session sees its inputs changed in one block per perturbable buffer
+(perturb.py, the same blocks as the harness's perturb.h), and after timing the candidate and the original run
+once more at perturb.RECHECK_STEP: both outputs go back for the parent to compare.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ import sys
 import numpy as np
 
 from ..spec import PLACEMENT_SPAN
-from . import l2_flush
+from . import l2_flush, perturb
 
 FLOAT_POISON, INT_POISON = 0xFF, 0xA5
 
@@ -49,12 +52,16 @@ class State:
         self.flush_grid = l2_flush.BLOCKS_PER_SM * sms
         self.device_name = cuda.Context.get_device().name()
         self.l2_bytes = l2
+        self.touched: list = []                 # (set, name, pos, m): blocks changed by _perturb, undone next
+        self.keep: list = []                    # host arrays of async copies in flight
 
     # --- state --------------------------------------------------------------------------------------
 
     def op_setup(self, params: list[dict], flush_cubin: str) -> dict:
         """params: name, role, dtype, count (in kernel order); flush_cubin: the L2 flush kernel (l2_flush.py)."""
         self.params = params
+        self.perturbed = sorted((p for p in params if p.get("perturb") is not None), key=lambda p: p["perturb"])
+        self.perturbed = [p["name"] for p in self.perturbed]
         self.flush_module = self.cuda.module_from_file(flush_cubin)
         self.flush_fn = self.flush_module.get_function(l2_flush.KERNEL)
         for p in params:
@@ -176,18 +183,49 @@ class State:
 
     def op_run(self, key: str, k: int) -> dict:
         m = self.modules[key]
+        start, end = self.cuda.Event(), self.cuda.Event()
         self._prepare(m, k, flush=False)
+        start.record(self.stream)
         self._launch(m, k)
+        end.record(self.stream)
         self.stream.synchronize()
         self.cuda.Context.synchronize()
-        return {"outputs": self._outputs(), "inputs_changed": self._inputs_changed(k), "device": self.device_name}
+        return {"outputs": self._outputs(), "inputs_changed": self._inputs_changed(k), "device": self.device_name,
+                "run_ms": start.time_till(end)}
+
+    # --- perturbation (perturb.py) ------------------------------------------------------------------
+
+    def _unperturb(self) -> None:
+        for k, name, pos, m in self.touched:
+            host = self.sets[k]["host"][name]
+            item = host.dtype.itemsize
+            self.cuda.memcpy_htod_async(int(self.sets[k]["dev"][name]) + pos * item, host[pos:pos + m], self.stream)
+        self.touched = []
+
+    def _perturb(self, k: int, seed: int | None, step: int) -> None:
+        if seed is None:
+            return
+        self._unperturb()
+        self.keep = []
+        for b, name in enumerate(self.perturbed):
+            host = self.sets[k]["host"][name]
+            pos, src, m = perturb.block(seed, step, b, host.size)
+            if m == 0:
+                continue
+            vals = np.ascontiguousarray(perturb.values(host, src, m))
+            self.keep.append(vals)
+            self.cuda.memcpy_htod_async(int(self.sets[k]["dev"][name]) + pos * host.dtype.itemsize, vals, self.stream)
+            self.touched.append((k, name, pos, m))
 
     def op_time(self, base: str, cand: str | None, k: int, warmup: int, reps: int, rounds: int, flush: bool,
-                recheck: int | None) -> dict:
+                recheck: int | None, seed: int | None = None) -> dict:
         cuda = self.cuda
         sides = [self.modules[base]] + ([self.modules[cand]] if cand else [])
+        step = 0
         for _ in range(warmup):
             for m in sides:
+                self._perturb(k, seed, step)
+                step += 1
                 self._prepare(m, k, flush)
                 self._launch(m, k)
         self.stream.synchronize()
@@ -197,6 +235,8 @@ class State:
             for i in range(reps):
                 order = range(len(sides)) if i % 2 == 0 else reversed(range(len(sides)))
                 for j in order:
+                    self._perturb(k, seed, step)
+                    step += 1
                     self._prepare(sides[j], k, flush)
                     start, end = events[j][i]
                     start.record(self.stream)
@@ -205,6 +245,21 @@ class State:
             self.stream.synchronize()
             for j in range(len(sides)):
                 per_side[j].append([start.time_till(end) for start, end in events[j]])
+        cuda.Context.synchronize()
+        perturbed, perturbed_ref = {}, {}
+        if seed is not None and cand and self.perturbed:
+            # the candidate first, then the original: each from poisoned outputs and the same changed inputs
+            self._perturb(k, seed, perturb.RECHECK_STEP)
+            for m, into in ((sides[-1], "cand"), (sides[0], "ref")):
+                self._prepare(m, k, flush=False)
+                self._launch(m, k)
+                self.stream.synchronize()
+                if into == "cand":
+                    perturbed = self._outputs()
+                else:
+                    perturbed_ref = self._outputs()
+        self._unperturb()
+        self.stream.synchronize()
         cuda.Context.synchronize()
         changed = self._inputs_changed(k)
         rk = k if recheck is None else recheck
@@ -215,16 +270,20 @@ class State:
         changed += [n for n in self._inputs_changed(rk) if n not in changed]
         return {"baseline_rounds": per_side[0], "candidate_rounds": per_side[-1] if cand else [],
                 "after": self._outputs(), "after_input_set": rk, "inputs_changed": changed,
-                "device": self.device_name, "l2_bytes": self.l2_bytes}
+                "device": self.device_name, "l2_bytes": self.l2_bytes, "perturbed": perturbed,
+                "perturbed_ref": perturbed_ref, "perturbed_buffers": len(self.perturbed) if seed is not None else 0}
 
 
 def main(conn, device: int) -> None:
     """Serve requests until `exit`, a closed pipe, or a CUDA error (after which the context is unusable)."""
-    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    # `device` is nvidia-smi's index (devices.list_gpus), as the native harness gets it: this process sees
+    # that GPU alone, as device 0, whatever CUDA_VISIBLE_DEVICES the parent had
+    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
     try:
         import pycuda.driver as cuda
         cuda.init()
-        state = State(cuda, device)
+        state = State(cuda, 0)
     except Exception as e:  # no pycuda, no driver, no device: the parent reports it in one line
         conn.send(("error", f"cannot start the pycuda worker: {type(e).__name__}: {e}"))
         return

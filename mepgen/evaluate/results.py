@@ -71,7 +71,10 @@ class Mismatch:
     note: str = ""
 
     def describe(self) -> str:
-        where = f"{self.output} (input set {self.input_set}{', after timing' if self.phase == 'after' else ''})"
+        phase = {"after": ", after timing",
+                 "perturbed": ", after timing, inputs changed in place: not what the original kernel computes from the "
+                              "same changed inputs, as a result reused instead of computed would not be"}
+        where = f"{self.output} (input set {self.input_set}{phase.get(self.phase, '')})"
         if self.note:
             return f"{where}: {self.note}"
         parts = [f"{self.bad} of {self.total} elements wrong"]
@@ -121,6 +124,7 @@ class Timed:
     pct_peak_bw: float | None = None
     pct_peak_flops: float | None = None
     pct_stream: float | None = None   # % of a perfect streaming kernel of the same bytes, timed the same way
+    plan: str = ""                    # how many launches were timed and why (evaluate/plan.py)
 
 
 @dataclass

@@ -11,6 +11,7 @@ import yaml
 
 from .. import mepbuild
 from ..datagen import const_file_name
+from ..evaluate import perturb
 from ..spec import DTYPES, PLACEMENT_SPAN, Spec, is_fed
 from ..templating import template_loader
 
@@ -35,6 +36,7 @@ def render_harness(spec: Spec) -> str:
     buffers = []
     args = []
     records = False
+    perturbed = perturb.names(spec)
     for p in spec.params:
         if p.role == "scalar":
             args.append(p.value)
@@ -42,7 +44,8 @@ def render_harness(spec: Spec) -> str:
         buffers.append({"name": p.name, "role": p.role, "ctype": DTYPES[p.dtype], "descr": NPY_DESCR[p.dtype],
                         "count": _wide(str(p.count), spec.sizes),
                         "poison": "0xFF" if p.dtype.startswith("float") else "0xA5", "placement": p.placement,
-                        "fed": is_fed(p)})
+                        "fed": is_fed(p),
+                        "perturb": perturbed.index(p.name) if p.name in perturbed else None})
         records = records or bool(p.lanes)
         args.append(f"mep_record_ptr{{d_{p.name}}}" if p.lanes else f"d_{p.name}")
     constants = []
@@ -71,7 +74,7 @@ def render_harness(spec: Spec) -> str:
         records=records or bool(chain), placement_span=PLACEMENT_SPAN, chain=chain, chain_buffers=chain_buffers,
         # only when a buffer holds halves: legacy code may define its own `half` at global scope
         fp16=any(x.dtype == "float16" for x in [*spec.params, *spec.constants]),
-        grid=spec.launch.grid, block=spec.launch.block, shared_mem=spec.launch.shared_mem,
+        perturbed=bool(perturbed), grid=spec.launch.grid, block=spec.launch.block, shared_mem=spec.launch.shared_mem,
         warmup=spec.timing.warmup, reps=spec.timing.reps, flush=spec.timing.flush_l2)
 
 

@@ -26,7 +26,7 @@ from .features import kernel_features
 from .patterns import PatternStore
 from .proposer import Attempt, Context
 from .search import Budget, Search
-from .trajectory import Trajectory
+from .trajectory import Trajectory, pct_roofline
 
 
 def library_proposer():
@@ -61,31 +61,64 @@ def gpu_info(ev: Evaluator, baseline) -> dict:
 
 
 @click.command("optimize")
-@click.argument("kernel")
+@click.argument("kernel", required=False)
 @click.option("-C", "--app", type=click.Path(path_type=Path), default=None,
               help="The application's folder (default: found from the current folder upwards).")
+@click.option("--all", "all_kernels", is_flag=True, help="Every ready MEP of the application, by hotspot rank.")
+@click.option("--top", type=click.IntRange(min=1), default=None, help="The N best-ranked ready MEPs.")
+@click.option("--only", default=None, help="These kernels (comma-separated ids or names).")
+@click.option("--merge", "merge_name", default=None,
+              help="Print and write the table of the batch of this name (rows written by several nodes).")
+@click.option("--list", "list_only", is_flag=True, help="With --all/--top/--only: print the kernel ids and stop.")
 @click.option("--proposer", "proposer_kind", type=click.Choice(["library", "llm", "both"]), default=None,
               help="Who proposes variants (default: library, plus llm when llm.base_url is configured).")
 @click.option("--strategy", type=click.Choice(sorted(strategies.STRATEGIES)), default="elite", show_default=True)
 @click.option("--budget", type=click.IntRange(min=1), default=25, show_default=True, help="Candidates to evaluate at most.")
-@click.option("--time-limit", type=click.FloatRange(min=1), default=None, help="Wall-time budget in seconds.")
+@click.option("--time-limit", type=click.FloatRange(min=1), default=None,
+              help="Wall-time budget in seconds of the whole run, baseline included (per kernel with --all).")
 @click.option("--repairs", type=click.IntRange(min=0), default=2, show_default=True,
               help="Repair rounds per failed candidate (compile error, fault, wrong result).")
 @click.option("--width", type=click.IntRange(min=1), default=4, show_default=True, help="Candidates per round.")
 @click.option("--roofline", type=click.FloatRange(min=1, max=100), default=90.0, show_default=True,
               help="Stop when the best reaches this % of the GPU's measured peak.")
 @click.option("--backend", type=click.Choice(["auto", "native", "pycuda"]), default=None,
-              help="Evaluator backend (default from config: evaluate.backend).")
-@click.option("--resume", "resume", default=None, help="Continue the run of this name (a folder under .mepgen/runs/KERNEL/).")
+              help="Evaluator backend (default from config: evaluate.backend, auto: pycuda when installed).")
+@click.option("--reps", type=click.IntRange(min=1), default=None,
+              help="Timed launches per round and side (count-based timing; default: chosen by time).")
+@click.option("--warmup", type=click.IntRange(min=0), default=None, help="Warm-up launches (count-based timing).")
+@click.option("--resume", "resume", default=None, help="Continue the run (with --all: the batch) of this name.")
 @click.option("--run-name", default=None, help="Name of a new run (default: the date and time).")
 @click.option("--no-inherit", is_flag=True, help="Do not start from the wins of similar kernels (patterns database).")
 @click.option("--profile", is_flag=True, help="Nsight Compute metrics for every verified candidate (slow).")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @click.pass_obj
-def optimize(obj, kernel, app, proposer_kind, strategy, budget, time_limit, repairs, width, roofline, backend, resume,
-             run_name, no_inherit, profile, as_json):
-    """Search for the fastest verified variant of KERNEL's MEP; writes .mepgen/runs/KERNEL/RUN/."""
+def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, proposer_kind, strategy, budget,
+             time_limit, repairs, width, roofline, backend, reps, warmup, resume, run_name, no_inherit, profile,
+             as_json):
+    """Search for the fastest verified variant of KERNEL's MEP; writes .mepgen/runs/KERNEL/RUN/.
+
+    With --all, --top N or --only K1,K2: every chosen MEP, one worker per visible GPU, a table at the end
+    (.mepgen/batches/NAME/); --resume NAME finishes what such a batch left.
+    """
+    started = time.monotonic()
+    _stop_on_sigterm()
     ws = Workspace(app) if app else Workspace.find()
+    batch_resume = not kernel and resume is not None and (ws.root / "batches" / resume).is_dir()
+    if merge_name or all_kernels or top or only or batch_resume:
+        from . import many
+        if kernel:
+            raise MepgenError("give a KERNEL or --all/--top/--only, not both", exit_code=2)
+        if merge_name:
+            many.merge(ws, merge_name, as_json)
+            return
+        forwarded = many.forward_options(proposer_kind=proposer_kind, strategy=strategy, budget=budget,
+                                         time_limit=time_limit, repairs=repairs, width=width, roofline=roofline,
+                                         backend=backend, reps=reps, warmup=warmup, no_inherit=no_inherit,
+                                         profile=profile)
+        many.optimize_many(ws, all_kernels, top, only, run_name, resume, forwarded, list_only, as_json)
+        return
+    if not kernel:
+        raise MepgenError("name a KERNEL, or use --all, --top N or --only K1,K2", exit_code=2)
     mep_dir = mep_folder(ws, kernel)
     spec = load_spec(mep_dir / "mep.yaml")
     if spec.todo:
@@ -101,25 +134,55 @@ def optimize(obj, kernel, app, proposer_kind, strategy, budget, time_limit, repa
     run_dir = ws.root / "runs" / spec.kernel.id / (resume or run_name or time.strftime("%Y%m%d-%H%M%S"))
     e = cfg["evaluate"]
     opts = Options(backend=backend or e["backend"], min_gain=e["min_gain"], run_timeout=e["timeout_s"],
-                   compile_timeout=e["compile_timeout_s"], profile=profile)
-    ev = Evaluator(spec, mep_dir, opts, log=obj.log if obj is not None else None)
+                   compile_timeout=e["compile_timeout_s"], profile=profile, reps=reps, warmup=warmup,
+                   timing=e["timing"])
+    ev = Evaluator(spec, mep_dir, opts, log=progress)
     try:
         ev.require_gpu()
+        progress(f"{spec.kernel.name}: backend {ev.backend_name} ({ev.backend_why})")
         outcome, best_path, baseline = _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget,
-                                            time_limit, repairs, width, roofline, resume, no_inherit, obj)
+                                            time_limit, repairs, width, roofline, resume, no_inherit, obj, started)
     finally:
         ev.close()
     _report(spec.kernel.name, run_dir, outcome, best_path, baseline, as_json)
 
 
+def progress(message: str) -> None:
+    """A phase of the run on stderr (each phase longer than a few seconds says what it is doing)."""
+    click.echo(f"mepgen optimize: {message}", err=True)
+
+
+def _stop_on_sigterm() -> None:
+    """A run killed at a job's time limit (SIGTERM) unwinds like ^C: workers closed, summary.md kept."""
+    import signal
+    import threading
+    if threading.current_thread() is threading.main_thread():
+        def handler(signum, frame):
+            raise KeyboardInterrupt
+        signal.signal(signal.SIGTERM, handler)
+
+
 def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time_limit, repairs, width, roofline,
-         resume, no_inherit, obj):
-    ev.compile_baseline()
-    ev.prepare()
-    baseline = ev.baseline_result()
-    if not baseline.ok:
-        raise MepgenError(f"the MEP's own kernel.cu failed evaluation: {baseline.feedback().splitlines()[0]}",
-                          exit_code=3)
+         resume, no_inherit, obj, started=None):
+    started = time.monotonic() if started is None else started
+    if resume is None:
+        summary.write_pending(run_dir, spec.kernel.name, "building and timing the original kernel")
+    try:
+        progress(f"{spec.kernel.name}: building the original and computing its reference outputs")
+        ev.compile_baseline()
+        ev.prepare()
+        progress(f"{spec.kernel.name}: verifying and timing the original")
+        baseline = ev.baseline_result()
+        if not baseline.ok:
+            raise MepgenError(f"the MEP's own kernel.cu failed evaluation: {baseline.feedback().splitlines()[0]}",
+                              exit_code=3)
+    except (MepgenError, KeyboardInterrupt) as e:
+        if resume is None:
+            summary.write_pending(run_dir, spec.kernel.name, str(e) or "interrupted while timing the original",
+                                  state="stopped before any candidate")
+        raise
+    progress(f"{spec.kernel.name}: original {baseline.timed.median_ms:.4g} ms ({baseline.timed.plan}); "
+             f"{time.monotonic() - started:.0f} s so far")
     original = (mep_dir / "kernel.cu").read_text(errors="replace")
     gpu = gpu_info(ev, baseline)
     features = kernel_features(spec, original, gpu["name"], mep_dir)
@@ -142,26 +205,36 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
             secrets.append(key)
     header = {"kernel": spec.kernel.id, "spec_sha256": spec_hash, "proposers": kinds, "strategy": strategy,
               "budget": budget, "time_limit_s": time_limit, "repairs": repairs, "backend": ev.backend_name,
-              "gpu": gpu, "features": features, "inherited": len(patterns),
+              "backend_why": ev.backend_why, "gpu": gpu, "features": features, "inherited": len(patterns),
               "llm": {"base_url": settings.base_url, "model": settings.model} if settings and "llm" in kinds else None}
     traj = Trajectory(run_dir, header, resume=resume is not None, secrets=tuple(secrets))
     journal = Journal(run_dir / "results.jsonl", spec.kernel.id, spec_hash)
+    command = f"mepgen optimize {spec.kernel.name} --strategy {strategy} --budget {budget}"
+
+    def write_summary(outcome) -> None:
+        summary.write(traj, outcome, spec.kernel.name, baseline, command=command)
+
     search = Search(ctx, proposers, lambda props, work: candidates.evaluate(ev, mep_dir, spec, props, work, journal),
                     strategies.make(strategy), Budget(budget, time_limit, repairs, width, roofline), traj,
                     baseline=baseline,
-                    on_win=pattern_recorder(store, spec.kernel.id, str(ws.app_root), features, str(run_dir)))
+                    on_win=pattern_recorder(store, spec.kernel.id, str(ws.app_root), features, str(run_dir)),
+                    start=started, on_progress=write_summary)
     if resume is not None:
         n = search.resume()
         traj.event("resumed", f"resumed {run_dir.name}: {n} candidate(s) already evaluated")
     if patterns:
         traj.event("inherited", f"{len(patterns)} win(s) of similar kernels inherited (best: "
                                 f"{patterns[0]['change']} on {patterns[0]['kernel']}, {patterns[0]['speedup']:.2f}x)")
+    write_summary(search.snapshot("still running: searching"))
     try:
         outcome = search.run()
+    except KeyboardInterrupt:
+        write_summary(search.snapshot("interrupted (killed or ^C): what was evaluated is kept; --resume "
+                                      f"{run_dir.name} continues"))
+        raise
     finally:
         store.close()
-    best_path = summary.write(traj, outcome, spec.kernel.name, baseline,
-                              command=f"mepgen optimize {spec.kernel.name} --strategy {strategy} --budget {budget}")
+    best_path = summary.write(traj, outcome, spec.kernel.name, baseline, command=command)
     if outcome.best is not None and (outcome.best.proposal.launch or outcome.best.proposal.nvcc_flags):
         write_launch(spec, outcome.best.proposal.launch, run_dir / "best" / "mep.yaml", outcome.best.proposal.nvcc_flags)
     return outcome, best_path, baseline
@@ -186,8 +259,11 @@ def _report(name: str, run_dir: Path, outcome, best_path, baseline, as_json: boo
         click.echo(json.dumps({
             "kernel": name, "run": str(run_dir), "evaluations": outcome.evaluations, "stop_reason": outcome.stop_reason,
             "baseline_ms": baseline.timed.median_ms if baseline.timed else None,
+            "baseline_pct_roofline": pct_roofline(baseline),
+            "plan": baseline.timed.plan if baseline.timed else None,
             "best": None if best is None else {"id": best.id, "median_ms": best.result.timed.median_ms,
                                                 "speedup": best.result.timed.speedup, "change": best.proposal.change,
+                                                "pct_roofline": pct_roofline(best.result),
                                                 "kernel": str(best_path)},
             "unavailable": outcome.unavailable, "summary": str(run_dir / "summary.md")}, indent=1))
         return

@@ -59,7 +59,8 @@ class Outcome:
 class Search:
     def __init__(self, ctx: Context, proposers: list, evaluate: Evaluate, strategy: Strategy, budget: Budget,
                  trajectory: Trajectory, baseline=None, on_win: Callable[[Attempt], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, start: float | None = None,
+                 on_progress: Callable[["Outcome"], None] | None = None):
         self.ctx, self.proposers, self.evaluate = ctx, list(proposers), evaluate
         self.strategy, self.budget, self.traj = strategy, budget, trajectory
         self.baseline, self.on_win, self.clock = baseline, on_win, clock
@@ -70,7 +71,8 @@ class Search:
         self.evaluations = 0
         self.counter = 0
         self.unavailable: dict[str, str] = {}
-        self.start = clock()
+        self.start = clock() if start is None else start    # the time limit covers what ran before (the baseline)
+        self.on_progress = on_progress                        # after every batch: a provisional Outcome
 
     # --- bookkeeping --------------------------------------------------------------------------------
 
@@ -210,7 +212,22 @@ class Search:
             self.traj.add(a, proposer.name if proposer is not None else prop.source, self.evaluations,
                           self.budget.candidates)
             done.append(a)
+        if self.on_progress is not None:
+            self.on_progress(self.snapshot("still running"))
         return done
+
+    def snapshot(self, stop_reason: str) -> Outcome:
+        return Outcome(self.best(), list(self.state.attempts.values()), self.evaluations, stop_reason,
+                       dict(self.unavailable))
+
+    def _room_in_time(self, room: int) -> int:
+        """Under a time limit, no more candidates in a round than the time left allows at the pace so far."""
+        if self.budget.seconds is None or not self.evaluations:
+            return room
+        left = self.budget.seconds - (self.clock() - self.start)
+        spent = [getattr(a.result, "seconds", 0.0) or 0.0 for a in self.state.attempts.values()]
+        pace = sum(spent) / max(1, len(spent))
+        return max(1, min(room, int(left // pace))) if pace > 0 else room
 
     def _repair(self, failed: list[Attempt]) -> None:
         """Hand each failure back to its proposer, round after round, up to `repairs` rounds per candidate."""
@@ -255,7 +272,7 @@ class Search:
             stop = self._stop_reason()
             if stop:
                 break
-            room = min(self.budget.width, self.budget.candidates - self.evaluations)
+            room = self._room_in_time(min(self.budget.width, self.budget.candidates - self.evaluations))
             parents = self.strategy.parents(self.state, self.budget.width)
             items = self._collect(parents, room)
             if not items:

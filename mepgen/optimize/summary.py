@@ -41,6 +41,11 @@ def write(traj: Trajectory, outcome: Outcome, kernel: str, baseline=None, comman
         lines.append(f"- original: {base_t.median_ms:.4g} ms median"
                      + _fmt(pct_roofline(baseline), ", {:.0f}% of roofline", "")
                      + _fmt(getattr(base_t, "pct_stream", None), STREAM, ""))
+    if base_t is not None and getattr(base_t, "plan", ""):
+        lines.append(f"- timing: {base_t.plan} (each candidate's plan is in its result)")
+    if traj.header.get("backend"):
+        lines.append(f"- backend: {traj.header['backend']}"
+                     + (f" ({traj.header['backend_why']})" if traj.header.get("backend_why") else ""))
     lines.append(f"- evaluations: {outcome.evaluations}; stopped: {outcome.stop_reason}")
     for name, why in outcome.unavailable.items():
         lines.append(f"- proposer {name} unavailable: {why}")
@@ -78,3 +83,8 @@ def write(traj: Trajectory, outcome: Outcome, kernel: str, baseline=None, comman
             lines.append(f"- {rec['id']} ({rec['status']} at {rec['stage']}): " + " / ".join(first)[:300])
     write_atomic(traj.folder / "summary.md", traj.redact("\n".join(lines) + "\n"))
     return best_path
+
+
+def write_pending(folder: Path, kernel: str, doing: str, state: str = "still running") -> None:
+    """summary.md before anything was evaluated: a run killed now still leaves one that says where it was."""
+    write_atomic(Path(folder) / "summary.md", f"# mepgen optimize {kernel}\n\n- {state}: {doing}\n")

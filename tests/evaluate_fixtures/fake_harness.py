@@ -13,6 +13,9 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from mepgen.evaluate import perturb  # noqa: E402
+
 ap = argparse.ArgumentParser()
 ap.add_argument("--mode", default="good")
 ap.add_argument("--data", default="data/in")
@@ -23,6 +26,7 @@ ap.add_argument("--reps", type=int, default=50)
 ap.add_argument("--no-flush", action="store_true")
 ap.add_argument("--check-inputs", action="store_true")
 ap.add_argument("--recheck-data", default=None)
+ap.add_argument("--perturb-seed", type=int, default=None)
 args = ap.parse_args()
 mode = args.mode
 
@@ -81,10 +85,25 @@ def write(folder: str, arr: np.ndarray, inputs_to: str | None = None) -> None:
 
 
 write(args.out, result(0))
-record = {"status": "ok", "kernel": "cg::axpy<float>", "device": "FAKE GPU", "cc": "9.0", "l2_bytes": 1 << 20}
+base = {"faster": 0.70, "slightly_faster": 0.995, "impossible": 1e-6, "slower": 1.5, "escape": 0.05,
+        "reuse": 0.05, "slow_probe": 40.0}.get(mode, 1.0)
+record = {"status": "ok", "kernel": "cg::axpy<float>", "device": "FAKE GPU", "cc": "9.0", "l2_bytes": 1 << 20,
+          "run_ms": base}
+if args.time and args.perturb_seed is not None:
+    # the perturbation re-check: x (buffer 0) and y (buffer 1) changed at the re-check step; a kernel that reuses
+    # results keyed on inputs the change missed ("reuse") writes what it computed for the unchanged inputs
+    x0, y0 = np.load(os.path.join(args.data, "x.npy")), np.load(os.path.join(args.data, "y.npy"))
+    xp = perturb.apply(x0, args.perturb_seed, perturb.RECHECK_STEP, 0)
+    yp = perturb.apply(y0, args.perturb_seed, perturb.RECHECK_STEP, 1)
+    os.makedirs(os.path.join(args.out, "perturbed"), exist_ok=True)
+    out = ref if mode == "reuse" else (np.float32(0.5) * xp + yp).astype(np.float32)
+    if mode == "nan_when_perturbed":         # an original that breaks on changed inputs (both sides say so)
+        out = out.copy()
+        out[0] = np.nan
+    np.save(os.path.join(args.out, "perturbed", "y.npy"), out)
+    record["perturbed"] = 2
 if args.time:
     rng = np.random.default_rng()
-    base = {"faster": 0.70, "slightly_faster": 0.995, "impossible": 1e-6, "slower": 1.5, "escape": 0.05}.get(mode, 1.0)
     times = (base * (1 + 0.002 * rng.standard_normal(args.reps))).tolist()
     write(os.path.join(args.out, "after"), result(1))
     record.update(times_ms=times, median_ms=float(np.median(times)), reps=args.reps, warmup=args.warmup,

@@ -1,0 +1,43 @@
+"""How many launches to time: chosen from a first measured launch, so that a round costs about the same
+for a 3 us and a 1 s kernel (with a floor), instead of a fixed count (50 launches of a 1 s kernel per side and
+round would take minutes per candidate).
+
+Each side of a round times about ROUND_MS of kernel time (between MIN_REPS and MAX_REPS launches), after about
+WARMUP_MS of warm-up (between MIN_WARMUP and MAX_WARMUP launches). The first launch is the slower of the
+original's and the candidate's kernel time on their first verified run (event-timed on both backends), so a
+candidate 100x slower than the original does not run 100x longer than planned.
+"""
+from __future__ import annotations
+
+import math
+
+from .backend import TimingPlan
+
+ROUND_MS = 200.0
+WARMUP_MS = 50.0
+MIN_REPS, MAX_REPS = 3, 500
+MIN_WARMUP, MAX_WARMUP = 1, 20
+
+
+def _clamp(v: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, v))
+
+
+def fmt_ms(ms: float) -> str:
+    return f"{ms * 1000:.3g} us" if ms < 1 else (f"{ms:.4g} ms" if ms < 1000 else f"{ms / 1000:.3g} s")
+
+
+def by_time(first_ms: float, rounds: int, flush_l2: bool, round_ms: float = ROUND_MS) -> TimingPlan:
+    """The plan for a kernel whose first launch took `first_ms` (event-timed)."""
+    t = max(float(first_ms), 1e-4)
+    reps = _clamp(math.ceil(round_ms / t), MIN_REPS, MAX_REPS)
+    warmup = _clamp(math.ceil(WARMUP_MS / t), MIN_WARMUP, MAX_WARMUP)
+    how = (f"time-based: {rounds} round(s) of {reps} launches per side after {warmup} warm-up, from a first launch "
+           f"of {fmt_ms(t)} (about {round_ms:g} ms of kernel time per round and side, {MIN_REPS} to {MAX_REPS} "
+           f"launches)")
+    return TimingPlan(warmup=warmup, reps=reps, rounds=rounds, flush_l2=flush_l2, how=how)
+
+
+def by_count(warmup: int, reps: int, rounds: int, flush_l2: bool) -> TimingPlan:
+    return TimingPlan(warmup=warmup, reps=reps, rounds=rounds, flush_l2=flush_l2,
+                      how=f"count-based: {rounds} round(s) of {reps} launches per side after {warmup} warm-up")

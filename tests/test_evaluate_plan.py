@@ -1,0 +1,102 @@
+"""Timing by time (plan.py), the backend choice (`auto`), and what a run that is cut short leaves."""
+from __future__ import annotations
+
+import pytest
+
+from evaluate_fakes import install, make_mep, variant
+from mepgen.errors import MepgenError
+from mepgen.evaluate import Evaluator, Options
+from mepgen.evaluate import devices, plan
+from mepgen.evaluate.batch import evaluate_many
+from mepgen.optimize.search import Budget, Search
+from mepgen.optimize import strategies
+from mepgen.optimize.trajectory import Trajectory
+from mepgen.spec import load_spec
+from optimize_fakes import FakeEvaluate, MarkerProposer, baseline, make_ctx
+
+
+@pytest.mark.parametrize("first_ms", [0.003, 0.05, 1.0, 40.0, 270.0, 1100.0])
+def test_a_round_costs_about_the_same_whatever_the_kernel_s_duration(first_ms):
+    p = plan.by_time(first_ms, rounds=3, flush_l2=True)
+    kernel_ms = p.reps * first_ms
+    assert plan.MIN_REPS <= p.reps <= plan.MAX_REPS and plan.MIN_WARMUP <= p.warmup <= plan.MAX_WARMUP
+    # about ROUND_MS of kernel time per side and round: above only where the floor of MIN_REPS launches holds,
+    # below only where MAX_REPS launches (each with its reset and L2 flush) are enough
+    assert kernel_ms <= max(plan.ROUND_MS * 1.05, plan.MIN_REPS * first_ms)
+    assert kernel_ms >= plan.ROUND_MS * 0.95 or p.reps == plan.MAX_REPS
+    assert "time-based" in p.how and plan.fmt_ms(first_ms) in p.how
+
+
+def test_a_1s_kernel_gets_the_floor_and_a_3us_kernel_many_launches():
+    assert (plan.by_time(1100.0, 3, True).reps, plan.by_time(1100.0, 3, True).warmup) == (3, 1)
+    assert plan.by_time(0.003, 3, True).reps == plan.MAX_REPS
+
+
+@pytest.fixture
+def mep(tmp_path, monkeypatch):
+    install(monkeypatch)
+    return make_mep(tmp_path)
+
+
+def test_time_based_plan_from_the_first_launches_is_stated(mep):
+    """The fake harness's launches take 1 ms (good) and 40 ms (slow_probe): 200 and 5 launches per round."""
+    ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options(rounds=2, run_timeout=10.0))
+    try:
+        ev.prepare()
+        base = ev.baseline_result()
+        good, slow = evaluate_many(ev, [("good", variant(mep, "good")), ("slow", variant(mep, "slow_probe"))])
+    finally:
+        ev.close()
+    assert base.timed.launches == 2 * 200 and "from a first launch of 1 ms" in base.timed.plan
+    assert good.timed.launches == 2 * 200
+    assert slow.timed.launches == 2 * 5 and "40 ms" in slow.timed.plan      # planned from the slower side
+    assert good.timed.plan.startswith("time-based")
+
+
+def test_count_based_when_reps_are_given_and_keys_do_not_depend_on_measured_counts(mep):
+    spec = load_spec(mep / "mep.yaml")
+    by_count = Evaluator(spec, mep, Options(reps=7, rounds=2))
+    by_time = Evaluator(spec, mep, Options(rounds=2))
+    assert not by_count.by_time and by_time.by_time
+    assert by_count.result_key("x") != by_time.result_key("x")
+    key = by_time.result_key("x")
+    by_time.first_ms = 123.0                       # measured later: the key is the same
+    assert by_time.result_key("x") == key
+
+
+def test_auto_takes_pycuda_when_installed_and_allowed(mep, monkeypatch):
+    spec = load_spec(mep / "mep.yaml")
+    monkeypatch.setattr(devices, "have_pycuda", lambda: False)
+    name, why = devices.choose_backend("auto", spec)
+    assert name == "native" and "pycuda is not installed" in why
+    with pytest.raises(MepgenError, match="needs pycuda"):
+        devices.choose_backend("pycuda", spec)
+    monkeypatch.setattr(devices, "have_pycuda", lambda: True)
+    assert devices.choose_backend("auto", spec) == ("pycuda", "auto: pycuda is installed and the MEP allows it")
+    assert devices.choose_backend("native", spec)[0] == "native"
+    spec.params[0].value = None                    # a scalar the pycuda entry cannot evaluate
+    name, why = devices.choose_backend("auto", spec)
+    assert name == "native" and "scalar parameter n has no value" in why
+
+
+def test_the_default_backend_is_auto(mep):
+    assert Options().backend == "auto"
+    ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options())
+    assert ev.backend_why.startswith("auto: ")
+
+
+def test_time_limit_counts_what_ran_before_the_search_and_progress_is_reported(tmp_path):
+    """--time-limit covers the baseline: a search started after the limit is spent evaluates nothing; and the
+    run's state is handed out after every batch (summary.md as it goes)."""
+    t = [1000.0]
+    traj = Trajectory(tmp_path / "r1", {"kernel": "k", "spec_sha256": "s"}, progress=lambda line: None)
+    late = Search(make_ctx(tmp_path), [MarkerProposer()], FakeEvaluate(), strategies.make("elite"),
+                  Budget(candidates=10, seconds=30, width=2), traj, baseline=baseline(), clock=lambda: t[0],
+                  start=t[0] - 31)
+    out = late.run()
+    assert out.evaluations == 0 and "time limit" in out.stop_reason
+    seen = []
+    traj2 = Trajectory(tmp_path / "r2", {"kernel": "k", "spec_sha256": "s"}, progress=lambda line: None)
+    Search(make_ctx(tmp_path), [MarkerProposer()], FakeEvaluate(), strategies.make("elite"),
+           Budget(candidates=4, width=2), traj2, baseline=baseline(), on_progress=seen.append).run()
+    assert [o.evaluations for o in seen] == [2, 4] and all(o.stop_reason == "still running" for o in seen)

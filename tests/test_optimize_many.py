@@ -1,0 +1,132 @@
+"""`mepgen optimize --all/--top/--only` on CPU: the worker pool over a fake device list (CUDA_VISIBLE_DEVICES and
+a fake nvidia-smi), a fake worker process per kernel, resume, a dying worker, the table, and --merge."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mepgen.cli import main
+from mepgen.inventory import SCHEMA, VERSION
+from mepgen.optimize import many
+
+HERE = Path(__file__).resolve().parent
+FAKE_WORKER = HERE / "optimize_fake_worker.py"
+AXPY = HERE / "evaluate_fixtures" / "axpy"
+
+
+def make_app(tmp: Path, ids: list[str]) -> Path:
+    app = tmp / "app"
+    for i, kid in enumerate(ids):
+        mep = app / ".mepgen" / "meps" / kid
+        mep.mkdir(parents=True)
+        text = (AXPY / "mep.yaml").read_text().replace("name: cg::axpy, id: cg.axpy", f"name: app::{kid}, id: {kid}")
+        (mep / "mep.yaml").write_text(text)
+        shutil.copy(AXPY / "kernel.cu", mep / "kernel.cu")
+        if "todo" in kid:
+            (mep / "mep.yaml").write_text(text + "todo:\n  - {field: sizes.N, reason: not derived}\n")
+    inventory = {"schema": SCHEMA, "version": VERSION,
+                 "kernels": [{"id": kid, "rank": r + 1} for r, kid in enumerate(reversed(ids))]}
+    (app / ".mepgen" / "inventory.json").write_text(json.dumps(inventory))
+    return app
+
+
+@pytest.fixture
+def gpus(tmp_path, monkeypatch):
+    """Four GPUs as nvidia-smi lists them; the tests choose which are visible."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + "".join(f"echo 'GPU {i}: Fake GPU (UUID: GPU-fake-{i})'\n" for i in range(4)))
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_WORKER_LOG", str(tmp_path / "worker.log"))
+    monkeypatch.setattr(many, "worker_command",
+                        lambda ws, kernel, name, resume, options: [sys.executable, str(FAKE_WORKER), "optimize", kernel,
+                                                                   "-C", str(ws.app_root), "--json", *options,
+                                                                   *(["--resume", name] if resume else ["--run-name", name])])
+    return tmp_path / "worker.log"
+
+
+def seen(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
+
+
+def run(app: Path, *args: str):
+    return CliRunner().invoke(main, ["optimize", "-C", str(app), *args])
+
+
+def test_one_worker_per_visible_gpu_never_two_kernels_on_one(tmp_path, gpus, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,GPU-fake-0")
+    app = make_app(tmp_path, [f"k{i}" for i in range(6)])
+    r = run(app, "--all", "--run-name", "night", "--budget", "5")
+    assert r.exit_code == 0, r.output
+    log = seen(gpus)
+    assert sorted(e["kernel"] for e in log) == [f"k{i}" for i in range(6)]
+    assert {e["gpu"] for e in log} == {"2", "0"}                 # both visible GPUs, by nvidia-smi's numbering
+    for gpu in ("0", "2"):                                       # one kernel at a time on each
+        spans = sorted((e["start"], e["end"]) for e in log if e["gpu"] == gpu)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    assert all("--budget" in e["args"] and "5" in e["args"] for e in log)
+    table = (app / ".mepgen" / "batches" / "night" / "table.md").read_text()
+    assert "| kernel | original ms | best ms | speedup | % of roofline | winning change | status |" in table
+    assert "unroll x4 of k3" in table and "6/6 kernel(s) done" in table
+    assert "| app::k5 |" in table.splitlines()[4]                # by hotspot rank (k5 ranks first)
+
+
+def test_with_one_gpu_one_worker(tmp_path, gpus, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    app = make_app(tmp_path, ["a", "b", "c"])
+    r = run(app, "--top", "2", "--run-name", "n1")
+    assert r.exit_code == 0, r.output
+    log = seen(gpus)
+    assert {e["gpu"] for e in log} == {"3"} and sorted(e["kernel"] for e in log) == ["b", "c"]
+    assert "on 1 GPU(s) (3)" in r.output
+
+
+def test_a_dying_worker_loses_only_its_kernel_and_resume_finishes_what_is_left(tmp_path, gpus, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    app = make_app(tmp_path, ["k1", "crash_k", "broken_k", "k2", "todo_k"])
+    r = run(app, "--all", "--run-name", "b")
+    assert r.exit_code == 1, r.output
+    rows = many.Batch(many.Workspace(app), "b").rows()
+    assert rows["crash_k"]["status"] == "failed" and "signal 9" in rows["crash_k"]["error"]
+    assert rows["broken_k"]["status"] == "mep_error"
+    assert rows["k1"]["status"] == rows["k2"]["status"] == "done"
+    assert "todo_k" not in rows and "skipping todo_k" in r.output
+    first = len(seen(gpus))
+    r = run(app, "--resume", "b")
+    assert r.exit_code == 1, r.output                            # broken_k stays broken
+    again = seen(gpus)[first:]
+    assert [e["kernel"] for e in again] == ["crash_k"]           # only what was left
+    rows = many.Batch(many.Workspace(app), "b").rows()
+    assert rows["crash_k"]["status"] == "done"
+    assert "3/4 kernel(s) done" in (app / ".mepgen" / "batches" / "b" / "table.md").read_text()
+
+
+def test_only_names_kernels_and_bad_names_are_one_line(tmp_path, gpus, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    app = make_app(tmp_path, ["a", "b", "c"])
+    r = run(app, "--only", "c,app::a", "--list")
+    assert r.exit_code == 0 and r.output.split() == ["c", "a"]
+    r = run(app, "--only", "nope")
+    assert r.exit_code == 2 and "no MEP named 'nope'" in r.output
+    r = run(app, "a", "--all")
+    assert r.exit_code == 2
+
+
+def test_no_visible_gpu_is_a_clear_error(tmp_path, gpus, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")
+    app = make_app(tmp_path, ["a"])
+    r = run(app, "--all")
+    assert r.exit_code == 4 and "names none of the 4 GPU(s)" in r.output
+
+
+def test_forwarded_options_are_the_single_kernel_command_s():
+    assert many.forward_options(proposer_kind="llm", budget=9, time_limit=None, no_inherit=True, profile=False,
+                                warmup=0) == ["--proposer", "llm", "--budget", "9", "--no-inherit", "--warmup", "0"]
