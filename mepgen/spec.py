@@ -73,6 +73,7 @@ class Param:
     note: str | None = None        # how mepgen inferred it, for the reader
     lanes: int | None = None       # a buffer of records (float4, a struct of floats): `dtype` elements per record
     placement: int | None = None   # bytes past a PLACEMENT_SPAN boundary the buffer starts at (as captured)
+    relocate: list[dict] | None = None  # device pointers inside its bytes: {at, buffer, offset} (a capture's)
 
     @property
     def is_buffer(self) -> bool:
@@ -99,6 +100,7 @@ class Buffer:
     count: str
     init: Init | None = None       # how its input is made; None: a feeder writes it before anything reads it
     note: str | None = None
+    relocate: list[dict] | None = None  # device pointers inside its bytes: {at, buffer, offset} (a capture's)
 
 
 @dataclass
@@ -307,11 +309,16 @@ def _placement(doc: Doc, kp: tuple, v):
     return v
 
 
+# a device pointer inside a struct argument's bytes or a buffer's contents (recorded by `mepgen capture`): the
+# harness writes there the address of its own buffer `buffer` plus `offset` bytes, at byte `at`
+_RELOCATE = list_of(record({"at": (of_type(int), True), "buffer": (of_type(str), True),
+                            "offset": (of_type(int), True)}))
 _PARAM = record({
     "name": (of_type(str), True), "role": (one_of(*ROLES), True), "ctype": (of_type(str), True),
     "dtype": (optional(_dtype), False), "count": (optional(_expr), False), "init": (optional(_init), False),
     "value": (optional(_scalar), False), "note": (optional(of_type(str)), False),
     "lanes": (optional(_lanes), False), "placement": (optional(_placement), False),
+    "relocate": (_RELOCATE, False),
 })
 _CONSTANT = record({
     "name": (of_type(str), True), "ctype": (of_type(str), True), "dtype": (optional(_dtype), False),
@@ -321,6 +328,7 @@ _CONSTANT = record({
 _BUFFER = record({
     "name": (of_type(str), True), "ctype": (of_type(str), True), "dtype": (_dtype, True),
     "count": (_expr, True), "init": (optional(_init), False), "note": (optional(of_type(str)), False),
+    "relocate": (_RELOCATE, False),
 })
 _CHAIN_ARG = record({
     "name": (of_type(str), True), "role": (one_of(*ROLES), True), "ctype": (of_type(str), True),
@@ -385,6 +393,26 @@ def _check_semantics(doc: Doc, d: dict) -> None:
             raise doc.error(("verify", "tolerance", name), f"no parameter named '{name}'")
     check_dims(doc, ("launch",), d["launch"], sizes)
     check_chain(doc, d)
+    _check_relocations(doc, d)
+
+
+def _check_relocations(doc: Doc, d: dict) -> None:
+    """Every relocation names a buffer of the MEP, at a non-negative, pointer-aligned byte inside its holder."""
+    sizes = d["sizes"]
+    holders = {p["name"]: p for p in d["params"] if p["role"] != "scalar"} | \
+        {b["name"]: b for b in d.get("buffers", [])}
+    for group in ("params", "buffers"):
+        for i, item in enumerate(d.get(group, [])):
+            for j, r in enumerate(item.get("relocate", [])):
+                kp = (group, i, "relocate", j)
+                if r["buffer"] not in holders:
+                    raise doc.error(kp + ("buffer",), f"no buffer parameter or buffer named '{r['buffer']}'")
+                if r["at"] < 0 or r["offset"] < 0 or r["at"] % 8:
+                    raise doc.error(kp, "'at' must be a non-negative multiple of 8 and 'offset' non-negative")
+                if item.get("role") != "scalar" and item.get("dtype"):
+                    n = cexpr.evaluate(item["count"], sizes)
+                    if n is not None and r["at"] + 8 > n * itemsize(item["dtype"]):
+                        raise doc.error(kp + ("at",), f"byte {r['at']} is past the end of '{item['name']}'")
 
 
 def spec_from_dict(d: dict) -> Spec:

@@ -35,10 +35,18 @@ def render_harness(spec: Spec) -> str:
     buffers = []
     args = []
     records = False
+    struct_args = []            # scalars whose bytes hold device pointers (mep.yaml `relocate`, from a capture)
+    relocations = []            # pointers inside buffers, written after the inputs are loaded
     for p in spec.params:
         if p.role == "scalar":
-            args.append(p.value)
+            if p.relocate:
+                struct_args.append({"name": p.name, "value": p.value, "relocate": p.relocate})
+                args.append(f"arg_{p.name}")
+            else:
+                args.append(p.value)
             continue
+        for r in p.relocate or []:
+            relocations.append({"holder": f"{'init_' if p.role == 'inout' else 'd_'}{p.name}", **r})
         buffers.append({"name": p.name, "role": p.role, "ctype": DTYPES[p.dtype], "descr": NPY_DESCR[p.dtype],
                         "count": _wide(str(p.count), spec.sizes),
                         "poison": "0xFF" if p.dtype.startswith("float") else "0xA5", "placement": p.placement,
@@ -54,6 +62,7 @@ def render_harness(spec: Spec) -> str:
             constants.append({"symbol": c.name, "file": None, "value": c.value})
     chain_buffers = [{"name": b.name, "ctype": DTYPES[b.dtype], "descr": NPY_DESCR[b.dtype], "loaded": b.init is not None,
                       "count": _wide(str(b.count), spec.sizes)} for b in spec.buffers]
+    relocations += [{"holder": f"d_{b.name}", **r} for b in spec.buffers for r in b.relocate or []]
     roles = {p.name: p.role for p in spec.params}
     chain = []
     for step in spec.chain:
@@ -69,6 +78,7 @@ def render_harness(spec: Spec) -> str:
     return _env().get_template("harness.cu.j2").render(
         kernel_name=spec.kernel.name, callee=spec.launch.callee, buffers=buffers, args=args, constants=constants,
         records=records or bool(chain), placement_span=PLACEMENT_SPAN, chain=chain, chain_buffers=chain_buffers,
+        struct_args=struct_args, relocations=relocations,
         # only when a buffer holds halves: legacy code may define its own `half` at global scope
         fp16=any(x.dtype == "float16" for x in [*spec.params, *spec.constants]),
         grid=spec.launch.grid, block=spec.launch.block, shared_mem=spec.launch.shared_mem,
