@@ -61,7 +61,10 @@ def template_bindings(kernel: dict, demangled: str) -> dict[str, str]:
 
 
 def dtype_for(spelling: str | None, bindings: dict[str, str], typedefs: dict[str, str] | None = None) -> str | None:
-    """The numpy dtype name of a C type, through template bindings and the application's simple typedefs."""
+    """The numpy dtype name of a C type, through template bindings and the application's simple typedefs; None
+    for a pointer (an element that is a device pointer is kept as bytes, and relocated)."""
+    if "*" in (spelling or ""):
+        return None
     t = bare_type(spelling or "")
     for _ in range(4):
         t = bare_type(bindings.get(t) or (typedefs or {}).get(t) or t)
@@ -215,7 +218,8 @@ def convert(raw_dir: Path, plan: CapturePlan, dest: Path, *, spec: Spec | None =
             params.append({"name": pp.name, "kind": "null", "ctype": pp.ctype, "spec_role": sp and sp.role,
                            "notes": ["a null pointer: the MEP passes a buffer instead"]})
         elif pp.kind == "pointer":
-            dtype = (sp.dtype if sp is not None and sp.dtype else None) or dtype_for(pp.pointee, bindings, typedefs)
+            dtype = None if "*" in (pp.pointee or "") else \
+                (sp.dtype if sp is not None and sp.dtype else None) or dtype_for(pp.pointee, bindings, typedefs)
             sharing = [n for n in users[int(rp["alloc"])] if n != pp.name]
             params.append(_buffer(raw_dir, rp, allocs[int(rp["alloc"])], pp, dtype, sp and sp.role, stage, sharing,
                                   compress_above))

@@ -40,11 +40,19 @@ class Written:
     backup: Path | None = None
 
 
-def include_flags(inventory: dict, kernel: dict) -> list[str]:
+def include_flags(inventory: dict, kernel: dict, app_root: Path | None = None) -> list[str]:
     """`-I` for each include folder the kernel's translation unit was parsed with (as the application builds it),
-    so headers kernel.cu includes by name are found."""
+    so headers kernel.cu includes by name are found; folders inside the application follow it when it moved."""
     tu = next((t for t in inventory.get("translation_units", []) if t["file"] == kernel["file"]), {})
-    return [f"-I{d}" for d in tu.get("include_dirs", []) if Path(d).is_dir()]
+    old_root = Path(inventory.get("app_root") or "/nonexistent")
+    out = []
+    for d in tu.get("include_dirs", []):
+        path = Path(d)
+        if app_root is not None and path.is_relative_to(old_root):
+            path = Path(app_root) / path.relative_to(old_root)
+        if path.is_dir() and f"-I{path}" not in out:
+            out.append(f"-I{path}")
+    return out
 
 
 def _role(mp: dict, static_role: str | None) -> tuple[str, str]:
@@ -57,7 +65,7 @@ def _role(mp: dict, static_role: str | None) -> tuple[str, str]:
 
 
 def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec | None = None,
-                  detect_gpu: bool = True) -> tuple[dict, list[str]]:
+                  detect_gpu: bool = True, app_root: Path | None = None) -> tuple[dict, list[str]]:
     """(mep.yaml as a dict, notes) for `kernel` from its capture manifest; `static` (the MEP static completion
     wrote, when there is one) lends roles and tolerances where the capture agrees with it."""
     from ..mep.assemble import _callee
@@ -184,7 +192,7 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
         todo.append({"field": "launch", "reason": f"the application launched with thread-block clusters "
                      f"{manifest['cluster']}; the MEP's <<<>>> launch has none"})
     build = build_config(inventory, kernel, set(), detect_gpu)
-    flags = list(build.nvcc_flags) + [f for f in include_flags(inventory, kernel) if f not in build.nvcc_flags]
+    flags = list(build.nvcc_flags) + [f for f in include_flags(inventory, kernel, app_root) if f not in build.nvcc_flags]
     tolerance = {}
     for p in params:
         if p["role"] in ("out", "inout") and p["dtype"] in DEFAULT_FLOAT_TOL:
@@ -238,7 +246,8 @@ def write_captured_mep(ws, inventory: dict, kernel: dict, manifest: dict, *, det
         except MepgenError:
             static = None
     manifest = {**manifest, "_dir": str(mep_dir / "data" / "captured")}
-    d, notes = captured_spec(inventory, kernel, manifest, static=static, detect_gpu=detect_gpu)
+    d, notes = captured_spec(inventory, kernel, manifest, static=static, detect_gpu=detect_gpu,
+                             app_root=ws.app_root)
     spec = validate_dict(d, str(spec_path))
     header = [f"MEP of {kernel['qualified_name']}, written by `mepgen capture` from launch {manifest['launch_index']} "
               f"of the application ({'the longest' if manifest.get('selection') == 'longest' else 'by index'}):",

@@ -28,9 +28,15 @@ def _includes(kernel: dict) -> tuple[list[str], list[str]]:
         if inc.get("missing"):
             if inc["spelling"] not in missing:
                 missing.append(inc["spelling"])
-        elif inc.get("angled") and inc["spelling"] not in seen:
+        elif inc.get("angled") and inc["spelling"] not in seen and not _in_app(inc.get("resolved")):
             seen.append(inc["spelling"])
     return seen, missing
+
+
+def _in_app(resolved: str | None) -> bool:
+    """An include resolved to the application's own file (`<common.h>` found through -Iinclude): its members are
+    copied as the closure, so including it too would define them twice."""
+    return bool(resolved) and not Path(resolved).is_absolute()
 
 
 def _wrap(text: str, namespaces: list[str]) -> str:
