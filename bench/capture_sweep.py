@@ -251,8 +251,9 @@ def main() -> int:
     with cf.ThreadPoolExecutor(max_workers=a.jobs) as pool:
         rows = list(pool.map(lambda n: one_app(n, APPS[n], roots, work, a.arch, a.ncu, env), names))
     ks = [k for r in rows for k in r["kernels"]]
-    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                         text=True).stdout.strip().splitlines()[:1] or ["no GPU"]
+    smi = shutil.which("nvidia-smi")
+    gpu = (subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                          text=True).stdout.strip().splitlines()[:1] if smi else []) or ["no GPU"]
     meta = {"date": datetime.date.today().isoformat(), "gpu": gpu[0], "command": " ".join(sys.argv),
             "apps": len(rows), "apps_ok": sum(1 for r in rows if not r.get("error")), "kernels": len(ks),
             "launched": sum(1 for k in ks if k["outcome"] != "not_launched"),

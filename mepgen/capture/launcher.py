@@ -143,9 +143,12 @@ def explain_failure(run: AppRun, plan: CapturePlan, t: int = 0, run_plan: RunPla
 
 
 def outcome_kind(run: AppRun, t: int) -> str:
-    """captured | refused (the launch came but cannot be replayed) | not_launched (no launch to record)."""
+    """captured | refused (the launch came but cannot be replayed) | not_launched (no launch to record) |
+    failed (the injector never ran or could not start: nothing was watched)."""
     if run.target_captured(t):
         return "captured"
-    if any(x.get("refusal") for x in run.target(t)) or any(s.get("error") for s in run.statuses):
+    if not run.statuses or any(s.get("error") for s in run.statuses):
+        return "failed"
+    if any(x.get("refusal") for x in run.target(t)):
         return "refused"
     return "not_launched"

@@ -72,7 +72,9 @@ class Evaluator:
         if not self.original.is_file():
             raise MepgenError(f"{self.original} is missing: run `mepgen mep {spec.kernel.id}` first")
         self.original_text = self.original.read_text(errors="replace")
-        self.backend_name = resolve_backend(self.opts.backend, chained=bool(spec.chain))
+        # the pycuda backend runs neither a chain nor captured pointers (mep.yaml `buffers`, `relocate`)
+        captured_pointers = bool(spec.buffers) or any(p.relocate for p in spec.params)
+        self.backend_name = resolve_backend(self.opts.backend, chained=bool(spec.chain) or captured_pointers)
         self.k = self.opts.input_sets or spec.verify.input_sets
         if self.k < 1:
             raise MepgenError("at least one input set is needed (verify.input_sets or --input-sets)")

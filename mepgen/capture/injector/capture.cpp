@@ -446,7 +446,10 @@ void scan_words(Record& rec, const unsigned char* data, size_t n, bool in_param,
         CUdeviceptr base = 0;
         size_t size = 0;
         bool managed = false;
-        if (!find_alloc(v, ask, base, size, managed)) continue;
+        // words outside the span of the device allocations seen so far are not asked about (data, not pointers)
+        bool near = !g_st.allocations.empty() && v + (1ull << 40) >= g_st.allocations.begin()->first &&
+                    v <= g_st.allocations.rbegin()->first + (1ull << 40);
+        if (!find_alloc(v, ask || near, base, size, managed)) continue;
         size_t id = add_alloc(rec, base, size, managed, "reached", depth + 1, depth + 1 <= g_st.plan.scan_depth);
         rec.relocs.push_back({in_param, where, at, id, static_cast<size_t>(v - base)});
     }
