@@ -238,6 +238,32 @@ def test_use_sets_literals_where_expressions_disagree(spmv_capture):
     assert any("launch.grid" in c for c in report.changes)
 
 
+def test_use_settles_the_launch_todo_and_sizes_only_the_launch_used(spmv_capture):
+    """The issue's case: static completion left `launch` and `sizes.NBLOCKS` todos; the capture answers both, and
+    the result passes `--refresh`'s validation with nothing left for a person."""
+    m, dest = spmv_capture
+    mep = dest.parent.parent
+    spec = json.loads(json.dumps(SPMV_SPEC))
+    spec["sizes"]["NBLOCKS"] = 1
+    spec["launch"]["grid"] = ["NBLOCKS"]
+    spec["todo"] = [{"field": "launch", "reason": "the grid could not be traced"},
+                    {"field": "sizes.NBLOCKS", "reason": "a placeholder"},
+                    {"field": "sizes.NNZ", "reason": "computed at run time"}]
+    (mep / "mep.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    report = apply_capture(mep, {**m, "grid": [7, 1, 1]}, include_flags=["-I/opt/app/include"])
+    got = load_spec(mep / "mep.yaml")
+    assert got.todo == [] and got.sizes["NBLOCKS"] == 7 and got.launch.grid == ["NBLOCKS"]
+    assert "-I/opt/app/include" in got.build.nvcc_flags
+    assert any("3 entr(ies) settled" in c for c in report.changes)
+    # a literal grid leaves a size symbol no expression uses: its todo is settled as well
+    spec["launch"]["grid"] = ["NBLOCKS + 1"]
+    (mep / "mep.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    (mep / ("mep.yaml" + BACKUP_SUFFIX)).unlink()
+    apply_capture(mep, {**m, "grid": [5, 1, 1]})
+    got = load_spec(mep / "mep.yaml")
+    assert got.launch.grid == ["5"] and got.todo == []
+
+
 def test_use_keeps_a_smaller_spec_count_and_trims_the_input(spmv_capture):
     m, dest = spmv_capture
     mep = dest.parent.parent
