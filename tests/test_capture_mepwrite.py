@@ -12,6 +12,7 @@ import shutil
 import struct
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -50,6 +51,12 @@ __global__ void drift(Swarm s, const float* const* pulls, int npulls)
     for (int k = 0; k < npulls; ++k) f += pulls[k][i];
     s.vel[i] += STEP_SCALE * f * s.dt;
     s.pos[i] += s.vel[i] * s.dt;
+}
+
+__global__ void rescale(float* v, float a, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) v[i] *= a;
 }
 
 int main(int argc, char** argv)
@@ -216,6 +223,36 @@ def test_static_and_captured_disagreements_are_named(swarm_captured):
     assert "mep.yaml.before-capture" in r.output and "launch.grid: static" in r.output
 
 
+def test_one_run_of_several_kernels_names_each_outcome(swarm_app, tmp_path, monkeypatch):
+    """`capture --all --use`: the injector's run is replaced by the files it writes (one kernel recorded, one
+    never launched), everything after it is the real command."""
+    from mepgen.capture import build, launcher
+    from mepgen.cli import main
+    app = Path(shutil.copytree(swarm_app[0], tmp_path / "app"))
+
+    def fake_run(command, injector, plan, raw_dir, timeout=None):
+        names = [t.choice.kernel["qualified_name"] for t in plan.targets]
+        assert sorted(names) == ["drift", "rescale"] and command == ["./swarm", "300"]
+        swarm_raw(Path(raw_dir) / f"k{names.index('drift')}")
+        targets = [{"matched": 3 if n == "drift" else 0, "captured": n == "drift", "refusal": ""} for n in names]
+        return launcher.AppRun(command, 0, 0.5, [{"error": "", "graph_launches": 0, "targets": targets,
+                                                  "seen": {"drift(Swarm, float const* const*, int)": 3}}])
+    monkeypatch.setattr(launcher, "run_injected", fake_run)
+    monkeypatch.setattr(build, "build_injector", lambda **kw: build.Injector(Path("/x.so"), SimpleNamespace(version="13.0"), built=False))
+    r = CliRunner().invoke(main, ["capture", "--all", "--launch", "1", "--use", "--json", "-C", str(app), "--",
+                                  "./swarm", "300"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    got = {o["kernel"]: o for o in json.loads(r.output)}
+    assert got["drift"]["outcome"] == "captured" and got["drift"]["complete"] is True
+    assert got["drift"]["relocations"] == 4 and got["drift"]["allocations"] == 5
+    assert got["rescale"]["outcome"] == "not_launched"
+    assert got["rescale"]["reason"].startswith("rescale was never launched (1 other kernel(s) were)")
+    assert load_spec(app / ".mepgen" / "meps" / "drift" / "mep.yaml").todo == []
+    # the text report names both
+    r = CliRunner().invoke(main, ["capture", "--kernels", "drift,rescale", "--use", "-C", str(app)])
+    assert r.exit_code == 0 and "drift: captured" in r.output and "rescale: not captured: no capture at" in r.output
+
+
 @pytest.mark.nvcc
 def test_the_captured_mep_builds(swarm_captured, tmp_path):
     from mepgen import mepbuild
@@ -238,8 +275,11 @@ def test_one_run_records_the_swarm_and_its_mep_reproduces_the_launch(swarm_app, 
     r = CliRunner().invoke(main, ["capture", "--all", "--launch", "1", "--use", "--json", "-C", str(app), "--",
                                   str(exe), str(N)], catch_exceptions=False)
     assert r.exit_code == 0, r.output
-    (o,) = json.loads(r.output[r.output.index("["):])
+    got = {o["kernel"]: o for o in json.loads(r.output[r.output.index("["):])}
+    o = got["drift"]
     assert o["outcome"] == "captured" and o["complete"] and o["relocations"] == 4, o
+    assert o["allocations"] == 5 and o["grid"] == [3, 1, 1] and o["launch_index"] == 1
+    assert got["rescale"]["outcome"] == "not_launched"
     mep = app / ".mepgen" / "meps" / "drift"
     assert subprocess.run(["make", "-s"], cwd=mep, capture_output=True, timeout=300).returncode == 0
     assert subprocess.run(["./mep", "--out", "data/out"], cwd=mep, capture_output=True, timeout=60).returncode == 0

@@ -154,7 +154,7 @@ struct TargetState {
     std::string refusal;
     Record rec;
     double best_ms = -1.0;
-    long kept_index = -1, timed = 0;
+    long kept_index = -1, timed = 0, skipped = 0;
 };
 
 struct Seen {  // a launched function: its demangled name, which target wants it, how often it ran
@@ -233,7 +233,7 @@ void write_status(const char* phase) {  // caller holds g_mu (or is single-threa
         const TargetState& ts = g_st.targets[t];
         s += (t ? ", " : "") + std::string("{\"target\": ") + std::to_string(t) + ", \"matched\": " + std::to_string(ts.matched) +
              ", \"before_window\": " + std::to_string(ts.before_window) + ", \"captured\": " + (ts.captured ? "true" : "false") +
-             ", \"kept_launch\": " + std::to_string(ts.kept_index) + ", \"timed\": " + std::to_string(ts.timed) +
+             ", \"kept_launch\": " + std::to_string(ts.kept_index) + ", \"timed\": " + std::to_string(ts.timed) + ", \"skipped\": " + std::to_string(ts.skipped) +
              ", \"longest_ms\": " + num(ts.best_ms) + ", \"refusal\": " + jstr(ts.refusal) + "}";
     }
     s += "], \"seen\": {";
@@ -412,6 +412,12 @@ void on_alloc(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
 // --- the capture ---------------------------------------------------------------------------------------------------
 
 bool refuse(TargetState& ts, const std::string& why) {
+    if (ts.captured) {  // --longest with a launch already kept: this one is skipped, the kept record stands
+        ++ts.skipped;
+        ts.capturing = false;
+        ts.rec = Record();
+        return false;
+    }
     ts.refusal = why;
     ts.capturing = false;
     ts.done = true;
