@@ -85,6 +85,7 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
             holder_of.setdefault(int(mp["allocation"]), (mp["name"], int(mp["offset_bytes"])))
 
     params, reached = [], {}
+    bindings = dict(zip([t["name"] for t in kernel.get("template_params", [])], targs))
 
     def reached_buffer(aid: int) -> str | None:
         a = allocs[aid]
@@ -142,6 +143,8 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
                            "note": "a null pointer in the captured launch"})
         elif mp["kind"] == "value":
             struct_type = mp.get("struct") or re.sub(r"\b(const|volatile)\b", " ", ctype).strip()
+            for name, arg in bindings.items():      # `T` of a template kernel: the launched instantiation's type
+                struct_type = re.sub(rf"\b{re.escape(name)}\b", arg, struct_type)
             value = literal(mp.get("value"), mp.get("dtype"), " ".join(struct_type.split()), mp["bytes_hex"])
             p = {"name": kp["name"], "role": "scalar", "ctype": ctype, "value": value,
                  "note": "the captured argument" + (" (its bytes)" if mp.get("value") is None else "")}

@@ -80,6 +80,13 @@ def render_kernel_file(app_root: Path, kernel: dict, spec: Spec, feeders: list[d
             order = tuple(m.get("order", [0, m["start_byte"]]))
             members.append(((m["file"] == kernel["file"], *order), cat, m))
     members.sort(key=lambda x: x[0])
+    # a member inside another one's text (the struct of `typedef struct {...} Point;`) comes with it, not twice
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for _, _, m in members:
+        spans.setdefault(m["file"], []).append((m["start_byte"], m["end_byte"]))
+    members = [x for x in members if not any(a <= x[2]["start_byte"] and x[2]["end_byte"] <= b and
+                                             (a, b) != (x[2]["start_byte"], x[2]["end_byte"])
+                                             for a, b in spans[x[2]["file"]])]
     done = set()
     for _, cat, m in members:
         key = (m["file"], m["start_byte"])

@@ -46,7 +46,7 @@ def render_harness(spec: Spec) -> str:
                 args.append(p.value)
             continue
         for r in p.relocate or []:
-            relocations.append({"holder": f"{'init_' if p.role == 'inout' else 'd_'}{p.name}", **r})
+            relocations.append({"holder": f"{'mep_init_' if p.role == 'inout' else 'd_'}{p.name}", **r})
         buffers.append({"name": p.name, "role": p.role, "ctype": DTYPES[p.dtype], "descr": NPY_DESCR[p.dtype],
                         "count": _wide(str(p.count), spec.sizes),
                         "poison": "0xFF" if p.dtype.startswith("float") else "0xA5", "placement": p.placement,
@@ -71,7 +71,7 @@ def render_harness(spec: Spec) -> str:
             if a.role == "scalar":
                 cargs.append(a.value)
             else:   # a target input: the device copy its runs start from (inout: the reset source)
-                ptr = f"init_{a.buffer}" if roles.get(a.buffer) == "inout" else f"d_{a.buffer}"
+                ptr = f"mep_init_{a.buffer}" if roles.get(a.buffer) == "inout" else f"d_{a.buffer}"
                 cargs.append(f"mep_record_ptr{{{ptr}}}")
         chain.append({"kernel": step.kernel, "callee": step.callee, "grid": step.grid, "block": step.block,
                       "shared_mem": step.shared_mem, "args": cargs, "site": step.site})
