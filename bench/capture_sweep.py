@@ -235,7 +235,7 @@ def main() -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--apps", default=",".join(DEFAULT), help=f"comma-separated, of: {', '.join(APPS)}")
     ap.add_argument("--arch", default="sm_90")
-    ap.add_argument("--jobs", type=int, default=4)
+    ap.add_argument("--jobs", type=int, default=8, help="applications at a time (builds and MEPs overlap; times are then indicative)")
     ap.add_argument("--ncu", action="store_true", help="(not implemented yet: Nsight Compute fidelity)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     a = ap.parse_args()

@@ -228,7 +228,13 @@ def _static_spec(ws, inv, kernel):
                 return load_spec(path), str(path)
     from ..mep.assemble import assemble
     from ..mep.project import Project
-    spec, _ = assemble(Project(ws.app_root, inv["translation_units"]), inv, kernel, {}, False)
+    try:
+        spec, _ = assemble(Project(ws.app_root, inv["translation_units"]), inv, kernel, {}, False)
+    except MepgenError:
+        raise
+    except Exception as e:  # static completion's own failure: name it, the capture stands on its own
+        raise MepgenError(f"static completion of {kernel['qualified_name']} failed ({type(e).__name__}: {e}), "
+                          "so there is nothing to compare the capture with") from None
     return spec, "static completion (mepgen mep, not written)"
 
 
