@@ -732,6 +732,7 @@ void on_launch_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
     if (g_st.plan.after_ms >= 0 && when < g_st.plan.after_ms) { ++ts.before_window; return; }
     long index = ts.matched++;
     if (!tp.longest && index != tp.launch) return;
+    if (ts.capturing) { ++ts.skipped; return; }  // --longest: another thread's launch of it is being recorded
     if (!ts.claimed) {
         if (!claim(t)) { ts.done = true; ts.refusal = "another process of the application recorded this kernel"; return; }
         ts.claimed = true;
