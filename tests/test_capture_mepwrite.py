@@ -288,3 +288,13 @@ def test_one_run_records_the_swarm_and_its_mep_reproduces_the_launch(swarm_app, 
         if a.get("written"):
             got = np.load(mep / "data" / "out" / f"reached{a['id']}.npy")
             assert np.array_equal(got, load_array(mep / "data" / "captured", a["after"])), a
+
+
+def test_roles_from_what_the_launch_changed():
+    from mepgen.capture.mepwrite import _role
+    buf = lambda changed, count=8: {"written": changed > 0, "changed_elements": changed, "count": count}
+    assert _role(buf(0), "out")[0] == "in"            # not changed by this launch: an input here
+    assert _role(buf(8), "out")[0] == "out"           # static says out and every element changed
+    assert _role(buf(8), None)[0] == "inout"          # no static analysis: start every run from the capture
+    assert _role(buf(3), "out")[0] == "inout"         # part of it left alone: its captured values matter
+    assert _role(buf(8), "in")[0] == "inout"
