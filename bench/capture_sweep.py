@@ -16,7 +16,9 @@ into this repository — it is copied from the corpus paths given on the command
 Writes OUT/capture_sweep.json and OUT/capture_sweep.md.
 
     python3 bench/capture_sweep.py --rodinia /work/corpus/rodinia/cuda --hecbench /work/corpus/hecbench/src \\
-        --out bench/results/capture_sweep [--apps hadamard,bonds] [--arch sm_90] [--jobs 4]
+        --out bench/results/capture_sweep [--apps bonds,lud] [--arch sm_90] [--jobs 8]
+    # a GPU machine without the corpus: pack the listed applications' folders first, carry them, point at them
+    python3 bench/capture_sweep.py --rodinia ... --hecbench ... --out x --pack /tmp/corpus-pack
 """
 from __future__ import annotations
 
@@ -238,6 +240,9 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=8, help="applications at a time (builds and MEPs overlap; times are then indicative)")
     ap.add_argument("--ncu", action="store_true", help="(not implemented yet: Nsight Compute fidelity)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    ap.add_argument("--pack", type=Path, default=None,
+                    help="only copy the listed applications' folders from the corpus into PACK/rodinia and "
+                         "PACK/hecbench (to carry them to a GPU machine; never into the repository), then stop")
     a = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     work = Path(tempfile.mkdtemp(prefix="capture-sweep-"))
@@ -247,6 +252,14 @@ def main() -> int:
         print(f"unknown app(s): {', '.join(unknown)}; known: {', '.join(APPS)}", file=sys.stderr)
         return 2
     roots = {"rodinia": a.rodinia, "hecbench": a.hecbench}
+    if a.pack is not None:
+        for n in names:
+            suite, folder = APPS[n][0], APPS[n][1]
+            dest = a.pack / suite / folder
+            if not dest.exists():
+                shutil.copytree(Path(roots[suite]) / folder, dest, symlinks=True)
+        print(f"packed {len(names)} applications into {a.pack}")
+        return 0
     t0 = time.perf_counter()
     with cf.ThreadPoolExecutor(max_workers=a.jobs) as pool:
         rows = list(pool.map(lambda n: one_app(n, APPS[n], roots, work, a.arch, a.ncu, env), names))
