@@ -145,6 +145,8 @@ def _buffer(raw_dir: Path, rp: dict, alloc: dict, pp: PlanParam, dtype: str | No
                      "if the kernel reads what another of these parameters writes")
     if spec_role == "in" and written:
         notes.append("mep.yaml says 'in' but the launch changed it")
+    if rp.get("managed"):
+        notes.append("managed (unified) memory in the application; the MEP uses device memory")
     return {"name": pp.name, "kind": "buffer", "ctype": pp.ctype, "dtype": np_dtype.name, "itemsize": item,
             "count": count, "offset_bytes": offset, "offset_elements": offset // item, "alloc_bytes": int(alloc["bytes"]),
             "allocation": int(rp["alloc"]), "address": int(rp["address"]) if "address" in rp else None,
