@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import MepgenError
-from ..spec import PLACEMENT_SPAN, Spec, itemsize, validate_dict
+from ..spec import PLACEMENT_SPAN, Spec, validate_dict
 from ..workspace import write_atomic
 from .use import BACKUP_SUFFIX, bytes_expression, literal
 
