@@ -164,7 +164,7 @@ def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_byte
             k = plan.choice.kernel
             out = {"kernel": k["qualified_name"], "outcome": outcome_kind(run, t)}
             if out["outcome"] != "captured":
-                out["reason"] = explain_failure(run, plan, t, run_plan)
+                out["reason"] = explain_failure(run, plan, t)
                 outcomes.append(out)
                 continue
             mep_dir = ws.mep_dir(k["id"])

@@ -92,7 +92,7 @@ def _run(command: list[str], env: dict, timeout: float | None) -> int:
         raise MepgenError(f"the application ran longer than --timeout {timeout:g} s and was stopped") from None
 
 
-def explain_failure(run: AppRun, plan: CapturePlan, t: int = 0, run_plan: RunPlan | None = None) -> str:
+def explain_failure(run: AppRun, plan: CapturePlan, t: int = 0) -> str:
     """One line: why target `t` of the run (the kernel of `plan`) was not recorded."""
     who = plan.choice.display
     if not run.statuses:
