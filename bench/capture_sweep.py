@@ -12,7 +12,8 @@ into this repository — it is copied from the corpus paths given on the command
    captured inputs, every output it writes compared with the captured "after" state: bit-exact, else within the
    MEP's float tolerance), and `mepgen run` (build, verify, time): its status and median time next to the kernel
    time the capture measured in the application (CUDA events around that launch; a rough fidelity figure, not
-   Nsight Compute's); with --ncu, Nsight Compute times both.
+   Nsight Compute's); with --ncu, Nsight Compute times both (the kernel's first launch in the application, the
+   median of 5 in the MEP, `--clock-control none --cache-control all`).
 Writes OUT/capture_sweep.json and OUT/capture_sweep.md.
 
     python3 bench/capture_sweep.py --rodinia /work/corpus/rodinia/cuda --hecbench /work/corpus/hecbench/src \\
@@ -37,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
 MEPGEN = [sys.executable, "-m", "mepgen.cli"]
 R_FLAGS = "-O3 -DcudaThreadSynchronize=cudaDeviceSynchronize"
 
@@ -175,6 +177,7 @@ def one_app(name: str, spec, roots: dict, work: Path, arch: str, ncu: bool, env)
     if outcomes is None:
         row["error"] = f"capture exit {rc}: " + (err or out).strip()[-400:]
         return row
+    app_ncu = _ncu_app(app, exe, args, env) if ncu else {}
     for o in outcomes:
         k = {"kernel": o["kernel"], "outcome": o["outcome"], "reason": o.get("reason"),
              "complete": o.get("complete"), "todo": o.get("todo"), "mep_error": o.get("mep_error"),
@@ -195,6 +198,8 @@ def one_app(name: str, spec, roots: dict, work: Path, arch: str, ncu: bool, env)
                                        or base.get("compile_failed"))[:300]
             except (json.JSONDecodeError, AttributeError, KeyError, TypeError):
                 k["run_status"] = f"exit {rc}: " + (err or out).strip()[-200:]
+            if ncu and k.get("built"):
+                k.update(_ncu_mep(mep, o["kernel"], o.get("launch_index", 0), app_ncu, env))
             rc, out, err, _ = sh(MEPGEN + ["capture", o["kernel"], "--compare", "--json", "-C", str(app)], app, 120, env)
             try:
                 k["static_vs_captured"] = [d["field"] + ": " + d["static"] + " vs " + d["captured"]
@@ -205,6 +210,27 @@ def one_app(name: str, spec, roots: dict, work: Path, arch: str, ncu: bool, env)
     return row
 
 
+def _ncu_app(app: Path, exe: str, args: list[str], env) -> dict:
+    """Nsight Compute times (us) of the first launch of every kernel in the application (`--kernel-id :::1`)."""
+    from mep_fidelity import NCU, ncu_times
+    rc, out, err, _ = sh([*NCU, "--kernel-id", ":::1", exe, *args], app, 600, env)
+    return ncu_times(out) if rc == 0 else {"_error": [(err or out).strip()[-200:]]}
+
+
+def _ncu_mep(mep: Path, kernel: str, launch: int, app_times: dict, env) -> dict:
+    """The same measurement in the MEP (5 launches, median) next to the application's launch (`launch` 0 only)."""
+    from mep_fidelity import NCU, ncu_times, short
+    if launch != 0:
+        return {"ncu": "the application's launch is not the first: not profiled"}
+    rc, out, err, _ = sh([*NCU, "./mep", "--time", "--reps", "5", "--warmup", "0"], mep, 600, env)
+    got = ncu_times(out).get(short(kernel)) if rc == 0 else None
+    want = (app_times.get(short(kernel)) or [None])[0]
+    if not got or want is None:
+        return {"ncu": f"no time (app: {want}, MEP: {got}, {str(app_times.get('_error') or err[-120:])})"}
+    med = float(np.median(got))
+    return {"ncu_app_us": round(want, 3), "ncu_mep_us": round(med, 3), "ncu_ratio": round(med / want, 3)}
+
+
 def table(rows: list[dict], meta: dict) -> str:
     lines = [f"# One capture run per application ({meta['date']}, {meta['gpu']})", "",
              f"Command: `{meta['command']}`", "",
@@ -212,17 +238,17 @@ def table(rows: list[dict], meta: dict) -> str:
              f"{meta['captured']} captured of {meta['kernels']} in the inventory ({meta['launched']} launched by the "
              f"run); complete MEPs: {meta['complete']}; reproducing the launch's output: {meta['reproduced']} "
              f"({meta['exact']} bit-exact).", "",
-             "| app | kernel | outcome | complete | reproduces | mepgen run | app ms | MEP ms | pointers | note |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| app | kernel | outcome | complete | reproduces | mepgen run | app ms | MEP ms | ncu MEP/app | pointers | note |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r.get("error"):
-            lines.append(f"| {r['app']} | | {r['error'][:120]} | | | | | | | |")
+            lines.append(f"| {r['app']} | | {r['error'][:120]} | | | | | | | | |")
         for k in r["kernels"]:
             rep = {True: "exact" if k.get("exact") else "within tol", False: "no", None: "n/a"}[k.get("reproduces")]
             note = k.get("reason") or k.get("mep_error") or "; ".join((k.get("todo") or []) + (k.get("why") or []))
             lines.append(f"| {r['app']} | {k['kernel']} | {k['outcome']} | {k.get('complete')} | {rep} | "
                          f"{k.get('run_status', '')} | {k.get('app_kernel_ms') or ''} | {k.get('mep_median_ms') or ''} | "
-                         f"{k.get('relocations') or ''} | {str(note)[:160]} |")
+                         f"{k.get('ncu_ratio', '')} | {k.get('relocations') or ''} | {str(note)[:160]} |")
     lines += ["", "Static vs captured disagreements (mepgen capture --compare):", ""]
     for r in rows:
         for k in r["kernels"]:
@@ -239,7 +265,8 @@ def main() -> int:
     ap.add_argument("--apps", default=",".join(DEFAULT), help=f"comma-separated, of: {', '.join(APPS)}")
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--jobs", type=int, default=8, help="applications at a time (builds and MEPs overlap; times are then indicative)")
-    ap.add_argument("--ncu", action="store_true", help="(not implemented yet: Nsight Compute fidelity)")
+    ap.add_argument("--ncu", action="store_true", help="also time the first launch of each kernel under Nsight "
+                    "Compute in the application and in its MEP (one more application run under ncu)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     ap.add_argument("--pack", type=Path, default=None,
                     help="only copy the listed applications' folders from the corpus into PACK/rodinia and "
