@@ -101,6 +101,8 @@ class Buffer:
     init: Init | None = None       # how its input is made; None: a feeder writes it before anything reads it
     note: str | None = None
     relocate: list[dict] | None = None  # device pointers inside its bytes: {at, buffer, offset} (a capture's)
+    role: str | None = None        # inout: the kernel writes it (reached through captured pointers): reset
+                                   # before every run, and checked as an output like an inout parameter
 
 
 @dataclass
@@ -208,8 +210,11 @@ class Spec:
         raise KeyError(name)
 
     @property
-    def outputs(self) -> list[Param]:
-        return [p for p in self.params if p.role in ("out", "inout")]
+    def outputs(self) -> list[Param | Buffer]:
+        """What the evaluator checks: out/inout parameters, and buffers the kernel writes through captured
+        pointers (`buffers` with role inout)."""
+        return [p for p in self.params if p.role in ("out", "inout")] + \
+            [b for b in self.buffers if b.role == "inout"]
 
     @property
     def inputs(self) -> list[Param]:
@@ -253,7 +258,12 @@ class Spec:
             for item, obj in zip(d[group], getattr(self, group)):
                 if obj.init is not None:
                     item["init"] = obj.init.to_dict()
-        return clean(d)
+        out = clean(d)
+        if "sizes" not in out:          # none (a captured MEP's literals): the key stays, mep.yaml requires it
+            items = list(out.items())
+            at = next(i for i, (k, _) in enumerate(items) if k == "kernel") + 1
+            out = dict(items[:at] + [("sizes", {})] + items[at:])
+        return out
 
 
 def is_fed(p: Param) -> bool:
@@ -328,7 +338,7 @@ _CONSTANT = record({
 _BUFFER = record({
     "name": (of_type(str), True), "ctype": (of_type(str), True), "dtype": (_dtype, True),
     "count": (_expr, True), "init": (optional(_init), False), "note": (optional(of_type(str)), False),
-    "relocate": (_RELOCATE, False),
+    "relocate": (_RELOCATE, False), "role": (optional(one_of("inout")), False),
 })
 _CHAIN_ARG = record({
     "name": (of_type(str), True), "role": (one_of(*ROLES), True), "ctype": (of_type(str), True),
@@ -389,8 +399,12 @@ def _check_semantics(doc: Doc, d: dict) -> None:
             raise doc.error(kp + ("placement",), f"placement {p['placement']} does not keep '{p['name']}' aligned "
                                                  f"to its {itemsize(p['dtype'])}-byte elements")
     for name in d.get("verify", {}).get("tolerance", {}):
-        if name not in names:
+        if name not in names and name not in [b["name"] for b in d.get("buffers", [])]:
             raise doc.error(("verify", "tolerance", name), f"no parameter named '{name}'")
+    for i, b in enumerate(d.get("buffers", [])):
+        if b.get("role") == "inout" and (d.get("chain") or "init" not in b):
+            raise doc.error(("buffers", i, "role"), "role inout is for a buffer reached through captured pointers: "
+                                                     "it needs an init and no chain")
     check_dims(doc, ("launch",), d["launch"], sizes)
     check_chain(doc, d)
     _check_relocations(doc, d)

@@ -192,6 +192,10 @@ def test_mep_from_the_record_relocates_instead_of_passing_the_applications_addre
     assert p["pulls"]["init"] == {"kind": "file", "path": "data/captured/before/pulls.npy"}
     assert p["npulls"]["value"] == "2"
     assert {b["name"] for b in d["buffers"]} == {"reached0", "reached1", "reached3", "reached4"}
+    # what the kernel writes through the struct's pointers is reset before every run and checked by `mepgen run`
+    roles = {b["name"]: b.get("role") for b in d["buffers"]}
+    assert roles == {"reached0": "inout", "reached1": "inout", "reached3": None, "reached4": None}
+    assert [o.name for o in w.spec.outputs] == ["reached0", "reached1"]
     assert d["launch"]["grid"] == ["3"] and d["launch"]["block"] == ["128"]
     # the application's include folder is in the build, and its header is not included on top of the copied struct
     assert f"-I{ws.app_root / 'include'}" in d["build"]["nvcc_flags"]
@@ -202,6 +206,8 @@ def test_mep_from_the_record_relocates_instead_of_passing_the_applications_addre
     assert "drift<<<grid, block, shared_mem, stream>>>(arg_s, mep_record_ptr{d_pulls}, 2)" in harness
     assert "reinterpret_cast<char*>(d_pulls) + 8" in harness
     assert (w.path / "data" / "in" / "reached0.npy").is_file()
+    assert "MEP_CHECK(cudaMemcpyAsync(d_reached0, mep_init_reached0," in harness
+    assert "reinterpret_cast<char*>(d_reached0) + 0" in harness
     # a user's --refresh renders the same MEP again: nothing is left for a person
     from mepgen.cli import main
     r = CliRunner().invoke(main, ["mep", "drift", "--refresh", "-C", str(ws.app_root)])
@@ -298,3 +304,21 @@ def test_roles_from_what_the_launch_changed():
     assert _role(buf(8), None)[0] == "inout"          # no static analysis: start every run from the capture
     assert _role(buf(3), "out")[0] == "inout"         # part of it left alone: its captured values matter
     assert _role(buf(8), "in")[0] == "inout"
+
+
+def test_buffers_written_through_captured_pointers_are_outputs(swarm_captured):
+    from mepgen.errors import MepgenError
+    from mepgen.evaluate.verify import tolerance_for
+    from mepgen.spec import validate_dict
+    ws, inv, k, m, _ = swarm_captured
+    w = write_captured_mep(ws, inv, k, m, detect_gpu=False)
+    t = tolerance_for(w.spec, "reached0")
+    assert (t.rtol, t.atol) == (0.0, 0.0)          # bytes: compared exactly
+    d = w.spec.to_dict()
+    d["buffers"][0].pop("init")
+    with pytest.raises(MepgenError, match="role inout is for a buffer reached through captured pointers"):
+        validate_dict(d)
+    d = w.spec.to_dict()
+    d["params"][1]["relocate"][0]["buffer"] = "nowhere"
+    with pytest.raises(MepgenError, match="no buffer parameter or buffer named 'nowhere'"):
+        validate_dict(d)

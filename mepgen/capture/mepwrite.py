@@ -99,6 +99,9 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
                             "init": {"kind": "file", "path": f"data/captured/{a['before']}"},
                             "note": f"an allocation of {a['bytes']} bytes reached only through device pointers "
                                     "inside the arguments (captured bytes)"}
+            if a.get("written"):     # the kernel writes it: reset before every run, checked as an output (bytes)
+                reached[aid]["role"] = "inout"
+                reached[aid]["note"] += f"; the launch changed {a.get('changed_elements')} of its bytes"
         return reached[aid]["name"]
 
     def target(r: dict, where: str) -> tuple[str, int] | None:

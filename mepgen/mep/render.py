@@ -61,8 +61,9 @@ def render_harness(spec: Spec) -> str:
         else:
             constants.append({"symbol": c.name, "file": None, "value": c.value})
     chain_buffers = [{"name": b.name, "ctype": DTYPES[b.dtype], "descr": NPY_DESCR[b.dtype], "loaded": b.init is not None,
-                      "count": _wide(str(b.count), spec.sizes)} for b in spec.buffers]
-    relocations += [{"holder": f"d_{b.name}", **r} for b in spec.buffers for r in b.relocate or []]
+                      "count": _wide(str(b.count), spec.sizes), "role": b.role} for b in spec.buffers]
+    relocations += [{"holder": f"{'mep_init_' if b.role == 'inout' else 'd_'}{b.name}", **r}
+                    for b in spec.buffers for r in b.relocate or []]
     roles = {p.name: p.role for p in spec.params}
     chain = []
     for step in spec.chain:
