@@ -89,4 +89,5 @@ def test_one_run_records_several_kernels_and_their_meps_reproduce_the_launches(b
             if p.get("kind") == "buffer" and p.get("after"):
                 want = load_array(mep / "data" / "captured", p["after"])
                 have = np.load(mep / "data" / "repro" / f"{p['name']}.npy")
-                assert np.allclose(have, want, rtol=1e-5, atol=1e-6), (name, p["name"])
+                # within the float tolerance of a reordered sum (cg::dot accumulates with atomics)
+                assert np.allclose(have, want, rtol=1e-4, atol=1e-5), (name, p["name"])
