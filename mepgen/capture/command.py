@@ -242,8 +242,16 @@ def _compare(ws, inv, choices, as_json: bool) -> None:
     results = []
     for choice in choices:
         k = choice.kernel
-        manifest = load_manifest(ws.mep_dir(k["id"]) / "data" / "captured")
-        static, source = _static_spec(ws, inv, k)
+        try:
+            manifest = load_manifest(ws.mep_dir(k["id"]) / "data" / "captured")
+            static, source = _static_spec(ws, inv, k)
+        except MepgenError as e:
+            if len(choices) == 1:
+                raise
+            results.append({"kernel": k["qualified_name"], "error": str(e)})
+            if not as_json:
+                click.echo(f"{k['qualified_name']}: not compared: {e}")
+            continue
         found = compare(static, manifest)
         results.append({"kernel": k["qualified_name"], "static": source, "agree": not found,
                         "disagreements": [vars(d) for d in found]})
