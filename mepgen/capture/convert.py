@@ -61,10 +61,8 @@ def template_bindings(kernel: dict, demangled: str) -> dict[str, str]:
 
 
 def dtype_for(spelling: str | None, bindings: dict[str, str], typedefs: dict[str, str] | None = None) -> str | None:
-    """The numpy dtype name of a C type, through template bindings and the application's simple typedefs; None
-    for a pointer (an element that is a device pointer is kept as bytes, and relocated)."""
-    if "*" in (spelling or ""):
-        return None
+    """The numpy dtype name of a C type (of a pointer's elements: qualifiers and `*` are dropped), through template
+    bindings and the application's simple typedefs."""
     t = bare_type(spelling or "")
     for _ in range(4):
         t = bare_type(bindings.get(t) or (typedefs or {}).get(t) or t)
