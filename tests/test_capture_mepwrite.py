@@ -53,10 +53,10 @@ __global__ void drift(Swarm s, const float* const* pulls, int npulls)
     s.pos[i] += s.vel[i] * s.dt;
 }
 
-__global__ void rescale(float* v, float a, int n)
+__global__ void rescale(float* v, float a, int n, const char* keep, size_t* hits)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) v[i] *= a;
+    if (i < n && keep[i]) { v[i] *= a; atomicAdd((unsigned long long*)hits, 1ull); }
 }
 
 int main(int argc, char** argv)
@@ -322,3 +322,24 @@ def test_buffers_written_through_captured_pointers_are_outputs(swarm_captured):
     d["params"][1]["relocate"][0]["buffer"] = "nowhere"
     with pytest.raises(MepgenError, match="no buffer parameter or buffer named 'nowhere'"):
         validate_dict(d)
+
+
+def test_element_types_spelled_unlike_the_harness_are_passed_as_the_kernels_pointer(swarm_app):
+    """`char` is int8 but the harness declares `signed char`; `size_t` is uint64 but `unsigned long long`: the MEP
+    passes those buffers converted to the kernel's pointer type, and `float` as it is."""
+    from mepgen.capture.mepwrite import captured_spec
+    _, inv = swarm_app
+    k = next(x for x in inv["kernels"] if x["qualified_name"] == "rescale")
+    buf = lambda name, dtype, item: {"name": name, "kind": "buffer", "dtype": dtype, "itemsize": item, "count": 4,
+                                     "offset_bytes": 0, "allocation": {"v": 0, "keep": 1, "hits": 2}[name],
+                                     "address": 4096, "before": f"before/{name}.npy", "after": None,
+                                     "written": False, "changed_elements": 0, "notes": []}
+    m = {"kernel": "rescale", "params": [buf("v", "float32", 4), {"name": "a", "kind": "value", "value": 2.0,
+         "dtype": "float32", "bytes_hex": "00000040"}, {"name": "n", "kind": "value", "value": 4, "dtype": "int32",
+         "bytes_hex": "04000000"}, buf("keep", "int8", 1), buf("hits", "uint64", 8)],
+         "allocations": [], "relocations": [], "constants": [], "grid": [1, 1, 1], "block": [4, 1, 1],
+         "shared_mem": 0, "launch_index": 0}
+    d, _ = captured_spec(inv, k, m, detect_gpu=False)
+    p = {x["name"]: x for x in d["params"]}
+    assert "lanes" not in p["v"] and p["keep"]["lanes"] == 1 and p["hits"]["lanes"] == 1
+    assert p["a"]["value"] == "2.0f" and p["n"]["value"] == "4"

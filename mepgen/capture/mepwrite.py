@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import MepgenError
-from ..spec import PLACEMENT_SPAN, Spec, validate_dict
+from ..spec import DTYPES, PLACEMENT_SPAN, Spec, validate_dict
 from ..workspace import write_atomic
 from .use import BACKUP_SUFFIX, bytes_expression, literal
 
@@ -168,6 +168,9 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
             if mp["dtype"] == "uint8" and mp.get("notes") and any("raw bytes" in n for n in mp["notes"]):
                 p["lanes"] = 1      # records kept as bytes: the harness passes them as the kernel's pointer type
                 p["note"] += "; elements kept as raw bytes"
+            elif " ".join((kp.get("pointee_type") or "").split()) != DTYPES[mp["dtype"]]:
+                p["lanes"] = 1      # `char`, `size_t`, `long`, `T`: same bytes, another spelling than the harness's
+                                    # `signed char`, `unsigned long long`...: passed as the kernel's pointer type
             if kp["name"] in relocate:
                 p["relocate"] = relocate.pop(kp["name"])
                 if role == "out":
