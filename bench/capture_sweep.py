@@ -234,7 +234,7 @@ def _ncu_mep(mep: Path, kernel: str, launch: int, app_times: dict, env) -> dict:
 def table(rows: list[dict], meta: dict) -> str:
     lines = [f"# One capture run per application ({meta['date']}, {meta['gpu']})", "",
              f"Command: `{meta['command']}`", "",
-             f"Applications: {meta['apps_ok']} of {meta['apps']} built and captured; kernels: "
+             f"Applications: {meta['apps_ok']} of {meta['apps']} built, extracted and run under capture; kernels: "
              f"{meta['captured']} captured of {meta['kernels']} in the inventory ({meta['launched']} launched by the "
              f"run); complete MEPs: {meta['complete']}; reproducing the launch's output: {meta['reproduced']} "
              f"({meta['exact']} bit-exact).", "",
