@@ -85,9 +85,9 @@ def check_kernel(app: Path, run: dict, kernel: str, launch: int, have_ncu: bool)
         raise RuntimeError(f"mepgen mep {kernel}: {r.stderr.strip()[-500:]}")
     r = sh([*MEPGEN, "capture", kernel, "--launch", str(launch), "--use", "--measure-overhead", "--json",
             "-C", str(app), "--", str(run["binary"]), *run["args"]], cwd=app, timeout=900)
-    cap = json.loads(r.stdout)
+    (cap,) = json.loads(r.stdout)          # one outcome per kernel; --use writes the MEP from the record
     row["capture"] = {k: cap[k] for k in ("launched_as", "grid", "block", "bytes_captured", "capture_ms", "overhead")}
-    row["use_skipped"] = cap.get("use", {}).get("skipped", [])
+    row["use_skipped"] = cap.get("todo", [])
     mep = app / ".mepgen" / "meps" / load_spec_id(app, kernel)
     spec = load_spec(mep / "mep.yaml")
     row["placement"] = {p.name: p.placement for p in spec.params if p.is_buffer}
@@ -104,7 +104,8 @@ def check_kernel(app: Path, run: dict, kernel: str, launch: int, have_ncu: bool)
             outs.append({p.name: np.load(out / f"{p.name}.npy") for p in spec.outputs})
         row["mep_deterministic"] = all(np.array_equal(outs[0][k].view(np.uint8), outs[1][k].view(np.uint8))
                                        for k in outs[0])
-        row["outputs"] = {name: compare(arr, np.load(captured / files[name]["after"]),
+        from mepgen.capture.convert import load_array    # an unchanged output has no after file: it is its before
+        row["outputs"] = {name: compare(arr, load_array(captured, files[name]["after"] or files[name]["before"]),
                                         np.load(captured / files[name]["before"])) for name, arr in outs[0].items()}
         row["bit_for_bit"] = all(o["mismatches"] == 0 for o in row["outputs"].values())
         res = result_line(sh([str(exe), "--data", str(mep / "data" / "in"), "--out", str(Path(tmp) / "t"),

@@ -73,6 +73,7 @@ class Param:
     note: str | None = None        # how mepgen inferred it, for the reader
     lanes: int | None = None       # a buffer of records (float4, a struct of floats): `dtype` elements per record
     placement: int | None = None   # bytes past a PLACEMENT_SPAN boundary the buffer starts at (as captured)
+    relocate: list[dict] | None = None  # device pointers inside its bytes: {at, buffer, offset} (a capture's)
 
     @property
     def is_buffer(self) -> bool:
@@ -99,6 +100,9 @@ class Buffer:
     count: str
     init: Init | None = None       # how its input is made; None: a feeder writes it before anything reads it
     note: str | None = None
+    relocate: list[dict] | None = None  # device pointers inside its bytes: {at, buffer, offset} (a capture's)
+    role: str | None = None        # inout: the kernel writes it (reached through captured pointers): reset
+                                   # before every run, and checked as an output like an inout parameter
 
 
 @dataclass
@@ -206,8 +210,11 @@ class Spec:
         raise KeyError(name)
 
     @property
-    def outputs(self) -> list[Param]:
-        return [p for p in self.params if p.role in ("out", "inout")]
+    def outputs(self) -> list[Param | Buffer]:
+        """What the evaluator checks: out/inout parameters, and buffers the kernel writes through captured
+        pointers (`buffers` with role inout)."""
+        return [p for p in self.params if p.role in ("out", "inout")] + \
+            [b for b in self.buffers if b.role == "inout"]
 
     @property
     def inputs(self) -> list[Param]:
@@ -251,7 +258,12 @@ class Spec:
             for item, obj in zip(d[group], getattr(self, group)):
                 if obj.init is not None:
                     item["init"] = obj.init.to_dict()
-        return clean(d)
+        out = clean(d)
+        if "sizes" not in out:          # none (a captured MEP's literals): the key stays, mep.yaml requires it
+            items = list(out.items())
+            at = next(i for i, (k, _) in enumerate(items) if k == "kernel") + 1
+            out = dict(items[:at] + [("sizes", {})] + items[at:])
+        return out
 
 
 def is_fed(p: Param) -> bool:
@@ -307,11 +319,16 @@ def _placement(doc: Doc, kp: tuple, v):
     return v
 
 
+# a device pointer inside a struct argument's bytes or a buffer's contents (recorded by `mepgen capture`): the
+# harness writes there the address of its own buffer `buffer` plus `offset` bytes, at byte `at`
+_RELOCATE = list_of(record({"at": (of_type(int), True), "buffer": (of_type(str), True),
+                            "offset": (of_type(int), True)}))
 _PARAM = record({
     "name": (of_type(str), True), "role": (one_of(*ROLES), True), "ctype": (of_type(str), True),
     "dtype": (optional(_dtype), False), "count": (optional(_expr), False), "init": (optional(_init), False),
     "value": (optional(_scalar), False), "note": (optional(of_type(str)), False),
     "lanes": (optional(_lanes), False), "placement": (optional(_placement), False),
+    "relocate": (_RELOCATE, False),
 })
 _CONSTANT = record({
     "name": (of_type(str), True), "ctype": (of_type(str), True), "dtype": (optional(_dtype), False),
@@ -321,6 +338,7 @@ _CONSTANT = record({
 _BUFFER = record({
     "name": (of_type(str), True), "ctype": (of_type(str), True), "dtype": (_dtype, True),
     "count": (_expr, True), "init": (optional(_init), False), "note": (optional(of_type(str)), False),
+    "relocate": (_RELOCATE, False), "role": (optional(one_of("inout")), False),
 })
 _CHAIN_ARG = record({
     "name": (of_type(str), True), "role": (one_of(*ROLES), True), "ctype": (of_type(str), True),
@@ -381,10 +399,34 @@ def _check_semantics(doc: Doc, d: dict) -> None:
             raise doc.error(kp + ("placement",), f"placement {p['placement']} does not keep '{p['name']}' aligned "
                                                  f"to its {itemsize(p['dtype'])}-byte elements")
     for name in d.get("verify", {}).get("tolerance", {}):
-        if name not in names:
+        if name not in names and name not in [b["name"] for b in d.get("buffers", [])]:
             raise doc.error(("verify", "tolerance", name), f"no parameter named '{name}'")
+    for i, b in enumerate(d.get("buffers", [])):
+        if b.get("role") == "inout" and (d.get("chain") or "init" not in b):
+            raise doc.error(("buffers", i, "role"), "role inout is for a buffer reached through captured pointers: "
+                                                     "it needs an init and no chain")
     check_dims(doc, ("launch",), d["launch"], sizes)
     check_chain(doc, d)
+    _check_relocations(doc, d)
+
+
+def _check_relocations(doc: Doc, d: dict) -> None:
+    """Every relocation names a buffer of the MEP, at a non-negative, pointer-aligned byte inside its holder."""
+    sizes = d["sizes"]
+    holders = {p["name"]: p for p in d["params"] if p["role"] != "scalar"} | \
+        {b["name"]: b for b in d.get("buffers", [])}
+    for group in ("params", "buffers"):
+        for i, item in enumerate(d.get(group, [])):
+            for j, r in enumerate(item.get("relocate", [])):
+                kp = (group, i, "relocate", j)
+                if r["buffer"] not in holders:
+                    raise doc.error(kp + ("buffer",), f"no buffer parameter or buffer named '{r['buffer']}'")
+                if r["at"] < 0 or r["offset"] < 0 or r["at"] % 8:
+                    raise doc.error(kp, "'at' must be a non-negative multiple of 8 and 'offset' non-negative")
+                if item.get("role") != "scalar" and item.get("dtype"):
+                    n = cexpr.evaluate(item["count"], sizes)
+                    if n is not None and r["at"] + 8 > n * itemsize(item["dtype"]):
+                        raise doc.error(kp + ("at",), f"byte {r['at']} is past the end of '{item['name']}'")
 
 
 def spec_from_dict(d: dict) -> Spec:

@@ -149,21 +149,27 @@ def _selftest(lib, plan_path: Path, mangled: str) -> tuple[int, dict]:
 
 @pytest.mark.nvcc
 def test_injector_reads_the_python_plan_and_matches_names(injector, heatcg_extracted, tmp_path):
+    from mepgen.capture.plan import RunPlan
     app, inv = heatcg_extracted
     lib = ctypes.CDLL(str(injector.path))
-    plan = make_plan(choose_kernel(inv, "heat::diffuse_step"), tmp_path / "out", app_root=app, launch=3,
-                     after_ms=12.5, max_bytes=1 << 20, exit_after=True)
+    step = make_plan(choose_kernel(inv, "heat::diffuse_step"), tmp_path / "out", app_root=app, launch=3)
+    spmv = make_plan(choose_kernel(inv, "cg::spmv_csr"), tmp_path / "out", app_root=app, longest=True)
+    plan = RunPlan((tmp_path / "out").resolve(), [step, spmv], after_ms=12.5, max_bytes=1 << 20, exit_after=True)
     rc, got = _selftest(lib, plan.write(tmp_path / "plan.txt"), "_ZN4heat12diffuse_stepEPKfPfNS_4GridEff")
     assert rc == 0 and got["error"] == ""
-    assert got["kernel"] == "heat::diffuse_step" and got["out"] == str(tmp_path / "out")
-    assert (got["launch"], got["after_ms"], got["max_bytes"], got["exit_after"]) == (3, 12.5, 1 << 20, True)
-    assert got["params"] == [["pointer", "u"], ["pointer", "u_new"], ["value", "g"], ["value", "alpha"],
-                             ["value", "dt"]]
-    assert got["constants"] == [["heat::c_stencil", "_ZN4heat9c_stencilE", "c_stencil", "heat::c_stencil"]]
+    assert got["out"] == str(tmp_path / "out")
+    assert (got["after_ms"], got["max_bytes"], got["exit_after"], got["scan_depth"]) == (12.5, 1 << 20, True, 2)
+    t0, t1 = got["targets"]
+    assert t0["kernel"] == "heat::diffuse_step" and t0["launch"] == 3 and not t0["longest"]
+    assert t0["params"] == [["pointer", "u", False], ["pointer", "u_new", False], ["value", "g", True],
+                            ["value", "alpha", False], ["value", "dt", False]]
+    assert t0["constants"] == [["heat::c_stencil", "_ZN4heat9c_stencilE", "c_stencil", "heat::c_stencil"]]
+    assert t1["kernel"] == "cg::spmv_csr" and t1["longest"]
     assert got["demangled"] == "heat::diffuse_step(float const*, float*, heat::Grid, float, float)"
-    assert got["base"] == "heat::diffuse_step" and got["match"] is True
-    # another kernel does not match
-    assert _selftest(lib, tmp_path / "plan.txt", "_ZN4heat14apply_boundaryEPfiiNS_12BoundaryKindEf")[1]["match"] is False
+    assert got["base"] == "heat::diffuse_step" and got["match"] == 0
+    assert _selftest(lib, tmp_path / "plan.txt", "_ZN2cg8spmv_csrEiPKiS1_PKfS3_Pf")[1]["match"] == 1
+    # a kernel no target names matches none
+    assert _selftest(lib, tmp_path / "plan.txt", "_ZN4heat14apply_boundaryEPfiiNS_12BoundaryKindEf")[1]["match"] == -1
 
 
 @pytest.mark.nvcc
@@ -176,17 +182,21 @@ def test_injector_matches_template_instantiations(injector, heatcg_extracted, tm
     for name, (want_f, want_d) in cases.items():
         path = make_plan(choose_kernel(inv, name), tmp_path, app_root=None).write(tmp_path / "p.txt")
         rc, got_f = _selftest(lib, path, float_axpy)
-        assert rc == 0 and got_f["match"] is want_f, name
-        assert _selftest(lib, path, double_axpy)[1]["match"] is want_d, name
+        assert rc == 0 and (got_f["match"] == 0) is want_f, name
+        assert (_selftest(lib, path, double_axpy)[1]["match"] == 0) is want_d, name
     assert got_f["args"] == "float" and got_f["demangled"] == "void cg::axpy<float>(int, float, float const*, float*)"
 
 
 @pytest.mark.nvcc
 def test_injector_rejects_a_bad_plan(injector, tmp_path):
     lib = ctypes.CDLL(str(injector.path))
-    (tmp_path / "bad.txt").write_text("mepgen-capture-plan 1\nout\t/x\nbogus\t1\n")
+    (tmp_path / "bad.txt").write_text("mepgen-capture-plan 2\nout\t/x\nbogus\t1\n")
     rc, got = _selftest(lib, tmp_path / "bad.txt", "_Z1kv")
     assert rc == 1 and "unknown key 'bogus'" in got["error"]
-    (tmp_path / "old.txt").write_text("mepgen-capture-plan 0\n")
-    assert "not a version-1" in _selftest(lib, tmp_path / "old.txt", "_Z1kv")[1]["error"]
+    (tmp_path / "t.txt").write_text("mepgen-capture-plan 2\nout\t/x\nparam\t0\t0\tvalue\t0\tn\n")
+    assert "no target 0" in _selftest(lib, tmp_path / "t.txt", "_Z1kv")[1]["error"]
+    (tmp_path / "none.txt").write_text("mepgen-capture-plan 2\nout\t/x\n")
+    assert "names no kernel" in _selftest(lib, tmp_path / "none.txt", "_Z1kv")[1]["error"]
+    (tmp_path / "old.txt").write_text("mepgen-capture-plan 1\n")
+    assert "not a version-2" in _selftest(lib, tmp_path / "old.txt", "_Z1kv")[1]["error"]
     assert "cannot open" in _selftest(lib, tmp_path / "missing.txt", "_Z1kv")[1]["error"]

@@ -42,7 +42,7 @@ def _raw(raw: Path, name: str, params: list[dict], allocs: list[tuple[np.ndarray
     for i, (qname, sym, data) in enumerate(consts):
         (raw / f"const{i}.bin").write_bytes(data)
         cdesc.append({"name": qname, "symbol": sym, "bytes": len(data), "file": f"const{i}.bin"})
-    doc = {"format": "mepgen.capture.raw", "version": 1, "injector": "1", "pid": 1, "api": "cuLaunchKernel",
+    doc = {"format": "mepgen.capture.raw", "version": 2, "injector": "2", "pid": 1, "api": "cuLaunchKernel",
            "mangled": "_Zx", "demangled": name, "launch_index": 0, "time_ms": 12.0, "grid": list(grid),
            "block": list(block), "cluster": [0, 0, 0], "shared_mem": smem, "stream": {"handle": 0, "id": 1},
            "params": params, "constants": cdesc, "allocations": adesc, "capture_ms": 3.5}
@@ -123,7 +123,8 @@ def test_templates_structs_constants_and_shared_allocations(heatcg_extracted, tm
     assert p["x"]["dtype"] == "float64" and p["x"]["count"] == 8 and p["y"]["count"] == 4
     assert np.array_equal(np.load(tmp_path / "c1" / "after" / "y.npy"), 0.5 * xy[:4] + xy[4:])
     assert any("shares its allocation with y" in n for n in p["x"]["notes"])
-    assert m["allocations"] == [{"id": 0, "bytes": 64, "params": ["x", "y"]}]
+    assert [{k: a[k] for k in ("id", "bytes", "params")} for a in m["allocations"]] == \
+        [{"id": 0, "bytes": 64, "params": ["x", "y"]}]
 
     # diffuse_step: a struct by value keeps its bytes; the __constant__ stencil becomes const.heat.c_stencil.npy
     plan = make_plan(choose_kernel(inv, "heat::diffuse_step"), tmp_path / "r2", app_root=app)
@@ -170,7 +171,7 @@ def test_truncated_or_foreign_dumps_are_refused(heatcg_extracted, tmp_path):
     with pytest.raises(MepgenError, match="capture of vals is truncated"):
         convert(raw, plan, tmp_path / "c")
     (raw / "capture.json").write_text('{"format": "other"}')
-    with pytest.raises(MepgenError, match="not a version-1 raw capture"):
+    with pytest.raises(MepgenError, match="not a version-2 raw capture"):
         convert(raw, plan, tmp_path / "c")
     with pytest.raises(MepgenError, match="no capture at"):
         load_manifest(tmp_path / "nothing")
@@ -237,6 +238,32 @@ def test_use_sets_literals_where_expressions_disagree(spmv_capture):
     assert any("launch.grid" in c for c in report.changes)
 
 
+def test_use_settles_the_launch_todo_and_sizes_only_the_launch_used(spmv_capture):
+    """The issue's case: static completion left `launch` and `sizes.NBLOCKS` todos; the capture answers both, and
+    the result passes `--refresh`'s validation with nothing left for a person."""
+    m, dest = spmv_capture
+    mep = dest.parent.parent
+    spec = json.loads(json.dumps(SPMV_SPEC))
+    spec["sizes"]["NBLOCKS"] = 1
+    spec["launch"]["grid"] = ["NBLOCKS"]
+    spec["todo"] = [{"field": "launch", "reason": "the grid could not be traced"},
+                    {"field": "sizes.NBLOCKS", "reason": "a placeholder"},
+                    {"field": "sizes.NNZ", "reason": "computed at run time"}]
+    (mep / "mep.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    report = apply_capture(mep, {**m, "grid": [7, 1, 1]}, include_flags=["-I/opt/app/include"])
+    got = load_spec(mep / "mep.yaml")
+    assert got.todo == [] and got.sizes["NBLOCKS"] == 7 and got.launch.grid == ["NBLOCKS"]
+    assert "-I/opt/app/include" in got.build.nvcc_flags
+    assert any("3 entr(ies) settled" in c for c in report.changes)
+    # a literal grid leaves a size symbol no expression uses: its todo is settled as well
+    spec["launch"]["grid"] = ["NBLOCKS + 1"]
+    (mep / "mep.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    (mep / ("mep.yaml" + BACKUP_SUFFIX)).unlink()
+    apply_capture(mep, {**m, "grid": [5, 1, 1]})
+    got = load_spec(mep / "mep.yaml")
+    assert got.launch.grid == ["5"] and got.todo == []
+
+
 def test_use_keeps_a_smaller_spec_count_and_trims_the_input(spmv_capture):
     m, dest = spmv_capture
     mep = dest.parent.parent
@@ -284,7 +311,10 @@ def _plan(inv, tmp_path, **kw):
 def test_failures_are_explained_in_one_line(heatcg_extracted, tmp_path):
     _, inv = heatcg_extracted
     plan = _plan(inv, tmp_path, launch=5)
-    say = lambda *statuses, code=0: explain_failure(AppRun(["./app"], code, 1.0, list(statuses)), plan)
+    def status(seen=None, runtime_only=None, error=None, graph_launches=0, **target):
+        return {"seen": seen or {}, "runtime_only": runtime_only or {}, "error": error or "",
+                "graph_launches": graph_launches, "targets": [target]}
+    say = lambda *statuses, code=0: explain_failure(AppRun(["./app"], code, 1.0, [status(**s) for s in statuses]), plan)
     assert "injector never started (exit code 1)" in say(code=1)
     assert say({"error": "cuptiSubscribe: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS"}).endswith(
         "failed to start: cuptiSubscribe: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS")
@@ -297,10 +327,12 @@ def test_failures_are_explained_in_one_line(heatcg_extracted, tmp_path):
     assert "closest launched: cg::spmv_csr2(int)" in msg and msg.endswith("exited with 1")
     assert "launched no kernel at all" in say({"seen": {}})
     assert "without passing through the driver" in say({"seen": {}, "runtime_only": {"cg::spmv_csr(int)": 3}})
+    assert "launched CUDA graphs 2 time(s)" in say({"seen": {}, "graph_launches": 2})
+    assert "a cooperative launch" in say({"refusal": "a cooperative launch (cuLaunchCooperativeKernel): ..."})
     plan.after_ms = 50.0
     assert "all before --after-ms 50" in say({"before_window": 7})
     axpy = make_plan(choose_kernel(inv, "cg::axpy<half>"), tmp_path)
-    msg = explain_failure(AppRun(["./app"], 0, 1.0, [{"seen": {"void cg::axpy<float>(int)": 2}}]), axpy)
+    msg = explain_failure(AppRun(["./app"], 0, 1.0, [status(seen={"void cg::axpy<float>(int)": 2})]), axpy)
     assert "cg::axpy<half> never launched; its instantiations that did: void cg::axpy<float>(int)" in msg
 
 
@@ -310,7 +342,12 @@ def test_cli_needs_a_command_or_a_capture_to_use(heatcg_extracted):
     r = CliRunner().invoke(main, ["capture", "cg::spmv_csr", "-C", str(app)])
     assert r.exit_code == 2 and "no application to run: give it after `--`" in r.output
     r = CliRunner().invoke(main, ["capture", "cg::spmv_csr", "-C", str(app), "--use"])
-    assert r.exit_code == 2 and "no capture at" in r.output
+    assert r.exit_code == 3 and "cg::spmv_csr: not captured: no capture at" in r.output
+    r = CliRunner().invoke(main, ["capture", "--kernels", "cg::spmv_csr", "--all", "-C", str(app), "--", "true"])
+    assert r.exit_code == 2 and "choose kernels one way" in r.output
+    r = CliRunner().invoke(main, ["capture", "--kernels", "cg::spmv_csr", "--launch", "2", "--longest", "-C", str(app),
+                                  "--", "true"])
+    assert r.exit_code == 2 and "give one" in r.output
     r = CliRunner().invoke(main, ["capture", "nope", "-C", str(app), "--", "true"])
     assert r.exit_code == 2 and "no kernel named 'nope'" in r.output
 

@@ -3,6 +3,7 @@ data, and the refusals a user meets (byte limit, a launch that never comes)."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -66,3 +67,27 @@ def test_refusals_on_a_real_run(built_app):
     assert r.exit_code == 3 and "more than the limit of 1024 (raise it with --max-bytes)" in r.output
     r = _capture(built_app, "analysis::dense_matvec", "--launch", "5")
     assert r.exit_code == 3 and "launched 1 time(s), so there is no launch 5" in r.output
+
+
+def test_one_run_records_several_kernels_and_their_meps_reproduce_the_launches(built_app):
+    import json
+    from mepgen.capture.convert import load_array
+    from mepgen.cli import main
+    r = CliRunner().invoke(main, ["capture", "--kernels", "cg::spmv_csr,heat::diffuse_step,cg::dot", "--launch", "1",
+                                  "--use", "--json", "-C", str(built_app), "--", str(built_app / "build" / "heatcg"),
+                                  "--steps", "4"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    got = {o["kernel"]: o for o in json.loads(r.output[r.output.index("["):])}
+    for name in ("cg::spmv_csr", "heat::diffuse_step", "cg::dot"):
+        o = got[name]
+        assert o["outcome"] == "captured" and o["complete"], o
+        mep = Path(o["mep"])
+        assert subprocess.run(["make", "-s"], cwd=mep, capture_output=True, timeout=600).returncode == 0
+        assert subprocess.run(["./mep", "--out", "data/repro"], cwd=mep, capture_output=True, timeout=120).returncode == 0
+        m = load_manifest(mep / "data" / "captured")
+        for p in m["params"]:
+            if p.get("kind") == "buffer" and p.get("after"):
+                want = load_array(mep / "data" / "captured", p["after"])
+                have = np.load(mep / "data" / "repro" / f"{p['name']}.npy")
+                # within the float tolerance of a reordered sum (cg::dot accumulates with atomics)
+                assert np.allclose(have, want, rtol=1e-4, atol=1e-5), (name, p["name"])

@@ -23,10 +23,10 @@ def test_plan_for_csr_spmv_from_the_inventory(heatcg_extracted, tmp_path):
     assert plan.constants == []
     text = plan.render().splitlines()
     assert text[0] == PLAN_HEADER
-    assert f"out\t{tmp_path.resolve()}" in text and "kernel\tcg::spmv_csr" in text
-    assert "param\t1\tpointer\trow_ptr" in text and "param\t0\tvalue\tnrows" in text
-    assert "launch\t0" in text and "after_ms\t-1" in text and "max_bytes\t4294967296" in text
-    assert not any(ln.startswith(("template_args", "mangled")) for ln in text)
+    assert f"out\t{tmp_path.resolve()}" in text and "target\t0\tcg::spmv_csr\t\t\t0" in text
+    # numeric elements are never scanned for device pointers
+    assert "param\t0\t1\tpointer\t0\trow_ptr" in text and "param\t0\t0\tvalue\t0\tnrows" in text
+    assert "after_ms\t-1" in text and "max_bytes\t4294967296" in text and "scan_depth\t2" in text
 
 
 def test_plan_records_constants_with_their_module_symbols(heatcg_extracted, tmp_path):
@@ -38,8 +38,10 @@ def test_plan_records_constants_with_their_module_symbols(heatcg_extracted, tmp_
     assert constant_layout(c.declaration) == ("float", 5)
     assert plan.params[2].struct == "heat::Grid" and plan.params[2].kind == "value"
     text = plan.render()
-    assert "constant\theat::c_stencil\t_ZN4heat9c_stencilE\tc_stencil\theat::c_stencil\n" in text
-    assert "launch\t2\n" in text and "after_ms\t100\n" in text
+    assert "constant\t0\theat::c_stencil\t_ZN4heat9c_stencilE\tc_stencil\theat::c_stencil\n" in text
+    assert "target\t0\theat::diffuse_step\t\t\t2\n" in text and "after_ms\t100\n" in text
+    # a struct passed by value is scanned for device pointers
+    assert "param\t0\t2\tvalue\t1\tg\n" in text
 
 
 def test_choose_kernel_spellings(heatcg_extracted):
@@ -138,3 +140,24 @@ def test_parse_bytes():
     assert parse_bytes("1.5k") == 1536
     with pytest.raises(MepgenError, match="not a size"):
         parse_bytes("lots")
+
+
+def test_several_kernels_in_one_plan_and_which_parameters_are_scanned(heatcg_extracted, tmp_path):
+    from mepgen.capture.plan import RunPlan, may_hold_pointers
+    app, inv = heatcg_extracted
+    a = make_plan(choose_kernel(inv, "cg::spmv_csr"), tmp_path, app_root=app, launch=1)
+    b = make_plan(choose_kernel(inv, "cg::axpy<float>"), tmp_path, app_root=app, longest=True)
+    text = RunPlan(tmp_path, [a, b], max_bytes=1 << 20, exit_after=True).render()
+    assert "target\t0\tcg::spmv_csr\t\t\t1\n" in text and "target\t1\tcg::axpy\tfloat\t\tlongest\n" in text
+    assert "param\t1\t2\tpointer\t1\tx\n" in text   # T* of a template: T may be anything, so scanned
+    assert "exit_after\t1\n" in text and "max_bytes\t1048576\n" in text
+    # what may hold device pointers: structs by value, pointers to pointers or records; never numbers
+    assert may_hold_pointers({"type": "Particles", "struct": "Particles"}, "value")
+    assert not may_hold_pointers({"type": "float4", "struct": "float4"}, "value")
+    assert not may_hold_pointers({"type": "Mode", "enum": "Mode"}, "value")
+    assert not may_hold_pointers({"type": "size_t"}, "value")
+    assert may_hold_pointers({"type": "float **", "pointee_type": "float *"}, "pointer")
+    assert may_hold_pointers({"type": "Node *", "pointee_type": "Node"}, "pointer")
+    assert not may_hold_pointers({"type": "const real_t *", "pointee_type": "real_t"}, "pointer",
+                                 {"real_t": "double"})
+    assert not may_hold_pointers({"type": "uint2 *", "pointee_type": "uint2"}, "pointer")

@@ -2,10 +2,8 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -17,93 +15,144 @@ from ..errors import MepgenError
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
-def parse_bytes(text: str) -> int:
+def parse_bytes(text: str, option: str = "--max-bytes") -> int:
     """`4294967296`, `512M`, `8G`, `8GiB` -> bytes."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", str(text), re.I)
     if not m:
-        raise MepgenError(f"--max-bytes: '{text}' is not a size (e.g. 4294967296, 512M, 8G)")
+        raise MepgenError(f"{option}: '{text}' is not a size (e.g. 4294967296, 512M, 8G)")
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
 @click.command("capture")
-@click.argument("kernel")
+@click.argument("kernel", required=False)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.option("-C", "--app", "app", type=click.Path(path_type=Path), default=None,
               help="The application's folder (default: found from the current folder upwards).")
+@click.option("--kernels", "kernel_list", default=None,
+              help="Record several kernels in the same run: a comma-separated list of names from the inventory.")
+@click.option("--all", "every", is_flag=True, help="Record every kernel of the inventory that the run launches.")
 @click.option("--launch", "launch", type=int, default=0, show_default=True,
-              help="Which launch of the kernel to capture, counting from 0 (after --after-ms when given).")
+              help="Which launch of each kernel to record, counting from 0 (after --after-ms when given).")
+@click.option("--longest", is_flag=True,
+              help="Record each kernel's longest launch instead (every launch is timed; see docs/capture.md).")
 @click.option("--after-ms", "after_ms", type=float, default=None,
               help="Only count launches that start this many milliseconds after the application started.")
 @click.option("--max-bytes", "max_bytes", default="4G", show_default=True,
-              help="Refuse launches whose buffers' allocations add up to more than this (512M, 8G, ...).")
+              help="Refuse a launch whose reachable allocations add up to more than this (512M, 8G, ...).")
+@click.option("--compress-above", "compress_above", default="64M", show_default=True,
+              help="Store reference outputs larger than this compressed (.npz); nothing is ever truncated.")
 @click.option("--use", "use", is_flag=True,
-              help="Point the MEP's mep.yaml at the captured data (backup kept). Without a command: use the last capture.")
+              help="Write each recorded kernel's MEP from its capture (complete: launch, sizes, scalars, data, "
+                   "build flags); an existing mep.yaml is kept as mep.yaml.before-capture. Without a command: "
+                   "from the last capture.")
+@click.option("--compare", "compare_only", is_flag=True,
+              help="Compare the static MEP (mep.yaml.before-capture, mep.yaml, or static completion now) with the "
+                   "last capture and print every disagreement (launch, sizes, counts, roles).")
 @click.option("--exit-after", "exit_after", is_flag=True,
-              help="Stop the application right after the capture instead of letting it finish.")
+              help="Stop the application once every chosen kernel is recorded instead of letting it finish.")
 @click.option("--measure-overhead", "measure", is_flag=True,
               help="Also run the application without the injector and report the capture's cost in wall time.")
 @click.option("--timeout", type=float, default=None, help="Stop the application after this many seconds.")
 @click.option("--rebuild", is_flag=True, help="Rebuild the injector even if a cached build exists.")
-@click.option("--json", "as_json", is_flag=True, help="Print the manifest summary as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome per kernel as JSON.")
 @click.pass_obj
-def capture(obj, kernel, command, app, launch, after_ms, max_bytes, use, exit_after, measure, timeout, rebuild,
-            as_json):
-    """Run the application once and record, for one launch of KERNEL, every buffer it reads (before the
-    launch) and writes (after it), its arguments, its __constant__ data and its launch configuration, into the
-    MEP's data/captured/ (before/ holds `<param>.npy` as the harness reads them, after/ the reference outputs).
+def capture(obj, kernel, command, app, kernel_list, every, launch, longest, after_ms, max_bytes, compress_above, use,
+            compare_only, exit_after, measure, timeout, rebuild, as_json):
+    """Run the application once and record, for one launch of each chosen kernel (KERNEL, --kernels K1,K2 or
+    --all), its exact launch, its argument bytes and every device allocation reachable from them (pointer
+    arguments, pointers inside structs passed by value and inside buffers), before and after the launch, into
+    each MEP's data/captured/. With --use, write each kernel's complete MEP from its record.
 
     The application is not rebuilt: a CUPTI library injected through CUDA_INJECTION64_PATH sees every launch.
     KERNEL is a name from the inventory (cg::spmv_csr), optionally an instantiation (cg::axpy<float>), or a
     mangled name.
     """
     from .. import inventory as inventory_mod
-    from ..spec import load_spec
     from ..workspace import Workspace
-    from .build import build_injector
-    from .convert import convert, load_manifest
-    from .launcher import explain_failure, run_injected, run_plain
     from .names import choose_kernel
-    from .plan import make_plan, typedef_map
-    from .use import apply_capture
 
-    log = obj.log if obj is not None else (lambda msg, level=1: None)
     ws = Workspace(app) if app else Workspace.find()
     inv = inventory_mod.load(ws.inventory_path)
-    choice = choose_kernel(inv, kernel)
-    mep_dir = ws.mep_dir(choice.kernel["id"])
-    captured = mep_dir / "data" / "captured"
     command = list(command)
-
+    if (kernel_list is not None or every) and kernel is not None:
+        command, kernel = [kernel, *command], None   # with --kernels/--all the first word is the application's
+    names = _chosen_names(inv, kernel, kernel_list, every)
+    if longest and launch:
+        raise MepgenError("--launch and --longest choose the launch two ways: give one")
+    if compare_only:
+        if command:
+            raise MepgenError("--compare reads the last capture: give no command")
+        _compare(ws, inv, [choose_kernel(inv, n) for n in names], as_json)
+        return
     if not command:
         if not use:
             raise MepgenError("no application to run: give it after `--`, e.g. "
-                              f"mepgen capture {choice.display} -- ./app args (or --use to apply the last capture)")
-        report = apply_capture(mep_dir, load_manifest(captured))
-        _refresh_mep(ws, choice.kernel["qualified_name"], report)
-        _print_use(report, as_json)
+                              f"mepgen capture {names[0] if names else 'KERNEL'} -- ./app args "
+                              "(or --use to write the MEP from the last capture)")
+        outcomes = [_use_last(ws, inv, choose_kernel(inv, n)) for n in names]
+        _report(outcomes, as_json)
+        if not any(o["outcome"] == "captured" for o in outcomes):
+            sys.exit(3)
         return
+    outcomes = _record(obj, ws, inv, names, command, launch=launch, longest=longest, after_ms=after_ms,
+                       max_bytes=parse_bytes(max_bytes), compress_above=parse_bytes(compress_above, "--compress-above"),
+                       use=use, exit_after=exit_after, measure=measure, timeout=timeout, rebuild=rebuild,
+                       single=kernel is not None and not kernel_list and not every)
+    _report(outcomes, as_json)
+    if not any(o["outcome"] == "captured" for o in outcomes):
+        if len(outcomes) == 1:
+            raise MepgenError(outcomes[0]["reason"], exit_code=3)
+        raise MepgenError(f"none of the {len(outcomes)} kernels was captured", exit_code=3)
 
-    plan = make_plan(choice, Path("."), app_root=ws.app_root, launch=launch, after_ms=after_ms,
-                     max_bytes=parse_bytes(max_bytes), exit_after=exit_after)
+
+def _chosen_names(inv: dict, kernel: str | None, kernel_list: str | None, every: bool) -> list[str]:
+    given = sum(x is not None and x is not False for x in (kernel, kernel_list, every or None))
+    if given > 1:
+        raise MepgenError("choose kernels one way: KERNEL, --kernels K1,K2 or --all")
+    if every:
+        return [k["qualified_name"] for k in inv["kernels"]]
+    if kernel_list is not None:
+        names = [n.strip() for n in kernel_list.split(",") if n.strip()]
+        if not names:
+            raise MepgenError("--kernels needs at least one kernel name")
+        return names
+    if kernel is None:
+        raise MepgenError("name a kernel (`mepgen list` shows them), or pass --kernels K1,K2 or --all")
+    return [kernel]
+
+
+def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_bytes, compress_above, use, exit_after,
+            measure, timeout, rebuild, single) -> list[dict]:
+    from ..spec import load_spec
+    from .build import build_injector
+    from .convert import convert
+    from .launcher import explain_failure, outcome_kind, run_injected, run_plain
+    from .names import choose_kernel
+    from .plan import RunPlan, make_plan, typedef_map
+
+    log = obj.log if obj is not None else (lambda msg, level=1: None)
+    outcomes, plans = [], []
+    for n in names:
+        choice = choose_kernel(inv, n)
+        try:
+            plans.append(make_plan(choice, Path("."), app_root=ws.app_root, launch=launch, after_ms=after_ms,
+                                   max_bytes=max_bytes, exit_after=exit_after, longest=longest))
+        except MepgenError as e:
+            if single:
+                raise
+            outcomes.append({"kernel": choice.kernel["qualified_name"], "outcome": "refused", "reason": str(e)})
+    if not plans:
+        return outcomes
     injector = build_injector(force=rebuild, log=log)
     if injector.built:
         click.echo(f"built the capture injector for CUDA {injector.toolkit.version}: {injector.path}", err=True)
-    spec = None
-    if (mep_dir / "mep.yaml").is_file():
-        try:
-            spec = load_spec(mep_dir / "mep.yaml")
-        except MepgenError as e:
-            click.echo(f"mepgen: note: ignoring the MEP's mep.yaml for dtypes ({e})", err=True)
-
     ws.ensure()
     ws.cache_dir.mkdir(parents=True, exist_ok=True)
     raw = Path(tempfile.mkdtemp(prefix="capture-", dir=ws.cache_dir))
-    plan.out_dir = raw
+    run_plan = RunPlan(raw, plans, after_ms=after_ms, max_bytes=max_bytes, exit_after=exit_after)
     try:
         plain = run_plain(command, timeout) if measure else None
-        run = run_injected(command, injector.path, plan, raw, timeout)
-        if not run.captured:
-            raise MepgenError(explain_failure(run, plan), exit_code=3)
+        run = run_injected(command, injector.path, run_plan, raw, timeout)
         extra = {"app": {"command": command, "cwd": str(Path.cwd()), "exit_code": run.exit_code,
                          "wall_s": round(run.wall_s, 4), "exited_after_capture": exit_after},
                  "injector": {"path": str(injector.path), "cuda": injector.toolkit.version}}
@@ -111,83 +160,140 @@ def capture(obj, kernel, command, app, launch, after_ms, max_bytes, use, exit_af
             extra["overhead"] = {"wall_s_plain": round(plain.wall_s, 4), "wall_s_captured": round(run.wall_s, 4),
                                  "ratio": round(run.wall_s / plain.wall_s, 4) if plain.wall_s > 0 else None,
                                  "plain_exit_code": plain.exit_code}
-        manifest = convert(raw, plan, captured, spec=spec, typedefs=typedef_map(ws.app_root, choice.kernel),
-                           extra=extra)
+        for t, plan in enumerate(plans):
+            k = plan.choice.kernel
+            out = {"kernel": k["qualified_name"], "outcome": outcome_kind(run, t)}
+            if out["outcome"] != "captured":
+                out["reason"] = explain_failure(run, plan, t)
+                outcomes.append(out)
+                continue
+            mep_dir = ws.mep_dir(k["id"])
+            captured = mep_dir / "data" / "captured"
+            spec = None
+            if (mep_dir / "mep.yaml").is_file():
+                try:
+                    spec = load_spec(mep_dir / "mep.yaml")
+                except MepgenError:
+                    spec = None
+            try:
+                manifest = convert(raw / f"k{t}", plan, captured, spec=spec, typedefs=typedef_map(ws.app_root, k),
+                                   extra=extra, compress_above=compress_above)
+            except MepgenError as e:
+                outcomes.append({**out, "outcome": "refused", "reason": f"the record cannot be read: {e}"})
+                continue
+            out.update(_summary(manifest), manifest=str(captured / "manifest.json"))
+            if use:
+                out.update(_write_mep(ws, inv, k, manifest))
+            outcomes.append(out)
     finally:
         shutil.rmtree(raw, ignore_errors=True)
-
-    report = apply_capture(mep_dir, manifest) if use and spec is not None else None
-    if report is not None:
-        _refresh_mep(ws, choice.kernel["qualified_name"], report)
-    if as_json:
-        out = {"manifest": str(captured / "manifest.json"), **_summary(manifest)}
-        if report is not None:
-            out["use"] = {"spec": str(report.spec_path), "backup": str(report.backup), "changes": report.changes,
-                          "skipped": report.skipped}
-        click.echo(json.dumps(out, indent=1))
-    else:
-        _print_summary(manifest, captured)
-        if report is not None:
-            _print_use(report, False)
-    if use and spec is None:
-        click.echo(f"no MEP for {choice.kernel['qualified_name']} yet: run `mepgen mep {choice.kernel['qualified_name']}`, "
-                   f"then `mepgen capture {choice.display} --use`", err=True)
     if run.exit_code and not exit_after:
-        click.echo(f"mepgen: note: the application exited with {run.exit_code} after the capture", err=True)
+        click.echo(f"mepgen: note: the application exited with {run.exit_code}", err=True)
+    return outcomes
 
 
-def _refresh_mep(ws, qualified: str, report) -> None:
-    """Render harness.cu and data/in again from the edited mep.yaml (the harness bakes counts and values in),
-    through `mepgen mep --refresh`: the MEP stage owns its rendering."""
-    cmd = [sys.executable, "-m", "mepgen.cli", "mep", qualified, "--refresh", "-C", str(ws.app_root)]
-    here = str(Path(__file__).resolve().parents[2])  # this mepgen, installed or run from a checkout
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if r.returncode == 0:
-        report.changes.append("harness.cu, Makefile and data/in rendered again (mepgen mep --refresh)")
-    else:
-        why = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        report.skipped.append(f"re-rendering the MEP: `mepgen mep {qualified} --refresh` failed: {why}")
+def _write_mep(ws, inv, kernel, manifest) -> dict:
+    from .mepwrite import write_captured_mep
+    try:
+        w = write_captured_mep(ws, inv, kernel, manifest)
+    except MepgenError as e:
+        return {"mep": None, "mep_error": str(e)}
+    return {"mep": str(w.path), "complete": not w.todo, "todo": w.todo, "notes": w.notes,
+            "static_backup": str(w.backup) if w.backup else None}
+
+
+def _use_last(ws, inv, choice) -> dict:
+    from .convert import load_manifest
+    k = choice.kernel
+    try:
+        manifest = load_manifest(ws.mep_dir(k["id"]) / "data" / "captured")
+    except MepgenError as e:
+        return {"kernel": k["qualified_name"], "outcome": "not_captured", "reason": str(e)}
+    return {"kernel": k["qualified_name"], "outcome": "captured", **_summary(manifest),
+            **_write_mep(ws, inv, k, manifest)}
+
+
+def _static_spec(ws, inv, kernel):
+    """The static MEP of `kernel`: the one static completion wrote (kept beside a captured one), else static
+    completion now (nothing written)."""
+    from ..spec import load_spec
+    from .use import BACKUP_SUFFIX
+    mep_dir = ws.mep_dir(kernel["id"])
+    for path in (mep_dir / ("mep.yaml" + BACKUP_SUFFIX), mep_dir / "mep.yaml"):
+        if path.is_file():
+            text = path.read_text()
+            if "written by `mepgen capture`" not in text:
+                return load_spec(path), str(path)
+    from ..mep.assemble import assemble
+    from ..mep.project import Project
+    try:
+        spec, _ = assemble(Project(ws.app_root, inv["translation_units"]), inv, kernel, {}, False)
+    except MepgenError:
+        raise
+    except Exception as e:  # static completion's own failure: name it, the capture stands on its own
+        raise MepgenError(f"static completion of {kernel['qualified_name']} failed ({type(e).__name__}: {e}), "
+                          "so there is nothing to compare the capture with") from None
+    return spec, "static completion (mepgen mep, not written)"
+
+
+def _compare(ws, inv, choices, as_json: bool) -> None:
+    from .compare import compare
+    from .convert import load_manifest
+    results = []
+    for choice in choices:
+        k = choice.kernel
+        try:
+            manifest = load_manifest(ws.mep_dir(k["id"]) / "data" / "captured")
+            static, source = _static_spec(ws, inv, k)
+        except MepgenError as e:
+            if len(choices) == 1:
+                raise
+            results.append({"kernel": k["qualified_name"], "error": str(e)})
+            if not as_json:
+                click.echo(f"{k['qualified_name']}: not compared: {e}")
+            continue
+        found = compare(static, manifest)
+        results.append({"kernel": k["qualified_name"], "static": source, "agree": not found,
+                        "disagreements": [vars(d) for d in found]})
+        if not as_json:
+            click.echo(f"{k['qualified_name']}: {'static and captured agree' if not found else f'{len(found)} disagreement(s)'}"
+                       f" (static: {source}; captured launch {manifest['launch_index']})")
+            for d in found:
+                click.echo(f"  {d.line()}")
+    if as_json:
+        click.echo(json.dumps(results, indent=1))
+
+
+def _report(outcomes: list[dict], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(outcomes, indent=1))
+        return
+    for o in outcomes:
+        if o["outcome"] != "captured":
+            click.echo(f"{o['kernel']}: {o['outcome'].replace('_', ' ')}: {o['reason']}")
+            continue
+        click.echo(f"{o['kernel']}: captured {o['launched_as']} (launch {o['launch_index']}) grid {o['grid']} block "
+                   f"{o['block']} shared {o['shared_mem']} B: {o['bytes_captured'] / 2**20:.1f} MiB in "
+                   f"{o['allocations']} allocation(s), {o['relocations']} device pointer(s) inside")
+        for p in o["params"]:
+            for note in p.get("notes", []):
+                click.echo(f"  {p['name']}: note: {note}")
+        if "mep" in o:
+            if o["mep"] is None:
+                click.echo(f"  MEP not written: {o['mep_error']}")
+            else:
+                state = "complete" if o["complete"] else f"{len(o['todo'])} todo(s): " + "; ".join(o["todo"])
+                click.echo(f"  MEP {o['mep']}: {state}")
+                for n in o.get("notes", []):
+                    click.echo(f"  note: {n}")
 
 
 def _summary(m: dict) -> dict:
     return {"kernel": m["kernel"], "launched_as": m["launched_as"], "launch_index": m["launch_index"],
+            "selection": m.get("selection"), "kernel_ms": m.get("kernel_ms"),
             "grid": m["grid"], "block": m["block"], "shared_mem": m["shared_mem"],
             "bytes_captured": m["bytes_captured"], "capture_ms": m["capture_ms"],
+            "allocations": len(m.get("allocations", [])), "relocations": len(m.get("relocations", [])),
             "params": [{k: p.get(k) for k in ("name", "kind", "dtype", "count", "written", "value", "notes")
                         if p.get(k) is not None} for p in m["params"]],
             "constants": [c["name"] for c in m["constants"]], "overhead": m.get("overhead")}
-
-
-def _print_summary(m: dict, captured: Path) -> None:
-    click.echo(f"captured {m['launched_as']} (launch {m['launch_index']}) grid {m['grid']} block {m['block']} "
-               f"shared {m['shared_mem']} B: {m['bytes_captured'] / 2**20:.1f} MiB in {m['capture_ms']:.0f} ms")
-    for p in m["params"]:
-        if p["kind"] == "buffer":
-            what = f"{p['dtype']}[{p['count']}]" + (f" at +{p['offset_elements']}" if p["offset_bytes"] else "")
-            click.echo(f"  {p['name']:<16} {what:<28} {'written' if p['written'] else 'read only'}")
-        elif p["kind"] == "value":
-            click.echo(f"  {p['name']:<16} = {p['value'] if p['value'] is not None else '0x' + p['bytes_hex']}")
-        else:
-            click.echo(f"  {p['name']:<16} null pointer")
-        for note in p.get("notes", []):
-            click.echo(f"      note: {note}")
-    for c in m["constants"]:
-        click.echo(f"  {c['name']:<16} __constant__ {c['dtype']}[{c['count']}]")
-    if m.get("overhead"):
-        o = m["overhead"]
-        click.echo(f"application wall time: {o['wall_s_plain']:.2f} s plain, {o['wall_s_captured']:.2f} s with capture "
-                   f"(x{o['ratio']})")
-    click.echo(f"wrote {captured / 'manifest.json'}")
-
-
-def _print_use(report, as_json: bool) -> None:
-    if as_json:
-        click.echo(json.dumps({"spec": str(report.spec_path), "backup": str(report.backup),
-                               "changes": report.changes, "skipped": report.skipped}, indent=1))
-        return
-    for c in report.changes:
-        click.echo(f"  mep.yaml: {c}")
-    for s in report.skipped:
-        click.echo(f"  mep.yaml: kept {s}")
-    click.echo(f"updated {report.spec_path} (original kept as {report.backup.name})")

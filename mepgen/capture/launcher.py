@@ -2,8 +2,9 @@
 
 The application runs unchanged, in the caller's folder, with two more environment variables:
 `CUDA_INJECTION64_PATH` (the driver loads the injector at CUDA initialization) and `MEPGEN_CAPTURE_PLAN`. Each
-process the application starts writes its own `status.<pid>.json`; the first to reach the chosen launch claims
-the output folder and writes `capture.json` and the raw dumps.
+process the application starts writes its own `status.<pid>.json` (per target: launches matched, recorded or
+refused and why); the first process to reach a target's chosen launch claims it and writes `k<T>/capture.json`
+and the raw dumps.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from ..errors import MepgenError
 from .names import split_demangled
-from .plan import CapturePlan
+from .plan import CapturePlan, RunPlan
 
 
 @dataclass
@@ -30,7 +31,15 @@ class AppRun:
 
     @property
     def captured(self) -> bool:
-        return any(s.get("captured") for s in self.statuses)
+        return any(self.target_captured(t) for t in range(max((len(s.get("targets", [])) for s in self.statuses),
+                                                              default=0)))
+
+    def target(self, t: int) -> list[dict]:
+        """Every process's status of target `t`."""
+        return [s["targets"][t] for s in self.statuses if t < len(s.get("targets", []))]
+
+    def target_captured(self, t: int) -> bool:
+        return any(x.get("captured") for x in self.target(t))
 
 
 def run_plain(command: list[str], timeout: float | None = None) -> AppRun:
@@ -40,10 +49,13 @@ def run_plain(command: list[str], timeout: float | None = None) -> AppRun:
     return AppRun(list(command), code, time.perf_counter() - t0)
 
 
-def run_injected(command: list[str], injector: Path, plan: CapturePlan, raw_dir: Path,
+def run_injected(command: list[str], injector: Path, plan: RunPlan | CapturePlan, raw_dir: Path,
                  timeout: float | None = None) -> AppRun:
     raw_dir = Path(raw_dir)
     raw_dir.mkdir(parents=True, exist_ok=True)
+    if isinstance(plan, CapturePlan):
+        plan = RunPlan(plan.out_dir, [plan], after_ms=plan.after_ms, max_bytes=plan.max_bytes,
+                       exit_after=plan.exit_after)
     plan.start_epoch_ms = time.time() * 1000.0
     plan_path = plan.write(raw_dir / "plan.txt")
     env = dict(os.environ)
@@ -80,8 +92,8 @@ def _run(command: list[str], env: dict, timeout: float | None) -> int:
         raise MepgenError(f"the application ran longer than --timeout {timeout:g} s and was stopped") from None
 
 
-def explain_failure(run: AppRun, plan: CapturePlan) -> str:
-    """One line: why `run` captured nothing."""
+def explain_failure(run: AppRun, plan: CapturePlan, t: int = 0) -> str:
+    """One line: why target `t` of the run (the kernel of `plan`) was not recorded."""
     who = plan.choice.display
     if not run.statuses:
         return (f"the capture injector never started (exit code {run.exit_code}): the application made no CUDA call, "
@@ -89,11 +101,13 @@ def explain_failure(run: AppRun, plan: CapturePlan) -> str:
     errors = [s["error"] for s in run.statuses if s.get("error")]
     if errors:
         return f"the capture injector failed to start: {errors[0]}"
-    refusals = [s["refusal"] for s in run.statuses if s.get("refusal")]
+    mine = run.target(t)
+    what = "the longest launch" if plan.longest else f"launch {plan.launch}"
+    refusals = [x["refusal"] for x in mine if x.get("refusal")]
     if refusals:
-        return f"cannot capture {who} launch {plan.launch}: {refusals[0]}"
-    matched = sum(int(s.get("matched", 0)) for s in run.statuses)
-    window = sum(int(s.get("before_window", 0)) for s in run.statuses)
+        return f"cannot capture {who} {what}: {refusals[0]}"
+    matched = sum(int(x.get("matched", 0)) for x in mine)
+    window = sum(int(x.get("before_window", 0)) for x in mine)
     seen: dict[str, int] = {}
     runtime_only: dict[str, int] = {}
     for s in run.statuses:
@@ -101,6 +115,7 @@ def explain_failure(run: AppRun, plan: CapturePlan) -> str:
             seen[name] = seen.get(name, 0) + n
         for name, n in s.get("runtime_only", {}).items():
             runtime_only[name] = runtime_only.get(name, 0) + n
+    graphs = sum(int(s.get("graph_launches", 0)) for s in run.statuses)
     q = plan.choice.kernel["qualified_name"]
     crashed = f"; the application exited with {run.exit_code}" if run.exit_code else ""
     if matched:
@@ -114,12 +129,26 @@ def explain_failure(run: AppRun, plan: CapturePlan) -> str:
         return (f"the CUDA runtime launched {q} {sum(runtime_only[n] for n in missed)} time(s) without passing "
                 "through the driver's launch entry points, which the injector watches; this runtime cannot be "
                 "captured")
+    in_graphs = (f"; the application launched CUDA graphs {graphs} time(s), and kernels inside a graph are not "
+                 "seen one by one") if graphs else ""
     if not seen:
-        return f"the application launched no kernel at all{crashed}"
+        return f"the application launched no kernel at all{in_graphs}{crashed}"
     bases = {split_demangled(n)[0]: n for n in seen}
     same = [n for n in seen if split_demangled(n)[0] == q]
     if same:
         return (f"{who} never launched; its instantiations that did: {', '.join(sorted(same)[:4])}")
     close = difflib.get_close_matches(q, list(bases), n=3, cutoff=0.4)
     hint = f"; the closest launched: {', '.join(bases[c] for c in close)}" if close else ""
-    return f"{who} was never launched ({len(seen)} other kernel(s) were){hint}{crashed}"
+    return f"{who} was never launched ({len(seen)} other kernel(s) were){hint}{in_graphs}{crashed}"
+
+
+def outcome_kind(run: AppRun, t: int) -> str:
+    """captured | refused (the launch came but cannot be replayed) | not_launched (no launch to record) |
+    failed (the injector never ran or could not start: nothing was watched)."""
+    if run.target_captured(t):
+        return "captured"
+    if not run.statuses or any(s.get("error") for s in run.statuses):
+        return "failed"
+    if any(x.get("refusal") for x in run.target(t)):
+        return "refused"
+    return "not_launched"

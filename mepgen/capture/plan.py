@@ -5,8 +5,13 @@ pointer (copy the allocation behind it) or a value (record its bytes), and which
 symbols the kernel reads (copy them before the launch). What a replay cannot reproduce faithfully is refused here,
 before the application runs: texture and surface objects, texture references, `__managed__` globals.
 
-The file is tab-separated lines under a `mepgen-capture-plan 1` header (read by `read_plan` in
-injector/capture.cpp); see :func:`render`.
+One run records several kernels: a :class:`RunPlan` holds one :class:`CapturePlan` per kernel (its parameters,
+constants and which launch: an index, or the longest) and what applies to the whole run (the output folder, the
+byte limit, how deep pointers are followed). Each parameter says whether it may hold device pointers (`scan`): a
+struct passed by value, a pointer to pointers or to structs; numeric elements are never scanned.
+
+The file is tab-separated lines under a `mepgen-capture-plan 2` header (read by `read_plan` in
+injector/capture.cpp); see :meth:`RunPlan.render`.
 """
 from __future__ import annotations
 
@@ -18,7 +23,8 @@ from pathlib import Path
 from ..errors import MepgenError
 from .names import KernelChoice, variable_symbols
 
-PLAN_HEADER = "mepgen-capture-plan 1"
+PLAN_HEADER = "mepgen-capture-plan 2"
+DEFAULT_SCAN_DEPTH = 2
 DEFAULT_MAX_BYTES = 4 << 30
 
 _TEXTURE_TYPES = re.compile(r"\b(cudaTextureObject_t|cudaSurfaceObject_t|CUtexObject|CUsurfObject|"
@@ -32,6 +38,7 @@ class PlanParam:
     ctype: str                   # as the inventory spells it
     pointee: str | None = None   # pointers: the element type (may be a template parameter)
     struct: str | None = None    # by-value records: the qualified type
+    scan: bool = False           # its bytes (value) or its elements (pointer) may hold device pointers
 
 
 @dataclass
@@ -44,6 +51,7 @@ class PlanConstant:
 
 @dataclass
 class CapturePlan:
+    """What to record of one kernel."""
     choice: KernelChoice
     out_dir: Path
     params: list[PlanParam]
@@ -53,20 +61,45 @@ class CapturePlan:
     max_bytes: int = DEFAULT_MAX_BYTES
     exit_after: bool = False
     start_epoch_ms: float = 0.0
+    longest: bool = False
+
+    def rows(self, t: int) -> list[list[str]]:
+        c = self.choice
+        rows = [["target", str(t), c.kernel["qualified_name"], c.template_args, c.mangled,
+                 "longest" if self.longest else str(self.launch)]]
+        rows += [["param", str(t), str(i), p.kind, "1" if p.scan else "0", p.name] for i, p in enumerate(self.params)]
+        rows += [["constant", str(t), k.name, *k.symbols] for k in self.constants]
+        return rows
+
+    def render(self) -> str:
+        """The plan file of a run that records this kernel alone."""
+        return RunPlan(self.out_dir, [self], after_ms=self.after_ms, max_bytes=self.max_bytes,
+                       exit_after=self.exit_after, start_epoch_ms=self.start_epoch_ms).render()
+
+    def write(self, path: Path) -> Path:
+        self.start_epoch_ms = self.start_epoch_ms or time.time() * 1000.0
+        Path(path).write_text(self.render())
+        return Path(path)
+
+
+@dataclass
+class RunPlan:
+    """One run of the application that records several kernels (target T's record lands in out_dir/kT/)."""
+    out_dir: Path
+    targets: list[CapturePlan]
+    after_ms: float | None = None
+    max_bytes: int = DEFAULT_MAX_BYTES
+    exit_after: bool = False
+    start_epoch_ms: float = 0.0
+    scan_depth: int = DEFAULT_SCAN_DEPTH
 
     def render(self) -> str:
         """The plan file's text: one record per line, fields separated by tabs (so no field may hold either)."""
-        c = self.choice
-        rows = [["out", str(self.out_dir)], ["kernel", c.kernel["qualified_name"]]]
-        if c.template_args:
-            rows.append(["template_args", c.template_args])
-        if c.mangled:
-            rows.append(["mangled", c.mangled])
-        rows += [["launch", str(self.launch)], ["after_ms", str(-1 if self.after_ms is None else self.after_ms)],
-                 ["start_epoch_ms", f"{self.start_epoch_ms:.3f}"], ["max_bytes", str(self.max_bytes)],
-                 ["exit_after", "1" if self.exit_after else "0"]]
-        rows += [["param", str(i), p.kind, p.name] for i, p in enumerate(self.params)]
-        rows += [["constant", k.name, *k.symbols] for k in self.constants]
+        rows = [["out", str(self.out_dir)], ["after_ms", str(-1 if self.after_ms is None else self.after_ms)],
+                ["start_epoch_ms", f"{self.start_epoch_ms:.3f}"], ["max_bytes", str(self.max_bytes)],
+                ["exit_after", "1" if self.exit_after else "0"], ["scan_depth", str(self.scan_depth)]]
+        for t, target in enumerate(self.targets):
+            rows += target.rows(t)
         for row in rows:
             bad = next((f for f in row if "\t" in f or "\n" in f), None)
             if bad is not None:
@@ -90,7 +123,8 @@ def _declaration(app_root: Path | None, g: dict) -> str:
 
 
 def make_plan(choice: KernelChoice, out_dir: Path, *, app_root: Path | None = None, launch: int = 0,
-              after_ms: float | None = None, max_bytes: int = DEFAULT_MAX_BYTES, exit_after: bool = False) -> CapturePlan:
+              after_ms: float | None = None, max_bytes: int = DEFAULT_MAX_BYTES, exit_after: bool = False,
+              longest: bool = False) -> CapturePlan:
     """The plan for `choice`, or a MepgenError naming what cannot be captured faithfully."""
     k = choice.kernel
     q = k["qualified_name"]
@@ -103,6 +137,7 @@ def make_plan(choice: KernelChoice, out_dir: Path, *, app_root: Path | None = No
     if "texture" in (k.get("features") or []):
         raise MepgenError(f"cannot capture {q}: it reads through texture references, whose bindings a replay "
                           "cannot reproduce")
+    typedefs = typedef_map(app_root, k)
     params = []
     for p in k["params"]:
         ctype = p.get("type") or p.get("written", "")
@@ -112,7 +147,8 @@ def make_plan(choice: KernelChoice, out_dir: Path, *, app_root: Path | None = No
         if p.get("is_reference"):
             raise MepgenError(f"cannot capture {q}: parameter '{p['name']}' is a reference ({ctype})")
         kind = "pointer" if p.get("is_pointer") else "value"
-        params.append(PlanParam(p["name"], kind, ctype, p.get("pointee_type"), p.get("struct")))
+        params.append(PlanParam(p["name"], kind, ctype, p.get("pointee_type"), p.get("struct"),
+                                scan=may_hold_pointers(p, kind, typedefs)))
     constants = []
     for g in k.get("closure", {}).get("globals", []):
         space = g.get("space")
@@ -123,7 +159,35 @@ def make_plan(choice: KernelChoice, out_dir: Path, *, app_root: Path | None = No
             constants.append(PlanConstant(g["qualified_name"], variable_symbols(g["qualified_name"]), space,
                                           _declaration(app_root, g)))
     return CapturePlan(choice, Path(out_dir).resolve(), params, constants, launch=launch, after_ms=after_ms,
-                       max_bytes=max_bytes, exit_after=exit_after)
+                       max_bytes=max_bytes, exit_after=exit_after, longest=longest)
+
+
+_NUMERIC = re.compile(r"^(?:(?:un)?signed\s+)?(?:char|short|int|long|long\s+long|float|double|bool|half|__half|"
+                      r"__nv_bfloat16|size_t|u?int(?:8|16|32|64)_t|ptrdiff_t|unsigned)$|^(?:float|double|u?int|u?char|"
+                      r"u?short|u?long|u?longlong|half)[1-4]$")
+
+
+def may_hold_pointers(p: dict, kind: str, typedefs: dict[str, str] | None = None) -> bool:
+    """Whether a parameter's bytes (a value) or elements (a pointer) can hold device pointers the capture must
+    follow: anything but numbers and vectors of numbers (`float`, `int2`, `size_t`, an enum)."""
+    if kind == "value":
+        if p.get("enum"):
+            return False
+        if p.get("struct"):
+            return not _numeric(p["struct"], typedefs)     # float4 by value holds no pointer
+        return not _numeric(p.get("type") or p.get("written", ""), typedefs)
+    written = p.get("type") or p.get("written", "")
+    if written.count("*") > 1:              # float** : an array of device pointers
+        return True
+    return not _numeric(p.get("pointee_type") or "", typedefs)
+
+
+def _numeric(t: str, typedefs: dict[str, str] | None) -> bool:
+    from .convert import bare_type
+    for _ in range(4):
+        t = bare_type((typedefs or {}).get(t, t))
+    t = t.split("::")[-1] if t.startswith("std::") else t
+    return bool(_NUMERIC.match(" ".join(t.split())))
 
 
 def typedef_map(app_root: Path | None, kernel: dict) -> dict[str, str]:

@@ -104,7 +104,22 @@ def _buffer_count(p: dict, mp: dict, sizes: dict[str, int], bound: set[str], cap
     return mp["before"], f"'{expr}' -> {have}"
 
 
-def apply_capture(mep_dir: Path, manifest: dict, captured_rel: str = "data/captured") -> UseReport:
+def _expressions(d: dict) -> list[str]:
+    """Every expression of a spec dict that may name a size symbol."""
+    out = [str(e) for e in d["launch"]["grid"] + d["launch"]["block"]] + [str(d["launch"].get("shared_mem", ""))]
+    for group in ("params", "constants", "buffers"):
+        for item in d.get(group, []):
+            out += [str(item.get(k)) for k in ("count", "value") if item.get(k) is not None]
+            out += [str(v) for v in (item.get("init") or {}).values()]
+    out += [str(v) for v in (d.get("work") or {}).values() if v is not None]
+    for step in d.get("chain", []):
+        out += [str(e) for e in step["launch"]["grid"] + step["launch"]["block"]]
+        out += [str(a.get("value")) for a in step["args"] if a.get("value") is not None]
+    return out
+
+
+def apply_capture(mep_dir: Path, manifest: dict, captured_rel: str = "data/captured",
+                  include_flags: list[str] | None = None) -> UseReport:
     mep_dir = Path(mep_dir)
     spec_path = mep_dir / "mep.yaml"
     if not spec_path.is_file():
@@ -154,6 +169,10 @@ def apply_capture(mep_dir: Path, manifest: dict, captured_rel: str = "data/captu
         path, note = _buffer_count(p, mp, sizes, bound, mep_dir / captured_rel)
         if note:
             report.changes.append(f"{p['name']}.count: {note}")
+        if p["role"] == "out" and mp["written"] and mp["changed_elements"] < mp["count"]:
+            p["role"] = "inout"       # what the launch left alone keeps its captured value
+            report.changes.append(f"{p['name']}: inout (the launch changed {mp['changed_elements']} of "
+                                  f"{mp['count']} elements)")
         if p["role"] in ("in", "inout"):
             p["init"] = {"kind": "file", "path": f"{captured_rel}/{path}"}
             report.changes.append(f"{p['name']}: init from {captured_rel}/{path}")
@@ -181,7 +200,10 @@ def apply_capture(mep_dir: Path, manifest: dict, captured_rel: str = "data/captu
         settled.add(f"constants[{j}]")
 
     for key, dim in (("grid", manifest["grid"]), ("block", manifest["block"])):
-        exprs = d["launch"][key]
+        exprs = list(d["launch"][key])
+        for j, e in enumerate(exprs):        # a bare size symbol not yet bound (`NBLOCKS`) takes the captured value
+            if j < 3 and _SYMBOL.match(str(e).strip()) and str(e).strip() in sizes and str(e).strip() not in bound:
+                _settle(str(e), dim[j], sizes, bound)
         now = [cexpr.evaluate(e, sizes) for e in exprs]
         if None in now or _padded(now) != _padded(dim):
             n = max(len(exprs), 1 + max((k for k in range(3) if dim[k] != 1), default=0))
@@ -191,9 +213,18 @@ def apply_capture(mep_dir: Path, manifest: dict, captured_rel: str = "data/captu
     if smem != manifest["shared_mem"]:
         d["launch"]["shared_mem"] = str(manifest["shared_mem"])
         report.changes.append(f"launch.shared_mem -> {manifest['shared_mem']}")
+    settled.add("launch")                     # grid, block and shared memory are the captured ones now
 
     d["sizes"] = sizes
     settled |= {f"sizes.{s}" for s in bound}
+    # a size symbol whose todo nothing uses any more (the launch that used it is literal now) is settled too
+    used = _expressions(d)
+    settled |= {f"sizes.{s}" for s in sizes if not any(re.search(rf"\b{re.escape(s)}\b", e) for e in used)}
+    for flag in include_flags or []:
+        build = d.setdefault("build", {})
+        if flag not in build.setdefault("nvcc_flags", []):
+            build["nvcc_flags"].append(flag)
+            report.changes.append(f"build.nvcc_flags: {flag} (the application's include folder)")
     kept = [t for t in d.get("todo", []) if not any(t["field"] == s or t["field"].startswith(s + ".")
                                                      or t["field"].startswith(s + "[") for s in settled)]
     if len(kept) != len(d.get("todo", [])):

@@ -36,6 +36,9 @@ class PycudaBackend(Backend):
             names = ", ".join(c.kernel for c in spec.chain)
             raise MepgenError(f"unsupported by the pycuda backend: the MEP runs a chain ({names}) before the "
                               "target; use --backend native")
+        if spec.buffers or any(p.relocate for p in spec.params):
+            raise MepgenError("unsupported by the pycuda backend: the MEP rewrites captured device pointers "
+                              "(mep.yaml `buffers`, `relocate`); use --backend native")
         for p in spec.params:
             if p.role == "scalar" and p.value is None:
                 raise MepgenError(f"unsupported by the pycuda backend: scalar parameter {p.name} has no value")

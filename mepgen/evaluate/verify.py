@@ -30,7 +30,8 @@ def tolerance_for(spec: Spec, name: str) -> Tolerance:
     """The tolerance of output `name`: mep.yaml's, else the dtype's default (exact for integers)."""
     if name in spec.verify.tolerance:
         return spec.verify.tolerance[name]
-    return DEFAULT_TOLERANCE.get(spec.param(name).dtype or "", Tolerance(rtol=0.0, atol=0.0))
+    item = next((x for x in [*spec.params, *spec.buffers] if x.name == name), None)
+    return DEFAULT_TOLERANCE.get((item.dtype if item is not None else None) or "", Tolerance(rtol=0.0, atol=0.0))
 
 
 def _poisoned(arr: np.ndarray) -> np.ndarray:

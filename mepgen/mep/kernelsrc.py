@@ -8,6 +8,7 @@ back into the application by the kernel's byte extent. Application headers are n
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..spec import Spec
@@ -28,9 +29,29 @@ def _includes(kernel: dict) -> tuple[list[str], list[str]]:
         if inc.get("missing"):
             if inc["spelling"] not in missing:
                 missing.append(inc["spelling"])
-        elif inc.get("angled") and inc["spelling"] not in seen:
+        elif inc.get("angled") and inc["spelling"] not in seen and not _in_app(inc.get("resolved")):
             seen.append(inc["spelling"])
     return seen, missing
+
+
+def _in_app(resolved: str | None) -> bool:
+    """An include resolved to the application's own file (`<common.h>` found through -Iinclude): its members are
+    copied as the closure, so including it too would define them twice."""
+    return bool(resolved) and not Path(resolved).is_absolute()
+
+
+def _prototype(definition: str) -> str | None:
+    """`__device__ int f(S a) { ... }` -> `__device__ int f(S a);` (None when the body is not found)."""
+    depth, seen_paren = 0, False
+    for i, c in enumerate(definition):
+        if c == "(":
+            depth += 1
+            seen_paren = True
+        elif c == ")":
+            depth -= 1
+        elif c == "{" and depth == 0 and seen_paren:
+            return definition[:i].rstrip() + ";"
+    return None
 
 
 def _wrap(text: str, namespaces: list[str]) -> str:
@@ -74,8 +95,19 @@ def render_kernel_file(app_root: Path, kernel: dict, spec: Spec, feeders: list[d
             order = tuple(m.get("order", [0, m["start_byte"]]))
             members.append(((m["file"] == kernel["file"], *order), cat, m))
     members.sort(key=lambda x: x[0])
+    # a member inside another one's text (the struct of `typedef struct {...} Point;`) comes with it, not twice
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for _, _, m in members:
+        spans.setdefault(m["file"], []).append((m["start_byte"], m["end_byte"]))
+    members = [x for x in members if not any(a <= x[2]["start_byte"] and x[2]["end_byte"] <= b and
+                                             (a, b) != (x[2]["start_byte"], x[2]["end_byte"])
+                                             for a, b in spans[x[2]["file"]])]
     done = set()
-    for _, cat, m in members:
+    # a device function called by one that comes before its definition (declared in a header the closure does not
+    # copy, defined further down): its declaration goes before that first caller
+    functions = [m for _, cat, m in members if cat == "device_functions"]
+    declared: set[tuple] = set()
+    for i, (_, cat, m) in enumerate(members):
         key = (m["file"], m["start_byte"])
         if key in done:
             continue
@@ -83,6 +115,17 @@ def render_kernel_file(app_root: Path, kernel: dict, spec: Spec, feeders: list[d
         path = (app_root / m["file"]).resolve()
         text = source(m["file"], m["start_byte"], m["end_byte"])
         line = m.get("start_line", m.get("line", 1))
+        if cat == "device_functions":
+            later = {(f["file"], f["start_byte"]) for _, c, f in members[i + 1:] if c == "device_functions"}
+            for f in functions:
+                fkey = (f["file"], f["start_byte"])
+                if fkey in later and fkey not in declared and f.get("name") and \
+                        re.search(rf"\b{re.escape(f['name'])}\s*\(", text):
+                    proto = _prototype(source(f["file"], f["start_byte"], f["end_byte"]))
+                    if proto:
+                        declared.add(fkey)
+                        out += ["", "// declared before its first caller, as the application's header does",
+                                _wrap(proto, f.get("namespaces", []))]
         if cat == "macros":
             out += ["", f"#ifndef {m['name']}", f'#line {line} "{path}"', f"#define {text}", "#endif"]
             continue

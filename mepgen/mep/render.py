@@ -37,10 +37,18 @@ def render_harness(spec: Spec) -> str:
     args = []
     records = False
     perturbed = perturb.names(spec)
+    struct_args = []            # scalars whose bytes hold device pointers (mep.yaml `relocate`, from a capture)
+    relocations = []            # pointers inside buffers, written after the inputs are loaded
     for p in spec.params:
         if p.role == "scalar":
-            args.append(p.value)
+            if p.relocate:
+                struct_args.append({"name": p.name, "value": p.value, "relocate": p.relocate})
+                args.append(f"arg_{p.name}")
+            else:
+                args.append(p.value)
             continue
+        for r in p.relocate or []:
+            relocations.append({"holder": f"{'mep_init_' if p.role == 'inout' else 'd_'}{p.name}", **r})
         buffers.append({"name": p.name, "role": p.role, "ctype": DTYPES[p.dtype], "descr": NPY_DESCR[p.dtype],
                         "count": _wide(str(p.count), spec.sizes),
                         "poison": "0xFF" if p.dtype.startswith("float") else "0xA5", "placement": p.placement,
@@ -56,7 +64,9 @@ def render_harness(spec: Spec) -> str:
         else:
             constants.append({"symbol": c.name, "file": None, "value": c.value})
     chain_buffers = [{"name": b.name, "ctype": DTYPES[b.dtype], "descr": NPY_DESCR[b.dtype], "loaded": b.init is not None,
-                      "count": _wide(str(b.count), spec.sizes)} for b in spec.buffers]
+                      "count": _wide(str(b.count), spec.sizes), "role": b.role} for b in spec.buffers]
+    relocations += [{"holder": f"{'mep_init_' if b.role == 'inout' else 'd_'}{b.name}", **r}
+                    for b in spec.buffers for r in b.relocate or []]
     roles = {p.name: p.role for p in spec.params}
     chain = []
     for step in spec.chain:
@@ -65,13 +75,14 @@ def render_harness(spec: Spec) -> str:
             if a.role == "scalar":
                 cargs.append(a.value)
             else:   # a target input: the device copy its runs start from (inout: the reset source)
-                ptr = f"init_{a.buffer}" if roles.get(a.buffer) == "inout" else f"d_{a.buffer}"
+                ptr = f"mep_init_{a.buffer}" if roles.get(a.buffer) == "inout" else f"d_{a.buffer}"
                 cargs.append(f"mep_record_ptr{{{ptr}}}")
         chain.append({"kernel": step.kernel, "callee": step.callee, "grid": step.grid, "block": step.block,
                       "shared_mem": step.shared_mem, "args": cargs, "site": step.site})
     return _env().get_template("harness.cu.j2").render(
         kernel_name=spec.kernel.name, callee=spec.launch.callee, buffers=buffers, args=args, constants=constants,
         records=records or bool(chain), placement_span=PLACEMENT_SPAN, chain=chain, chain_buffers=chain_buffers,
+        struct_args=struct_args, relocations=relocations,
         # only when a buffer holds halves: legacy code may define its own `half` at global scope
         fp16=any(x.dtype == "float16" for x in [*spec.params, *spec.constants]),
         perturbed=bool(perturbed), grid=spec.launch.grid, block=spec.launch.block, shared_mem=spec.launch.shared_mem,
@@ -101,8 +112,9 @@ def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()
         return [f"  # {text}" for f, text in marks if _at(f, place)]
     lines = [f"# {h}" for h in header]
     lines += [f"version: {d['version']}", f"kernel: {_flow(d['kernel'])}"]
-    lines.append("sizes:                 # size symbols: passed to nvcc as -D<SYM>=<value>; scale them freely")
-    for name, value in d["sizes"].items():
+    lines.append("sizes:                 # size symbols: passed to nvcc as -D<SYM>=<value>; scale them freely"
+                 if d.get("sizes") else "sizes: {}              # none: every count and dimension is a literal")
+    for name, value in d.get("sizes", {}).items():
         mark = [t.reason for t in spec.todo if t.field == f"sizes.{name}"]
         mark += [f"a placeholder: see the todo of {t.field}" for t in spec.todo
                  if t.field != f"sizes.{name}" and re.search(rf"\bsizes\.{re.escape(name)}\b", t.reason)]

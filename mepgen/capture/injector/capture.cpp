@@ -1,19 +1,25 @@
-// mepgen capture injector: records the inputs and outputs of one kernel launch inside an unmodified application.
+// mepgen capture injector: records the inputs and outputs of kernel launches inside an unmodified application.
 //
 // Loaded by the CUDA driver through CUDA_INJECTION64_PATH, so it sees every launch whether the application links
 // the CUDA runtime statically (nvcc's default) or dynamically, or calls the driver API itself: it subscribes to
 // CUPTI's driver-API callbacks for cuLaunchKernel, cuLaunchKernelEx and cuLaunchCooperativeKernel, where every
-// runtime launch ends. Runtime-API launches are only counted, to diagnose a runtime whose launches would not reach
-// the driver callbacks.
+// runtime launch ends, and to the driver's allocation calls (cuMemAlloc*, cuMemFree*), so it knows every device
+// allocation's range. Runtime-API launches and graph launches are only counted, to explain a kernel no driver
+// launch callback saw.
 //
-// The Python side (mepgen/capture/plan.py) writes a plain-text plan and names it in MEPGEN_CAPTURE_PLAN:
-//   kernel to match (qualified base name, optional template arguments, or an exact mangled name), which matching
-//   launch to take (index, optional time window), which parameters are pointers, which __constant__ symbols the
-//   kernel reads, the byte limit and the output folder.
-// At the chosen launch's entry the injector synchronizes the context and copies, for each pointer argument, the
-// whole allocation it points into (cuMemGetAddressRange), plus the __constant__ symbols and every argument's bytes;
-// at the launch's exit it synchronizes again and copies the same allocations. Everything lands as raw files plus
-// capture.json in the output folder; status.<pid>.json says what was seen, matched, captured or refused and why.
+// The Python side (mepgen/capture/plan.py) writes a plain-text plan and names it in MEPGEN_CAPTURE_PLAN: one or
+// more targets (kernel to match: qualified base name, optional template arguments, or an exact mangled name; which
+// matching launch to take, by index or the longest), which parameters are pointers, which may hold device pointers
+// (structs passed by value, buffers of pointers or structs), which __constant__ symbols each kernel reads, the byte
+// limit and the output folder.
+// At a chosen launch's entry the injector synchronizes the context, reads the argument bytes (cuFuncGetParamInfo),
+// and collects every allocation reachable from them: the allocation behind each pointer argument, then device
+// pointers found in argument bytes and (to a bounded depth) in the contents of allocations that may hold pointers;
+// each found pointer is a relocation (where it lies, which allocation and offset it points to), so a replay can
+// rewrite it to its own buffers. It copies all of them and the __constant__ symbols; at the launch's exit it
+// synchronizes again and copies the allocations again. With "longest" every matching launch is timed (events on
+// its stream) and the longest one's record is kept. Each target's record lands in <out>/k<T>/ (raw files plus
+// capture.json); status.<pid>.json says, per target, what was seen, matched, captured or refused and why.
 // The driver functions are looked up with dlsym (this library is built without libcuda, which a build machine
 // without a GPU driver does not have); the versioned names come from cuda.h's macros.
 #include <cuda.h>
@@ -21,13 +27,15 @@
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
@@ -39,7 +47,7 @@
 
 namespace {
 
-const char* kInjectorVersion = "1";
+const char* kInjectorVersion = "2";
 
 struct Driver {
     decltype(&cuCtxSynchronize) ctxSynchronize = nullptr;
@@ -50,6 +58,11 @@ struct Driver {
     decltype(&cuModuleGetGlobal) moduleGetGlobal = nullptr;
     decltype(&cuStreamIsCapturing) streamIsCapturing = nullptr;
     decltype(&cuGetErrorName) getErrorName = nullptr;
+    decltype(&cuEventCreate) eventCreate = nullptr;
+    decltype(&cuEventRecord) eventRecord = nullptr;
+    decltype(&cuEventSynchronize) eventSynchronize = nullptr;
+    decltype(&cuEventElapsedTime) eventElapsedTime = nullptr;
+    decltype(&cuEventDestroy) eventDestroy = nullptr;
 #if CUDA_VERSION >= 12040
     decltype(&cuFuncGetParamInfo) funcGetParamInfo = nullptr;
 #endif
@@ -57,8 +70,6 @@ struct Driver {
     // The runtime of CUDA 12+ loads kernels lazily through cuLibrary: the handle a launch carries may be a
     // CUkernel, which the function queries refuse; cuKernelGetFunction gives the CUfunction of the context.
     decltype(&cuKernelGetFunction) kernelGetFunction = nullptr;
-#endif
-#if CUDA_VERSION >= 12000
     decltype(&cuStreamGetId) streamGetId = nullptr;
 #endif
 #if CUDA_VERSION >= 12030
@@ -69,6 +80,7 @@ struct Driver {
 struct ParamPlan {
     std::string kind;  // pointer | value
     std::string name;
+    bool scan = false;  // its bytes (value) or the allocation it points to (pointer) may hold device pointers
 };
 
 struct ConstPlan {
@@ -76,19 +88,38 @@ struct ConstPlan {
     std::vector<std::string> symbols;  // module symbol names to try, in order
 };
 
+struct Target {  // one kernel the plan asks for
+    std::string kernel, targs, mangled;
+    long launch = 0;       // the index of the matching launch to record
+    bool longest = false;  // or: time every matching launch and keep the longest
+    std::vector<ParamPlan> params;
+    std::vector<ConstPlan> consts;
+};
+
 struct Plan {
-    std::string out, kernel, targs, mangled;
-    long launch = 0;
+    std::string out;
     double after_ms = -1.0, start_epoch_ms = 0.0;
     unsigned long long max_bytes = 1ull << 32;
     bool exit_after = false;
-    std::vector<ParamPlan> params;
-    std::vector<ConstPlan> consts;
+    int scan_depth = 2;  // allocations found inside allocations are scanned again up to this depth
+    std::vector<Target> targets;
 };
 
 struct Alloc {
     CUdeviceptr base = 0;
     size_t size = 0;
+    std::string via;  // param NAME | reached
+    int depth = 0;
+    bool scan = false;
+    bool managed = false;
+};
+
+struct Reloc {  // a device pointer found in the argument bytes or in an allocation's contents
+    bool in_param = false;
+    size_t where = 0;    // parameter index or allocation id
+    size_t at = 0;       // byte offset in the parameter's bytes or the allocation
+    size_t target = 0;   // allocation id it points into
+    size_t offset = 0;   // byte offset into that allocation
 };
 
 struct Launch {  // what one cuLaunchKernel* call carries
@@ -99,12 +130,36 @@ struct Launch {  // what one cuLaunchKernel* call carries
     void** params = nullptr;
     void** extra = nullptr;
     const char* api = "";
+    bool cooperative = false;
     CUfunction resolved = nullptr;  // the context's CUfunction when f is a CUkernel handle
 };
 
-struct Seen {  // a launched function: its demangled name, whether the plan wants it, how often it ran
+struct Record {  // one launch being recorded (in memory until it is kept)
+    Launch launch;
+    long index = 0;
+    double time_ms = 0.0, kernel_ms = -1.0, capture_ms = 0.0;
+    std::string name, mangled, params_json, consts_json;
+    std::vector<Alloc> allocs;
+    std::vector<Reloc> relocs;
+    std::vector<std::vector<unsigned char>> before, after, consts;
+    std::vector<std::string> const_files;
+    unsigned long long bytes = 0;
+    CUevent start = nullptr, stop = nullptr;
+};
+
+struct TargetState {
+    long matched = 0, before_window = 0;
+    bool capturing = false, done = false, captured = false, claimed = false;
+    uint32_t correlation = 0;
+    std::string refusal;
+    Record rec;
+    double best_ms = -1.0;
+    long kept_index = -1, timed = 0, skipped = 0;
+};
+
+struct Seen {  // a launched function: its demangled name, which target wants it, how often it ran
     std::string name;
-    bool match = false;
+    int target = -1;
     long launches = 0;
 };
 
@@ -113,15 +168,9 @@ struct State {
     std::string error;  // the plan could not be read, or CUPTI failed: nothing is captured
     std::unordered_map<CUfunction, Seen> functions;   // every kernel launched, looked up once each
     std::map<std::string, long> runtime_only;          // runtime launches that reached no driver callback
-    long matched = 0, before_window = 0;
-    bool capturing = false, done = false, captured = false;
-    uint32_t correlation = 0;
-    std::string refusal, captured_name, captured_mangled;
-    Launch launch;
-    std::vector<Alloc> allocs;
-    std::string params_json, consts_json;
-    double capture_ms = 0.0, launch_time_ms = 0.0;
-    unsigned long long bytes = 0;
+    std::map<CUdeviceptr, std::pair<size_t, bool>> allocations;  // live device allocations: base -> (bytes, managed)
+    long graph_launches = 0;
+    std::vector<TargetState> targets;
 };
 
 Driver g_drv;
@@ -153,6 +202,12 @@ std::string hex(const void* p, size_t n) {
     return o;
 }
 
+std::string num(double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.6g", v);
+    return b;
+}
+
 std::string cu_err(CUresult r) {
     const char* name = nullptr;
     if (g_drv.getErrorName && g_drv.getErrorName(r, &name) == CUDA_SUCCESS && name) return name;
@@ -166,13 +221,22 @@ bool write_file(const std::string& path, const void* data, size_t n) {
     return std::fclose(fh) == 0 && ok;
 }
 
+std::string target_dir(size_t t) { return g_st.plan.out + "/k" + std::to_string(t); }
+
 void write_status(const char* phase) {  // caller holds g_mu (or is single-threaded)
     if (g_st.plan.out.empty()) return;
     std::string s = "{\"injector\": " + jstr(kInjectorVersion) + ", \"pid\": " + std::to_string(getpid());
     s += ", \"phase\": " + jstr(phase) + ", \"error\": " + jstr(g_st.error);
-    s += ", \"matched\": " + std::to_string(g_st.matched) + ", \"before_window\": " + std::to_string(g_st.before_window);
-    s += ", \"captured\": " + std::string(g_st.captured ? "true" : "false");
-    s += ", \"refusal\": " + jstr(g_st.refusal) + ", \"seen\": {";
+    s += ", \"graph_launches\": " + std::to_string(g_st.graph_launches);
+    s += ", \"tracked_allocations\": " + std::to_string(g_st.allocations.size()) + ", \"targets\": [";
+    for (size_t t = 0; t < g_st.targets.size(); ++t) {
+        const TargetState& ts = g_st.targets[t];
+        s += (t ? ", " : "") + std::string("{\"target\": ") + std::to_string(t) + ", \"matched\": " + std::to_string(ts.matched) +
+             ", \"before_window\": " + std::to_string(ts.before_window) + ", \"captured\": " + (ts.captured ? "true" : "false") +
+             ", \"kept_launch\": " + std::to_string(ts.kept_index) + ", \"timed\": " + std::to_string(ts.timed) + ", \"skipped\": " + std::to_string(ts.skipped) +
+             ", \"longest_ms\": " + num(ts.best_ms) + ", \"refusal\": " + jstr(ts.refusal) + "}";
+    }
+    s += "], \"seen\": {";
     std::map<std::string, long> seen;
     for (auto& kv : g_st.functions) seen[kv.second.name] += kv.second.launches;
     const char* sep = "";
@@ -180,7 +244,7 @@ void write_status(const char* phase) {  // caller holds g_mu (or is single-threa
     s += "}, \"runtime_only\": {";
     sep = "";
     for (auto& kv : g_st.runtime_only) { s += sep + jstr(kv.first) + ": " + std::to_string(kv.second); sep = ", "; }
-    s += "}, \"capture_ms\": " + std::to_string(g_st.capture_ms) + ", \"bytes\": " + std::to_string(g_st.bytes) + "}\n";
+    s += "}}\n";
     write_file(g_st.plan.out + "/status." + std::to_string(getpid()) + ".json", s.data(), s.size());
 }
 
@@ -204,29 +268,48 @@ bool read_plan(const char* path, Plan& p, std::string& err) {
         while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
         ++lineno;
         if (lineno == 1) {
-            if (line != "mepgen-capture-plan 1") { err = "not a version-1 mepgen capture plan"; std::fclose(fh); return false; }
+            if (line != "mepgen-capture-plan 2") { err = "not a version-2 mepgen capture plan"; std::fclose(fh); return false; }
             continue;
         }
         if (line.empty()) continue;
         auto f = split_tabs(line);
         const std::string& k = f[0];
         auto need = [&](size_t n) { if (f.size() < n) err = "plan line " + std::to_string(lineno) + ": too few fields"; return f.size() >= n; };
+        auto target = [&](const std::string& s) -> Target* {
+            size_t t = std::strtoul(s.c_str(), nullptr, 10);
+            if (t >= p.targets.size()) { err = "plan line " + std::to_string(lineno) + ": no target " + s; return nullptr; }
+            return &p.targets[t];
+        };
         if (!need(2)) break;
         if (k == "out") p.out = f[1];
-        else if (k == "kernel") p.kernel = f[1];
-        else if (k == "template_args") p.targs = f[1];
-        else if (k == "mangled") p.mangled = f[1];
-        else if (k == "launch") p.launch = std::atol(f[1].c_str());
         else if (k == "after_ms") p.after_ms = std::atof(f[1].c_str());
         else if (k == "start_epoch_ms") p.start_epoch_ms = std::atof(f[1].c_str());
         else if (k == "max_bytes") p.max_bytes = std::strtoull(f[1].c_str(), nullptr, 10);
         else if (k == "exit_after") p.exit_after = f[1] == "1";
-        else if (k == "param") { if (!need(4)) break; p.params.push_back({f[2], f[3]}); }
-        else if (k == "constant") { if (!need(3)) break; p.consts.push_back({f[1], std::vector<std::string>(f.begin() + 2, f.end())}); }
-        else { err = "plan line " + std::to_string(lineno) + ": unknown key '" + k + "'"; break; }
+        else if (k == "scan_depth") p.scan_depth = std::atoi(f[1].c_str());
+        else if (k == "target") {  // target T kernel targs mangled launch|longest
+            if (!need(6)) break;
+            if (std::strtoul(f[1].c_str(), nullptr, 10) != p.targets.size()) { err = "plan line " + std::to_string(lineno) + ": targets out of order"; break; }
+            Target t;
+            t.kernel = f[2]; t.targs = f[3]; t.mangled = f[4];
+            if (f[5] == "longest") t.longest = true;
+            else t.launch = std::atol(f[5].c_str());
+            p.targets.push_back(t);
+        } else if (k == "param") {  // param T index kind scan name
+            if (!need(6)) break;
+            Target* t = target(f[1]);
+            if (!t) break;
+            t->params.push_back({f[3], f[5], f[4] == "1"});
+        } else if (k == "constant") {  // constant T name symbols...
+            if (!need(4)) break;
+            Target* t = target(f[1]);
+            if (!t) break;
+            t->consts.push_back({f[2], std::vector<std::string>(f.begin() + 3, f.end())});
+        } else { err = "plan line " + std::to_string(lineno) + ": unknown key '" + k + "'"; break; }
     }
     std::fclose(fh);
     if (err.empty() && p.out.empty()) err = "the plan names no output folder";
+    if (err.empty() && p.targets.empty()) err = "the plan names no kernel";
     return err.empty();
 }
 
@@ -272,48 +355,131 @@ void split_name(std::string s, std::string& base, std::string& targs) {
     base = s.substr(start);
 }
 
-bool matches(const char* mangled, const std::string& demangled) {
-    const Plan& p = g_st.plan;
-    if (!p.mangled.empty()) return p.mangled == mangled;
+bool matches(const Target& t, const char* mangled, const std::string& demangled) {
+    if (!t.mangled.empty()) return t.mangled == mangled;
     std::string base, targs;
     split_name(demangled, base, targs);
-    return base == p.kernel && (p.targs.empty() || p.targs == targs);
+    return base == t.kernel && (t.targs.empty() || t.targs == targs);
+}
+
+int match_target(const char* mangled, const std::string& demangled) {
+    for (size_t t = 0; t < g_st.plan.targets.size(); ++t)
+        if (matches(g_st.plan.targets[t], mangled, demangled)) return static_cast<int>(t);
+    return -1;
+}
+
+// --- allocations ---------------------------------------------------------------------------------------------------
+
+// The live allocation holding `p`: from the tracked allocations, else (`ask`) from the driver. False when none.
+bool find_alloc(CUdeviceptr p, bool ask, CUdeviceptr& base, size_t& size, bool& managed) {
+    if (p == 0) return false;
+    auto it = g_st.allocations.upper_bound(p);
+    if (it != g_st.allocations.begin()) {
+        --it;
+        if (p < it->first + it->second.first) { base = it->first; size = it->second.first; managed = it->second.second; return true; }
+    }
+    if (!ask) return false;
+    unsigned int memtype = 0, is_managed = 0;
+    if (g_drv.pointerGetAttribute(&memtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS) return false;
+    g_drv.pointerGetAttribute(&is_managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p);
+    if (memtype == CU_MEMORYTYPE_HOST && !is_managed) return false;
+    if (g_drv.memGetAddressRange(&base, &size, p) != CUDA_SUCCESS || size == 0) return false;
+    managed = is_managed != 0;
+    g_st.allocations[base] = {size, managed};
+    return true;
+}
+
+void on_alloc(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
+    if (cb->callbackSite != CUPTI_API_EXIT) return;
+    if (cb->functionReturnValue && *static_cast<const CUresult*>(cb->functionReturnValue) != CUDA_SUCCESS) return;
+    std::lock_guard<std::mutex> lock(g_mu);
+    const void* fp = cb->functionParams;
+    switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: { auto* p = static_cast<const cuMemAlloc_v2_params*>(fp); g_st.allocations[*p->dptr] = {p->bytesize, false}; break; }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: { auto* p = static_cast<const cuMemAllocPitch_v2_params*>(fp); g_st.allocations[*p->dptr] = {*p->pPitch * p->Height, false}; break; }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged: { auto* p = static_cast<const cuMemAllocManaged_params*>(fp); g_st.allocations[*p->dptr] = {p->bytesize, true}; break; }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync: { auto* p = static_cast<const cuMemAllocAsync_params*>(fp); g_st.allocations[*p->dptr] = {p->bytesize, false}; break; }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: { auto* p = static_cast<const cuMemAllocAsync_ptsz_params*>(fp); g_st.allocations[*p->dptr] = {p->bytesize, false}; break; }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync: { auto* p = static_cast<const cuMemAllocFromPoolAsync_params*>(fp); g_st.allocations[*p->dptr] = {p->bytesize, false}; break; }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: { auto* p = static_cast<const cuMemAllocFromPoolAsync_ptsz_params*>(fp); g_st.allocations[*p->dptr] = {p->bytesize, false}; break; }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2: g_st.allocations.erase(static_cast<const cuMemFree_v2_params*>(fp)->dptr); break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync: g_st.allocations.erase(static_cast<const cuMemFreeAsync_params*>(fp)->dptr); break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz: g_st.allocations.erase(static_cast<const cuMemFreeAsync_ptsz_params*>(fp)->dptr); break;
+    default: break;
+    }
 }
 
 // --- the capture ---------------------------------------------------------------------------------------------------
 
-bool refuse(const std::string& why) {
-    g_st.refusal = why;
-    g_st.capturing = false;
-    g_st.done = true;
+bool refuse(TargetState& ts, const std::string& why) {
+    if (ts.captured) {  // --longest with a launch already kept: this one is skipped, the kept record stands
+        ++ts.skipped;
+        ts.capturing = false;
+        ts.rec = Record();
+        return false;
+    }
+    ts.refusal = why;
+    ts.capturing = false;
+    ts.done = true;
+    ts.rec = Record();
     write_status("refused");
     return false;
 }
 
 std::string alloc_file(size_t i, const char* when) { return "alloc" + std::to_string(i) + "." + when + ".bin"; }
 
-bool copy_allocs(const char* when) {
-    for (size_t i = 0; i < g_st.allocs.size(); ++i) {
-        const Alloc& a = g_st.allocs[i];
-        std::vector<unsigned char> host(a.size);
-        CUresult r = g_drv.memcpyDtoH(host.data(), a.base, a.size);
-        if (r != CUDA_SUCCESS) return refuse(std::string("copying allocation ") + std::to_string(i) + " " + when + " the launch failed: " + cu_err(r));
-        if (!write_file(g_st.plan.out + "/" + alloc_file(i, when), host.data(), host.size()))
-            return refuse("cannot write " + g_st.plan.out + "/" + alloc_file(i, when));
+// The id of the allocation [base, base+size) in the record, added (to be copied and maybe scanned) when new.
+size_t add_alloc(Record& rec, CUdeviceptr base, size_t size, bool managed, const std::string& via, int depth, bool scan) {
+    for (size_t k = 0; k < rec.allocs.size(); ++k)
+        if (rec.allocs[k].base == base) {
+            if (scan && !rec.allocs[k].scan) { rec.allocs[k].scan = true; rec.allocs[k].depth = std::min(rec.allocs[k].depth, depth); }
+            return k;
+        }
+    Alloc a;
+    a.base = base; a.size = size; a.via = via; a.depth = depth; a.scan = scan; a.managed = managed;
+    rec.allocs.push_back(a);
+    rec.bytes += size;
+    return rec.allocs.size() - 1;
+}
+
+// Device pointers among the 8-byte-aligned words of `data` (relative to its own start): relocations, and the
+// allocations they reach (scanned again while depth allows).
+void scan_words(Record& rec, const unsigned char* data, size_t n, bool in_param, size_t where, int depth, bool ask) {
+    for (size_t at = 0; at + sizeof(CUdeviceptr) <= n; at += sizeof(CUdeviceptr)) {
+        CUdeviceptr v = 0;
+        std::memcpy(&v, data + at, sizeof v);
+        if (v < 4096) continue;
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        bool managed = false;
+        // words outside the span of the device allocations seen so far are not asked about (data, not pointers)
+        bool near = !g_st.allocations.empty() && v + (1ull << 40) >= g_st.allocations.begin()->first &&
+                    v <= g_st.allocations.rbegin()->first + (1ull << 40);
+        if (!find_alloc(v, ask || near, base, size, managed)) continue;
+        size_t id = add_alloc(rec, base, size, managed, "reached", depth + 1, depth + 1 <= g_st.plan.scan_depth);
+        rec.relocs.push_back({in_param, where, at, id, static_cast<size_t>(v - base)});
     }
+}
+
+bool copy_out(TargetState& ts, size_t i, std::vector<unsigned char>& host, const char* when) {
+    const Alloc& a = ts.rec.allocs[i];
+    host.resize(a.size);
+    CUresult r = g_drv.memcpyDtoH(host.data(), a.base, a.size);
+    if (r != CUDA_SUCCESS) return refuse(ts, std::string("copying allocation ") + std::to_string(i) + " " + when + " the launch failed: " + cu_err(r));
     return true;
 }
 
-bool capture_constants() {
-    g_st.consts_json.clear();
-    if (g_st.plan.consts.empty()) return true;
+bool capture_constants(TargetState& ts, const Target& tp) {
+    Record& rec = ts.rec;
+    rec.consts_json.clear();
+    if (tp.consts.empty()) return true;
     CUmodule mod = nullptr;
-    CUfunction fn = g_st.launch.resolved ? g_st.launch.resolved : g_st.launch.f;
+    CUfunction fn = rec.launch.resolved ? rec.launch.resolved : rec.launch.f;
     CUresult r = g_drv.funcGetModule ? g_drv.funcGetModule(&mod, fn) : CUDA_ERROR_NOT_SUPPORTED;
-    if (r != CUDA_SUCCESS) return refuse("cannot find the kernel's module to read its __constant__ symbols: " + cu_err(r));
+    if (r != CUDA_SUCCESS) return refuse(ts, "cannot find the kernel's module to read its __constant__ symbols: " + cu_err(r));
     const char* sep = "";
-    for (size_t i = 0; i < g_st.plan.consts.size(); ++i) {
-        const ConstPlan& c = g_st.plan.consts[i];
+    for (size_t i = 0; i < tp.consts.size(); ++i) {
+        const ConstPlan& c = tp.consts[i];
         CUdeviceptr dptr = 0;
         size_t bytes = 0;
         std::string found, tried;
@@ -321,24 +487,30 @@ bool capture_constants() {
             if (g_drv.moduleGetGlobal(&dptr, &bytes, mod, sym.c_str()) == CUDA_SUCCESS) { found = sym; break; }
             tried += (tried.empty() ? "" : ", ") + sym;
         }
-        if (found.empty()) return refuse("the __constant__ symbol " + c.name + " is not in the kernel's module (tried " + tried + ")");
+        if (found.empty()) return refuse(ts, "the __constant__ symbol " + c.name + " is not in the kernel's module (tried " + tried + ")");
         std::vector<unsigned char> host(bytes);
         r = g_drv.memcpyDtoH(host.data(), dptr, bytes);
-        if (r != CUDA_SUCCESS) return refuse("reading the __constant__ symbol " + c.name + " failed: " + cu_err(r));
+        if (r != CUDA_SUCCESS) return refuse(ts, "reading the __constant__ symbol " + c.name + " failed: " + cu_err(r));
         std::string file = "const" + std::to_string(i) + ".bin";
-        if (!write_file(g_st.plan.out + "/" + file, host.data(), bytes)) return refuse("cannot write " + file);
-        g_st.consts_json += sep + std::string("{\"name\": ") + jstr(c.name) + ", \"symbol\": " + jstr(found) +
-                            ", \"bytes\": " + std::to_string(bytes) + ", \"file\": " + jstr(file) + "}";
+        rec.consts.push_back(std::move(host));
+        rec.const_files.push_back(file);
+        rec.consts_json += sep + std::string("{\"name\": ") + jstr(c.name) + ", \"symbol\": " + jstr(found) +
+                           ", \"bytes\": " + std::to_string(bytes) + ", \"file\": " + jstr(file) + "}";
         sep = ", ";
     }
     return true;
 }
 
-// Reads the arguments, finds each pointer's allocation, refuses what cannot be replayed, copies the "before" state.
-bool capture_before() {
-    const Launch& L = g_st.launch;
+// Reads the arguments, collects every allocation reachable from them, refuses what cannot be replayed, copies the
+// "before" state into memory.
+bool capture_before(TargetState& ts, const Target& tp) {
+    Record& rec = ts.rec;
+    Launch& L = rec.launch;
+    if (L.cooperative)
+        return refuse(ts, "a cooperative launch (" + std::string(L.api) + "): its grid-wide synchronization needs the "
+                          "same cooperative launch, which the MEP's <<<>>> launch is not");
 #if CUDA_VERSION >= 12040
-    if (!g_drv.funcGetParamInfo) return refuse("the CUDA driver has no cuFuncGetParamInfo (needs a driver for CUDA 12.4 or newer)");
+    if (!g_drv.funcGetParamInfo) return refuse(ts, "the CUDA driver has no cuFuncGetParamInfo (needs a driver for CUDA 12.4 or newer)");
     std::vector<std::pair<size_t, size_t>> layout;  // offset, size
     CUfunction fn = L.f;
     size_t off0 = 0, size0 = 0;
@@ -347,108 +519,147 @@ bool capture_before() {
         CUfunction resolved = nullptr;
         if (g_drv.kernelGetFunction(&resolved, reinterpret_cast<CUkernel>(L.f)) == CUDA_SUCCESS && resolved) {
             fn = resolved;
-            g_st.launch.resolved = resolved;
+            L.resolved = resolved;
             first = g_drv.funcGetParamInfo(fn, 0, &off0, &size0);
         }
     }
     if (first != CUDA_SUCCESS && first != CUDA_ERROR_INVALID_VALUE)  // INVALID_VALUE: a kernel without parameters
-        return refuse("cuFuncGetParamInfo failed on the launched kernel: " + cu_err(first));
+        return refuse(ts, "cuFuncGetParamInfo failed on the launched kernel: " + cu_err(first));
     for (size_t i = 0; first == CUDA_SUCCESS; ++i) {
         size_t off = 0, size = 0;
         if (g_drv.funcGetParamInfo(fn, i, &off, &size) != CUDA_SUCCESS) break;
         layout.push_back({off, size});
     }
 #else
-    return refuse("the injector was built against CUDA < 12.4, which has no cuFuncGetParamInfo");
+    return refuse(ts, "the injector was built against CUDA < 12.4, which has no cuFuncGetParamInfo");
     std::vector<std::pair<size_t, size_t>> layout;
 #endif
-    if (layout.size() != g_st.plan.params.size())
-        return refuse("the launched kernel has " + std::to_string(layout.size()) + " parameters, the inventory " +
-                      std::to_string(g_st.plan.params.size()) + " (the sources changed? rerun `mepgen extract`)");
+    if (layout.size() != tp.params.size())
+        return refuse(ts, "the launched kernel has " + std::to_string(layout.size()) + " parameters, the inventory " +
+                          std::to_string(tp.params.size()) + " (the sources changed? rerun `mepgen extract`)");
     const unsigned char* packed = nullptr;
     if (!L.params && L.extra) {
         for (void** e = L.extra; *e != CU_LAUNCH_PARAM_END; e += 2)
             if (*e == CU_LAUNCH_PARAM_BUFFER_POINTER) packed = static_cast<const unsigned char*>(e[1]);
-        if (!packed) return refuse("the launch passes its arguments in an 'extra' array without CU_LAUNCH_PARAM_BUFFER_POINTER");
+        if (!packed) return refuse(ts, "the launch passes its arguments in an 'extra' array without CU_LAUNCH_PARAM_BUFFER_POINTER");
     }
     if (g_drv.streamIsCapturing) {
         CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
         if (g_drv.streamIsCapturing(L.stream, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE)
-            return refuse("the launch is being recorded into a CUDA graph (stream capture): its data does not exist yet");
+            return refuse(ts, "the launch is being recorded into a CUDA graph (stream capture): its data does not exist yet");
     }
+    // the application's work before this launch must be done before its buffers are read
+    CUresult r = g_drv.ctxSynchronize();
+    if (r != CUDA_SUCCESS) return refuse(ts, "the application had a CUDA error pending before the launch: " + cu_err(r));
     std::string pj;
-    unsigned long long total = 0;
+    std::vector<std::vector<unsigned char>> args(layout.size());
     for (size_t i = 0; i < layout.size(); ++i) {
-        const ParamPlan& pp = g_st.plan.params[i];
-        const void* arg = L.params ? L.params[i] : packed + layout[i].first;
+        const ParamPlan& pp = tp.params[i];
+        const unsigned char* arg = static_cast<const unsigned char*>(L.params ? L.params[i] : packed + layout[i].first);
+        args[i].assign(arg, arg + layout[i].second);
         std::string j = "{\"index\": " + std::to_string(i) + ", \"name\": " + jstr(pp.name) + ", \"kind\": " + jstr(pp.kind) +
                         ", \"offset\": " + std::to_string(layout[i].first) + ", \"size\": " + std::to_string(layout[i].second) +
                         ", \"bytes_hex\": " + jstr(hex(arg, layout[i].second));
         if (pp.kind == "pointer") {
             if (layout[i].second != sizeof(CUdeviceptr))
-                return refuse("parameter " + pp.name + " is a pointer in the inventory but " + std::to_string(layout[i].second) + " bytes in the kernel");
+                return refuse(ts, "parameter " + pp.name + " is a pointer in the inventory but " + std::to_string(layout[i].second) + " bytes in the kernel");
             CUdeviceptr p = 0;
             std::memcpy(&p, arg, sizeof p);
             if (p == 0) {
                 j += ", \"null\": true";
             } else {
-                unsigned int managed = 0, memtype = 0;
-                CUresult r1 = g_drv.pointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p);
-                CUresult r2 = g_drv.pointerGetAttribute(&memtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
-                if (r1 != CUDA_SUCCESS || r2 != CUDA_SUCCESS)
-                    return refuse("parameter " + pp.name + " points to memory CUDA does not know (host malloc or stack?): " + cu_err(r1 != CUDA_SUCCESS ? r1 : r2));
-                if (managed) return refuse("parameter " + pp.name + " points to managed (unified) memory, which a replay cannot place the same way");
-                if (memtype != CU_MEMORYTYPE_DEVICE) return refuse("parameter " + pp.name + " points to host memory mapped into the device, not a device allocation");
-                Alloc a;
-                CUresult r = g_drv.memGetAddressRange(&a.base, &a.size, p);
-                if (r != CUDA_SUCCESS) return refuse("parameter " + pp.name + " points into no device allocation: " + cu_err(r));
-                size_t id = g_st.allocs.size();
-                for (size_t k = 0; k < g_st.allocs.size(); ++k) if (g_st.allocs[k].base == a.base) id = k;
-                if (id == g_st.allocs.size()) { g_st.allocs.push_back(a); total += a.size; }
+                CUdeviceptr base = 0;
+                size_t size = 0;
+                bool managed = false;
+                if (!find_alloc(p, true, base, size, managed)) {
+                    unsigned int memtype = 0;
+                    CUresult r2 = g_drv.pointerGetAttribute(&memtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
+                    if (r2 != CUDA_SUCCESS) return refuse(ts, "parameter " + pp.name + " points to memory CUDA does not know (host malloc or stack?): " + cu_err(r2));
+                    if (memtype == CU_MEMORYTYPE_HOST) return refuse(ts, "parameter " + pp.name + " points to host memory mapped into the device, not a device allocation");
+                    return refuse(ts, "parameter " + pp.name + " points into no device allocation");
+                }
+                size_t id = add_alloc(rec, base, size, managed, "param " + pp.name, 0, pp.scan);
                 j += ", \"address\": " + std::to_string(static_cast<unsigned long long>(p)) + ", \"alloc\": " + std::to_string(id) +
-                     ", \"alloc_offset\": " + std::to_string(static_cast<unsigned long long>(p - a.base)) +
-                     ", \"alloc_bytes\": " + std::to_string(a.size);
+                     ", \"alloc_offset\": " + std::to_string(static_cast<unsigned long long>(p - base)) +
+                     ", \"alloc_bytes\": " + std::to_string(size) + (managed ? ", \"managed\": true" : "");
             }
         }
         pj += (i ? ", " : "") + j + "}";
     }
-    if (total > g_st.plan.max_bytes)
-        return refuse("the launch's buffers take " + std::to_string(total) + " bytes, more than the limit of " +
-                      std::to_string(g_st.plan.max_bytes) + " (raise it with --max-bytes)");
-    g_st.params_json = pj;
-    g_st.bytes = total;
-    CUresult r = g_drv.ctxSynchronize();
-    if (r != CUDA_SUCCESS) return refuse("the application had a CUDA error pending before the launch: " + cu_err(r));
-    return capture_constants() && copy_allocs("before");
+    rec.params_json = pj;
+    // device pointers inside arguments passed by value (structs of pointers and sizes)
+    for (size_t i = 0; i < layout.size(); ++i)
+        if (tp.params[i].kind == "value" && tp.params[i].scan) scan_words(rec, args[i].data(), args[i].size(), true, i, 0, true);
+    // then inside the allocations that may hold pointers, breadth first; every allocation is copied once
+    rec.before.clear();
+    for (size_t k = 0; k < rec.allocs.size(); ++k) {
+        if (rec.bytes > g_st.plan.max_bytes)
+            return refuse(ts, "the launch reaches " + std::to_string(rec.allocs.size()) + " allocations of " + std::to_string(rec.bytes) +
+                              " bytes so far, more than the limit of " + std::to_string(g_st.plan.max_bytes) + " (raise it with --max-bytes)");
+        rec.before.emplace_back();
+        if (!copy_out(ts, k, rec.before.back(), "before")) return false;
+        Alloc a = rec.allocs[k];
+        if (a.scan && a.depth <= g_st.plan.scan_depth)
+            scan_words(rec, rec.before[k].data(), rec.before[k].size(), false, k, a.depth, false);
+    }
+    if (!capture_constants(ts, tp)) return false;
+    if (g_drv.eventCreate && g_drv.eventRecord && g_drv.eventCreate(&rec.start, CU_EVENT_DEFAULT) == CUDA_SUCCESS &&
+        g_drv.eventCreate(&rec.stop, CU_EVENT_DEFAULT) == CUDA_SUCCESS)
+        g_drv.eventRecord(rec.start, L.stream);
+    return true;
 }
 
-void write_capture() {
-    const Launch& L = g_st.launch;
+// Writes one record into k<T>/ (replacing an earlier one of the same target).
+bool write_record(size_t t, TargetState& ts) {
+    Record& rec = ts.rec;
+    const Launch& L = rec.launch;
+    std::string dir = target_dir(t);
+    mkdir(dir.c_str(), 0755);
+    for (size_t i = 0; i < rec.allocs.size(); ++i) {
+        if (!write_file(dir + "/" + alloc_file(i, "before"), rec.before[i].data(), rec.before[i].size()) ||
+            !write_file(dir + "/" + alloc_file(i, "after"), rec.after[i].data(), rec.after[i].size()))
+            return refuse(ts, "cannot write the record's files in " + dir);
+    }
+    for (size_t i = 0; i < rec.consts.size(); ++i)
+        if (!write_file(dir + "/" + rec.const_files[i], rec.consts[i].data(), rec.consts[i].size()))
+            return refuse(ts, "cannot write " + dir + "/" + rec.const_files[i]);
     unsigned long long stream_id = 0;
 #if CUDA_VERSION >= 12000
     if (g_drv.streamGetId) g_drv.streamGetId(L.stream, &stream_id);
 #endif
     auto dims = [](const unsigned* d) { return "[" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " + std::to_string(d[2]) + "]"; };
-    std::string s = "{\"format\": \"mepgen.capture.raw\", \"version\": 1, \"injector\": " + jstr(kInjectorVersion);
-    s += ", \"pid\": " + std::to_string(getpid()) + ", \"api\": " + jstr(L.api);
-    s += ", \"mangled\": " + jstr(g_st.captured_mangled) + ", \"demangled\": " + jstr(g_st.captured_name);
-    s += ", \"launch_index\": " + std::to_string(g_st.plan.launch) + ", \"time_ms\": " + std::to_string(g_st.launch_time_ms);
+    const Target& tp = g_st.plan.targets[t];
+    std::string s = "{\"format\": \"mepgen.capture.raw\", \"version\": 2, \"injector\": " + jstr(kInjectorVersion);
+    s += ", \"target\": " + std::to_string(t) + ", \"pid\": " + std::to_string(getpid()) + ", \"api\": " + jstr(L.api);
+    s += ", \"mangled\": " + jstr(rec.mangled) + ", \"demangled\": " + jstr(rec.name);
+    s += ", \"launch_index\": " + std::to_string(rec.index) + ", \"selection\": " + jstr(tp.longest ? "longest" : "index");
+    s += ", \"launches_timed\": " + std::to_string(ts.timed) + ", \"time_ms\": " + num(rec.time_ms) + ", \"kernel_ms\": " + num(rec.kernel_ms);
     s += ", \"grid\": " + dims(L.grid) + ", \"block\": " + dims(L.block) + ", \"cluster\": " + dims(L.cluster);
     s += ", \"shared_mem\": " + std::to_string(L.smem);
     s += ", \"stream\": {\"handle\": " + std::to_string(reinterpret_cast<unsigned long long>(L.stream)) + ", \"id\": " + std::to_string(stream_id) + "}";
-    s += ", \"params\": [" + g_st.params_json + "], \"constants\": [" + g_st.consts_json + "], \"allocations\": [";
-    for (size_t i = 0; i < g_st.allocs.size(); ++i) {
-        s += (i ? ", " : "") + std::string("{\"id\": ") + std::to_string(i) + ", \"base\": " + std::to_string(static_cast<unsigned long long>(g_st.allocs[i].base)) +
-             ", \"bytes\": " + std::to_string(g_st.allocs[i].size) + ", \"before\": " + jstr(alloc_file(i, "before")) +
-             ", \"after\": " + jstr(alloc_file(i, "after")) + "}";
+    s += ", \"params\": [" + rec.params_json + "], \"constants\": [" + rec.consts_json + "], \"allocations\": [";
+    for (size_t i = 0; i < rec.allocs.size(); ++i) {
+        const Alloc& a = rec.allocs[i];
+        s += (i ? ", " : "") + std::string("{\"id\": ") + std::to_string(i) + ", \"base\": " + std::to_string(static_cast<unsigned long long>(a.base)) +
+             ", \"bytes\": " + std::to_string(a.size) + ", \"via\": " + jstr(a.via) + ", \"depth\": " + std::to_string(a.depth) +
+             ", \"scanned\": " + (a.scan && a.depth <= g_st.plan.scan_depth ? "true" : "false") + ", \"managed\": " + (a.managed ? "true" : "false") +
+             ", \"before\": " + jstr(alloc_file(i, "before")) + ", \"after\": " + jstr(alloc_file(i, "after")) + "}";
     }
-    s += "], \"capture_ms\": " + std::to_string(g_st.capture_ms) + "}\n";
-    write_file(g_st.plan.out + "/capture.json", s.data(), s.size());
+    s += "], \"relocations\": [";
+    for (size_t i = 0; i < rec.relocs.size(); ++i) {
+        const Reloc& x = rec.relocs[i];
+        s += (i ? ", " : "") + std::string("{\"in\": ") + jstr(x.in_param ? "param" : "allocation") + ", \"where\": " + std::to_string(x.where) +
+             ", \"at\": " + std::to_string(x.at) + ", \"target\": " + std::to_string(x.target) + ", \"offset\": " + std::to_string(x.offset) + "}";
+    }
+    s += "], \"capture_ms\": " + num(rec.capture_ms) + "}\n";
+    if (!write_file(dir + "/capture.json", s.data(), s.size())) return refuse(ts, "cannot write " + dir + "/capture.json");
+    ts.kept_index = rec.index;
+    return true;
 }
 
-// Only one process captures, even when the application starts several (MPI ranks, child processes).
-bool claim_output() {
-    int fd = open((g_st.plan.out + "/claimed").c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
+// Only one process records a target, even when the application starts several (MPI ranks, child processes).
+bool claim(size_t t) {
+    int fd = open((g_st.plan.out + "/k" + std::to_string(t) + ".claimed").c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
     if (fd < 0) return false;
     std::string pid = std::to_string(getpid()) + "\n";
     ssize_t ignored = write(fd, pid.data(), pid.size());
@@ -470,16 +681,18 @@ Launch read_launch(CUpti_CallbackId cbid, const void* fp) {
         L.grid[0] = c->gridDimX; L.grid[1] = c->gridDimY; L.grid[2] = c->gridDimZ;
         L.block[0] = c->blockDimX; L.block[1] = c->blockDimY; L.block[2] = c->blockDimZ;
         L.smem = c->sharedMemBytes; L.stream = c->hStream;
-        for (unsigned i = 0; i < c->numAttrs; ++i)
+        for (unsigned i = 0; i < c->numAttrs; ++i) {
             if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
                 L.cluster[0] = c->attrs[i].value.clusterDim.x; L.cluster[1] = c->attrs[i].value.clusterDim.y; L.cluster[2] = c->attrs[i].value.clusterDim.z;
             }
+            if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && c->attrs[i].value.cooperative) L.cooperative = true;
+        }
     };
     switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: { auto* p = static_cast<const cuLaunchKernel_params*>(fp); classic(p, "cuLaunchKernel"); L.extra = p->extra; break; }
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: { auto* p = static_cast<const cuLaunchKernel_ptsz_params*>(fp); classic(p, "cuLaunchKernel_ptsz"); L.extra = p->extra; break; }
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel: classic(static_cast<const cuLaunchCooperativeKernel_params*>(fp), "cuLaunchCooperativeKernel"); break;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz: classic(static_cast<const cuLaunchCooperativeKernel_ptsz_params*>(fp), "cuLaunchCooperativeKernel_ptsz"); break;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel: classic(static_cast<const cuLaunchCooperativeKernel_params*>(fp), "cuLaunchCooperativeKernel"); L.cooperative = true; break;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz: classic(static_cast<const cuLaunchCooperativeKernel_ptsz_params*>(fp), "cuLaunchCooperativeKernel_ptsz"); L.cooperative = true; break;
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: ex(static_cast<const cuLaunchKernelEx_params*>(fp), "cuLaunchKernelEx"); break;
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: ex(static_cast<const cuLaunchKernelEx_ptsz_params*>(fp), "cuLaunchKernelEx_ptsz"); break;
     default: break;
@@ -487,56 +700,92 @@ Launch read_launch(CUpti_CallbackId cbid, const void* fp) {
     return L;
 }
 
-void on_driver_launch(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
-    if (cb->callbackSite == CUPTI_API_ENTER) {
-        t_driver_seen = true;
-        Launch L = read_launch(cbid, cb->functionParams);
-        if (!L.f) return;
-        std::lock_guard<std::mutex> lock(g_mu);
-        const char* mangled = cb->symbolName ? cb->symbolName : "";
-#if CUDA_VERSION >= 12030
-        if (!*mangled && g_drv.funcGetName && g_drv.funcGetName(&mangled, L.f) != CUDA_SUCCESS) mangled = "";
-        if (!mangled) mangled = "";
-#endif
-        auto it = g_st.functions.find(L.f);
-        if (it == g_st.functions.end()) {
-            Seen s;
-            s.name = demangle(mangled);
-            s.match = matches(mangled, s.name);
-            it = g_st.functions.emplace(L.f, std::move(s)).first;
-        }
-        ++it->second.launches;
-        if (!it->second.match || g_st.done || !g_st.error.empty()) return;
-        double t = now_epoch_ms() - g_st.plan.start_epoch_ms;
-        if (g_st.plan.after_ms >= 0 && t < g_st.plan.after_ms) { ++g_st.before_window; return; }
-        long index = g_st.matched++;
-        if (index != g_st.plan.launch) return;
-        if (!claim_output()) { g_st.done = true; g_st.refusal = "another process of the application captured this launch"; return; }
-        auto t0 = std::chrono::steady_clock::now();
-        g_st.launch = L;
-        g_st.launch_time_ms = t;
-        g_st.captured_name = it->second.name;
-        g_st.captured_mangled = mangled;
-        g_st.correlation = cb->correlationId;
-        g_st.capturing = true;
-        if (capture_before()) g_st.capture_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        return;
-    }
+bool all_done() {
+    for (const TargetState& ts : g_st.targets) if (!ts.done) return false;
+    return true;
+}
+
+void on_launch_enter(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
+    t_driver_seen = true;
+    Launch L = read_launch(cbid, cb->functionParams);
+    if (!L.f) return;
     std::lock_guard<std::mutex> lock(g_mu);
-    if (!g_st.capturing || cb->correlationId != g_st.correlation) return;
+    const char* mangled = cb->symbolName ? cb->symbolName : "";
+#if CUDA_VERSION >= 12030
+    if (!*mangled && g_drv.funcGetName && g_drv.funcGetName(&mangled, L.f) != CUDA_SUCCESS) mangled = "";
+    if (!mangled) mangled = "";
+#endif
+    auto it = g_st.functions.find(L.f);
+    if (it == g_st.functions.end()) {
+        Seen s;
+        s.name = demangle(mangled);
+        s.target = match_target(mangled, s.name);
+        it = g_st.functions.emplace(L.f, std::move(s)).first;
+    }
+    ++it->second.launches;
+    if (it->second.target < 0 || !g_st.error.empty()) return;
+    size_t t = static_cast<size_t>(it->second.target);
+    TargetState& ts = g_st.targets[t];
+    const Target& tp = g_st.plan.targets[t];
+    if (ts.done) return;
+    double when = now_epoch_ms() - g_st.plan.start_epoch_ms;
+    if (g_st.plan.after_ms >= 0 && when < g_st.plan.after_ms) { ++ts.before_window; return; }
+    long index = ts.matched++;
+    if (!tp.longest && index != tp.launch) return;
+    if (ts.capturing) { ++ts.skipped; return; }  // --longest: another thread's launch of it is being recorded
+    if (!ts.claimed) {
+        if (!claim(t)) { ts.done = true; ts.refusal = "another process of the application recorded this kernel"; return; }
+        ts.claimed = true;
+    }
     auto t0 = std::chrono::steady_clock::now();
-    CUresult launched = cb->functionReturnValue ? *static_cast<const CUresult*>(cb->functionReturnValue) : CUDA_SUCCESS;
-    if (launched != CUDA_SUCCESS) { refuse("the chosen launch itself failed: " + cu_err(launched)); return; }
-    CUresult r = g_drv.ctxSynchronize();
-    if (r != CUDA_SUCCESS) { refuse("the kernel failed while running: " + cu_err(r)); return; }
-    if (!copy_allocs("after")) return;
-    g_st.capture_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    g_st.capturing = false;
-    g_st.done = true;
-    g_st.captured = true;
-    write_capture();
-    write_status("captured");
-    if (g_st.plan.exit_after) {
+    ts.rec = Record();
+    ts.rec.launch = L;
+    ts.rec.index = index;
+    ts.rec.time_ms = when;
+    ts.rec.name = it->second.name;
+    ts.rec.mangled = mangled;
+    ts.correlation = cb->correlationId;
+    ts.capturing = true;
+    if (capture_before(ts, tp)) ts.rec.capture_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void on_launch_exit(const CUpti_CallbackData* cb) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (size_t t = 0; t < g_st.targets.size(); ++t) {
+        TargetState& ts = g_st.targets[t];
+        if (!ts.capturing || cb->correlationId != ts.correlation) continue;
+        const Target& tp = g_st.plan.targets[t];
+        Record& rec = ts.rec;
+        auto t0 = std::chrono::steady_clock::now();
+        CUresult launched = cb->functionReturnValue ? *static_cast<const CUresult*>(cb->functionReturnValue) : CUDA_SUCCESS;
+        if (launched != CUDA_SUCCESS) { refuse(ts, "the chosen launch itself failed: " + cu_err(launched)); continue; }
+        if (rec.stop) g_drv.eventRecord(rec.stop, rec.launch.stream);
+        CUresult r = g_drv.ctxSynchronize();
+        if (r != CUDA_SUCCESS) { refuse(ts, "the kernel failed while running: " + cu_err(r)); continue; }
+        float ms = -1.0f;
+        if (rec.start && rec.stop && g_drv.eventElapsedTime && g_drv.eventElapsedTime(&ms, rec.start, rec.stop) == CUDA_SUCCESS) rec.kernel_ms = ms;
+        if (g_drv.eventDestroy) {
+            if (rec.start) g_drv.eventDestroy(rec.start);
+            if (rec.stop) g_drv.eventDestroy(rec.stop);
+        }
+        rec.start = rec.stop = nullptr;
+        ts.capturing = false;
+        ++ts.timed;
+        if (tp.longest && ts.captured && rec.kernel_ms <= ts.best_ms) { rec = Record(); continue; }  // not longer: drop it
+        rec.after.resize(rec.allocs.size());
+        bool ok = true;
+        for (size_t k = 0; k < rec.allocs.size() && ok; ++k) ok = copy_out(ts, k, rec.after[k], "after");
+        if (!ok) continue;
+        rec.capture_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (!write_record(t, ts)) continue;
+        ts.best_ms = rec.kernel_ms;
+        ts.captured = true;
+        if (!tp.longest) ts.done = true;
+        rec = Record();  // the record is on disk: free its copies
+        write_status("captured");
+    }
+    if (g_st.plan.exit_after && all_done()) {
+        write_status("exit-after");
         std::fflush(nullptr);
         _exit(0);
     }
@@ -553,10 +802,29 @@ void on_runtime_launch(const CUpti_CallbackData* cb) {
     }
 }
 
+bool is_launch(CUpti_CallbackId cbid) {
+    switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel: case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+        return true;
+    default:
+        return false;
+    }
+}
+
 void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
     const auto* cb = static_cast<const CUpti_CallbackData*>(data);
-    if (domain == CUPTI_CB_DOMAIN_DRIVER_API) on_driver_launch(cbid, cb);
-    else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) on_runtime_launch(cb);
+    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) { on_runtime_launch(cb); return; }
+    if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+    if (is_launch(cbid)) {
+        if (cb->callbackSite == CUPTI_API_ENTER) on_launch_enter(cbid, cb);
+        else on_launch_exit(cb);
+    } else if (cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch || cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz) {
+        if (cb->callbackSite == CUPTI_API_ENTER) { std::lock_guard<std::mutex> lock(g_mu); ++g_st.graph_launches; }
+    } else {
+        on_alloc(cbid, cb);
+    }
 }
 
 void at_exit() {
@@ -584,13 +852,16 @@ bool load_driver(std::string& err) {
     load(lib, g_drv.moduleGetGlobal, MG_STR(cuModuleGetGlobal), true, missing);
     load(lib, g_drv.streamIsCapturing, MG_STR(cuStreamIsCapturing), false, missing);
     load(lib, g_drv.getErrorName, MG_STR(cuGetErrorName), false, missing);
+    load(lib, g_drv.eventCreate, MG_STR(cuEventCreate), false, missing);
+    load(lib, g_drv.eventRecord, MG_STR(cuEventRecord), false, missing);
+    load(lib, g_drv.eventSynchronize, MG_STR(cuEventSynchronize), false, missing);
+    load(lib, g_drv.eventElapsedTime, MG_STR(cuEventElapsedTime), false, missing);
+    load(lib, g_drv.eventDestroy, MG_STR(cuEventDestroy), false, missing);
 #if CUDA_VERSION >= 12040
     load(lib, g_drv.funcGetParamInfo, MG_STR(cuFuncGetParamInfo), false, missing);
 #endif
 #if CUDA_VERSION >= 12000
     load(lib, g_drv.kernelGetFunction, MG_STR(cuKernelGetFunction), false, missing);
-#endif
-#if CUDA_VERSION >= 12000
     load(lib, g_drv.streamGetId, MG_STR(cuStreamGetId), false, missing);
 #endif
 #if CUDA_VERSION >= 12030
@@ -621,6 +892,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
         write_status("error");
         return 0;
     }
+    g_st.targets.assign(g_st.plan.targets.size(), TargetState());
     std::atexit(at_exit);
     if (!load_driver(err)) { g_st.error = err; write_status("error"); return 0; }
     CUpti_SubscriberHandle sub;
@@ -636,6 +908,12 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
         CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz};
+    const CUpti_CallbackId tracked[] = {
+        CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2, CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged,
+        CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync, CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync, CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync, CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz};
     const CUpti_CallbackId runtime[] = {
         CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
         CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
@@ -646,6 +924,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     };
     for (CUpti_CallbackId id : driver)
         if (!enable(sub, CUPTI_CB_DOMAIN_DRIVER_API, id, err)) { g_st.error = err; write_status("error"); return 0; }
+    for (CUpti_CallbackId id : tracked) enable(sub, CUPTI_CB_DOMAIN_DRIVER_API, id, err);  // missing ones: asked on demand
     for (CUpti_CallbackId id : runtime) enable(sub, CUPTI_CB_DOMAIN_RUNTIME_API, id, err);  // diagnostics only
     write_status("loaded");
     return 1;
@@ -662,21 +941,27 @@ extern "C" __attribute__((visibility("default"))) int mepgen_capture_selftest(co
     bool ok = read_plan(plan_path, g_st.plan, err);
     std::string name = demangle(mangled), base, targs;
     split_name(name, base, targs);
-    std::string s = "{\"error\": " + jstr(err) + ", \"out\": " + jstr(g_st.plan.out) + ", \"kernel\": " + jstr(g_st.plan.kernel) +
-                    ", \"template_args\": " + jstr(g_st.plan.targs) + ", \"mangled\": " + jstr(g_st.plan.mangled) +
-                    ", \"launch\": " + std::to_string(g_st.plan.launch) + ", \"after_ms\": " + std::to_string(g_st.plan.after_ms) +
-                    ", \"max_bytes\": " + std::to_string(g_st.plan.max_bytes) + ", \"exit_after\": " + (g_st.plan.exit_after ? "true" : "false") +
-                    ", \"params\": [";
-    for (size_t i = 0; i < g_st.plan.params.size(); ++i)
-        s += (i ? ", " : "") + std::string("[") + jstr(g_st.plan.params[i].kind) + ", " + jstr(g_st.plan.params[i].name) + "]";
-    s += "], \"constants\": [";
-    for (size_t i = 0; i < g_st.plan.consts.size(); ++i) {
-        s += (i ? ", [" : "[") + jstr(g_st.plan.consts[i].name);
-        for (auto& sym : g_st.plan.consts[i].symbols) s += ", " + jstr(sym);
-        s += "]";
+    const Plan& p = g_st.plan;
+    std::string s = "{\"error\": " + jstr(err) + ", \"out\": " + jstr(p.out) + ", \"after_ms\": " + num(p.after_ms) +
+                    ", \"max_bytes\": " + std::to_string(p.max_bytes) + ", \"exit_after\": " + (p.exit_after ? "true" : "false") +
+                    ", \"scan_depth\": " + std::to_string(p.scan_depth) + ", \"targets\": [";
+    for (size_t t = 0; t < p.targets.size(); ++t) {
+        const Target& tp = p.targets[t];
+        s += (t ? ", " : "") + std::string("{\"kernel\": ") + jstr(tp.kernel) + ", \"template_args\": " + jstr(tp.targs) +
+             ", \"mangled\": " + jstr(tp.mangled) + ", \"launch\": " + std::to_string(tp.launch) + ", \"longest\": " + (tp.longest ? "true" : "false") +
+             ", \"params\": [";
+        for (size_t i = 0; i < tp.params.size(); ++i)
+            s += (i ? ", " : "") + std::string("[") + jstr(tp.params[i].kind) + ", " + jstr(tp.params[i].name) + ", " + (tp.params[i].scan ? "true" : "false") + "]";
+        s += "], \"constants\": [";
+        for (size_t i = 0; i < tp.consts.size(); ++i) {
+            s += (i ? ", [" : "[") + jstr(tp.consts[i].name);
+            for (auto& sym : tp.consts[i].symbols) s += ", " + jstr(sym);
+            s += "]";
+        }
+        s += "]}";
     }
     s += "], \"demangled\": " + jstr(name) + ", \"base\": " + jstr(base) + ", \"args\": " + jstr(targs) +
-         ", \"match\": " + (ok && matches(mangled, name) ? "true" : "false") + "}";
+         ", \"match\": " + std::to_string(ok ? match_target(mangled, name) : -1) + "}";
     g_st.plan = saved;
     if (n) { std::strncpy(out, s.c_str(), n - 1); out[n - 1] = '\0'; }
     return ok ? 0 : 1;
