@@ -7,6 +7,7 @@ the GPU stages on one backend; batch.py spreads many candidates over CPU cores (
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from ..spec import Launch, Spec
 from . import launchcfg
 from . import peaks as peaks_mod
 from . import profile as profile_mod
-from . import rules
+from . import rules, sandbox
 from .backend import Built, InputSet, TimingPlan
 from .decide import MIN_GAIN, decide, round_range, summarize, timer_escape
 from .devices import list_gpus, make_backend, resolve_backend
@@ -48,6 +49,7 @@ class Options:
     devices: list[int] | None = None      # GPUs to use; None: all that nvidia-smi lists
     use_cache: bool = True
     check_peaks: bool = True
+    sandbox: str = "auto"                 # auto | require | off (config evaluate.sandbox; sandbox.py)
 
 
 @dataclass
@@ -80,11 +82,14 @@ class Evaluator:
         self.plan = TimingPlan(warmup=self.opts.warmup if self.opts.warmup is not None else t.warmup,
                                reps=self.opts.reps or t.reps, rounds=max(1, self.opts.rounds),
                                flush_l2=t.flush_l2 if self.opts.flush_l2 is None else self.opts.flush_l2)
+        self.sandbox = sandbox.resolve(self.opts.sandbox, log=_say)
         gpus, self.no_gpu_reason = list_gpus()
         self.gpus = [d for d in gpus if self.opts.devices is None or d in self.opts.devices]
         devices: list[int | None] = list(self.gpus) or [None]
         self.workers = [Worker(d, make_backend(self.backend_name, spec, self.mep_dir, self.store.build_dir, d,
                                                self.opts.run_timeout, self.opts.compile_timeout)) for d in devices]
+        for w in self.workers:
+            w.backend.sandbox_level = self.sandbox
         self.sets: list[InputSet] = []
         self.refs: dict[int, dict[str, np.ndarray]] = {}
         self.inputs: dict[int, dict[str, np.ndarray]] = {}
@@ -163,7 +168,7 @@ class Evaluator:
         `flags`: extra nvcc flags it is built with."""
         text = Path(kernel_file).read_text(errors="replace")
         res = EvalResult(name=name, key=self.result_key(text, launch, flags), backend=self.backend_name,
-                         kernel_sha256=digest("kernel", text), input_sets=self.k)
+                         kernel_sha256=digest("kernel", text), input_sets=self.k, sandbox=self.sandbox)
         if launch is not None:
             d = launchcfg.as_dict(launch)
             res.notes.append(f"own launch: grid ({', '.join(d['grid'])}), block ({', '.join(d['block'])}), "
@@ -284,17 +289,18 @@ class Evaluator:
         from .native import NativeBackend
         be = worker.backend if isinstance(worker.backend, NativeBackend) else NativeBackend(
             self.spec, self.mep_dir, self.store.build_dir, device=worker.device)
+        be.sandbox_level = self.sandbox
         extra = {k: v for k, v in (("launch", launch), ("flags", tuple(flags))) if v}
         built = be.compile(kernel_file, **extra)
         if isinstance(built, CompileFailed):
             return {"error": f"native build for profiling failed: {built.message}"}
         return profile_mod.run_ncu(built.artifact, self.sets[0].data_dir, self.store.work_dir / "profile",
-                                   callee(self.spec), worker.device)
+                                   callee(self.spec), worker.device, level=self.sandbox)
 
     def baseline_result(self) -> EvalResult:
         """The original kernel as a candidate of its own: re-verified (run to run), timed alone, peaks checked."""
         res = EvalResult(name="baseline", key=self.result_key(self.original_text), backend=self.backend_name,
-                         kernel_sha256=digest("kernel", self.original_text), input_sets=self.k)
+                         kernel_sha256=digest("kernel", self.original_text), input_sets=self.k, sandbox=self.sandbox)
         worker = self.workers[0]
         res.compile = worker.baseline.info
         start = time.monotonic()
@@ -332,6 +338,11 @@ class Evaluator:
     def close(self) -> None:
         for w in self.workers:
             w.backend.close()
+
+
+def _say(line: str) -> None:
+    """Lines every user sees once (which sandbox runs the candidates), whatever the verbosity."""
+    print(f"mepgen: {line}", file=sys.stderr)
 
 
 def default_jobs(jobs: int) -> int:

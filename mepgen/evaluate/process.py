@@ -2,14 +2,21 @@
 
 A hung kernel keeps its process in the driver; `subprocess.run(timeout=)` kills only the direct child
 and then waits on pipes a grandchild may still hold. Here the child starts in its own session, and on
-time-out the whole process group gets SIGKILL before the pipes are drained.
+time-out the whole process group gets SIGKILL. Its stdout and stderr go to unlinked temporary files, not
+pipes: nothing can hold them open, and a child that prints without end meets its file-size limit
+(sandbox.Limits) instead of filling mepgen's memory; only the head and tail are read back.
+
+Every compiler and candidate process is started here; `confine` (sandbox.Confinement) wraps it in the
+sandbox level the evaluator chose and sets its resource limits.
 """
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +53,18 @@ def _clip(data: bytes) -> str:
     return text
 
 
+def _read_back(fh) -> str:
+    """The head and tail of a child's output file (it may be as large as its file-size limit)."""
+    size = fh.seek(0, os.SEEK_END)
+    fh.seek(0)
+    if size <= MAX_OUTPUT:
+        return _clip(fh.read())
+    half = MAX_OUTPUT // 2
+    head = fh.read(half)
+    fh.seek(size - half)
+    return _clip(head) + f"\n... [output clipped: {size} bytes] ...\n" + _clip(fh.read(half))
+
+
 def kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL the child's whole process group (it leads its own session)."""
     try:
@@ -66,22 +85,30 @@ def candidate_env(base: dict | None = None) -> dict:
     return {k: v for k, v in (os.environ if base is None else base).items() if not _SECRET.search(k)}
 
 
-def run(args: list[str], timeout: float, cwd: Path | None = None, env: dict | None = None) -> Completed:
+def run(args: list[str], timeout: float, cwd: Path | None = None, env: dict | None = None,
+        confine=None) -> Completed:
     """Run `args`; never raises for the child's failure, only for a program that does not exist. The child
-    never sees secrets from the environment (see candidate_env)."""
+    never sees secrets from the environment (see candidate_env); `confine` (sandbox.Confinement): the
+    sandbox and resource limits it runs under (None: neither)."""
     start = time.monotonic()
     env = candidate_env(env)
-    proc = subprocess.Popen([str(a) for a in args], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
+    args = [str(a) for a in args]
+    argv = confine.command(args) if confine is not None else args
+    preexec = confine.preexec() if confine is not None else None
+    if argv[0] != args[0] and shutil.which(args[0]) is None:   # as Popen would say without the sandbox
+        raise FileNotFoundError(args[0])
+    with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out_f, stderr=err_f, stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=preexec)
         try:
-            out, err = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:  # a grandchild holds the pipes open: give up on its output
-            out, err = b"", b""
-        timed_out = True
-    return Completed([str(a) for a in args], None if timed_out else proc.returncode, _clip(out or b""),
-                     _clip(err or b""), time.monotonic() - start, timed_out)
+            proc.wait(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            timed_out = True
+        out, err = _read_back(out_f), _read_back(err_f)
+    return Completed(args, None if timed_out else proc.returncode, out, err, time.monotonic() - start, timed_out)

@@ -101,7 +101,7 @@ def optimize(obj, kernel, app, proposer_kind, strategy, budget, time_limit, repa
     run_dir = ws.root / "runs" / spec.kernel.id / (resume or run_name or time.strftime("%Y%m%d-%H%M%S"))
     e = cfg["evaluate"]
     opts = Options(backend=backend or e["backend"], min_gain=e["min_gain"], run_timeout=e["timeout_s"],
-                   compile_timeout=e["compile_timeout_s"], profile=profile)
+                   compile_timeout=e["compile_timeout_s"], profile=profile, sandbox=e["sandbox"])
     ev = Evaluator(spec, mep_dir, opts, log=obj.log if obj is not None else None)
     try:
         ev.require_gpu()
