@@ -175,7 +175,8 @@ class Evaluator:
                              f"shared memory {d['shared_mem']}")
         if flags:
             res.notes.append(f"extra nvcc flags: {' '.join(flags)}")
-        res.rules = rules.check(text, self.original_text, [c.kernel for c in self.spec.chain], self.spec.kernel.name)
+        res.rules = rules.check(text, self.original_text, [c.kernel for c in self.spec.chain], self.spec.kernel.name,
+                                rules.parse_args(self.spec, self.mep_dir))
         if res.rules:
             res.status, res.stage = "rejected_by_rules", "lint"
         return res

@@ -100,6 +100,8 @@ class NativeBackend(Backend):
         self.check_inputs = CHECK_INPUTS_FLAG in self.harness_text
         self.recheck_data = RECHECK_FLAG in self.harness_text
         self.sandbox_level: str | None = None      # set by the evaluator (config evaluate.sandbox); None: auto
+        #: what a harness process reads besides its arguments: the toolkit (a harness built with -cudart shared)
+        self.runtime_read: list[Path] = [r for r in [sandbox.toolkit_root(mepbuild.nvcc_executable())] if r]
 
     def _level(self) -> str:
         if self.sandbox_level is None:
@@ -175,7 +177,7 @@ class NativeBackend(Backend):
         if self.check_inputs:
             args.append(CHECK_INPUTS_FLAG)
         timeout = self.run_timeout
-        confine = sandbox.for_run(self._level(), args, out_dir, self._file_limit())
+        confine = sandbox.for_run(self._level(), args, out_dir, self._file_limit(), read=self.runtime_read)
         done = process.run(args, timeout=timeout, cwd=out_dir, env=self._env(), confine=confine)
         record, fault = classify(done, timeout)
         result = RunOutput(record=record, fault=fault)

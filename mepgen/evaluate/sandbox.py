@@ -218,10 +218,22 @@ def _include_dirs(cmd: list[str]) -> list[Path]:
     return out
 
 
+@lru_cache(maxsize=None)
 def toolkit_root(exe: str) -> Path | None:
-    """The CUDA toolkit folder of compiler `exe` (bin/nvcc -> its parent's parent)."""
+    """The CUDA toolkit folder of compiler `exe`: nvcc's own TOP (it may be a wrapper script elsewhere),
+    else bin/nvcc's parent's parent."""
     found = shutil.which(exe)
-    return Path(found).resolve().parent.parent if found else None
+    if found is None:
+        return None
+    try:
+        done = subprocess.run([found, "--dryrun", "-x", "cu", "-E", os.devnull], capture_output=True, text=True,
+                              timeout=60, stdin=subprocess.DEVNULL)
+        for line in done.stderr.splitlines() + done.stdout.splitlines():
+            if line.startswith("#$ TOP="):
+                return Path(line[len("#$ TOP="):].strip().strip('"')).resolve()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return Path(found).resolve().parent.parent
 
 
 def for_build(level: str, cmd: list[str], mep_dir: Path, out_dir: Path, sources: list[Path]) -> Confinement:
@@ -237,15 +249,18 @@ def for_build(level: str, cmd: list[str], mep_dir: Path, out_dir: Path, sources:
     root = toolkit_root(cmd[0])
     if root is not None:
         read.append(root)
+    found = shutil.which(cmd[0])
+    if found is not None:
+        read.append(Path(found))          # the compiler as invoked (a wrapper script, say)
     hide = {w for w in (workspace_of(mep_dir), workspace_of(out_dir), *map(workspace_of, read)) if w is not None}
     return Confinement(level, read=read, write=[Path(out_dir)], hide=sorted(hide))
 
 
-def for_run(level: str, args: list, out_dir: Path, file_bytes: int, gpu: bool = True) -> Confinement:
-    """A candidate's process: it reads the files its arguments name (binary, input sets), writes only
-    `out_dir`, sees the GPU and no workspace otherwise."""
+def for_run(level: str, args: list, out_dir: Path, file_bytes: int, gpu: bool = True, read=()) -> Confinement:
+    """A candidate's process: it reads the files its arguments name (binary, input sets) and `read`, writes
+    only `out_dir`, sees the GPU and no workspace otherwise."""
     out_dir = Path(out_dir).resolve()
-    read = []
+    read = [Path(r) for r in read]
     for a in args:
         p = Path(str(a))
         if p.is_absolute() and p.exists() and out_dir not in (p.resolve(), *p.resolve().parents):

@@ -1,0 +1,216 @@
+"""What a kernel file declares outside its device code, as libclang sees it (after the preprocessor).
+
+rules.py compares a candidate's declarations with the original kernel.cu's: a candidate may rewrite device
+code freely, but host code is an addition to the original, whatever its spelling. Every namespace-scope
+declaration (and static data member) becomes one `Decl`:
+
+- a host function (no `__device__`/`__global__`), its signature and its body's tokens: new or changed ones
+  are code that can run in the harness (at load time, through a constructor attribute, or by taking a
+  name the harness or the CUDA runtime uses);
+- a function declared without a body (`syscall`, `dlsym`, any hand-written prototype) that the file does not
+  define in device code: an external function made callable;
+- a variable: in host memory unless made without running code (`constexpr`, or a scalar or pointer
+  initialized with literals) it is an object whose initializer runs at load time (a constructor, a lambda,
+  a function's address such as `auto f = cudaStreamCreate;`); in device
+  memory (`__device__`, `__constant__`, `__managed__`, `__shared__`) it is state that outlives a launch;
+- anything else libclang cannot name (file-scope `asm`, ...), by its tokens.
+References to CUDA host API functions (a call, or its address: `auto f = cudaStreamCreate;`) are listed
+by name, wherever they appear.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..parsing import clang
+
+_SCALARS = {"BOOL", "CHAR_U", "UCHAR", "CHAR16", "CHAR32", "USHORT", "UINT", "ULONG", "ULONGLONG", "UINT128",
+            "CHAR_S", "SCHAR", "WCHAR", "SHORT", "INT", "LONG", "LONGLONG", "INT128", "FLOAT", "DOUBLE",
+            "LONGDOUBLE", "HALF", "FLOAT16", "ENUM"}
+#: declarations that only name types or constants: nothing runs, nothing is stored
+_TYPE_KINDS = {"STRUCT_DECL", "CLASS_DECL", "UNION_DECL", "ENUM_DECL", "TYPEDEF_DECL", "TYPE_ALIAS_DECL",
+               "TYPE_ALIAS_TEMPLATE_DECL", "USING_DIRECTIVE", "USING_DECLARATION", "NAMESPACE_ALIAS",
+               "STATIC_ASSERT", "CLASS_TEMPLATE", "CLASS_TEMPLATE_PARTIAL_SPECIALIZATION", "INCLUSION_DIRECTIVE",
+               "MACRO_DEFINITION", "MACRO_INSTANTIATION", "FRIEND_DECL", "FIELD_DECL", "CXX_ACCESS_SPEC_DECL",
+               "ENUM_CONSTANT_DECL", "TEMPLATE_TYPE_PARAMETER", "TEMPLATE_NON_TYPE_PARAMETER"}
+_FUNCTIONS = {"FUNCTION_DECL", "FUNCTION_TEMPLATE", "CXX_METHOD", "CONSTRUCTOR", "DESTRUCTOR", "CONVERSION_FUNCTION"}
+_SPACES = {"CUDADEVICE_ATTR": "__device__", "CUDACONSTANT_ATTR": "__constant__", "CUDASHARED_ATTR": "__shared__",
+           "CUDAGLOBAL_ATTR": "__global__", "CUDAHOST_ATTR": "__host__"}
+
+
+@dataclass(frozen=True)
+class Decl:
+    what: str          # host function | function declaration | host variable | device variable | other
+    name: str          # qualified name (and signature for functions)
+    body: str          # the tokens that must match the original's (a definition's text, a type)
+    line: int
+    text: str          # the first line, as written
+
+
+@dataclass
+class Facts:
+    decls: list[Decl]
+    cuda_refs: dict[str, int]      # CUDA host API function -> first line that names it
+    parsed: bool                   # False when libclang could not read the file at all
+
+
+def _kind(c) -> str:
+    try:
+        return c.kind.name
+    except ValueError:              # a cursor kind this libclang's Python binding does not know
+        return "UNKNOWN"
+
+
+def _qualified(c) -> str:
+    parts, p = [], c
+    while p is not None and _kind(p) != "TRANSLATION_UNIT":
+        if p.spelling:
+            parts.append(p.spelling)
+        elif _kind(p) == "NAMESPACE":
+            parts.append("(anonymous)")
+        p = p.semantic_parent
+    return "::".join(reversed(parts))
+
+
+def _tokens(c) -> str:
+    return " ".join(t.spelling for t in c.get_tokens())
+
+
+def _spaces(c) -> set[str]:
+    out = {_SPACES[_kind(ch)] for ch in c.get_children() if _kind(ch) in _SPACES}
+    if any(_kind(ch) == "UNEXPOSED_ATTR" and "managed" in _tokens(ch) for ch in c.get_children()):
+        out.add("__managed__")
+    if "__managed__" in _tokens(c).split("=")[0].split():
+        out.add("__managed__")
+    return out
+
+
+def _has(c, kinds: set[str]) -> bool:
+    return any(_kind(n) in kinds for n in c.walk_preorder() if n != c)
+
+
+def _compile_time(c) -> bool:
+    """A host variable made without running code: `constexpr`, or a scalar, pointer or array of them whose
+    initializer is only literals and other such constants (no call, no lambda, no constructor)."""
+    head = _tokens(c).split("=")[0].split()
+    if "constexpr" in head:
+        return True
+    t = c.type.get_canonical()
+    while t.kind.name.endswith("ARRAY"):
+        t = t.element_type.get_canonical()
+    if t.kind.name not in _SCALARS and t.kind.name != "POINTER":
+        return False
+    return not _has(c, {"CALL_EXPR", "LAMBDA_EXPR", "CXX_NEW_EXPR"}) and _only_constants(c)
+
+
+def _only_constants(c) -> bool:
+    """Every name the initializer uses is itself an enumerator or a compile-time constant variable."""
+    for n in c.walk_preorder():
+        if _kind(n) == "DECL_REF_EXPR" and n.referenced is not None:
+            ref = n.referenced
+            if _kind(ref) == "ENUM_CONSTANT_DECL" or _kind(ref) == "NON_TYPE_TEMPLATE_PARAMETER":
+                continue
+            if _kind(ref) == "VAR_DECL" and ref != c and _compile_time(ref):
+                continue
+            return False
+    return True
+
+
+def _first_line(c, lines: list[str]) -> str:
+    n = c.extent.start.line
+    return lines[n - 1].strip()[:200] if 0 < n <= len(lines) else c.spelling
+
+
+def _is_cuda_api(ref, shim: str) -> bool:
+    f = ref.location.file
+    name = ref.spelling
+    in_cuda_header = f is not None and (f.name.startswith(shim) or "cuda" in Path(f.name).name.lower())
+    return in_cuda_header and (name.startswith("cuda") or name.startswith("cu") and name[2:3].isupper()) \
+        and "__host__" in _spaces(ref) | ({"__host__"} if not _spaces(ref) else set())
+
+
+def facts(text: str, args: tuple[str, ...] = ()) -> Facts:
+    return _facts(hashlib.sha256(text.encode()).hexdigest(), text, tuple(args))
+
+
+@functools.lru_cache(maxsize=64)
+def _facts(_digest: str, text: str, args: tuple[str, ...]) -> Facts:
+    with tempfile.TemporaryDirectory(prefix="mepgen-rules-") as tmp:
+        path = Path(tmp) / "kernel.cu"
+        path.write_text(text)
+        try:
+            tu = clang.parse(path, list(args))
+        except Exception:      # noqa: BLE001 (libclang missing or the file unreadable: the caller says so)
+            return Facts([], {}, False)
+        main = str(path)
+        lines = text.splitlines()
+        decls: list[Decl] = []
+        defined_device: set[str] = set()
+        shim = str(clang.SHIM_DIR)
+
+        def visit(cursor, in_class: bool = False) -> None:
+            for c in cursor.get_children():
+                if c.location.file is None or c.location.file.name != main:
+                    continue
+                k = _kind(c)
+                if k in ("NAMESPACE", "LINKAGE_SPEC", "UNEXPOSED_DECL") and (k != "UNEXPOSED_DECL" or
+                                                                             not c.spelling and _is_linkage(c)):
+                    visit(c)
+                    continue
+                if k in ("STRUCT_DECL", "CLASS_DECL", "UNION_DECL", "CLASS_TEMPLATE",
+                         "CLASS_TEMPLATE_PARTIAL_SPECIALIZATION"):
+                    visit(c, in_class=True)          # static data members run initializers too
+                    continue
+                if k in _TYPE_KINDS:
+                    continue
+                if k in _FUNCTIONS:
+                    if in_class and not c.is_definition():
+                        continue
+                    sp = _spaces(c)
+                    device_only = bool(sp & {"__device__", "__global__"}) and "__host__" not in sp
+                    if device_only:
+                        if c.is_definition():
+                            defined_device.add(_qualified(c))
+                        continue
+                    if in_class and not c.is_static_method() and not c.is_definition():
+                        continue
+                    what = "host function" if c.is_definition() else "function declaration"
+                    body = _tokens(c)
+                    if "__device__" in sp and "__host__" in sp and c.is_definition():
+                        what = "host-device function"
+                    qual = _qualified(c)
+                    decls.append(Decl(what, qual[:len(qual) - len(c.spelling)] + c.displayname, body,
+                                      c.extent.start.line, _first_line(c, lines)))
+                    continue
+                if k == "VAR_DECL":
+                    sp = _spaces(c)
+                    if sp & {"__device__", "__constant__", "__shared__", "__managed__"}:
+                        decls.append(Decl("device variable", _qualified(c), f"{' '.join(sorted(sp))} "
+                                          f"{c.type.spelling}", c.extent.start.line, _first_line(c, lines)))
+                    elif not _compile_time(c):
+                        decls.append(Decl("host variable", _qualified(c), _tokens(c), c.extent.start.line,
+                                          _first_line(c, lines)))
+                    continue
+                if in_class:
+                    continue
+                decls.append(Decl("other", k, _tokens(c), c.extent.start.line, _first_line(c, lines)))
+
+        visit(tu.cursor)
+        refs: dict[str, int] = {}
+        for n in tu.cursor.walk_preorder():
+            if _kind(n) != "DECL_REF_EXPR" or n.location.file is None or n.location.file.name != main:
+                continue
+            ref = n.referenced
+            if ref is not None and _kind(ref) in _FUNCTIONS and _is_cuda_api(ref, shim):
+                refs.setdefault(ref.spelling, n.location.line)
+        # a prototype of a device function the file defines is no external function
+        decls = [d for d in decls if not (d.what == "function declaration" and d.name.split("(")[0] in defined_device)]
+        return Facts(decls, refs, True)
+
+
+def _is_linkage(c) -> bool:
+    toks = [t.spelling for t in c.get_tokens()][:2]
+    return toks[:1] == ["extern"] and len(toks) > 1 and toks[1].startswith('"')
