@@ -87,6 +87,8 @@ def check(variant: str, original: str, chain: list[str] = (), target: str = "", 
     declaration). `chain`: qualified names of the kernels the MEP runs before its target (`target`): they
     must stay as they are, since they run untimed and compute the target's inputs. `args`: the -I/-D/-std
     flags the kernel file is compiled with (libclang reads it with them)."""
+    if "\0" in variant:
+        return [RuleViolation("is not a text file (it holds NUL bytes: a binary named .cu?)", 1, "")]
     var, orig = strip_comments(variant), strip_comments(original)
     violations = []
     target_short = target.split("::")[-1]
