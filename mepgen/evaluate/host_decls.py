@@ -75,17 +75,46 @@ def _qualified(c) -> str:
     return "::".join(reversed(parts))
 
 
+_SOURCE: dict[str, bytes] = {}      # main file name -> its bytes, while it is analysed
+_MANAGED: dict[str, list[tuple[int, int]]] = {}    # main file name -> offsets of macros that mean __managed__
+
+
 def _tokens(c) -> str:
-    return " ".join(t.spelling for t in c.get_tokens())
+    """The declaration's text as written, whitespace-normalized (libclang's token list is empty when a
+    declaration starts inside a macro expansion, `__device__ int x;` say, so the bytes are read instead)."""
+    f = c.extent.start.file
+    data = _SOURCE.get(f.name) if f is not None else None
+    if data is None:
+        return " ".join(t.spelling for t in c.get_tokens())
+    return " ".join(data[c.extent.start.offset:c.extent.end.offset].decode("utf-8", "replace").split())
 
 
 def _spaces(c) -> set[str]:
     out = {_SPACES[_kind(ch)] for ch in c.get_children() if _kind(ch) in _SPACES}
-    if any(_kind(ch) == "UNEXPOSED_ATTR" and "managed" in _tokens(ch) for ch in c.get_children()):
-        out.add("__managed__")
-    if "__managed__" in _tokens(c).split("=")[0].split():
-        out.add("__managed__")
+    f = c.extent.start.file
+    if f is not None and any(c.extent.start.offset <= a and b <= c.extent.end.offset for a, b in _MANAGED.get(f.name, [])):
+        out.add("__managed__")          # this libclang drops the `managed` attribute: find the macro that said it
     return out
+
+
+def _managed_macros(tu, main: str) -> list[tuple[int, int]]:
+    """Offsets of macro uses in `main` that expand to `__managed__` (directly or through the file's own macros)."""
+    defs: dict[str, list[str]] = {}
+    uses = []
+    for c in tu.cursor.get_children():
+        if c.location.file is None or c.location.file.name != main:
+            continue
+        if _kind(c) == "MACRO_DEFINITION":
+            defs[c.spelling] = [t.spelling for t in c.get_tokens()][1:]
+        elif _kind(c) == "MACRO_INSTANTIATION":
+            uses.append((c.spelling, c.extent.start.offset, c.extent.end.offset))
+
+    @functools.lru_cache(maxsize=None)
+    def means(name: str, depth: int = 0) -> bool:
+        if name == "__managed__":
+            return True
+        return depth < 8 and any(means(t, depth + 1) for t in defs.get(name, []) if t != name)
+    return [(a, b) for name, a, b in uses if means(name)]
 
 
 def _has(c, kinds: set[str]) -> bool:
@@ -146,69 +175,83 @@ def _facts(_digest: str, text: str, args: tuple[str, ...]) -> Facts:
         except Exception:      # noqa: BLE001 (libclang missing or the file unreadable: the caller says so)
             return Facts([], {}, False)
         main = str(path)
-        lines = text.splitlines()
-        decls: list[Decl] = []
-        defined_device: set[str] = set()
-        shim = str(clang.SHIM_DIR)
+        _SOURCE[main] = path.read_bytes()
+        _MANAGED[main] = _managed_macros(tu, main)
+        try:
+            return _analyse(tu, main, text)
+        finally:
+            _SOURCE.pop(main, None)
+            _MANAGED.pop(main, None)
 
-        def visit(cursor, in_class: bool = False) -> None:
-            for c in cursor.get_children():
-                if c.location.file is None or c.location.file.name != main:
-                    continue
-                k = _kind(c)
-                if k in ("NAMESPACE", "LINKAGE_SPEC", "UNEXPOSED_DECL") and (k != "UNEXPOSED_DECL" or
-                                                                             not c.spelling and _is_linkage(c)):
-                    visit(c)
-                    continue
-                if k in ("STRUCT_DECL", "CLASS_DECL", "UNION_DECL", "CLASS_TEMPLATE",
-                         "CLASS_TEMPLATE_PARTIAL_SPECIALIZATION"):
-                    visit(c, in_class=True)          # static data members run initializers too
-                    continue
-                if k in _TYPE_KINDS:
-                    continue
-                if k in _FUNCTIONS:
-                    if in_class and not c.is_definition():
-                        continue
-                    sp = _spaces(c)
-                    device_only = bool(sp & {"__device__", "__global__"}) and "__host__" not in sp
-                    if device_only:
-                        if c.is_definition():
-                            defined_device.add(_qualified(c))
-                        continue
-                    if in_class and not c.is_static_method() and not c.is_definition():
-                        continue
-                    what = "host function" if c.is_definition() else "function declaration"
-                    body = _tokens(c)
-                    if "__device__" in sp and "__host__" in sp and c.is_definition():
-                        what = "host-device function"
-                    qual = _qualified(c)
-                    decls.append(Decl(what, qual[:len(qual) - len(c.spelling)] + c.displayname, body,
-                                      c.extent.start.line, _first_line(c, lines)))
-                    continue
-                if k == "VAR_DECL":
-                    sp = _spaces(c)
-                    if sp & {"__device__", "__constant__", "__shared__", "__managed__"}:
-                        decls.append(Decl("device variable", _qualified(c), f"{' '.join(sorted(sp))} "
-                                          f"{c.type.spelling}", c.extent.start.line, _first_line(c, lines)))
-                    elif not _compile_time(c):
-                        decls.append(Decl("host variable", _qualified(c), _tokens(c), c.extent.start.line,
-                                          _first_line(c, lines)))
-                    continue
-                if in_class:
-                    continue
-                decls.append(Decl("other", k, _tokens(c), c.extent.start.line, _first_line(c, lines)))
 
-        visit(tu.cursor)
-        refs: dict[str, int] = {}
-        for n in tu.cursor.walk_preorder():
-            if _kind(n) != "DECL_REF_EXPR" or n.location.file is None or n.location.file.name != main:
+def _analyse(tu, main: str, text: str) -> Facts:
+    lines = text.splitlines()
+    decls: list[Decl] = []
+    defined_device: set[str] = set()
+    shim = str(clang.SHIM_DIR)
+
+    def visit(cursor, in_class: bool = False) -> None:
+        for c in cursor.get_children():
+            if c.location.file is None or c.location.file.name != main:
                 continue
-            ref = n.referenced
-            if ref is not None and _kind(ref) in _FUNCTIONS and _is_cuda_api(ref, shim):
-                refs.setdefault(ref.spelling, n.location.line)
-        # a prototype of a device function the file defines is no external function
-        decls = [d for d in decls if not (d.what == "function declaration" and d.name.split("(")[0] in defined_device)]
-        return Facts(decls, refs, True)
+            k = _kind(c)
+            if k in ("NAMESPACE", "LINKAGE_SPEC", "UNEXPOSED_DECL") and (k != "UNEXPOSED_DECL" or
+                                                                         not c.spelling and _is_linkage(c)):
+                visit(c)
+                continue
+            if k in ("STRUCT_DECL", "CLASS_DECL", "UNION_DECL", "CLASS_TEMPLATE",
+                     "CLASS_TEMPLATE_PARTIAL_SPECIALIZATION"):
+                visit(c, in_class=True)          # static data members run initializers too
+                continue
+            if k in _TYPE_KINDS:
+                continue
+            if k in _FUNCTIONS:
+                if in_class and not _defines(c):
+                    continue
+                sp = _spaces(c)
+                device_only = bool(sp & {"__device__", "__global__"}) and "__host__" not in sp
+                if device_only:
+                    if _defines(c):
+                        defined_device.add(_qualified(c))
+                    continue
+                if in_class and not c.is_static_method() and not _defines(c):
+                    continue
+                what = "host function" if _defines(c) else "function declaration"
+                body = _tokens(c)
+                if "__device__" in sp and "__host__" in sp and _defines(c):
+                    what = "host-device function"
+                qual = _qualified(c)
+                decls.append(Decl(what, qual[:len(qual) - len(c.spelling)] + c.displayname, body,
+                                  c.extent.start.line, _first_line(c, lines)))
+                continue
+            if k == "VAR_DECL":
+                sp = _spaces(c)
+                if sp & {"__device__", "__constant__", "__shared__", "__managed__"}:
+                    decls.append(Decl("device variable", _qualified(c), f"{' '.join(sorted(sp))} "
+                                      f"{c.type.spelling}", c.extent.start.line, _first_line(c, lines)))
+                elif not _compile_time(c):
+                    decls.append(Decl("host variable", _qualified(c), _tokens(c), c.extent.start.line,
+                                      _first_line(c, lines)))
+                continue
+            if in_class:
+                continue
+            decls.append(Decl("other", k, _tokens(c), c.extent.start.line, _first_line(c, lines)))
+
+    visit(tu.cursor)
+    refs: dict[str, int] = {}
+    for n in tu.cursor.walk_preorder():
+        if _kind(n) != "DECL_REF_EXPR" or n.location.file is None or n.location.file.name != main:
+            continue
+        ref = n.referenced
+        if ref is not None and _kind(ref) in _FUNCTIONS and _is_cuda_api(ref, shim):
+            refs.setdefault(ref.spelling, n.location.line)
+    # a prototype of a device function the file defines is no external function
+    decls = [d for d in decls if not (d.what == "function declaration" and d.name.split("(")[0] in defined_device)]
+    return Facts(decls, refs, True)
+
+
+def _defines(c) -> bool:
+    return c.is_definition()
 
 
 def _is_linkage(c) -> bool:
