@@ -33,16 +33,22 @@ class Completed:
     stderr: str
     seconds: float
     timed_out: bool = False
+    via_init: bool = False          # a sandbox's init ran it: a death by signal N comes back as exit 128 + N
 
     @property
     def signal_name(self) -> str | None:
         """SIGSEGV, SIGABRT... when the child died of a signal."""
+        number = None
         if self.returncode is not None and self.returncode < 0:
-            try:
-                return signal.Signals(-self.returncode).name
-            except ValueError:
-                return f"signal {-self.returncode}"
-        return None
+            number = -self.returncode
+        elif self.via_init and self.returncode is not None and 128 < self.returncode <= 128 + 64:
+            number = self.returncode - 128
+        if number is None:
+            return None
+        try:
+            return signal.Signals(number).name
+        except ValueError:
+            return f"signal {number}"
 
 
 def _clip(data: bytes) -> str:
@@ -93,6 +99,8 @@ def run(args: list[str], timeout: float, cwd: Path | None = None, env: dict | No
     start = time.monotonic()
     env = candidate_env(env)
     args = [str(a) for a in args]
+    if confine is not None:
+        confine.prepare()
     argv = confine.command(args) if confine is not None else args
     preexec = confine.preexec() if confine is not None else None
     if argv[0] != args[0] and shutil.which(args[0]) is None:   # as Popen would say without the sandbox
@@ -111,4 +119,5 @@ def run(args: list[str], timeout: float, cwd: Path | None = None, env: dict | No
                 pass
             timed_out = True
         out, err = _read_back(out_f), _read_back(err_f)
-    return Completed(args, None if timed_out else proc.returncode, out, err, time.monotonic() - start, timed_out)
+    return Completed(args, None if timed_out else proc.returncode, out, err, time.monotonic() - start, timed_out,
+                     via_init=confine is not None and confine.level in ("bwrap", "unshare"))

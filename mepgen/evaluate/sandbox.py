@@ -7,7 +7,8 @@ through `Confinement.command()` + `Confinement.preexec()` (process.run does both
 - `bwrap` (bubblewrap): new user, PID, IPC, UTS and network namespaces (no network at all); the file system
   read-only; the user's home, /tmp and the workspace's `.mepgen/` replaced by empty tmpfs, then only the files
   the process needs bound back (read-only) and its scratch folder (read-write); a fresh /proc and a minimal
-  /dev holding only the GPU's device nodes; all capabilities dropped.
+  /dev holding only the GPU's device nodes; all capabilities dropped. When mepgen runs as root, the
+  candidate runs as `nobody` (root's task count has no limit, and root reads every file).
 - `unshare` (util-linux): new user, PID, IPC and network namespaces: no network and no view of other
   processes, but the file system is the user's (read and write).
 - `rlimits`: only the resource limits below.
@@ -42,6 +43,9 @@ DESCRIPTIONS = {
 BUILD_FILE_LIMIT = 2 << 30
 #: tasks (processes and threads) a candidate may add to those that exist when it starts
 EXTRA_TASKS = 512
+#: who a candidate runs as under bubblewrap when mepgen runs as root: the kernel never limits root's tasks
+#: (RLIMIT_NPROC), and root's own files stay unreadable to it
+NOBODY = 65534
 
 
 @dataclass
@@ -116,6 +120,10 @@ class Confinement:
     gpu: bool = False                                    # bind the GPU's device nodes
     limits: Limits = field(default_factory=Limits)
 
+    @property
+    def drops_root(self) -> bool:
+        return self.level == "bwrap" and os.geteuid() == 0 and shutil.which("setpriv") is not None
+
     def command(self, args: list[str]) -> list[str]:
         if self.level == "bwrap":
             return bwrap_prefix(self) + ["--", *args]
@@ -123,15 +131,35 @@ class Confinement:
             return unshare_prefix() + ["--", *args]
         return list(args)
 
+    def prepare(self) -> None:
+        """Before the start: the scratch folders exist (and belong to the user the candidate runs as)."""
+        for p in self.write:
+            Path(p).mkdir(parents=True, exist_ok=True)
+            if self.drops_root:
+                os.chown(p, NOBODY, NOBODY)
+
     def preexec(self):
         return None if self.level == "off" else self.limits.apply
 
 
 def bwrap_prefix(c: Confinement) -> list[str]:
-    cmd = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-           "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm"]
-    for folder in _hidden(tuple(c.hide)):
+    cmd = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session"]
+    if c.drops_root:     # no user namespace: the process keeps real root until setpriv makes it nobody
+        cmd += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        cmd += ["--unshare-all", "--cap-drop", "ALL"]
+    cmd += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm"]
+    hidden = _hidden(tuple(c.hide))
+    for folder in hidden:
         cmd += ["--tmpfs", str(folder)]
+    made: set[Path] = set()
+    for p in [*c.read, *c.write]:       # the folders above a bound path, inside a hidden one: open to all
+        p = Path(p).resolve()
+        for a in reversed(p.parents):
+            if a not in made and any(h in a.parents for h in hidden):
+                made.add(a)
+                cmd += ["--perms", "0755", "--dir", str(a)]
     if c.gpu:
         for node in sorted(glob.glob("/dev/nvidia*")):
             cmd += ["--dev-bind", node, node]
@@ -143,7 +171,11 @@ def bwrap_prefix(c: Confinement) -> list[str]:
         p = Path(p).resolve()
         p.mkdir(parents=True, exist_ok=True)
         cmd += ["--bind", str(p), str(p)]
-    return cmd + ["--setenv", "TMPDIR", "/tmp", "--setenv", "HOME", str(Path.home())]
+    cmd += ["--setenv", "TMPDIR", "/tmp", "--setenv", "HOME", "/tmp", "--chmod", "1777", "/tmp"]
+    if c.drops_root:
+        cmd += ["--", shutil.which("setpriv") or "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                "--inh-caps=-all", "--no-new-privs"]
+    return cmd
 
 
 def unshare_prefix() -> list[str]:
@@ -165,7 +197,7 @@ def strongest() -> tuple[str, str]:
     why = []
     if shutil.which("bwrap") is None:
         why.append("bwrap is not installed")
-    elif _works(bwrap_prefix(Confinement("bwrap")) + ["--", "true"]):
+    elif _works(Confinement("bwrap").command(["true"])):
         return "bwrap", ""
     else:
         why.append("bwrap cannot create namespaces here (unprivileged user namespaces disabled?)")
