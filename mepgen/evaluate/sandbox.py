@@ -24,6 +24,7 @@ import glob
 import os
 import resource
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -311,14 +312,14 @@ def read_output(f: Path, owned: int = 3):
     for p in [f, *list(f.parents)[:owned - 1]]:
         if p.is_symlink():
             return None
-    try:
-        fd = os.open(f, os.O_RDONLY | os.O_NOFOLLOW)
+    try:   # O_NONBLOCK: a FIFO left as an output must not hang mepgen (a regular file ignores it)
+        fd = os.open(f, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
     with os.fdopen(fd, "rb") as fh:
-        import stat
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            return None
         try:
             return np.load(fh, allow_pickle=False)
         except (ValueError, OSError, EOFError):
