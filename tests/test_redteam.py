@@ -293,3 +293,39 @@ def test_load_time_code_in_the_real_harness_is_contained(workspace, monkeypatch)
                       "write-scratch": "yes", "connect-loopback": "no", "symlink-to-reference": "yes"}, done.stdout
     assert not ws["outside"].exists() and not (mep / "planted").exists()
     assert "y" not in out.outputs       # the link it left as its output is never read back
+
+
+# --- on a GPU: the whole evaluator on an example's MEP ---------------------------------------------------
+
+@pytest.mark.gpu
+def test_the_evaluator_gives_every_candidate_its_verdict(tmp_path):
+    """Rules-refused candidates never build; the endless kernel is killed on time; the honest ones pass,
+    built and run inside the sandbox (which therefore lets the GPU through)."""
+    sys.path.insert(0, str(HERE.parent / "bench"))
+    import adversarial
+    from mepgen.evaluate import Evaluator, Options
+    from mepgen.evaluate.batch import evaluate_many
+    from mepgen.spec import load_spec
+
+    app = adversarial.prepare_app(None, ["cg.axpy"])
+    mep = app / ".mepgen" / "meps" / "cg.axpy"
+    files = []
+    for name, _, _ in cases():
+        f = tmp_path / name
+        f.write_text(text_of(name))
+        files.append((name, f))
+    ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options(backend="native", rounds=2, reps=10, run_timeout=20.0,
+                                                             use_cache=False))
+    try:
+        ev.prepare()
+        results = evaluate_many(ev, files)
+    finally:
+        ev.close()
+    wrong = []
+    for (name, _, expect), r in zip(cases(), results):
+        got = {"rejected_by_rules": "rules", "ok": "ok"}.get(r.status, r.status)
+        if r.status == "runtime_fault" and r.fault is not None and r.fault.kind == "timeout":
+            got = "timeout"
+        if got != expect or r.sandbox != ev.sandbox:
+            wrong.append(f"{name}: expected {expect}, got {r.status} ({r.feedback()[:200]}) under {r.sandbox}")
+    assert not wrong, "\n".join(wrong)
