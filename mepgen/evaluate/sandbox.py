@@ -120,10 +120,11 @@ class Confinement:
     hide: list[Path] = field(default_factory=list)       # more folders to hide (workspaces)
     gpu: bool = False                                    # bind the GPU's device nodes
     limits: Limits = field(default_factory=Limits)
+    keep_root: bool = False                              # as root, stay root (Nsight Compute's counters need it)
 
     @property
     def drops_root(self) -> bool:
-        return self.level == "bwrap" and os.geteuid() == 0 and shutil.which("setpriv") is not None
+        return self.level == "bwrap" and os.geteuid() == 0 and not self.keep_root and nobody_can_run()
 
     def command(self, args: list[str]) -> list[str]:
         if self.level == "bwrap":
@@ -141,6 +142,18 @@ class Confinement:
 
     def preexec(self):
         return None if self.level == "off" else self.limits.apply
+
+
+@lru_cache(maxsize=None)
+def nobody_can_run() -> bool:
+    """Whether a candidate can run as `nobody` here: setpriv is installed, the files mepgen writes are
+    readable by others (umask), and the GPU's device nodes are open to every user (as the driver makes them
+    by default; a site that limits them to a group keeps candidates as root, inside the namespaces)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    nodes = glob.glob("/dev/nvidia*")
+    open_nodes = all(os.stat(n).st_mode & 0o006 == 0o006 for n in nodes if not os.path.isdir(n))
+    return shutil.which("setpriv") is not None and not mask & 0o005 and open_nodes
 
 
 def bwrap_prefix(c: Confinement) -> list[str]:
