@@ -68,7 +68,9 @@ def check_fits(spec: Spec, mep_dir: Path) -> None:
                 used = ", ".join(f"{k}={spec.sizes[k]}" for k in sorted(cexpr.names(str(item.count)) & set(spec.sizes)))
                 raise MepgenError(f"{Path(mep_dir) / 'mep.yaml'}: {group}[{i}].count: {item.name} has {count} "
                                   f"elements ({used or item.count}), {need / 2**30:.3g} GiB to generate, more than this "
-                                  f"machine's {memory / 2**30:.3g} GiB: lower the sizes in mep.yaml")
+                                  f"machine's {memory / 2**30:.3g} GiB: lower the sizes (`mepgen mep {spec.kernel.name} "
+                                  f"--size SYM=VALUE`, or in mep.yaml), or fix the count '{item.count}' if it is not "
+                                  "the buffer's element count")
 
 
 def make_array(spec: Spec, item: Param | Constant | Buffer, mep_dir: Path, seed: int) -> np.ndarray:
