@@ -189,6 +189,7 @@ def _parse(text: str, args: tuple[str, ...]):
     if _FOLDER is None:
         _FOLDER = Path(tempfile.mkdtemp(prefix="mepgen-rules-"))
         atexit.register(shutil.rmtree, _FOLDER, True)
+        atexit.register(_PARSERS.clear)     # free the kept units while libclang is still loaded
     path = _FOLDER / "kernel.cu"
     unsaved = [(str(path), text)]
     tu = _PARSERS.get(args)
