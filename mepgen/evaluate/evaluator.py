@@ -129,8 +129,11 @@ class Evaluator:
                 self.log(f"computing reference outputs for input set {s.index}")
                 out = w.backend.run(w.baseline, s, self.store.work_dir / "reference" / f"set{s.index}")
                 if out.fault is not None:
+                    hint = "" if self.sandbox == "off" or out.fault.kind not in ("cuda_error", "crash") else (
+                        f" (it ran in the sandbox, level {self.sandbox}: if the GPU or a library is out of its reach "
+                        "there, `evaluate.sandbox: off` tells; docs/sandbox.md)")
                     raise MepgenError(f"the original kernel fails on input set {s.index}: {out.fault.kind}: "
-                                      f"{out.fault.message}", exit_code=3)
+                                      f"{out.fault.message}{hint}", exit_code=3)
                 for name, arr in out.outputs.items():
                     problem = reference_problem(name, arr, s.index)
                     if problem:
