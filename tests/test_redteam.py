@@ -329,3 +329,25 @@ def test_the_evaluator_gives_every_candidate_its_verdict(tmp_path):
         if got != expect or r.sandbox != ev.sandbox:
             wrong.append(f"{name}: expected {expect}, got {r.status} ({r.feedback()[:200]}) under {r.sandbox}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_every_result_records_the_level_and_it_is_said_once(tmp_path, monkeypatch, capsys):
+    from evaluate_fakes import install, make_mep, variant
+    from mepgen.evaluate import Evaluator, Options
+    from mepgen.evaluate.batch import evaluate_many
+    from mepgen.spec import load_spec
+
+    install(monkeypatch)
+    monkeypatch.setattr(sandbox, "_said", set())
+    mep = make_mep(tmp_path)
+    results = []
+    for _ in range(2):
+        ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options(reps=3, rounds=1, run_timeout=20.0, use_cache=False))
+        try:
+            ev.prepare()
+            results += evaluate_many(ev, [("good", variant(mep, "good"))]) + [ev.baseline_result()]
+        finally:
+            ev.close()
+    assert [r.sandbox for r in results] == [LEVEL] * 4 and all(r.ok for r in results)
+    said = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("mepgen: sandbox:")]
+    assert len(said) == 1 and sandbox.DESCRIPTIONS[LEVEL] in said[0]
