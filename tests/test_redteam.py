@@ -351,3 +351,21 @@ def test_every_result_records_the_level_and_it_is_said_once(tmp_path, monkeypatc
     assert [r.sandbox for r in results] == [LEVEL] * 4 and all(r.ok for r in results)
     said = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("mepgen: sandbox:")]
     assert len(said) == 1 and sandbox.DESCRIPTIONS[LEVEL] in said[0]
+
+
+@needs_bwrap
+def test_the_seccomp_filter_refuses_what_reaches_past_the_namespaces(workspace):
+    from mepgen.evaluate import seccomp_filter
+    if seccomp_filter.compiled() is None:
+        pytest.skip("libseccomp is not installed")
+    code = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+print("ptrace", libc.ptrace(16, os.getppid(), 0, 0), ctypes.get_errno())     # PTRACE_ATTACH
+print("unshare", libc.unshare(0x10000000), ctypes.get_errno())                 # CLONE_NEWUSER
+print("getpid", os.getpid() > 0)
+"""
+    done = python_in(workspace, code)
+    seen = {ln.split()[0]: ln.split()[1:] for ln in done.stdout.splitlines()}
+    assert seen["ptrace"] == ["-1", "1"] and seen["unshare"] == ["-1", "1"], done.stdout + done.stderr   # EPERM
+    assert seen["getpid"] == ["True"]

@@ -99,15 +99,20 @@ def run(args: list[str], timeout: float, cwd: Path | None = None, env: dict | No
     start = time.monotonic()
     env = candidate_env(env)
     args = [str(a) for a in args]
+    if confine is not None and confine.level in ("bwrap", "unshare") and shutil.which(args[0]) is None:
+        raise FileNotFoundError(args[0])          # as Popen would say without the sandbox
     if confine is not None:
         confine.prepare()
     argv = confine.command(args) if confine is not None else args
     preexec = confine.preexec() if confine is not None else None
-    if argv[0] != args[0] and shutil.which(args[0]) is None:   # as Popen would say without the sandbox
-        raise FileNotFoundError(args[0])
     with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out_f, stderr=err_f, stdin=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=preexec)
+        try:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out_f, stderr=err_f, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, preexec_fn=preexec,
+                                    pass_fds=tuple(confine.pass_fds) if confine is not None else ())
+        finally:
+            if confine is not None:
+                confine.close()
         try:
             proc.wait(timeout=timeout)
             timed_out = False

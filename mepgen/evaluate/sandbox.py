@@ -31,11 +31,13 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import MepgenError
+from . import seccomp_filter
 
 MODES = ("auto", "require", "off")
 LEVELS = ("bwrap", "unshare", "rlimits", "off")        # strongest first
 DESCRIPTIONS = {
-    "bwrap": "bubblewrap: no network, read-only file system, home/.mepgen/tmp hidden, own PID namespace",
+    "bwrap": "bubblewrap: no network, read-only file system, home/.mepgen/tmp hidden, own PID namespace, "
+             "seccomp filter",
     "unshare": "unshare: no network, own PID namespace; files NOT confined (install bubblewrap for that)",
     "rlimits": "resource limits only: no user namespaces here (files and network NOT confined)",
     "off": "off: candidates run with the user's full rights",
@@ -121,17 +123,27 @@ class Confinement:
     gpu: bool = False                                    # bind the GPU's device nodes
     limits: Limits = field(default_factory=Limits)
     keep_root: bool = False                              # as root, stay root (Nsight Compute's counters need it)
+    pass_fds: list[int] = field(default_factory=list)    # descriptors the command names (the seccomp program)
 
     @property
     def drops_root(self) -> bool:
         return self.level == "bwrap" and os.geteuid() == 0 and not self.keep_root and nobody_can_run()
 
     def command(self, args: list[str]) -> list[str]:
+        """The command line; under bwrap it may name a descriptor: pass `pass_fds` to the child, then close()."""
         if self.level == "bwrap":
             return bwrap_prefix(self) + ["--", *args]
         if self.level == "unshare":
             return unshare_prefix() + ["--", *args]
         return list(args)
+
+    def close(self) -> None:
+        for fd in self.pass_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.pass_fds = []
 
     def prepare(self) -> None:
         """Before the start: the scratch folders exist (and belong to the user the candidate runs as)."""
@@ -177,6 +189,11 @@ def bwrap_prefix(c: Confinement) -> list[str]:
                 "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         cmd += ["--unshare-all", "--cap-drop", "ALL"]
+    if not c.keep_root:             # (Nsight Compute needs what the filter refuses)
+        fd = seccomp_filter.open_fd()
+        if fd is not None:
+            c.pass_fds.append(fd)
+            cmd += ["--seccomp", str(fd)]
     cmd += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm"]
     hidden = _hidden(tuple(c.hide))
     for folder in hidden:
@@ -211,10 +228,10 @@ def unshare_prefix() -> list[str]:
             "--kill-child"]
 
 
-def _works(cmd: list[str]) -> bool:
+def _works(cmd: list[str], pass_fds=()) -> bool:
     try:
         return subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              timeout=30).returncode == 0
+                              timeout=30, pass_fds=tuple(pass_fds)).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
 
@@ -225,9 +242,13 @@ def strongest() -> tuple[str, str]:
     why = []
     if bwrap_executable() is None:
         why.append("bwrap is not installed")
-    elif _works(Confinement("bwrap").command(["true"])):
-        return "bwrap", ""
     else:
+        probe = Confinement("bwrap")
+        try:
+            if _works(probe.command(["true"]), probe.pass_fds):
+                return "bwrap", ""
+        finally:
+            probe.close()
         why.append("bwrap cannot create namespaces here (unprivileged user namespaces disabled?)")
     if shutil.which("unshare") is None:
         why.append("unshare is not installed")
@@ -253,6 +274,8 @@ def resolve(mode: str, log=None) -> str:
             raise MepgenError(f"evaluate.sandbox is 'require' but candidates cannot be confined here ({why}): "
                               "install bubblewrap (apt-get install bubblewrap, or pip install mepgen[sandbox]) and "
                               "allow unprivileged user namespaces, or set evaluate.sandbox: auto")
+    if level == "bwrap" and seccomp_filter.compiled() is None:
+        why = "no seccomp filter: libseccomp is not installed"
     line = f"sandbox: {DESCRIPTIONS[level]}" + (f" ({why})" if why and level != "off" else "")
     if line not in _said:
         _said.add(line)
