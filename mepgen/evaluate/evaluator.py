@@ -82,7 +82,7 @@ class Evaluator:
         self.plan = TimingPlan(warmup=self.opts.warmup if self.opts.warmup is not None else t.warmup,
                                reps=self.opts.reps or t.reps, rounds=max(1, self.opts.rounds),
                                flush_l2=t.flush_l2 if self.opts.flush_l2 is None else self.opts.flush_l2)
-        self.sandbox = sandbox.resolve(self.opts.sandbox, log=_say)
+        self.sandbox = sandbox.resolve(self.opts.sandbox)      # (said with the first build: compile_baseline)
         gpus, self.no_gpu_reason = list_gpus()
         self.gpus = [d for d in gpus if self.opts.devices is None or d in self.opts.devices]
         devices: list[int | None] = list(self.gpus) or [None]
@@ -108,6 +108,7 @@ class Evaluator:
 
     def compile_baseline(self) -> Built:
         """Build the original kernel.cu; its failure is the MEP's problem, so it is a user error."""
+        sandbox.resolve(self.opts.sandbox, log=_say)         # which confinement: said once, when it starts to matter
         built = self.workers[0].backend.compile(self.original)
         if isinstance(built, CompileFailed):
             raise MepgenError(f"the MEP's own {KERNEL_FILE} does not compile:\n{built.message}", exit_code=3)

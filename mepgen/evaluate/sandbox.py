@@ -277,10 +277,9 @@ def resolve(mode: str, log=None) -> str:
     if level == "bwrap" and seccomp_filter.compiled() is None:
         why = "no seccomp filter: libseccomp is not installed"
     line = f"sandbox: {DESCRIPTIONS[level]}" + (f" ({why})" if why and level != "off" else "")
-    if line not in _said:
+    if log is not None and line not in _said:
         _said.add(line)
-        if log is not None:
-            log(line)
+        log(line)
     return level
 
 
