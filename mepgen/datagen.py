@@ -7,6 +7,7 @@ person with a notebook see exactly the same bytes; each buffer draws from its ow
 """
 from __future__ import annotations
 
+import os
 import zlib
 from pathlib import Path
 
@@ -30,6 +31,7 @@ def make_inputs(spec: Spec, mep_dir: Path, seed: int, out_dir: Path) -> dict[str
     Deterministic: the same spec, seed and files give the same bytes. Constants described by a C++ `value`
     (struct-typed symbols) have no file: the harness initializes them from the expression.
     """
+    check_fits(spec, Path(mep_dir))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, np.ndarray] = {}
@@ -43,6 +45,32 @@ def make_inputs(spec: Spec, mep_dir: Path, seed: int, out_dir: Path) -> dict[str
         arrays[stem] = make_array(spec, c, Path(mep_dir), seed)
         np.save(out_dir / f"{stem}.npy", arrays[stem], allow_pickle=False)
     return arrays
+
+
+def machine_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 40
+
+
+def check_fits(spec: Spec, mep_dir: Path) -> None:
+    """Each generated buffer is made in host memory (through float64 for floats): one that cannot fit in
+    this machine's memory is an error naming its count and the sizes behind it, not a crash of numpy."""
+    memory = machine_memory()
+    for group, items in (("params", spec.params), ("constants", spec.constants), ("buffers", spec.buffers)):
+        for i, item in enumerate(items):
+            if item.dtype is None or item.count is None or item.init is None:
+                continue
+            count = spec.count(item)
+            need = count * max(8, np.dtype(item.dtype).itemsize)
+            if need > memory:
+                used = ", ".join(f"{k}={spec.sizes[k]}" for k in sorted(cexpr.names(str(item.count)) & set(spec.sizes)))
+                raise MepgenError(f"{Path(mep_dir) / 'mep.yaml'}: {group}[{i}].count: {item.name} has {count} "
+                                  f"elements ({used or item.count}), {need / 2**30:.3g} GiB to generate, more than this "
+                                  f"machine's {memory / 2**30:.3g} GiB: lower the sizes (`mepgen mep {spec.kernel.name} "
+                                  f"--size SYM=VALUE`, or in mep.yaml), or fix the count '{item.count}' if it is not "
+                                  "the buffer's element count")
 
 
 def make_array(spec: Spec, item: Param | Constant | Buffer, mep_dir: Path, seed: int) -> np.ndarray:

@@ -378,6 +378,10 @@ _SCHEMA = record({
 def _check_semantics(doc: Doc, d: dict) -> None:
     names = [p["name"] for p in d["params"]]
     sizes = d["sizes"]
+    for sym, value in sizes.items():
+        if value < 0:
+            raise doc.error(("sizes", sym), f"{value} is negative: a size symbol is an extent; set it to the "
+                                            "problem size (0 or more)")
     for i, p in enumerate(d["params"]):
         kp = ("params", i)
         if names.count(p["name"]) > 1:
@@ -389,10 +393,15 @@ def _check_semantics(doc: Doc, d: dict) -> None:
         for key in ("dtype", "count"):
             if key not in p:
                 raise doc.error(kp, f"buffer parameter '{p['name']}' needs '{key}'")
-        if cexpr.evaluate(p["count"], sizes) is None:
+        count = cexpr.evaluate(p["count"], sizes)
+        if count is None:
             unknown = cexpr.names(str(p["count"])) - set(sizes)
             why = f"unknown size symbol(s) {', '.join(sorted(unknown))}" if unknown else "not an integer expression"
             raise doc.error(kp + ("count",), f"cannot evaluate '{p['count']}': {why}")
+        if count < 0:
+            used = ", ".join(f"{k}={sizes[k]}" for k in sorted(cexpr.names(str(p["count"])) & set(sizes)))
+            raise doc.error(kp + ("count",), f"'{p['count']}' is {count} with {used or 'these sizes'}: an element "
+                                             "count must be 0 or more; fix the sizes or the expression")
         if p["role"] in ("in", "inout") and "init" not in p:
             raise doc.error(kp, f"input parameter '{p['name']}' needs an 'init'")
         if p.get("placement") is not None and p["placement"] % itemsize(p["dtype"]):

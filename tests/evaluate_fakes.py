@@ -23,6 +23,12 @@ FAKE_HARNESS = FIXTURES / "fake_harness.py"
 
 
 class FakeNative(NativeBackend):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # the fake harness is a Python script: inside the sandbox it needs the interpreter and its packages
+        self.runtime_read = sorted({Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
+                                    Path(sys.executable).resolve().parent.parent})
+
     def compile(self, kernel_file: Path, launch=None, flags=()):
         text = Path(kernel_file).read_text()
         if "#error" in text:

@@ -29,17 +29,18 @@ ORIGINAL = (FIXTURES / "heat" / "kernel.cu").read_text()
     ("__device__ float cache[1 << 20];", "device-global state"),
     ("__device__ int calls = 0;", "device-global state"),
     ("__managed__ float m;", "device-global state"),
+    ("__device__ const float table[2] = {1.0f, 2.0f};", "device-side state"),
+    ("__constant__ float weights[4];", "device-side state"),
 ])
 def test_rules_reject_added_cheats(addition, rule):
     violations = check(ORIGINAL + "\n" + addition + "\n", ORIGINAL)
-    assert len(violations) >= 1 and rule in violations[0].rule
+    assert len(violations) >= 1 and rule in violations[0].rule, violations
     assert violations[0].line == ORIGINAL.count("\n") + 2
 
 
 @pytest.mark.parametrize("addition", [
     "__device__ __forceinline__ float twice(const float* p) { return 2 * p[0]; }",
-    "__device__ const float table[2] = {1.0f, 2.0f};",
-    "__constant__ float weights[4];",
+    "constexpr int kTile = 32;",
     "// cudaStreamCreate(&s); fopen(\"x\") in a comment is fine",
     'const char* note = "cudaMemcpy(";',
     "template <typename T> __device__ T sq(T v) { return v * v; }",

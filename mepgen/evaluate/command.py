@@ -71,7 +71,7 @@ def run(obj, kernel, app, variants, backend, input_sets, reps, warmup, rounds, p
     cfg = load_config(ws.app_root)["evaluate"]
     opts = Options(backend=backend or cfg["backend"], input_sets=input_sets, warmup=warmup, reps=reps, rounds=rounds,
                    min_gain=cfg["min_gain"], run_timeout=cfg["timeout_s"], compile_timeout=cfg["compile_timeout_s"],
-                   profile=profile, jobs=jobs, use_cache=not no_cache, timing=cfg["timing"])
+                   profile=profile, jobs=jobs, use_cache=not no_cache, timing=cfg["timing"], sandbox=cfg["sandbox"])
     ev = Evaluator(spec, mep_dir, opts, log=obj.log if obj is not None else None)
     try:
         _run(ev, spec, mep_dir, list(variants), results, as_json)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from . import peaks as peaks_mod
 from . import perturb
 from . import plan as plan_mod
 from . import profile as profile_mod
-from . import rules
+from . import rules, sandbox
 from .backend import Built, InputSet, TimingPlan
 from .decide import MIN_GAIN, decide, round_range, summarize, timer_escape
 from .devices import choose_backend, list_gpus, make_backend
@@ -54,6 +55,7 @@ class Options:
     devices: list[int] | None = None      # GPUs to use; None: all that nvidia-smi lists
     use_cache: bool = True
     check_peaks: bool = True
+    sandbox: str = "auto"                 # auto | require | off (config evaluate.sandbox; sandbox.py)
 
 
 @dataclass
@@ -88,11 +90,14 @@ class Evaluator:
         self.plan = plan_mod.by_count(self.opts.warmup if self.opts.warmup is not None else t.warmup,
                                       self.opts.reps or t.reps, max(1, self.opts.rounds), flush)
         self.first_ms: float | None = None    # the original's first launch (time-based plans start from it)
+        self.sandbox = sandbox.resolve(self.opts.sandbox)      # (said with the first build: compile_baseline)
         gpus, self.no_gpu_reason = list_gpus()
         self.gpus = [d for d in gpus if self.opts.devices is None or d in self.opts.devices]
         devices: list[int | None] = list(self.gpus) or [None]
         self.workers = [Worker(d, make_backend(self.backend_name, spec, self.mep_dir, self.store.build_dir, d,
                                                self.opts.run_timeout, self.opts.compile_timeout)) for d in devices]
+        for w in self.workers:
+            w.backend.sandbox_level = self.sandbox
         self.sets: list[InputSet] = []
         self.refs: dict[int, dict[str, np.ndarray]] = {}
         self.inputs: dict[int, dict[str, np.ndarray]] = {}
@@ -111,6 +116,7 @@ class Evaluator:
 
     def compile_baseline(self) -> Built:
         """Build the original kernel.cu; its failure is the MEP's problem, so it is a user error."""
+        sandbox.resolve(self.opts.sandbox, log=_say)         # which confinement: said once, when it starts to matter
         built = self.workers[0].backend.compile(self.original)
         if isinstance(built, CompileFailed):
             raise MepgenError(f"the MEP's own {KERNEL_FILE} does not compile:\n{built.message}", exit_code=3)
@@ -132,8 +138,11 @@ class Evaluator:
                 self.log(f"computing reference outputs for input set {s.index}")
                 out = w.backend.run(w.baseline, s, self.store.work_dir / "reference" / f"set{s.index}")
                 if out.fault is not None:
+                    hint = "" if self.sandbox == "off" or out.fault.kind not in ("cuda_error", "crash") else (
+                        f" (it ran in the sandbox, level {self.sandbox}: if the GPU or a library is out of its reach "
+                        "there, `evaluate.sandbox: off` tells; docs/sandbox.md)")
                     raise MepgenError(f"the original kernel fails on input set {s.index}: {out.fault.kind}: "
-                                      f"{out.fault.message}", exit_code=3)
+                                      f"{out.fault.message}{hint}", exit_code=3)
                 for name, arr in out.outputs.items():
                     problem = reference_problem(name, arr, s.index)
                     if problem:
@@ -204,14 +213,15 @@ class Evaluator:
         `flags`: extra nvcc flags it is built with."""
         text = Path(kernel_file).read_text(errors="replace")
         res = EvalResult(name=name, key=self.result_key(text, launch, flags), backend=self.backend_name,
-                         kernel_sha256=digest("kernel", text), input_sets=self.k)
+                         kernel_sha256=digest("kernel", text), input_sets=self.k, sandbox=self.sandbox)
         if launch is not None:
             d = launchcfg.as_dict(launch)
             res.notes.append(f"own launch: grid ({', '.join(d['grid'])}), block ({', '.join(d['block'])}), "
                              f"shared memory {d['shared_mem']}")
         if flags:
             res.notes.append(f"extra nvcc flags: {' '.join(flags)}")
-        res.rules = rules.check(text, self.original_text, [c.kernel for c in self.spec.chain], self.spec.kernel.name)
+        res.rules = rules.check(text, self.original_text, [c.kernel for c in self.spec.chain], self.spec.kernel.name,
+                                rules.parse_args(self.spec, self.mep_dir))
         if res.rules:
             res.status, res.stage = "rejected_by_rules", "lint"
         return res
@@ -376,17 +386,18 @@ class Evaluator:
         from .native import NativeBackend
         be = worker.backend if isinstance(worker.backend, NativeBackend) else NativeBackend(
             self.spec, self.mep_dir, self.store.build_dir, device=worker.device)
+        be.sandbox_level = self.sandbox
         extra = {k: v for k, v in (("launch", launch), ("flags", tuple(flags))) if v}
         built = be.compile(kernel_file, **extra)
         if isinstance(built, CompileFailed):
             return {"error": f"native build for profiling failed: {built.message}"}
         return profile_mod.run_ncu(built.artifact, self.sets[0].data_dir, self.store.work_dir / "profile",
-                                   callee(self.spec), worker.device)
+                                   callee(self.spec), worker.device, level=self.sandbox)
 
     def baseline_result(self) -> EvalResult:
         """The original kernel as a candidate of its own: re-verified (run to run), timed alone, peaks checked."""
         res = EvalResult(name="baseline", key=self.result_key(self.original_text), backend=self.backend_name,
-                         kernel_sha256=digest("kernel", self.original_text), input_sets=self.k)
+                         kernel_sha256=digest("kernel", self.original_text), input_sets=self.k, sandbox=self.sandbox)
         worker = self.workers[0]
         res.compile = worker.baseline.info
         start = time.monotonic()
@@ -428,6 +439,11 @@ class Evaluator:
     def close(self) -> None:
         for w in self.workers:
             w.backend.close()
+
+
+def _say(line: str) -> None:
+    """Lines every user sees once (which sandbox runs the candidates), whatever the verbosity."""
+    print(f"mepgen: {line}", file=sys.stderr)
 
 
 def default_jobs(jobs: int) -> int:

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import mepbuild
 from ..spec import Launch, Spec
-from . import process
+from . import process, sandbox
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
 from . import perturb
 from .launchcfg import candidate_harness, with_flags
@@ -101,6 +101,20 @@ class NativeBackend(Backend):
         self.check_inputs = CHECK_INPUTS_FLAG in self.harness_text
         self.recheck_data = RECHECK_FLAG in self.harness_text
         self.perturb = perturb.FLAG in self.harness_text
+        self.sandbox_level: str | None = None      # set by the evaluator (config evaluate.sandbox); None: auto
+        #: what a harness process reads besides its arguments: the toolkit (a harness built with -cudart shared)
+        self.runtime_read: list[Path] = [r for r in [sandbox.toolkit_root(mepbuild.nvcc_executable())] if r]
+
+    def _level(self) -> str:
+        if self.sandbox_level is None:
+            self.sandbox_level = sandbox.resolve("auto")
+        return self.sandbox_level
+
+    def _file_limit(self) -> int:
+        """The largest file a harness run writes: its largest buffer as .npy (plus room for the header), or
+        stdout's clipped record."""
+        sizes = [self.spec.count(p) * np.dtype(p.dtype).itemsize for p in self.spec.params if p.is_buffer]
+        return max(sizes, default=0) + (1 << 20)
 
     # --- compile ----------------------------------------------------------------------------------
 
@@ -134,7 +148,9 @@ class NativeBackend(Backend):
         tmp = out_dir / f"mep.{os.getpid()}.{time.monotonic_ns()}.tmp"
         cmd = mepbuild.nvcc_command(spec, self.mep_dir, kernel_file, tmp, harness) + ["-Xptxas", "-v"]
         try:
-            done = process.run(cmd, timeout=self.compile_timeout, cwd=self.mep_dir)
+            confine = sandbox.for_build(self._level(), cmd, self.mep_dir, out_dir,
+                                        [kernel_file] + ([harness] if harness is not None else []))
+            done = process.run(cmd, timeout=self.compile_timeout, cwd=self.mep_dir, confine=confine)
         except FileNotFoundError:
             return CompileFailed(f"{cmd[0]} not found: install the CUDA toolkit or set $NVCC", "")
         log = (done.stdout + done.stderr).strip()
@@ -165,7 +181,8 @@ class NativeBackend(Backend):
         if self.check_inputs:
             args.append(CHECK_INPUTS_FLAG)
         timeout = self.run_timeout
-        done = process.run(args, timeout=timeout, cwd=out_dir, env=self._env())
+        confine = sandbox.for_run(self._level(), args, out_dir, self._file_limit(), read=self.runtime_read)
+        done = process.run(args, timeout=timeout, cwd=out_dir, env=self._env(), confine=confine)
         record, fault = classify(done, timeout)
         result = RunOutput(record=record, fault=fault)
         if fault is not None:
@@ -195,9 +212,9 @@ class NativeBackend(Backend):
     def _read(folder: Path, names: list[str]) -> tuple[dict[str, np.ndarray], list[str]]:
         arrays, missing = {}, []
         for name in names:
-            f = folder / f"{name}.npy"
-            if f.is_file():
-                arrays[name] = np.load(f, allow_pickle=False)
+            arr = sandbox.read_output(folder / f"{name}.npy")
+            if arr is not None:
+                arrays[name] = arr
             else:
                 missing.append(name)
         return arrays, missing

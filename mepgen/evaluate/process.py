@@ -2,14 +2,21 @@
 
 A hung kernel keeps its process in the driver; `subprocess.run(timeout=)` kills only the direct child
 and then waits on pipes a grandchild may still hold. Here the child starts in its own session, and on
-time-out the whole process group gets SIGKILL before the pipes are drained.
+time-out the whole process group gets SIGKILL. Its stdout and stderr go to unlinked temporary files, not
+pipes: nothing can hold them open, and a child that prints without end meets its file-size limit
+(sandbox.Limits) instead of filling mepgen's memory; only the head and tail are read back.
+
+Every compiler and candidate process is started here; `confine` (sandbox.Confinement) wraps it in the
+sandbox level the evaluator chose and sets its resource limits.
 """
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,16 +33,22 @@ class Completed:
     stderr: str
     seconds: float
     timed_out: bool = False
+    via_init: bool = False          # a sandbox's init ran it: a death by signal N comes back as exit 128 + N
 
     @property
     def signal_name(self) -> str | None:
         """SIGSEGV, SIGABRT... when the child died of a signal."""
+        number = None
         if self.returncode is not None and self.returncode < 0:
-            try:
-                return signal.Signals(-self.returncode).name
-            except ValueError:
-                return f"signal {-self.returncode}"
-        return None
+            number = -self.returncode
+        elif self.via_init and self.returncode is not None and 128 < self.returncode <= 128 + 64:
+            number = self.returncode - 128
+        if number is None:
+            return None
+        try:
+            return signal.Signals(number).name
+        except ValueError:
+            return f"signal {number}"
 
 
 def _clip(data: bytes) -> str:
@@ -44,6 +57,18 @@ def _clip(data: bytes) -> str:
         half = MAX_OUTPUT // 2
         text = text[:half] + "\n... [output clipped] ...\n" + text[-half:]
     return text
+
+
+def _read_back(fh) -> str:
+    """The head and tail of a child's output file (it may be as large as its file-size limit)."""
+    size = fh.seek(0, os.SEEK_END)
+    fh.seek(0)
+    if size <= MAX_OUTPUT:
+        return _clip(fh.read())
+    half = MAX_OUTPUT // 2
+    head = fh.read(half)
+    fh.seek(size - half)
+    return _clip(head) + f"\n... [output clipped: {size} bytes] ...\n" + _clip(fh.read(half))
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -66,22 +91,38 @@ def candidate_env(base: dict | None = None) -> dict:
     return {k: v for k, v in (os.environ if base is None else base).items() if not _SECRET.search(k)}
 
 
-def run(args: list[str], timeout: float, cwd: Path | None = None, env: dict | None = None) -> Completed:
+def run(args: list[str], timeout: float, cwd: Path | None = None, env: dict | None = None,
+        confine=None) -> Completed:
     """Run `args`; never raises for the child's failure, only for a program that does not exist. The child
-    never sees secrets from the environment (see candidate_env)."""
+    never sees secrets from the environment (see candidate_env); `confine` (sandbox.Confinement): the
+    sandbox and resource limits it runs under (None: neither)."""
     start = time.monotonic()
     env = candidate_env(env)
-    proc = subprocess.Popen([str(a) for a in args], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
+    args = [str(a) for a in args]
+    if confine is not None and confine.level in ("bwrap", "unshare") and shutil.which(args[0]) is None:
+        raise FileNotFoundError(args[0])          # as Popen would say without the sandbox
+    if confine is not None:
+        confine.prepare()
+    argv = confine.command(args) if confine is not None else args
+    preexec = confine.preexec() if confine is not None else None
+    with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
         try:
-            out, err = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:  # a grandchild holds the pipes open: give up on its output
-            out, err = b"", b""
-        timed_out = True
-    return Completed([str(a) for a in args], None if timed_out else proc.returncode, _clip(out or b""),
-                     _clip(err or b""), time.monotonic() - start, timed_out)
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out_f, stderr=err_f, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, preexec_fn=preexec,
+                                    pass_fds=tuple(confine.pass_fds) if confine is not None else ())
+        finally:
+            if confine is not None:
+                confine.close()
+        try:
+            proc.wait(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            timed_out = True
+        out, err = _read_back(out_f), _read_back(err_f)
+    return Completed(args, None if timed_out else proc.returncode, out, err, time.monotonic() - start, timed_out,
+                     via_init=confine is not None and confine.level in ("bwrap", "unshare"))

@@ -13,7 +13,7 @@ import re
 import shutil
 from pathlib import Path
 
-from . import process
+from . import process, sandbox
 
 METRICS = {
     "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct",
@@ -58,7 +58,7 @@ def parse_csv(text: str) -> dict:
 
 
 def run_ncu(binary: Path, data_dir: Path, out_dir: Path, callee: str, device: int | None,
-            timeout: float = 300.0) -> dict:
+            timeout: float = 300.0, level: str = "off") -> dict:
     """Profile one launch; {'error': ...} when ncu is missing or fails (profiling is advice, not a verdict)."""
     exe = shutil.which("ncu")
     if exe is None:
@@ -69,7 +69,9 @@ def run_ncu(binary: Path, data_dir: Path, out_dir: Path, callee: str, device: in
         env["CUDA_VISIBLE_DEVICES"] = str(device)
     args = [exe, "--csv", "--clock-control", "none", "--kernel-name", kernel_regex(callee), "--launch-count", "1",
             "--metrics", ",".join(METRICS), binary, "--data", data_dir, "--out", out_dir]
-    done = process.run(args, timeout=timeout, env=env)
+    confine = sandbox.for_run(level, args, out_dir, sandbox.BUILD_FILE_LIMIT)   # `level`: the candidate's sandbox
+    confine.keep_root = True          # GPU performance counters are for admins unless the driver says otherwise
+    done = process.run(args, timeout=timeout, env=env, confine=confine)
     if done.timed_out:
         return {"error": f"ncu did not finish within {timeout:g} s"}
     metrics = parse_csv(done.stdout)

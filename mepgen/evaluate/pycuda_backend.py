@@ -55,12 +55,14 @@ class PycudaBackend(Backend):
         self.sets_loaded: set[int] = set()
         self.modules: list[str] = []        # loaded cubins, oldest first
         self.pinned: str | None = None      # the baseline's key: never evicted
+        self.sandbox_level: str | None = None   # nvcc's sandbox (sandbox.py), set by the evaluator; None: auto
 
     def compile(self, kernel_file: Path, launch: Launch | None = None, flags=()) -> Built | CompileFailed:
         """The cubin; with `launch`, its launch geometry comes from that configuration instead of mep.yaml's;
         `flags`: extra nvcc flags (the cubin's cache key covers every flag)."""
         spec = with_flags(self.spec if launch is None else with_launch(self.spec, launch), flags)
-        return build_cubin(spec, self.mep_dir, Path(kernel_file), self.build_dir, self.compile_timeout)
+        return build_cubin(spec, self.mep_dir, Path(kernel_file), self.build_dir, self.compile_timeout,
+                           level=self.sandbox_level)
 
     # --- the worker ---------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import mepbuild
 from ..errors import MepgenError
 from ..spec import Spec
-from . import process
+from . import process, sandbox
 from .backend import Built
 from .cubin import Cubin, mangle_variable
 from .native import compile_message
@@ -89,8 +89,10 @@ def describe(spec: Spec, cubin: Cubin) -> dict:
             "grid": geometry[0:3], "block": geometry[3:6], "shared": geometry[6]}
 
 
-def build_cubin(spec: Spec, mep_dir: Path, kernel_file: Path, build_dir: Path, timeout: float) -> Built | CompileFailed:
-    """Compile (cached by content) and describe; failures come back as CompileFailed with nvcc's words."""
+def build_cubin(spec: Spec, mep_dir: Path, kernel_file: Path, build_dir: Path, timeout: float,
+                level: str | None = None) -> Built | CompileFailed:
+    """Compile (cached by content) and describe; failures come back as CompileFailed with nvcc's words.
+    `level`: the sandbox level nvcc runs under (sandbox.py; None: the strongest here)."""
     mep_dir = Path(mep_dir).resolve()
     kernel_file = Path(kernel_file).resolve()
     flags = mepbuild.build_flags(spec) + [f"-I{mep_dir}"]
@@ -112,7 +114,8 @@ def build_cubin(spec: Spec, mep_dir: Path, kernel_file: Path, build_dir: Path, t
     tmp = out_dir / f"kernel.{os.getpid()}.{time.monotonic_ns()}.tmp"
     cmd = [mepbuild.nvcc_executable(), *flags, "-cubin", str(entry), "-o", str(tmp), "-Xptxas", "-v"]
     try:
-        done = process.run(cmd, timeout=timeout, cwd=mep_dir)
+        confine = sandbox.for_build(level or sandbox.resolve("auto"), cmd, mep_dir, out_dir, [kernel_file, entry])
+        done = process.run(cmd, timeout=timeout, cwd=mep_dir, confine=confine)
     except FileNotFoundError:
         return CompileFailed(f"{cmd[0]} not found: install the CUDA toolkit or set $NVCC", "")
     log = (done.stdout + done.stderr).strip()

@@ -152,6 +152,7 @@ class EvalResult:
     impossible: Impossible | None = None
     mep_error: str | None = None
     input_sets: int = 0
+    sandbox: str = ""                 # the confinement it ran under (evaluate/sandbox.py LEVELS)
     profile: dict | None = None
     notes: list[str] = field(default_factory=list)
 

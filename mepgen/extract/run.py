@@ -54,6 +54,20 @@ def _mentions_cuda(path: Path) -> bool:
     return "__global__" in text or "<<<" in text or "cudaLaunch" in text
 
 
+def check_text(path: Path) -> None:
+    """A source file must be text: a binary file named .cu (NUL bytes: no source has them) would fail deep
+    inside the parse; say which file it is and what to do instead. (Text in another encoding than UTF-8,
+    Latin-1 comments say, is source code and parses.)"""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise MepgenError(f"{path}: cannot be read ({e.strerror})") from None
+    bad = data.find(b"\0")
+    if bad >= 0:
+        raise MepgenError(f"{path}: not a text file (byte {bad} is NUL: a binary named {path.suffix or 'like a source'}"
+                          "?): remove or rename it, or keep it out of compile_commands.json")
+
+
 def _plan(app: Path, opts: ExtractOptions) -> tuple[list[tuple[Path, CompileFlags]], str, list[Path]]:
     """The translation units to parse with their flags, where the flags came from, and the headers."""
     sources, headers = _scan(app)
@@ -68,10 +82,13 @@ def _plan(app: Path, opts: ExtractOptions) -> tuple[list[tuple[Path, CompileFlag
                 extra = default_flags(app, opts.include_dirs, opts.defines)
                 e.flags.parse_args = e.flags.parse_args[:-1] + extra.parse_args
             if e.file.suffix == ".cu" or _mentions_cuda(e.file):
+                check_text(e.file)
                 units.append((e.file, e.flags))
         return units, str(db), headers
     flags = default_flags(app, opts.include_dirs, opts.defines)
     units = [(p, flags) for p in sources if p.suffix == ".cu" or _mentions_cuda(p)]
+    for p, _ in units:
+        check_text(p)
     return units, "defaults (no compile_commands.json): -I APP -I APP/include -std=c++17 plus -I/-D given", headers
 
 
@@ -152,6 +169,8 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
     # headers with kernels that no translation unit includes are parsed on their own
     seen_files = {f for r in results + fresh for f in r["files"]}
     lone = [h for h in headers if str(h.relative_to(app)) not in seen_files and _mentions_cuda(h)]
+    for h in lone:
+        check_text(h)
     if lone:
         base = units[0][1] if units else default_flags(app, opts.include_dirs, opts.defines)
         for h in lone:

@@ -119,6 +119,7 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
                 kernel_text = render_kernel_file(ws.app_root, k, spec, feeders)
         files = {"mep.yaml": yaml_text, "kernel.cu": kernel_text,
                  "harness.cu": render_harness(spec), "Makefile": render_makefile(spec)}
+        datagen.check_fits(spec, mep_dir)
         writer.write_folder(mep_dir, files, _fill_inputs(spec), yaml_hash=writer.sha256(yaml_text.encode()))
         log(f"wrote {mep_dir}")
         results.append(MepResult(k["qualified_name"], mep_dir, spec, notes, backup, outcome))
@@ -136,6 +137,7 @@ def refresh(ws: Workspace, names: list[str], every: bool = False) -> list[MepRes
             raise MepgenError(f"{mep_dir / 'mep.yaml'} does not exist: run `mepgen mep {k['qualified_name']}` first")
         spec = load_spec(mep_dir / "mep.yaml")
         _check_chain_kernels(spec, mep_dir)
+        datagen.check_fits(spec, mep_dir)          # before the folder is rendered, naming the real mep.yaml
         hash_file = mep_dir / writer.HASH_FILE
         old_hash = hash_file.read_text().strip() if hash_file.exists() else None
         files = {"harness.cu": render_harness(spec), "Makefile": render_makefile(spec)}

@@ -135,7 +135,7 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
     e = cfg["evaluate"]
     opts = Options(backend=backend or e["backend"], min_gain=e["min_gain"], run_timeout=e["timeout_s"],
                    compile_timeout=e["compile_timeout_s"], profile=profile, reps=reps, warmup=warmup,
-                   timing=e["timing"])
+                   timing=e["timing"], sandbox=e["sandbox"])
     ev = Evaluator(spec, mep_dir, opts, log=progress)
     try:
         ev.require_gpu()

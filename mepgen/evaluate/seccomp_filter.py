@@ -1,0 +1,72 @@
+"""A seccomp filter for candidate processes, compiled by libseccomp (the C library every distribution ships,
+through ctypes: its Python binding is not on PyPI) and loaded by bubblewrap (`--seccomp FD`).
+
+It refuses (EPERM) the system calls a kernel under test never needs and that reach past the namespaces:
+tracing and reading other processes, kernel modules and kexec, BPF and perf events, keyrings, mounts and new
+namespaces, userfaultfd, file handles. Everything else is allowed: the list is the kind of deny list container
+runtimes apply by default, under which CUDA programs run. Without libseccomp there is no filter (said once).
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import tempfile
+from functools import lru_cache
+
+DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "bpf", "perf_event_open",
+          "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
+          "swapon", "swapoff", "mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsmount",
+          "unshare", "setns", "keyctl", "add_key", "request_key", "userfaultfd", "open_by_handle_at",
+          "name_to_handle_at", "acct", "quotactl", "syslog", "iopl", "ioperm", "lookup_dcookie")
+_ALLOW = 0x7FFF0000                       # SCMP_ACT_ALLOW
+_ERRNO = 0x00050000                       # SCMP_ACT_ERRNO(x) = 0x00050000 | x
+
+
+@lru_cache(maxsize=1)
+def compiled() -> bytes | None:
+    """The BPF program (bytes), or None when libseccomp is not on this machine."""
+    name = ctypes.util.find_library("seccomp")
+    if name is None:
+        return None
+    try:
+        lib = ctypes.CDLL(name)
+        lib.seccomp_init.restype = ctypes.c_void_p
+        lib.seccomp_init.argtypes = [ctypes.c_uint32]
+        lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+        lib.seccomp_rule_add.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint]
+        lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.seccomp_release.argtypes = [ctypes.c_void_p]
+        ctx = lib.seccomp_init(_ALLOW)
+        if not ctx:
+            return None
+        try:
+            for call in DENIED:
+                number = lib.seccomp_syscall_resolve_name(call.encode())
+                if number >= 0 and lib.seccomp_rule_add(ctx, _ERRNO | errno.EPERM, number, 0) != 0:
+                    return None
+            with tempfile.TemporaryFile() as fh:
+                if lib.seccomp_export_bpf(ctx, fh.fileno()) != 0:
+                    return None
+                fh.seek(0)
+                return fh.read()
+        finally:
+            lib.seccomp_release(ctx)
+    except (OSError, AttributeError):
+        return None
+
+
+def open_fd() -> int | None:
+    """A file descriptor holding the program, for `bwrap --seccomp FD` (the caller passes it and closes it)."""
+    program = compiled()
+    if not program:
+        return None
+    fd = os.memfd_create("mepgen-seccomp") if hasattr(os, "memfd_create") else None
+    if fd is None:
+        fh = tempfile.TemporaryFile()
+        fd = os.dup(fh.fileno())
+        fh.close()
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd

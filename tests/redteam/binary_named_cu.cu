@@ -1,0 +1,8 @@
+// HOSTILE: a binary file named .cu (the test writes NUL bytes into a copy of this file) | EXPECT: rules
+namespace cg {
+template <typename T>
+__global__ void axpy(int n, T a, const T* x, T* y)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] = a * x[i] + y[i];
+}
+}  // namespace cg
