@@ -13,8 +13,9 @@ from ..inventory import SCHEMA, VERSION
 from ..workspace import Workspace, write_json
 from ..parsing import clang
 from .cache import ExtractCache, FileHashes, flags_key
-from .flags import HEADER_SUFFIXES, SOURCE_SUFFIXES, CompileFlags, default_flags, find_compile_commands, \
-    load_compile_commands
+from .buildfiles import read_build_files
+from .flags import DEFAULT_STD, HEADER_SUFFIXES, SOURCE_SUFFIXES, CompileFlags, default_flags, \
+    find_compile_commands, load_compile_commands
 from .profile import load_profile
 from .ranking import STATIC_BASIS, assign_ranks, profile_scores, static_scores
 from .tu_facts import tu_facts
@@ -70,9 +71,28 @@ def _plan(app: Path, opts: ExtractOptions) -> tuple[list[tuple[Path, CompileFlag
             if e.file.suffix == ".cu" or _mentions_cuda(e.file):
                 units.append((e.file, e.flags))
         return units, str(db), headers
-    flags = default_flags(app, opts.include_dirs, opts.defines)
+    flags, source = plan_default_flags(app, opts)
     units = [(p, flags) for p in sources if p.suffix == ".cu" or _mentions_cuda(p)]
-    return units, "defaults (no compile_commands.json): -I APP -I APP/include -std=c++17 plus -I/-D given", headers
+    return units, source, headers
+
+
+def plan_default_flags(app: Path, opts: ExtractOptions) -> tuple[CompileFlags, str]:
+    """Without compile_commands.json: -I APP (-I APP/include), what the application's Makefile/CMakeLists.txt
+    pass (include folders, defines, the C++ standard), then -I/-D from the command line; and where they came
+    from, in words."""
+    build = read_build_files(app)
+    include_dirs = [*(build.include_dirs if build else []), *opts.include_dirs]
+    defines = [*(build.defines if build else []), *opts.defines]
+    std = (build.std if build else None) or DEFAULT_STD
+    flags = default_flags(app, include_dirs, defines, std=std)
+    text = f"defaults (no compile_commands.json): -I APP -I APP/include -std={std}"
+    if build is not None:
+        text += f"; from {build.source}: {build.flags_text() or 'no include folder or define'}"
+        if build.not_used:
+            text += f" (not used: {'; '.join(build.not_used)})"
+    if opts.include_dirs or opts.defines:
+        text += "; plus -I/-D given"
+    return flags, text
 
 
 def _parse_all(jobs: list[tuple[str, list[str]]], app: Path, workers: int) -> list[dict]:
@@ -108,7 +128,7 @@ def _merge(results: list[dict]) -> tuple[list[dict], list[dict], dict[str, str]]
         for name, value in r["object_macros"].items():
             macros.setdefault(name, value)
         for s in r["launch_sites"]:
-            sites.setdefault((s["file"], s["start_byte"]), s)
+            sites.setdefault((s["file"], s["start_byte"], s["kernel_usr"]), s)
     for s in sorted(sites.values(), key=lambda s: (s["file"], s["start_byte"])):
         k = by_usr.get(s["kernel_usr"])
         if k is None:
@@ -153,7 +173,7 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
     seen_files = {f for r in results + fresh for f in r["files"]}
     lone = [h for h in headers if str(h.relative_to(app)) not in seen_files and _mentions_cuda(h)]
     if lone:
-        base = units[0][1] if units else default_flags(app, opts.include_dirs, opts.defines)
+        base = units[0][1] if units else plan_default_flags(app, opts)[0]
         for h in lone:
             keys[str(h.relative_to(app))] = flags_key(base.parse_args)
         fresh += _parse_all([(str(h), base.parse_args) for h in lone], app, workers)
@@ -185,6 +205,10 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
     if not kernels:
         why = f" ({len(skipped)} files skipped for parse errors)" if skipped else ""
         raise MepgenError(f"no __global__ kernels found in {app}{why}")
+    for _, f in units:  # the build's -D: a source's unguarded #define comes after it and wins
+        for d in f.defines:
+            name, _, value = d.partition("=")
+            macros.setdefault(name, value or "1")
     for d in opts.defines:  # -D values override the defaults written in the sources
         name, _, value = d.partition("=")
         macros[name] = value or "1"
