@@ -92,6 +92,9 @@ def extract(obj: Context, app, compile_commands, include_dirs, defines, profile,
         "skipped_files": [s["file"] for s in inv["skipped"]],
         "files_with_host_errors": [s["file"] for s in inv.get("tolerated", [])],
         "flags_source": inv["flags_source"],
+        "build_files": inv.get("build_files"),
+        "skipped": [{"file": s["file"], "errors": s["errors"], "first": s["diagnostics"][:1]} for s in inv["skipped"]],
+        "over_budget": inv.get("over_budget", []),
         "ranking_basis": inv["ranking_basis"],
     }
     if as_json:
@@ -102,8 +105,14 @@ def extract(obj: Context, app, compile_commands, include_dirs, defines, profile,
                f"{summary['translation_units']} translation units; flags: {summary['flags_source']}")
     click.echo(f"ranking: {summary['ranking_basis']}")
     if inv["skipped"]:
-        click.echo(f"skipped {len(inv['skipped'])} file(s) that failed to parse: "
-                   + ", ".join(s["file"] for s in inv["skipped"]) + " (details with -v)")
+        click.echo(f"skipped {len(inv['skipped'])} file(s) with errors in a kernel or what it uses (their kernels "
+                   "are not in the inventory):")
+        for s in inv["skipped"]:
+            first = s["diagnostics"][0] if s["diagnostics"] else None
+            where = f"{first['file']}:{first['line']}: {first['message']}" if first else "no diagnostic"
+            click.echo(f"  {s['file']}: {s['errors']} errors, first {where}")
+    for o in inv.get("over_budget", []):
+        click.echo(f"left out {o['kernel']} ({o['file']}:{o['line']}): {o['reason']}")
     if inv.get("tolerated"):
         click.echo(f"kept {len(inv['tolerated'])} file(s) whose errors are outside their kernels (host code, headers "
                    "on no include path): " + ", ".join(s["file"] for s in inv["tolerated"]) + " (details with -v)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ..parsing import clang
 from ..parsing.clang import specialized_template
 from .kernels import FUNCTION_KINDS, is_device_function, is_kernel
 from .source import SourceFiles, extent_json, qualified_name
@@ -21,9 +22,7 @@ SCOPE_KINDS = ("NAMESPACE", "STRUCT_DECL", "CLASS_DECL", "CLASS_TEMPLATE", "UNIO
 
 
 def _walk(cursor):
-    yield cursor
-    for c in cursor.get_children():
-        yield from _walk(c)
+    return clang.walk(cursor)
 
 
 def _namespaces(cursor) -> list[str]:

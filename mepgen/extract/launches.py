@@ -53,9 +53,7 @@ def _kernels_in_initializer(var) -> list:
 
 
 def _walk(cursor):
-    yield cursor
-    for c in cursor.get_children():
-        yield from _walk(c)
+    return clang.walk(cursor)
 
 
 def _referenced_kernels(cursor) -> list[tuple]:
@@ -260,9 +258,13 @@ def find_launch_sites(tops: list, src: SourceFiles) -> tuple[list[dict], list[di
                     for text in calls[-1]["args"]:
                         used |= set(_IDENT.findall(text))
                     calls[-1]["locals"] = {n: ctx["locals"][n] for n in sorted(used) if n in ctx["locals"]}
-        for ch in c.get_children():
-            visit(ch, ctx)
+        return ctx
 
+    # iterative, in source order (a local's initializer is seen before a launch that names it)
     for top in tops:
-        visit(top, {"function": None, "usr": None, "loops": 0, "params": [], "locals": {}})
+        stack = [(top, {"function": None, "usr": None, "loops": 0, "params": [], "locals": {}})]
+        while stack:
+            c, ctx = stack.pop()
+            inner = visit(c, ctx)
+            stack.extend((ch, inner) for ch in reversed(list(c.get_children())))
     return sites, calls

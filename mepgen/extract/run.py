@@ -76,6 +76,12 @@ def _plan(app: Path, opts: ExtractOptions) -> tuple[list[tuple[Path, CompileFlag
     return units, source, headers
 
 
+def build_files_json(app: Path) -> dict | None:
+    """What the application's Makefile/CMakeLists.txt gave the parse, for the inventory."""
+    build = read_build_files(app)
+    return build.to_json() if build is not None else None
+
+
 def plan_default_flags(app: Path, opts: ExtractOptions) -> tuple[CompileFlags, str]:
     """Without compile_commands.json: -I APP (-I APP/include), what the application's Makefile/CMakeLists.txt
     pass (include folders, defines, the C++ standard), then -I/-D from the command line; and where they came
@@ -155,6 +161,7 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
     clang.cindex()  # a clear error now rather than in every worker
     ws = Workspace(app)
     units, flags_source, headers = _plan(app, opts)
+    db_path = find_compile_commands(app, opts.compile_commands)
     hashes = FileHashes(app)
     cache = ExtractCache(ws.cache_dir) if opts.use_cache else None
     results, todo, keys = [], [], {}
@@ -200,6 +207,9 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
                                          f"{first['line']}: {first['message']}" if first else "no errors")
                 + (f"; headers on no include path, stubbed empty: {', '.join(r['stubbed_includes'])}"
                    if r.get("stubbed_includes") else ""))
+    over_budget = [o for r in parsed for o in r.get("over_budget", [])]
+    for o in over_budget:
+        log(f"left out {o['kernel']} ({o['file']}:{o['line']}): {o['reason']}")
     kernels, calls, values = _merge(parsed)
     macros = values["macros"]
     if not kernels:
@@ -242,6 +252,8 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
         "files": {f: hashes(f) for f in files},
         "skipped": [_file_report(r) for r in skipped],
         "tolerated": [{**_file_report(r), "stubbed_includes": r.get("stubbed_includes", [])} for r in tolerated],
+        "over_budget": over_budget,
+        "build_files": build_files_json(app) if db_path is None else None,
         "kernels": [_finish(k, hashes) for k in sorted(kernels, key=lambda k: k["rank"])],
         "host_calls": host_calls,
         "host_constants": values["host_constants"],

@@ -6,6 +6,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..budget import BudgetExceeded, time_budget
 from ..parsing import clang
 from .closure import ClosureBuilder, add_global_spaces, global_spaces
 from .kernels import is_kernel, kernel_json
@@ -141,10 +142,16 @@ def _tu_facts(path: str, parse_args: list[str], app_root: str, stub_dir: Path) -
     launched_with: dict[str, list] = {}       # kernel usr -> types its launches instantiate it with
     for site in sites:
         launched_with.setdefault(site["kernel_usr"], []).extend(site.pop("_instantiation_types", []))
-    kernels = []
+    kernels, over_budget = [], []
     for k in _kernels_in(tops):
-        entry = kernel_json(k, src)
-        entry["closure"] = builder.closure(k, launched_with.get(k.get_usr(), []))
+        try:
+            with time_budget(f"extract: reading kernel {qualified_name(k)}"):
+                entry = kernel_json(k, src)
+                entry["closure"] = builder.closure(k, launched_with.get(k.get_usr(), []))
+        except BudgetExceeded as e:
+            over_budget.append({"kernel": qualified_name(k), "file": src.rel(k.location.file.name),
+                                "line": k.location.line, "reason": str(e)})
+            continue
         add_global_spaces(entry["closure"], spaces)
         kernels.append(entry)
     if stubbed:
@@ -167,5 +174,6 @@ def _tu_facts(path: str, parse_args: list[str], app_root: str, stub_dir: Path) -
         "host_constants": host_constants,
         "diagnostics": _diagnostics(tu, src, _kernel_spans(kernels)),
         "stubbed_includes": stubbed,
+        "over_budget": over_budget,
         "parse_seconds": round(time.perf_counter() - t0, 4),
     }

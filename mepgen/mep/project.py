@@ -24,9 +24,7 @@ def tu_parse_args(tu: dict) -> list[str]:
 
 
 def walk(cursor):
-    yield cursor
-    for c in cursor.get_children():
-        yield from walk(c)
+    return clang.walk(cursor)
 
 
 class Project:
