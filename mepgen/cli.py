@@ -140,6 +140,37 @@ def list_(obj: Context, app, as_json):
         click.echo(kernel_table(inv))
 
 
+@main.command()
+@click.option("-C", "--app", "app", type=click.Path(path_type=Path), default=None,
+              help="The application's folder (default: found from the current folder upwards).")
+@click.option("-p", "--compile-commands", "compile_commands", type=click.Path(path_type=Path),
+              help="For the extraction it runs: compile_commands.json, or the folder holding it.")
+@click.option("-I", "include_dirs", multiple=True, help="For the extraction it runs: extra include folder.")
+@click.option("-D", "defines", multiple=True, help="For the extraction it runs: extra macro NAME[=VALUE].")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts).")
+@click.pass_obj
+def ready(obj: Context, app, compile_commands, include_dirs, defines, as_json):
+    """Per kernel: ready, needs a person (which field, why) or cannot (why). Run it first.
+
+    Extracts when there is no inventory or the sources changed, then completes every kernel's MEP into
+    .mepgen/meps/ as `mepgen mep --all` does, one kernel at a time. Exits 0 when every kernel is ready,
+    3 otherwise.
+    """
+    from .extract import ExtractOptions
+    from .ready import READY, ready as run_ready, render_text
+
+    if app is not None and not Path(app).is_dir():
+        raise MepgenError(f"{app}: no such directory")
+    opts = ExtractOptions(compile_commands=compile_commands, include_dirs=list(include_dirs), defines=list(defines))
+    report = run_ready(app, opts, log=obj.log)
+    if as_json:
+        _emit_json(report)
+    else:
+        click.echo(render_text(report))
+    if any(k["outcome"] != READY for k in report["kernels"]) or report["files_not_understood"]:
+        sys.exit(3)
+
+
 # Each stage defines its commands in its own `command.py`; register them here, one line each.
 # (stage commands are added below as the stages land)
 from .mep.command import mep as _mep_command  # noqa: E402
