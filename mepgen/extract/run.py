@@ -213,7 +213,12 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
     kernels, calls, values = _merge(parsed)
     macros = values["macros"]
     if not kernels:
-        why = f" ({len(skipped)} files skipped for parse errors)" if skipped else ""
+        why = ""
+        if skipped:
+            first = next((d for d in skipped[0]["diagnostics"] if d.get("in_kernel", True)
+                          and d["severity"] in ("error", "fatal")), None)
+            why = f" ({len(skipped)} files skipped for parse errors" + (
+                f"; first {first['file']}:{first['line']}: {first['message']}" if first else "") + ")"
         raise MepgenError(f"no __global__ kernels found in {app}{why}")
     for _, f in units:  # the build's -D: a source's unguarded #define comes after it and wins
         for d in f.defines:

@@ -202,4 +202,5 @@ MEPGEN_LDG_VEC(unsigned long) MEPGEN_LDG_VEC(longlong2) MEPGEN_LDG_VEC(char4) ME
 MEPGEN_LDG_VEC(short2) MEPGEN_LDG_VEC(short4) MEPGEN_LDG_VEC(float3) MEPGEN_LDG_VEC(double4)
 
 #include "mepgen_cuda_math.h"
+#include "mepgen_cuda_extras.h"
 #endif
