@@ -211,6 +211,7 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
     for o in over_budget:
         log(f"left out {o['kernel']} ({o['file']}:{o['line']}): {o['reason']}")
     kernels, calls, values = _merge(parsed)
+    _link(kernels, parsed)
     macros = values["macros"]
     if not kernels:
         why = ""
@@ -270,6 +271,51 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
         if cache is not None:
             cache.save(set(keys))
     return inventory
+
+
+_CLOSURE_LISTS = ("device_functions", "types", "typedefs", "enums", "globals", "macros")
+#: a definition brought from another file goes after every header member and before the kernel's own file
+_LINKED_ORDER = 1 << 19
+
+
+def _link(kernels: list[dict], results: list[dict]) -> None:
+    """A kernel's file may only declare a device function (in a header) that another file defines: replace
+    the declaration in its closure by that definition, and add what the definition needs, as a linker
+    would (nvcc -rdc). A declaration no file defines stays, marked, and the MEP will not link."""
+    defs: dict[str, dict] = {}
+    for r in results:
+        for usr, m in r.get("device_definitions", {}).items():
+            defs.setdefault(usr, m)
+    if not defs:
+        return
+    for k in kernels:
+        c = k["closure"]
+        for _ in range(8):   # definitions that call further declared-only functions
+            pending = [m for m in c["device_functions"] if m.get("declaration_only") and m["usr"] in defs]
+            if not pending:
+                break
+            for m in pending:
+                d = defs[m["usr"]]
+                c["device_functions"].remove(m)
+                linked = {key: v for key, v in d.items() if key != "closure"}
+                linked["order"] = [_LINKED_ORDER, d["start_byte"]]
+                linked["linked_from"] = d["file"]
+                c["device_functions"].append(linked)
+                for key in _CLOSURE_LISTS:
+                    have = {(x["file"], x.get("start_byte"), x.get("name")) for x in c[key]} | (
+                        {x["usr"] for x in c[key] if "usr" in x} if key == "device_functions" else set())
+                    for x in d["closure"].get(key, []):
+                        if (x["file"], x.get("start_byte"), x.get("name")) in have or x.get("usr") in have:
+                            continue
+                        c[key].append(x)
+                for h in d["closure"].get("headers", []) + [d["file"]]:
+                    if h not in c["headers"] and h != k["file"]:
+                        c["headers"].append(h)
+                for h, incs in d["closure"].get("header_includes", {}).items():
+                    c["header_includes"].setdefault(h, incs)
+                c["header_includes"].setdefault(d["file"], d["closure"].get("includes", []))
+        for key in _CLOSURE_LISTS:
+            c[key].sort(key=lambda x: tuple(x.get("order", [0, x.get("start_byte", 0)])))
 
 
 def _file_report(r: dict) -> dict:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..budget import BudgetExceeded, time_budget
 from ..parsing import clang
-from .closure import ClosureBuilder, add_global_spaces, global_spaces
+from .closure import ClosureBuilder, add_global_spaces, external_device_definitions, global_spaces
 from .kernels import is_kernel, kernel_json
 from .launches import find_launch_sites, local_init
 from .source import SourceFiles, qualified_name
@@ -156,6 +156,7 @@ def _tu_facts(path: str, parse_args: list[str], app_root: str, stub_dir: Path) -
         kernels.append(entry)
     if stubbed:
         _mark_missing(kernels, set(stubbed))
+    device_definitions = external_device_definitions(tops, src, builder, str(Path(path)))
     host_constants = _host_constants(tops, src)
     macros = {}
     for c in tops:
@@ -175,5 +176,6 @@ def _tu_facts(path: str, parse_args: list[str], app_root: str, stub_dir: Path) -
         "diagnostics": _diagnostics(tu, src, _kernel_spans(kernels)),
         "stubbed_includes": stubbed,
         "over_budget": over_budget,
+        "device_definitions": device_definitions,
         "parse_seconds": round(time.perf_counter() - t0, 4),
     }
