@@ -46,7 +46,9 @@ def time_budget(what: str, seconds: float | None = None):
         raise BudgetExceeded(f"{what} exceeded its budget of {seconds:g} s (MEPGEN_KERNEL_BUDGET)")
 
     previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    # repeating: an exception raised inside a libclang callback is swallowed there, so the alarm fires
+    # again until one reaches this block
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.2)
     try:
         yield
     finally:
