@@ -76,7 +76,8 @@ class Project:
         return self._bytes[name][start:end].decode("utf-8", errors="replace")
 
     def rel(self, cursor) -> str:
-        return str(Path(cursor.location.file.name).resolve().relative_to(self.app_root))
+        p = Path(cursor.location.file.name).resolve()     # outside the app (a system header): its absolute path
+        return str(p.relative_to(self.app_root)) if p.is_relative_to(self.app_root) else str(p)
 
     # --- indexing ------------------------------------------------------------------------------------
     def _index(self, unit) -> None:
