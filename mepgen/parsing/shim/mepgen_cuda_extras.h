@@ -92,6 +92,13 @@ MEPGEN_SIMD2(__vsads4) MEPGEN_SIMD2(__vsadu2) MEPGEN_SIMD2(__vsadu4) MEPGEN_SIMD
 MEPGEN_SIMD2(__vcmpges2) MEPGEN_SIMD2(__vcmpges4) MEPGEN_SIMD2(__vcmpgts2) MEPGEN_SIMD2(__vcmpgts4)
 MEPGEN_SIMD2(__vcmples2) MEPGEN_SIMD2(__vcmples4) MEPGEN_SIMD2(__vcmplts2) MEPGEN_SIMD2(__vcmplts4)
 MEPGEN_SIMD2(__vcmpne2) MEPGEN_SIMD2(__vcmpne4) MEPGEN_SIMD2(__vseteq2) MEPGEN_SIMD2(__vseteq4)
+MEPGEN_SIMD2(__vcmpgeu2) MEPGEN_SIMD2(__vcmpgeu4) MEPGEN_SIMD2(__vcmpgtu2) MEPGEN_SIMD2(__vcmpgtu4)
+MEPGEN_SIMD2(__vcmpleu2) MEPGEN_SIMD2(__vcmpleu4) MEPGEN_SIMD2(__vcmpltu2) MEPGEN_SIMD2(__vcmpltu4)
+MEPGEN_SIMD2(__vsetges2) MEPGEN_SIMD2(__vsetges4) MEPGEN_SIMD2(__vsetgeu2) MEPGEN_SIMD2(__vsetgeu4)
+MEPGEN_SIMD2(__vsetgts2) MEPGEN_SIMD2(__vsetgts4) MEPGEN_SIMD2(__vsetgtu2) MEPGEN_SIMD2(__vsetgtu4)
+MEPGEN_SIMD2(__vsetles2) MEPGEN_SIMD2(__vsetles4) MEPGEN_SIMD2(__vsetleu2) MEPGEN_SIMD2(__vsetleu4)
+MEPGEN_SIMD2(__vsetlts2) MEPGEN_SIMD2(__vsetlts4) MEPGEN_SIMD2(__vsetltu2) MEPGEN_SIMD2(__vsetltu4)
+MEPGEN_SIMD2(__vsetne2) MEPGEN_SIMD2(__vsetne4) MEPGEN_SIMD2(__vhaddu2) MEPGEN_SIMD2(__vhaddu4)
 #undef MEPGEN_SIMD1
 #undef MEPGEN_SIMD2
 #endif
