@@ -45,7 +45,13 @@ def _inventory(app: Path | None, extract_opts, log):
     from .inventory import load
     from .mep.generate import check_fresh
 
-    ws = Workspace(app) if app is not None else Workspace.find()
+    if app is not None:
+        ws = Workspace(app)
+    else:       # the application around the current folder, else the current folder itself (first run)
+        try:
+            ws = Workspace.find()
+        except MepgenError:
+            ws = Workspace(Path.cwd())
     if ws.inventory_path.is_file():
         inv = load(ws.inventory_path)
         try:
