@@ -64,3 +64,16 @@ def test_constant_arrays_of_vectors_and_structs_become_scalar_data(tmp_path):
     assert "name: gains, ctype: 'Gain[4]', dtype: float32, count: '8'" in yaml_text
     assert by["pick"]["outcome"] == "needs a person"
     assert any(t["field"] == "constants[0].value" for t in by["pick"]["todo"])
+
+
+def test_a_system_header_included_inside_a_linkage_block_is_not_the_applications(tmp_path):
+    (tmp_path / "k.cu").write_text(textwrap.dedent("""
+        extern "C++" {
+        #include <utility>
+        }
+        const int kScale = 3;
+        __global__ void scale(float *x, int n) { int i = threadIdx.x; if (i < n) x[i] *= kScale; }
+        int main() { float *x; cudaMalloc(&x, 1024); scale<<<1, 256>>>(x, 256); }
+    """))
+    inv = extract(tmp_path, ExtractOptions(jobs=1, use_cache=False))
+    assert list(inv["host_constants"]) == ["kScale"] and inv["kernels"][0]["name"] == "scale"

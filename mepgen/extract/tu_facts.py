@@ -47,7 +47,8 @@ def _host_constants(tops: list, src: SourceFiles) -> dict[str, dict]:
         for c in cursors:
             if c.kind.name in ("NAMESPACE", "LINKAGE_SPEC"):
                 visit(c.get_children())
-            elif c.kind.name == "VAR_DECL" and (c.type.is_const_qualified() or "constexpr" in
+            elif c.kind.name == "VAR_DECL" and c.location.file is not None and src.in_app(c.location.file.name) \
+                    and (c.type.is_const_qualified() or "constexpr" in
                                                  [t.spelling for t in list(c.get_tokens())[:3]]):
                 init = local_init(c, src)
                 if init is not None:
