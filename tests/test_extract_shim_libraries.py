@@ -65,3 +65,28 @@ def test_complex_numbers_and_mixed_width_min_max(tmp_path):
                      magnitudes<<<4, 256>>>(z, m, 1024); }
     """)
     assert [f["name"] for f in ks["magnitudes"]["closure"]["device_functions"]] == ["top3", "clamp_index"]
+
+
+def test_wmma_fragments_half_compares_and_pitched_memory(tmp_path):
+    ks = _kernels(tmp_path, """
+        #include <mma.h>
+        #include <cuda_fp16.h>
+        using namespace nvcuda;
+        __global__ void tile16(const half *a, const half *b, float *c) {
+          wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fb;
+          wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+          wmma::fill_fragment(acc, 0.0f);
+          wmma::load_matrix_sync(fa, a, 16);
+          wmma::load_matrix_sync(fb, b, 16);
+          wmma::mma_sync(acc, fa, fb, acc);
+          wmma::store_matrix_sync(c, acc, 16, wmma::mem_row_major);
+        }
+        __global__ void positive(half2 *v) { v[threadIdx.x] = __hgt2(v[threadIdx.x], __float2half2_rn(0.f)); }
+        int main() {
+          half *a, *b; float *c; half2 *v; cudaPitchedPtr p; cudaExtent e = make_cudaExtent(64, 64, 8);
+          cudaMalloc3D(&p, e); cudaMalloc(&a, 512); cudaMalloc(&b, 512); cudaMalloc(&c, 1024); cudaMalloc(&v, 128);
+          tile16<<<1, 32>>>(a, b, c); positive<<<1, 32>>>(v);
+        }
+    """)
+    assert set(ks) == {"tile16", "positive"}

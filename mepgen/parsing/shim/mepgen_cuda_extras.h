@@ -65,6 +65,24 @@ template <class T> __device__ T surf2Dread(cudaSurfaceObject_t, int, int);
 template <class T> __device__ void surf2Dwrite(T, cudaSurfaceObject_t, int, int);
 template <class T> __device__ void surf3Dwrite(T, cudaSurfaceObject_t, int, int, int);
 
+/* pitched and 3D memory */
+struct cudaPitchedPtr { void *ptr; size_t pitch, xsize, ysize; };
+struct cudaExtent { size_t width, height, depth; };
+struct cudaPos { size_t x, y, z; };
+struct cudaMemcpy3DParms { cudaArray_t srcArray; struct cudaPos srcPos; struct cudaPitchedPtr srcPtr;
+                           cudaArray_t dstArray; struct cudaPos dstPos; struct cudaPitchedPtr dstPtr;
+                           struct cudaExtent extent; enum cudaMemcpyKind kind; };
+extern "C" {
+struct cudaPitchedPtr make_cudaPitchedPtr(void *, size_t, size_t, size_t);
+struct cudaExtent make_cudaExtent(size_t, size_t, size_t);
+struct cudaPos make_cudaPos(size_t, size_t, size_t);
+cudaError_t cudaMalloc3D(struct cudaPitchedPtr *, struct cudaExtent);
+cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *);
+cudaError_t cudaMemset3D(struct cudaPitchedPtr, int, struct cudaExtent);
+cudaError_t cudaMemcpy2D(void *, size_t, const void *, size_t, size_t, size_t, enum cudaMemcpyKind);
+cudaError_t cudaMemset2D(void *, size_t, int, size_t, size_t);
+}
+
 /* atomics of the other scopes and the bitwise ones */
 #define MEPGEN_SCOPED(T) \
   __device__ T atomicAnd_system(T *, T); __device__ T atomicOr_system(T *, T); __device__ T atomicXor_system(T *, T); \
