@@ -276,6 +276,8 @@ def _makefile_words(path: Path) -> list[str]:
     words: list[str] = []
     for r in recipes:
         text = make.expand(r)
+        if re.search(r"(^|[\s;&|])cmake\s", text):     # -D there sets a CMake cache variable, not a macro
+            continue
         try:
             words += shlex.split(text, comments=False)
         except ValueError:
