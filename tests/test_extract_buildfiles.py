@@ -110,3 +110,9 @@ def test_toolkit_and_missing_folders_are_reported_not_used(tmp_path):
 
 def test_no_build_file_means_no_build_flags(tmp_path):
     assert read_build_files(tmp_path) is None
+
+
+def test_a_recipe_that_runs_cmake_gives_no_macros(tmp_path):
+    (tmp_path / "Makefile").write_text("all:\n\tmkdir -p b && cd b && cmake .. -DSM_ARCH=90 -DCMAKE_BUILD_TYPE=Release\n"
+                                       "\tnvcc -DREAL_MACRO=1 -c k.cu\n")
+    assert read_build_files(tmp_path).defines == ["REAL_MACRO=1"]
