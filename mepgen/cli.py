@@ -153,8 +153,8 @@ def ready(obj: Context, app, compile_commands, include_dirs, defines, as_json):
     """Per kernel: ready, needs a person (which field, why) or cannot (why). Run it first.
 
     Extracts when there is no inventory or the sources changed, then completes every kernel's MEP into
-    .mepgen/meps/ as `mepgen mep --all` does, one kernel at a time. Exits 0 when every kernel is ready,
-    3 otherwise.
+    .mepgen/meps/ as `mepgen mep --all` does, one kernel at a time (-p/-I/-D extract again with them).
+    Exits 0 when every kernel is ready, 3 otherwise.
     """
     from .extract import ExtractOptions
     from .ready import READY, ready as run_ready, render_text

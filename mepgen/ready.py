@@ -52,7 +52,8 @@ def _inventory(app: Path | None, extract_opts, log):
             ws = Workspace.find()
         except MepgenError:
             ws = Workspace(Path.cwd())
-    if ws.inventory_path.is_file():
+    asked = bool(extract_opts.compile_commands or extract_opts.include_dirs or extract_opts.defines)
+    if ws.inventory_path.is_file() and not asked:     # flags given: extract with them
         inv = load(ws.inventory_path)
         try:
             check_fresh(ws, inv)

@@ -91,3 +91,15 @@ def test_a_bug_on_one_kernel_is_its_outcome_not_the_end(tmp_path, monkeypatch):
 def test_ready_on_a_folder_that_does_not_exist(tmp_path):
     r = CliRunner().invoke(main, ["ready", "-C", str(tmp_path / "nope")])
     assert r.exit_code == 2 and "no such directory" in r.output
+
+
+def test_ready_extracts_again_when_given_flags(tmp_path):
+    (tmp_path / "k.cu").write_text(textwrap.dedent("""
+        __global__ void fill(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = WIDTH; }
+        int main() { float *x; cudaMalloc(&x, 4 * 4096); fill<<<16, 256>>>(x, 4096); }
+    """))
+    runner = CliRunner()
+    first = json.loads(runner.invoke(main, ["ready", "-C", str(tmp_path), "--json", "-D", "WIDTH=2"]).output)
+    assert first["summary"]["kernels"] == 1 and first["extracted_now"]
+    again = json.loads(runner.invoke(main, ["ready", "-C", str(tmp_path), "--json", "-D", "WIDTH=3"]).output)
+    assert again["extracted_now"]
