@@ -1,12 +1,13 @@
 """Benchmark: mepgen as a new user runs it on public applications nobody here wrote, rates per suite.
 
 For every application of a suite (a folder holding a Makefile/CMakeLists.txt and CUDA sources), in a copy of
-the suite's tree: `mepgen extract --json APP`, then `mepgen mep --all --json` (each under a time limit), and
-optionally builds every MEP (`--build`: `make -C MEP`, nvcc) or runs the original through the evaluator
+the suite's tree: `mepgen ready --json -C APP` (extraction, then every kernel's MEP with its own outcome:
+ready / needs a person / cannot; under one time limit), and optionally builds every MEP (`--build`: `make -C MEP`, nvcc) or runs the original through the evaluator
 (`--gpu`: `mepgen run ID`). Records per application and per suite:
   kernels seen in the sources (`__global__` definitions, a text count, stated as such), kernels extracted,
-  MEPs written, MEPs complete (no todo), MEPs that build, originals that verify, exit codes, internal errors
-  (exit 70 or a Python traceback) and time-outs.
+  MEPs written, MEPs complete (ready: no todo), kernels that cannot have one (with why), files not understood,
+  MEPs that build, originals that verify, internal errors (exit 70, a traceback, or a kernel whose outcome
+  is an internal error) and time-outs.
 Never copies the corpus into this repository: the corpus path is an argument, the work folder a temporary one.
 
     python3 bench/corpus_sweep.py --suite rodinia=/path/rodinia/cuda --suite hecbench=/path/HeCBench/src \
@@ -74,41 +75,41 @@ def internal(rc: int, err: str) -> bool:
 
 
 def sweep_app(app: Path, args) -> dict:
+    """`mepgen ready --json` on the application (extraction and every kernel's MEP in one command, each
+    kernel with its own outcome), then optionally build the MEPs and run the complete ones."""
     mepgen = [sys.executable, "-m", "mepgen.cli"]
     rec: dict = {"app": str(app), "kernels_in_source": len(global_kernels(app))}
-    rc, out, err, dt = run(mepgen + ["extract", "--json", str(app)], app, args.extract_limit)
-    rec.update(extract_rc=rc, extract_s=round(dt, 1), extract_internal=internal(rc, err),
-               extract_timeout=rc == -9, extract_err=err.strip().splitlines()[-1:] if rc else [])
+    rc, out, err, dt = run(mepgen + ["ready", "--json", "-C", str(app)], app, args.extract_limit + args.mep_limit)
     try:
-        rec["kernels_extracted"] = json.loads(out)["kernels"] if rc == 0 else 0
-    except (ValueError, KeyError):
-        rec["kernels_extracted"] = 0
-    rec.update(meps=0, complete=0, built=0, verified=0, mep_rc=None)
-    if not rec["kernels_extracted"]:
-        return rec
-    rc, out, err, dt = run(mepgen + ["mep", "--all", "--json"], app, args.mep_limit)
-    rec.update(mep_rc=rc, mep_s=round(dt, 1), mep_internal=internal(rc, err), mep_timeout=rc == -9,
-               mep_err=err.strip().splitlines()[-1:] if rc not in (0, 3) else [])
-    try:
-        meps = json.loads(out) if out.strip() else []
+        report = json.loads(out) if out.strip() else None
     except ValueError:
-        meps = []
-    rec["meps"] = len(meps)
-    rec["complete"] = sum(1 for m in meps if not m.get("todo"))
-    rec["todo_fields"] = [t["field"].split(".")[0] for m in meps for t in (m.get("todo") or [])]
-    ready = [m for m in meps if not m.get("todo")]
+        report = None
+    rec.update(ready_rc=rc, ready_s=round(dt, 1), timeout=rc == -9,
+               internal=internal(rc, err) or bool(report and report["summary"]["internal_errors"]),
+               error=err.strip().splitlines()[-1:] if report is None else [])
+    kernels = report["kernels"] if report else []
+    rec["kernels_extracted"] = len(kernels)
+    rec["meps"] = sum(1 for k in kernels if k["mep"])
+    rec["complete"] = sum(1 for k in kernels if k["outcome"] == "ready")
+    rec["cannot"] = sum(1 for k in kernels if k["outcome"] == "cannot")
+    rec["cannot_reasons"] = [f"{k['kernel']}: {k['reason']}"[:200] for k in kernels if k["outcome"] == "cannot"]
+    rec["files_not_understood"] = [f"{f['file']}: {f['first']}"[:200] for f in (report or {}).get("files_not_understood", [])]
+    rec["todo_fields"] = [t["field"].split(".")[0] for k in kernels for t in k["todo"]]
+    rec.update(built=0, verified=0)
+    written = [k for k in kernels if k["mep"]]
+    ready = [k for k in kernels if k["outcome"] == "ready"]
     if args.build:
-        for m in meps:
-            brc, _, berr, _ = run(["make", "-s", "-C", m["path"]], app, args.build_limit)
-            m["built"] = brc == 0
-        rec["built"] = sum(1 for m in meps if m.get("built"))
-        rec["built_complete"] = sum(1 for m in ready if m.get("built"))
+        for k in written:
+            brc, _, berr, _ = run(["make", "-s", "-C", k["mep"]], app, args.build_limit)
+            k["built"] = brc == 0
+        rec["built"] = sum(1 for k in written if k.get("built"))
+        rec["built_complete"] = sum(1 for k in ready if k.get("built"))
     if args.gpu:
-        for m in ready:
-            grc, gout, gerr, _ = run(mepgen + ["run", m["kernel"]], app, args.run_limit)
-            m["verified"] = grc == 0
+        for k in ready:
+            grc, gout, gerr, _ = run(mepgen + ["run", k["id"]], app, args.run_limit)
+            k["verified"] = grc == 0
             rec.setdefault("run_err", []).extend(gerr.strip().splitlines()[-1:] if grc else [])
-        rec["verified"] = sum(1 for m in ready if m.get("verified"))
+        rec["verified"] = sum(1 for k in ready if k.get("verified"))
     return rec
 
 
@@ -117,9 +118,10 @@ def summarize(recs: list[dict]) -> dict:
          ("kernels_in_source", "kernels_extracted", "meps", "complete", "built", "built_complete", "verified")}
     s["apps"] = len(recs)
     s["apps_no_mep"] = sum(1 for r in recs if not r["meps"])
-    s["apps_mep_error"] = sum(1 for r in recs if r.get("mep_rc") not in (None, 0, 3))
-    s["internal_errors"] = sum(1 for r in recs if r.get("extract_internal") or r.get("mep_internal"))
-    s["timeouts"] = sum(1 for r in recs if r.get("extract_timeout") or r.get("mep_timeout"))
+    s["apps_mep_error"] = sum(1 for r in recs if r.get("cannot"))
+    s["kernels_cannot"] = sum(r.get("cannot", 0) for r in recs)
+    s["internal_errors"] = sum(1 for r in recs if r.get("internal"))
+    s["timeouts"] = sum(1 for r in recs if r.get("timeout"))
     todo: dict[str, int] = {}
     for r in recs:
         for f in r.get("todo_fields", []):
@@ -169,7 +171,8 @@ def main() -> int:
             for r in recs:
                 r["app"] = str(Path(r["app"]).relative_to(work))
                 print(f"{name}/{r['app']}: {r['kernels_extracted']}/{r['kernels_in_source']} kernels, "
-                      f"{r['complete']}/{r['meps']} complete, mep rc {r.get('mep_rc')}", file=sys.stderr)
+                      f"{r['complete']}/{r['meps']} complete, {r.get('cannot', 0)} cannot, ready rc {r.get('ready_rc')}",
+                      file=sys.stderr)
             report["suites"][name] = {"apps": recs, "summary": summarize(recs)}
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
@@ -183,7 +186,7 @@ def main() -> int:
 def markdown(report: dict) -> str:
     lines = [f"# corpus sweep {report['label']} ({report['date']})", "", f"`{report['command']}`", "",
              "| suite | apps | kernels (source) | extracted | MEPs | complete | built | verified | apps w/o MEP "
-             "| mep --all errors | internal errors | time-outs |", "|---|" + "---|" * 11]
+             "| apps with a kernel that cannot | internal errors | time-outs |", "|---|" + "---|" * 11]
     for name, s in report["suites"].items():
         m = s["summary"]
         lines.append(f"| {name} | {m['apps']} | {m['kernels_in_source']} | {m['kernels_extracted']} | {m['meps']} "

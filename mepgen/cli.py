@@ -92,6 +92,9 @@ def extract(obj: Context, app, compile_commands, include_dirs, defines, profile,
         "skipped_files": [s["file"] for s in inv["skipped"]],
         "files_with_host_errors": [s["file"] for s in inv.get("tolerated", [])],
         "flags_source": inv["flags_source"],
+        "build_files": inv.get("build_files"),
+        "skipped": [{"file": s["file"], "errors": s["errors"], "first": s["diagnostics"][:1]} for s in inv["skipped"]],
+        "over_budget": inv.get("over_budget", []),
         "ranking_basis": inv["ranking_basis"],
     }
     if as_json:
@@ -102,8 +105,14 @@ def extract(obj: Context, app, compile_commands, include_dirs, defines, profile,
                f"{summary['translation_units']} translation units; flags: {summary['flags_source']}")
     click.echo(f"ranking: {summary['ranking_basis']}")
     if inv["skipped"]:
-        click.echo(f"skipped {len(inv['skipped'])} file(s) that failed to parse: "
-                   + ", ".join(s["file"] for s in inv["skipped"]) + " (details with -v)")
+        click.echo(f"skipped {len(inv['skipped'])} file(s) with errors in a kernel or what it uses (their kernels "
+                   "are not in the inventory):")
+        for s in inv["skipped"]:
+            first = s["diagnostics"][0] if s["diagnostics"] else None
+            where = f"{first['file']}:{first['line']}: {first['message']}" if first else "no diagnostic"
+            click.echo(f"  {s['file']}: {s['errors']} errors, first {where}")
+    for o in inv.get("over_budget", []):
+        click.echo(f"left out {o['kernel']} ({o['file']}:{o['line']}): {o['reason']}")
     if inv.get("tolerated"):
         click.echo(f"kept {len(inv['tolerated'])} file(s) whose errors are outside their kernels (host code, headers "
                    "on no include path): " + ", ".join(s["file"] for s in inv["tolerated"]) + " (details with -v)")
@@ -129,6 +138,37 @@ def list_(obj: Context, app, as_json):
         _emit_json(kernel_rows(inv))
     else:
         click.echo(kernel_table(inv))
+
+
+@main.command()
+@click.option("-C", "--app", "app", type=click.Path(path_type=Path), default=None,
+              help="The application's folder (default: found from the current folder upwards).")
+@click.option("-p", "--compile-commands", "compile_commands", type=click.Path(path_type=Path),
+              help="For the extraction it runs: compile_commands.json, or the folder holding it.")
+@click.option("-I", "include_dirs", multiple=True, help="For the extraction it runs: extra include folder.")
+@click.option("-D", "defines", multiple=True, help="For the extraction it runs: extra macro NAME[=VALUE].")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts).")
+@click.pass_obj
+def ready(obj: Context, app, compile_commands, include_dirs, defines, as_json):
+    """Per kernel: ready, needs a person (which field, why) or cannot (why). Run it first.
+
+    Extracts when there is no inventory or the sources changed, then completes every kernel's MEP into
+    .mepgen/meps/ as `mepgen mep --all` does, one kernel at a time (-p/-I/-D extract again with them).
+    Exits 0 when every kernel is ready, 3 otherwise.
+    """
+    from .extract import ExtractOptions
+    from .ready import READY, ready as run_ready, render_text
+
+    if app is not None and not Path(app).is_dir():
+        raise MepgenError(f"{app}: no such directory")
+    opts = ExtractOptions(compile_commands=compile_commands, include_dirs=list(include_dirs), defines=list(defines))
+    report = run_ready(app, opts, log=obj.log)
+    if as_json:
+        _emit_json(report)
+    else:
+        click.echo(render_text(report))
+    if any(k["outcome"] != READY for k in report["kernels"]) or report["files_not_understood"]:
+        sys.exit(3)
 
 
 # Each stage defines its commands in its own `command.py`; register them here, one line each.

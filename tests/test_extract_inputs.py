@@ -198,7 +198,8 @@ def test_file_that_fails_to_parse_is_skipped_and_counted(heatcg_copy):
         "#include \"config.h\"\n__global__ void broken(float* x) { x[0] = undeclared_thing + ; }\n")
     r = run_cli("extract", str(heatcg_copy))
     assert r.returncode == 0, r.stderr
-    assert "skipped 1 file(s) that failed to parse: src/broken.cu" in r.stdout
+    assert "skipped 1 file(s) with errors in a kernel or what it uses" in r.stdout
+    assert "  src/broken.cu: " in r.stdout and "undeclared_thing" in r.stdout     # each file with its first error
     inv = json.loads((heatcg_copy / ".mepgen" / "inventory.json").read_text())
     assert len(inv["kernels"]) == 9  # the rest continues
     assert inv["skipped"][0]["file"] == "src/broken.cu" and inv["skipped"][0]["errors"] >= 1

@@ -110,7 +110,7 @@ def test_validation_command_failure_is_reported(app, variant):
     assert r.returncode == 4
     out = json.loads(r.stdout)
     assert out["validation"][-1] == {"check": "`echo selfcheck failed; exit 3`", "ok": False,
-                                     "detail": "exit 3: selfcheck failed"}
+                                     "detail": "exit 3: selfcheck failed", "pre_existing": False}
     assert "--revert" in r.stderr
 
 

@@ -9,7 +9,9 @@ system or toolkit headers is reached through the kernel file's own `#include`s, 
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
+from ..parsing import clang
 from ..parsing.clang import specialized_template
 from .kernels import FUNCTION_KINDS, is_device_function, is_kernel
 from .source import SourceFiles, extent_json, qualified_name
@@ -21,9 +23,7 @@ SCOPE_KINDS = ("NAMESPACE", "STRUCT_DECL", "CLASS_DECL", "CLASS_TEMPLATE", "UNIO
 
 
 def _walk(cursor):
-    yield cursor
-    for c in cursor.get_children():
-        yield from _walk(c)
+    return clang.walk(cursor)
 
 
 def _namespaces(cursor) -> list[str]:
@@ -112,11 +112,14 @@ class ClosureBuilder:
             elif k == "INCLUSION_DIRECTIVE":
                 text = " ".join(t.spelling for t in c.get_tokens())
                 inc = included_file(c)
-                self.includes[f.name].append({
+                entry = {
                     "spelling": c.spelling, "angled": "<" in text,
                     "resolved": self.src.rel(inc.name) if inc is not None and self.src.in_app(inc.name) else None,
                     "line": c.location.line,
-                })
+                }
+                if inc is not None and entry["resolved"] is None and self._outside(inc.name):
+                    entry["external"] = str(Path(inc.name).resolve())
+                self.includes[f.name].append(entry)
         def visit(cursors):
             for c in cursors:
                 if c.kind.name in ("NAMESPACE", "LINKAGE_SPEC"):
@@ -124,6 +127,14 @@ class ClosureBuilder:
                 elif c.kind.name in FUNCTION_KINDS and c.is_definition() and is_device_function(c):
                     self.device_by_name[c.spelling].append(c)
         visit(self.tops)
+
+    def _outside(self, path: str) -> bool:
+        """A header of the application's that lies outside its folder (a sibling `../common`, a folder the
+        build names with -I): neither the system's, nor the toolkit's, nor mepgen's parse shim or stubs."""
+        p = Path(path).resolve()
+        if p.parts[1:2] in (("usr",), ("opt",)) or any(part.startswith("mepgen-stubs-") for part in p.parts):
+            return False
+        return not any(p.is_relative_to(d) for d in (clang.SHIM_DIR.resolve(), clang.builtin_include_dir().resolve()))
 
     def _member(self, decl, kind: str) -> dict:
         ext = extent_json(decl, self.src)
@@ -177,6 +188,8 @@ class ClosureBuilder:
                     usr = decl.get_usr()
                     if usr not in members:
                         members[usr] = self._member(decl, kind)
+                        if kind == "device_function" and not decl.is_definition():
+                            members[usr]["declaration_only"] = True   # defined in another file: see run._link
                         todo.append(decl)
         macros = self._macro_closure(macros)
         for u in self._usings_for(kernel, members):
@@ -287,6 +300,28 @@ class ClosureBuilder:
             "tokens": tokens,
             "order": [self.file_order.get(c.location.file.name, 1 << 20), c.extent.start.offset],
         }
+
+
+def external_device_definitions(tops: list, src: SourceFiles, builder: "ClosureBuilder", main_file: str) -> dict:
+    """usr -> member (with its own closure) of each `__device__` function this file defines with external
+    linkage and declares first in another file (a header): a kernel in another file that calls it through
+    that declaration needs this body (nvcc -rdc links them; an MEP is one file)."""
+    out = {}
+
+    def visit(cursors):
+        for c in cursors:
+            if c.kind.name in ("NAMESPACE", "LINKAGE_SPEC"):
+                visit(c.get_children())
+            elif c.kind.name in ("FUNCTION_DECL", "CXX_METHOD") and c.is_definition() and is_device_function(c) \
+                    and c.linkage.name == "EXTERNAL" and c.location.file is not None \
+                    and c.location.file.name == main_file and c.canonical.location.file is not None \
+                    and c.canonical.location.file.name != main_file:
+                member = builder._member(c, "device_function")
+                member["closure"] = builder.closure(c)
+                out[c.get_usr()] = member
+
+    visit(tops)
+    return out
 
 
 def add_global_spaces(closure: dict, tu_globals: dict[str, str]) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+from ..parsing import clang
 from .source import SourceFiles, extent_json, qualified_name, split_top_level
 
 LOOP_KINDS = ("FOR_STMT", "WHILE_STMT", "DO_STMT", "CXX_FOR_RANGE_STMT")
@@ -82,9 +83,7 @@ def attributes(cursor, src: SourceFiles) -> dict:
 
 
 def _walk(cursor):
-    yield cursor
-    for c in cursor.get_children():
-        yield from _walk(c)
+    return clang.walk(cursor)
 
 
 def is_loop(cursor) -> bool:
@@ -104,10 +103,14 @@ def is_loop(cursor) -> bool:
 
 
 def loop_depth(cursor) -> int:
-    def depth(c) -> int:
-        inner = max((depth(ch) for ch in c.get_children()), default=0)
-        return inner + (1 if is_loop(c) else 0)
-    return depth(cursor)
+    """The deepest nesting of loops under the cursor (iterative: expressions nest deeper than Python recurses)."""
+    best, stack = 0, [(cursor, 0)]
+    while stack:
+        c, above = stack.pop()
+        here = above + (1 if is_loop(c) else 0)
+        best = max(best, here)
+        stack.extend((ch, here) for ch in c.get_children())
+    return best
 
 
 _SHUFFLE = re.compile(r"^__(shfl|ballot|any|all|reduce_\w+)_sync$")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from ..parsing import clang
 from ..parsing.clang import specialized_template
 from .kernels import FUNCTION_KINDS, is_kernel, is_loop
 from .source import SourceFiles, qualified_name, split_top_level
@@ -15,23 +16,70 @@ LAUNCH_APIS = {"cudaLaunchKernel": "cudaLaunchKernel", "cudaLaunchCooperativeKer
                "cudaLaunchKernelExC": "cudaLaunchKernelExC"}
 
 
-def _referenced_kernel(cursor):
-    """The __global__ function a callee or function-pointer expression names, if any."""
+def _overloaded(cursor) -> list:
+    """The declarations an OVERLOADED_DECL_REF stands for: in a template, `k<3, T><<<...>>>` names the
+    kernel template through an unresolved lookup, which libclang exposes as a set of overloads."""
+    lib = clang.cindex().conf.lib
+    try:
+        n = lib.clang_getNumOverloadedDecls(cursor)
+        return [lib.clang_getOverloadedDecl(cursor, i) for i in range(n)]
+    except Exception:  # an older binding without these entry points
+        return []
+
+
+def _kernel_of(ref):
+    """The kernel a referenced declaration is (its primary template for a specialisation), else None."""
+    if ref is None:
+        return None
+    tmpl = specialized_template(ref) if ref.kind.name == "FUNCTION_DECL" else None
+    for cand in (tmpl, ref):
+        if cand is not None and is_kernel(cand):
+            return cand
+    # a template specialisation's primary is reachable through canonical
+    if ref.canonical is not None and is_kernel(ref.canonical):
+        return ref.canonical
+    return None
+
+
+def _kernels_in_initializer(var) -> list:
+    """Kernels a function-pointer variable or table is initialized with: `kfn table[] = {k1, k2};`."""
+    out = []
+    for c in _walk(var):
+        if c.kind.name == "DECL_REF_EXPR":
+            k = _kernel_of(c.referenced)
+            if k is not None and all(k != o for o in out):
+                out.append(k)
+    return out
+
+
+def _walk(cursor):
+    return clang.walk(cursor)
+
+
+def _referenced_kernels(cursor) -> list[tuple]:
+    """The __global__ function(s) a callee or function-pointer expression names, each with the reference
+    that names it: one for a kernel named directly (also through the unresolved lookup of a template), every
+    kernel of the initializer for a function pointer or a table of them (`table[i]<<<...>>>`, the reference
+    then being None: the launch runs one of them)."""
     stack = [cursor]
     while stack:
         c = stack.pop()
         if c.kind.name in ("DECL_REF_EXPR", "OVERLOADED_DECL_REF"):
             ref = c.referenced
-            if ref is not None:
-                tmpl = specialized_template(ref) if ref.kind.name == "FUNCTION_DECL" else None
-                for cand in (tmpl, ref):
-                    if cand is not None and is_kernel(cand):
-                        return cand, c
-                # a template specialisation's primary is reachable through canonical
-                if ref.canonical is not None and is_kernel(ref.canonical):
-                    return ref.canonical, c
+            if ref is not None and ref.kind.name == "OVERLOADED_DECL_REF" or \
+                    ref is None and c.kind.name == "OVERLOADED_DECL_REF":
+                for decl in _overloaded(c if c.kind.name == "OVERLOADED_DECL_REF" else ref):
+                    k = _kernel_of(decl)
+                    if k is not None:
+                        return [(k, None)]
+            k = _kernel_of(ref)
+            if k is not None:
+                return [(k, c)]
+            if ref is not None and ref.kind.name == "VAR_DECL" and \
+                    "(*" in ref.type.get_canonical().spelling:
+                return [(k, None) for k in _kernels_in_initializer(ref)]
         stack.extend(reversed(list(c.get_children())))
-    return None, None
+    return []
 
 
 def _template_args(callee_text: str) -> list[str] | None:
@@ -117,40 +165,53 @@ def _chevron_site(call, src: SourceFiles, ctx):
                    and c.spelling in ("__cudaPushCallConfiguration", "cudaConfigureCall")), None)
     if config is None:
         return None
-    kernel, ref = _referenced_kernel(children[0])
-    if kernel is None:
-        return None
+    kernels = _referenced_kernels(children[0])
+    if not kernels:
+        return []
     cfg_text = src.cursor_text(config).strip()
     if cfg_text.startswith("<<<") and cfg_text.endswith(">>>"):
         cfg_text = cfg_text[3:-3]
     call_span, cfg_span = src.span(call), src.span(config)
     if call_span is None or cfg_span is None:
-        return None
+        return []
     callee_text = src.text(call_span[0], call_span[1], cfg_span[1]).strip()
     callee_text = callee_text[:callee_text.rfind("<<<")].strip() if "<<<" in callee_text else callee_text
     after = [c for c in children[1:] if c != config and (src.span(c) or ("", -1, -1))[1] >= cfg_span[2]]
     args = [src.cursor_text(a) for a in after]
-    site = _site(call, kernel, "triple_chevron", split_top_level(cfg_text), args, _template_args(callee_text), ctx, src)
-    site["_instantiation_types"] = instantiation_types(ref.referenced if ref is not None else None, kernel)
-    return site
+    sites = []
+    for kernel, ref in kernels:
+        site = _site(call, kernel, "triple_chevron", split_top_level(cfg_text), args,
+                     _template_args(callee_text) if ref is not None or len(kernels) == 1 else None, ctx, src)
+        site["_instantiation_types"] = instantiation_types(ref.referenced if ref is not None else None, kernel)
+        if ref is None and not _names(callee_text, kernel.spelling):
+            site["through"] = callee_text   # a function pointer or a table of them: this kernel is one it holds
+        sites.append(site)
+    return sites
+
+
+def _names(text: str, name: str) -> bool:
+    return re.search(rf"\b{re.escape(name)}\b", text) is not None
 
 
 def _api_site(call, src: SourceFiles, ctx):
     args = [c for c in call.get_arguments()]
     if not args:
         return None
-    kernel, ref = _referenced_kernel(args[0])
-    if kernel is None:
-        return None
+    kernels = _referenced_kernels(args[0])
     texts = [src.cursor_text(a) for a in args]
-    ref_text = src.cursor_text(ref) if ref is not None else ""
     # cudaLaunchKernel(func, grid, block, args, smem, stream)
     config = [texts[1] if len(texts) > 1 else "", texts[2] if len(texts) > 2 else "",
               texts[4] if len(texts) > 4 else "", texts[5] if len(texts) > 5 else ""]
-    site = _site(call, kernel, LAUNCH_APIS[call.spelling], config, [texts[3]] if len(texts) > 3 else [],
-                 _template_args(ref_text), ctx, src)
-    site["function_expr"] = texts[0]
-    return site
+    sites = []
+    for kernel, ref in kernels:
+        ref_text = src.cursor_text(ref) if ref is not None else ""
+        site = _site(call, kernel, LAUNCH_APIS[call.spelling], config, [texts[3]] if len(texts) > 3 else [],
+                     _template_args(ref_text), ctx, src)
+        site["function_expr"] = texts[0]
+        if ref is None and not _names(texts[0], kernel.spelling):
+            site["through"] = texts[0]
+        sites.append(site)
+    return sites
 
 
 def find_launch_sites(tops: list, src: SourceFiles) -> tuple[list[dict], list[dict]]:
@@ -176,14 +237,14 @@ def find_launch_sites(tops: list, src: SourceFiles) -> tuple[list[dict], list[di
         elif is_loop(c):
             ctx = {**ctx, "loops": ctx["loops"] + 1}
         elif k == "CALL_EXPR" and ctx["function"] is not None:
-            site = None
+            found = None
             if c.spelling in LAUNCH_APIS:
-                site = _api_site(c, src, ctx)
+                found = _api_site(c, src, ctx)
             elif any(ch.kind.name == "CALL_EXPR" and ch.spelling in ("__cudaPushCallConfiguration", "cudaConfigureCall")
                      for ch in c.get_children()):
-                site = _chevron_site(c, src, ctx)
-            if site is not None:
-                sites.append(site)
+                found = _chevron_site(c, src, ctx)
+            if found:
+                sites.extend(found)
             else:
                 ref = c.referenced
                 if ref is not None and ref.location.file is not None and src.in_app(ref.location.file.name) \
@@ -197,9 +258,13 @@ def find_launch_sites(tops: list, src: SourceFiles) -> tuple[list[dict], list[di
                     for text in calls[-1]["args"]:
                         used |= set(_IDENT.findall(text))
                     calls[-1]["locals"] = {n: ctx["locals"][n] for n in sorted(used) if n in ctx["locals"]}
-        for ch in c.get_children():
-            visit(ch, ctx)
+        return ctx
 
+    # iterative, in source order (a local's initializer is seen before a launch that names it)
     for top in tops:
-        visit(top, {"function": None, "usr": None, "loops": 0, "params": [], "locals": {}})
+        stack = [(top, {"function": None, "usr": None, "loops": 0, "params": [], "locals": {}})]
+        while stack:
+            c, ctx = stack.pop()
+            inner = visit(c, ctx)
+            stack.extend((ch, inner) for ch in reversed(list(c.get_children())))
     return sites, calls

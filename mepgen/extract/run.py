@@ -13,8 +13,9 @@ from ..inventory import SCHEMA, VERSION
 from ..workspace import Workspace, write_json
 from ..parsing import clang
 from .cache import ExtractCache, FileHashes, flags_key
-from .flags import HEADER_SUFFIXES, SOURCE_SUFFIXES, CompileFlags, default_flags, find_compile_commands, \
-    load_compile_commands
+from .buildfiles import read_build_files
+from .flags import DEFAULT_STD, HEADER_SUFFIXES, SOURCE_SUFFIXES, CompileFlags, default_flags, \
+    find_compile_commands, load_compile_commands
 from .profile import load_profile
 from .ranking import STATIC_BASIS, assign_ranks, profile_scores, static_scores
 from .tu_facts import tu_facts
@@ -85,11 +86,36 @@ def _plan(app: Path, opts: ExtractOptions) -> tuple[list[tuple[Path, CompileFlag
                 check_text(e.file)
                 units.append((e.file, e.flags))
         return units, str(db), headers
-    flags = default_flags(app, opts.include_dirs, opts.defines)
+    flags, source = plan_default_flags(app, opts)
     units = [(p, flags) for p in sources if p.suffix == ".cu" or _mentions_cuda(p)]
     for p, _ in units:
         check_text(p)
-    return units, "defaults (no compile_commands.json): -I APP -I APP/include -std=c++17 plus -I/-D given", headers
+    return units, source, headers
+
+
+def build_files_json(app: Path) -> dict | None:
+    """What the application's Makefile/CMakeLists.txt gave the parse, for the inventory."""
+    build = read_build_files(app)
+    return build.to_json() if build is not None else None
+
+
+def plan_default_flags(app: Path, opts: ExtractOptions) -> tuple[CompileFlags, str]:
+    """Without compile_commands.json: -I APP (-I APP/include), what the application's Makefile/CMakeLists.txt
+    pass (include folders, defines, the C++ standard), then -I/-D from the command line; and where they came
+    from, in words."""
+    build = read_build_files(app)
+    include_dirs = [*(build.include_dirs if build else []), *opts.include_dirs]
+    defines = [*(build.defines if build else []), *opts.defines]
+    std = (build.std if build else None) or DEFAULT_STD
+    flags = default_flags(app, include_dirs, defines, std=std)
+    text = f"defaults (no compile_commands.json): -I APP -I APP/include -std={std}"
+    if build is not None:
+        text += f"; from {build.source}: {build.flags_text() or 'no include folder or define'}"
+        if build.not_used:
+            text += f" (not used: {'; '.join(build.not_used)})"
+    if opts.include_dirs or opts.defines:
+        text += "; plus -I/-D given"
+    return flags, text
 
 
 def _parse_all(jobs: list[tuple[str, list[str]]], app: Path, workers: int) -> list[dict]:
@@ -125,7 +151,7 @@ def _merge(results: list[dict]) -> tuple[list[dict], list[dict], dict[str, str]]
         for name, value in r["object_macros"].items():
             macros.setdefault(name, value)
         for s in r["launch_sites"]:
-            sites.setdefault((s["file"], s["start_byte"]), s)
+            sites.setdefault((s["file"], s["start_byte"], s["kernel_usr"]), s)
     for s in sorted(sites.values(), key=lambda s: (s["file"], s["start_byte"])):
         k = by_usr.get(s["kernel_usr"])
         if k is None:
@@ -152,6 +178,7 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
     clang.cindex()  # a clear error now rather than in every worker
     ws = Workspace(app)
     units, flags_source, headers = _plan(app, opts)
+    db_path = find_compile_commands(app, opts.compile_commands)
     hashes = FileHashes(app)
     cache = ExtractCache(ws.cache_dir) if opts.use_cache else None
     results, todo, keys = [], [], {}
@@ -172,7 +199,7 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
     for h in lone:
         check_text(h)
     if lone:
-        base = units[0][1] if units else default_flags(app, opts.include_dirs, opts.defines)
+        base = units[0][1] if units else plan_default_flags(app, opts)[0]
         for h in lone:
             keys[str(h.relative_to(app))] = flags_key(base.parse_args)
         fresh += _parse_all([(str(h), base.parse_args) for h in lone], app, workers)
@@ -199,11 +226,24 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
                                          f"{first['line']}: {first['message']}" if first else "no errors")
                 + (f"; headers on no include path, stubbed empty: {', '.join(r['stubbed_includes'])}"
                    if r.get("stubbed_includes") else ""))
+    over_budget = [o for r in parsed for o in r.get("over_budget", [])]
+    for o in over_budget:
+        log(f"left out {o['kernel']} ({o['file']}:{o['line']}): {o['reason']}")
     kernels, calls, values = _merge(parsed)
+    _link(kernels, parsed)
     macros = values["macros"]
     if not kernels:
-        why = f" ({len(skipped)} files skipped for parse errors)" if skipped else ""
+        why = ""
+        if skipped:
+            first = next((d for d in skipped[0]["diagnostics"] if d.get("in_kernel", True)
+                          and d["severity"] in ("error", "fatal")), None)
+            why = f" ({len(skipped)} files skipped for parse errors" + (
+                f"; first {first['file']}:{first['line']}: {first['message']}" if first else "") + ")"
         raise MepgenError(f"no __global__ kernels found in {app}{why}")
+    for _, f in units:  # the build's -D: a source's unguarded #define comes after it and wins
+        for d in f.defines:
+            name, _, value = d.partition("=")
+            macros.setdefault(name, value or "1")
     for d in opts.defines:  # -D values override the defaults written in the sources
         name, _, value = d.partition("=")
         macros[name] = value or "1"
@@ -237,6 +277,8 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
         "files": {f: hashes(f) for f in files},
         "skipped": [_file_report(r) for r in skipped],
         "tolerated": [{**_file_report(r), "stubbed_includes": r.get("stubbed_includes", [])} for r in tolerated],
+        "over_budget": over_budget,
+        "build_files": build_files_json(app) if db_path is None else None,
         "kernels": [_finish(k, hashes) for k in sorted(kernels, key=lambda k: k["rank"])],
         "host_calls": host_calls,
         "host_constants": values["host_constants"],
@@ -248,6 +290,51 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
         if cache is not None:
             cache.save(set(keys))
     return inventory
+
+
+_CLOSURE_LISTS = ("device_functions", "types", "typedefs", "enums", "globals", "macros")
+#: a definition brought from another file goes after every header member and before the kernel's own file
+_LINKED_ORDER = 1 << 19
+
+
+def _link(kernels: list[dict], results: list[dict]) -> None:
+    """A kernel's file may only declare a device function (in a header) that another file defines: replace
+    the declaration in its closure by that definition, and add what the definition needs, as a linker
+    would (nvcc -rdc). A declaration no file defines stays, marked, and the MEP will not link."""
+    defs: dict[str, dict] = {}
+    for r in results:
+        for usr, m in r.get("device_definitions", {}).items():
+            defs.setdefault(usr, m)
+    if not defs:
+        return
+    for k in kernels:
+        c = k["closure"]
+        for _ in range(8):   # definitions that call further declared-only functions
+            pending = [m for m in c["device_functions"] if m.get("declaration_only") and m["usr"] in defs]
+            if not pending:
+                break
+            for m in pending:
+                d = defs[m["usr"]]
+                c["device_functions"].remove(m)
+                linked = {key: v for key, v in d.items() if key != "closure"}
+                linked["order"] = [_LINKED_ORDER, d["start_byte"]]
+                linked["linked_from"] = d["file"]
+                c["device_functions"].append(linked)
+                for key in _CLOSURE_LISTS:
+                    have = {(x["file"], x.get("start_byte"), x.get("name")) for x in c[key]} | (
+                        {x["usr"] for x in c[key] if "usr" in x} if key == "device_functions" else set())
+                    for x in d["closure"].get(key, []):
+                        if (x["file"], x.get("start_byte"), x.get("name")) in have or x.get("usr") in have:
+                            continue
+                        c[key].append(x)
+                for h in d["closure"].get("headers", []) + [d["file"]]:
+                    if h not in c["headers"] and h != k["file"]:
+                        c["headers"].append(h)
+                for h, incs in d["closure"].get("header_includes", {}).items():
+                    c["header_includes"].setdefault(h, incs)
+                c["header_includes"].setdefault(d["file"], d["closure"].get("includes", []))
+        for key in _CLOSURE_LISTS:
+            c[key].sort(key=lambda x: tuple(x.get("order", [0, x.get("start_byte", 0)])))
 
 
 def _file_report(r: dict) -> dict:

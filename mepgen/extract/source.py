@@ -1,6 +1,7 @@
 """Reading source text at libclang extents: the bytes of a file, sliced exactly."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..cexpr import split_top_level  # noqa: F401  (the extract modules use it from here)
@@ -46,17 +47,26 @@ class SourceFiles:
             return False
         hit = self._in_app.get(path)
         if hit is None:
-            try:
-                hit = Path(path).resolve().is_relative_to(self.app_root)
-            except OSError:
-                hit = False
-            self._in_app[path] = hit
+            hit = self._in_app[path] = self._relative(path) is not None
         return hit
 
+    def _relative(self, path: str) -> str | None:
+        """The path relative to the application's root: as written (a file inside the app may be a symlink to
+        elsewhere, e.g. under the system's include folder), else resolved; None when it lies outside."""
+        for p in (Path(os.path.abspath(path)), None):
+            try:
+                p = p if p is not None else Path(path).resolve()
+            except OSError:
+                return None
+            if p.is_relative_to(self.app_root):
+                return str(p.relative_to(self.app_root))
+        return None
+
     def rel(self, path: str) -> str:
+        """Relative to the app's root; a file outside it keeps its absolute path (never an exception)."""
         hit = self._rel.get(path)
         if hit is None:
-            hit = self._rel[path] = str(Path(path).resolve().relative_to(self.app_root))
+            hit = self._rel[path] = self._relative(path) or str(Path(os.path.abspath(path)))
         return hit
 
 

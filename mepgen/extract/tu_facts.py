@@ -6,8 +6,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..budget import BudgetExceeded, time_budget
 from ..parsing import clang
-from .closure import ClosureBuilder, add_global_spaces, global_spaces
+from .closure import ClosureBuilder, add_global_spaces, external_device_definitions, global_spaces
 from .kernels import is_kernel, kernel_json
 from .launches import find_launch_sites, local_init
 from .source import SourceFiles, qualified_name
@@ -46,7 +47,8 @@ def _host_constants(tops: list, src: SourceFiles) -> dict[str, dict]:
         for c in cursors:
             if c.kind.name in ("NAMESPACE", "LINKAGE_SPEC"):
                 visit(c.get_children())
-            elif c.kind.name == "VAR_DECL" and (c.type.is_const_qualified() or "constexpr" in
+            elif c.kind.name == "VAR_DECL" and c.location.file is not None and src.in_app(c.location.file.name) \
+                    and (c.type.is_const_qualified() or "constexpr" in
                                                  [t.spelling for t in list(c.get_tokens())[:3]]):
                 init = local_init(c, src)
                 if init is not None:
@@ -141,14 +143,21 @@ def _tu_facts(path: str, parse_args: list[str], app_root: str, stub_dir: Path) -
     launched_with: dict[str, list] = {}       # kernel usr -> types its launches instantiate it with
     for site in sites:
         launched_with.setdefault(site["kernel_usr"], []).extend(site.pop("_instantiation_types", []))
-    kernels = []
+    kernels, over_budget = [], []
     for k in _kernels_in(tops):
-        entry = kernel_json(k, src)
-        entry["closure"] = builder.closure(k, launched_with.get(k.get_usr(), []))
+        try:
+            with time_budget(f"extract: reading kernel {qualified_name(k)}"):
+                entry = kernel_json(k, src)
+                entry["closure"] = builder.closure(k, launched_with.get(k.get_usr(), []))
+        except BudgetExceeded as e:
+            over_budget.append({"kernel": qualified_name(k), "file": src.rel(k.location.file.name),
+                                "line": k.location.line, "reason": str(e)})
+            continue
         add_global_spaces(entry["closure"], spaces)
         kernels.append(entry)
     if stubbed:
         _mark_missing(kernels, set(stubbed))
+    device_definitions = external_device_definitions(tops, src, builder, str(Path(path)))
     host_constants = _host_constants(tops, src)
     macros = {}
     for c in tops:
@@ -167,5 +176,7 @@ def _tu_facts(path: str, parse_args: list[str], app_root: str, stub_dir: Path) -
         "host_constants": host_constants,
         "diagnostics": _diagnostics(tu, src, _kernel_spans(kernels)),
         "stubbed_includes": stubbed,
+        "over_budget": over_budget,
+        "device_definitions": device_definitions,
         "parse_seconds": round(time.perf_counter() - t0, 4),
     }

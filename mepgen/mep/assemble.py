@@ -6,7 +6,7 @@ import re
 from .. import cexpr
 from ..errors import MepgenError
 from ..spec import (Constant, Init, KernelRef, Launch, Param, Spec, Timing, Todo, Tolerance, Verify, Work, itemsize)
-from . import counts, infer
+from . import counts, infer, records
 from .access import analyze
 from .buildcfg import build_config
 from .launch import LaunchCursors, dims, find_launches
@@ -200,6 +200,14 @@ def _constants(project: Project, kernel: dict, resolver: Resolver, todo: list[To
         value = constant_source(resolver, decl.get_usr())
         if t.kind.name == "CONSTANTARRAY":
             dtype, count = infer.dtype_of(t.element_type.spelling, {}), str(t.element_count)
+            rec = records.record_of_type(t.element_type.get_canonical()) if dtype is None else None
+            if rec is not None:     # float4 taps[8], Coef c[4] of one numeric field type: kept as scalars
+                dtype, count = rec.dtype, str(t.element_count * rec.lanes)
+            elif dtype is None:     # mixed fields: no data mepgen can generate
+                todo.append(Todo(f"constants[{len(out)}].value", f"{g['qualified_name']} ({ctype}): elements of a "
+                                 "type mepgen cannot generate; write a C++ initializer"))
+                out.append(Constant(g["qualified_name"], ctype, value="{}"))
+                continue
             nums = _numbers(value)
             if nums is not None and len(nums) and int(count) % len(nums) == 0:
                 init, note = Init("values", {"values": nums}), "values copied in by the application"

@@ -2,7 +2,7 @@
 
 Flags come from the kernel file's compile command (compile_commands.json, via the inventory). What would
 break or not matter in a one-file standalone build is dropped: output and dependency options, include
-folders (kernel.cu is self-contained), host-compiler pass-through, and the arch flags (the arch is chosen
+folders inside the application (kernel.cu copies what it uses from there; folders outside it are kept), host-compiler pass-through, and the arch flags (the arch is chosen
 once, below, and stored in build.arch).
 """
 from __future__ import annotations
@@ -67,10 +67,19 @@ def kept_flags(args: list[str]) -> list[str]:
     return out
 
 
+def outside_include_flags(inventory: dict, tu: dict) -> list[str]:
+    """-I for the include folders outside the application (a sibling `../common` its build names): kernel.cu
+    includes the headers it uses from there, and they may include each other through these folders."""
+    from pathlib import Path
+    root = Path(inventory.get("app_root", "/")).resolve()
+    return [f"-I{d}" for d in tu.get("include_dirs", []) if not Path(d).resolve().is_relative_to(root)]
+
+
 def build_config(inventory: dict, kernel: dict, size_names: set[str], detect_gpu: bool = True) -> Build:
     tu = next((t for t in inventory["translation_units"] if t["file"] == kernel["file"]), {})
     nvcc_args = tu.get("nvcc_args", [])
     flags = kept_flags(nvcc_args) or list(DEFAULT_FLAGS)
+    flags += outside_include_flags(inventory, tu)
     defines = [d for d in tu.get("defines", []) if d.partition("=")[0] not in size_names]
     arch = (detected_arch() if detect_gpu else None) or arch_from_flags(nvcc_args) or DEFAULT_ARCH
     return Build(arch=arch, std=tu.get("std", "c++17"), defines=defines, nvcc_flags=flags)

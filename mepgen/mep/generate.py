@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import datagen
+from ..budget import time_budget
 from ..errors import MepgenError
 from ..inventory import find_kernel, load
 from ..spec import Spec, load_spec
@@ -87,7 +88,8 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
             continue
         backup = writer.guard_overwrite(mep_dir, force) if mep_dir.exists() else None
         symbols = chains.Symbols()
-        spec, notes = assemble(project, inv, k, dict(sizes or {}), detect_gpu, symbols=symbols)
+        with time_budget(f"mep: completing {k['qualified_name']}"):
+            spec, notes = assemble(project, inv, k, dict(sizes or {}), detect_gpu, symbols=symbols)
         if arch:
             spec.build.arch = arch
         site, _ = choose_launch(project, k)

@@ -29,6 +29,8 @@ def _includes(kernel: dict) -> tuple[list[str], list[str]]:
         if inc.get("missing"):
             if inc["spelling"] not in missing:
                 missing.append(inc["spelling"])
+        elif inc.get("external") and f'"{inc["external"]}"' not in seen:   # outside the app: by its path
+            seen.append(f'"{inc["external"]}"')
         elif inc.get("angled") and inc["spelling"] not in seen and not _in_app(inc.get("resolved")):
             seen.append(inc["spelling"])
     return seen, missing
@@ -84,7 +86,7 @@ def render_kernel_file(app_root: Path, kernel: dict, spec: Spec, feeders: list[d
         more, gone = _includes(f)
         system += [x for x in more if x not in system]
         missing += [x for x in gone if x not in missing and x not in system]
-    out += [f"#include <{inc}>" for inc in system]
+    out += [f"#include {inc}" if inc.startswith('"') else f"#include <{inc}>" for inc in system]
     out += [f"// left out: #include {inc} (on no include path when mepgen extracted; the kernel does not need it)"
             for inc in missing]
     members = []

@@ -24,9 +24,7 @@ def tu_parse_args(tu: dict) -> list[str]:
 
 
 def walk(cursor):
-    yield cursor
-    for c in cursor.get_children():
-        yield from walk(c)
+    return clang.walk(cursor)
 
 
 class Project:
@@ -78,7 +76,8 @@ class Project:
         return self._bytes[name][start:end].decode("utf-8", errors="replace")
 
     def rel(self, cursor) -> str:
-        return str(Path(cursor.location.file.name).resolve().relative_to(self.app_root))
+        p = Path(cursor.location.file.name).resolve()     # outside the app (a system header): its absolute path
+        return str(p.relative_to(self.app_root)) if p.is_relative_to(self.app_root) else str(p)
 
     # --- indexing ------------------------------------------------------------------------------------
     def _index(self, unit) -> None:

@@ -35,7 +35,11 @@ def _scalar(t) -> tuple[str, int] | None:
 
 def record_of(pointer_type) -> Record | None:
     """The record a pointer parameter's type points to, or None when it is not one (see the module doc)."""
-    pointee = pointer_type.get_canonical().get_pointee()
+    return record_of_type(pointer_type.get_canonical().get_pointee())
+
+
+def record_of_type(pointee) -> Record | None:
+    """The record a type is (the element of a buffer or of a `__constant__` array), or None."""
     decl = pointee.get_declaration()
     if decl is None or decl.kind.name not in ("STRUCT_DECL", "CLASS_DECL"):
         return None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from ..cexpr import is_one_group
 from .project import Project, qualified_name, walk
+from ..parsing import clang
 
 _LITERALS = ("INTEGER_LITERAL", "FLOATING_LITERAL", "CXX_BOOL_LITERAL_EXPR", "CHARACTER_LITERAL",
              "CXX_NULL_PTR_LITERAL_EXPR")
@@ -365,6 +366,9 @@ def modified_locals(project: Project, fn) -> set[str]:
 
 def operator_of(node, kids) -> str:
     """The operator token of a unary/binary operator cursor."""
+    known = clang.operator_spelling(node)   # without tokenizing the expression (quadratic when nested)
+    if known is not None:
+        return known
     toks = [t.spelling for t in node.get_tokens()]
     if node.kind.name == "UNARY_OPERATOR":
         return toks[0] if toks and toks[0] in ("&", "*", "++", "--", "-", "!", "~", "+") else \

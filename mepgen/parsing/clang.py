@@ -49,13 +49,18 @@ def builtin_include_dir() -> Path:
     return BUILTIN_FALLBACK_DIR
 
 
+#: what nvcc accepts with a warning and clang rejects by default: narrowing in a brace initializer
+#: (`int a[] = {1.5}`), `register` under C++17, an enum constant out of its range in a constant expression
+NVCC_LENIENCY = ("-Wno-c++11-narrowing", "-Wno-register", "-Wno-error=register", "-Wno-enum-constexpr-conversion")
+
+
 def parse_args(tu_args: list[str], language: str = "cuda") -> list[str]:
     """Full libclang arguments for one translation unit."""
     lang = ["-x", "cuda", "--cuda-host-only", "-nocudainc", "-nocudalib", "--cuda-gpu-arch=sm_90"] \
         if language == "cuda" else ["-x", "c++"]
     return [*lang, "-isystem", str(SHIM_DIR), *tu_args, "-isystem", str(builtin_include_dir()),
             "-include", "mepgen_cuda_shim.h", "-Wno-unknown-cuda-version", "-Wno-unknown-attributes",
-            "-ferror-limit=0", "-D__MEPGEN_PARSE__=1"]
+            *NVCC_LENIENCY, "-ferror-limit=0", "-D__MEPGEN_PARSE__=1"]
 
 
 def parse(path: Path, tu_args: list[str], unsaved: list[tuple[str, str]] | None = None):
@@ -73,3 +78,57 @@ def specialized_template(cursor):
     """The template a specialisation or instantiation comes from (None for a plain declaration)."""
     ci = cindex()
     return ci.conf.lib.clang_getSpecializedCursorTemplate(cursor)
+
+
+@functools.lru_cache(maxsize=1)
+def _operator_api():
+    """libclang's (17+) operator-kind entry points, or None on an older library."""
+    import ctypes
+    ci = cindex()
+    try:
+        lib = ci.conf.lib
+        fns = []
+        for kind, spell in (("clang_getCursorBinaryOperatorKind", "clang_getBinaryOperatorKindSpelling"),
+                            ("clang_getCursorUnaryOperatorKind", "clang_getUnaryOperatorKindSpelling")):
+            f, g = getattr(lib, kind), getattr(lib, spell)
+            f.argtypes, f.restype = [ci.Cursor], ctypes.c_int
+            g.argtypes, g.restype = [ctypes.c_int], ci._CXString
+            fns.append((f, g))
+        return fns
+    except AttributeError:
+        return None
+
+
+_UNARY_SPELLING = {"PostInc": "++", "PostDec": "--", "PreInc": "++", "PreDec": "--", "AddrOf": "&", "Deref": "*",
+                   "Plus": "+", "Minus": "-", "Not": "~", "LNot": "!"}
+
+
+def operator_spelling(cursor) -> str | None:
+    """The operator of a BINARY_OPERATOR / COMPOUND_ASSIGNMENT_OPERATOR / UNARY_OPERATOR cursor ('+', '+=',
+    '++', '&'), asked of libclang directly: reading it from the cursor's tokens tokenizes the whole
+    expression, once per operator, which is quadratic in a long expression's length. None when this
+    libclang cannot say (then a caller reads tokens)."""
+    api = _operator_api()
+    if api is None:
+        return None
+    ci = cindex()
+    if cursor.kind.name in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR"):
+        f, g = api[0]
+        k = f(cursor)
+        return ci._CXString.from_result(g(k)) or None if k > 0 else None
+    if cursor.kind.name == "UNARY_OPERATOR":
+        f, g = api[1]
+        k = f(cursor)
+        name = ci._CXString.from_result(g(k)) if k > 0 else ""
+        return _UNARY_SPELLING.get(name, name) or None
+    return None
+
+
+def walk(cursor):
+    """The cursor and all its descendants, in source (pre-)order, without recursion: an expression of a few
+    thousand terms nests as deep, past Python's recursion limit."""
+    stack = [cursor]
+    while stack:
+        c = stack.pop()
+        yield c
+        stack.extend(reversed(list(c.get_children())))

@@ -14,7 +14,7 @@ from ..spec import load_spec
 from .launch import launch_change, read_launch
 from .splice import plan, sha256, unified_diff
 from .state import apply, diff_path, revert, status
-from .validate import validate
+from .validate import compile_units, validate
 from .variant import read_variant
 
 
@@ -98,18 +98,23 @@ def patch(kernel, variant, launch_from, do_apply, do_revert, force, no_validate,
         _say(as_json, result, f"{diff}\nwrote {result['diff']} (review it; --apply changes {k['file']})" +
              (f"\n{flags_note(flags)}" if flags else ""))
         return
+    original = None if no_validate else compile_units(ws.app_root, inv, k["file"])   # before the patch
     msg = apply(ws, p, variant)
     result["message"] = msg
     if not no_validate:
         cfg = load_config(ws.app_root)
-        v = validate(ws.app_root, inv, k, k["file"], cfg["patch"]["validate_command"], bool(p.launch_notes))
-        result["validation"] = [{"check": c.name, "ok": c.ok, "detail": c.detail} for c in v.checks]
+        v = validate(ws.app_root, inv, k, k["file"], cfg["patch"]["validate_command"], bool(p.launch_notes),
+                     original=original)
+        result["validation"] = [{"check": c.name, "ok": c.ok, "detail": c.detail, "pre_existing": c.pre_existing}
+                                for c in v.checks]
         result["valid"] = v.ok
-    lines = [msg] + ([flags_note(flags)] if flags else []) + [f"  {'ok ' if c['ok'] else 'FAIL'} {c['check']}: {c['detail']}".rstrip(": ")
-                     for c in result.get("validation", [])]
+    lines = [msg] + ([flags_note(flags)] if flags else []) + [
+        f"  {'ok ' if c['ok'] else 'WAS ' if c.get('pre_existing') else 'FAIL'} {c['check']}: {c['detail']}".rstrip(": ")
+        for c in result.get("validation", [])]
     _say(as_json, result, "\n".join(lines))
     if result.get("valid") is False:
-        failed = "; ".join(f"{c['check']}: {c['detail']}".rstrip(": ") for c in result["validation"] if not c["ok"])
+        failed = "; ".join(f"{c['check']}: {c['detail']}".rstrip(": ") for c in result["validation"]
+                           if not c["ok"] and not c.get("pre_existing"))
         raise MepgenError(f"the patched application failed validation ({failed}); `mepgen patch {k['id']} --revert` "
                           f"restores {k['file']}", exit_code=4)
 

@@ -17,6 +17,8 @@ class Check:
     name: str
     ok: bool
     detail: str = ""
+    errors: list[str] = field(default_factory=list)   # the compiler's error messages, line numbers dropped
+    pre_existing: bool = False     # failed the same way on the original, before the patch
 
 
 @dataclass
@@ -25,7 +27,38 @@ class Validation:
 
     @property
     def ok(self) -> bool:
-        return all(c.ok for c in self.checks)
+        """No check failed because of the patch (a failure the original already had is reported, not counted)."""
+        return all(c.ok or c.pre_existing for c in self.checks)
+
+
+_ERROR_LINE = re.compile(r"\berror\b", re.I)
+
+
+def _errors(stderr: str) -> list[str]:
+    """nvcc's error messages without their file and line (a patch moves lines): comparable before and after."""
+    out = []
+    for line in stderr.splitlines():
+        if _ERROR_LINE.search(line):
+            out.append(re.sub(r"^.*?\(\d+\):\s*|^[^:\s]+:\d+(:\d+)?:\s*", "", line.strip()))
+    return out
+
+
+def against_original(before: list[Check], after: list[Check]) -> list[Check]:
+    """Mark each failing compile check whose errors the original already had (a call removed from the
+    toolkit, a header missing here): the patch did not cause it. A failure with any new error stays the
+    patch's."""
+    was = {c.name: c for c in before}
+    for c in after:
+        old = was.get(c.name)
+        if c.ok or old is None or old.ok:
+            continue
+        new = [e for e in c.errors if e not in old.errors]
+        if not new:
+            c.pre_existing = True
+            c.detail = f"already failed before the patch, the same way ({c.detail}); the patch is not the cause"
+        else:
+            c.detail = f"{len(new)} error(s) the original did not have, first: {new[0]}"
+    return after
 
 
 def compile_units(app: Path, inventory: dict, file: str, timeout: float = 600) -> list[Check]:
@@ -43,11 +76,12 @@ def compile_units(app: Path, inventory: dict, file: str, timeout: float = 600) -
             try:
                 r = subprocess.run(cmd, cwd=app, capture_output=True, text=True, timeout=timeout)
                 ok, detail = r.returncode == 0, (r.stderr.strip().splitlines() or [""])[0] if r.returncode else ""
+                errors = _errors(r.stderr) if r.returncode else []
             except FileNotFoundError:
-                ok, detail = False, f"{cmd[0]} not found"
+                ok, detail, errors = False, f"{cmd[0]} not found", [f"{cmd[0]} not found"]
             except subprocess.TimeoutExpired:
-                ok, detail = False, f"timed out after {timeout:.0f} s"
-            checks.append(Check(f"compile {tu['file']}", ok, detail))
+                ok, detail, errors = False, f"timed out after {timeout:.0f} s", ["timed out"]
+            checks.append(Check(f"compile {tu['file']}", ok, detail, errors))
     return checks
 
 
@@ -96,8 +130,11 @@ def run_command(app: Path, command: str, timeout: float = 3600) -> Check:
 
 
 def validate(app: Path, inventory: dict, kernel: dict, file: str, command: str | None,
-             launch_changed: bool = False) -> Validation:
-    v = Validation(compile_units(app, inventory, file))
+             launch_changed: bool = False, original: list[Check] | None = None) -> Validation:
+    """`original`: the same compile checks run before the patch (compile_units on the unpatched sources);
+    a failure it already had is told apart from one the patch caused."""
+    compiled = compile_units(app, inventory, file)
+    v = Validation(against_original(original, compiled) if original is not None else compiled)
     v.checks.append(reextract(app, inventory, kernel, launch_changed))
     if command:
         v.checks.append(run_command(app, command))

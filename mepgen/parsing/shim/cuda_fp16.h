@@ -57,4 +57,14 @@ __device__ __half __shfl_xor_sync(unsigned, __half, int, int = 32); __device__ _
 __device__ __half __shfl_down_sync(unsigned, __half, unsigned, int = 32);
 __device__ __half2 __shfl_down_sync(unsigned, __half2, unsigned, int = 32);
 __device__ __half2 atomicAdd(__half2 *, __half2); __device__ __half atomicAdd(__half *, __half);
+__device__ __half hlog2(__half); __device__ __half hlog10(__half); __device__ __half hexp2(__half);
+__device__ __half hexp10(__half); __device__ __half htrunc(__half); __device__ __half hceil(__half);
+__device__ __half hrint(__half); __device__ __half2 h2log(__half2); __device__ __half2 h2log2(__half2);
+__device__ __half2 h2exp2(__half2); __device__ __half2 h2sin(__half2); __device__ __half2 h2cos(__half2);
+__device__ __half2 h2floor(__half2); __device__ __half2 h2ceil(__half2); __device__ __half2 h2rsqrt(__half2);
+__device__ __half2 __heq2(__half2, __half2); __device__ __half2 __hne2(__half2, __half2);
+__device__ __half2 __hlt2(__half2, __half2); __device__ __half2 __hle2(__half2, __half2);
+__device__ __half2 __hgt2(__half2, __half2); __device__ __half2 __hge2(__half2, __half2);
+__device__ bool __hbeq2(__half2, __half2); __device__ bool __hbgt2(__half2, __half2); __device__ bool __hblt2(__half2, __half2);
+__device__ __half2 __lowhigh2highlow(__half2); __device__ __half2 __low2half2(__half2); __device__ __half2 __high2half2(__half2);
 #undef MEPGEN_HD

@@ -69,14 +69,25 @@ MEPGEN_D bool isnan(float); MEPGEN_D bool isnan(double); MEPGEN_D bool isinf(flo
 MEPGEN_D bool isfinite(float); MEPGEN_D bool isfinite(double);
 MEPGEN_D bool signbit(float); MEPGEN_D bool signbit(double);
 MEPGEN_D int abs(int); MEPGEN_D long labs(long); MEPGEN_D long long llabs(long long);
-MEPGEN_D int min(int, int); MEPGEN_D unsigned umin(unsigned, unsigned); MEPGEN_D long long llmin(long long, long long);
+MEPGEN_D unsigned umin(unsigned, unsigned); MEPGEN_D long long llmin(long long, long long);
 MEPGEN_D unsigned long long ullmin(unsigned long long, unsigned long long);
-MEPGEN_D int max(int, int); MEPGEN_D unsigned umax(unsigned, unsigned); MEPGEN_D long long llmax(long long, long long);
+MEPGEN_D unsigned umax(unsigned, unsigned); MEPGEN_D long long llmax(long long, long long);
 MEPGEN_D unsigned long long ullmax(unsigned long long, unsigned long long);
-MEPGEN_D unsigned min(unsigned, unsigned); MEPGEN_D unsigned max(unsigned, unsigned);
-MEPGEN_D long long min(long long, long long); MEPGEN_D long long max(long long, long long);
-MEPGEN_D float min(float, float); MEPGEN_D float max(float, float);
-MEPGEN_D double min(double, double); MEPGEN_D double max(double, double);
+/* min/max: host and device, with nvcc's overloads for every pair of integer widths and signedness, so a
+ * call such as min(size_t, int) resolves the way it does for nvcc */
+#define MEPGEN_HD static __host__ __device__ __inline__
+#define MEPGEN_MINMAX(R, A, B) MEPGEN_HD R min(A, B); MEPGEN_HD R max(A, B);
+MEPGEN_MINMAX(int, int, int) MEPGEN_MINMAX(unsigned, unsigned, unsigned) MEPGEN_MINMAX(unsigned, int, unsigned)
+MEPGEN_MINMAX(unsigned, unsigned, int) MEPGEN_MINMAX(long, long, long)
+MEPGEN_MINMAX(unsigned long, unsigned long, unsigned long) MEPGEN_MINMAX(unsigned long, long, unsigned long)
+MEPGEN_MINMAX(unsigned long, unsigned long, long) MEPGEN_MINMAX(long long, long long, long long)
+MEPGEN_MINMAX(unsigned long long, unsigned long long, unsigned long long)
+MEPGEN_MINMAX(unsigned long long, long long, unsigned long long)
+MEPGEN_MINMAX(unsigned long long, unsigned long long, long long)
+MEPGEN_MINMAX(float, float, float) MEPGEN_MINMAX(double, double, double) MEPGEN_MINMAX(double, float, double)
+MEPGEN_MINMAX(double, double, float)
+#undef MEPGEN_MINMAX
+#undef MEPGEN_HD
 
 /* intrinsics: fast math, rounding modes, conversions, bits */
 MEPGEN_D float __exp10f(float); MEPGEN_D float __log2f(float); MEPGEN_D float __log10f(float);

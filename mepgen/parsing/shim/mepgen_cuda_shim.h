@@ -6,6 +6,22 @@
 #ifndef MEPGEN_CUDA_SHIM_H
 #define MEPGEN_CUDA_SHIM_H
 #include <stddef.h>
+/* what nvcc's implicit cuda_runtime.h brings into every file: INT_MAX, malloc, memcpy, clock_t, uint8_t ... */
+#if __has_include(<limits.h>)
+#include <limits.h>
+#endif
+#if __has_include(<stdlib.h>)
+#include <stdlib.h>
+#endif
+#if __has_include(<string.h>)
+#include <string.h>
+#endif
+#if __has_include(<time.h>)
+#include <time.h>
+#endif
+#if __has_include(<stdint.h>)
+#include <stdint.h>
+#endif
 
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
@@ -186,4 +202,5 @@ MEPGEN_LDG_VEC(unsigned long) MEPGEN_LDG_VEC(longlong2) MEPGEN_LDG_VEC(char4) ME
 MEPGEN_LDG_VEC(short2) MEPGEN_LDG_VEC(short4) MEPGEN_LDG_VEC(float3) MEPGEN_LDG_VEC(double4)
 
 #include "mepgen_cuda_math.h"
+#include "mepgen_cuda_extras.h"
 #endif

@@ -1,0 +1,2 @@
+/* mepgen parse shim: see cub/cub.cuh */
+#include <cub/cub.cuh>

@@ -1,0 +1,135 @@
+"""`mepgen ready`: the first command a team runs on its application. Extracts when the inventory is missing
+or stale, then completes every kernel's MEP into .mepgen/meps/ the way `mepgen mep` does (its own stage
+functions, one kernel at a time, so that one kernel that cannot be cut out does not hide the others) and
+says of each kernel:
+
+- ready: its MEP has no todo; `mepgen run KERNEL` can build, verify and time it;
+- needs a person: the MEP is written, and mep.yaml names the fields mepgen could not derive, each with why;
+- cannot: no MEP (the reason: an unsupported feature, no launch site mepgen can read, a budget exceeded...).
+
+Files that did not parse where a kernel lives are listed as well: their kernels are not in the inventory.
+"""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import MepgenError
+from .workspace import Workspace
+
+READY, NEEDS_PERSON, CANNOT = "ready", "needs a person", "cannot"
+
+
+@dataclass
+class KernelOutcome:
+    kernel: str
+    id: str
+    file: str
+    line: int
+    outcome: str
+    mep: str | None = None
+    todo: list[dict] = field(default_factory=list)       # {"field", "reason"}
+    reason: str | None = None                            # why it cannot
+    internal: bool = False                               # the reason is a bug in mepgen
+
+    def to_json(self) -> dict:
+        return {"kernel": self.kernel, "id": self.id, "file": self.file, "line": self.line,
+                "outcome": self.outcome, "mep": self.mep, "todo": self.todo, "reason": self.reason,
+                "internal": self.internal}
+
+
+def _inventory(app: Path | None, extract_opts, log):
+    """The workspace and a fresh inventory: extracted now when there is none or the sources changed."""
+    from .extract import extract
+    from .inventory import load
+    from .mep.generate import check_fresh
+
+    if app is not None:
+        ws = Workspace(app)
+    else:       # the application around the current folder, else the current folder itself (first run)
+        try:
+            ws = Workspace.find()
+        except MepgenError:
+            ws = Workspace(Path.cwd())
+    asked = bool(extract_opts.compile_commands or extract_opts.include_dirs or extract_opts.defines)
+    if ws.inventory_path.is_file() and not asked:     # flags given: extract with them
+        inv = load(ws.inventory_path)
+        try:
+            check_fresh(ws, inv)
+            return ws, inv, False
+        except MepgenError as e:
+            log(f"{e}: extracting again")
+    log(f"extracting {ws.app_root}")
+    inv = extract(ws.app_root, extract_opts, log=log)
+    return ws, inv, True
+
+
+def _name(inv: dict, k: dict) -> str:
+    """How to name the kernel to the mep stage: its qualified name, or its id when overloads share it."""
+    same = [x for x in inv["kernels"] if x["qualified_name"] == k["qualified_name"]]
+    return k["qualified_name"] if len(same) == 1 else k["id"]
+
+
+def complete_one(ws: Workspace, inv: dict, k: dict, log=lambda m: None) -> KernelOutcome:
+    """Complete one kernel's MEP with the mep stage and say what came of it."""
+    from .mep.generate import generate
+
+    base = dict(kernel=k["qualified_name"], id=k["id"], file=k["file"], line=k["start_line"])
+    try:
+        results = generate(ws, [_name(inv, k)], keep_edits=True, log=log)
+    except MepgenError as e:
+        return KernelOutcome(**base, outcome=CANNOT, reason=str(e))
+    except Exception as e:  # a bug in mepgen: this kernel's outcome, not the end of the command
+        log("".join(traceback.format_exception(e)))
+        return KernelOutcome(**base, outcome=CANNOT, reason=f"internal error: {type(e).__name__}: {e}",
+                             internal=True)
+    r = results[0]
+    todo = [{"field": t.field, "reason": t.reason} for t in r.spec.todo]
+    return KernelOutcome(**base, outcome=NEEDS_PERSON if todo else READY, mep=str(r.path), todo=todo)
+
+
+def ready(app: Path | None, extract_opts, log=lambda m: None) -> dict:
+    """Every kernel's outcome, with what extraction left out; a JSON-ready report."""
+    ws, inv, extracted = _inventory(app, extract_opts, log)
+    outcomes = [complete_one(ws, inv, k, log) for k in inv["kernels"]]
+    not_understood = []
+    for s in inv.get("skipped", []):
+        first = s["diagnostics"][0] if s.get("diagnostics") else None
+        not_understood.append({"file": s["file"], "errors": s["errors"],
+                               "first": f"{first['file']}:{first['line']}: {first['message']}" if first else None})
+    counts = {o: sum(1 for x in outcomes if x.outcome == o) for o in (READY, NEEDS_PERSON, CANNOT)}
+    return {
+        "app": str(ws.app_root),
+        "extracted_now": extracted,
+        "flags_source": inv.get("flags_source"),
+        "kernels": [o.to_json() for o in outcomes],
+        "files_not_understood": not_understood,
+        "over_budget": inv.get("over_budget", []),
+        "summary": {"kernels": len(outcomes), **counts,
+                    "internal_errors": sum(1 for x in outcomes if x.internal)},
+    }
+
+
+def render_text(report: dict) -> str:
+    rows = report["kernels"]
+    width = max([len("kernel")] + [len(r["kernel"]) for r in rows])
+    out = [f"{'kernel':<{width}}  {'outcome':<14}  detail"]
+    for r in rows:
+        if r["outcome"] == READY:
+            detail = r["mep"]
+        elif r["outcome"] == NEEDS_PERSON:
+            detail = "; ".join(f"{t['field']}: {t['reason']}" for t in r["todo"])
+        else:
+            detail = r["reason"] or ""
+        out.append(f"{r['kernel']:<{width}}  {r['outcome']:<14}  {detail}")
+    for f in report["files_not_understood"]:
+        out.append(f"not understood: {f['file']} ({f['errors']} errors, first {f['first']}); its kernels are "
+                   "not listed")
+    for o in report["over_budget"]:
+        out.append(f"cannot: {o['kernel']} ({o['file']}:{o['line']}): {o['reason']}")
+    s = report["summary"]
+    out.append(f"{s['kernels']} kernels: {s[READY]} ready, {s[NEEDS_PERSON]} need a person, {s[CANNOT]} cannot"
+               + (f" ({s['internal_errors']} internal errors)" if s["internal_errors"] else ""))
+    out.append(f"flags: {report['flags_source']}")
+    return "\n".join(out)
