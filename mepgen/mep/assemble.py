@@ -62,7 +62,9 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         a = strip(arg) if arg is not None else None
         if not prm["is_pointer"] and a is not None and a.kind.name == "DECL_REF_EXPR" and a.referenced is not None:
             symbols.preferred[a.referenced.get_usr()] = prm["name"]
-    with resolver.inside(enclosing):
+    at = next((c.extent.start.offset for c in (lc.grid, lc.block) if c is not None and c.extent.start.file is not None
+               and project.text(c)), None)
+    with resolver.inside(enclosing, at):
         values, todo, scalar_notes = infer.scalar_values(kernel["params"], param_cursors, args, resolver, targs)
         grid = dims(resolver, lc.grid)
         block = dims(resolver, lc.block)
@@ -97,7 +99,7 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         if record is not None:
             dtype = record.dtype
         elem_size = record.size if record is not None else itemsize(dtype)
-        with resolver.inside(enclosing):
+        with resolver.inside(enclosing, at):
             count, how = infer.buffer_count(prm["name"], arg, resolver, facts, elem_size, to_sizes)
         if count is None and nnz and infer.indexed_by_nonzero(prm["name"], facts):
             count, how = nnz, "indexed by the nonzero counter of a CSR row loop"
@@ -135,10 +137,13 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
 
     constants = _constants(project, kernel, resolver, todo)
     launch_todo = []
-    if grid is None or block is None:
-        launch_todo.append(Todo("launch", f"the launch configuration at {site['file']}:{site['line']} could not "
-                                "be traced to sizes; write grid and block as expressions"))
-        grid, block = grid or ["1"], block or ["1"]
+    grid, block, why = _checked_launch(grid, block, project, symbols, sizes_override)
+    if why is not None:
+        unsure = "; ".join(dict.fromkeys(resolver.unsure))
+        launch_todo.append(Todo("launch", f"the launch configuration at {site['file']}:{site['line']} "
+                                f"{unsure + ': ' if unsure else ''}{why}; mepgen writes no launch it did not "
+                                "derive: write grid and block as expressions"))
+    notes += list(dict.fromkeys(resolver.choices))
     exprs = [*grid, *block, smem or "0", *(p.count for p in params if p.count), *values.values(),
              *(c.value or "" for c in constants), *(str(c.count) for c in constants if c.count)]
     for p in params:
@@ -164,6 +169,17 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
                                                      _written_only(params, facts))),
         todo=todo)
     return spec, notes
+
+
+def _checked_launch(grid, block, project: Project, symbols: Symbols, override: dict[str, int]):
+    """(grid, block, None) when every dimension is an expression C++ evaluates from sizes and macros, else
+    (placeholder dims, placeholder dims, why): a launch mepgen did not derive is never written as if it were."""
+    if grid is None or block is None:
+        return ["1"], ["1"], "could not be traced to sizes"
+    for e in [*grid, *block]:
+        if _numeric(e, project, symbols, override) is None:
+            return ["1"], ["1"], f"gives `{e}`, which does not evaluate to an integer from sizes and macros"
+    return grid, block, None
 
 
 def _struct_fields(values: dict[str, str], param_cursors) -> dict[str, str]:

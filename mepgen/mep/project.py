@@ -127,8 +127,9 @@ class Project:
         return self.functions.get(usr)
 
     def macro_value(self, name: str) -> int | None:
-        """Integer value of an object-like macro, its references to other macros resolved."""
-        return cexpr.evaluate(name, self.macros)
+        """Integer value of an object-like macro, its references to other macros resolved; None for a macro
+        whose type is not an integer (`#define DT 0.1f` is no size)."""
+        return cexpr.integer(name, self.macros)
 
 
 def qualified_name(cursor) -> str:

@@ -23,6 +23,10 @@ _KEEP = ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")
 _INTEGRAL = {"INT", "UINT", "LONG", "ULONG", "LONGLONG", "ULONGLONG", "SHORT", "USHORT", "CHAR_S", "UCHAR",
              "SCHAR", "CHAR_U", "BOOL"}
 _MINMAX = ("max", "min")
+#: functions of the C/C++ standard library whose value depends only on their arguments (launch arithmetic)
+PURE_FUNCTIONS = {f + sfx for f in ("ceil", "floor", "round", "trunc", "sqrt", "cbrt", "pow", "log2", "log10", "log",
+                                    "exp2", "exp", "fabs", "fmin", "fmax", "fmod", "lround", "llround")
+                  for sfx in ("", "f", "l")} | {"abs", "labs", "llabs"}
 
 
 @dataclass
@@ -93,17 +97,31 @@ class Resolver:
         self.taken = macros_taken
         self.bindings: list[dict[str, tuple]] = []     # inlined helper calls: param usr -> (arg, caller)
         self.scope: list = []                          # the host functions being looked into, innermost last
+        self.points: list[int | None] = []             # where in each scope function the value is wanted
+        self.choices: list[str] = []                   # stated choices (a loop's first iteration), for the notes
+        self.unsure: list[str] = []                    # why a value was not followed (control flow)
         self._decls: dict[str, dict] = {}
         self._depth = 0
 
     @contextmanager
-    def inside(self, fn):
-        """Resolve names as seen from host function `fn` (needed for text inside macro arguments)."""
+    def inside(self, fn, at: int | None = None):
+        """Resolve names as seen from host function `fn` (needed for text inside macro arguments); `at`: the
+        byte offset in `fn` where the values are wanted (a launch, a call), to follow assignments up to it."""
         self.scope.append(fn)
+        self.points.append(at)
         try:
             yield
         finally:
             self.scope.pop()
+            self.points.pop()
+
+    def where(self, node) -> str:
+        loc = node.location
+        try:
+            rel = self.p.rel(node)
+        except (ValueError, AttributeError):
+            rel = loc.file.name if loc.file is not None else "?"
+        return f"{rel}:{loc.line}"
 
     # --- values --------------------------------------------------------------------------------------
     def expr(self, c) -> str | None:
@@ -180,8 +198,57 @@ class Resolver:
             return self._var(d)
         return None
 
+    def _point(self, fn) -> int | None:
+        """The offset in `fn` where values are wanted, if a scope being resolved names one."""
+        if fn is None:
+            return None
+        usr = fn.get_usr()
+        for f, at in zip(reversed(self.scope), reversed(self.points)):
+            if f is not None and at is not None and f.get_usr() == usr:
+                return at
+        return None
+
+    def _followed(self, d) -> tuple[bool, str | None]:
+        """(handled, value) of a local that changes after its declaration: its value at the point the resolver
+        is asked about, following the assignments that certainly run before it (mep/flow.py)."""
+        from . import flow
+        parent = d.semantic_parent
+        at = self._point(parent)
+        fn = self.p.find_function(parent.get_usr()) if parent is not None else None
+        if at is None or fn is None:
+            return False, None
+        try:
+            steps = flow.steps_before(fn, d.get_usr(), d.spelling, flow.path_to(fn, at), at, self.choices,
+                                      self.where)
+        except flow.Unsure as e:
+            self.unsure.append(str(e))
+            return True, None
+        init = init_expr(d)
+        value = None
+        if init is not None:
+            with self.inside(fn, d.extent.start.offset):
+                value = self.expr(init)
+        for st in steps:
+            rhs = None
+            if st.rhs is not None:
+                with self.inside(fn, st.offset):
+                    rhs = self.expr(st.rhs)
+                if rhs is None:
+                    return True, None
+            value = _apply(value, st, rhs, d.type)
+            if value is None:
+                self.unsure.append(f"`{d.spelling}` changes at {self.where(d)}.. in a way mepgen does not follow "
+                                   f"(`{st.op}` on {st.member or 'the whole value'})")
+                return True, None
+        return True, value
+
     def _var(self, d) -> str | None:
         value = None
+        if d.semantic_parent is not None and d.semantic_parent.kind.name not in ("NAMESPACE", "TRANSLATION_UNIT") \
+                and self._modified(d):
+            handled, value = self._followed(d)
+            if handled:
+                return value if value is not None else self._symbol_for(d, init_expr(d), unsure=True)
         if d.semantic_parent is not None and d.semantic_parent.kind.name in ("NAMESPACE", "TRANSLATION_UNIT") \
                 or not self._modified(d):
             with self.inside(d.semantic_parent):
@@ -202,7 +269,7 @@ class Resolver:
         if fn is None:
             return None
         for call, caller in self.p.calls.get(fn.get_usr(), []):
-            with self.inside(caller):
+            with self.inside(caller, call.extent.start.offset):
                 value = self.call_arg(call, index)
             if value is not None:
                 return value
@@ -218,12 +285,15 @@ class Resolver:
                 return i, fn
         return -1, None
 
-    def _symbol_for(self, d, init) -> str | None:
+    def _symbol_for(self, d, init, unsure: bool = False) -> str | None:
         """A size symbol for an integer that is not a compile-time value (None for other types)."""
         if not is_integral(d.type):
             return None
         fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
-        if init is not None:
+        if unsure and self.unsure:
+            key = f"decl:{d.get_usr()}"
+            reason = self.unsure[-1]
+        elif init is not None:
             key = f"init:{self.p.text(init)}"
             reason = f"`{d.spelling}` in {fn}() is `{self.p.text(init)}`, which mepgen could not trace to a value"
         else:
@@ -249,6 +319,8 @@ class Resolver:
         base = self.expr(kids[0])
         if base is None:
             return None
+        if field_decl.semantic_parent is not None and field_decl.semantic_parent.spelling in DIM3_TYPES:
+            return dim3_component(base, field_decl.spelling)
         return _field(base, field_decl.semantic_parent.type, field_decl.spelling)
 
     def _call(self, c) -> str | None:
@@ -267,6 +339,12 @@ class Resolver:
             ns = "std::" if ref is not None and ref.semantic_parent is not None \
                 and ref.semantic_parent.spelling == "std" else ""
             return f"{ns}{name}(" + ", ".join(vals) + ")"
+        if name in PURE_FUNCTIONS and ref is not None and not self.p.in_app(ref):
+            vals = [self.expr(a) for a in args]
+            if None in vals:
+                return None
+            callee = self.p.text(c).split("(")[0].strip() or name     # `std::ceil` as written
+            return f"{callee}(" + ", ".join(vals) + ")"
         fn = self.p.find_function(ref.get_usr()) if ref is not None else None
         ret = _single_return(fn) if fn is not None else None
         if ret is None:
@@ -354,13 +432,78 @@ def modified_locals(project: Project, fn) -> set[str]:
                 kids = list(n.get_children())
                 if not kids:
                     continue
-                target = strip(kids[0])
-                if target.kind.name == "DECL_REF_EXPR" and target.referenced is not None:
+                target = _base_var(kids[0])
+                if target is not None:
                     op = operator_of(n, kids)
                     if op in ("=", "&", "++", "--") or k == "COMPOUND_ASSIGNMENT_OPERATOR":
                         out.add(target.referenced.get_usr())
+            elif k == "CALL_EXPR" and n.spelling.startswith("operator") and n.spelling.endswith("=") \
+                    and n.spelling not in ("operator==", "operator!=", "operator<=", "operator>="):
+                kids = list(n.get_children())
+                target = _base_var(kids[0]) if kids else None
+                if target is not None:
+                    out.add(target.referenced.get_usr())
         cache[key] = out
     return cache[key]
+
+
+def _base_var(c):
+    """The variable an assignment target names: `v` of `v`, `v.x`, `(v)`; None for anything else."""
+    c = strip(c)
+    while c is not None and c.kind.name in ("PAREN_EXPR", "MEMBER_REF_EXPR"):
+        kids = list(c.get_children())
+        if not kids or c.kind.name == "MEMBER_REF_EXPR" and any(t.spelling == "->" for t in c.get_tokens()):
+            return None
+        c = strip(kids[0])
+    if c is not None and c.kind.name == "DECL_REF_EXPR" and c.referenced is not None:
+        return c
+    return None
+
+
+DIM3_TYPES = ("dim3", "uint3")
+
+
+def dim3_items(value: str) -> list[str]:
+    """The three components of a dim3 value text: `dim3(a, b)` -> [a, b, 1]; `n` (converted) -> [n, 1, 1]."""
+    from ..cexpr import split_top_level
+    v = value.strip()
+    if v.startswith("dim3(") and v.endswith(")") and is_one_group(v[4:]):
+        items = [x for x in split_top_level(v[5:-1]) if x] or ["1"]
+    else:
+        items = [v]
+    return (items + ["1", "1", "1"])[:3]
+
+
+def dim3_component(value: str, member: str) -> str | None:
+    if member not in ("x", "y", "z"):
+        return None
+    return dim3_items(value)["xyz".index(member)]
+
+
+def _apply(value: str | None, st, rhs: str | None, vtype) -> str | None:
+    """The value after one followed change (flow.Step), or None where mepgen does not follow it."""
+    if st.member is None:
+        if st.op == "=":
+            return rhs
+        if value is None:
+            return None
+        if st.op in ("++", "--"):
+            return f"{parens(value)} {st.op[0]} 1"
+        return f"{parens(value)} {st.op[:-1]} {parens(rhs)}" if rhs is not None else None
+    decl = vtype.get_canonical().get_declaration() if vtype is not None else None
+    if decl is None or decl.spelling not in DIM3_TYPES or st.member not in ("x", "y", "z") or value is None:
+        return None
+    items = dim3_items(value)
+    i = "xyz".index(st.member)
+    if st.op == "=":
+        items[i] = rhs
+    elif st.op in ("++", "--"):
+        items[i] = f"{parens(items[i])} {st.op[0]} 1"
+    elif rhs is not None:
+        items[i] = f"{parens(items[i])} {st.op[:-1]} {parens(rhs)}"
+    else:
+        return None
+    return "dim3(" + ", ".join(items) + ")"
 
 
 def operator_of(node, kids) -> str:

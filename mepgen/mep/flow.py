@@ -1,0 +1,176 @@
+"""What a host variable holds at a launch: its declaration, then the assignments that certainly run before it.
+
+`dim3 grid(1, 1, 1); ... grid.x = (n + 255) / 256; k<<<grid, block>>>(...)` launches `(n + 255) / 256` blocks,
+not one: the value at the launch is the initializer with every assignment on the straight path to the launch
+applied in order (`grid.x = ...`, `grid = dim3(...)`, `n = ...`, `n *= 2`). An assignment that may or may not
+run before the launch (under an `if`, in a loop that does not hold the launch, or later in a loop that repeats
+it) makes the value unsure: the caller gets the reason, never a value. The counter of a loop that holds the
+launch takes its first iteration's value, a stated choice (`Flow.choices`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+LOOPS = ("FOR_STMT", "WHILE_STMT", "DO_STMT", "CXX_FOR_RANGE_STMT")
+BRANCHES = ("IF_STMT", "SWITCH_STMT", "CONDITIONAL_OPERATOR", "CASE_STMT", "DEFAULT_STMT", "LAMBDA_EXPR",
+            "CXX_TRY_STMT", "CXX_CATCH_STMT")
+_ASSIGN = ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR", "CALL_EXPR")
+
+
+@dataclass
+class Mod:
+    """One change of the variable: `op` is `=`, a compound operator (`*=`), `++`/`--`, or `?` (address taken,
+    passed by reference: not followable); `member` is the field assigned (`x` of `grid.x = ...`) or None."""
+    node: object
+    op: str
+    member: str | None
+    rhs: object | None
+    path: list = field(default_factory=list)     # ancestors, function body first, the node's parent last
+
+
+class Unsure(Exception):
+    """The value at the launch depends on control flow mepgen does not decide; the message says why."""
+
+
+def _strip(c):
+    while c is not None and c.kind.name in ("UNEXPOSED_EXPR", "PAREN_EXPR"):
+        kids = list(c.get_children())
+        if len(kids) != 1:
+            break
+        c = kids[0]
+    return c
+
+
+def _target(c, usr: str) -> tuple[bool, str | None]:
+    """Whether `c` names the variable (`v`) or one of its fields (`v.x`): (hit, field)."""
+    c = _strip(c)
+    if c is None:
+        return False, None
+    if c.kind.name == "DECL_REF_EXPR" and c.referenced is not None and c.referenced.get_usr() == usr:
+        return True, None
+    if c.kind.name == "MEMBER_REF_EXPR":
+        kids = list(c.get_children())
+        base = _strip(kids[0]) if kids else None
+        if base is not None and base.kind.name == "DECL_REF_EXPR" and base.referenced is not None \
+                and base.referenced.get_usr() == usr:
+            return True, c.spelling
+    return False, None
+
+
+def _operator(node, kids) -> str:
+    from .resolve import operator_of
+    if node.kind.name == "CALL_EXPR":
+        return "=" if node.spelling == "operator=" else node.spelling.replace("operator", "")
+    return operator_of(node, kids)
+
+
+def modifications(fn, usr: str) -> list[Mod]:
+    """Every change of variable `usr` inside function `fn`, with its path of ancestors, in source order."""
+    out: list[Mod] = []
+
+    def visit(node, path):
+        k = node.kind.name
+        kids = list(node.get_children())
+        if k in _ASSIGN and kids:
+            if k == "CALL_EXPR":   # an overloaded operator: [lhs, the operator, rhs]
+                args = [kids[0], kids[2]] if node.spelling.startswith("operator") and len(kids) == 3 else []
+            else:
+                args = kids
+            if args:
+                hit, member = _target(args[0], usr)
+                if hit:
+                    op = _operator(node, kids)
+                    if k == "UNARY_OPERATOR" and op == "&":
+                        out.append(Mod(node, "?", None, None, list(path)))
+                    elif k == "UNARY_OPERATOR" and op in ("++", "--"):
+                        out.append(Mod(node, op, member, None, list(path)))
+                    elif k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "CALL_EXPR") and op.endswith("=") \
+                            and op not in ("==", "!=", "<=", ">="):
+                        out.append(Mod(node, op, member, args[-1] if len(args) > 1 else None, list(path)))
+        if k == "CALL_EXPR" and node.referenced is not None and not node.spelling.startswith("operator"):
+            parms = [p for p in node.referenced.get_children() if p.kind.name == "PARM_DECL"]
+            for i, a in enumerate(node.get_arguments()):
+                hit, _ = _target(a, usr)
+                ptype = parms[i].type if i < len(parms) else None
+                if hit and ptype is not None and ptype.kind.name == "LVALUEREFERENCE" \
+                        and not ptype.get_pointee().is_const_qualified():
+                    out.append(Mod(node, "?", None, None, list(path)))
+        path.append(node)
+        for c in kids:
+            visit(c, path)
+        path.pop()
+
+    visit(fn, [])
+    return sorted(out, key=lambda m: m.node.extent.start.offset)
+
+
+def _contains(node, offset: int) -> bool:
+    return node.extent.start.offset <= offset < node.extent.end.offset
+
+
+def _for_parts(loop) -> tuple[object | None, object | None]:
+    """(init, body) of a for statement (libclang leaves out the parts a loop does not write)."""
+    kids = list(loop.get_children())
+    toks = [t.spelling for t in loop.get_tokens()]
+    has_init = len(toks) > 2 and toks[2] != ";"
+    return (kids[0] if has_init and len(kids) > 1 else None), (kids[-1] if kids else None)
+
+
+@dataclass
+class Step:
+    """What one change does to the value: `op`, on `member` or the whole, with the value expression `rhs`."""
+    op: str
+    member: str | None
+    rhs: object | None
+    offset: int
+
+
+def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
+                 choices: list[str], where) -> list[Step]:
+    """The changes of the variable that run before the launch, in order; raises Unsure with the reason when one
+    of them may or may not run. `launch_path`: the launch's ancestors (function first). `where(node)`: file:line."""
+    out: list[Step] = []
+    loops = [n for n in launch_path if n.kind.name in LOOPS]
+    for m in modifications(fn, usr):
+        off = m.node.extent.start.offset
+        if m.op == "?":
+            raise Unsure(f"`{name}` is passed by reference or its address is taken at {where(m.node)}")
+        # the innermost ancestor shared with the launch
+        common = 0
+        while common < len(m.path) and common < len(launch_path) and \
+                m.path[common] == launch_path[common]:
+            common += 1
+        shared = m.path[:common]
+        own = m.path[common:]
+        loop_step = next((lp for lp in reversed(shared) if lp.kind.name in LOOPS), None)
+        if loop_step is not None and loop_step.kind.name == "FOR_STMT":
+            init, body = _for_parts(loop_step)
+            in_body = body is not None and _contains(body, off)
+            in_init = init is not None and _contains(init, off)
+            if not in_body and not in_init:     # the condition or the increment of a loop holding the launch
+                if any(x.kind.name in BRANCHES for x in own):
+                    raise Unsure(f"`{name}` changes conditionally at {where(m.node)}")
+                choices.append(f"`{name}` is a counter of the loop at {where(loop_step)}: the MEP reproduces the "
+                               f"launch of its first iteration")
+                continue
+        if off > launch_offset:
+            if any(_contains(lp, off) for lp in loops):
+                raise Unsure(f"`{name}` changes at {where(m.node)}, after the launch, in a loop that repeats it")
+            continue
+        if any(x.kind.name in BRANCHES for x in own):
+            raise Unsure(f"`{name}` is assigned at {where(m.node)} under a condition mepgen does not decide")
+        if any(x.kind.name in LOOPS for x in own):
+            raise Unsure(f"`{name}` is assigned at {where(m.node)} in a loop before the launch")
+        out.append(Step(m.op, m.member, m.rhs, off))
+    return out
+
+
+def path_to(fn, offset: int) -> list:
+    """`fn` and every node below it whose extent holds `offset`, outermost first."""
+    path, node = [fn], fn
+    while True:
+        nxt = next((c for c in node.get_children() if _contains(c, offset)), None)
+        if nxt is None:
+            return path
+        path.append(nxt)
+        node = nxt
