@@ -139,7 +139,7 @@ def test_kernel_file_is_self_contained_and_keeps_the_kernel_bytes(heatcg_meps):
     source = (app / s.kernel.source).read_bytes()[s.kernel.start_byte:s.kernel.end_byte].decode()
     assert source in text
     assert '#include "' not in text                               # no application header
-    assert "#ifndef NBINS\n" in text and "#define NBINS 64" in text  # size symbols guarded
+    assert "#define NBINS MEPGEN_SIZE_NBINS\n" in text and "#define NBINS 64" in text  # a size overrides
     assert f'#line 18 "{(app / "src/analysis.cu").resolve()}"' in text
     assert "void compute_histogram" not in text                  # no host code
     assert "namespace analysis {" in text and "bin_index" in text and "clamp_val" in text

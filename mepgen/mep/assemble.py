@@ -174,12 +174,14 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
 def _checked_launch(grid, block, project: Project, symbols: Symbols, override: dict[str, int]):
     """(grid, block, None) when every dimension is an expression C++ evaluates from sizes and macros, else
     (placeholder dims, placeholder dims, why): a launch mepgen did not derive is never written as if it were."""
+    why = None
     if grid is None or block is None:
-        return ["1"], ["1"], "could not be traced to sizes"
-    for e in [*grid, *block]:
-        if _numeric(e, project, symbols, override) is None:
-            return ["1"], ["1"], f"gives `{e}`, which does not evaluate to an integer from sizes and macros"
-    return grid, block, None
+        why = "could not be traced to sizes"
+    for e in [*(grid or []), *(block or [])]:
+        if why is None and _numeric(e, project, symbols, override) is None:
+            why = f"gives `{e}`, which does not evaluate to an integer from sizes and macros"
+    ok = lambda dims: dims is not None and all(_numeric(e, project, symbols, override) is not None for e in dims)
+    return (grid if ok(grid) else ["1"]), (block if ok(block) else ["1"]), why
 
 
 def _struct_fields(values: dict[str, str], param_cursors) -> dict[str, str]:

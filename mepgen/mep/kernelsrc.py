@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..mepbuild import size_macro
 from ..spec import Spec
 
 _CATEGORIES = ("macros", "typedefs", "enums", "types", "globals", "device_functions")
@@ -56,7 +57,8 @@ def render_kernel_file(app_root: Path, kernel: dict, spec: Spec, feeders: list[d
         f"// kernel.cu -- the MEP of {kernel['qualified_name']}, cut out of {kernel['file']} by mepgen.",
         "// The kernel and everything it needs to compile, copied from the application; #line markers name the",
         "// original files. This is the only file that variants change; the harness includes it.",
-        "// Size symbols come from the build (-D<SYM>=<value>); the copies below only apply when built without.",
+        "// Size symbols come from the build (-DMEPGEN_SIZE_<SYM>=<value>) and replace the application's macro of",
+        "// the same name; the copies below apply when built without.",
     ]
     system, missing = _includes(kernel)
     for f in feeders:
@@ -84,7 +86,12 @@ def render_kernel_file(app_root: Path, kernel: dict, spec: Spec, feeders: list[d
         text = source(m["file"], m["start_byte"], m["end_byte"])
         line = m.get("start_line", m.get("line", 1))
         if cat == "macros":
-            out += ["", f"#ifndef {m['name']}", f'#line {line} "{path}"', f"#define {text}", "#endif"]
+            name = m["name"]
+            if text.startswith(name + "("):       # function-like: no size can stand for it
+                out += ["", f"#ifndef {name}", f'#line {line} "{path}"', f"#define {text}", "#endif"]
+            else:                                 # a size of the same name (mep.yaml `sizes`) overrides it
+                out += ["", f"#if defined({size_macro(name)})", f"#define {name} {size_macro(name)}",
+                        f"#elif !defined({name})", f'#line {line} "{path}"', f"#define {text}", "#endif"]
             continue
         if not text.rstrip().endswith((";", "}")) or cat in ("types", "enums") and not text.rstrip().endswith(";"):
             text += ";"

