@@ -134,3 +134,55 @@ def test_size_names_cannot_collide_with_the_applications_names(tmp_path):
     from mepgen.evaluate.pycuda_entry import entry_source
     entry = entry_source(s, mep / "kernel.cu")
     assert "MEPGEN_SIZE_T" in entry and "template <int I" not in entry
+
+
+def test_host_loop_counters_argv_defaults_and_init_functions(tmp_path):
+    """A launch in `for (s = 0; s < STEPS; s++)` takes the first iteration's counter, said in mep.yaml; a size
+    from the command line is a todo naming the argument, with the application's default where the code has one;
+    a global an init function sets once is derived; a float the application computes at run time is a todo,
+    never a made-up value."""
+    app = make_app(tmp_path, """
+        #include <cstdlib>
+        #define STEPS 12
+        float g_gain;
+        __global__ void advance(float* u, int n, int s, float gain)
+        { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) u[i] += gain * s; }
+        __global__ void damp(float* u, int n, float d)
+        { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) u[i] *= d; }
+        __global__ void clear(float* u, int n)
+        { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) u[i] = 0.0f; }
+        void init_params() { g_gain = 0.125f; }
+        int main(int argc, char** argv)
+        {
+            int cells = 2000;
+            if (argc > 1) cells = atoi(argv[1]);
+            const int rest = atoi(argv[2]);
+            init_params();
+            float* u;
+            cudaMalloc(&u, sizeof(float) * cells);
+            int s;
+            for (s = 0; s < STEPS; ++s)
+                advance<<<(cells + 63) / 64, 64>>>(u, cells, s, g_gain);
+            float d = (float)rand() / RAND_MAX;
+            damp<<<(cells + 63) / 64, 64>>>(u, cells, d);
+            clear<<<(rest + 63) / 64, 64>>>(u, rest);
+            return 0;
+        }
+    """)
+    r = run("--all", "-C", app)
+    assert r.exit_code == 3, r.output
+    adv = spec_of(app, "advance")
+    assert adv.param("s").value == "0" and adv.param("gain").value == "0.125f"
+    text = (app / ".mepgen/meps/advance/mep.yaml").read_text()
+    assert "first iteration" in text and "init_params()" in text
+    size = next(n for n in adv.sizes if adv.param("n").value == n)
+    assert adv.sizes[size] == 2000                                     # the application's default
+    assert [t.field for t in adv.todo] == [f"sizes.{size}"]
+    assert "argv[1]" in adv.todo[0].reason and "default without it is 2000" in adv.todo[0].reason
+    damp = spec_of(app, "damp")
+    assert damp.param("d").value == "float{}" and "params[2].value" in [t.field for t in damp.todo]
+    assert "0.5f" not in (app / ".mepgen/meps/damp/mep.yaml").read_text()
+    clear = spec_of(app, "clear")
+    reasons = " ".join(t.reason for t in clear.todo)
+    assert "argv[2]" in reasons and "no default" in reasons
+    assert not (app / ".mepgen/meps/clear/data").exists()             # a placeholder size allocates nothing

@@ -285,10 +285,13 @@ def _sizes(project, exprs, symbols: Symbols, override: dict[str, int], nnz, nnz_
                 if nnz_rows else None
             sizes[n] = 5 * (rows or infer.DEFAULT_SIZE)
             todo.append(Todo(f"sizes.{n}", f"{reason}; the default 5 x rows is a guess for a 5-point stencil"))
+        elif n in symbols.defaults:
+            sizes[n] = symbols.defaults[n]
+            todo.append(Todo(f"sizes.{n}", f"{reason} (keep it or `--size {n}=VALUE`, then remove this todo)"))
         else:
             sizes[n] = infer.DEFAULT_SIZE
             todo.append(Todo(f"sizes.{n}", f"{reason}; {infer.DEFAULT_SIZE} is a placeholder (`mepgen mep ... "
-                             f"--size {n}=VALUE` sets it)"))
+                             f"--size {n}=VALUE` sets it; nothing is allocated until it is set)"))
     return {k: sizes[k] for k in names if k in sizes}
 
 

@@ -125,8 +125,17 @@ class Step:
     offset: int
 
 
+def _mentions(node, word: str) -> bool:
+    return node is not None and any(t.spelling == word for t in node.get_tokens())
+
+
+def _condition(stmt):
+    kids = list(stmt.get_children())
+    return kids[0] if stmt.kind.name in ("IF_STMT", "SWITCH_STMT", "CONDITIONAL_OPERATOR") and kids else None
+
+
 def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
-                 choices: list[str], where) -> list[Step]:
+                 choices: list[str], where, argv: list | None = None) -> list[Step]:
     """The changes of the variable that run before the launch, in order; raises Unsure with the reason when one
     of them may or may not run. `launch_path`: the launch's ancestors (function first). `where(node)`: file:line."""
     out: list[Step] = []
@@ -157,6 +166,16 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
             if any(_contains(lp, off) for lp in loops):
                 raise Unsure(f"`{name}` changes at {where(m.node)}, after the launch, in a loop that repeats it")
             continue
+        if argv is not None and _mentions(m.rhs, "argv"):
+            # the command line: under `if (argc ...)` the value before it is the application's default
+            conditional = any(x.kind.name in BRANCHES for x in own)
+            if conditional and not all(_mentions(_condition(x), "argc") for x in own if _condition(x) is not None):
+                raise Unsure(f"`{name}` is assigned from the command line at {where(m.node)} under a condition "
+                             "mepgen does not decide")
+            argv.append((m, conditional))
+            if not conditional:
+                out.clear()
+            continue
         if any(x.kind.name in BRANCHES for x in own):
             raise Unsure(f"`{name}` is assigned at {where(m.node)} under a condition mepgen does not decide")
         if any(x.kind.name in LOOPS for x in own):
@@ -174,3 +193,30 @@ def path_to(fn, offset: int) -> list:
             return path
         path.append(nxt)
         node = nxt
+
+
+def global_writes(project) -> dict[str, list[tuple[object, Mod]]]:
+    """Every change of a namespace-scope variable in the application's functions: usr -> [(function, Mod)]
+    (one walk per project: `float g_alpha; void init() { g_alpha = 0.25f; }`)."""
+    cache = project.__dict__.setdefault("_global_writes", None)
+    if cache is not None:
+        return cache
+    out: dict[str, list] = {}
+    for fn in project.functions.values():
+        targets = set()
+        for n in _walk(fn):
+            if n.kind.name == "DECL_REF_EXPR" and n.referenced is not None and n.referenced.kind.name == "VAR_DECL":
+                parent = n.referenced.semantic_parent
+                if parent is not None and parent.kind.name in ("NAMESPACE", "TRANSLATION_UNIT"):
+                    targets.add(n.referenced.get_usr())
+        for usr in targets:
+            for m in modifications(fn, usr):
+                out.setdefault(usr, []).append((fn, m))
+    project.__dict__["_global_writes"] = out
+    return out
+
+
+def _walk(c):
+    yield c
+    for k in c.get_children():
+        yield from _walk(k)

@@ -7,7 +7,7 @@ from pathlib import Path
 from .. import datagen
 from ..errors import MepgenError
 from ..inventory import find_kernel, load
-from ..spec import Spec, load_spec
+from ..spec import Spec, Todo, load_spec
 from ..workspace import Workspace
 from . import writer
 from . import chain as chains
@@ -108,6 +108,10 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
                   f"`mepgen mep {k['qualified_name']} --refresh` to render harness.cu, Makefile and data/in again.",
                   f"build.arch: {arch_source(inv, k, spec.build.arch, detect_gpu, configured=arch)}"] + notes
         yaml_text = render_yaml(spec, header)
+        big = _too_big(spec) if not spec.todo else None     # placeholder sizes say nothing about memory
+        if big is not None:
+            spec.todo.insert(0, big)
+            yaml_text = render_yaml(spec, header)
         assembled, spec = spec, load_spec(mep_dir / "mep.yaml", yaml_text)   # validated as a person's file is
         kernel_text = render_kernel_file(ws.app_root, k, spec, feeders)
         outcome = None
@@ -157,6 +161,20 @@ def _check_chain_kernels(spec: Spec, mep_dir: Path) -> None:
 
 
 def _fill_inputs(spec: Spec):
+    """data/in, once the spec is complete: sizes or counts mepgen did not derive never allocate (a placeholder
+    size can ask for terabytes); `mepgen mep KERNEL --refresh` generates them after the todos are settled."""
+    if spec.todo:
+        return None
+
     def fill(folder: Path) -> None:
         datagen.make_inputs(spec, folder, spec.verify.seed, folder / "data" / "in")
     return fill
+
+
+def _too_big(spec: Spec) -> Todo | None:
+    """A todo when the derived sizes ask for more memory than an MEP may allocate (datagen.MAX_MEP_BYTES)."""
+    try:
+        why = datagen.check_footprint(spec)
+    except MepgenError as e:
+        return Todo("sizes", str(e))
+    return Todo("sizes", f"the sizes as derived are too large for an MEP: {why}") if why else None

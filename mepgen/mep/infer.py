@@ -17,7 +17,6 @@ from .origins import allocation
 from .resolve import Resolver
 
 DEFAULT_SIZE = 1 << 20          # default of a size symbol nothing traces (always paired with a todo)
-FLOAT_DEFAULT = "0.5f"           # a float scalar the application computes at run time
 
 
 def dtype_of(type_spelling: str, targs: dict[str, str]) -> str | None:
@@ -39,16 +38,12 @@ def scalar_values(kernel_params, cursors, args, resolver: Resolver, targs) -> tu
             notes[prm["name"]] = f"launch argument `{resolver.p.text(arg) or '?'}`"
             continue
         ctype = cur.type.get_canonical().spelling
-        dt = dtype_of(prm["type"], targs)
-        if dt and dt.startswith("float"):
-            values[prm["name"]] = FLOAT_DEFAULT if dt == "float32" else FLOAT_DEFAULT[:-1]
-            notes[prm["name"]] = (f"launch argument `{resolver.p.text(arg) if arg is not None else '?'}` is computed "
-                                  f"at run time; {values[prm['name']]} is a safe default")
-        else:
-            values[prm["name"]] = f"{ctype}{{}}"
-            todo.append(Todo(f"params[{i}].value", f"`{prm['name']}` ({ctype}) gets "
-                             f"`{resolver.p.text(arg) if arg is not None else '?'}` at the launch, which mepgen "
-                             f"could not trace to a value; write a C++ expression"))
+        values[prm["name"]] = f"{ctype}{{}}"         # never runs: the todo blocks `mepgen run`
+        unsure = f" ({resolver.unsure[-1]})" if resolver.unsure else ""
+        todo.append(Todo(f"params[{i}].value", f"`{prm['name']}` ({ctype}) gets "
+                         f"`{resolver.p.text(arg) if arg is not None else '?'}` at the launch, which mepgen "
+                         f"could not trace to a value{unsure}; write a C++ expression, or record it from a run "
+                         f"(`mepgen capture KERNEL -- ./app ARGS`)"))
     return values, todo, notes
 
 

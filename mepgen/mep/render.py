@@ -135,8 +135,10 @@ def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()
         return [f"  # {text}" for f, text in marks if _at(f, place)]
     lines = [f"# {h}" for h in header]
     lines += [f"version: {d['version']}", f"kernel: {_flow(d['kernel'])}"]
-    lines.append("sizes:                 # size symbols: passed to nvcc as -DMEPGEN_SIZE_<SYM>=<value>; scale them freely")
-    for name, value in d["sizes"].items():
+    sizes = d.get("sizes", {})            # to_dict leaves out an empty mapping: a launch of literals has none
+    lines.append(("sizes: {}" if not sizes else "sizes:") + "                 # size symbols: passed to nvcc as "
+                 "-DMEPGEN_SIZE_<SYM>=<value>; scale them freely")
+    for name, value in sizes.items():
         mark = [t.reason for t in spec.todo if t.field == f"sizes.{name}"]
         mark += [f"a placeholder: see the todo of {t.field}" for t in spec.todo
                  if t.field != f"sizes.{name}" and re.search(rf"\bsizes\.{re.escape(name)}\b", t.reason)]

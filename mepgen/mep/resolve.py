@@ -36,6 +36,7 @@ class Symbols:
     by_key: dict[str, str] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
     preferred: dict[str, str] = field(default_factory=dict)   # var usr -> name to use if it needs a symbol
+    defaults: dict[str, int] = field(default_factory=dict)    # symbol -> the application's own default (argv)
 
     def get(self, key: str, name: str, reason: str, taken: set[str]) -> str:
         if key in self.by_key:
@@ -217,12 +218,23 @@ class Resolver:
         fn = self.p.find_function(parent.get_usr()) if parent is not None else None
         if at is None or fn is None:
             return False, None
+        argv: list = []
         try:
             steps = flow.steps_before(fn, d.get_usr(), d.spelling, flow.path_to(fn, at), at, self.choices,
-                                      self.where)
+                                      self.where, argv)
         except flow.Unsure as e:
             self.unsure.append(str(e))
             return True, None
+        if argv:
+            default = None
+            if all(conditional for _, conditional in argv):
+                handled, default = self._value_from(d, fn, steps)
+            m = argv[-1][0]
+            return True, self._argv_symbol(d, self.p.text(m.rhs), self.where(m.node), default)
+        return self._value_from(d, fn, steps)
+
+    def _value_from(self, d, fn, steps) -> tuple[bool, str | None]:
+        """The declaration's value with the followed changes applied."""
         init = init_expr(d)
         value = None
         if init is not None:
@@ -234,6 +246,8 @@ class Resolver:
                 with self.inside(fn, st.offset):
                     rhs = self.expr(st.rhs)
                 if rhs is None:
+                    self.unsure.append(f"`{d.spelling}` is assigned `{self.p.text(st.rhs)}` at {self.where(st.rhs)}, "
+                                       "which mepgen could not trace to a value")
                     return True, None
             value = _apply(value, st, rhs, d.type)
             if value is None:
@@ -242,8 +256,42 @@ class Resolver:
                 return True, None
         return True, value
 
+    def _global(self, d) -> tuple[bool, str | None]:
+        """(handled, value) of a namespace-scope variable that functions of the application assign: set once,
+        to one value (an init function's `g_alpha = 0.25f;`), it holds that value; anything else is unsure."""
+        from . import flow
+        writes = flow.global_writes(self.p).get(d.get_usr(), [])
+        if not writes:
+            return False, None
+        fn, m = writes[0]
+        texts = {self.p.text(w.rhs) if w.rhs is not None else None for _, w in writes}
+        if any(w.op != "=" or w.member is not None or w.rhs is None for _, w in writes) or len(texts) != 1:
+            self.unsure.append(f"`{d.spelling}` is changed in {len(writes)} place(s) ({self.where(m.node)} first) "
+                               "and mepgen does not know which holds at the launch")
+            return True, None
+        if init_expr(d) is not None:
+            self.unsure.append(f"`{d.spelling}` has an initializer and is set again at {self.where(m.node)}")
+            return True, None
+        if any(x.kind.name in flow.BRANCHES + flow.LOOPS for _, w in writes for x in w.path):
+            self.unsure.append(f"`{d.spelling}` is set at {self.where(m.node)} under a condition or in a loop")
+            return True, None
+        with self.inside(fn, m.node.extent.start.offset):
+            value = self.expr(m.rhs)
+        if value is None:
+            self.unsure.append(f"`{d.spelling}` is set to `{self.p.text(m.rhs)}` at {self.where(m.node)}, which "
+                               "mepgen could not trace to a value")
+            return True, None
+        self.choices.append(f"`{d.spelling}` is set once, in {fn.spelling}() at {self.where(m.node)}: "
+                            f"{self.p.text(m.rhs)}")
+        return True, value
+
     def _var(self, d) -> str | None:
         value = None
+        if d.semantic_parent is not None and d.semantic_parent.kind.name in ("NAMESPACE", "TRANSLATION_UNIT") \
+                and not d.type.is_const_qualified():
+            handled, value = self._global(d)
+            if handled:
+                return value if value is not None else self._symbol_for(d, init_expr(d), unsure=True)
         if d.semantic_parent is not None and d.semantic_parent.kind.name not in ("NAMESPACE", "TRANSLATION_UNIT") \
                 and self._modified(d):
             handled, value = self._followed(d)
@@ -285,10 +333,46 @@ class Resolver:
                 return i, fn
         return -1, None
 
+    def _argv_symbol(self, d, text: str, where: str, default: str | None) -> str | None:
+        """A size symbol for a value the command line sets; its todo names the argument and the application's
+        default (the value it runs with when the argument is not given) when the code has one."""
+        if not is_integral(d.type):
+            return None
+        from ..cexpr import integer
+        value = integer(default, {**self.p.macros, **{k: v for k, v in self.symbols.defaults.items()}}) \
+            if default is not None else None
+        fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
+        arg = re.search(r"argv\s*\[[^\]]*\]", text)
+        reason = (f"`{d.spelling}` in {fn}() comes from the command line (`{arg.group(0) if arg else text}` at "
+                  f"{where})")
+        reason += f"; the application's default without it is {value}, used here" if value is not None \
+            else "; the code gives it no default"
+        name = self.symbols.preferred.get(d.get_usr(), d.spelling)
+        sym = self.symbols.get(f"argv:{d.get_usr()}", name, reason, self.taken)
+        if value is not None:
+            self.symbols.defaults[sym] = value
+        return sym
+
+    def _argv_init(self, d, init) -> str | None:
+        """The symbol of a variable initialized from the command line: `argc > 1 ? atoi(argv[1]) : 1024`."""
+        c = strip(init)
+        while c is not None and c.kind.name in ("PAREN_EXPR", "UNEXPOSED_EXPR") and len(list(c.get_children())) == 1:
+            c = strip(list(c.get_children())[0])
+        default = None
+        if c is not None and c.kind.name == "CONDITIONAL_OPERATOR":
+            kids = list(c.get_children())
+            if len(kids) == 3:
+                other = [k for k in kids[1:] if not any(t.spelling == "argv" for t in k.get_tokens())]
+                if len(other) == 1:
+                    default = self.expr(other[0])
+        return self._argv_symbol(d, self.p.text(init), self.where(d), default)
+
     def _symbol_for(self, d, init, unsure: bool = False) -> str | None:
         """A size symbol for an integer that is not a compile-time value (None for other types)."""
         if not is_integral(d.type):
             return None
+        if init is not None and not unsure and any(t.spelling == "argv" for t in init.get_tokens()):
+            return self._argv_init(d, init)
         fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
         if unsure and self.unsure:
             key = f"decl:{d.get_usr()}"
