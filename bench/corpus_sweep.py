@@ -93,6 +93,10 @@ def sweep_app(app: Path, args) -> dict:
         meps = json.loads(out) if out.strip() else []
     except ValueError:
         meps = []
+    # `mep --all --json` also lists the kernels that got no MEP (outcome cannot / internal_error, with the reason)
+    rec["no_mep"] = [{"kernel": m.get("kernel"), "outcome": m.get("outcome"), "reason": m.get("reason")}
+                     for m in meps if "path" not in m]
+    meps = [m for m in meps if "path" in m]
     rec["meps"] = len(meps)
     rec["complete"] = sum(1 for m in meps if not m.get("todo"))
     rec["todo_fields"] = [t["field"].split(".")[0] for m in meps for t in (m.get("todo") or [])]

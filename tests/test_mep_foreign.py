@@ -186,3 +186,56 @@ def test_host_loop_counters_argv_defaults_and_init_functions(tmp_path):
     reasons = " ".join(t.reason for t in clear.todo)
     assert "argv[2]" in reasons and "no default" in reasons
     assert not (app / ".mepgen/meps/clear/data").exists()             # a placeholder size allocates nothing
+
+
+def test_one_kernel_without_a_readable_launch_does_not_sink_the_others(tmp_path):
+    """`--all`: a kernel launched only through a function pointer gets its own outcome (no MEP, the reason); the
+    kernel next to it is written; the exit code says some need a person."""
+    app = make_app(tmp_path, """
+        #define LEN 4096
+        __global__ void fine(float* v, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) v[i] = 2.0f; }
+        __global__ void hidden(float* v, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) v[i] = 3.0f; }
+        typedef void (*kfn)(float*, int);
+        void via(kfn f, float* v) { void* args[] = {&v}; cudaLaunchKernel((const void*)f, dim3(16), dim3(256), args, 0, 0); }
+        int main()
+        {
+            float* v;
+            cudaMalloc(&v, LEN * sizeof(float));
+            fine<<<LEN / 256, 256>>>(v, LEN);
+            via(hidden, v);
+            return 0;
+        }
+    """)
+    r = run("--all", "--json", "-C", app)
+    assert r.exit_code == 3, r.output
+    out = json.loads(r.stdout)
+    by = {o["kernel"]: o for o in out}
+    assert by["fine"]["outcome"] == "ready" and (app / ".mepgen/meps/fine/harness.cu").is_file()
+    assert by["hidden"]["outcome"] == "cannot" and "launch" in by["hidden"]["reason"]
+    assert "no MEP for 1 kernel(s): hidden" in r.stderr
+
+
+def test_a_launch_of_literals_and_oversized_sizes_are_no_internal_errors(tmp_path):
+    """`k<<<4, 256>>>(d, 1024)` has no size at all; sizes the application derives but no GPU could hold are a
+    todo naming the limit, and nothing is allocated."""
+    app = make_app(tmp_path, """
+        #define HUGE_N (1LL << 40)
+        __global__ void k(float* d, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) d[i] = 0.0f; }
+        __global__ void big(float* d, long long n) { long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; if (i < n) d[i] = 1.0f; }
+        int main()
+        {
+            float *d, *e;
+            cudaMalloc(&d, 1024 * sizeof(float));
+            k<<<4, 256>>>(d, 1024);
+            cudaMalloc(&e, HUGE_N * sizeof(float));
+            big<<<(HUGE_N + 255) / 256, 256>>>(e, HUGE_N);
+            return 0;
+        }
+    """)
+    r = run("--all", "-C", app)
+    assert r.exit_code == 3, r.output
+    k = spec_of(app, "k")
+    assert k.sizes == {} and k.todo == [] and (k.launch.grid, k.launch.block) == (["4"], ["256"])
+    big = spec_of(app, "big")
+    assert big.todo and big.todo[0].field == "sizes" and "16 GiB" in big.todo[0].reason
+    assert not (app / ".mepgen/meps/big/data").exists()

@@ -126,7 +126,12 @@ class Step:
 
 
 def _mentions(node, word: str) -> bool:
-    return node is not None and any(t.spelling == word for t in node.get_tokens())
+    """Whether the node's own tokens hold `word` (a node inside a macro expansion has none of its own)."""
+    if node is None or node.extent.end.offset <= node.extent.start.offset:
+        return False
+    lo, hi = node.extent.start.offset, node.extent.end.offset
+    return any(t.spelling == word and lo <= t.extent.start.offset and t.extent.end.offset <= hi
+               for t in node.get_tokens())
 
 
 def _condition(stmt):

@@ -371,12 +371,16 @@ class Resolver:
         """A size symbol for an integer that is not a compile-time value (None for other types)."""
         if not is_integral(d.type):
             return None
-        if init is not None and not unsure and any(t.spelling == "argv" for t in init.get_tokens()):
+        if init is not None and not unsure and re.search(r"\bargv\b", self.p.text(init)):
             return self._argv_init(d, init)
         fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
         if unsure and self.unsure:
             key = f"decl:{d.get_usr()}"
             reason = self.unsure[-1]
+        elif self._modified(d) and d.semantic_parent is not None \
+                and d.semantic_parent.kind.name not in ("NAMESPACE", "TRANSLATION_UNIT"):
+            key = f"decl:{d.get_usr()}"     # one symbol per variable, whichever way it was reached
+            reason = f"`{d.spelling}` in {fn}() changes after its declaration and mepgen does not follow it there"
         elif init is not None:
             key = f"init:{self.p.text(init)}"
             reason = f"`{d.spelling}` in {fn}() is `{self.p.text(init)}`, which mepgen could not trace to a value"
