@@ -239,3 +239,27 @@ def test_a_launch_of_literals_and_oversized_sizes_are_no_internal_errors(tmp_pat
     big = spec_of(app, "big")
     assert big.todo and big.todo[0].field == "sizes" and "16 GiB" in big.todo[0].reason
     assert not (app / ".mepgen/meps/big/data").exists()
+
+
+def test_a_kernel_that_did_not_parse_cleanly_gets_no_confident_roles(tmp_path):
+    """A macro the parse no longer sees (a header or define the build flags missed) leaves `u[i * STRIDE] += ...`
+    as an invalid expression: no access of `u` is seen. Its role is a todo (inout until settled), not `in`."""
+    from mepgen.inventory import load
+    from mepgen.mep.assemble import assemble
+    from mepgen.mep.project import Project
+    app = make_app(tmp_path, """
+        #define STRIDE 2
+        __global__ void relax(float* u, const float* f, int n)
+        {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) u[i * STRIDE] += 0.5f * f[i];
+        }
+        void go(float* u, const float* f) { relax<<<4, 256>>>(u, f, 1024); }
+    """)
+    src = app / "src" / "k.cu"
+    src.write_text(src.read_text().replace("#define STRIDE 2", "#define STRIDX 2"))   # same bytes, one name lost
+    inv = load(app / ".mepgen" / "inventory.json")
+    spec, _ = assemble(Project(app, inv["translation_units"]), inv, inv["kernels"][0], {}, detect_gpu=False)
+    assert spec.param("u").role == "inout" and spec.param("f").role == "in"
+    todo = {t.field: t.reason for t in spec.todo}
+    assert "params[0].role" in todo and "STRIDE" in todo["params[0].role"]

@@ -70,6 +70,7 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         block = dims(resolver, lc.block)
         smem = resolver.expr(lc.shared_mem) if lc.shared_mem is not None else "0"
     facts = analyze(cursor, project.text)
+    broken = body_errors(project, cursor)
 
     struct_fields = _struct_fields(values, param_cursors)
     macros = {m for m in project.macros if project.macro_value(m) is not None}
@@ -91,6 +92,13 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
                                 note=scalar_notes.get(prm["name"])))
             continue
         role, why = infer.role_of(prm["name"], facts, infer.pointer_is_const(cur))
+        if broken and not (role == "in" and infer.pointer_is_const(cur)):
+            # accesses read from a body that did not parse are no evidence: `u[i] += v` may have vanished
+            role, why = "inout", f"the kernel did not parse cleanly ({broken[0]}): treated as read and written"
+            todo.append(Todo(f"params[{i}].role", f"the kernel's body did not parse cleanly ({broken[0]}"
+                             f"{f' and {len(broken) - 1} more' if len(broken) > 1 else ''}), so mepgen cannot be "
+                             f"sure how `{prm['name']}` is used: check its role (in, out or inout; inout until "
+                             "then) and fix the build flags that hid a header or macro"))
         pointee = cur.type.get_canonical().get_pointee().get_declaration()
         if dtype is not None and pointee is not None and pointee.kind.name != "NO_DECL_FOUND" \
                 and project.in_app(pointee):
@@ -169,6 +177,23 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
                                                      _written_only(params, facts))),
         todo=todo)
     return spec, notes
+
+
+def body_errors(project: Project, cursor) -> list[str]:
+    """`file:line: message` of each error libclang reported inside the kernel's definition."""
+    f = cursor.extent.start.file
+    if f is None:
+        return []
+    lo, hi = cursor.extent.start.offset, cursor.extent.end.offset
+    out = []
+    for unit in project.tus:
+        for d in unit.diagnostics:
+            loc = d.location
+            if d.severity >= 3 and loc.file is not None and loc.file.name == f.name and lo <= loc.offset <= hi:
+                text = f"{project.rel(cursor)}:{loc.line}: {d.spelling}"
+                if text not in out:
+                    out.append(text)
+    return out
 
 
 def _checked_launch(grid, block, project: Project, symbols: Symbols, override: dict[str, int]):
