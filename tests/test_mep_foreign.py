@@ -263,3 +263,34 @@ def test_a_kernel_that_did_not_parse_cleanly_gets_no_confident_roles(tmp_path):
     assert spec.param("u").role == "inout" and spec.param("f").role == "in"
     todo = {t.field: t.reason for t in spec.todo}
     assert "params[0].role" in todo and "STRIDE" in todo["params[0].role"]
+
+
+def test_byte_buffers_are_numbers_and_structs_of_device_pointers_name_a_capture_run(tmp_path):
+    app = make_app(tmp_path, """
+        #define PIXELS 4096
+        typedef unsigned char byte_t;
+        struct Pair { float* lhs; const float* rhs; int n; };
+        __global__ void luma(const byte_t* rgb, unsigned char* y, int n)
+        { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = (rgb[3 * i] + rgb[3 * i + 2]) / 2; }
+        __global__ void add(Pair p) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < p.n) p.lhs[i] += p.rhs[i]; }
+        int main()
+        {
+            byte_t* rgb; unsigned char* y;
+            cudaMalloc(&rgb, 3 * PIXELS);
+            cudaMalloc(&y, PIXELS);
+            luma<<<PIXELS / 128, 128>>>(rgb, y, PIXELS);
+            Pair p;
+            cudaMalloc(&p.lhs, PIXELS * sizeof(float));
+            p.n = PIXELS;
+            add<<<PIXELS / 128, 128>>>(p);
+            return 0;
+        }
+    """)
+    r = run("--all", "-C", app)
+    assert r.exit_code == 3, r.output
+    luma = spec_of(app, "luma")
+    assert luma.todo == [] and (luma.param("rgb").dtype, luma.param("rgb").count) == ("uint8", "3 * PIXELS")
+    assert luma.param("y").dtype == "uint8"
+    add = spec_of(app, "add")
+    assert [t.field for t in add.todo] == ["params[0].value"]
+    assert "device pointers (lhs, rhs)" in add.todo[0].reason and "mepgen capture add -- ./app" in add.todo[0].reason

@@ -87,7 +87,20 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
     for i, (prm, cur, arg) in enumerate(zip(kernel["params"], param_cursors, args)):
         dtype = infer.dtype_of(prm["type"], targs)
         ctype = prm["type"]
+        if dtype is None and prm["is_pointer"] and cur.type.get_canonical().kind.name == "POINTER":
+            # a typedef of a number (`typedef unsigned char uchar;`): its canonical type says which
+            pointee = cur.type.get_canonical().get_pointee()
+            if pointee.kind.name != "RECORD" and pointee.kind.name != "ELABORATED":
+                dtype = infer.dtype_of(pointee.spelling, targs)
         if not prm["is_pointer"]:
+            pointers = infer.pointer_fields(cur.type)
+            if pointers and any(t.field == f"params[{i}].value" for t in todo):
+                for t in todo:
+                    if t.field == f"params[{i}].value":
+                        t.reason = (f"`{prm['name']}` ({ctype}) is a struct passed by value that holds device "
+                                    f"pointers ({', '.join(pointers)}): their buffers exist only in a run of the "
+                                    f"application; complete it from one: `mepgen capture {kernel['qualified_name']} "
+                                    "-- ./app ARGS`")
             params.append(Param(prm["name"], "scalar", ctype, dtype, value=values[prm["name"]],
                                 note=scalar_notes.get(prm["name"])))
             continue
@@ -124,8 +137,12 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         if dtype is None:
             size = cur.type.get_canonical().get_pointee().get_size()
             of = f" ({size}-byte elements)" if size > 0 else ""
-            todo.append(Todo(f"params[{i}].dtype", f"`{prm['type']}`{of} is not a numeric element type mepgen can "
-                             f"generate; use a numpy dtype of the same size or an init of kind file"))
+            inner = infer.pointer_fields(cur.type.get_canonical().get_pointee())
+            held = f", records holding device pointers ({', '.join(inner)})" if inner else ""
+            todo.append(Todo(f"params[{i}].dtype", f"`{prm['type']}`{of}{held} is not a numeric element type mepgen "
+                             f"can generate; use a numpy dtype of the same size or an init of kind file, or complete "
+                             f"it from a run of the application: `mepgen capture {kernel['qualified_name']} -- "
+                             "./app ARGS`"))
             dtype = "uint8"
         if record is not None:
             count = scaled(count, record.lanes)

@@ -148,3 +148,24 @@ def pointer_is_const(cursor) -> bool:
     t = cursor.type.get_canonical()
     pointee = t.get_pointee() if t.kind.name == "POINTER" else t.element_type
     return pointee.is_const_qualified()
+
+
+def pointer_fields(t) -> list[str]:
+    """Names of the pointer fields of a struct type (`struct Planes { float* r; float* g; int n; }` -> [r, g]),
+    nested structs included (`a.b`); empty for any other type."""
+    out: list[str] = []
+
+    def visit(ty, prefix: str, depth: int) -> None:
+        decl = ty.get_canonical().get_declaration()
+        if depth > 4 or decl is None or decl.kind.name not in ("STRUCT_DECL", "CLASS_DECL", "UNION_DECL"):
+            return
+        for f in decl.get_children():
+            if f.kind.name != "FIELD_DECL":
+                continue
+            ft = f.type.get_canonical()
+            if ft.kind.name == "POINTER":
+                out.append(prefix + f.spelling)
+            elif ft.kind.name == "RECORD":
+                visit(ft, f"{prefix}{f.spelling}.", depth + 1)
+    visit(t, "", 0)
+    return out
