@@ -26,7 +26,7 @@ from .devices import list_gpus, make_backend, resolve_backend
 from .results import CompileFailed, EvalResult, Impossible, Mismatch, Timed, WrongResult
 from .store import Store, digest
 from .symbols import callee
-from .verify import compare, reference_problem, tolerance_for, unchanged
+from .verify import compare, reference_problem, tolerance_for, unchanged, written_region
 
 KERNEL_FILE = "kernel.cu"
 RESULT_VERSION = 1
@@ -87,6 +87,7 @@ class Evaluator:
                                                self.opts.run_timeout, self.opts.compile_timeout)) for d in devices]
         self.sets: list[InputSet] = []
         self.refs: dict[int, dict[str, np.ndarray]] = {}
+        self.ref_notes: list[str] = []      # outputs the original writes only in part (verify.written_region)
         self.inputs: dict[int, dict[str, np.ndarray]] = {}
         self.ref_key = digest("reference", self.original_text, spec.to_dict())
         self.gpu_ids = [peaks_mod.gpu_identity(d) for d in self.gpus]
@@ -130,15 +131,22 @@ class Evaluator:
                     problem = reference_problem(name, arr, s.index)
                     if problem:
                         raise MepgenError(problem, exit_code=3)
+
                 self.store.save_ref(self.ref_key, s.index, out.outputs,
                                     {"seed": self.spec.verify.seed + s.index, "backend": self.backend_name,
                                      "device": out.record.get("device", "")})
                 ref = out.outputs
             self.refs[s.index] = ref
+            for name, arr in ref.items():
+                region = written_region(name, arr, s.index)
+                if region and region not in self.ref_notes:
+                    self.log(region)
+                    self.ref_notes.append(region)
         stale = launchcfg.stale_harness(self.spec, self.mep_dir)
         for worker in self.workers:
             if stale and stale not in worker.notes:
                 worker.notes.append(stale)
+            worker.notes += [n for n in self.ref_notes if n not in worker.notes]
             if self.opts.check_peaks:
                 try:
                     worker.peaks = peaks_mod.get(worker.device, self.store.build_dir / "peaks")
