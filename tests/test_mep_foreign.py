@@ -294,3 +294,31 @@ def test_byte_buffers_are_numbers_and_structs_of_device_pointers_name_a_capture_
     add = spec_of(app, "add")
     assert [t.field for t in add.todo] == ["params[0].value"]
     assert "device pointers (lhs, rhs)" in add.todo[0].reason and "mepgen capture add -- ./app" in add.todo[0].reason
+
+
+def test_items_of_a_brace_initialized_array_are_derived_and_assigned_items_are_not(tmp_path):
+    app = make_app(tmp_path, """
+        #define TX 32
+        #define TY 4
+        #define SIDE 512
+        __global__ void fill(float* m, int side, int off)
+        { int x = blockIdx.x * blockDim.x + threadIdx.x + off; int y = blockIdx.y * blockDim.y + threadIdx.y;
+          if (x < side && y < side) m[y * side + x] = 1.0f; }
+        int main()
+        {
+            float* m;
+            cudaMalloc(&m, SIDE * SIDE * sizeof(float));
+            size_t local[2] = {TX, TY};
+            int offsets[2];
+            offsets[0] = SIDE / 2;
+            dim3 block(local[0], local[1]);
+            dim3 grid(SIDE / local[0], SIDE / local[1]);
+            fill<<<grid, block>>>(m, SIDE, offsets[0]);
+            return 0;
+        }
+    """)
+    run("--all", "-C", app)
+    s = spec_of(app, "fill")
+    assert [s.size(e) for e in s.launch.block] == [32, 4] and [s.size(e) for e in s.launch.grid] == [16, 128]
+    todo = {t.field: t.reason for t in s.todo}
+    assert list(todo) == ["params[2].value"] and "elements of `offsets` are assigned" in todo["params[2].value"]

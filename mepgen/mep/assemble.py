@@ -66,8 +66,10 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
                and project.text(c)), None)
     with resolver.inside(enclosing, at):
         values, todo, scalar_notes = infer.scalar_values(kernel["params"], param_cursors, args, resolver, targs)
+        mark = len(resolver.unsure)
         grid = dims(resolver, lc.grid)
         block = dims(resolver, lc.block)
+        launch_unsure = resolver.unsure[mark:]
         smem = resolver.expr(lc.shared_mem) if lc.shared_mem is not None else "0"
     facts = analyze(cursor, project.text)
     broken = body_errors(project, cursor)
@@ -164,7 +166,7 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
     launch_todo = []
     grid, block, why = _checked_launch(grid, block, project, symbols, sizes_override)
     if why is not None:
-        unsure = "; ".join(dict.fromkeys(resolver.unsure))
+        unsure = "; ".join(dict.fromkeys(launch_unsure))
         launch_todo.append(Todo("launch", f"the launch configuration at {site['file']}:{site['line']} "
                                 f"{unsure + ': ' if unsure else ''}{why}; mepgen writes no launch it did not "
                                 "derive: write grid and block as expressions"))

@@ -149,9 +149,38 @@ class Resolver:
         if k == "INIT_LIST_EXPR":
             items = [self.expr(x) for x in c.get_children()]
             return None if None in items else "{" + ", ".join(items) + "}"
-        if k in _SPLICE or k == "CXX_UNARY_EXPR" or k == "ARRAY_SUBSCRIPT_EXPR":
+        if k == "ARRAY_SUBSCRIPT_EXPR":
+            return self._element(c)
+        if k in _SPLICE or k == "CXX_UNARY_EXPR":
             return self._splice(c)
         return None
+
+    def _element(self, c) -> str | None:
+        """`local[1]` of an array initialized with a brace list (`size_t ls[2] = {BX, BY}`): that item; an
+        array whose elements are assigned (`ls[0] = ...`) is not followed."""
+        kids = list(c.get_children())
+        if len(kids) != 2:
+            return None
+        base = strip(kids[0])
+        if base is not None and base.kind.name == "DECL_REF_EXPR" and base.referenced is not None \
+                and base.referenced.kind.name == "VAR_DECL" and base.referenced.type.get_canonical().kind.name \
+                == "CONSTANTARRAY":
+            d = base.referenced
+            if d.get_usr() in _element_writes(self.p, d):
+                self.unsure.append(f"elements of `{d.spelling}` are assigned after its declaration")
+                return None
+            init = init_expr(d)
+            index = self.expr(kids[1])
+            if init is None or index is None or strip(init).kind.name != "INIT_LIST_EXPR":
+                return None
+            from ..cexpr import evaluate
+            i = evaluate(index, self.p.macros)
+            items = list(strip(init).get_children())
+            if i is None or not 0 <= i < len(items):
+                return None
+            with self.inside(d.semantic_parent):
+                return self.expr(items[i])
+        return self._splice(c)
 
     def _has_refs(self, c) -> bool:
         for n in walk(c):
@@ -533,6 +562,33 @@ def modified_locals(project: Project, fn) -> set[str]:
                     out.add(target.referenced.get_usr())
         cache[key] = out
     return cache[key]
+
+
+def _element_writes(project: Project, d) -> set[str]:
+    """{usr of d} when some function assigns an element of array `d` (`a[0] = ...`), else empty."""
+    cache = project.__dict__.setdefault("_element_writes", {})
+    usr = d.get_usr()
+    if usr not in cache:
+        fn = d.semantic_parent
+        hit = False
+        scope = fn if fn is not None and fn.kind.name not in ("NAMESPACE", "TRANSLATION_UNIT") else None
+        roots = [scope] if scope is not None else list(project.functions.values())
+        for root in roots:
+            for n in walk(root):
+                if n.kind.name in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
+                    kids = list(n.get_children())
+                    t = strip(kids[0]) if kids else None
+                    if t is not None and t.kind.name == "ARRAY_SUBSCRIPT_EXPR":
+                        b = strip(next(iter(t.get_children()), None))
+                        op = operator_of(n, kids)
+                        if b is not None and b.kind.name == "DECL_REF_EXPR" and b.referenced is not None \
+                                and b.referenced.get_usr() == usr and (op.endswith("=") and op not in ("==", "!=", "<=", ">=") or op in ("++", "--")):
+                            hit = True
+                            break
+            if hit:
+                break
+        cache[usr] = {usr} if hit else set()
+    return cache[usr]
 
 
 def _base_var(c):
