@@ -322,3 +322,21 @@ def test_items_of_a_brace_initialized_array_are_derived_and_assigned_items_are_n
     assert [s.size(e) for e in s.launch.block] == [32, 4] and [s.size(e) for e in s.launch.grid] == [16, 128]
     todo = {t.field: t.reason for t in s.todo}
     assert list(todo) == ["params[2].value"] and "elements of `offsets` are assigned" in todo["params[2].value"]
+
+
+def test_a_grid_filled_in_by_a_function_taking_it_by_reference_is_not_its_initializer(tmp_path):
+    app = make_app(tmp_path, """
+        #define LEN 5000
+        __global__ void ones(float* v, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) v[i] = 1.0f; }
+        void plan(dim3& g, int n) { g.x = (n + 127) / 128; }
+        void go(float* v)
+        {
+            dim3 grid(1);
+            plan(grid, LEN);
+            ones<<<grid, 128>>>(v, LEN);
+        }
+    """)
+    run("--all", "-C", app)
+    s = spec_of(app, "ones")
+    launch = [t for t in s.todo if t.field == "launch"]
+    assert launch and "`grid` is passed by reference" in launch[0].reason

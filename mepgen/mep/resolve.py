@@ -554,7 +554,16 @@ def modified_locals(project: Project, fn) -> set[str]:
                     op = operator_of(n, kids)
                     if op in ("=", "&", "++", "--") or k == "COMPOUND_ASSIGNMENT_OPERATOR":
                         out.add(target.referenced.get_usr())
-            elif k == "CALL_EXPR" and n.spelling.startswith("operator") and n.spelling.endswith("=") \
+            elif k == "CALL_EXPR" and n.referenced is not None and not n.spelling.startswith("operator"):
+                # passed to a non-const reference parameter (`set_grid(grid, n)` with `dim3& g`): may change
+                parms = [x for x in n.referenced.get_children() if x.kind.name == "PARM_DECL"]
+                for i, a in enumerate(n.get_arguments()):
+                    t = parms[i].type if i < len(parms) else None
+                    target = _base_var(a) if t is not None and t.kind.name == "LVALUEREFERENCE" \
+                        and not t.get_pointee().is_const_qualified() else None
+                    if target is not None:
+                        out.add(target.referenced.get_usr())
+            if k == "CALL_EXPR" and n.spelling.startswith("operator") and n.spelling.endswith("=") \
                     and n.spelling not in ("operator==", "operator!=", "operator<=", "operator>="):
                 kids = list(n.get_children())
                 target = _base_var(kids[0]) if kids else None
