@@ -44,8 +44,10 @@ def names(expr: str) -> set[str]:
         return {m for m in _IDENT.findall(text) if m not in _CXX_WORDS and m not in _CASTS}
 
 
-def evaluate(expr: str | int | None, values: dict[str, object], _depth: int = 0) -> int | None:
-    """Integer value of `expr`; values may be ints or (macro) expression strings, resolved recursively."""
+def evaluate(expr: str | int | None, values: dict[str, object], _depth: int = 0,
+             compiler: bool = True) -> int | None:
+    """Integer value of `expr`; values may be ints or (macro) expression strings, resolved recursively.
+    `compiler=False`: plain integer arithmetic only (None where the C++ compiler would be needed)."""
     if expr is None or _depth > 20:
         return None
     if isinstance(expr, bool):
@@ -55,7 +57,7 @@ def evaluate(expr: str | int | None, values: dict[str, object], _depth: int = 0)
     try:
         tree = ast.parse(_pythonize(str(expr)), mode="eval")
     except SyntaxError:
-        return _by_compiler(str(expr), values)
+        return _by_compiler(str(expr), values) if compiler else None
 
     def ev(node):
         if isinstance(node, ast.Expression):
@@ -103,7 +105,7 @@ def evaluate(expr: str | int | None, values: dict[str, object], _depth: int = 0)
     try:
         return ev(tree)
     except _NotPlain:
-        return _by_compiler(str(expr), values) if _depth == 0 else None
+        return _by_compiler(str(expr), values) if _depth == 0 and compiler else None
     except (ValueError, OverflowError, TypeError, RecursionError):
         return None
 

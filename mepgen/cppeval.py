@@ -138,12 +138,15 @@ def evaluate_many(exprs: list[str], values: dict[str, object]) -> list[int | Non
     exprs = [str(e) for e in exprs]
     if not exprs:
         return []
-    source = program(exprs, values)
-    key = hashlib.sha256(((compiler() or "") + "\0" + source).encode()).hexdigest()[:32]
+    key = _key(program(exprs, values))
     hit = _cached(key)
     if hit is not None and len(hit) == len(exprs):
         return hit
-    got = _run(source)
+    if len(exprs) > 1:       # each one may be known already (the cache is also kept per expression)
+        singles = [_cached(_key(program([e], values))) for e in exprs]
+        if all(x is not None and len(x) == 1 for x in singles):
+            return [x[0] for x in singles]
+    got = _run(program(exprs, values))
     if got is not None and len(got) == len(exprs):
         result: list[int | None] = list(got)
     elif len(exprs) == 1:
@@ -152,7 +155,14 @@ def evaluate_many(exprs: list[str], values: dict[str, object]) -> list[int | Non
         result = [evaluate_many([e], values)[0] for e in exprs]
     if compiler() is not None:
         _store(key, result)
+        if len(exprs) > 1:
+            for e, r in zip(exprs, result):
+                _store(_key(program([e], values)), [r])
     return result
+
+
+def _key(source: str) -> str:
+    return hashlib.sha256(((compiler() or "") + "\0" + source).encode()).hexdigest()[:32]
 
 
 def evaluate(expr: str, values: dict[str, object]) -> int | None:

@@ -219,6 +219,7 @@ def _checked_launch(grid, block, project: Project, symbols: Symbols, override: d
     """(grid, block, None) when every dimension is an expression C++ evaluates from sizes and macros, else
     (placeholder dims, placeholder dims, why): a launch mepgen did not derive is never written as if it were."""
     why = None
+    _prefetch([*(grid or []), *(block or [])], project, symbols, override)
     if grid is None or block is None:
         why = "could not be traced to sizes"
     for e in [*(grid or []), *(block or [])]:
@@ -226,6 +227,22 @@ def _checked_launch(grid, block, project: Project, symbols: Symbols, override: d
             why = f"gives `{e}`, which does not evaluate to an integer from sizes and macros"
     ok = lambda dims: dims is not None and all(_numeric(e, project, symbols, override) is not None for e in dims)
     return (grid if ok(grid) else ["1"]), (block if ok(block) else ["1"]), why
+
+
+def _prefetch(exprs: list[str], project: Project, symbols: Symbols, override: dict[str, int]) -> None:
+    """Evaluate the expressions plain integer arithmetic cannot in one compile (cppeval caches each)."""
+    from .. import cppeval
+    values, hard = {}, []
+    for e in exprs:
+        for n in cexpr.names(e):
+            v = override.get(n, project.macro_value(n))
+            values[n] = infer.DEFAULT_SIZE if v is None and n in symbols.reasons else v
+    known = {k: v for k, v in values.items() if v is not None}
+    for e in exprs:
+        if not cexpr.names(e) - set(known) and cexpr.evaluate(e, known, compiler=False) is None:
+            hard.append(e)
+    if len(hard) > 1:
+        cppeval.evaluate_many(hard, known)
 
 
 def _struct_fields(values: dict[str, str], param_cursors) -> dict[str, str]:
