@@ -205,7 +205,8 @@ def body_errors(project: Project, cursor) -> list[str]:
         return []
     lo, hi = cursor.extent.start.offset, cursor.extent.end.offset
     out = []
-    for unit in project.tus:
+    units = [cursor.translation_unit] if getattr(cursor, "translation_unit", None) is not None else project.tus
+    for unit in units:      # the unit the kernel was read from (a file #included into another parses alone too)
         for d in unit.diagnostics:
             loc = d.location
             if d.severity >= 3 and loc.file is not None and loc.file.name == f.name and lo <= loc.offset <= hi:
