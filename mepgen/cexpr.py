@@ -38,7 +38,9 @@ def names(expr: str) -> set[str]:
     """The identifiers of values an expression uses (not functions, types, members or namespaces)."""
     try:
         tree = ast.parse(_pythonize(expr), mode="eval")
-        return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in ("dim3", *_CASTS, *_MINMAX)}
+        called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}     # `ceilf(...)`, `(float)(x)`
+        return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in called
+                and n.id not in ("dim3", *_CASTS, *_MINMAX, *_CXX_WORDS)}
     except SyntaxError:   # C++ that is not Python: float casts, `?:`, member access
         text = re.sub(r"\b\d[\w.]*", " ", str(expr))
         return {m for m in _IDENT.findall(text) if m not in _CXX_WORDS and m not in _CASTS}

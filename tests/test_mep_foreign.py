@@ -340,3 +340,37 @@ def test_a_grid_filled_in_by_a_function_taking_it_by_reference_is_not_its_initia
     s = spec_of(app, "ones")
     launch = [t for t in s.todo if t.field == "launch"]
     assert launch and "`grid` is passed by reference" in launch[0].reason
+
+
+def test_grids_set_again_every_round_of_a_loop_and_a_kernel_without_parameters(tmp_path):
+    """In a loop that launches two kernels, `blocks` is set before each launch: the later assignment does not
+    reach the first launch of the next round. A kernel with no parameters gets an MEP too."""
+    app = make_app(tmp_path, """
+        #include <cmath>
+        #define NX 3000
+        #define NY 1000
+        __global__ void tick() {}
+        __global__ void rows(float* a, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] = 1.0f; }
+        __global__ void cols(float* b, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) b[i] = 2.0f; }
+        int main()
+        {
+            float *a, *b;
+            cudaMalloc(&a, NX * sizeof(float));
+            cudaMalloc(&b, NY * sizeof(float));
+            dim3 threads(256), blocks;
+            for (int it = 0; it < 10; it++) {
+                blocks.x = (NX + threads.x - 1) / threads.x;
+                rows<<<blocks, threads>>>(a, NX);
+                blocks.x = (unsigned)ceil(NY / (double)threads.x);
+                cols<<<(dim3(blocks.x)), threads>>>(b, NY);
+            }
+            tick<<<1, 1>>>();
+            return 0;
+        }
+    """)
+    r = run("--all", "-C", app)
+    assert r.exit_code == 0, r.output
+    assert spec_of(app, "rows").size(spec_of(app, "rows").launch.grid[0]) == 12
+    assert spec_of(app, "cols").size(spec_of(app, "cols").launch.grid[0]) == 4
+    tick = spec_of(app, "tick")
+    assert tick.params == [] and tick.todo == []

@@ -146,8 +146,8 @@ def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()
         lines.append(f"  {name}: {value}")
     for group in ("params", "constants"):
         items = d.get(group, [])
-        if not items and group == "constants":
-            lines.append("constants: []")
+        if not items:                     # a kernel without parameters, or without constants
+            lines.append(f"{group}: []")
             continue
         lines.append(f"{group}:")
         for i, item in enumerate(items):

@@ -269,6 +269,8 @@ class Resolver:
         if init is not None:
             with self.inside(fn, d.extent.start.offset):
                 value = self.expr(init)
+        elif _decl_name(d.type) in DIM3_TYPES:
+            value = "dim3(1, 1, 1)"        # `dim3 blocks;`: CUDA's default constructor
         for st in steps:
             rhs = None
             if st.rhs is not None:
@@ -614,6 +616,11 @@ def _base_var(c):
 
 
 DIM3_TYPES = ("dim3", "uint3")
+
+
+def _decl_name(t) -> str:
+    decl = t.get_canonical().get_declaration() if t is not None else None
+    return decl.spelling if decl is not None else ""
 
 
 def dim3_items(value: str) -> list[str]:
