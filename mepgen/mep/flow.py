@@ -41,20 +41,22 @@ def _strip(c):
     return c
 
 
-def _target(c, usr: str) -> tuple[bool, str | None]:
-    """Whether `c` names the variable (`v`) or one of its fields (`v.x`): (hit, field)."""
+def _target(c) -> tuple[str | None, str | None]:
+    """(usr, field) of the variable `c` names (`v`) or whose field it names (`v.x`); (None, None) otherwise."""
     c = _strip(c)
     if c is None:
-        return False, None
-    if c.kind.name == "DECL_REF_EXPR" and c.referenced is not None and c.referenced.get_usr() == usr:
-        return True, None
+        return None, None
+    if c.kind.name == "DECL_REF_EXPR" and c.referenced is not None and c.referenced.kind.name in ("VAR_DECL",
+                                                                                                "PARM_DECL"):
+        return c.referenced.get_usr(), None
     if c.kind.name == "MEMBER_REF_EXPR":
         kids = list(c.get_children())
         base = _strip(kids[0]) if kids else None
         if base is not None and base.kind.name == "DECL_REF_EXPR" and base.referenced is not None \
-                and base.referenced.get_usr() == usr:
-            return True, c.spelling
-    return False, None
+                and base.referenced.kind.name in ("VAR_DECL", "PARM_DECL") \
+                and not any(t.spelling == "->" for t in c.get_tokens()):
+            return base.referenced.get_usr(), c.spelling
+    return None, None
 
 
 def _operator(node, kids) -> str:
@@ -66,7 +68,20 @@ def _operator(node, kids) -> str:
 
 def modifications(fn, usr: str) -> list[Mod]:
     """Every change of variable `usr` inside function `fn`, with its path of ancestors, in source order."""
-    out: list[Mod] = []
+    return all_modifications(fn).get(usr, [])
+
+
+def all_modifications(fn) -> dict[str, list[Mod]]:
+    """Every change of every variable inside `fn` (usr -> changes in source order): one walk per function."""
+    tu = fn.translation_unit
+    cache = tu.__dict__.setdefault("_mepgen_modifications", {})     # lives as long as the parsed unit
+    key = (fn.location.file.name if fn.location.file else "", fn.extent.start.offset, fn.extent.end.offset)
+    if key in cache:
+        return cache[key]
+    out: dict[str, list[Mod]] = {}
+
+    def add(usr, mod):
+        out.setdefault(usr, []).append(mod)
 
     def visit(node, path):
         k = node.kind.name
@@ -77,31 +92,34 @@ def modifications(fn, usr: str) -> list[Mod]:
             else:
                 args = kids
             if args:
-                hit, member = _target(args[0], usr)
-                if hit:
+                usr, member = _target(args[0])
+                if usr is not None:
                     op = _operator(node, kids)
                     if k == "UNARY_OPERATOR" and op == "&":
-                        out.append(Mod(node, "?", None, None, list(path)))
+                        add(usr, Mod(node, "?", None, None, list(path)))
                     elif k == "UNARY_OPERATOR" and op in ("++", "--"):
-                        out.append(Mod(node, op, member, None, list(path)))
+                        add(usr, Mod(node, op, member, None, list(path)))
                     elif k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "CALL_EXPR") and op.endswith("=") \
                             and op not in ("==", "!=", "<=", ">="):
-                        out.append(Mod(node, op, member, args[-1] if len(args) > 1 else None, list(path)))
+                        add(usr, Mod(node, op, member, args[-1] if len(args) > 1 else None, list(path)))
         if k == "CALL_EXPR" and node.referenced is not None and not node.spelling.startswith("operator"):
             parms = [p for p in node.referenced.get_children() if p.kind.name == "PARM_DECL"]
             for i, a in enumerate(node.get_arguments()):
-                hit, _ = _target(a, usr)
+                usr, _ = _target(a)
                 ptype = parms[i].type if i < len(parms) else None
-                if hit and ptype is not None and ptype.kind.name == "LVALUEREFERENCE" \
+                if usr is not None and ptype is not None and ptype.kind.name == "LVALUEREFERENCE" \
                         and not ptype.get_pointee().is_const_qualified():
-                    out.append(Mod(node, "?", None, None, list(path)))
+                    add(usr, Mod(node, "?", None, None, list(path)))
         path.append(node)
         for c in kids:
             visit(c, path)
         path.pop()
 
     visit(fn, [])
-    return sorted(out, key=lambda m: m.node.extent.start.offset)
+    for mods in out.values():
+        mods.sort(key=lambda m: m.node.extent.start.offset)
+    cache[key] = out
+    return out
 
 
 def _contains(node, offset: int) -> bool:
@@ -215,16 +233,11 @@ def global_writes(project) -> dict[str, list[tuple[object, Mod]]]:
     if cache is not None:
         return cache
     out: dict[str, list] = {}
+    globals_ = set(project.globals)
     for fn in project.functions.values():
-        targets = set()
-        for n in _walk(fn):
-            if n.kind.name == "DECL_REF_EXPR" and n.referenced is not None and n.referenced.kind.name == "VAR_DECL":
-                parent = n.referenced.semantic_parent
-                if parent is not None and parent.kind.name in ("NAMESPACE", "TRANSLATION_UNIT"):
-                    targets.add(n.referenced.get_usr())
-        for usr in targets:
-            for m in modifications(fn, usr):
-                out.setdefault(usr, []).append((fn, m))
+        for usr, mods in all_modifications(fn).items():
+            if usr in globals_:
+                out.setdefault(usr, []).extend((fn, m) for m in mods)
     project.__dict__["_global_writes"] = out
     return out
 
