@@ -374,3 +374,31 @@ def test_grids_set_again_every_round_of_a_loop_and_a_kernel_without_parameters(t
     assert spec_of(app, "cols").size(spec_of(app, "cols").launch.grid[0]) == 4
     tick = spec_of(app, "tick")
     assert tick.params == [] and tick.todo == []
+
+
+def test_a_condition_over_constants_is_decided_by_the_compiler(tmp_path):
+    """`if (LEN % 256 != 0) blocks++;` depends on macros only: decided; `if (flag)` over a run-time value is not."""
+    app = make_app(tmp_path, """
+        #include <cstdlib>
+        #define LEN 5000
+        __global__ void ones(float* v, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) v[i] = 1.0f; }
+        __global__ void twos(float* v, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) v[i] = 2.0f; }
+        int main()
+        {
+            float* v;
+            cudaMalloc(&v, LEN * sizeof(float));
+            int blocks = LEN / 256;
+            if (LEN % 256 != 0) blocks++;
+            else blocks += 100;
+            ones<<<blocks, 256>>>(v, LEN);
+            int more = 1;
+            if (rand() > 5) more = 2;
+            twos<<<more, 256>>>(v, LEN);
+            return 0;
+        }
+    """)
+    run("--all", "-C", app)
+    ones = spec_of(app, "ones")
+    assert ones.todo == [] and ones.size(ones.launch.grid[0]) == 20
+    twos = spec_of(app, "twos")
+    assert any("under a condition" in t.reason for t in twos.todo)

@@ -157,8 +157,30 @@ def _condition(stmt):
     return kids[0] if stmt.kind.name in ("IF_STMT", "SWITCH_STMT", "CONDITIONAL_OPERATOR") and kids else None
 
 
+def _taken(m: Mod, own: list, decide) -> bool | None:
+    """Whether a change under `if` statements runs: each condition decided by `decide(cond)` (True, False or
+    None when it cannot be decided); None for any other branch (switch, `?:`, a lambda)."""
+    if decide is None:
+        return None
+    for j, x in enumerate(own):
+        if x.kind.name not in BRANCHES:
+            continue
+        if x.kind.name != "IF_STMT":
+            return None
+        kids = list(x.get_children())
+        child = own[j + 1] if j + 1 < len(own) else m.node
+        if len(kids) < 2 or child == kids[0]:
+            return None
+        value = decide(kids[0])
+        if value is None:
+            return None
+        if (child == kids[1]) != bool(value):
+            return False
+    return True
+
+
 def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
-                 choices: list[str], where, argv: list | None = None) -> list[Step]:
+                 choices: list[str], where, argv: list | None = None, decide=None) -> list[Step]:
     """The changes of the variable that run before the launch, in order; raises Unsure with the reason when one
     of them may or may not run. `launch_path`: the launch's ancestors (function first). `where(node)`: file:line."""
     out: list[Step] = []
@@ -202,7 +224,11 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
                 out.clear()
             continue
         if any(x.kind.name in BRANCHES for x in own):
-            raise Unsure(f"`{name}` is assigned at {where(m.node)} under a condition mepgen does not decide")
+            taken = _taken(m, own, decide)      # `if (N % 256) blocks++;` over constants: the compiler decides
+            if taken is None:
+                raise Unsure(f"`{name}` is assigned at {where(m.node)} under a condition mepgen does not decide")
+            if not taken:
+                continue
         if any(x.kind.name in LOOPS for x in own):
             raise Unsure(f"`{name}` is assigned at {where(m.node)} in a loop before the launch")
         out.append(Step(m.op, m.member, m.rhs, off))

@@ -250,7 +250,7 @@ class Resolver:
         argv: list = []
         try:
             steps = flow.steps_before(fn, d.get_usr(), d.spelling, flow.path_to(fn, at), at, self.choices,
-                                      self.where, argv)
+                                      self.where, argv, decide=lambda cond: self._decide(fn, cond))
         except flow.Unsure as e:
             self.unsure.append(str(e))
             return True, None
@@ -261,6 +261,17 @@ class Resolver:
             m = argv[-1][0]
             return True, self._argv_symbol(d, self.p.text(m.rhs), self.where(m.node), default)
         return self._value_from(d, fn, steps)
+
+    def _decide(self, fn, cond) -> bool | None:
+        """The value of an `if` condition when it depends on constants only (macros, traced values), by the
+        compiler; None when it depends on a value mepgen did not trace."""
+        from ..cexpr import evaluate, names
+        with self.inside(fn, cond.extent.start.offset):
+            text = self.expr(cond)
+        if text is None or names(text) & set(self.symbols.reasons):
+            return None
+        value = evaluate(text, self.p.macros)
+        return None if value is None else bool(value)
 
     def _value_from(self, d, fn, steps) -> tuple[bool, str | None]:
         """The declaration's value with the followed changes applied."""
