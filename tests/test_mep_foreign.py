@@ -402,3 +402,37 @@ def test_a_condition_over_constants_is_decided_by_the_compiler(tmp_path):
     assert ones.todo == [] and ones.size(ones.launch.grid[0]) == 20
     twos = spec_of(app, "twos")
     assert any("under a condition" in t.reason for t in twos.todo)
+
+
+def test_values_an_init_function_stores_through_pointers_are_derived(tmp_path):
+    """`setup(&rate, &n)` whose body is `*rate = 0.99f; *n = CELLS / 2;`: both derived and said; a count read
+    back from a library call (`cudaGetDeviceCount(&devices)`) is not."""
+    app = make_app(tmp_path, """
+        #define CELLS 4096
+        __global__ void decay(float* u, int n, float rate) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) u[i] *= rate; }
+        void setup(float* rate, int* n) { *rate = 0.99f; *n = CELLS / 2; }
+        int main()
+        {
+            float rate; int n, devices;
+            float* u;
+            setup(&rate, &n);
+            cudaGetDeviceCount(&devices);
+            cudaMalloc(&u, CELLS * sizeof(float));
+            decay<<<(n + 127) / 128, 128>>>(u, n, rate);
+            decay<<<devices, 128>>>(u, n, rate);
+            return 0;
+        }
+    """)
+    run("--all", "-C", app)
+    s = spec_of(app, "decay")
+    assert (s.param("rate").value, s.param("n").value) == ("0.99f", "CELLS / 2") and s.todo == []
+    assert "set by setup()" in (app / ".mepgen/meps/decay/mep.yaml").read_text()
+    from mepgen.inventory import load
+    from mepgen.mep.assemble import assemble
+    from mepgen.mep.project import Project
+    inv = load(app / ".mepgen" / "inventory.json")
+    k = inv["kernels"][0]
+    second, _ = assemble(Project(app, inv["translation_units"]), inv, k, {}, detect_gpu=False,
+                         site=k["launch_sites"][1])
+    reasons = " ".join(t.reason for t in second.todo)
+    assert "cudaGetDeviceCount()" in reasons

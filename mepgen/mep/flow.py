@@ -26,6 +26,8 @@ class Mod:
     member: str | None
     rhs: object | None
     path: list = field(default_factory=list)     # ancestors, function body first, the node's parent last
+    call: object | None = None                   # op `&arg`: the call that gets the variable's address
+    index: int = -1                              # ... as its argument number `index`
 
 
 class Unsure(Exception):
@@ -96,7 +98,9 @@ def all_modifications(fn) -> dict[str, list[Mod]]:
                 if usr is not None:
                     op = _operator(node, kids)
                     if k == "UNARY_OPERATOR" and op == "&":
-                        add(usr, Mod(node, "?", None, None, list(path)))
+                        call, index = _call_argument(node, path)
+                        add(usr, Mod(node, "&arg", None, None, list(path), call, index) if call is not None
+                            and member is None else Mod(node, "?", None, None, list(path)))
                     elif k == "UNARY_OPERATOR" and op in ("++", "--"):
                         add(usr, Mod(node, op, member, None, list(path)))
                     elif k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "CALL_EXPR") and op.endswith("=") \
@@ -122,6 +126,24 @@ def all_modifications(fn) -> dict[str, list[Mod]]:
     return out
 
 
+def _call_argument(node, path) -> tuple[object | None, int]:
+    """(call, argument index) when `node` is an argument of a call to a function of the application (through
+    casts only: `init(&dt)`, `setup((void*)&p)`), else (None, -1)."""
+    child = node
+    for parent in reversed(path):
+        if parent.kind.name == "CALL_EXPR":
+            if parent.referenced is None or parent.spelling.startswith("operator"):
+                return None, -1
+            for i, a in enumerate(parent.get_arguments()):
+                if a == child:
+                    return parent, i
+            return None, -1
+        if parent.kind.name not in ("UNEXPOSED_EXPR", "CSTYLE_CAST_EXPR", "PAREN_EXPR"):
+            return None, -1
+        child = parent
+    return None, -1
+
+
 def _contains(node, offset: int) -> bool:
     return node.extent.start.offset <= offset < node.extent.end.offset
 
@@ -136,11 +158,14 @@ def _for_parts(loop) -> tuple[object | None, object | None]:
 
 @dataclass
 class Step:
-    """What one change does to the value: `op`, on `member` or the whole, with the value expression `rhs`."""
+    """What one change does to the value: `op`, on `member` or the whole, with the value expression `rhs`
+    (`&arg`: the variable's address is argument `index` of `call`, which may store through it)."""
     op: str
     member: str | None
     rhs: object | None
     offset: int
+    call: object | None = None
+    index: int = -1
 
 
 def _mentions(node, word: str) -> bool:
@@ -231,7 +256,7 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
                 continue
         if any(x.kind.name in LOOPS for x in own):
             raise Unsure(f"`{name}` is assigned at {where(m.node)} in a loop before the launch")
-        out.append(Step(m.op, m.member, m.rhs, off))
+        out.append(Step(m.op, m.member, m.rhs, off, m.call, m.index))
     for m, loop in later:
         # harmless when every round assigns what it changes again before the launch (`b.x = ...; k<<<b>>>;`)
         fresh = {st.member or "*" for st in out if st.op == "=" and _contains(loop, st.offset)}

@@ -262,6 +262,44 @@ class Resolver:
             return True, self._argv_symbol(d, self.p.text(m.rhs), self.where(m.node), default)
         return self._value_from(d, fn, steps)
 
+    def _stored_through(self, call, index: int, d) -> str | None:
+        """The value a function stores through its pointer parameter `index` (`void init(float* dt) { *dt =
+        0.01f; }`): one unconditional `*p = expr` in its body and no other use of `p`; else None."""
+        ref = call.referenced
+        fn = self.p.find_function(ref.get_usr()) if ref is not None else None
+        parms = [x for x in fn.get_children() if x.kind.name == "PARM_DECL"] if fn is not None else []
+        body = next((c for c in fn.get_children() if c.kind.name == "COMPOUND_STMT"), None) if fn else None
+        if index < 0 or index >= len(parms) or body is None:
+            return None
+        pusr = parms[index].get_usr()
+        uses = [n for n in walk(body) if n.kind.name == "DECL_REF_EXPR" and n.referenced is not None
+                and n.referenced.get_usr() == pusr]
+        stores = []
+        for st in body.get_children():
+            n = strip(st)
+            kids = list(n.get_children()) if n is not None else []
+            if n is not None and n.kind.name == "BINARY_OPERATOR" and len(kids) == 2 and operator_of(n, kids) == "=":
+                lhs = strip(kids[0])
+                inner = strip(next(iter(lhs.get_children()), None)) if lhs.kind.name == "UNARY_OPERATOR" else None
+                if inner is not None and operator_of(lhs, list(lhs.get_children())) == "*" \
+                        and inner.kind.name == "DECL_REF_EXPR" and inner.referenced is not None \
+                        and inner.referenced.get_usr() == pusr:
+                    stores.append((n, kids[1]))
+        if len(stores) != 1 or len(uses) != 1:
+            return None
+        node, rhs = stores[0]
+        args = list(call.get_arguments())
+        self.bindings.append({x.get_usr(): (a, None) for x, a in zip(parms, args)})
+        try:
+            with self.inside(fn, node.extent.start.offset):
+                value = self.expr(rhs)
+        finally:
+            self.bindings.pop()
+        if value is not None:
+            self.choices.append(f"`{d.spelling}` is set by {fn.spelling}() at {self.where(node)}: "
+                                f"{self.p.text(rhs)}")
+        return value
+
     def _decide(self, fn, cond) -> bool | None:
         """The value of an `if` condition when it depends on constants only (macros, traced values), by the
         compiler; None when it depends on a value mepgen did not trace."""
@@ -283,6 +321,13 @@ class Resolver:
         elif _decl_name(d.type) in DIM3_TYPES:
             value = "dim3(1, 1, 1)"        # `dim3 blocks;`: CUDA's default constructor
         for st in steps:
+            if st.op == "&arg":                  # `init(&dt)`: what init() stores through its parameter
+                value = self._stored_through(st.call, st.index, d)
+                if value is None:
+                    self.unsure.append(f"`{d.spelling}` is set through a pointer by {st.call.spelling}() at "
+                                       f"{self.where(st.call)} in a way mepgen does not follow")
+                    return True, None
+                continue
             rhs = None
             if st.rhs is not None:
                 with self.inside(fn, st.offset):
