@@ -10,6 +10,10 @@ launch takes its first iteration's value, a stated choice (`Flow.choices`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .project import Project
 
 LOOPS = ("FOR_STMT", "WHILE_STMT", "DO_STMT", "CXX_FOR_RANGE_STMT")
 BRANCHES = ("IF_STMT", "SWITCH_STMT", "CONDITIONAL_OPERATOR", "CASE_STMT", "DEFAULT_STMT", "LAMBDA_EXPR",
@@ -297,3 +301,83 @@ def _walk(c):
     yield c
     for k in c.get_children():
         yield from _walk(k)
+
+
+def modified_locals(project: Project, fn) -> set[str]:
+    """USRs of the variables `fn` assigns, increments or takes the address of; one walk per function and
+    project (every variable of a launch site asks, and `--all` with chains asks for many sites)."""
+    from .resolve import operator_of, strip
+    cache = project.__dict__.setdefault("_modified_locals", {})
+    key = (fn.get_usr(), str(fn.location.file), fn.extent.start.offset)
+    if key not in cache:
+        out = set()
+        for n in _walk(fn):
+            k = n.kind.name
+            if k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
+                kids = list(n.get_children())
+                if not kids:
+                    continue
+                target = base_var(kids[0])
+                if target is not None:
+                    op = operator_of(n, kids)
+                    if op in ("=", "&", "++", "--") or k == "COMPOUND_ASSIGNMENT_OPERATOR":
+                        out.add(target.referenced.get_usr())
+            elif k == "CALL_EXPR" and n.referenced is not None and not n.spelling.startswith("operator"):
+                # passed to a non-const reference parameter (`set_grid(grid, n)` with `dim3& g`): may change
+                parms = [x for x in n.referenced.get_children() if x.kind.name == "PARM_DECL"]
+                for i, a in enumerate(n.get_arguments()):
+                    t = parms[i].type if i < len(parms) else None
+                    target = base_var(a) if t is not None and t.kind.name == "LVALUEREFERENCE" \
+                        and not t.get_pointee().is_const_qualified() else None
+                    if target is not None:
+                        out.add(target.referenced.get_usr())
+            if k == "CALL_EXPR" and n.spelling.startswith("operator") and n.spelling.endswith("=") \
+                    and n.spelling not in ("operator==", "operator!=", "operator<=", "operator>="):
+                kids = list(n.get_children())
+                target = base_var(kids[0]) if kids else None
+                if target is not None:
+                    out.add(target.referenced.get_usr())
+        cache[key] = out
+    return cache[key]
+
+
+def element_writes(project: Project, d) -> set[str]:
+    """{usr of d} when some function assigns an element of array `d` (`a[0] = ...`), else empty."""
+    from .resolve import operator_of, strip
+    cache = project.__dict__.setdefault("_element_writes", {})
+    usr = d.get_usr()
+    if usr not in cache:
+        fn = d.semantic_parent
+        hit = False
+        scope = fn if fn is not None and fn.kind.name not in ("NAMESPACE", "TRANSLATION_UNIT") else None
+        roots = [scope] if scope is not None else list(project.functions.values())
+        for root in roots:
+            for n in _walk(root):
+                if n.kind.name in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
+                    kids = list(n.get_children())
+                    t = strip(kids[0]) if kids else None
+                    if t is not None and t.kind.name == "ARRAY_SUBSCRIPT_EXPR":
+                        b = strip(next(iter(t.get_children()), None))
+                        op = operator_of(n, kids)
+                        if b is not None and b.kind.name == "DECL_REF_EXPR" and b.referenced is not None \
+                                and b.referenced.get_usr() == usr and (op.endswith("=") and op not in ("==", "!=", "<=", ">=") or op in ("++", "--")):
+                            hit = True
+                            break
+            if hit:
+                break
+        cache[usr] = {usr} if hit else set()
+    return cache[usr]
+
+
+def base_var(c):
+    """The variable an assignment target names: `v` of `v`, `v.x`, `(v)`; None for anything else."""
+    from .resolve import strip
+    c = strip(c)
+    while c is not None and c.kind.name in ("PAREN_EXPR", "MEMBER_REF_EXPR"):
+        kids = list(c.get_children())
+        if not kids or c.kind.name == "MEMBER_REF_EXPR" and any(t.spelling == "->" for t in c.get_tokens()):
+            return None
+        c = strip(kids[0])
+    if c is not None and c.kind.name == "DECL_REF_EXPR" and c.referenced is not None:
+        return c
+    return None

@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ..cexpr import is_one_group
+from .dim3 import DIM3_TYPES, apply_step, decl_name, dim3_component
+from .flow import element_writes, modified_locals
 from .project import Project, qualified_name, walk
 
 _LITERALS = ("INTEGER_LITERAL", "FLOATING_LITERAL", "CXX_BOOL_LITERAL_EXPR", "CHARACTER_LITERAL",
@@ -166,7 +168,7 @@ class Resolver:
                 and base.referenced.kind.name == "VAR_DECL" and base.referenced.type.get_canonical().kind.name \
                 == "CONSTANTARRAY":
             d = base.referenced
-            if d.get_usr() in _element_writes(self.p, d):
+            if d.get_usr() in element_writes(self.p, d):
                 self.unsure.append(f"elements of `{d.spelling}` are assigned after its declaration")
                 return None
             init = init_expr(d)
@@ -318,7 +320,7 @@ class Resolver:
         if init is not None:
             with self.inside(fn, d.extent.start.offset):
                 value = self.expr(init)
-        elif _decl_name(d.type) in DIM3_TYPES:
+        elif decl_name(d.type) in DIM3_TYPES:
             value = "dim3(1, 1, 1)"        # `dim3 blocks;`: CUDA's default constructor
         for st in steps:
             if st.op == "&arg":                  # `init(&dt)`: what init() stores through its parameter
@@ -336,7 +338,7 @@ class Resolver:
                     self.unsure.append(f"`{d.spelling}` is assigned `{self.p.text(st.rhs)}` at {self.where(st.rhs)}, "
                                        "which mepgen could not trace to a value")
                     return True, None
-            value = _apply(value, st, rhs, d.type)
+            value = apply_step(value, st, rhs, d.type)
             if value is None:
                 self.unsure.append(f"`{d.spelling}` changes at {self.where(d)}.. in a way mepgen does not follow "
                                    f"(`{st.op}` on {st.member or 'the whole value'})")
@@ -592,134 +594,6 @@ class Resolver:
         if key not in self._decls:
             self._decls[key] = {n.spelling: n for n in walk(fn) if n.kind.name in ("VAR_DECL", "PARM_DECL")}
         return self._decls[key]
-
-
-def modified_locals(project: Project, fn) -> set[str]:
-    """USRs of the variables `fn` assigns, increments or takes the address of; one walk per function and
-    project (every variable of a launch site asks, and `--all` with chains asks for many sites)."""
-    cache = project.__dict__.setdefault("_modified_locals", {})
-    key = (fn.get_usr(), str(fn.location.file), fn.extent.start.offset)
-    if key not in cache:
-        out = set()
-        for n in walk(fn):
-            k = n.kind.name
-            if k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
-                kids = list(n.get_children())
-                if not kids:
-                    continue
-                target = _base_var(kids[0])
-                if target is not None:
-                    op = operator_of(n, kids)
-                    if op in ("=", "&", "++", "--") or k == "COMPOUND_ASSIGNMENT_OPERATOR":
-                        out.add(target.referenced.get_usr())
-            elif k == "CALL_EXPR" and n.referenced is not None and not n.spelling.startswith("operator"):
-                # passed to a non-const reference parameter (`set_grid(grid, n)` with `dim3& g`): may change
-                parms = [x for x in n.referenced.get_children() if x.kind.name == "PARM_DECL"]
-                for i, a in enumerate(n.get_arguments()):
-                    t = parms[i].type if i < len(parms) else None
-                    target = _base_var(a) if t is not None and t.kind.name == "LVALUEREFERENCE" \
-                        and not t.get_pointee().is_const_qualified() else None
-                    if target is not None:
-                        out.add(target.referenced.get_usr())
-            if k == "CALL_EXPR" and n.spelling.startswith("operator") and n.spelling.endswith("=") \
-                    and n.spelling not in ("operator==", "operator!=", "operator<=", "operator>="):
-                kids = list(n.get_children())
-                target = _base_var(kids[0]) if kids else None
-                if target is not None:
-                    out.add(target.referenced.get_usr())
-        cache[key] = out
-    return cache[key]
-
-
-def _element_writes(project: Project, d) -> set[str]:
-    """{usr of d} when some function assigns an element of array `d` (`a[0] = ...`), else empty."""
-    cache = project.__dict__.setdefault("_element_writes", {})
-    usr = d.get_usr()
-    if usr not in cache:
-        fn = d.semantic_parent
-        hit = False
-        scope = fn if fn is not None and fn.kind.name not in ("NAMESPACE", "TRANSLATION_UNIT") else None
-        roots = [scope] if scope is not None else list(project.functions.values())
-        for root in roots:
-            for n in walk(root):
-                if n.kind.name in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
-                    kids = list(n.get_children())
-                    t = strip(kids[0]) if kids else None
-                    if t is not None and t.kind.name == "ARRAY_SUBSCRIPT_EXPR":
-                        b = strip(next(iter(t.get_children()), None))
-                        op = operator_of(n, kids)
-                        if b is not None and b.kind.name == "DECL_REF_EXPR" and b.referenced is not None \
-                                and b.referenced.get_usr() == usr and (op.endswith("=") and op not in ("==", "!=", "<=", ">=") or op in ("++", "--")):
-                            hit = True
-                            break
-            if hit:
-                break
-        cache[usr] = {usr} if hit else set()
-    return cache[usr]
-
-
-def _base_var(c):
-    """The variable an assignment target names: `v` of `v`, `v.x`, `(v)`; None for anything else."""
-    c = strip(c)
-    while c is not None and c.kind.name in ("PAREN_EXPR", "MEMBER_REF_EXPR"):
-        kids = list(c.get_children())
-        if not kids or c.kind.name == "MEMBER_REF_EXPR" and any(t.spelling == "->" for t in c.get_tokens()):
-            return None
-        c = strip(kids[0])
-    if c is not None and c.kind.name == "DECL_REF_EXPR" and c.referenced is not None:
-        return c
-    return None
-
-
-DIM3_TYPES = ("dim3", "uint3")
-
-
-def _decl_name(t) -> str:
-    decl = t.get_canonical().get_declaration() if t is not None else None
-    return decl.spelling if decl is not None else ""
-
-
-def dim3_items(value: str) -> list[str]:
-    """The three components of a dim3 value text: `dim3(a, b)` -> [a, b, 1]; `n` (converted) -> [n, 1, 1]."""
-    from ..cexpr import split_top_level
-    v = value.strip()
-    if v.startswith("dim3(") and v.endswith(")") and is_one_group(v[4:]):
-        items = [x for x in split_top_level(v[5:-1]) if x] or ["1"]
-    else:
-        items = [v]
-    return (items + ["1", "1", "1"])[:3]
-
-
-def dim3_component(value: str, member: str) -> str | None:
-    if member not in ("x", "y", "z"):
-        return None
-    return dim3_items(value)["xyz".index(member)]
-
-
-def _apply(value: str | None, st, rhs: str | None, vtype) -> str | None:
-    """The value after one followed change (flow.Step), or None where mepgen does not follow it."""
-    if st.member is None:
-        if st.op == "=":
-            return rhs
-        if value is None:
-            return None
-        if st.op in ("++", "--"):
-            return f"{parens(value)} {st.op[0]} 1"
-        return f"{parens(value)} {st.op[:-1]} {parens(rhs)}" if rhs is not None else None
-    decl = vtype.get_canonical().get_declaration() if vtype is not None else None
-    if decl is None or decl.spelling not in DIM3_TYPES or st.member not in ("x", "y", "z") or value is None:
-        return None
-    items = dim3_items(value)
-    i = "xyz".index(st.member)
-    if st.op == "=":
-        items[i] = rhs
-    elif st.op in ("++", "--"):
-        items[i] = f"{parens(items[i])} {st.op[0]} 1"
-    elif rhs is not None:
-        items[i] = f"{parens(items[i])} {st.op[:-1]} {parens(rhs)}"
-    else:
-        return None
-    return "dim3(" + ", ".join(items) + ")"
 
 
 def operator_of(node, kids) -> str:
