@@ -436,3 +436,21 @@ def test_values_an_init_function_stores_through_pointers_are_derived(tmp_path):
                          site=k["launch_sites"][1])
     reasons = " ".join(t.reason for t in second.todo)
     assert "cudaGetDeviceCount()" in reasons
+
+
+def test_constant_arrays_of_vectors_and_of_mixed_structs_are_no_internal_error(tmp_path):
+    app = make_app(tmp_path, """
+        #define N 1024
+        struct Coef { float a; int b; };
+        __constant__ float4 c_taps[4];
+        __constant__ Coef c_coef[2];
+        __global__ void apply(float* y, int n)
+        { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = c_taps[i % 4].x + c_coef[i % 2].a; }
+        int main() { float* y; cudaMalloc(&y, N * sizeof(float)); apply<<<N / 256, 256>>>(y, N); return 0; }
+    """)
+    r = run("--all", "-C", app)
+    assert r.exit_code == 3, r.output
+    s = spec_of(app, "apply")
+    taps, coef = s.constants
+    assert (taps.dtype, taps.count) == ("float32", "16")                # four float4 as sixteen floats
+    assert [t.field for t in s.todo] == ["constants[1].init"] and "mepgen capture apply" in s.todo[0].reason

@@ -12,7 +12,7 @@ from .buildcfg import build_config
 from .launch import LaunchCursors, dims, find_launches
 from .origins import constant_source
 from .project import Project
-from .records import record_of, scaled
+from .records import record_of, record_of_element, scaled
 from .resolve import Resolver, Symbols, strip
 
 _FIELD_ORDER = ["sizes", "params", "constants", "launch"]   # todos in the order mep.yaml shows the fields
@@ -279,7 +279,19 @@ def _constants(project: Project, kernel: dict, resolver: Resolver, todo: list[To
         ctype = decl.type.spelling
         value = constant_source(resolver, decl.get_usr())
         if t.kind.name == "CONSTANTARRAY":
-            dtype, count = infer.dtype_of(t.element_type.spelling, {}), str(t.element_count)
+            dtype, count = infer.dtype_of(t.element_type.get_canonical().spelling, {}), str(t.element_count)
+            record = record_of_element(t.element_type) if dtype is None else None
+            if record is not None:        # `__constant__ float4 taps[4]`: kept as 16 floats
+                dtype, count = record.dtype, str(t.element_count * record.lanes)
+            elif dtype is None:           # records of mixed fields: their bytes only a run of the application has
+                size = max(t.get_size(), 0)
+                todo.append(Todo(f"constants[{len(out)}].init", f"{g['qualified_name']} ({ctype}) holds records of "
+                                 f"mixed fields mepgen cannot generate; give its {size} bytes as an init of kind "
+                                 f"file, or record them from a run: `mepgen capture {kernel['qualified_name']} -- "
+                                 "./app ARGS`"))
+                out.append(Constant(g["qualified_name"], ctype, "uint8", str(size), Init("zeros"),
+                                    note="bytes of records mepgen cannot generate: zeros until completed"))
+                continue
             nums = _numbers(value)
             if nums is not None and len(nums) and int(count) % len(nums) == 0:
                 init, note = Init("values", {"values": nums}), "values copied in by the application"
