@@ -78,7 +78,8 @@ class Project:
         return self._bytes[name][start:end].decode("utf-8", errors="replace")
 
     def rel(self, cursor) -> str:
-        return str(Path(cursor.location.file.name).resolve().relative_to(self.app_root))
+        path = Path(cursor.location.file.name).resolve()
+        return str(path.relative_to(self.app_root)) if path.is_relative_to(self.app_root) else str(path)
 
     # --- indexing ------------------------------------------------------------------------------------
     def _index(self, unit) -> None:
