@@ -454,3 +454,20 @@ def test_constant_arrays_of_vectors_and_of_mixed_structs_are_no_internal_error(t
     taps, coef = s.constants
     assert (taps.dtype, taps.count) == ("float32", "16")                # four float4 as sixteen floats
     assert [t.field for t in s.todo] == ["constants[1].init"] and "mepgen capture apply" in s.todo[0].reason
+
+
+def test_a_cast_in_a_launch_argument_keeps_its_parentheses(tmp_path):
+    app = make_app(tmp_path, """
+        __global__ void fillv(double* b, const int n, const double left)
+        { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) b[i] = left + i; }
+        int main()
+        {
+            const int cells = 1664;
+            double* d;
+            cudaMalloc(&d, (cells + 1) * sizeof(double));
+            fillv<<<(cells + 255) / 256, 256>>>(d, cells, (double)cells);
+            return 0;
+        }
+    """)
+    run("--all", "-C", app)
+    assert spec_of(app, "fillv").param("left").value == "(double)1664"

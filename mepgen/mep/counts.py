@@ -26,7 +26,7 @@ def unparen(text: str) -> str:
     while prev != t:
         prev = t
         t = re.sub(r"\(\(([^()]*)\)\)", r"(\1)", t)
-        t = re.sub(r"(?<![\w>])\((\w+)\)", r"\1", t)
+        t = re.sub(r"(?<![\w>])\((\w+)\)(?!\s*[\w(.])", r"\1", t)     # not a cast: `(double)n` stays
     return t
 
 
