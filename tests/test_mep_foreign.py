@@ -471,3 +471,38 @@ def test_a_cast_in_a_launch_argument_keeps_its_parentheses(tmp_path):
     """)
     run("--all", "-C", app)
     assert spec_of(app, "fillv").param("left").value == "(double)1664"
+
+
+@pytest.mark.gpu
+def test_an_original_that_writes_one_plane_verifies_on_the_gpu(tmp_path):
+    """The kernel writes plane z = NZ / 2 of a NX x NY x NZ output, an `out` buffer as far as the access analysis
+    can tell: `mepgen run` checks the original against itself where it writes, says which region that is, and
+    does not fail its own verification."""
+    import subprocess
+    import sys
+    app = make_app(tmp_path, """
+        #define NX 256
+        #define NY 128
+        #define NZ 16
+        __global__ void one_plane(float* out, const float* in, int nx, int ny, int z)
+        {
+            int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+            if (x < nx && y < ny) out[(z * ny + y) * nx + x] = 2.0f * in[y * nx + x];
+        }
+        int main()
+        {
+            float *out, *in;
+            cudaMalloc(&out, NX * NY * NZ * sizeof(float));
+            cudaMalloc(&in, NX * NY * sizeof(float));
+            one_plane<<<dim3(NX / 32, NY / 8), dim3(32, 8)>>>(out, in, NX, NY, NZ / 2);
+            return 0;
+        }
+    """)
+    assert run("one_plane", "-C", app).exit_code == 0
+    assert spec_of(app, "one_plane").param("out").role == "out"
+    done = subprocess.run([sys.executable, "-m", "mepgen.cli", "run", "one_plane", "-C", str(app)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    plane = 256 * 128
+    assert f"writes {plane} of {plane * 16} elements of 'out'" in done.stdout + done.stderr
+    assert f"[{8 * plane}, {9 * plane - 1}]" in done.stdout + done.stderr
