@@ -1,7 +1,9 @@
 """Integer C expressions over named values (macros, size symbols): `(NX + TILE_X - 1) / TILE_X`.
 
-Used to evaluate launch configurations and element counts. Division is C's integer division for
-non-negative operands; `std::max`/`std::min` are understood; anything unknown (a variable, a function call other than dim3) gives None.
+Used to evaluate launch configurations and element counts. Plain integer arithmetic (C's truncating division,
+`std::max`/`std::min`, integer casts) is computed here; anything else that names only known values (float
+arithmetic and casts, `ceil`, `?:`, comparisons, `dim3(...).x`) is handed to the C++ compiler
+(:mod:`mepgen.cppeval`), so its value is C++'s own. An unknown name gives None.
 """
 from __future__ import annotations
 
@@ -26,17 +28,28 @@ def _pythonize(expr: str) -> str:
     return text
 
 
+_CXX_WORDS = {"sizeof", "alignof", "true", "false", "nullptr", "static_cast", "const", "unsigned", "signed", "int",
+              "long", "short", "char", "float", "double", "bool", "size_t", "int64_t", "uint64_t", "int32_t",
+              "uint32_t", "dim3", "std", "decltype", "void", "auto"}
+_IDENT = re.compile(r"(?<![\w.])(?<!->)(?<!::)([A-Za-z_]\w*)\b(?!\s*(?:\(|::))")
+
+
 def names(expr: str) -> set[str]:
-    """The identifiers an expression uses (empty when it does not parse)."""
+    """The identifiers of values an expression uses (not functions, types, members or namespaces)."""
     try:
         tree = ast.parse(_pythonize(expr), mode="eval")
-    except SyntaxError:
-        return set()
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in ("dim3", *_CASTS, *_MINMAX)}
+        called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}     # `ceilf(...)`, `(float)(x)`
+        return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in called
+                and n.id not in ("dim3", *_CASTS, *_MINMAX, *_CXX_WORDS)}
+    except SyntaxError:   # C++ that is not Python: float casts, `?:`, member access
+        text = re.sub(r"\b\d[\w.]*", " ", str(expr))
+        return {m for m in _IDENT.findall(text) if m not in _CXX_WORDS and m not in _CASTS}
 
 
-def evaluate(expr: str | int | None, values: dict[str, object], _depth: int = 0) -> int | None:
-    """Integer value of `expr`; values may be ints or (macro) expression strings, resolved recursively."""
+def evaluate(expr: str | int | None, values: dict[str, object], _depth: int = 0,
+             compiler: bool = True) -> int | None:
+    """Integer value of `expr`; values may be ints or (macro) expression strings, resolved recursively.
+    `compiler=False`: plain integer arithmetic only (None where the C++ compiler would be needed)."""
     if expr is None or _depth > 20:
         return None
     if isinstance(expr, bool):
@@ -46,16 +59,20 @@ def evaluate(expr: str | int | None, values: dict[str, object], _depth: int = 0)
     try:
         tree = ast.parse(_pythonize(str(expr)), mode="eval")
     except SyntaxError:
-        return None
+        return _by_compiler(str(expr), values) if compiler else None
 
     def ev(node):
         if isinstance(node, ast.Expression):
             return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-            return int(node.value)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+            return node.value
+        if isinstance(node, ast.Constant) and isinstance(node.value, float):
+            raise _NotPlain("a floating-point constant")
         if isinstance(node, ast.Name):
             if node.id in values:
                 v = evaluate(values[node.id], values, _depth + 1)
+                if v is None and isinstance(values[node.id], str):
+                    raise _NotPlain(node.id)     # a macro such as `(1.5 * 4)`: the compiler evaluates the whole
                 if v is None:
                     raise ValueError(node.id)
                 return v
@@ -85,12 +102,59 @@ def evaluate(expr: str | int | None, values: dict[str, object], _depth: int = 0)
             for a in node.elts:
                 v *= ev(a)
             return v
-        raise ValueError(ast.dump(node))
+        raise _NotPlain(ast.dump(node))
 
     try:
         return ev(tree)
+    except _NotPlain:
+        return _by_compiler(str(expr), values) if _depth == 0 and compiler else None
     except (ValueError, OverflowError, TypeError, RecursionError):
         return None
+
+
+_FLOAT = re.compile(r"(?<![\w.])(?:\d+\.\d*|\.\d+|\d+[eE][+-]?\d+)[fFlL]?|\b(?:float|double)\b")
+
+
+def integer(expr: str, values: dict[str, object]) -> int | None:
+    """Like :func:`evaluate`, but None when C++ would not give the expression an integer type."""
+    value = evaluate(expr, values)
+    if value is None:
+        return None
+    text, seen, todo = str(expr), set(), list(names(str(expr)))
+    while todo:
+        n = todo.pop()
+        if n in seen or n not in values:
+            continue
+        seen.add(n)
+        text += " " + str(values[n])
+        todo += list(names(str(values[n])))
+    if _FLOAT.search(text) and not re.fullmatch(r"0[xX][0-9a-fA-F]+", text.strip()):
+        from . import cppeval
+        if not cppeval.is_integral(str(expr), values):
+            return None
+    return value
+
+
+class _NotPlain(Exception):
+    """A construct beyond plain integer arithmetic: the compiler decides its value."""
+
+
+def _by_compiler(expr: str, values: dict[str, object]) -> int | None:
+    """The value C++ gives `expr`, when every name it uses has a value (else None without compiling)."""
+    known = set(values)
+    todo, seen = list(names(expr)), set()
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n not in known:
+            return None
+        v = values[n]
+        if isinstance(v, str):
+            todo += list(names(v))
+    from . import cppeval
+    return cppeval.evaluate(expr, values)
 
 
 def top_level_spans(text: str, sep: str = ",") -> list[tuple[int, int]]:

@@ -23,6 +23,34 @@ def const_file_name(symbol: str) -> str:
     return f"const.{symbol.replace('::', '.')}.npy"
 
 
+#: the most bytes an MEP's buffers (inputs, outputs, chain buffers, constants) may take together: above it
+#: mepgen allocates nothing and says which sizes to scale down
+MAX_MEP_BYTES = 16 << 30
+
+
+def footprint(spec: Spec) -> tuple[int, list[tuple[int, str]]]:
+    """(total bytes of the MEP's buffers, [(bytes, name)] largest first), from sizes alone (nothing allocated).
+    Raises MepgenError for a count that does not evaluate."""
+    from .spec import itemsize
+    items = []
+    for item in [*spec.params, *spec.buffers, *spec.constants]:
+        if getattr(item, "role", "in") == "scalar" or item.count is None or not item.dtype:
+            continue
+        items.append((spec.count(item) * (itemsize(item.dtype) or 1), item.name))
+    items.sort(reverse=True)
+    return sum(b for b, _ in items), items
+
+
+def check_footprint(spec: Spec, limit: int = MAX_MEP_BYTES) -> str | None:
+    """Why the MEP's buffers are too large to allocate (one line), else None."""
+    total, items = footprint(spec)
+    if total <= limit:
+        return None
+    big = ", ".join(f"{n} {b / 2 ** 30:.1f} GiB" for b, n in items[:3])
+    return (f"its buffers would take {total / 2 ** 30:.1f} GiB ({big}), more than the {limit >> 30} GiB an MEP may "
+            f"allocate; scale its sizes down (`--size SYM=N`, or `sizes` in mep.yaml)")
+
+
 def make_inputs(spec: Spec, mep_dir: Path, seed: int, out_dir: Path) -> dict[str, np.ndarray]:
     """Write `<param>.npy` for every in/inout buffer, `<buffer>.npy` for every chain buffer with an `init`
     and `const.<symbol>.npy` for every constant that has an `init` into `out_dir`; return the arrays by file
@@ -32,6 +60,9 @@ def make_inputs(spec: Spec, mep_dir: Path, seed: int, out_dir: Path) -> dict[str
     (struct-typed symbols) have no file: the harness initializes them from the expression.
     """
     check_fits(spec, Path(mep_dir))
+    too_big = check_footprint(spec)
+    if too_big:
+        raise MepgenError(f"{spec.kernel.name}: {too_big}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, np.ndarray] = {}

@@ -6,6 +6,7 @@ variant), so a kernel compiles the same way by hand, in the baseline and in ever
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from .spec import Spec
@@ -23,12 +24,37 @@ def arch_flag(arch: str) -> str:
     return f"-arch={arch}"
 
 
+#: size symbols reach the build under this reserved prefix (`sizes: {N: 2048}` is -DMEPGEN_SIZE_N=2048), so a
+#: size can never collide with a name of the application, CUDA's headers or the harness (`N`, `T`, `I`):
+#: the harness's expressions spell sizes with it (:func:`in_build`), and kernel.cu maps an application macro of
+#: the same name onto it (`#define N MEPGEN_SIZE_N`, mep/kernelsrc.py)
+SIZE_PREFIX = "MEPGEN_SIZE_"
+
+
+def size_macro(name: str) -> str:
+    return SIZE_PREFIX + name
+
+
+def in_build(expr, sizes) -> str:
+    """`expr` with each size symbol spelled as the build defines it: `(N + 255) / 256` ->
+    `(MEPGEN_SIZE_N + 255) / 256`; members (`g.N`), qualified names (`ns::N`) and literals stay."""
+    text = str(expr)
+    if not sizes:
+        return text
+    names = "|".join(map(re.escape, sorted(sizes, key=len, reverse=True)))
+    return re.sub(r"(?<![\w.$])(?<!->)(?<!::)\b(" + names + r")\b(?!\s*::)",
+                  lambda m: size_macro(m.group(1)), text)
+
+
 def build_flags(spec: Spec) -> list[str]:
     """Everything but the kernel file, the include folder, the input and the output, in protocol order:
-    -std, -arch, the spec's nvcc flags, its defines, then every size symbol as -D<SYM>=<value>."""
+    -std, -arch, the spec's nvcc flags, its defines, then every size symbol as -DMEPGEN_SIZE_<SYM>=<value>.
+    A define named like a size takes the size's value (`-DN=MEPGEN_SIZE_N`)."""
     flags = [f"-std={spec.build.std}", arch_flag(spec.build.arch), *spec.build.nvcc_flags]
-    flags += [d if d.startswith("-D") else f"-D{d}" for d in spec.build.defines]
-    flags += [f"-D{name}={value}" for name, value in spec.sizes.items()]
+    for d in spec.build.defines:
+        name = (d[2:] if d.startswith("-D") else d).partition("=")[0]
+        flags.append(f"-D{name}={size_macro(name)}" if name in spec.sizes else d if d.startswith("-D") else f"-D{d}")
+    flags += [f"-D{size_macro(name)}={value}" for name, value in spec.sizes.items()]
     return flags
 
 

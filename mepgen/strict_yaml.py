@@ -51,6 +51,8 @@ def _construct(node, keypath: tuple, lines: dict):
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_construct(v, keypath + (i,), lines) for i, v in enumerate(node.value)]
+    if node.tag == "tag:yaml.org,2002:null":      # `key:` with nothing after it (serializes to no document)
+        return None
     return yaml.safe_load(yaml.serialize(node))
 
 

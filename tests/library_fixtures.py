@@ -22,7 +22,11 @@ def example_meps(folder: Path, app: str, *mep_args: str) -> dict[str, Path]:
     by `mepgen mep MEP_ARGS` (run as python -m mepgen.cli: the GPU machine has no console script); MEPs by id."""
     shutil.copytree(REPO / "examples" / app, folder, ignore=shutil.ignore_patterns("build", ".mepgen"))
     subprocess.run([sys.executable, "-m", "mepgen.cli", "extract", "."], cwd=folder, check=True, capture_output=True)
-    subprocess.run([sys.executable, "-m", "mepgen.cli", "mep", *mep_args], cwd=folder, check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "mepgen.cli", "mep", *mep_args], cwd=folder, capture_output=True,
+                          text=True)
+    # exit 3: some MEP has a todo (heatcg's xpay: `beta = rr_new / rr` is computed at run time); the
+    # transformations only need kernel.cu and the spec's launch, which are written either way
+    assert done.returncode in (0, 3), done.stderr
     return {d.name: d for d in (folder / ".mepgen" / "meps").iterdir()}
 
 

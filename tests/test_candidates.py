@@ -87,7 +87,7 @@ def test_native_builds_a_harness_with_the_candidates_launch(heat_meps, tmp_path)
     built = be.compile(mep / "kernel.cu", launch=launch)
     assert not hasattr(built, "message"), getattr(built, "message", "")
     harness = next((tmp_path / "build").glob("harness-*/harness.cu")).read_text()
-    assert "const dim3 grid((MAT_N + 7) / 8);" in harness
+    assert "const dim3 grid((MEPGEN_SIZE_MAT_N + 7) / 8);" in harness     # sizes as the build defines them
     assert built.key != be.build_key(mep / "kernel.cu")
 
 

@@ -99,6 +99,6 @@ def test_const_file_name_replaces_scope_separators():
 def test_nvcc_command_follows_the_protocol(spec, tmp_path):
     cmd = mepbuild.nvcc_command(spec, tmp_path, tmp_path / "v1.cu", tmp_path / "bin")
     assert cmd[1:4] == ["-std=c++17", "-arch=sm_90", "-O3"]
-    assert "-DNDEBUG" in cmd and "-DNROWS=1000" in cmd and "-DNNZ=4999" in cmd
+    assert "-DNDEBUG" in cmd and "-DMEPGEN_SIZE_NROWS=1000" in cmd and "-DMEPGEN_SIZE_NNZ=4999" in cmd
     assert f'-DMEP_KERNEL_FILE="{(tmp_path / "v1.cu").resolve()}"' in cmd
     assert cmd[-4:] == [f"-I{tmp_path.resolve()}", str(tmp_path.resolve() / "harness.cu"), "-o", str(tmp_path / "bin")]

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from mepgen.evaluate.decide import decide, round_range, summarize
-from mepgen.evaluate.verify import DEFAULT_TOLERANCE, compare, reference_problem, tolerance_for, unchanged
+from mepgen.evaluate.verify import (DEFAULT_TOLERANCE, compare, reference_problem, tolerance_for, unchanged,
+                                   written_region)
 from mepgen.spec import Tolerance, load_spec
 from evaluate_fakes import FIXTURES
 
@@ -78,6 +79,25 @@ def test_reference_problems():
     assert reference_problem("y", np.ones(4, np.float32), 0) is None
     msg = reference_problem("u_new", poison_f32(4), 1)
     assert "leaves 4 of 4 elements of 'u_new' unwritten" in msg and "'inout'" in msg
+
+
+def test_an_output_written_in_a_slice_is_compared_where_the_original_writes():
+    """The original writes elements 2..5 of 8 (a plane of a 3D array): no reference problem, a note naming the
+    region; a candidate that writes the same is right, one that also writes outside it or misses one is not."""
+    ref = poison_f32(8)
+    ref[2:6] = [1.0, 2.0, 3.0, 4.0]
+    assert reference_problem("plane", ref, 0) is None
+    note = written_region("plane", ref, 0)
+    assert "writes 4 of 8 elements of 'plane'" in note and "[2, 5]" in note
+    assert compare("plane", ref.copy(), ref, TOL, 0) is None
+    spills = ref.copy()
+    spills[7] = 0.0
+    assert compare("plane", spills, ref, TOL, 0).bad == 1
+    misses = ref.copy()
+    misses[3] = poison_f32(1)[0]
+    m = compare("plane", misses, ref, TOL, 0)
+    assert (m.bad, m.unwritten) == (1, 1)
+    assert written_region("y", np.ones(3, np.float32), 0) is None
 
 
 def test_tolerance_from_spec_else_default_by_dtype():

@@ -83,12 +83,14 @@ def test_harness_speaks_the_protocol(heatcg_meps):
         assert f'"{flag}"' in text
     assert '#include MEP_KERNEL_FILE' in text and 'MEPGEN_RESULT' in text
     # launched exactly as configured: callee, grid, block, dynamic shared memory, on the created stream
-    assert "analysis::histogram<<<grid, block, shared_mem, stream>>>(d_data, NX * NY, d_bins);" in text
+    # sizes are spelled as the build defines them (-DMEPGEN_SIZE_NX=...): they cannot collide with the app's names
+    assert "analysis::histogram<<<grid, block, shared_mem, stream>>>(d_data, MEPGEN_SIZE_NX * MEPGEN_SIZE_NY, " \
+        "d_bins);" in text
     assert "cudaMemcpyToSymbolAsync(analysis::c_hist_range" in text
     dot = (app / ".mepgen/meps/cg.dot/harness.cu").read_text()
-    assert "static_cast<size_t>(BLOCK_SIZE * sizeof(float))" in dot
+    assert "static_cast<size_t>(MEPGEN_SIZE_BLOCK_SIZE * sizeof(float))" in dot
     grid = (app / ".mepgen/meps/heat.apply_boundary/harness.cu").read_text()
-    assert "heat::Grid{NX, NY, 1.0f, 1.0f}" in grid and "heat::BoundaryKind::Dirichlet" in grid
+    assert "heat::Grid{MEPGEN_SIZE_NX, MEPGEN_SIZE_NY, 1.0f, 1.0f}" in grid and "heat::BoundaryKind::Dirichlet" in grid
 
 
 def test_harness_flushes_the_l2_with_clean_lines(heatcg_meps):

@@ -63,7 +63,7 @@ def test_hand_edits_are_kept_refreshed_or_backed_up(heatcg):
 
     r = run("heat::diffuse_step", "--refresh", "-C", heatcg)
     assert r.exit_code == 0, r.output
-    assert "-DNX=512" in (mep / "Makefile").read_text()
+    assert "-DMEPGEN_SIZE_NX=512" in (mep / "Makefile").read_text()
     assert np.load(mep / "data" / "in" / "u.npy").shape == (512 * 2048,)
     assert (mep / "data" / "mine.npy").read_bytes() == b"user data"   # a person's files survive
 

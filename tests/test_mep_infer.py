@@ -87,7 +87,7 @@ def test_spmv_csr(heatcg_meps):
     ("cg.axpy", {"n": ("scalar", "int32", "N", None), "a": ("scalar", "float32", "-1.0f", None),
                  "x": ("in", "float32", "N", "uniform"), "y": ("inout", "float32", "N", "uniform")}),
     ("cg.xpay", {"n": ("scalar", "int32", "N", None), "x": ("in", "float32", "N", "uniform"),
-                 "beta": ("scalar", "float32", "0.5f", None), "p": ("inout", "float32", "N", "uniform")}),
+                 "beta": ("scalar", "float32", "float{}", None), "p": ("inout", "float32", "N", "uniform")}),
     ("cg.dot", {"n": ("scalar", "int32", "N", None), "a": ("in", "float32", "N", "uniform"),
                 "b": ("in", "float32", "N", "uniform"), "result": ("inout", "float32", "1", "zeros")}),
 ])
@@ -98,7 +98,8 @@ def test_vector_kernels(heatcg_meps, kid, rows):
     # vector_blocks(n) is a one-line helper: inlined into the launch configuration
     assert s.launch.grid == ["std::max(1, std::min((N + BLOCK_SIZE - 1) / BLOCK_SIZE, 1024))"]
     assert s.size(s.launch.grid[0]) == 1024
-    assert [t.field for t in s.todo] == ["sizes.N"]
+    # beta = rr_new / rr is computed at run time: a todo, never a made-up "safe default"
+    assert [t.field for t in s.todo] == ["sizes.N"] + (["params[2].value"] if kid == "cg.xpay" else [])
 
 
 def test_axpy_template_and_dot_shared_memory(heatcg_meps):
@@ -139,16 +140,21 @@ def test_kernel_file_is_self_contained_and_keeps_the_kernel_bytes(heatcg_meps):
     source = (app / s.kernel.source).read_bytes()[s.kernel.start_byte:s.kernel.end_byte].decode()
     assert source in text
     assert '#include "' not in text                               # no application header
-    assert "#ifndef NBINS\n" in text and "#define NBINS 64" in text  # size symbols guarded
+    assert "#define NBINS MEPGEN_SIZE_NBINS\n" in text and "#define NBINS 64" in text  # a size overrides
     assert f'#line 18 "{(app / "src/analysis.cu").resolve()}"' in text
     assert "void compute_histogram" not in text                  # no host code
     assert "namespace analysis {" in text and "bin_index" in text and "clamp_val" in text
 
 
-def test_default_inputs_are_written(heatcg_meps):
+def test_default_inputs_are_written(heatcg_meps, tmp_path):
     import numpy as np
+    from mepgen import datagen
     app, _ = heatcg_meps
-    d = app / ".mepgen/meps/cg.spmv_csr/data/in"
+    # spmv_csr's sizes are placeholder todos: its MEP allocates nothing until they are set; the generator
+    # makes the inputs its spec describes once they are
+    assert not (app / ".mepgen/meps/cg.spmv_csr/data").exists()
+    d = tmp_path / "in"
+    datagen.make_inputs(spec(app, "cg.spmv_csr"), app / ".mepgen/meps/cg.spmv_csr", 1, d)
     assert sorted(p.name for p in d.iterdir()) == ["col_idx.npy", "row_ptr.npy", "vals.npy", "x.npy"]
     rp = np.load(d / "row_ptr.npy")
     assert rp[0] == 0 and rp[-1] == 5 << 20 and (np.diff(rp) >= 0).all()

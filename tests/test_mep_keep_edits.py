@@ -22,7 +22,7 @@ def test_keep_edits_refreshes_an_edited_spec(heatcg_copy):
     assert kept.returncode == 0, kept.stderr
     assert "seed: 7," in spec.read_text()
     # untouched MEPs are generated as usual
-    assert mepgen("mep", "cg::xpay", "--keep-edits", "--size", "N=4096", cwd=heatcg_copy).returncode == 0
-    assert (heatcg_copy / ".mepgen/meps/cg.xpay/harness.cu").is_file()
+    assert mepgen("mep", "cg::axpy", "--keep-edits", "--size", "N=4096", cwd=heatcg_copy).returncode == 0
+    assert (heatcg_copy / ".mepgen/meps/cg.axpy/harness.cu").is_file()
     bad = mepgen("mep", "dense_matvec", "--keep-edits", "--force", cwd=heatcg_copy)
     assert bad.returncode != 0 and "--keep-edits excludes" in bad.stderr

@@ -133,7 +133,7 @@ def test_a_good_proposal_settles_every_todo_and_is_marked_for_review(app):
     assert "# out: inout: written only where i < n" in text          # mepgen's own notes are kept
     # the harness and inputs follow the proposal
     assert "Params{2, 0.5f}" in (folder(app) / "harness.cu").read_text()
-    assert "-DN=65536" in (folder(app) / "Makefile").read_text() and "-DSTRIDE=3" in (folder(app) / "Makefile").read_text()
+    assert "-DMEPGEN_SIZE_N=65536" in (folder(app) / "Makefile").read_text() and "-DMEPGEN_SIZE_STRIDE=3" in (folder(app) / "Makefile").read_text()
     assert np.load(folder(app) / "data" / "in" / "out.npy").shape == (65536,)
     # named in the printout, never presented as inferred
     assert "LLM test-model proposed sizes.N = 65536: accepted, review it" in r.output

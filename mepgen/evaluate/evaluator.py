@@ -30,7 +30,7 @@ from .devices import choose_backend, list_gpus, make_backend
 from .results import CompileFailed, EvalResult, Impossible, Mismatch, Timed, WrongResult
 from .store import Store, digest
 from .symbols import callee
-from .verify import compare, reference_problem, tolerance_for, unchanged
+from .verify import compare, reference_problem, tolerance_for, unchanged, written_region
 
 KERNEL_FILE = "kernel.cu"
 RESULT_VERSION = 1
@@ -100,6 +100,7 @@ class Evaluator:
             w.backend.sandbox_level = self.sandbox
         self.sets: list[InputSet] = []
         self.refs: dict[int, dict[str, np.ndarray]] = {}
+        self.ref_notes: list[str] = []      # outputs the original writes only in part (verify.written_region)
         self.inputs: dict[int, dict[str, np.ndarray]] = {}
         self.ref_key = digest("reference", self.original_text, spec.to_dict())
         self.gpu_ids = [peaks_mod.gpu_identity(d) for d in self.gpus]
@@ -153,10 +154,16 @@ class Evaluator:
                                      "device": out.record.get("device", "")})
                 ref = out.outputs
             self.refs[s.index] = ref
+            for name, arr in ref.items():
+                region = written_region(name, arr, s.index)
+                if region and region not in self.ref_notes:
+                    self.log(region)
+                    self.ref_notes.append(region)
         stale = launchcfg.stale_harness(self.spec, self.mep_dir)
         for worker in self.workers:
             if stale and stale not in worker.notes:
                 worker.notes.append(stale)
+            worker.notes += [n for n in self.ref_notes if n not in worker.notes]
             if self.opts.check_peaks:
                 try:
                     worker.peaks = peaks_mod.get(worker.device, self.store.build_dir / "peaks")

@@ -28,30 +28,39 @@ from .results import CompileFailed
 from .symbols import callee, find_kernel
 
 _PARAM_TYPES = """
-template <int I, typename... A> struct mepgen_nth;
-template <typename H, typename... A> struct mepgen_nth<0, H, A...> { typedef H type; };
-template <int I, typename H, typename... A> struct mepgen_nth<I, H, A...> {
-    typedef typename mepgen_nth<I - 1, A...>::type type; };
-template <int I, typename F> struct mepgen_param;
-template <int I, typename... A> struct mepgen_param<I, void (*)(A...)> {
-    typedef typename mepgen_nth<I, A...>::type type; };
+template <int MEPGEN_I, typename... MEPGEN_A> struct mepgen_nth;
+template <typename MEPGEN_H, typename... MEPGEN_A> struct mepgen_nth<0, MEPGEN_H, MEPGEN_A...> {
+    typedef MEPGEN_H type; };
+template <int MEPGEN_I, typename MEPGEN_H, typename... MEPGEN_A> struct mepgen_nth<MEPGEN_I, MEPGEN_H, MEPGEN_A...> {
+    typedef typename mepgen_nth<MEPGEN_I - 1, MEPGEN_A...>::type type; };
+template <int MEPGEN_I, typename MEPGEN_F> struct mepgen_param;
+template <int MEPGEN_I, typename... MEPGEN_A> struct mepgen_param<MEPGEN_I, void (*)(MEPGEN_A...)> {
+    typedef typename mepgen_nth<MEPGEN_I, MEPGEN_A...>::type type; };
 #define MEPGEN_PARAM(I) mepgen_param<I, decltype(&MEPGEN_KERNEL)>::type
 """
 
 
+def _callee_in_build(name: str, sizes) -> str:
+    base, lt, rest = name.partition("<")
+    return base + lt + mepbuild.in_build(rest, sizes) if lt else name
+
+
 def entry_source(spec: Spec, kernel_file: Path) -> str:
     """The translation unit that makes `kernel_file` launchable from a cubin."""
-    lines = [f'#include "{Path(kernel_file).resolve()}"', _PARAM_TYPES, f"#define MEPGEN_KERNEL {callee(spec)}", ""]
+    b = lambda e: mepbuild.in_build(e, spec.sizes)     # sizes are -DMEPGEN_SIZE_<SYM> in the build
+    lines = [f'#include "{Path(kernel_file).resolve()}"', _PARAM_TYPES,
+             f"#define MEPGEN_KERNEL {_callee_in_build(callee(spec), spec.sizes)}", ""]
     n = len(spec.params)
     for i, p in enumerate(spec.params):
         if p.role == "scalar":
-            lines.append(f"__device__ MEPGEN_PARAM({i}) mepgen_arg_{i} = {p.value};")
+            lines.append(f"__device__ MEPGEN_PARAM({i}) mepgen_arg_{i} = {b(p.value)};")
     layout = ", ".join(f"sizeof(MEPGEN_PARAM({i})), alignof(MEPGEN_PARAM({i}))" for i in range(n))
     lines.append(f"__device__ unsigned long long mepgen_layout[{2 * n}] = {{{layout}}};")
     for j, c in enumerate(spec.constants):
         if c.init is None and c.value is not None:
-            lines.append(f"__device__ decltype({c.name}) mepgen_const_{j} = {c.value};")
-    dims = [*(spec.launch.grid + ["1"] * 3)[:3], *(spec.launch.block + ["1"] * 3)[:3], spec.launch.shared_mem or "0"]
+            lines.append(f"__device__ decltype({c.name}) mepgen_const_{j} = {b(c.value)};")
+    dims = [b(d) for d in [*(spec.launch.grid + ["1"] * 3)[:3], *(spec.launch.block + ["1"] * 3)[:3],
+                           spec.launch.shared_mem or "0"]]
     lines.append("__device__ unsigned long long mepgen_launch[7] = {"
                  + ", ".join(f"(unsigned long long)({d})" for d in dims) + "};")
     lines.append("void mepgen_instantiate() { (void)&MEPGEN_KERNEL; }")

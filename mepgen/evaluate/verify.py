@@ -2,7 +2,9 @@
 
 The rules (DESIGN.md, "The evaluator's rules"): NaN and Inf never match, not even where the reference
 has them (a reference with NaN is the MEP's problem, reported by :func:`reference_problem`); an element
-still holding the poison the harness wrote before the launch was never written, and is counted apart;
+still holding the poison the harness wrote before the launch was never written, and is counted apart; where
+the original itself leaves elements unwritten (it writes one plane, a sub-range), only the elements it writes
+are compared and the others must stay unwritten (:func:`written_region`);
 integers and bools must match exactly; floats within `|got - ref| <= atol + rtol * |ref|`, with the
 tolerance from `mep.yaml` or a default for the dtype.
 """
@@ -42,19 +44,36 @@ def _poisoned(arr: np.ndarray) -> np.ndarray:
 
 
 def reference_problem(name: str, ref: np.ndarray, input_set: int) -> str | None:
-    """Why a reference output cannot serve as one (NaN, Inf, unwritten elements), or None."""
+    """Why a reference output cannot serve as one (NaN, Inf, no element written), or None. An output the
+    original writes only in part (one plane of a 3D array, a sub-range) is no problem: the elements it writes
+    are the ones checked (:func:`written_region`), the others must stay unwritten."""
     flat = ref.reshape(-1)
-    unwritten = int(_poisoned(flat).sum())
-    if unwritten:
+    poisoned = _poisoned(flat)
+    unwritten = int(poisoned.sum())
+    if flat.size and unwritten == flat.size:
         return (f"the original kernel leaves {unwritten} of {flat.size} elements of '{name}' unwritten "
                 f"(input set {input_set}): give '{name}' the role 'inout' in mep.yaml so those elements "
                 "keep their input values, or fix the launch configuration")
     if flat.dtype.kind == "f":
-        bad = int((~np.isfinite(flat.astype(np.float64))).sum())
+        bad = int((~np.isfinite(flat.astype(np.float64)) & ~poisoned).sum())
         if bad:
             return (f"the original kernel writes {bad} NaN/Inf values into '{name}' (input set {input_set}): "
                     "change the inputs' init in mep.yaml so the reference is finite")
     return None
+
+
+def written_region(name: str, ref: np.ndarray, input_set: int) -> str | None:
+    """A note when the original writes only part of an output (None when it writes all of it): the rule
+    "every output element is written" is "every element the original writes is written, the same way"."""
+    flat = ref.reshape(-1)
+    unwritten = int(_poisoned(flat).sum())
+    if not unwritten:
+        return None
+    idx = np.flatnonzero(~_poisoned(flat))
+    span = f"; written elements lie in [{int(idx[0])}, {int(idx[-1])}]" if idx.size else ""
+    return (f"the original kernel writes {flat.size - unwritten} of {flat.size} elements of '{name}' (input set "
+            f"{input_set}{span}): only those are compared, and a candidate must leave the others unwritten as "
+            "the original does")
 
 
 def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: Tolerance, input_set: int,
@@ -67,12 +86,15 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: Tolerance, input_s
     g, r = got.reshape(-1), ref.reshape(-1)
     unwritten = _poisoned(g)
     if g.dtype.kind == "f":
+        outside = _poisoned(r)            # elements the original leaves unwritten: they must stay so
         g64, r64 = g.astype(np.float64), r.astype(np.float64)
         nan, inf = np.isnan(g64), np.isinf(g64)
         finite = np.isfinite(g64) & np.isfinite(r64)
         with np.errstate(invalid="ignore", over="ignore"):
             err = np.abs(np.where(finite, g64 - r64, 0.0))
         bad = ~finite | (err > tol.atol + tol.rtol * np.abs(np.where(finite, r64, 0.0)))
+        bad = np.where(outside, ~unwritten, bad)
+        unwritten = unwritten & ~outside
         if not bad.any():
             return None
         rel = err / np.maximum(np.abs(np.where(finite, r64, 0.0)), np.finfo(np.float64).tiny)

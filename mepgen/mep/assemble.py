@@ -12,7 +12,7 @@ from .buildcfg import build_config
 from .launch import LaunchCursors, dims, find_launches
 from .origins import constant_source
 from .project import Project
-from .records import record_of, scaled
+from .records import record_of, record_of_element, scaled
 from .resolve import Resolver, Symbols, strip
 
 _FIELD_ORDER = ["sizes", "params", "constants", "launch"]   # todos in the order mep.yaml shows the fields
@@ -62,12 +62,17 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         a = strip(arg) if arg is not None else None
         if not prm["is_pointer"] and a is not None and a.kind.name == "DECL_REF_EXPR" and a.referenced is not None:
             symbols.preferred[a.referenced.get_usr()] = prm["name"]
-    with resolver.inside(enclosing):
+    at = next((c.extent.start.offset for c in (lc.grid, lc.block) if c is not None and c.extent.start.file is not None
+               and project.text(c)), None)
+    with resolver.inside(enclosing, at):
         values, todo, scalar_notes = infer.scalar_values(kernel["params"], param_cursors, args, resolver, targs)
+        mark = len(resolver.unsure)
         grid = dims(resolver, lc.grid)
         block = dims(resolver, lc.block)
+        launch_unsure = resolver.unsure[mark:]
         smem = resolver.expr(lc.shared_mem) if lc.shared_mem is not None else "0"
     facts = analyze(cursor, project.text)
+    broken = body_errors(project, cursor)
 
     struct_fields = _struct_fields(values, param_cursors)
     macros = {m for m in project.macros if project.macro_value(m) is not None}
@@ -84,11 +89,31 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
     for i, (prm, cur, arg) in enumerate(zip(kernel["params"], param_cursors, args)):
         dtype = infer.dtype_of(prm["type"], targs)
         ctype = prm["type"]
+        if dtype is None and prm["is_pointer"] and cur.type.get_canonical().kind.name == "POINTER":
+            # a typedef of a number (`typedef unsigned char uchar;`): its canonical type says which
+            pointee = cur.type.get_canonical().get_pointee()
+            if pointee.kind.name != "RECORD" and pointee.kind.name != "ELABORATED":
+                dtype = infer.dtype_of(pointee.spelling, targs)
         if not prm["is_pointer"]:
+            pointers = infer.pointer_fields(cur.type)
+            if pointers and any(t.field == f"params[{i}].value" for t in todo):
+                for t in todo:
+                    if t.field == f"params[{i}].value":
+                        t.reason = (f"`{prm['name']}` ({ctype}) is a struct passed by value that holds device "
+                                    f"pointers ({', '.join(pointers)}): their buffers exist only in a run of the "
+                                    f"application; complete it from one: `mepgen capture {kernel['qualified_name']} "
+                                    "-- ./app ARGS`")
             params.append(Param(prm["name"], "scalar", ctype, dtype, value=values[prm["name"]],
                                 note=scalar_notes.get(prm["name"])))
             continue
         role, why = infer.role_of(prm["name"], facts, infer.pointer_is_const(cur))
+        if broken and not (role == "in" and infer.pointer_is_const(cur)):
+            # accesses read from a body that did not parse are no evidence: `u[i] += v` may have vanished
+            role, why = "inout", f"the kernel did not parse cleanly ({broken[0]}): treated as read and written"
+            todo.append(Todo(f"params[{i}].role", f"the kernel's body did not parse cleanly ({broken[0]}"
+                             f"{f' and {len(broken) - 1} more' if len(broken) > 1 else ''}), so mepgen cannot be "
+                             f"sure how `{prm['name']}` is used: check its role (in, out or inout; inout until "
+                             "then) and fix the build flags that hid a header or macro"))
         pointee = cur.type.get_canonical().get_pointee().get_declaration()
         if dtype is not None and pointee is not None and pointee.kind.name != "NO_DECL_FOUND" \
                 and project.in_app(pointee):
@@ -97,7 +122,7 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         if record is not None:
             dtype = record.dtype
         elem_size = record.size if record is not None else itemsize(dtype)
-        with resolver.inside(enclosing):
+        with resolver.inside(enclosing, at):
             count, how = infer.buffer_count(prm["name"], arg, resolver, facts, elem_size, to_sizes)
         if count is None and nnz and infer.indexed_by_nonzero(prm["name"], facts):
             count, how = nnz, "indexed by the nonzero counter of a CSR row loop"
@@ -114,8 +139,12 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         if dtype is None:
             size = cur.type.get_canonical().get_pointee().get_size()
             of = f" ({size}-byte elements)" if size > 0 else ""
-            todo.append(Todo(f"params[{i}].dtype", f"`{prm['type']}`{of} is not a numeric element type mepgen can "
-                             f"generate; use a numpy dtype of the same size or an init of kind file"))
+            inner = infer.pointer_fields(cur.type.get_canonical().get_pointee())
+            held = f", records holding device pointers ({', '.join(inner)})" if inner else ""
+            todo.append(Todo(f"params[{i}].dtype", f"`{prm['type']}`{of}{held} is not a numeric element type mepgen "
+                             f"can generate; use a numpy dtype of the same size or an init of kind file, or complete "
+                             f"it from a run of the application: `mepgen capture {kernel['qualified_name']} -- "
+                             "./app ARGS`"))
             dtype = "uint8"
         if record is not None:
             count = scaled(count, record.lanes)
@@ -135,10 +164,13 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
 
     constants = _constants(project, kernel, resolver, todo)
     launch_todo = []
-    if grid is None or block is None:
-        launch_todo.append(Todo("launch", f"the launch configuration at {site['file']}:{site['line']} could not "
-                                "be traced to sizes; write grid and block as expressions"))
-        grid, block = grid or ["1"], block or ["1"]
+    grid, block, why = _checked_launch(grid, block, project, symbols, sizes_override)
+    if why is not None:
+        unsure = "; ".join(dict.fromkeys(launch_unsure))
+        launch_todo.append(Todo("launch", f"the launch configuration at {site['file']}:{site['line']} "
+                                f"{unsure + ': ' if unsure else ''}{why}; mepgen writes no launch it did not "
+                                "derive: write grid and block as expressions"))
+    notes += list(dict.fromkeys(resolver.choices))
     exprs = [*grid, *block, smem or "0", *(p.count for p in params if p.count), *values.values(),
              *(c.value or "" for c in constants), *(str(c.count) for c in constants if c.count)]
     for p in params:
@@ -164,6 +196,54 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
                                                      _written_only(params, facts))),
         todo=todo)
     return spec, notes
+
+
+def body_errors(project: Project, cursor) -> list[str]:
+    """`file:line: message` of each error libclang reported inside the kernel's definition."""
+    f = cursor.extent.start.file
+    if f is None:
+        return []
+    lo, hi = cursor.extent.start.offset, cursor.extent.end.offset
+    out = []
+    units = [cursor.translation_unit] if getattr(cursor, "translation_unit", None) is not None else project.tus
+    for unit in units:      # the unit the kernel was read from (a file #included into another parses alone too)
+        for d in unit.diagnostics:
+            loc = d.location
+            if d.severity >= 3 and loc.file is not None and loc.file.name == f.name and lo <= loc.offset <= hi:
+                text = f"{project.rel(cursor)}:{loc.line}: {d.spelling}"
+                if text not in out:
+                    out.append(text)
+    return out
+
+
+def _checked_launch(grid, block, project: Project, symbols: Symbols, override: dict[str, int]):
+    """(grid, block, None) when every dimension is an expression C++ evaluates from sizes and macros, else
+    (placeholder dims, placeholder dims, why): a launch mepgen did not derive is never written as if it were."""
+    why = None
+    _prefetch([*(grid or []), *(block or [])], project, symbols, override)
+    if grid is None or block is None:
+        why = "could not be traced to sizes"
+    for e in [*(grid or []), *(block or [])]:
+        if why is None and _numeric(e, project, symbols, override) is None:
+            why = f"gives `{e}`, which does not evaluate to an integer from sizes and macros"
+    ok = lambda dims: dims is not None and all(_numeric(e, project, symbols, override) is not None for e in dims)
+    return (grid if ok(grid) else ["1"]), (block if ok(block) else ["1"]), why
+
+
+def _prefetch(exprs: list[str], project: Project, symbols: Symbols, override: dict[str, int]) -> None:
+    """Evaluate the expressions plain integer arithmetic cannot in one compile (cppeval caches each)."""
+    from .. import cppeval
+    values, hard = {}, []
+    for e in exprs:
+        for n in cexpr.names(e):
+            v = override.get(n, project.macro_value(n))
+            values[n] = infer.DEFAULT_SIZE if v is None and n in symbols.reasons else v
+    known = {k: v for k, v in values.items() if v is not None}
+    for e in exprs:
+        if not cexpr.names(e) - set(known) and cexpr.evaluate(e, known, compiler=False) is None:
+            hard.append(e)
+    if len(hard) > 1:
+        cppeval.evaluate_many(hard, known)
 
 
 def _struct_fields(values: dict[str, str], param_cursors) -> dict[str, str]:
@@ -199,14 +279,18 @@ def _constants(project: Project, kernel: dict, resolver: Resolver, todo: list[To
         ctype = decl.type.spelling
         value = constant_source(resolver, decl.get_usr())
         if t.kind.name == "CONSTANTARRAY":
-            dtype, count = infer.dtype_of(t.element_type.spelling, {}), str(t.element_count)
-            rec = records.record_of_type(t.element_type.get_canonical()) if dtype is None else None
-            if rec is not None:     # float4 taps[8], Coef c[4] of one numeric field type: kept as scalars
-                dtype, count = rec.dtype, str(t.element_count * rec.lanes)
-            elif dtype is None:     # mixed fields: no data mepgen can generate
-                todo.append(Todo(f"constants[{len(out)}].value", f"{g['qualified_name']} ({ctype}): elements of a "
-                                 "type mepgen cannot generate; write a C++ initializer"))
-                out.append(Constant(g["qualified_name"], ctype, value="{}"))
+            dtype, count = infer.dtype_of(t.element_type.get_canonical().spelling, {}), str(t.element_count)
+            record = record_of_element(t.element_type) if dtype is None else None
+            if record is not None:        # `__constant__ float4 taps[4]`: kept as 16 floats
+                dtype, count = record.dtype, str(t.element_count * record.lanes)
+            elif dtype is None:           # records of mixed fields: their bytes only a run of the application has
+                size = max(t.get_size(), 0)
+                todo.append(Todo(f"constants[{len(out)}].init", f"{g['qualified_name']} ({ctype}) holds records of "
+                                 f"mixed fields mepgen cannot generate; give its {size} bytes as an init of kind "
+                                 f"file, or record them from a run: `mepgen capture {kernel['qualified_name']} -- "
+                                 "./app ARGS`"))
+                out.append(Constant(g["qualified_name"], ctype, "uint8", str(size), Init("zeros"),
+                                    note="bytes of records mepgen cannot generate: zeros until completed"))
                 continue
             nums = _numbers(value)
             if nums is not None and len(nums) and int(count) % len(nums) == 0:
@@ -275,10 +359,13 @@ def _sizes(project, exprs, symbols: Symbols, override: dict[str, int], nnz, nnz_
                 if nnz_rows else None
             sizes[n] = 5 * (rows or infer.DEFAULT_SIZE)
             todo.append(Todo(f"sizes.{n}", f"{reason}; the default 5 x rows is a guess for a 5-point stencil"))
+        elif n in symbols.defaults:
+            sizes[n] = symbols.defaults[n]
+            todo.append(Todo(f"sizes.{n}", f"{reason} (keep it or `--size {n}=VALUE`, then remove this todo)"))
         else:
             sizes[n] = infer.DEFAULT_SIZE
             todo.append(Todo(f"sizes.{n}", f"{reason}; {infer.DEFAULT_SIZE} is a placeholder (`mepgen mep ... "
-                             f"--size {n}=VALUE` sets it)"))
+                             f"--size {n}=VALUE` sets it; nothing is allocated until it is set)"))
     return {k: sizes[k] for k in names if k in sizes}
 
 

@@ -30,7 +30,7 @@ def _size(ctx, param, values) -> dict[str, int]:
 def _summary(r) -> dict:
     s = r.spec
     return {
-        "kernel": r.kernel, "path": str(r.path), "sizes": s.sizes,
+        "kernel": r.kernel, "outcome": "needs_person" if s.todo else "ready", "path": str(r.path), "sizes": s.sizes,
         "params": [{"name": p.name, "role": p.role, "dtype": p.dtype, "count": p.count, "value": p.value,
                     "init": p.init.to_dict() if p.init else None} for p in s.params],
         "launch": {"grid": s.launch.grid, "block": s.launch.block, "shared_mem": s.launch.shared_mem,
@@ -66,7 +66,8 @@ def _summary(r) -> dict:
 def mep(obj, kernels, every, force, refresh, keep_edits, chain, sizes, app, ask_llm, as_json):
     """Cut KERNEL(s) out into Minimal Executable Programs under .mepgen/meps/<kernel id>/.
 
-    Exits 3 when mep.yaml has fields mepgen could not infer (they are named; the MEP is still written).
+    Exits 3 when mep.yaml has fields mepgen could not infer (they are named; the MEP is still written) or, with
+    several kernels, when some got no MEP (each is named with the reason; the others are written).
     With --ask-llm an LLM proposes them first; what it proposed is named, and refused values stay todo.
     """
     from .generate import generate, refresh as do_refresh
@@ -81,13 +82,22 @@ def mep(obj, kernels, every, force, refresh, keep_edits, chain, sizes, app, ask_
     if keep_edits and (force or refresh):
         raise MepgenError("--keep-edits excludes --force and --refresh")
     ask = None if refresh else _asker(ws, ask_llm)
+    # several kernels: each gets its own outcome, one that cannot have an MEP does not stop the others
+    failed = [] if every or len(kernels) > 1 else None
     results = do_refresh(ws, list(kernels), every) if refresh else \
-        generate(ws, list(kernels), every, force, sizes, log=log, keep_edits=keep_edits, chain=chain, ask=ask)
+        generate(ws, list(kernels), every, force, sizes, log=log, keep_edits=keep_edits, chain=chain, ask=ask,
+                 failed=failed)
+    failed = failed or []
     if as_json:
-        click.echo(json.dumps([_summary(r) for r in results], indent=1))
+        click.echo(json.dumps([_summary(r) for r in results] + [
+            {"kernel": f.kernel, "outcome": "internal_error" if f.internal else "cannot", "reason": f.reason}
+            for f in failed], indent=1))
     else:
         for r in results:
             _print(r)
+        for f in failed:
+            click.echo(f"{f.kernel}: {'mepgen failed on it (a bug, please report)' if f.internal else 'no MEP'}: "
+                       f"{f.reason}")
     proposed = [(r.kernel, p.field) for r in results if r.llm is not None for p in r.llm.accepted]
     if proposed:
         fields = "; ".join(f"{k}: {f}" for k, f in proposed)
@@ -96,6 +106,16 @@ def mep(obj, kernels, every, force, refresh, keep_edits, chain, sizes, app, ask_
     if todo:
         fields = "; ".join(f"{k}: {t.field}" for k, t in todo)
         click.echo(f"mepgen: mep.yaml needs a person for: {fields}", err=True)
+    cannot = [f for f in failed if not f.internal]
+    if cannot:
+        click.echo(f"mepgen: no MEP for {len(cannot)} kernel(s): "
+                   + "; ".join(f"{f.kernel}: {f.reason}" for f in cannot), err=True)
+    internal = [f for f in failed if f.internal]
+    if internal:
+        click.echo("mepgen: internal error on " + "; ".join(f"{f.kernel}: {f.reason}" for f in internal)
+                   + f" (the other {len(results)} MEP(s) were written; rerun with -v for details)", err=True)
+        sys.exit(70)
+    if todo or cannot:
         sys.exit(EXIT_TODO)
 
 

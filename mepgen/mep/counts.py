@@ -26,7 +26,7 @@ def unparen(text: str) -> str:
     while prev != t:
         prev = t
         t = re.sub(r"\(\(([^()]*)\)\)", r"(\1)", t)
-        t = re.sub(r"(?<![\w>])\((\w+)\)", r"\1", t)
+        t = re.sub(r"(?<![\w>])\((\w+)\)(?!\s*[\w(.])", r"\1", t)     # not a cast: `(double)n` stays
     return t
 
 
@@ -47,7 +47,7 @@ def count_from_bytes(bytes_expr: str, elem_size: int | None) -> str:
         kept = [f for f in factors if not _SIZEOF.match(f.strip())]
         if len(kept) < len(factors):
             return unparen(" * ".join(unparen(f) for f in kept)) if kept else "1"
-    return f"({text}) / {elem_size or 1}"
+    return text if elem_size == 1 else f"({text}) / {elem_size or 1}"
 
 
 def _depth0_ops(text: str) -> set[str]:

@@ -8,7 +8,7 @@ from .. import datagen
 from ..budget import time_budget
 from ..errors import MepgenError
 from ..inventory import find_kernel, load
-from ..spec import Spec, load_spec
+from ..spec import Spec, Todo, load_spec
 from ..workspace import Workspace
 from . import writer
 from . import chain as chains
@@ -63,69 +63,104 @@ def select(inv: dict, names: list[str], every: bool) -> list[dict]:
     return [find_kernel(inv, n) for n in names]
 
 
+@dataclass
+class Failed:
+    """A kernel of `--all` that got no MEP, and why: mepgen cannot make one (`internal` False: a templated
+    launch it cannot read, a feature an MEP cannot reproduce), or mepgen itself failed on it (`internal`)."""
+    kernel: str
+    reason: str
+    internal: bool = False
+
+
 def generate(ws: Workspace, names: list[str], every: bool = False, force: bool = False,
              sizes: dict[str, int] | None = None, detect_gpu: bool = True, log=lambda m: None,
-             keep_edits: bool = False, chain: bool = False, ask=None) -> list[MepResult]:
-    """Write the MEP of each selected kernel; raises on the first kernel that cannot have one. With
-    `keep_edits`, a kernel whose mep.yaml a person edited is refreshed from that file instead. Launches
-    that feed the target's inputs are named in the notes; with `chain` the MEP runs them first. `ask`
-    (ask_llm.TodoAsker) proposes the todo fields of each MEP that has some, before it is written."""
+             keep_edits: bool = False, chain: bool = False, ask=None,
+             failed: list[Failed] | None = None) -> list[MepResult]:
+    """Write the MEP of each selected kernel. With `failed` (a list to fill), a kernel that cannot have an MEP
+    is recorded there and the others are still written (`--all`: one bad kernel must not sink the rest);
+    without it, the first such kernel raises. With `keep_edits`, a kernel whose mep.yaml a person edited is
+    refreshed from that file instead. Launches that feed the target's inputs are named in the notes; with
+    `chain` the MEP runs them first. `ask` (ask_llm.TodoAsker) proposes the todo fields of each MEP that has
+    some, before it is written."""
     inv = load(ws.inventory_path)
     check_fresh(ws, inv)
     kernels = select(inv, names, every)
+    ok = []
     for k in kernels:
         bad = unsupported(k)
         if bad:
-            raise MepgenError(f"{k['qualified_name']} uses {', '.join(bad)}, which an MEP cannot reproduce yet")
+            why = f"{k['qualified_name']} uses {', '.join(bad)}, which an MEP cannot reproduce yet"
+            if failed is None:
+                raise MepgenError(why)
+            failed.append(Failed(k["qualified_name"], why))
+        else:
+            ok.append(k)
     project = Project(ws.app_root, inv["translation_units"])
     arch = configured_arch(load_config(ws.app_root))
     results = []
-    for k in kernels:
-        mep_dir = ws.mep_dir(k["id"])
-        if keep_edits and mep_dir.exists() and writer.yaml_edited(mep_dir):
-            log(f"kept the edited {mep_dir / 'mep.yaml'}")
-            results += refresh(ws, [k["qualified_name"]])
+    for k in ok:
+        if failed is None:
+            results += _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask)
             continue
-        backup = writer.guard_overwrite(mep_dir, force) if mep_dir.exists() else None
-        symbols = chains.Symbols()
-        with time_budget(f"mep: completing {k['qualified_name']}"):
-            spec, notes = assemble(project, inv, k, dict(sizes or {}), detect_gpu, symbols=symbols)
-        if arch:
-            spec.build.arch = arch
-        site, _ = choose_launch(project, k)
-        found = chains.detect(project, inv, k, spec, site, symbols, dict(sizes or {}))
-        notes += found.notes
-        feeders = []
-        if chain and found.feeders:
-            notes += chains.apply(spec, found, site)
-            feeders = [f.kernel for f in found.feeders]
-        else:
-            notes += chains.describe(found)
-            if chain:
-                notes.append("--chain: no earlier launch feeds this kernel's inputs; the MEP has no chain")
-        managed = [p.name for p in spec.params if p.note and "cudaMallocManaged" in p.note]
-        if managed:
-            notes.append(f"{', '.join(managed)} is managed memory in the application; the MEP uses device memory")
-        header = [f"MEP of {k['qualified_name']} (mepgen, format 1: docs/mep-format.md). Edit freely; then run",
-                  f"`mepgen mep {k['qualified_name']} --refresh` to render harness.cu, Makefile and data/in again.",
-                  f"build.arch: {arch_source(inv, k, spec.build.arch, detect_gpu, configured=arch)}"] + notes
-        yaml_text = render_yaml(spec, header)
-        assembled, spec = spec, load_spec(mep_dir / "mep.yaml", yaml_text)   # validated as a person's file is
-        kernel_text = render_kernel_file(ws.app_root, k, spec, feeders)
-        outcome = None
-        if ask is not None and spec.todo:
-            outcome = ask(assembled, kernel_text, yaml_text, launch_site(ws.app_root, k))   # with its notes
-            if outcome.changed:
-                yaml_text = render_yaml(outcome.spec, header + outcome.header(), outcome.marks(assembled))
-                spec = load_spec(mep_dir / "mep.yaml", yaml_text)
-                kernel_text = render_kernel_file(ws.app_root, k, spec, feeders)
-        files = {"mep.yaml": yaml_text, "kernel.cu": kernel_text,
-                 "harness.cu": render_harness(spec), "Makefile": render_makefile(spec)}
-        datagen.check_fits(spec, mep_dir)
-        writer.write_folder(mep_dir, files, _fill_inputs(spec), yaml_hash=writer.sha256(yaml_text.encode()))
-        log(f"wrote {mep_dir}")
-        results.append(MepResult(k["qualified_name"], mep_dir, spec, notes, backup, outcome))
+        try:
+            results += _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask)
+        except MepgenError as e:
+            failed.append(Failed(k["qualified_name"], str(e)))
+        except Exception as e:      # noqa: BLE001 -- a bug of mepgen's on one kernel: said, the others written
+            import traceback
+            log(traceback.format_exc())
+            failed.append(Failed(k["qualified_name"], f"{type(e).__name__}: {e}", internal=True))
     return results
+
+
+def _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask) -> list[MepResult]:
+    """The MEP of one kernel (a list: `--keep-edits` refreshes instead)."""
+    mep_dir = ws.mep_dir(k["id"])
+    if keep_edits and mep_dir.exists() and writer.yaml_edited(mep_dir):
+        log(f"kept the edited {mep_dir / 'mep.yaml'}")
+        return refresh(ws, [k["qualified_name"]])
+    backup = writer.guard_overwrite(mep_dir, force) if mep_dir.exists() else None
+    symbols = chains.Symbols()
+    with time_budget(f"mep: completing {k['qualified_name']}"):
+        spec, notes = assemble(project, inv, k, dict(sizes or {}), detect_gpu, symbols=symbols)
+    if arch:
+        spec.build.arch = arch
+    site, _ = choose_launch(project, k)
+    found = chains.detect(project, inv, k, spec, site, symbols, dict(sizes or {}))
+    notes += found.notes
+    feeders = []
+    if chain and found.feeders:
+        notes += chains.apply(spec, found, site)
+        feeders = [f.kernel for f in found.feeders]
+    else:
+        notes += chains.describe(found)
+        if chain:
+            notes.append("--chain: no earlier launch feeds this kernel's inputs; the MEP has no chain")
+    managed = [p.name for p in spec.params if p.note and "cudaMallocManaged" in p.note]
+    if managed:
+        notes.append(f"{', '.join(managed)} is managed memory in the application; the MEP uses device memory")
+    header = [f"MEP of {k['qualified_name']} (mepgen, format 1: docs/mep-format.md). Edit freely; then run",
+              f"`mepgen mep {k['qualified_name']} --refresh` to render harness.cu, Makefile and data/in again.",
+              f"build.arch: {arch_source(inv, k, spec.build.arch, detect_gpu, configured=arch)}"] + notes
+    yaml_text = render_yaml(spec, header)
+    big = _too_big(spec) if not spec.todo else None     # placeholder sizes say nothing about memory
+    if big is not None:
+        spec.todo.insert(0, big)
+        yaml_text = render_yaml(spec, header)
+    assembled, spec = spec, load_spec(mep_dir / "mep.yaml", yaml_text)   # validated as a person's file is
+    kernel_text = render_kernel_file(ws.app_root, k, spec, feeders)
+    outcome = None
+    if ask is not None and spec.todo:
+        outcome = ask(assembled, kernel_text, yaml_text, launch_site(ws.app_root, k))   # with its notes
+        if outcome.changed:
+            yaml_text = render_yaml(outcome.spec, header + outcome.header(), outcome.marks(assembled))
+            spec = load_spec(mep_dir / "mep.yaml", yaml_text)
+            kernel_text = render_kernel_file(ws.app_root, k, spec, feeders)
+    files = {"mep.yaml": yaml_text, "kernel.cu": kernel_text,
+             "harness.cu": render_harness(spec), "Makefile": render_makefile(spec)}
+    writer.write_folder(mep_dir, files, _fill_inputs(spec), yaml_hash=writer.sha256(yaml_text.encode()))
+    log(f"wrote {mep_dir}")
+    return [MepResult(k["qualified_name"], mep_dir, spec, notes, backup, outcome)]
 
 
 def refresh(ws: Workspace, names: list[str], every: bool = False) -> list[MepResult]:
@@ -161,6 +196,20 @@ def _check_chain_kernels(spec: Spec, mep_dir: Path) -> None:
 
 
 def _fill_inputs(spec: Spec):
+    """data/in, once the spec is complete: sizes or counts mepgen did not derive never allocate (a placeholder
+    size can ask for terabytes); `mepgen mep KERNEL --refresh` generates them after the todos are settled."""
+    if spec.todo:
+        return None
+
     def fill(folder: Path) -> None:
         datagen.make_inputs(spec, folder, spec.verify.seed, folder / "data" / "in")
     return fill
+
+
+def _too_big(spec: Spec) -> Todo | None:
+    """A todo when the derived sizes ask for more memory than an MEP may allocate (datagen.MAX_MEP_BYTES)."""
+    try:
+        why = datagen.check_footprint(spec)
+    except MepgenError as e:
+        return Todo("sizes", str(e))
+    return Todo("sizes", f"the sizes as derived are too large for an MEP: {why}") if why else None

@@ -17,7 +17,6 @@ from .origins import allocation
 from .resolve import Resolver
 
 DEFAULT_SIZE = 1 << 20          # default of a size symbol nothing traces (always paired with a todo)
-FLOAT_DEFAULT = "0.5f"           # a float scalar the application computes at run time
 
 
 def dtype_of(type_spelling: str, targs: dict[str, str]) -> str | None:
@@ -39,16 +38,12 @@ def scalar_values(kernel_params, cursors, args, resolver: Resolver, targs) -> tu
             notes[prm["name"]] = f"launch argument `{resolver.p.text(arg) or '?'}`"
             continue
         ctype = cur.type.get_canonical().spelling
-        dt = dtype_of(prm["type"], targs)
-        if dt and dt.startswith("float"):
-            values[prm["name"]] = FLOAT_DEFAULT if dt == "float32" else FLOAT_DEFAULT[:-1]
-            notes[prm["name"]] = (f"launch argument `{resolver.p.text(arg) if arg is not None else '?'}` is computed "
-                                  f"at run time; {values[prm['name']]} is a safe default")
-        else:
-            values[prm["name"]] = f"{ctype}{{}}"
-            todo.append(Todo(f"params[{i}].value", f"`{prm['name']}` ({ctype}) gets "
-                             f"`{resolver.p.text(arg) if arg is not None else '?'}` at the launch, which mepgen "
-                             f"could not trace to a value; write a C++ expression"))
+        values[prm["name"]] = f"{ctype}{{}}"         # never runs: the todo blocks `mepgen run`
+        unsure = f" ({resolver.unsure[-1]})" if resolver.unsure else ""
+        todo.append(Todo(f"params[{i}].value", f"`{prm['name']}` ({ctype}) gets "
+                         f"`{resolver.p.text(arg) if arg is not None else '?'}` at the launch, which mepgen "
+                         f"could not trace to a value{unsure}; write a C++ expression, or record it from a run "
+                         f"(`mepgen capture KERNEL -- ./app ARGS`)"))
     return values, todo, notes
 
 
@@ -153,3 +148,24 @@ def pointer_is_const(cursor) -> bool:
     t = cursor.type.get_canonical()
     pointee = t.get_pointee() if t.kind.name == "POINTER" else t.element_type
     return pointee.is_const_qualified()
+
+
+def pointer_fields(t) -> list[str]:
+    """Names of the pointer fields of a struct type (`struct Planes { float* r; float* g; int n; }` -> [r, g]),
+    nested structs included (`a.b`); empty for any other type."""
+    out: list[str] = []
+
+    def visit(ty, prefix: str, depth: int) -> None:
+        decl = ty.get_canonical().get_declaration()
+        if depth > 4 or decl is None or decl.kind.name not in ("STRUCT_DECL", "CLASS_DECL", "UNION_DECL"):
+            return
+        for f in decl.get_children():
+            if f.kind.name != "FIELD_DECL":
+                continue
+            ft = f.type.get_canonical()
+            if ft.kind.name == "POINTER":
+                out.append(prefix + f.spelling)
+            elif ft.kind.name == "RECORD":
+                visit(ft, f"{prefix}{f.spelling}.", depth + 1)
+    visit(t, "", 0)
+    return out

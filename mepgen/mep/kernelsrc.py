@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..mepbuild import size_macro
 from ..spec import Spec
 
 _CATEGORIES = ("macros", "typedefs", "enums", "types", "globals", "device_functions")
@@ -79,7 +80,8 @@ def render_kernel_file(app_root: Path, kernel: dict, spec: Spec, feeders: list[d
         f"// kernel.cu -- the MEP of {kernel['qualified_name']}, cut out of {kernel['file']} by mepgen.",
         "// The kernel and everything it needs to compile, copied from the application; #line markers name the",
         "// original files. This is the only file that variants change; the harness includes it.",
-        "// Size symbols come from the build (-D<SYM>=<value>); the copies below only apply when built without.",
+        "// Size symbols come from the build (-DMEPGEN_SIZE_<SYM>=<value>) and replace the application's macro of",
+        "// the same name; the copies below apply when built without.",
     ]
     system, missing = _includes(kernel)
     for f in feeders:
@@ -129,7 +131,12 @@ def render_kernel_file(app_root: Path, kernel: dict, spec: Spec, feeders: list[d
                         out += ["", "// declared before its first caller, as the application's header does",
                                 _wrap(proto, f.get("namespaces", []))]
         if cat == "macros":
-            out += ["", f"#ifndef {m['name']}", f'#line {line} "{path}"', f"#define {text}", "#endif"]
+            name = m["name"]
+            if text.startswith(name + "("):       # function-like: no size can stand for it
+                out += ["", f"#ifndef {name}", f'#line {line} "{path}"', f"#define {text}", "#endif"]
+            else:                                 # a size of the same name (mep.yaml `sizes`) overrides it
+                out += ["", f"#if defined({size_macro(name)})", f"#define {name} {size_macro(name)}",
+                        f"#elif !defined({name})", f'#line {line} "{path}"', f"#define {text}", "#endif"]
             continue
         if not text.rstrip().endswith((";", "}")) or cat in ("types", "enums") and not text.rstrip().endswith(";"):
             text += ";"

@@ -84,8 +84,13 @@ def dims(resolver, c) -> list[str] | None:
     value = resolver.expr(c)
     if value is None:
         return None
-    from ..cexpr import split_top_level
+    from ..cexpr import is_one_group, split_top_level
     v = value.strip()
+    inner = v
+    while is_one_group(inner):                                          # `((dim3(a, b)))`
+        inner = inner[1:-1].strip()
+    if inner.startswith("dim3("):
+        v = inner
     while v.startswith("dim3(") and v.endswith(")"):
         inner = split_top_level(v[5:-1])
         if len(inner) == 1 and inner[0].startswith("dim3("):

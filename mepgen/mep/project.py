@@ -76,8 +76,8 @@ class Project:
         return self._bytes[name][start:end].decode("utf-8", errors="replace")
 
     def rel(self, cursor) -> str:
-        p = Path(cursor.location.file.name).resolve()     # outside the app (a system header): its absolute path
-        return str(p.relative_to(self.app_root)) if p.is_relative_to(self.app_root) else str(p)
+        path = Path(cursor.location.file.name).resolve()
+        return str(path.relative_to(self.app_root)) if path.is_relative_to(self.app_root) else str(path)
 
     # --- indexing ------------------------------------------------------------------------------------
     def _index(self, unit) -> None:
@@ -126,8 +126,9 @@ class Project:
         return self.functions.get(usr)
 
     def macro_value(self, name: str) -> int | None:
-        """Integer value of an object-like macro, its references to other macros resolved."""
-        return cexpr.evaluate(name, self.macros)
+        """Integer value of an object-like macro, its references to other macros resolved; None for a macro
+        whose type is not an integer (`#define DT 0.1f` is no size)."""
+        return cexpr.integer(name, self.macros)
 
 
 def qualified_name(cursor) -> str:

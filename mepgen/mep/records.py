@@ -35,11 +35,12 @@ def _scalar(t) -> tuple[str, int] | None:
 
 def record_of(pointer_type) -> Record | None:
     """The record a pointer parameter's type points to, or None when it is not one (see the module doc)."""
-    return record_of_type(pointer_type.get_canonical().get_pointee())
+    return record_of_element(pointer_type.get_canonical().get_pointee())
 
 
-def record_of_type(pointee) -> Record | None:
-    """The record a type is (the element of a buffer or of a `__constant__` array), or None."""
+def record_of_element(pointee) -> Record | None:
+    """The record an element type is (`float4`, a struct of one numeric type), or None."""
+    pointee = pointee.get_canonical()
     decl = pointee.get_declaration()
     if decl is None or decl.kind.name not in ("STRUCT_DECL", "CLASS_DECL"):
         return None
@@ -69,3 +70,6 @@ def scaled(count: str, lanes: int) -> str:
         return count
     simple = count.replace("_", "").isalnum()
     return f"{count} * {lanes}" if simple else f"({count}) * {lanes}"
+
+
+record_of_type = record_of_element      # the name the extract side uses

@@ -27,12 +27,49 @@ def _env() -> jinja2.Environment:
 
 
 def _wide(expr: str, sizes) -> str:
-    """Count expressions in 64-bit: `NX * NY` -> `(long long)(NX) * (long long)(NY)` (no int overflow)."""
-    return re.sub(r"\b(" + "|".join(map(re.escape, sorted(sizes, key=len, reverse=True))) + r")\b",
-                  r"(long long)(\1)", expr) if sizes else expr
+    """Count expressions in 64-bit, sizes spelled as the build defines them: `NX * NY` ->
+    `(long long)(MEPGEN_SIZE_NX) * (long long)(MEPGEN_SIZE_NY)` (no int overflow)."""
+    text = mepbuild.in_build(expr, sizes)
+    return re.sub(r"\b(" + re.escape(mepbuild.SIZE_PREFIX) + r"\w+)\b", r"(long long)(\1)", text) if sizes else text
 
 
 def render_harness(spec: Spec) -> str:
+    """harness.cu; every expression of mep.yaml with its size symbols spelled as the build defines them."""
+    return _render_harness(_built_terms(spec))
+
+
+def _built_terms(spec: Spec) -> Spec:
+    """A copy of the spec whose launch, scalar values, constant values and chain use the build's size names
+    (counts are converted where they are rendered, by _wide)."""
+    import copy
+    s = copy.deepcopy(spec)
+    b = lambda e: mepbuild.in_build(e, spec.sizes) if e is not None else None
+    s.launch.grid = [b(e) for e in s.launch.grid]
+    s.launch.block = [b(e) for e in s.launch.block]
+    s.launch.shared_mem = b(s.launch.shared_mem)
+    s.launch.callee = _callee_in_build(s.launch.callee, spec.sizes)
+    for p in s.params:
+        if p.role == "scalar":
+            p.value = b(p.value)
+    for c in s.constants:
+        c.value = b(c.value)
+    for step in s.chain:
+        step.grid, step.block, step.shared_mem = [b(e) for e in step.grid], [b(e) for e in step.block], \
+            b(step.shared_mem)
+        step.callee = _callee_in_build(step.callee, spec.sizes)
+        for a in step.args:
+            if a.role == "scalar":
+                a.value = b(a.value)
+    return s
+
+
+def _callee_in_build(callee: str, sizes) -> str:
+    """Template arguments of a callee (`k<BLOCK>`) with sizes spelled as built; the kernel's name stays."""
+    name, lt, rest = callee.partition("<")
+    return name + lt + mepbuild.in_build(rest, sizes) if lt else callee
+
+
+def _render_harness(spec: Spec) -> str:
     buffers = []
     args = []
     records = False
@@ -112,9 +149,10 @@ def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()
         return [f"  # {text}" for f, text in marks if _at(f, place)]
     lines = [f"# {h}" for h in header]
     lines += [f"version: {d['version']}", f"kernel: {_flow(d['kernel'])}"]
-    lines.append("sizes:                 # size symbols: passed to nvcc as -D<SYM>=<value>; scale them freely"
-                 if d.get("sizes") else "sizes: {}              # none: every count and dimension is a literal")
-    for name, value in d.get("sizes", {}).items():
+    sizes = d.get("sizes", {})            # to_dict leaves out an empty mapping: a launch of literals has none
+    lines.append("sizes:                 # size symbols: passed to nvcc as -DMEPGEN_SIZE_<SYM>=<value>; scale them freely"
+                 if sizes else "sizes: {}              # none: every count and dimension is a literal")
+    for name, value in sizes.items():
         mark = [t.reason for t in spec.todo if t.field == f"sizes.{name}"]
         mark += [f"a placeholder: see the todo of {t.field}" for t in spec.todo
                  if t.field != f"sizes.{name}" and re.search(rf"\bsizes\.{re.escape(name)}\b", t.reason)]
@@ -122,8 +160,8 @@ def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()
         lines.append(f"  {name}: {value}")
     for group in ("params", "constants"):
         items = d.get(group, [])
-        if not items and group == "constants":
-            lines.append("constants: []")
+        if not items:                     # a kernel without parameters, or without constants
+            lines.append(f"{group}: []")
             continue
         lines.append(f"{group}:")
         for i, item in enumerate(items):

@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ..cexpr import is_one_group
+from .dim3 import DIM3_TYPES, apply_step, decl_name, dim3_component
+from .flow import element_writes, modified_locals
 from .project import Project, qualified_name, walk
 from ..parsing import clang
 
@@ -24,6 +26,10 @@ _KEEP = ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")
 _INTEGRAL = {"INT", "UINT", "LONG", "ULONG", "LONGLONG", "ULONGLONG", "SHORT", "USHORT", "CHAR_S", "UCHAR",
              "SCHAR", "CHAR_U", "BOOL"}
 _MINMAX = ("max", "min")
+#: functions of the C/C++ standard library whose value depends only on their arguments (launch arithmetic)
+PURE_FUNCTIONS = {f + sfx for f in ("ceil", "floor", "round", "trunc", "sqrt", "cbrt", "pow", "log2", "log10", "log",
+                                    "exp2", "exp", "fabs", "fmin", "fmax", "fmod", "lround", "llround")
+                  for sfx in ("", "f", "l")} | {"abs", "labs", "llabs"}
 
 
 @dataclass
@@ -33,6 +39,7 @@ class Symbols:
     by_key: dict[str, str] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
     preferred: dict[str, str] = field(default_factory=dict)   # var usr -> name to use if it needs a symbol
+    defaults: dict[str, int] = field(default_factory=dict)    # symbol -> the application's own default (argv)
 
     def get(self, key: str, name: str, reason: str, taken: set[str]) -> str:
         if key in self.by_key:
@@ -94,17 +101,31 @@ class Resolver:
         self.taken = macros_taken
         self.bindings: list[dict[str, tuple]] = []     # inlined helper calls: param usr -> (arg, caller)
         self.scope: list = []                          # the host functions being looked into, innermost last
+        self.points: list[int | None] = []             # where in each scope function the value is wanted
+        self.choices: list[str] = []                   # stated choices (a loop's first iteration), for the notes
+        self.unsure: list[str] = []                    # why a value was not followed (control flow)
         self._decls: dict[str, dict] = {}
         self._depth = 0
 
     @contextmanager
-    def inside(self, fn):
-        """Resolve names as seen from host function `fn` (needed for text inside macro arguments)."""
+    def inside(self, fn, at: int | None = None):
+        """Resolve names as seen from host function `fn` (needed for text inside macro arguments); `at`: the
+        byte offset in `fn` where the values are wanted (a launch, a call), to follow assignments up to it."""
         self.scope.append(fn)
+        self.points.append(at)
         try:
             yield
         finally:
             self.scope.pop()
+            self.points.pop()
+
+    def where(self, node) -> str:
+        loc = node.location
+        try:
+            rel = self.p.rel(node)
+        except (ValueError, AttributeError):
+            rel = loc.file.name if loc.file is not None else "?"
+        return f"{rel}:{loc.line}"
 
     # --- values --------------------------------------------------------------------------------------
     def expr(self, c) -> str | None:
@@ -131,9 +152,38 @@ class Resolver:
         if k == "INIT_LIST_EXPR":
             items = [self.expr(x) for x in c.get_children()]
             return None if None in items else "{" + ", ".join(items) + "}"
-        if k in _SPLICE or k == "CXX_UNARY_EXPR" or k == "ARRAY_SUBSCRIPT_EXPR":
+        if k == "ARRAY_SUBSCRIPT_EXPR":
+            return self._element(c)
+        if k in _SPLICE or k == "CXX_UNARY_EXPR":
             return self._splice(c)
         return None
+
+    def _element(self, c) -> str | None:
+        """`local[1]` of an array initialized with a brace list (`size_t ls[2] = {BX, BY}`): that item; an
+        array whose elements are assigned (`ls[0] = ...`) is not followed."""
+        kids = list(c.get_children())
+        if len(kids) != 2:
+            return None
+        base = strip(kids[0])
+        if base is not None and base.kind.name == "DECL_REF_EXPR" and base.referenced is not None \
+                and base.referenced.kind.name == "VAR_DECL" and base.referenced.type.get_canonical().kind.name \
+                == "CONSTANTARRAY":
+            d = base.referenced
+            if d.get_usr() in element_writes(self.p, d):
+                self.unsure.append(f"elements of `{d.spelling}` are assigned after its declaration")
+                return None
+            init = init_expr(d)
+            index = self.expr(kids[1])
+            if init is None or index is None or strip(init).kind.name != "INIT_LIST_EXPR":
+                return None
+            from ..cexpr import evaluate
+            i = evaluate(index, self.p.macros)
+            items = list(strip(init).get_children())
+            if i is None or not 0 <= i < len(items):
+                return None
+            with self.inside(d.semantic_parent):
+                return self.expr(items[i])
+        return self._splice(c)
 
     def _has_refs(self, c) -> bool:
         for n in walk(c):
@@ -181,8 +231,162 @@ class Resolver:
             return self._var(d)
         return None
 
+    def _point(self, fn) -> int | None:
+        """The offset in `fn` where values are wanted, if a scope being resolved names one."""
+        if fn is None:
+            return None
+        usr = fn.get_usr()
+        for f, at in zip(reversed(self.scope), reversed(self.points)):
+            if f is not None and at is not None and f.get_usr() == usr:
+                return at
+        return None
+
+    def _followed(self, d) -> tuple[bool, str | None]:
+        """(handled, value) of a local that changes after its declaration: its value at the point the resolver
+        is asked about, following the assignments that certainly run before it (mep/flow.py)."""
+        from . import flow
+        parent = d.semantic_parent
+        at = self._point(parent)
+        fn = self.p.find_function(parent.get_usr()) if parent is not None else None
+        if at is None or fn is None:
+            return False, None
+        argv: list = []
+        try:
+            steps = flow.steps_before(fn, d.get_usr(), d.spelling, flow.path_to(fn, at), at, self.choices,
+                                      self.where, argv, decide=lambda cond: self._decide(fn, cond))
+        except flow.Unsure as e:
+            self.unsure.append(str(e))
+            return True, None
+        if argv:
+            default = None
+            if all(conditional for _, conditional in argv):
+                handled, default = self._value_from(d, fn, steps)
+            m = argv[-1][0]
+            return True, self._argv_symbol(d, self.p.text(m.rhs), self.where(m.node), default)
+        return self._value_from(d, fn, steps)
+
+    def _stored_through(self, call, index: int, d) -> str | None:
+        """The value a function stores through its pointer parameter `index` (`void init(float* dt) { *dt =
+        0.01f; }`): one unconditional `*p = expr` in its body and no other use of `p`; else None."""
+        ref = call.referenced
+        fn = self.p.find_function(ref.get_usr()) if ref is not None else None
+        parms = [x for x in fn.get_children() if x.kind.name == "PARM_DECL"] if fn is not None else []
+        body = next((c for c in fn.get_children() if c.kind.name == "COMPOUND_STMT"), None) if fn else None
+        if index < 0 or index >= len(parms) or body is None:
+            return None
+        pusr = parms[index].get_usr()
+        uses = [n for n in walk(body) if n.kind.name == "DECL_REF_EXPR" and n.referenced is not None
+                and n.referenced.get_usr() == pusr]
+        stores = []
+        for st in body.get_children():
+            n = strip(st)
+            kids = list(n.get_children()) if n is not None else []
+            if n is not None and n.kind.name == "BINARY_OPERATOR" and len(kids) == 2 and operator_of(n, kids) == "=":
+                lhs = strip(kids[0])
+                inner = strip(next(iter(lhs.get_children()), None)) if lhs.kind.name == "UNARY_OPERATOR" else None
+                if inner is not None and operator_of(lhs, list(lhs.get_children())) == "*" \
+                        and inner.kind.name == "DECL_REF_EXPR" and inner.referenced is not None \
+                        and inner.referenced.get_usr() == pusr:
+                    stores.append((n, kids[1]))
+        if len(stores) != 1 or len(uses) != 1:
+            return None
+        node, rhs = stores[0]
+        args = list(call.get_arguments())
+        self.bindings.append({x.get_usr(): (a, None) for x, a in zip(parms, args)})
+        try:
+            with self.inside(fn, node.extent.start.offset):
+                value = self.expr(rhs)
+        finally:
+            self.bindings.pop()
+        if value is not None:
+            self.choices.append(f"`{d.spelling}` is set by {fn.spelling}() at {self.where(node)}: "
+                                f"{self.p.text(rhs)}")
+        return value
+
+    def _decide(self, fn, cond) -> bool | None:
+        """The value of an `if` condition when it depends on constants only (macros, traced values), by the
+        compiler; None when it depends on a value mepgen did not trace."""
+        from ..cexpr import evaluate, names
+        with self.inside(fn, cond.extent.start.offset):
+            text = self.expr(cond)
+        if text is None or names(text) & set(self.symbols.reasons):
+            return None
+        value = evaluate(text, self.p.macros)
+        return None if value is None else bool(value)
+
+    def _value_from(self, d, fn, steps) -> tuple[bool, str | None]:
+        """The declaration's value with the followed changes applied."""
+        init = init_expr(d)
+        value = None
+        if init is not None:
+            with self.inside(fn, d.extent.start.offset):
+                value = self.expr(init)
+        elif decl_name(d.type) in DIM3_TYPES:
+            value = "dim3(1, 1, 1)"        # `dim3 blocks;`: CUDA's default constructor
+        for st in steps:
+            if st.op == "&arg":                  # `init(&dt)`: what init() stores through its parameter
+                value = self._stored_through(st.call, st.index, d)
+                if value is None:
+                    self.unsure.append(f"`{d.spelling}` is set through a pointer by {st.call.spelling}() at "
+                                       f"{self.where(st.call)} in a way mepgen does not follow")
+                    return True, None
+                continue
+            rhs = None
+            if st.rhs is not None:
+                with self.inside(fn, st.offset):
+                    rhs = self.expr(st.rhs)
+                if rhs is None:
+                    self.unsure.append(f"`{d.spelling}` is assigned `{self.p.text(st.rhs)}` at {self.where(st.rhs)}, "
+                                       "which mepgen could not trace to a value")
+                    return True, None
+            value = apply_step(value, st, rhs, d.type)
+            if value is None:
+                self.unsure.append(f"`{d.spelling}` changes at {self.where(d)}.. in a way mepgen does not follow "
+                                   f"(`{st.op}` on {st.member or 'the whole value'})")
+                return True, None
+        return True, value
+
+    def _global(self, d) -> tuple[bool, str | None]:
+        """(handled, value) of a namespace-scope variable that functions of the application assign: set once,
+        to one value (an init function's `g_alpha = 0.25f;`), it holds that value; anything else is unsure."""
+        from . import flow
+        writes = flow.global_writes(self.p).get(d.get_usr(), [])
+        if not writes:
+            return False, None
+        fn, m = writes[0]
+        texts = {self.p.text(w.rhs) if w.rhs is not None else None for _, w in writes}
+        if any(w.op != "=" or w.member is not None or w.rhs is None for _, w in writes) or len(texts) != 1:
+            self.unsure.append(f"`{d.spelling}` is changed in {len(writes)} place(s) ({self.where(m.node)} first) "
+                               "and mepgen does not know which holds at the launch")
+            return True, None
+        if init_expr(d) is not None:
+            self.unsure.append(f"`{d.spelling}` has an initializer and is set again at {self.where(m.node)}")
+            return True, None
+        if any(x.kind.name in flow.BRANCHES + flow.LOOPS for _, w in writes for x in w.path):
+            self.unsure.append(f"`{d.spelling}` is set at {self.where(m.node)} under a condition or in a loop")
+            return True, None
+        with self.inside(fn, m.node.extent.start.offset):
+            value = self.expr(m.rhs)
+        if value is None:
+            self.unsure.append(f"`{d.spelling}` is set to `{self.p.text(m.rhs)}` at {self.where(m.node)}, which "
+                               "mepgen could not trace to a value")
+            return True, None
+        self.choices.append(f"`{d.spelling}` is set once, in {fn.spelling}() at {self.where(m.node)}: "
+                            f"{self.p.text(m.rhs)}")
+        return True, value
+
     def _var(self, d) -> str | None:
         value = None
+        if d.semantic_parent is not None and d.semantic_parent.kind.name in ("NAMESPACE", "TRANSLATION_UNIT") \
+                and not d.type.is_const_qualified():
+            handled, value = self._global(d)
+            if handled:
+                return value if value is not None else self._symbol_for(d, init_expr(d), unsure=True)
+        if d.semantic_parent is not None and d.semantic_parent.kind.name not in ("NAMESPACE", "TRANSLATION_UNIT") \
+                and self._modified(d):
+            handled, value = self._followed(d)
+            if handled:
+                return value if value is not None else self._symbol_for(d, init_expr(d), unsure=True)
         if d.semantic_parent is not None and d.semantic_parent.kind.name in ("NAMESPACE", "TRANSLATION_UNIT") \
                 or not self._modified(d):
             with self.inside(d.semantic_parent):
@@ -203,7 +407,7 @@ class Resolver:
         if fn is None:
             return None
         for call, caller in self.p.calls.get(fn.get_usr(), []):
-            with self.inside(caller):
+            with self.inside(caller, call.extent.start.offset):
                 value = self.call_arg(call, index)
             if value is not None:
                 return value
@@ -219,12 +423,55 @@ class Resolver:
                 return i, fn
         return -1, None
 
-    def _symbol_for(self, d, init) -> str | None:
+    def _argv_symbol(self, d, text: str, where: str, default: str | None) -> str | None:
+        """A size symbol for a value the command line sets; its todo names the argument and the application's
+        default (the value it runs with when the argument is not given) when the code has one."""
+        if not is_integral(d.type):
+            return None
+        from ..cexpr import integer
+        value = integer(default, {**self.p.macros, **{k: v for k, v in self.symbols.defaults.items()}}) \
+            if default is not None else None
+        fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
+        arg = re.search(r"argv\s*\[[^\]]*\]", text)
+        reason = (f"`{d.spelling}` in {fn}() comes from the command line (`{arg.group(0) if arg else text}` at "
+                  f"{where})")
+        reason += f"; the application's default without it is {value}, used here" if value is not None \
+            else "; the code gives it no default"
+        name = self.symbols.preferred.get(d.get_usr(), d.spelling)
+        sym = self.symbols.get(f"argv:{d.get_usr()}", name, reason, self.taken)
+        if value is not None:
+            self.symbols.defaults[sym] = value
+        return sym
+
+    def _argv_init(self, d, init) -> str | None:
+        """The symbol of a variable initialized from the command line: `argc > 1 ? atoi(argv[1]) : 1024`."""
+        c = strip(init)
+        while c is not None and c.kind.name in ("PAREN_EXPR", "UNEXPOSED_EXPR") and len(list(c.get_children())) == 1:
+            c = strip(list(c.get_children())[0])
+        default = None
+        if c is not None and c.kind.name == "CONDITIONAL_OPERATOR":
+            kids = list(c.get_children())
+            if len(kids) == 3:
+                other = [k for k in kids[1:] if not any(t.spelling == "argv" for t in k.get_tokens())]
+                if len(other) == 1:
+                    default = self.expr(other[0])
+        return self._argv_symbol(d, self.p.text(init), self.where(d), default)
+
+    def _symbol_for(self, d, init, unsure: bool = False) -> str | None:
         """A size symbol for an integer that is not a compile-time value (None for other types)."""
         if not is_integral(d.type):
             return None
+        if init is not None and not unsure and re.search(r"\bargv\b", self.p.text(init)):
+            return self._argv_init(d, init)
         fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
-        if init is not None:
+        if unsure and self.unsure:
+            key = f"decl:{d.get_usr()}"
+            reason = self.unsure[-1]
+        elif self._modified(d) and d.semantic_parent is not None \
+                and d.semantic_parent.kind.name not in ("NAMESPACE", "TRANSLATION_UNIT"):
+            key = f"decl:{d.get_usr()}"     # one symbol per variable, whichever way it was reached
+            reason = f"`{d.spelling}` in {fn}() changes after its declaration and mepgen does not follow it there"
+        elif init is not None:
             key = f"init:{self.p.text(init)}"
             reason = f"`{d.spelling}` in {fn}() is `{self.p.text(init)}`, which mepgen could not trace to a value"
         else:
@@ -250,6 +497,8 @@ class Resolver:
         base = self.expr(kids[0])
         if base is None:
             return None
+        if field_decl.semantic_parent is not None and field_decl.semantic_parent.spelling in DIM3_TYPES:
+            return dim3_component(base, field_decl.spelling)
         return _field(base, field_decl.semantic_parent.type, field_decl.spelling)
 
     def _call(self, c) -> str | None:
@@ -268,6 +517,12 @@ class Resolver:
             ns = "std::" if ref is not None and ref.semantic_parent is not None \
                 and ref.semantic_parent.spelling == "std" else ""
             return f"{ns}{name}(" + ", ".join(vals) + ")"
+        if name in PURE_FUNCTIONS and ref is not None and not self.p.in_app(ref):
+            vals = [self.expr(a) for a in args]
+            if None in vals:
+                return None
+            callee = self.p.text(c).split("(")[0].strip() or name     # `std::ceil` as written
+            return f"{callee}(" + ", ".join(vals) + ")"
         fn = self.p.find_function(ref.get_usr()) if ref is not None else None
         ret = _single_return(fn) if fn is not None else None
         if ret is None:
@@ -340,28 +595,6 @@ class Resolver:
         if key not in self._decls:
             self._decls[key] = {n.spelling: n for n in walk(fn) if n.kind.name in ("VAR_DECL", "PARM_DECL")}
         return self._decls[key]
-
-
-def modified_locals(project: Project, fn) -> set[str]:
-    """USRs of the variables `fn` assigns, increments or takes the address of; one walk per function and
-    project (every variable of a launch site asks, and `--all` with chains asks for many sites)."""
-    cache = project.__dict__.setdefault("_modified_locals", {})
-    key = (fn.get_usr(), str(fn.location.file), fn.extent.start.offset)
-    if key not in cache:
-        out = set()
-        for n in walk(fn):
-            k = n.kind.name
-            if k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
-                kids = list(n.get_children())
-                if not kids:
-                    continue
-                target = strip(kids[0])
-                if target.kind.name == "DECL_REF_EXPR" and target.referenced is not None:
-                    op = operator_of(n, kids)
-                    if op in ("=", "&", "++", "--") or k == "COMPOUND_ASSIGNMENT_OPERATOR":
-                        out.add(target.referenced.get_usr())
-        cache[key] = out
-    return cache[key]
 
 
 def operator_of(node, kids) -> str:

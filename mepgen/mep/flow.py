@@ -1,0 +1,383 @@
+"""What a host variable holds at a launch: its declaration, then the assignments that certainly run before it.
+
+`dim3 grid(1, 1, 1); ... grid.x = (n + 255) / 256; k<<<grid, block>>>(...)` launches `(n + 255) / 256` blocks,
+not one: the value at the launch is the initializer with every assignment on the straight path to the launch
+applied in order (`grid.x = ...`, `grid = dim3(...)`, `n = ...`, `n *= 2`). An assignment that may or may not
+run before the launch (under an `if`, in a loop that does not hold the launch, or later in a loop that repeats
+it) makes the value unsure: the caller gets the reason, never a value. The counter of a loop that holds the
+launch takes its first iteration's value, a stated choice (`Flow.choices`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .project import Project
+
+LOOPS = ("FOR_STMT", "WHILE_STMT", "DO_STMT", "CXX_FOR_RANGE_STMT")
+BRANCHES = ("IF_STMT", "SWITCH_STMT", "CONDITIONAL_OPERATOR", "CASE_STMT", "DEFAULT_STMT", "LAMBDA_EXPR",
+            "CXX_TRY_STMT", "CXX_CATCH_STMT")
+_ASSIGN = ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR", "CALL_EXPR")
+
+
+@dataclass
+class Mod:
+    """One change of the variable: `op` is `=`, a compound operator (`*=`), `++`/`--`, or `?` (address taken,
+    passed by reference: not followable); `member` is the field assigned (`x` of `grid.x = ...`) or None."""
+    node: object
+    op: str
+    member: str | None
+    rhs: object | None
+    path: list = field(default_factory=list)     # ancestors, function body first, the node's parent last
+    call: object | None = None                   # op `&arg`: the call that gets the variable's address
+    index: int = -1                              # ... as its argument number `index`
+
+
+class Unsure(Exception):
+    """The value at the launch depends on control flow mepgen does not decide; the message says why."""
+
+
+def _strip(c):
+    while c is not None and c.kind.name in ("UNEXPOSED_EXPR", "PAREN_EXPR"):
+        kids = list(c.get_children())
+        if len(kids) != 1:
+            break
+        c = kids[0]
+    return c
+
+
+def _target(c) -> tuple[str | None, str | None]:
+    """(usr, field) of the variable `c` names (`v`) or whose field it names (`v.x`); (None, None) otherwise."""
+    c = _strip(c)
+    if c is None:
+        return None, None
+    if c.kind.name == "DECL_REF_EXPR" and c.referenced is not None and c.referenced.kind.name in ("VAR_DECL",
+                                                                                                "PARM_DECL"):
+        return c.referenced.get_usr(), None
+    if c.kind.name == "MEMBER_REF_EXPR":
+        kids = list(c.get_children())
+        base = _strip(kids[0]) if kids else None
+        if base is not None and base.kind.name == "DECL_REF_EXPR" and base.referenced is not None \
+                and base.referenced.kind.name in ("VAR_DECL", "PARM_DECL") \
+                and not any(t.spelling == "->" for t in c.get_tokens()):
+            return base.referenced.get_usr(), c.spelling
+    return None, None
+
+
+def _operator(node, kids) -> str:
+    from .resolve import operator_of
+    if node.kind.name == "CALL_EXPR":
+        return "=" if node.spelling == "operator=" else node.spelling.replace("operator", "")
+    return operator_of(node, kids)
+
+
+def modifications(fn, usr: str) -> list[Mod]:
+    """Every change of variable `usr` inside function `fn`, with its path of ancestors, in source order."""
+    return all_modifications(fn).get(usr, [])
+
+
+def all_modifications(fn) -> dict[str, list[Mod]]:
+    """Every change of every variable inside `fn` (usr -> changes in source order): one walk per function."""
+    tu = fn.translation_unit
+    cache = tu.__dict__.setdefault("_mepgen_modifications", {})     # lives as long as the parsed unit
+    key = (fn.location.file.name if fn.location.file else "", fn.extent.start.offset, fn.extent.end.offset)
+    if key in cache:
+        return cache[key]
+    out: dict[str, list[Mod]] = {}
+
+    def add(usr, mod):
+        out.setdefault(usr, []).append(mod)
+
+    def visit(node, path):
+        k = node.kind.name
+        kids = list(node.get_children())
+        if k in _ASSIGN and kids:
+            if k == "CALL_EXPR":   # an overloaded operator: [lhs, the operator, rhs]
+                args = [kids[0], kids[2]] if node.spelling.startswith("operator") and len(kids) == 3 else []
+            else:
+                args = kids
+            if args:
+                usr, member = _target(args[0])
+                if usr is not None:
+                    op = _operator(node, kids)
+                    if k == "UNARY_OPERATOR" and op == "&":
+                        call, index = _call_argument(node, path)
+                        add(usr, Mod(node, "&arg", None, None, list(path), call, index) if call is not None
+                            and member is None else Mod(node, "?", None, None, list(path)))
+                    elif k == "UNARY_OPERATOR" and op in ("++", "--"):
+                        add(usr, Mod(node, op, member, None, list(path)))
+                    elif k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "CALL_EXPR") and op.endswith("=") \
+                            and op not in ("==", "!=", "<=", ">="):
+                        add(usr, Mod(node, op, member, args[-1] if len(args) > 1 else None, list(path)))
+        if k == "CALL_EXPR" and node.referenced is not None and not node.spelling.startswith("operator"):
+            parms = [p for p in node.referenced.get_children() if p.kind.name == "PARM_DECL"]
+            for i, a in enumerate(node.get_arguments()):
+                usr, _ = _target(a)
+                ptype = parms[i].type if i < len(parms) else None
+                if usr is not None and ptype is not None and ptype.kind.name == "LVALUEREFERENCE" \
+                        and not ptype.get_pointee().is_const_qualified():
+                    add(usr, Mod(node, "?", None, None, list(path)))
+        path.append(node)
+        for c in kids:
+            visit(c, path)
+        path.pop()
+
+    visit(fn, [])
+    for mods in out.values():
+        mods.sort(key=lambda m: m.node.extent.start.offset)
+    cache[key] = out
+    return out
+
+
+def _call_argument(node, path) -> tuple[object | None, int]:
+    """(call, argument index) when `node` is an argument of a call to a function of the application (through
+    casts only: `init(&dt)`, `setup((void*)&p)`), else (None, -1)."""
+    child = node
+    for parent in reversed(path):
+        if parent.kind.name == "CALL_EXPR":
+            if parent.referenced is None or parent.spelling.startswith("operator"):
+                return None, -1
+            for i, a in enumerate(parent.get_arguments()):
+                if a == child:
+                    return parent, i
+            return None, -1
+        if parent.kind.name not in ("UNEXPOSED_EXPR", "CSTYLE_CAST_EXPR", "PAREN_EXPR"):
+            return None, -1
+        child = parent
+    return None, -1
+
+
+def _contains(node, offset: int) -> bool:
+    return node.extent.start.offset <= offset < node.extent.end.offset
+
+
+def _for_parts(loop) -> tuple[object | None, object | None]:
+    """(init, body) of a for statement (libclang leaves out the parts a loop does not write)."""
+    kids = list(loop.get_children())
+    toks = [t.spelling for t in loop.get_tokens()]
+    has_init = len(toks) > 2 and toks[2] != ";"
+    return (kids[0] if has_init and len(kids) > 1 else None), (kids[-1] if kids else None)
+
+
+@dataclass
+class Step:
+    """What one change does to the value: `op`, on `member` or the whole, with the value expression `rhs`
+    (`&arg`: the variable's address is argument `index` of `call`, which may store through it)."""
+    op: str
+    member: str | None
+    rhs: object | None
+    offset: int
+    call: object | None = None
+    index: int = -1
+
+
+def _mentions(node, word: str) -> bool:
+    """Whether the node's own tokens hold `word` (a node inside a macro expansion has none of its own)."""
+    if node is None or node.extent.end.offset <= node.extent.start.offset:
+        return False
+    lo, hi = node.extent.start.offset, node.extent.end.offset
+    return any(t.spelling == word and lo <= t.extent.start.offset and t.extent.end.offset <= hi
+               for t in node.get_tokens())
+
+
+def _condition(stmt):
+    kids = list(stmt.get_children())
+    return kids[0] if stmt.kind.name in ("IF_STMT", "SWITCH_STMT", "CONDITIONAL_OPERATOR") and kids else None
+
+
+def _taken(m: Mod, own: list, decide) -> bool | None:
+    """Whether a change under `if` statements runs: each condition decided by `decide(cond)` (True, False or
+    None when it cannot be decided); None for any other branch (switch, `?:`, a lambda)."""
+    if decide is None:
+        return None
+    for j, x in enumerate(own):
+        if x.kind.name not in BRANCHES:
+            continue
+        if x.kind.name != "IF_STMT":
+            return None
+        kids = list(x.get_children())
+        child = own[j + 1] if j + 1 < len(own) else m.node
+        if len(kids) < 2 or child == kids[0]:
+            return None
+        value = decide(kids[0])
+        if value is None:
+            return None
+        if (child == kids[1]) != bool(value):
+            return False
+    return True
+
+
+def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
+                 choices: list[str], where, argv: list | None = None, decide=None) -> list[Step]:
+    """The changes of the variable that run before the launch, in order; raises Unsure with the reason when one
+    of them may or may not run. `launch_path`: the launch's ancestors (function first). `where(node)`: file:line."""
+    out: list[Step] = []
+    later: list = []          # changes after the launch inside a loop that repeats it: carried to the next round
+    loops = [n for n in launch_path if n.kind.name in LOOPS]
+    for m in modifications(fn, usr):
+        off = m.node.extent.start.offset
+        if m.op == "?":
+            raise Unsure(f"`{name}` is passed by reference or its address is taken at {where(m.node)}")
+        # the innermost ancestor shared with the launch
+        common = 0
+        while common < len(m.path) and common < len(launch_path) and \
+                m.path[common] == launch_path[common]:
+            common += 1
+        shared = m.path[:common]
+        own = m.path[common:]
+        loop_step = next((lp for lp in reversed(shared) if lp.kind.name in LOOPS), None)
+        if loop_step is not None and loop_step.kind.name == "FOR_STMT":
+            init, body = _for_parts(loop_step)
+            in_body = body is not None and _contains(body, off)
+            in_init = init is not None and _contains(init, off)
+            if not in_body and not in_init:     # the condition or the increment of a loop holding the launch
+                if any(x.kind.name in BRANCHES for x in own):
+                    raise Unsure(f"`{name}` changes conditionally at {where(m.node)}")
+                choices.append(f"`{name}` is a counter of the loop at {where(loop_step)}: the MEP reproduces the "
+                               f"launch of its first iteration")
+                continue
+        if off > launch_offset:
+            loop = next((lp for lp in reversed(loops) if _contains(lp, off)), None)
+            if loop is not None:
+                later.append((m, loop))
+            continue
+        if argv is not None and _mentions(m.rhs, "argv"):
+            # the command line: under `if (argc ...)` the value before it is the application's default
+            conditional = any(x.kind.name in BRANCHES for x in own)
+            if conditional and not all(_mentions(_condition(x), "argc") for x in own if _condition(x) is not None):
+                raise Unsure(f"`{name}` is assigned from the command line at {where(m.node)} under a condition "
+                             "mepgen does not decide")
+            argv.append((m, conditional))
+            if not conditional:
+                out.clear()
+            continue
+        if any(x.kind.name in BRANCHES for x in own):
+            taken = _taken(m, own, decide)      # `if (N % 256) blocks++;` over constants: the compiler decides
+            if taken is None:
+                raise Unsure(f"`{name}` is assigned at {where(m.node)} under a condition mepgen does not decide")
+            if not taken:
+                continue
+        if any(x.kind.name in LOOPS for x in own):
+            raise Unsure(f"`{name}` is assigned at {where(m.node)} in a loop before the launch")
+        out.append(Step(m.op, m.member, m.rhs, off, m.call, m.index))
+    for m, loop in later:
+        # harmless when every round assigns what it changes again before the launch (`b.x = ...; k<<<b>>>;`)
+        fresh = {st.member or "*" for st in out if st.op == "=" and _contains(loop, st.offset)}
+        if "*" in fresh or (m.member in fresh if m.member else {"x", "y", "z"} <= fresh):
+            continue
+        raise Unsure(f"`{name}` changes at {where(m.node)}, after the launch, in a loop that repeats it")
+    return out
+
+
+def path_to(fn, offset: int) -> list:
+    """`fn` and every node below it whose extent holds `offset`, outermost first."""
+    path, node = [fn], fn
+    while True:
+        nxt = next((c for c in node.get_children() if _contains(c, offset)), None)
+        if nxt is None:
+            return path
+        path.append(nxt)
+        node = nxt
+
+
+def global_writes(project) -> dict[str, list[tuple[object, Mod]]]:
+    """Every change of a namespace-scope variable in the application's functions: usr -> [(function, Mod)]
+    (one walk per project: `float g_alpha; void init() { g_alpha = 0.25f; }`)."""
+    cache = project.__dict__.setdefault("_global_writes", None)
+    if cache is not None:
+        return cache
+    out: dict[str, list] = {}
+    globals_ = set(project.globals)
+    for fn in project.functions.values():
+        for usr, mods in all_modifications(fn).items():
+            if usr in globals_:
+                out.setdefault(usr, []).extend((fn, m) for m in mods)
+    project.__dict__["_global_writes"] = out
+    return out
+
+
+def _walk(c):
+    yield c
+    for k in c.get_children():
+        yield from _walk(k)
+
+
+def modified_locals(project: Project, fn) -> set[str]:
+    """USRs of the variables `fn` assigns, increments or takes the address of; one walk per function and
+    project (every variable of a launch site asks, and `--all` with chains asks for many sites)."""
+    from .resolve import operator_of, strip
+    cache = project.__dict__.setdefault("_modified_locals", {})
+    key = (fn.get_usr(), str(fn.location.file), fn.extent.start.offset)
+    if key not in cache:
+        out = set()
+        for n in _walk(fn):
+            k = n.kind.name
+            if k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
+                kids = list(n.get_children())
+                if not kids:
+                    continue
+                target = base_var(kids[0])
+                if target is not None:
+                    op = operator_of(n, kids)
+                    if op in ("=", "&", "++", "--") or k == "COMPOUND_ASSIGNMENT_OPERATOR":
+                        out.add(target.referenced.get_usr())
+            elif k == "CALL_EXPR" and n.referenced is not None and not n.spelling.startswith("operator"):
+                # passed to a non-const reference parameter (`set_grid(grid, n)` with `dim3& g`): may change
+                parms = [x for x in n.referenced.get_children() if x.kind.name == "PARM_DECL"]
+                for i, a in enumerate(n.get_arguments()):
+                    t = parms[i].type if i < len(parms) else None
+                    target = base_var(a) if t is not None and t.kind.name == "LVALUEREFERENCE" \
+                        and not t.get_pointee().is_const_qualified() else None
+                    if target is not None:
+                        out.add(target.referenced.get_usr())
+            if k == "CALL_EXPR" and n.spelling.startswith("operator") and n.spelling.endswith("=") \
+                    and n.spelling not in ("operator==", "operator!=", "operator<=", "operator>="):
+                kids = list(n.get_children())
+                target = base_var(kids[0]) if kids else None
+                if target is not None:
+                    out.add(target.referenced.get_usr())
+        cache[key] = out
+    return cache[key]
+
+
+def element_writes(project: Project, d) -> set[str]:
+    """{usr of d} when some function assigns an element of array `d` (`a[0] = ...`), else empty."""
+    from .resolve import operator_of, strip
+    cache = project.__dict__.setdefault("_element_writes", {})
+    usr = d.get_usr()
+    if usr not in cache:
+        fn = d.semantic_parent
+        hit = False
+        scope = fn if fn is not None and fn.kind.name not in ("NAMESPACE", "TRANSLATION_UNIT") else None
+        roots = [scope] if scope is not None else list(project.functions.values())
+        for root in roots:
+            for n in _walk(root):
+                if n.kind.name in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
+                    kids = list(n.get_children())
+                    t = strip(kids[0]) if kids else None
+                    if t is not None and t.kind.name == "ARRAY_SUBSCRIPT_EXPR":
+                        b = strip(next(iter(t.get_children()), None))
+                        op = operator_of(n, kids)
+                        if b is not None and b.kind.name == "DECL_REF_EXPR" and b.referenced is not None \
+                                and b.referenced.get_usr() == usr and (op.endswith("=") and op not in ("==", "!=", "<=", ">=") or op in ("++", "--")):
+                            hit = True
+                            break
+            if hit:
+                break
+        cache[usr] = {usr} if hit else set()
+    return cache[usr]
+
+
+def base_var(c):
+    """The variable an assignment target names: `v` of `v`, `v.x`, `(v)`; None for anything else."""
+    from .resolve import strip
+    c = strip(c)
+    while c is not None and c.kind.name in ("PAREN_EXPR", "MEMBER_REF_EXPR"):
+        kids = list(c.get_children())
+        if not kids or c.kind.name == "MEMBER_REF_EXPR" and any(t.spelling == "->" for t in c.get_tokens()):
+            return None
+        c = strip(kids[0])
+    if c is not None and c.kind.name == "DECL_REF_EXPR" and c.referenced is not None:
+        return c
+    return None
