@@ -72,4 +72,3 @@ def scaled(count: str, lanes: int) -> str:
     return f"{count} * {lanes}" if simple else f"({count}) * {lanes}"
 
 
-record_of_type = record_of_element      # the name the extract side uses
