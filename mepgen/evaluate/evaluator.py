@@ -124,7 +124,7 @@ class Evaluator:
             self.compile_baseline()
         self.require_gpu()
         self.sets = [InputSet(k, self.store.input_set(k)) for k in range(self.k)]
-        self.inputs = {k: self.store.load_inputs(k) for k in range(self.k)}
+        self.inputs = _LazyInputs(self.store)     # read only where a backend hands inputs back to compare
         w = self.workers[0]
         for s in self.sets:
             ref = self.store.load_ref(self.ref_key, s.index)
@@ -244,7 +244,7 @@ class Evaluator:
             if m:
                 mismatches.append(m)
         changed = [name for name, arr in inputs_after.items()
-                   if name in self.inputs[k] and not unchanged(self.inputs[k][name], arr)]
+                   if name in self.inputs[k] and not unchanged(self.inputs[k][name], arr)] if inputs_after else []
         changed += [name for name in inputs_changed if name not in changed]
         return WrongResult(mismatches, changed) if mismatches or changed else None
 
@@ -428,6 +428,19 @@ class Evaluator:
     def close(self) -> None:
         for w in self.workers:
             w.backend.close()
+
+
+class _LazyInputs(dict):
+    """Input set k's arrays, read from the store on first use: the pycuda worker compares the inputs itself
+    (inputs_changed), so on that backend the evaluator never holds a copy of every input set."""
+
+    def __init__(self, store: Store):
+        super().__init__()
+        self.store = store
+
+    def __missing__(self, k: int) -> dict[str, np.ndarray]:
+        self[k] = self.store.load_inputs(k)
+        return self[k]
 
 
 def default_jobs(jobs: int) -> int:
