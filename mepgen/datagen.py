@@ -17,11 +17,6 @@ from .errors import MepgenError
 from .spec import Buffer, Constant, Init, Param, Spec
 
 
-#: elements drawn at a time for large uniform float buffers: a 64M-element float32 input drawn in one piece
-#: went through a 512 MiB float64 temporary (seconds per buffer); drawn in slices the bytes are the same
-CHUNK = 1 << 22
-
-
 def const_file_name(symbol: str) -> str:
     """`heat::c_grid` -> `const.heat.c_grid.npy` (the harness protocol's name for a constant's input)."""
     return f"const.{symbol.replace('::', '.')}.npy"
@@ -102,11 +97,7 @@ def _generate(init: Init, dtype: np.dtype, count: int, spec: Spec, mep_dir: Path
         if is_int:
             return rng.integers(int(low), int(high), size=count, endpoint=True).astype(dtype)
         work = np.float32 if dtype.itemsize <= 4 else np.float64
-        out = np.empty(count, dtype)
-        for lo in range(0, count, CHUNK):     # the same draws, in order, without a float64 copy of the whole
-            n = min(CHUNK, count - lo)
-            out[lo:lo + n] = rng.uniform(low, high, size=n).astype(work).astype(dtype)
-        return out
+        return rng.uniform(low, high, size=count).astype(work).astype(dtype)
     if kind == "normal":
         out = rng.normal(num("mean"), num("std"), size=count)
         return np.rint(out).astype(dtype) if is_int else out.astype(dtype)

@@ -102,18 +102,3 @@ def test_nvcc_command_follows_the_protocol(spec, tmp_path):
     assert "-DNDEBUG" in cmd and "-DNROWS=1000" in cmd and "-DNNZ=4999" in cmd
     assert f'-DMEP_KERNEL_FILE="{(tmp_path / "v1.cu").resolve()}"' in cmd
     assert cmd[-4:] == [f"-I{tmp_path.resolve()}", str(tmp_path.resolve() / "harness.cu"), "-o", str(tmp_path / "bin")]
-
-
-def test_uniform_floats_drawn_in_slices_are_the_bytes_of_one_draw(monkeypatch):
-    """Large uniform float buffers are drawn slice by slice (datagen.CHUNK): the bytes, hence the input-set
-    cache keys and every recorded reference, stay those of a single draw."""
-    import zlib
-    from mepgen.spec import Init
-    monkeypatch.setattr(datagen, "CHUNK", 7)
-    for dtype in (np.float32, np.float64, np.float16):
-        rng = np.random.default_rng([5, zlib.crc32(b"a")])
-        got = datagen._generate(Init("uniform", {"low": -2.0, "high": 3.0}), np.dtype(dtype), 50, None, Path("."),
-                                rng, "a")
-        work = np.float32 if np.dtype(dtype).itemsize <= 4 else np.float64
-        want = np.random.default_rng([5, zlib.crc32(b"a")]).uniform(-2.0, 3.0, 50).astype(work).astype(dtype)
-        assert got.dtype == dtype and got.tobytes() == want.tobytes()

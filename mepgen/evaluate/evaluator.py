@@ -128,17 +128,22 @@ class Evaluator:
         if self.workers[0].baseline is None:
             self.compile_baseline()
         self.require_gpu()
-        self.sets = []
-        for k in range(self.k):
-            if not self.store.has_input_set(k):
-                self.check_time()
-                if (self.gen_s or 0.0) > 3 or self.store.set_bytes() >= 64 << 20:
-                    self.log(f"making input set {k} ({self.store.set_bytes() / 2**20:.0f} MiB)")
-                t0 = time.monotonic()
-                self.store.input_set(k)
-                self.gen_s = time.monotonic() - t0
-            self.todo["gen"] -= 1
-            self.sets.append(InputSet(k, self.store.input_set(k)))
+        missing = [k for k in range(self.k) if not self.store.has_input_set(k)]
+        self.todo["gen"] = len(missing)
+        if missing:       # the first alone (its time says what the others take), the others side by side
+            mib = self.store.set_bytes() / 2**20
+            if mib >= 64:
+                self.log(f"making {len(missing)} input set(s) of {mib:.0f} MiB")
+            t0 = time.monotonic()
+            self.store.input_set(missing[0])
+            self.gen_s, self.todo["gen"] = time.monotonic() - t0, len(missing) - 1
+            self.check_time()
+            if missing[1:]:
+                from concurrent.futures import ThreadPoolExecutor     # numpy draws, casts and writes free the GIL
+                with ThreadPoolExecutor(min(len(missing) - 1, os.cpu_count() or 1)) as pool:
+                    list(pool.map(self.store.input_set, missing[1:]))
+            self.todo["gen"] = 0
+        self.sets = [InputSet(k, self.store.input_set(k)) for k in range(self.k)]
         self.inputs = _LazyInputs(self.store)     # read only where a backend hands inputs back to compare
         w = self.workers[0]
         for s in self.sets:

@@ -84,7 +84,10 @@ class State:
         return (int(raw) + PLACEMENT_SPAN - 1) // PLACEMENT_SPAN * PLACEMENT_SPAN + (placement or 0)
 
     def op_load_set(self, k: int, inputs: dict, consts: dict) -> None:
+        """inputs: name -> .npy path; consts: file stem -> .npy path (input set k's files)."""
         cuda = self.cuda
+        inputs = {name: np.load(path, allow_pickle=False) for name, path in inputs.items()}
+        consts = {stem: np.load(path, allow_pickle=False) for stem, path in consts.items()}
         s = {"host": inputs, "dev": {}, "const": {}}
         placement = {p["name"]: p.get("placement") for p in self.params}
         for name, arr in inputs.items():
