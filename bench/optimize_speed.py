@@ -184,7 +184,7 @@ def main() -> int:
     ap.add_argument("--long-app", default="dense")
     ap.add_argument("--long", default="matmul")
     ap.add_argument("--long-mep-args", default=LONG_MEP_ARGS)
-    ap.add_argument("--long-seconds", type=float, default=60.0)
+    ap.add_argument("--long-seconds", type=float, default=75.0)
     ap.add_argument("--all-app", default="dense")
     ap.add_argument("--all-mep-args", default="")
     ap.add_argument("--top", type=int, default=3)
