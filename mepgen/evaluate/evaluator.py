@@ -66,6 +66,19 @@ class Worker:
     notes: list[str] = field(default_factory=list)
 
 
+class _LazyInputs(dict):
+    """Input set k's arrays, read from the store on first use: the pycuda worker compares the inputs itself
+    (inputs_changed), so on that backend the evaluator never holds a copy of every input set."""
+
+    def __init__(self, store: Store):
+        super().__init__()
+        self.store = store
+
+    def __missing__(self, k: int) -> dict[str, np.ndarray]:
+        self[k] = self.store.load_inputs(k)
+        return self[k]
+
+
 class Evaluator:
     def __init__(self, spec: Spec, mep_dir: Path, options: Options | None = None,
                  log: Callable[[str], None] | None = None):
@@ -523,19 +536,6 @@ class Evaluator:
     def close(self) -> None:
         for w in self.workers:
             w.backend.close()
-
-
-class _LazyInputs(dict):
-    """Input set k's arrays, read from the store on first use: the pycuda worker compares the inputs itself
-    (inputs_changed), so on that backend the evaluator never holds a copy of every input set."""
-
-    def __init__(self, store: Store):
-        super().__init__()
-        self.store = store
-
-    def __missing__(self, k: int) -> dict[str, np.ndarray]:
-        self[k] = self.store.load_inputs(k)
-        return self[k]
 
 
 def default_jobs(jobs: int) -> int:
