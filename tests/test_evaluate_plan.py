@@ -163,3 +163,14 @@ def test_the_baseline_estimate_and_a_candidate_session_that_cannot_fit(mep):
     finally:
         ev.close()
     assert res.status == "runtime_fault" and res.fault.kind == "timeout" and "not timed" in res.fault.message
+
+
+def test_input_set_size_and_presence_for_the_time_estimates(mep):
+    from mepgen.evaluate.store import Store
+    spec = load_spec(mep / "mep.yaml")
+    store = Store(mep, spec)
+    n = {p.name: spec.count(p) * 4 for p in spec.params if p.is_buffer}       # the axpy MEP: float32 buffers
+    assert store.set_bytes() == sum(n.values())
+    assert not store.has_input_set(1)
+    store.input_set(1)
+    assert store.has_input_set(1) and not store.has_input_set(0)
