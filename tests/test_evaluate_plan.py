@@ -174,3 +174,12 @@ def test_input_set_size_and_presence_for_the_time_estimates(mep):
     assert not store.has_input_set(1)
     store.input_set(1)
     assert store.has_input_set(1) and not store.has_input_set(0)
+
+
+def test_the_first_run_which_starts_the_worker_does_not_set_the_pace(mep):
+    ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options())
+    ev._saw_run(9.0)                 # process start, CUDA context, first upload
+    assert ev.run_s is None
+    ev._saw_run(0.2)
+    ev._saw_run(0.3)
+    assert ev.run_s == 0.3

@@ -115,6 +115,7 @@ class Evaluator:
         self.deadline: tuple[float, float] | None = None     # (start, seconds), time.monotonic()
         self.gen_s: float | None = None       # making one input set
         self.run_s: float | None = None       # one run of the original: launch, outputs back, checks
+        self.runs_seen = 0
         self.todo = {"gen": self.k, "ref": self.k, "verify": self.k, "time": 1}
 
     # --- set-up -------------------------------------------------------------------------------------
@@ -199,7 +200,11 @@ class Evaluator:
             self.first_ms = float(ms) if self.first_ms is None else min(self.first_ms, float(ms))
 
     def _saw_run(self, seconds: float) -> None:
-        self.run_s = seconds      # the latest: the first run of a backend also starts its worker
+        """The latest run's wall time, from the second run on: the first also starts the backend's worker
+        (process, CUDA context), which a short kernel's estimate must not multiply."""
+        if self.runs_seen:
+            self.run_s = seconds
+        self.runs_seen += 1
 
     def set_time_limit(self, start: float, seconds: float) -> None:
         """Start no phase of the baseline that cannot finish `seconds` after `start` (time.monotonic())."""
