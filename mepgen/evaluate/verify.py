@@ -57,8 +57,8 @@ def reference_problem(name: str, ref: np.ndarray, input_set: int) -> str | None:
         return (f"the original kernel leaves {unwritten} of {flat.size} elements of '{name}' unwritten "
                 f"(input set {input_set}): give '{name}' the role 'inout' in mep.yaml so those elements "
                 "keep their input values, or fix the launch configuration")
-    if flat.dtype.kind == "f":      # a float is finite exactly when its float64 value is
-        bad = int((~np.isfinite(flat)).sum())
+    if flat.dtype.kind == "f":
+        bad = int((~np.isfinite(flat.astype(np.float64))).sum())
         if bad:
             return (f"the original kernel writes {bad} NaN/Inf values into '{name}' (input set {input_set}): "
                     "change the inputs' init in mep.yaml so the reference is finite")
