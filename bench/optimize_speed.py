@@ -10,8 +10,8 @@ headroom; then `mepgen optimize --top N` on an application with several kernels,
 APP is a folder under examples/ by name (heatcg, dense) or a path to an application (copied to a temporary
 folder first; `mepgen extract` runs there unless it has a .mepgen/inventory.json). Defaults: the short kernel is
 heatcg's heat::diffuse_step at the application's sizes (about 20 us, under 40% of the memory peak: room to
-gain), the long one dense's matmul at 8192 x 8192 x 5120 (about 130 ms on an H100, compute-bound naive
-loops: room to gain), the batch dense's top 3. Every optimize run starts from its own copy of the prepared
+gain), the long one dense's matmul at 8192 x 8192 x 5120 (expected ~134 ms on an H100: 214 ms at 8192^3
+measured, scaled by K; naive loops at 1-2% of peak: room to gain), the batch dense's top 3. Every optimize run starts from its own copy of the prepared
 application: input sets are made once per MEP and kept (the cache by content every later run of that MEP
 uses), builds, references and results are not. Each run gets `--time-limit S` (baseline included) and
 `--budget B` (large enough that the time limit, not the budget, ends the run).
