@@ -100,3 +100,86 @@ def test_time_limit_counts_what_ran_before_the_search_and_progress_is_reported(t
     Search(make_ctx(tmp_path), [MarkerProposer()], FakeEvaluate(), strategies.make("elite"),
            Budget(candidates=4, width=2), traj2, baseline=baseline(), on_progress=seen.append).run()
     assert [o.evaluations for o in seen] == [2, 4] and all(o.stop_reason == "still running" for o in seen)
+
+
+class _Paced(FakeEvaluate):
+    """Every candidate takes `seconds` of the fake clock `t`."""
+
+    def __init__(self, t, seconds):
+        super().__init__()
+        self.t, self.seconds = t, seconds
+
+    def __call__(self, proposals, workdir):
+        out = super().__call__(proposals, workdir)
+        for r in out:
+            r.seconds = self.seconds
+            self.t[0] += self.seconds
+        return out
+
+
+def test_no_candidate_is_started_that_cannot_finish_in_the_time_limit(tmp_path):
+    """Before the first candidate the pace is the estimate from the baseline (pace_s); after it, what the
+    candidates took. A candidate of 8 s is not started with 5 s left; the run ends inside its limit."""
+    t = [0.0]
+    traj = Trajectory(tmp_path / "r1", {"kernel": "k", "spec_sha256": "s"}, progress=lambda line: None)
+    out = Search(make_ctx(tmp_path), [MarkerProposer()], _Paced(t, 8.0), strategies.make("elite"),
+                 Budget(candidates=50, seconds=30, width=2), traj, baseline=baseline(), clock=lambda: t[0],
+                 start=0.0, pace_s=40.0).run()
+    assert out.evaluations == 0 and "one candidate takes about 40 s" in out.stop_reason
+    t[0] = 0.0
+    traj2 = Trajectory(tmp_path / "r2", {"kernel": "k", "spec_sha256": "s"}, progress=lambda line: None)
+    out = Search(make_ctx(tmp_path), [MarkerProposer()], _Paced(t, 8.0), strategies.make("elite"),
+                 Budget(candidates=50, seconds=30, width=2), traj2, baseline=baseline(), clock=lambda: t[0],
+                 start=0.0, pace_s=8.0).run()
+    assert out.evaluations == 3 and t[0] <= 30 and "one candidate takes about 8 s" in out.stop_reason
+
+
+def test_timing_seconds_counts_launches_processes_and_the_recheck():
+    p = plan.by_time(214.0, rounds=3, flush_l2=True)           # 3 launches per side and round, 1 warm-up
+    # one session (pycuda): 2 sides x 3 rounds x 3 launches + 1 warm-up per side, then one re-check run
+    assert plan.timing_seconds(p, 214.0, 2.0, 2, per_process=False) == pytest.approx(20 * 0.214 + 2.0 + 2.0)
+    # native: a process per round and side, each warming up and paying one run's overhead
+    assert plan.timing_seconds(p, 214.0, 2.0, 2, per_process=True) == pytest.approx(24 * 0.214 + 6 * 2.0 + 2.0)
+
+
+def test_the_baseline_estimate_and_a_candidate_session_that_cannot_fit(mep):
+    """From what was measured (one run, one launch), check_time refuses the next phase with the one line;
+    a candidate whose timing would outlast the limit is not timed (a timeout fault saying so)."""
+    import time
+    ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options(rounds=3, run_timeout=10.0))
+    try:
+        ev.prepare()
+        ev.set_time_limit(time.monotonic(), 3600)
+        base = ev.baseline_result()
+        assert base.ok and ev.run_s is not None and ev.candidate_s() > 3 * ev.run_s
+        ev.first_ms, ev.todo = 214.0, {"gen": 0, "ref": 0, "verify": 3, "time": 1}
+        ev.set_time_limit(time.monotonic(), 2)
+        with pytest.raises(plan.TooShort, match=r"the baseline of cg::axpy needs about \d+ s \(3 input set\(s\) of "
+                                                r".*214 ms per launch, 10 timed launches\); give --time-limit >= \d+"):
+            ev.check_time()
+        ev.first_ms = None
+        ev.set_time_limit(time.monotonic(), 1.5)
+        (res,) = evaluate_many(ev, [("slow", variant(mep, "slow_probe"))])
+    finally:
+        ev.close()
+    assert res.status == "runtime_fault" and res.fault.kind == "timeout" and "not timed" in res.fault.message
+
+
+def test_input_set_size_and_presence_for_the_time_estimates(mep):
+    from mepgen.evaluate.store import Store
+    spec = load_spec(mep / "mep.yaml")
+    store = Store(mep, spec)
+    n = {p.name: spec.count(p) * 4 for p in spec.params if p.is_buffer}       # the axpy MEP: float32 buffers
+    assert store.set_bytes() == sum(n.values())
+    assert not store.has_input_set(1)
+    store.input_set(1)
+    assert store.has_input_set(1) and not store.has_input_set(0)
+
+
+def test_the_first_run_which_starts_the_worker_does_not_set_the_pace(mep):
+    ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options())
+    ev._saw_run(9.0)                 # process start, CUDA context, first upload
+    assert ev.run_s is None
+    ev._saw_run(0.2)
+    ev._saw_run(0.3)
+    assert ev.run_s == 0.3

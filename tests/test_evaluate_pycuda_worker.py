@@ -67,3 +67,28 @@ def test_argument_buffer_follows_each_parameter_alignment():
     assert buf[0:8] == (0x1000).to_bytes(8, "little") and buf[8:16] == (0x2000).to_bytes(8, "little")
     assert buf[16:32] == b"\x01" * 16 and buf[32:36] == bytes.fromhex("0000003f") and buf[36] == 1
     assert buf[37:40] == b"\0\0\0" and buf[40:48] == bytes.fromhex("00" * 7 + "40")
+
+
+def test_the_worker_reads_an_input_set_from_its_files(tmp_path):
+    """load_set carries the .npy paths, not the arrays (hundreds of MiB pickled through the pipe per set): the
+    worker reads the same bytes the store wrote and uploads them."""
+    import numpy as np
+    spec = load_spec(FIXTURES / "axpy" / "mep.yaml")
+    folder = Store(tmp_path, spec).input_set(0)
+    uploaded = []
+
+    class Cuda:
+        def mem_alloc(self, n):
+            return 1 << 30
+
+        def memcpy_htod(self, buf, arr):
+            uploaded.append(arr.copy())
+
+    state = object.__new__(pycuda_worker.State)
+    state.cuda, state.params, state.sets, state.held = Cuda(), [], {}, []
+    paths = {p.name: str(folder / f"{p.name}.npy") for p in spec.inputs}
+    state.op_load_set(0, paths, {})
+    for name, path in paths.items():
+        want = np.load(path)
+        assert state.sets[0]["host"][name].tobytes() == want.tobytes()
+    assert sorted(a.tobytes() for a in uploaded) == sorted(np.load(p).tobytes() for p in paths.values())

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mepgen.evaluate import verify
 from mepgen.evaluate.decide import decide, round_range, summarize
 from mepgen.evaluate.verify import (DEFAULT_TOLERANCE, compare, reference_problem, tolerance_for, unchanged,
                                    written_region)
@@ -156,3 +157,34 @@ def test_summary_numbers():
     assert (s.median_ms, s.min_ms, s.max_ms, s.launches) == (3.0, 1.0, 5.0, 5)
     assert s.round_medians_ms == [2.0, 4.5]
     assert round_range([1.0, 1.01, 0.99]) == pytest.approx(0.02)
+
+
+def test_sliced_float_check_gives_the_same_verdicts_as_the_whole_array(monkeypatch):
+    """compare() decides a float output slice by slice (verify.CHUNK); a bad element in any slice, the last
+    partial one included, must still be found, and NaN/Inf on either side never match."""
+    import mepgen.evaluate.verify as verify_mod
+    monkeypatch.setattr(verify_mod, "CHUNK", 7)
+    tol = Tolerance(rtol=1e-4, atol=1e-6)
+    rng = np.random.default_rng(3)
+    for dtype in (np.float32, np.float64, np.float16):
+        ref = rng.uniform(-1, 1, 50).astype(dtype)
+        assert compare("y", ref.copy(), ref, tol, 0) is None
+        for pos in (0, 6, 7, 48, 49):
+            for bad in (np.nan, np.inf, -np.inf, 0.5):
+                got = ref.copy()
+                got[pos] = ref[pos] + dtype(bad)
+                m = compare("y", got, ref, tol, 0)
+                assert m is not None and m.bad == 1 and m.first_bad_index == pos, (dtype, pos, bad)
+            inf_ref = ref.copy()
+            inf_ref[pos] = np.inf
+            m = compare("y", inf_ref.copy(), inf_ref, tol, 0)
+            assert m is not None and m.first_bad_index == pos
+
+
+def test_poison_is_found_by_element_for_every_width():
+    for dtype, byte in ((np.float32, 0xFF), (np.float64, 0xFF), (np.float16, 0xFF), (np.int32, 0xA5),
+                        (np.int64, 0xA5), (np.uint8, 0xA5), (np.int16, 0xA5)):
+        a = np.zeros(5, dtype)
+        a.view(np.uint8)[a.itemsize:2 * a.itemsize] = byte          # element 1 fully poisoned
+        a.view(np.uint8)[3 * a.itemsize] = byte                      # element 3: one byte only
+        assert verify._poisoned(a).tolist() == [False, True, False, a.itemsize == 1, False], dtype

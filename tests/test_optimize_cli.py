@@ -154,3 +154,25 @@ def test_a_run_killed_at_its_limit_leaves_a_summary(tmp_path, monkeypatch):
     if "still running: searching" in text or "evaluations:" in text:
         assert "interrupted (killed or ^C)" in text and "--resume r" in text, text
     assert "interrupted" in text and "still running" not in text, text
+
+
+def test_a_time_limit_the_baseline_cannot_fit_is_refused_up_front(tmp_path, monkeypatch):
+    """--time-limit covers the whole run: when the original's own checks and timing cannot fit (estimated from
+    its first measured run and launch), optimize says what it needs in one line, exits 2, and summary.md says
+    the same; it does not time the original past the limit."""
+    import re
+    import time
+    app = _fake_gpu_app(tmp_path, monkeypatch, mode="slow_probe")     # 40 ms per launch
+    t0 = time.monotonic()
+    r = CliRunner().invoke(main, ["optimize", "cg::axpy", "-C", str(app), "--budget", "2", "--run-name", "r",
+                                  "--time-limit", "1"])
+    wall = time.monotonic() - t0
+    assert r.exit_code == 2, r.output
+    line = re.search(r"the baseline of cg::axpy needs about (\d+) s \(3 input set\(s\) of [^)]*40 ms per launch[^)]*\); "
+                      r"give --time-limit >= (\d+)", r.output)
+    assert line, r.output
+    assert int(line.group(2)) > int(line.group(1)) >= 1
+    assert "timing the original" not in r.output            # the phase that could not fit was not started
+    md = (app / ".mepgen" / "runs" / "cg.axpy" / "r" / "summary.md").read_text()
+    assert "stopped before any candidate" in md and line.group(0) in md
+    assert wall < 30

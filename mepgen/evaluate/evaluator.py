@@ -27,7 +27,7 @@ from . import rules, sandbox
 from .backend import Built, InputSet, TimingPlan
 from .decide import MIN_GAIN, decide, round_range, summarize, timer_escape
 from .devices import choose_backend, list_gpus, make_backend
-from .results import CompileFailed, EvalResult, Impossible, Mismatch, Timed, WrongResult
+from .results import CompileFailed, EvalResult, Impossible, Mismatch, RuntimeFault, Timed, WrongResult
 from .store import Store, digest
 from .symbols import callee
 from .verify import compare, reference_problem, tolerance_for, unchanged, written_region
@@ -68,6 +68,19 @@ class Worker:
     notes: list[str] = field(default_factory=list)
 
 
+class _LazyInputs(dict):
+    """Input set k's arrays, read from the store on first use: the pycuda worker compares the inputs itself
+    (inputs_changed), so on that backend the evaluator never holds a copy of every input set."""
+
+    def __init__(self, store: Store):
+        super().__init__()
+        self.store = store
+
+    def __missing__(self, k: int) -> dict[str, np.ndarray]:
+        self[k] = self.store.load_inputs(k)
+        return self[k]
+
+
 class Evaluator:
     def __init__(self, spec: Spec, mep_dir: Path, options: Options | None = None,
                  log: Callable[[str], None] | None = None):
@@ -104,6 +117,12 @@ class Evaluator:
         self.inputs: dict[int, dict[str, np.ndarray]] = {}
         self.ref_key = digest("reference", self.original_text, spec.to_dict())
         self.gpu_ids = [peaks_mod.gpu_identity(d) for d in self.gpus]
+        # --time-limit (optimize): what was measured so far, to start no phase that cannot finish in time
+        self.deadline: tuple[float, float] | None = None     # (start, seconds), time.monotonic()
+        self.gen_s: float | None = None       # making one input set
+        self.run_s: float | None = None       # one run of the original: launch, outputs back, checks
+        self.runs_seen = 0
+        self.todo = {"gen": self.k, "ref": self.k, "verify": self.k, "time": 1}
 
     # --- set-up -------------------------------------------------------------------------------------
 
@@ -130,13 +149,30 @@ class Evaluator:
         if self.workers[0].baseline is None:
             self.compile_baseline()
         self.require_gpu()
+        missing = [k for k in range(self.k) if not self.store.has_input_set(k)]
+        self.todo["gen"] = len(missing)
+        if missing:       # the first alone (its time says what the others take), the others side by side
+            mib = self.store.set_bytes() / 2**20
+            if mib >= 64:
+                self.log(f"making {len(missing)} input set(s) of {mib:.0f} MiB")
+            t0 = time.monotonic()
+            self.store.input_set(missing[0])
+            self.gen_s, self.todo["gen"] = time.monotonic() - t0, len(missing) - 1
+            self.check_time()
+            if missing[1:]:
+                from concurrent.futures import ThreadPoolExecutor     # numpy draws, casts and writes free the GIL
+                with ThreadPoolExecutor(min(len(missing) - 1, os.cpu_count() or 1)) as pool:
+                    list(pool.map(self.store.input_set, missing[1:]))
+            self.todo["gen"] = 0
         self.sets = [InputSet(k, self.store.input_set(k)) for k in range(self.k)]
-        self.inputs = {k: self.store.load_inputs(k) for k in range(self.k)}
+        self.inputs = _LazyInputs(self.store)     # read only where a backend hands inputs back to compare
         w = self.workers[0]
         for s in self.sets:
             ref = self.store.load_ref(self.ref_key, s.index)
             if ref is None:
+                self.check_time()
                 self.log(f"computing reference outputs for input set {s.index}")
+                t0 = time.monotonic()
                 out = w.backend.run(w.baseline, s, self.store.work_dir / "reference" / f"set{s.index}")
                 if out.fault is not None:
                     hint = "" if self.sandbox == "off" or out.fault.kind not in ("cuda_error", "crash") else (
@@ -153,6 +189,8 @@ class Evaluator:
                                     {"seed": self.spec.verify.seed + s.index, "backend": self.backend_name,
                                      "device": out.record.get("device", "")})
                 ref = out.outputs
+                self._saw_run(time.monotonic() - t0)
+            self.todo["ref"] -= 1
             self.refs[s.index] = ref
             for name, arr in ref.items():
                 region = written_region(name, arr, s.index)
@@ -176,6 +214,65 @@ class Evaluator:
         ms = out.record.get("run_ms") if out.record else None
         if ms is not None and ms > 0:
             self.first_ms = float(ms) if self.first_ms is None else min(self.first_ms, float(ms))
+
+    def _saw_run(self, seconds: float) -> None:
+        """The latest run's wall time, from the second run on: the first also starts the backend's worker
+        (process, CUDA context), which a short kernel's estimate must not multiply."""
+        if self.runs_seen:
+            self.run_s = seconds
+        self.runs_seen += 1
+
+    def set_time_limit(self, start: float, seconds: float) -> None:
+        """Start no phase of the baseline that cannot finish `seconds` after `start` (time.monotonic())."""
+        self.deadline = (start, seconds)
+
+    def _baseline_plan(self) -> TimingPlan:
+        p = self.plan
+        return plan_mod.by_time(self.first_ms, p.rounds, p.flush_l2, self.opts.round_ms) \
+            if self.by_time and self.first_ms is not None else p
+
+    def baseline_left_s(self) -> tuple[float, str]:
+        """Seconds the baseline's phases not yet run will take, from what was measured, and the facts used."""
+        t = self.todo
+        mib = self.store.set_bytes() / 2**20
+        facts = [f"{self.k} input set(s) of {mib:.0f} MiB"]
+        left = t["gen"] * (self.gen_s or 0.0)
+        if self.gen_s is not None and t["gen"]:
+            facts.append(f"{self.gen_s:.1f} s to make one")
+        if self.run_s is not None:
+            left += (t["ref"] + t["verify"]) * self.run_s
+            facts.append(f"{self.run_s:.1f} s per checked run")
+        if self.first_ms is not None:
+            facts.append(f"{plan_mod.fmt_ms(self.first_ms)} per launch")
+            if t["time"]:
+                plan = self._baseline_plan()
+                left += plan_mod.timing_seconds(plan, self.first_ms, self.run_s or 0.0, 1, self.backend_name == "native")
+                facts.append(f"{plan.rounds * plan.reps + plan.warmup} timed launches")
+        return left, ", ".join(facts)
+
+    def candidate_s(self) -> float | None:
+        """What one candidate will take (runs on every input set, timing against the original, re-checks),
+        from the original's measured run and launch; None before anything was measured."""
+        if self.run_s is None or self.first_ms is None:
+            return None
+        plan = self._baseline_plan()
+        native = self.backend_name == "native"
+        timing = plan_mod.timing_seconds(plan, self.first_ms, self.run_s, 2, native)
+        rechecks = 0 if native or not self.opts.perturb else 2
+        build = self.workers[0].baseline.info.seconds if self.workers[0].baseline is not None else 0.0
+        return self.k * self.run_s + timing + rechecks * self.run_s + (build or 0.0)
+
+    def check_time(self) -> None:
+        """Raise plan.TooShort, before the next phase starts, when the baseline cannot finish in the limit."""
+        if self.deadline is None:
+            return
+        start, seconds = self.deadline
+        elapsed = time.monotonic() - start
+        left, facts = self.baseline_left_s()
+        if elapsed + left > seconds:
+            need = elapsed + left
+            raise plan_mod.TooShort(plan_mod.need_line(self.spec.kernel.name, need, facts,
+                                                       need + 5 * (self.candidate_s() or left / 2)))
 
     def baseline_first_ms(self) -> float | None:
         """The original's first-launch time; measured with one run when no run of it was seen yet."""
@@ -261,7 +358,7 @@ class Evaluator:
             if m:
                 mismatches.append(m)
         changed = [name for name, arr in inputs_after.items()
-                   if name in self.inputs[k] and not unchanged(self.inputs[k][name], arr)]
+                   if name in self.inputs[k] and not unchanged(self.inputs[k][name], arr)] if inputs_after else []
         changed += [name for name in inputs_changed if name not in changed]
         return WrongResult(mismatches, changed) if mismatches or changed else None
 
@@ -288,7 +385,14 @@ class Evaluator:
         res.stage = "time"
         recheck = self.sets[1] if len(self.sets) > 1 else None
         plan = self.plan_for(Path(built.kernel_file).read_text(errors="replace"), first_ms)
-        est_s = plan.rounds * 2 * (plan.reps + plan.warmup) * max(first_ms or 0.0, self.first_ms or 0.0) / 1000
+        est_s = plan_mod.timing_seconds(plan, max(first_ms or 0.0, self.first_ms or 0.0), self.run_s or 0.0, 2,
+                                        self.backend_name == "native")
+        left = self.deadline[1] - (time.monotonic() - self.deadline[0]) if self.deadline else None
+        if left is not None and est_s > left:      # a session that cannot finish in the time limit is not started
+            res.status = "runtime_fault"
+            res.fault = RuntimeFault("timeout", f"not timed: timing it would take about {est_s:.0f} s ({plan.how}), "
+                                                f"{max(left, 0):.0f} s left in the time limit", input_set=self.sets[0].index)
+            return self._done(res, start)
         if est_s > 3:       # a phase longer than a few seconds says what it is doing
             self.log(f"{res.name}: timing for about {est_s:.0f} s ({plan.how})")
         t = be.time(worker.baseline, built, self.sets[0], plan, work / "time", recheck=recheck)
@@ -410,7 +514,11 @@ class Evaluator:
         start = time.monotonic()
         work = self.store.work_dir / "baseline"
         for s in self.sets:
+            self.check_time()
+            if (self.run_s or 0.0) > 3:
+                self.log(f"verifying the original on input set {s.index} (about {self.run_s:.0f} s)")
             res.stage = "run"
+            t0 = time.monotonic()
             out = worker.backend.run(worker.baseline, s, work / f"set{s.index}")
             if out.fault is not None:
                 res.status, res.fault = "runtime_fault", out.fault
@@ -418,15 +526,20 @@ class Evaluator:
             self._saw_baseline(out)
             res.stage = "verify"
             wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after, out.inputs_changed)
+            self._saw_run(time.monotonic() - t0)
+            self.todo["verify"] -= 1
             if wrong:
                 res.status, res.wrong = "wrong_result", wrong
                 res.notes.append("the original kernel does not reproduce its own outputs: a race, or a tolerance "
                                  "in mep.yaml that is too tight")
                 return self._done(res, start)
         res.stage = "time"
+        self.check_time()
         plan = self.plan_for(None)       # alone: no perturbation re-check (nothing to compare it with)
-        self.log(f"timing the original: {plan.how}")
+        est = plan_mod.timing_seconds(plan, self.first_ms or 0.0, self.run_s or 0.0, 1, self.backend_name == "native")
+        self.log(f"timing the original for about {est:.0f} s: {plan.how}")
         t = worker.backend.time(worker.baseline, None, self.sets[0], plan, work / "time")
+        self.todo["time"] = 0
         if self._failed_timing(res, t):
             return self._done(res, start)
         res.device = t.device

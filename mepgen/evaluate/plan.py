@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import MepgenError
 from .backend import TimingPlan
 
 ROUND_MS = 200.0
@@ -41,3 +42,27 @@ def by_time(first_ms: float, rounds: int, flush_l2: bool, round_ms: float = ROUN
 def by_count(warmup: int, reps: int, rounds: int, flush_l2: bool) -> TimingPlan:
     return TimingPlan(warmup=warmup, reps=reps, rounds=rounds, flush_l2=flush_l2,
                       how=f"count-based: {rounds} round(s) of {reps} launches per side after {warmup} warm-up")
+
+
+# --- what a phase will cost (optimize --time-limit) ------------------------------------------------------
+
+
+def timing_seconds(plan: TimingPlan, launch_ms: float, run_s: float, sides: int, per_process: bool) -> float:
+    """Wall time of one timing session of `plan`: its launches at `launch_ms`, plus the re-check after it
+    (one run, `run_s` as measured); with `per_process` (the native backend: one harness process per round and
+    side, each loading the inputs and warming up again) one run's overhead and the warm-up per process."""
+    processes = plan.rounds * sides if per_process else 1
+    launches = sides * plan.rounds * plan.reps + plan.warmup * (processes if per_process else sides)
+    return launches * launch_ms / 1000.0 + processes * run_s + run_s
+
+
+class TooShort(MepgenError):
+    """A phase of the run cannot finish inside --time-limit: not started (the message says what it needs).
+    Exit code 2: the limit given is the problem."""
+
+
+def need_line(label: str, need_s: float, facts: str, suggest_s: float) -> str:
+    """`the baseline of matmul needs about 45 s (3 input sets of 768 MiB, 214 ms per launch); give
+    --time-limit >= 60`"""
+    return (f"the baseline of {label} needs about {need_s:.0f} s ({facts}); give --time-limit >= "
+            f"{int(math.ceil(suggest_s / 10.0) * 10)}")

@@ -84,7 +84,10 @@ class State:
         return (int(raw) + PLACEMENT_SPAN - 1) // PLACEMENT_SPAN * PLACEMENT_SPAN + (placement or 0)
 
     def op_load_set(self, k: int, inputs: dict, consts: dict) -> None:
+        """inputs: name -> .npy path; consts: file stem -> .npy path (input set k's files)."""
         cuda = self.cuda
+        inputs = {name: np.load(path, allow_pickle=False) for name, path in inputs.items()}
+        consts = {stem: np.load(path, allow_pickle=False) for stem, path in consts.items()}
         s = {"host": inputs, "dev": {}, "const": {}}
         placement = {p["name"]: p.get("placement") for p in self.params}
         for name, arr in inputs.items():
@@ -176,7 +179,7 @@ class State:
             host = s["host"][p["name"]]
             now = np.empty_like(host)
             self.cuda.memcpy_dtoh(now, s["dev"][p["name"]])
-            if now.tobytes() != host.tobytes():
+            if not np.array_equal(now.view(np.uint8), host.view(np.uint8)):   # bit-exact, no copies
                 changed.append(p["name"])
                 self.cuda.memcpy_htod(s["dev"][p["name"]], np.ascontiguousarray(host))
         return changed

@@ -68,6 +68,14 @@ class Store:
     def inputs_key(self) -> str:
         return digest("inputs-v1", self.spec.to_dict(), *self._file_inputs())
 
+    def has_input_set(self, k: int) -> bool:
+        return (self.root / "inputs" / self.inputs_key() / f"set{k}" / ".complete").is_file()
+
+    def set_bytes(self) -> int:
+        """Bytes of one input set and the outputs it gives (what each run moves and each check reads)."""
+        items = {p.name: p for p in [*self.spec.inputs, *self.spec.chain_inputs, *self.spec.outputs] if p.dtype}
+        return sum(self.spec.count(p) * np.dtype(p.dtype).itemsize for p in items.values())
+
     def input_set(self, k: int) -> Path:
         """The folder of input set k, generated on first use."""
         folder = self.root / "inputs" / self.inputs_key() / f"set{k}"

@@ -167,6 +167,8 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     started = time.monotonic() if started is None else started
     if resume is None:
         summary.write_pending(run_dir, spec.kernel.name, "building and timing the original kernel")
+    if time_limit is not None:
+        ev.set_time_limit(started, time_limit)
     try:
         progress(f"{spec.kernel.name}: building the original and computing its reference outputs")
         ev.compile_baseline()
@@ -218,7 +220,7 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
                     strategies.make(strategy), Budget(budget, time_limit, repairs, width, roofline), traj,
                     baseline=baseline,
                     on_win=pattern_recorder(store, spec.kernel.id, str(ws.app_root), features, str(run_dir)),
-                    start=started, on_progress=write_summary)
+                    start=started, on_progress=write_summary, pace_s=ev.candidate_s())
     if resume is not None:
         n = search.resume()
         traj.event("resumed", f"resumed {run_dir.name}: {n} candidate(s) already evaluated")

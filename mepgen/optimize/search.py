@@ -60,7 +60,7 @@ class Search:
     def __init__(self, ctx: Context, proposers: list, evaluate: Evaluate, strategy: Strategy, budget: Budget,
                  trajectory: Trajectory, baseline=None, on_win: Callable[[Attempt], None] | None = None,
                  clock: Callable[[], float] = time.monotonic, start: float | None = None,
-                 on_progress: Callable[["Outcome"], None] | None = None):
+                 on_progress: Callable[["Outcome"], None] | None = None, pace_s: float | None = None):
         self.ctx, self.proposers, self.evaluate = ctx, list(proposers), evaluate
         self.strategy, self.budget, self.traj = strategy, budget, trajectory
         self.baseline, self.on_win, self.clock = baseline, on_win, clock
@@ -73,6 +73,7 @@ class Search:
         self.unavailable: dict[str, str] = {}
         self.start = clock() if start is None else start    # the time limit covers what ran before (the baseline)
         self.on_progress = on_progress                        # after every batch: a provisional Outcome
+        self.first_pace = pace_s      # what one candidate should take (estimated from the baseline) until measured
 
     # --- bookkeeping --------------------------------------------------------------------------------
 
@@ -147,8 +148,14 @@ class Search:
         b = self.budget
         if self.evaluations >= b.candidates:
             return f"candidate budget reached ({b.candidates})"
-        if b.seconds is not None and self.clock() - self.start >= b.seconds:
-            return f"time limit reached ({b.seconds:g} s)"
+        if b.seconds is not None:
+            left = b.seconds - (self.clock() - self.start)
+            if left <= 0:
+                return f"time limit reached ({b.seconds:g} s)"
+            pace = self._pace()
+            if pace is not None and pace > left:      # a candidate that cannot finish is not started
+                return (f"time limit reached ({b.seconds:g} s): {left:.0f} s left, one candidate takes about "
+                        f"{pace:.0f} s")
         best = self.best()
         ref = best.result if best is not None else self.baseline
         pct = pct_roofline(ref) if ref is not None else None
@@ -220,14 +227,20 @@ class Search:
         return Outcome(self.best(), list(self.state.attempts.values()), self.evaluations, stop_reason,
                        dict(self.unavailable))
 
+    def _pace(self) -> float | None:
+        """Seconds per candidate: the mean of those evaluated, else the estimate given (None: unknown)."""
+        spent = [getattr(a.result, "seconds", 0.0) or 0.0 for a in self.state.attempts.values()]
+        if spent:
+            return sum(spent) / len(spent)
+        return self.first_pace
+
     def _room_in_time(self, room: int) -> int:
         """Under a time limit, no more candidates in a round than the time left allows at the pace so far."""
-        if self.budget.seconds is None or not self.evaluations:
+        if self.budget.seconds is None:
             return room
         left = self.budget.seconds - (self.clock() - self.start)
-        spent = [getattr(a.result, "seconds", 0.0) or 0.0 for a in self.state.attempts.values()]
-        pace = sum(spent) / max(1, len(spent))
-        return max(1, min(room, int(left // pace))) if pace > 0 else room
+        pace = self._pace()
+        return max(1, min(room, int(left // pace))) if pace else room
 
     def _repair(self, failed: list[Attempt]) -> None:
         """Hand each failure back to its proposer, round after round, up to `repairs` rounds per candidate."""
