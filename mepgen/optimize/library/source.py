@@ -153,6 +153,14 @@ class KernelSource:
     def refs(self, c) -> set[str]:
         return {n.spelling for n in walk(c) if kind(n) in ("DECL_REF_EXPR", "MEMBER_REF_EXPR")}
 
+    def expand(self, text: str) -> str:
+        """`text` (source as written) with kernel.cu's macros expanded, the MEP's size symbols kept: what an
+        analysis compares (`ROWS_B` -> `NR`); the rewrites keep writing `text` itself."""
+        from .macros import definitions, expand, simplified
+        if not hasattr(self, "_macros"):
+            self._macros = definitions(self.text)
+        return simplified(expand(text, self._macros, set(self.spec.sizes)))
+
     def has_launch_bounds(self) -> bool:
         return "__launch_bounds__" in self.head
 
