@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .affine import local_constants, poly
-from .analysis import body_statements, squash, uses_block_geometry
+from .analysis import size_expr, body_statements, squash, uses_block_geometry
 from .reduction import sum_loop
 from .source import KernelSource, Refused, kind, walk
 from .stencil_match import _conjuncts, _unwrap, global_index
@@ -130,11 +130,11 @@ def size_value(spec, name: str) -> str | None:
     return p.value if p.role == "scalar" and p.value and spec.size(p.value) is not None else None
 
 
-def bound_sizes(spec, m: Matmul) -> dict[str, str]:
+def bound_sizes(spec, m: Matmul, src=None) -> dict[str, str]:
     """"row"/"col" -> the size expression of the product's output bounds; Refused when a bound has none."""
     out = {}
     for side, bound in m.bounds.items():
-        out[side] = size_value(spec, bound)
+        out[side] = size_value(spec, bound) or (size_expr(src, spec, bound) if src else None)
         if out[side] is None:
             raise Refused(f"the {side} bound `{bound}` is not a scalar parameter with a size value in mep.yaml")
     return out

@@ -6,7 +6,7 @@ loop would see its own partial sums) or calls something impure, and when the acc
 """
 from __future__ import annotations
 
-from .analysis import squash
+from .analysis import element_type, squash
 from .base import Rewrite, Transformation
 from .reduction import sum_loops
 from .source import KernelSource, Refused, kind
@@ -44,7 +44,13 @@ class ScalarReplace(Transformation):
             stmt_start, stmt_end = src.span(s.stmt)
             loop_text = src.text[start:stmt_start] + f"{acc} += {src.src(s.addend)}" + src.text[stmt_end:end]
             after = src.text[end:end + 1]
-            new = f"{{ {s.ctype} {acc} = {init}; {loop_text}{after if after == ';' else ''} {target} = {acc}; }}"
+            p = src.param(s.target_base)
+            ctype = element_type(p.type) if p is not None and p.pointer else s.ctype   # the application's spelling
+            if i is not None:      # a statement of a block: the register joins it (the matchers see one block)
+                new = f"{ctype} {acc} = {init};\n{_indent(src.text, start)}{loop_text}{after if after == ';' else ''}" \
+                      f"\n{_indent(src.text, start)}{target} = {acc};"
+            else:
+                new = f"{{ {ctype} {acc} = {init}; {loop_text}{after if after == ';' else ''} {target} = {acc}; }}"
             if init_span is not None:
                 edits.append((init_span[0], init_span[1] + _semicolon(src.text, init_span[1]), ""))
             edits.append((start, end + (1 if after == ";" else 0), new))
@@ -62,6 +68,11 @@ def _siblings(src: KernelSource, c):
             if any(src.span(k) == src.span(c) for k in kids):
                 return kids
     return []
+
+
+def _indent(text: str, pos: int) -> str:
+    line = text[text.rfind("\n", 0, pos) + 1:pos]
+    return line if not line.strip() else ""
 
 
 def _semicolon(text: str, pos: int) -> int:

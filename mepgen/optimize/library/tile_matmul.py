@@ -28,7 +28,7 @@ class TileMatmul(Transformation):
                          {"tile": 64, "rm": 4, "rn": 4, "bk": 16})
 
     def space(self, src, spec, launch):
-        bound_sizes(spec, match_matmul(src, spec))
+        bound_sizes(spec, match_matmul(src, spec), src)
         cap = _thread_cap(src, spec)
         shapes = [(t, rm, rn) for t in (64, 128, 32, 16) for rm in (4, 8, 2, 1) for rn in (4, 8, 1, 2)
                   if _legal(t, rm, cap, rn)]
@@ -40,7 +40,7 @@ class TileMatmul(Transformation):
 
     def apply(self, src, spec, launch, params):
         m = match_matmul(src, spec)
-        sizes = bound_sizes(spec, m)
+        sizes = bound_sizes(spec, m, src)
         t, rm, bk = int(params.get("tile", 32)), int(params.get("rm", 4)), int(params.get("bk", 16))
         rn = int(params.get("rn", 1))
         cap = _thread_cap(src, spec)

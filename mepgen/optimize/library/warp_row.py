@@ -17,7 +17,7 @@ import re
 
 from ...spec import itemsize
 from .affine import poly, refs_of
-from .analysis import array_accesses, body_statements, element_type, guarded_thread, squash, unit_stride_in
+from .analysis import array_accesses, body_statements, element_type, guarded_thread, size_expr, squash, unit_stride_in
 from .base import Rewrite, Transformation
 from .reduction import sum_loop
 from .source import KernelSource, Refused, kind, walk
@@ -69,7 +69,7 @@ class WarpPerRow(Transformation):
                           "read neighbouring elements (coalesced); a warp per row would break that")
         if s.loop.step != "1":
             raise Refused("the loop over the row does not step by 1")
-        size = self._bound_size(spec, bound)
+        size = size_expr(src, spec, bound) or self._bound_size(spec, bound)
         return dict(row=row, row_decl=row_decl, bound=bound, size=size, loop=s, init=init, decl=decl, after=after)
 
     @staticmethod
