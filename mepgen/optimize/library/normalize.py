@@ -13,6 +13,8 @@ The steps repeat until none applies. Every transformation then matches one shape
 """
 from __future__ import annotations
 
+import re
+
 from .source import kind, walk
 
 _FLIP = {"<": ">=", ">=": "<", ">": "<=", "<=": ">", "==": "!=", "!=": "=="}
@@ -156,7 +158,7 @@ def _indent(text: str, pos: int) -> str:
 
 
 def _reindent(rest: str) -> str:
-    return rest.replace("\n", "\n    ")
+    return re.sub(r"\n[ \t]+(?=\n)", "\n", rest.replace("\n", "\n    "))
 
 
 def _unwrap(c):
