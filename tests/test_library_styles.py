@@ -1,0 +1,169 @@
+"""The library acts on what a kernel computes, not on how it is spelled (issue 22).
+
+tests/library_styles/ holds the same four kernels (a product with a reduction loop, a row-wise matrix-vector
+product, a column sum, a 5-point stencil) in four spellings: the examples' style; C89 counters with bounds
+through macros and a `DATA_TYPE` macro; early returns, nested guards and 1D work on a 256x1-block 2D launch;
+a typedef'd element type with `T *a` pointers. Each is extracted and cut into MEPs as a user would, and every
+spelling must get the same structural rewrites, each compiling with the MEP's flags.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from library_fixtures import load
+from mepgen import mepbuild
+from mepgen.optimize.dry_run import STRUCTURAL, plan
+from mepgen.optimize.library.base import one_dimensional
+from mepgen.optimize.library.macros import definitions, expand, simplified
+from mepgen.optimize.library.restrict import Restrict
+from mepgen.optimize.library.source import KernelSource
+from mepgen.spec import load_spec
+
+STYLES = Path(__file__).parent / "library_styles"
+KERNELS = {"prod": {"tile_matmul"}, "rowdot": {"warp_per_row"}, "colsum": {"split_columns"},
+           "relax": {"tile_stencil", "stencil_rows"}}
+
+
+@pytest.fixture(scope="module")
+def apps(tmp_path_factory):
+    root = tmp_path_factory.mktemp("styles")
+    out = {}
+    for style in sorted(p.name for p in STYLES.iterdir()):
+        app = root / style
+        shutil.copytree(STYLES / style, app)
+        for args in (["extract", "."], ["mep", "--all"]):
+            done = subprocess.run([sys.executable, "-m", "mepgen.cli", *args], cwd=app, capture_output=True, text=True)
+            assert done.returncode == 0, done.stdout + done.stderr
+        out[style] = app
+    return out
+
+
+@pytest.fixture(scope="module")
+def plans(apps):
+    out = {}
+    for style, app in apps.items():
+        for kernel in KERNELS:
+            mep = app / ".mepgen" / "meps" / kernel
+            spec = load_spec(mep / "mep.yaml")
+            assert not spec.todo, (style, kernel, spec.todo)
+            out[style, kernel] = (mep, spec, plan(spec, (mep / "kernel.cu").read_text(), app / "dryrun" / kernel))
+    return out
+
+
+def test_every_spelling_gets_the_same_structural_rewrites(plans):
+    for (style, kernel), (_, _, p) in plans.items():
+        # scalar_replace is offered where the spelling accumulates in global memory (C89 style), on top
+        structural = set(p.structural) - {"scalar_replace"}
+        assert structural == KERNELS[kernel], (style, kernel, p.refusals)
+
+
+def test_rewrites_keep_the_applications_spelling(plans):
+    _, _, p = plans["c89_macros", "prod"]
+    tiled = Path(next(c["folder"] for c in p.candidates if c["name"] == "tile_matmul")) / "kernel.cu"
+    text = tiled.read_text()
+    # the macro bounds and the element-type macro stay as the application wrote them; the global sum was
+    # moved into a register first (said in the explanation), and the launch is over the MEP's sizes
+    assert "__global__ void prod(int nr, int nc, int nk, DATA_TYPE *X, DATA_TYPE *Y, DATA_TYPE *Z)" in text
+    assert "mepgen_gr < ROWS_B && mepgen_gk < INNER_B" in text
+    cand = next(c for c in p.candidates if c["name"] == "tile_matmul")
+    assert cand["change"].startswith("scalar replacement of the global sum, then tile_matmul")
+    assert cand["launch"]["grid"] == ["(NC + 64 - 1) / 64", "(NR + 64 - 1) / 64"]
+    _, _, rows = plans["c89_macros", "rowdot"]
+    assert "w[r] += ..." in next(c["change"] for c in rows.candidates if c["name"] == "warp_per_row")
+
+
+def test_restrict_after_the_star_of_t_star_a(plans):
+    """`DATA_TYPE *a` and `real *a` take `__restrict__` between the star and the name (it used to run into it)."""
+    for style, sig in (("c89_macros", "DATA_TYPE * __restrict__ u, DATA_TYPE * __restrict__ v"),
+                       ("typedef_ptr", "real * __restrict__ u, real * __restrict__ v")):
+        mep, spec, _ = plans[style, "relax"]
+        src, spec, launch = load(mep)
+        rw = Restrict().apply(src, spec, launch, {"ldg": False})
+        assert sig in rw.text
+
+
+def test_one_d_work_on_a_2d_launch_is_1d(plans):
+    _, spec, p = plans["launch2d_returns", "colsum"]
+    assert list(spec.launch.block) == ["256", "1"]
+    launch = one_dimensional({"grid": list(spec.launch.grid), "block": list(spec.launch.block)}, spec)
+    assert launch["block"] == ["256"] and len(launch["grid"]) == 1
+    split = next(c for c in p.candidates if c["name"] == "split_columns")
+    assert len(split["launch"]["grid"]) == 1
+    # a real second dimension stays
+    _, spec2, _ = plans["launch2d_returns", "prod"]
+    assert one_dimensional({"grid": list(spec2.launch.grid), "block": list(spec2.launch.block)}, spec2)["block"] == \
+        ["32", "8"]
+
+
+def test_macro_bounds_expand_to_the_meps_sizes():
+    defs = definitions("#define SIZE_OF(sz, var) sz\n#define ROWS SIZE_OF(NR, nr)\n#define PAD (ROWS + 2)\n"
+                       "#define STR(x) #x\n")
+    assert simplified(expand("ROWS - 1", defs, {"NR"})) == "NR - 1"
+    assert simplified(expand("PAD * NC", defs, {"NR"})).replace(" ", "") == "((NR+2))*NC"
+    assert simplified(expand("STR(ROWS)", defs, {"NR"})) == "STR ( NR )"     # stringizing is not followed
+
+
+def _kernel(spec_dir: Path, body: str):
+    spec = load_spec(spec_dir / "mep.yaml")
+    text = (spec_dir / "kernel.cu").read_text()
+    start = text.index("{", text.index("__global__"))
+    return KernelSource(text[:start] + body, spec), spec
+
+
+def test_normalization_steps(plans):
+    mep, _, _ = plans["examples", "rowdot"]
+    # C89 counter used only by its loop: declared by the loop; one read after the loop: left alone
+    src, _ = _kernel(mep, "{\n    int r = blockIdx.x * blockDim.x + threadIdx.x;\n    int c, k;\n    if (r < n) {\n"
+                          "        float t = 0.0f;\n        for (c = 0; c < n; c++) t += M[r * n + c];\n"
+                          "        for (k = 0; k < n; k++) t += v[k];\n        w[r] = t + k;\n    }\n}\n")
+    body = src.src(src.body)
+    assert "for (int c = 0; c < n; c++)" in body and "int k;" in body and "for (k = 0;" in body
+    # early return, negated through || ; nested guards merged; an index declared inside the guard hoisted
+    src, _ = _kernel(mep, "{\n    int r = blockIdx.x * blockDim.x + threadIdx.x;\n    if (r >= n || r < 0) return;\n"
+                          "    float t = 0.0f;\n    for (int c = 0; c < n; c++) t += M[r * n + c];\n    w[r] = t;\n}\n")
+    assert "if (r < n && r >= 0) {" in src.src(src.body) and "return" not in src.src(src.body)
+    src, _ = _kernel(mep, "{\n    int r = blockIdx.x * blockDim.x + threadIdx.x;\n    if (r < n) {\n"
+                          "        int q = threadIdx.y;\n        if (q == 0) {\n            w[r] = v[r];\n"
+                          "        }\n    }\n}\n")
+    body = " ".join(src.src(src.body).split())
+    assert "int q = threadIdx.y; if (r < n && q == 0) { w[r] = v[r]; }" in body
+    # a return that is not the end of the work (a loop body) is left as written
+    src, _ = _kernel(mep, "{\n    for (int c = 0; c < n; c++) {\n        if (v[c] < 0) return;\n"
+                          "        w[c] = v[c];\n    }\n}\n")
+    assert "if (v[c] < 0) return;" in src.src(src.body)
+
+
+def test_dry_run_command(apps):
+    app = apps["c89_macros"]
+    done = subprocess.run([sys.executable, "-m", "mepgen.cli", "optimize", "relax", "--dry-run"], cwd=app,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "try     tile_stencil" in done.stdout and "refuses tile_matmul" in done.stdout
+    assert (app / ".mepgen" / "dryrun" / "relax" / "00-tile_stencil" / "kernel.cu").is_file()
+
+
+@pytest.mark.nvcc
+def test_every_structural_rewrite_compiles(plans, tmp_path):
+    jobs = []
+    for (style, kernel), (mep, spec, p) in plans.items():
+        for c in p.candidates:
+            if c["name"] in STRUCTURAL or c["name"] == "restrict_ldg":
+                jobs.append((style, kernel, c["name"], mep, spec, Path(c["folder"]) / "kernel.cu"))
+    assert len(jobs) >= 16 * 2
+
+    def build(job):
+        style, kernel, name, mep, spec, cu = job
+        obj = tmp_path / f"{style}-{kernel}-{name}.o"
+        done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), f"-I{mep}", "-c", "-x", "cu",
+                               str(cu), "-o", str(obj)], capture_output=True, text=True)
+        return job[:3], done.returncode, done.stderr[-2000:]
+
+    with ThreadPoolExecutor(2) as pool:
+        failed = [(what, err) for what, rc, err in pool.map(build, jobs) if rc != 0]
+    assert not failed, failed
