@@ -118,9 +118,32 @@ def poly(src: KernelSource, c, env: dict[str, object], depth: int = 0) -> Poly:
             return mul(const(-1), poly(src, kids[0], env, depth + 1))
         if t.startswith("+"):
             return poly(src, kids[0], env, depth + 1)
+    if k == "CALL_EXPR":
+        inlined = _index_helper(src, c, env, depth)
+        if inlined is not None:
+            return inlined
     if k in ("ARRAY_SUBSCRIPT_EXPR", "CALL_EXPR"):
         raise Refused(f"data-dependent index: `{squash(src.src(c))}` reads memory or calls a function")
     raise Refused(f"non-affine index: `{squash(src.src(c))}` is not a sum of products of integers")
+
+
+def _index_helper(src: KernelSource, call, env, depth: int) -> Poly | None:
+    """A call of an index helper defined in kernel.cu whose body is `return EXPR;` (`idx3(x, y, z)` returning
+    `x + y * nx + z * nx * ny`): EXPR's polynomial with the helper's parameters bound to the arguments'."""
+    ref = call.referenced
+    fn = (ref.get_definition() or ref) if ref is not None else None
+    if fn is None or kind(fn) != "FUNCTION_DECL" or fn.location.file is None or fn.location.file.name != src.path:
+        return None
+    body = next((k for k in fn.get_children() if kind(k) == "COMPOUND_STMT"), None)
+    stmts = list(body.get_children()) if body is not None else []
+    if len(stmts) != 1 or kind(stmts[0]) != "RETURN_STMT" or not list(stmts[0].get_children()):
+        return None
+    names = [p.spelling for p in fn.get_arguments()]
+    args = list(call.get_arguments())
+    if len(names) != len(args) or not all(names):
+        return None
+    inner = poly(src, list(stmts[0].get_children())[0], {}, depth + 1)
+    return substitute(inner, {n: poly(src, a, env, depth + 1) for n, a in zip(names, args)})
 
 
 def _uses_macro(src: KernelSource, t: str) -> bool:

@@ -18,6 +18,8 @@ from .analysis import body_statements, squash
 from .source import KernelSource, Refused, kind, walk
 
 AXES = "xyz"
+#: the comparison with its operands swapped: `4 <= x` is `x >= 4`
+MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "==": "==", "!=": "!="}
 
 
 def global_index(expr: str, axis: str) -> bool:
@@ -74,6 +76,8 @@ def _bounds(src, guard_cond, index: list[str], params: set[str]):
             raise Refused(f"the guard term `{squash(src.src(t))}` is not a bound on a thread index")
         a, b = list(t.get_children())
         name, op, other = squash(src.src(a)), src.operator(t), b
+        if name not in index and squash(src.src(b)) in index:     # `4 <= x`: the bound written first
+            name, op, other = squash(src.src(b)), MIRROR.get(op, op), a
         if name not in index:
             raise Refused(f"the guard term `{squash(src.src(t))}` is not `index OP bound`")
         d = index.index(name)

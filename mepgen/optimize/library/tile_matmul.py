@@ -89,12 +89,14 @@ class TileMatmul(Transformation):
         a_first = m.operands[0].side == "row"
         prod = "mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * %d] * mepgen_b" % ty if a_first else \
             "mepgen_b * mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * %d]" % ty
+        prod = _addend(src, m, "mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * %d]" % ty, "mepgen_b") or prod
         if rn > 1:
             body += _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i)
             body += [f"{i * 2}}}", f"{i}}}", "}"]
             return self._rewrite(src, m, sizes, body, t, bk, tx, ty, per_thread)
         body += [f"{i * 2}__syncthreads();", f"{i * 2}#pragma unroll",
                  f"{i * 2}for (int mepgen_kk = 0; mepgen_kk < {bk}; ++mepgen_kk) {{",
+                 *_in_range(m, i * 3),
                  f"{i * 3}const {T} mepgen_b = mepgen_Bs[mepgen_kk][threadIdx.x];",
                  f"{i * 3}#pragma unroll",
                  f"{i * 3}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) mepgen_acc[mepgen_q] += {prod};",
@@ -124,8 +126,10 @@ class TileMatmul(Transformation):
 def _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i) -> list[str]:
     """The inner product step and the epilogue of an RM x RN register tile per thread."""
     prod = "mepgen_a[mepgen_q] * mepgen_b[mepgen_w]" if a_first else "mepgen_b[mepgen_w] * mepgen_a[mepgen_q]"
+    prod = _addend(src, m, "mepgen_a[mepgen_q]", "mepgen_b[mepgen_w]") or prod
     lines = [f"{i * 2}__syncthreads();", f"{i * 2}#pragma unroll",
              f"{i * 2}for (int mepgen_kk = 0; mepgen_kk < {bk}; ++mepgen_kk) {{",
+             *_in_range(m, i * 3),
              f"{i * 3}{T} mepgen_a[{rm}], mepgen_b[{rn}];",
              f"{i * 3}#pragma unroll",
              f"{i * 3}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) "
@@ -148,6 +152,26 @@ def _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i) -> list[str]:
         lines.append(i * 4 + line + ("" if line.rstrip().endswith(("}", ";")) else ";"))
     lines.append(f"{i * 3}}}")
     return lines
+
+
+def _addend(src, m, row_value: str, col_value: str) -> str | None:
+    """A generalized addend g(X[...], Y[...]) with its two reads replaced by the staged values; None for the
+    plain product (written as before)."""
+    if m.addend is None:
+        return None
+    s0, e0 = src.span(m.addend)
+    out, pos = [], s0
+    for op in sorted(m.operands, key=lambda o: src.span(o.cursor)[0]):
+        s, e = src.span(op.cursor)
+        out += [src.text[pos:s], row_value if op.side == "row" else col_value]
+        pos = e
+    return "(" + " ".join("".join(out + [src.text[pos:e0]]).split()) + ")"
+
+
+def _in_range(m, indent: str) -> list[str]:
+    """A generalized addend is not 0 for the zero-filled elements past the reduction's end: those steps are
+    skipped (a plain product adds 0 * x there, which leaves the sum unchanged)."""
+    return [] if m.addend is None else [f"{indent}if (mepgen_k0 + mepgen_kk >= {m.loop.hi}) break;"]
 
 
 def _thread_cap(src, spec) -> int | None:
