@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .affine import local_constants, poly
-from .analysis import size_expr, body_statements, squash, uses_block_geometry
+from .analysis import check_pure, size_expr, body_statements, squash, uses_block_geometry
 from .reduction import sum_loop
 from .source import KernelSource, Refused, kind, walk
 from .stencil_match import MIRROR, _conjuncts, _unwrap, global_index
@@ -42,6 +42,7 @@ class Matmul:
     operands: list              # [Operand, Operand] in the addend's order
     after: list                 # epilogue statements
     addend: object = None       # a generalized addend g(X, Y) (None: the plain product X * Y)
+    init_per_output: bool = False   # the initial value reads the output's row/col (evaluated per output)
 
 
 def _index_decl(src, stmts, axis):
@@ -81,8 +82,12 @@ def match_matmul(src: KernelSource, spec) -> Matmul:
     if len(decl) != 1 or decl[0].spelling != s.target_base or not list(decl[0].get_children()):
         raise Refused(f"the accumulator {s.target_base} is not declared with an initial value right before the loop")
     init = list(decl[0].get_children())[-1]
-    if src.refs(init) - params:
-        raise Refused(f"the accumulator's initial value `{squash(src.src(init))}` depends on the thread")
+    per_output = bool(src.refs(init) - params)
+    if src.refs(init) - params - {row, col}:
+        raise Refused(f"the accumulator's initial value `{squash(src.src(init))}` depends on "
+                      f"{', '.join(sorted(src.refs(init) - params - {row, col}))}, not only on the output's row and column")
+    if per_output:          # `C[row * n + col] * beta`: read for each output before its sum (pure reads only)
+        check_pure(src, init, "the accumulator's initial value")
     loop = s.loop
     if s.loop.step != "1":
         raise Refused("the reduction loop does not step by 1")
@@ -130,7 +135,7 @@ def match_matmul(src: KernelSource, spec) -> Matmul:
     if {o.side for o in ops} != {"row", "col"}:
         raise Refused("both factors follow the same output index: not a matrix product")
     return Matmul(row, col, col_stmt, row_stmt, guard, bounds, triangle, s.target_base,
-                  decl[0].type.spelling, src.src(init), loop, ops, inner[2:], None if product else addend)
+                  decl[0].type.spelling, src.src(init), loop, ops, inner[2:], None if product else addend, per_output)
 
 
 def _is_function(src, root, name: str) -> bool:

@@ -41,6 +41,13 @@ class ScalarReplace(Transformation):
                 lhs, rhs = list(parent_stmts[i - 1].get_children())
                 if squash(src.src(lhs)) == squash(target):
                     init, init_span = f"({src.src(rhs)})", src.span(parent_stmts[i - 1])
+            elif i and kind(parent_stmts[i - 1]) == "COMPOUND_ASSIGNMENT_OPERATOR" and \
+                    src.operator(parent_stmts[i - 1]) in ("*=", "+=", "-=", "/="):
+                # `C[i] *= beta;` right before the loop: the register starts from the scaled value
+                lhs, rhs = list(parent_stmts[i - 1].get_children())
+                if squash(src.src(lhs)) == squash(target) and s.target_base not in src.refs(rhs):
+                    op = src.operator(parent_stmts[i - 1])[0]
+                    init, init_span = f"({target} {op} ({src.src(rhs)}))", src.span(parent_stmts[i - 1])
             stmt_start, stmt_end = src.span(s.stmt)
             loop_text = src.text[start:stmt_start] + f"{acc} += {src.src(s.addend)}" + src.text[stmt_end:end]
             after = src.text[end:end + 1]

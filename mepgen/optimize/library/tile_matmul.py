@@ -64,7 +64,8 @@ class TileMatmul(Transformation):
                  f"{i}const int mepgen_tid = (int)threadIdx.y * {tx} + (int)threadIdx.x;",
                  f"{i}const int mepgen_r0 = (int)blockIdx.y * {t};",
                  f"{i}const int mepgen_c0 = (int)blockIdx.x * {t};",
-                 *([f"{i}{T} mepgen_acc[{rm}];", f"{i}#pragma unroll",
+                 *(_per_output_init(src, m, T, rm, rn, tx, ty, i) if m.init_per_output else
+                   [f"{i}{T} mepgen_acc[{rm}];", f"{i}#pragma unroll",
                     f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) mepgen_acc[mepgen_q] = {m.init};"]
                    if rn == 1 else
                    [f"{i}{T} mepgen_acc[{rm}][{rn}];", f"{i}#pragma unroll",
@@ -152,6 +153,22 @@ def _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i) -> list[str]:
         lines.append(i * 4 + line + ("" if line.rstrip().endswith(("}", ";")) else ";"))
     lines.append(f"{i * 3}}}")
     return lines
+
+
+def _per_output_init(src, m, T, rm, rn, tx, ty, i) -> list[str]:
+    """An initial value that depends on the output (`C[row*n+col] * beta`, `bias[col]`): evaluated for each output
+    of the thread at its own row and column, where the original guard admits it (the others are never stored)."""
+    cond = src.src(list(m.guard.get_children())[0])
+    row = f"{_decl_type(src, m.row_stmt, m.row)} {m.row} = mepgen_r0 + (int)threadIdx.y + mepgen_q * {ty};"
+    if rn == 1:
+        return [f"{i}{T} mepgen_acc[{rm}];", f"{i}#pragma unroll",
+                f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) {{", f"{i * 2}{row}",
+                f"{i * 2}mepgen_acc[mepgen_q] = ({cond}) ? ({m.init}) : {T}(0);", f"{i}}}"]
+    col = f"{_decl_type(src, m.col_stmt, m.col)} {m.col} = mepgen_c0 + (int)threadIdx.x + mepgen_w * {tx};"
+    return [f"{i}{T} mepgen_acc[{rm}][{rn}];", f"{i}#pragma unroll",
+            f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) {{", f"{i * 2}{row}", f"{i * 2}#pragma unroll",
+            f"{i * 2}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) {{", f"{i * 3}{col}",
+            f"{i * 3}mepgen_acc[mepgen_q][mepgen_w] = ({cond}) ? ({m.init}) : {T}(0);", f"{i * 2}}}", f"{i}}}"]
 
 
 def _addend(src, m, row_value: str, col_value: str) -> str | None:

@@ -67,6 +67,22 @@ __global__ void relax(int nr, int nc, DATA_TYPE *u, DATA_TYPE *v)
 	}
 }
 
+/* Z = alpha * X Y + beta * Z: the scaled product, accumulated in the output itself. */
+__global__ void scaled(int nr, int nc, int nk, DATA_TYPE alpha, DATA_TYPE beta, DATA_TYPE *X, DATA_TYPE *Y, DATA_TYPE *Z)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	int r = blockIdx.y * blockDim.y + threadIdx.y;
+	int p;
+	if ((r < ROWS_B) && (c < COLS_B))
+	{
+		Z[r * NC + c] *= beta;
+		for (p = 0; p < INNER_B; p++)
+		{
+			Z[r * NC + c] += alpha * X[r * NK + p] * Y[p * NC + c];
+		}
+	}
+}
+
 int main(void)
 {
 	DATA_TYPE *X, *Y, *Z, *v, *w;
@@ -81,6 +97,7 @@ int main(void)
 	rowdot<<<(NR + 255) / 256, 256>>>(NR, X, v, w);
 	colsum<<<(NC + 255) / 256, 256>>>(NC, X, w);
 	relax<<<grid, block>>>(NR, NC, Z, X);
+	scaled<<<grid, block>>>(NR, NC, NK, 1.5f, 0.5f, X, Y, Z);
 	cudaDeviceSynchronize();
 	printf("done\n");
 	return 0;
