@@ -110,6 +110,19 @@ def test_generalized_inner_product(plans):
         TileMatmul().space(KernelSource(reads_other, spec), spec, launch)
 
 
+def test_split_columns_over_a_sum_into_the_output(plans):
+    """`for (r...) s[c] += M[r * NC + c]` with no start of its own: the slices sum from zero, the output's own
+    value is added once after them."""
+    mep, spec, _ = plans["c89_macros", "colsum"]
+    src, spec, launch = load(mep)
+    edited = src.text.replace("s[c] = 0;", "")
+    assert edited != src.text
+    from mepgen.optimize.library.catalog import all_transformations
+    split = next(t for t in all_transformations() if t.name == "split_columns")
+    rw = split.apply(KernelSource(edited, spec), spec, launch, {"shape": "16x16", "unroll": 1})
+    assert "mepgen_acc0 = 0;" in rw.text and "s[c] = s[c] + mepgen_acc0;" in rw.text
+
+
 def test_restrict_after_the_star_of_t_star_a(plans):
     """`DATA_TYPE *a` and `real *a` take `__restrict__` between the star and the name (it used to run into it)."""
     for style, sig in (("c89_macros", "DATA_TYPE * __restrict__ u, DATA_TYPE * __restrict__ v"),
@@ -165,6 +178,15 @@ def test_normalization_steps(plans):
                           "        }\n    }\n}\n")
     body = " ".join(src.src(src.body).split())
     assert "int q = threadIdx.y; if (r < n && q == 0) { w[r] = v[r]; }" in body
+    # a local pointer into a parameter's buffer, only indexed: read through the parameter
+    src, _ = _kernel(mep, "{\n    int r = blockIdx.x * blockDim.x + threadIdx.x;\n    if (r < n) {\n"
+                          "        const float* row = M + r * n;\n        float t = 0.0f;\n"
+                          "        for (int c = 0; c < n; c++) t += row[c] * v[c];\n        w[r] = t;\n    }\n}\n")
+    body = src.src(src.body)
+    assert "t += M[(r * n) + (c)] * v[c];" in body and "const float* row" not in body
+    # ... but not when the pointer is used otherwise (moved, or passed on)
+    src, _ = _kernel(mep, "{\n    const float* row = M + 1;\n    row++;\n    w[0] = row[0];\n}\n")
+    assert "w[0] = row[0];" in src.src(src.body)
     # a return that is not the end of the work (a loop body) is left as written
     src, _ = _kernel(mep, "{\n    for (int c = 0; c < n; c++) {\n        if (v[c] < 0) return;\n"
                           "        w[c] = v[c];\n    }\n}\n")

@@ -40,9 +40,12 @@ class AfterScalarReplace(Transformation):
     naive spelling of a sum): there it applies to the kernel after scalar replacement, which it then includes.
     The name, parameters and defaults are inner's: a chain replays the same way."""
 
-    def __init__(self, inner: Transformation):
+    def __init__(self, inner: Transformation, start: str = "exact"):
+        """`start`: "exact" starts the register at the target's value (the same float sum); "zero" sums the loop
+        alone and adds the start after it (for rewrites that split the loop and reorder the sum anyway)."""
         super().__init__(inner.name, inner.summary, dict(inner.defaults))
         self.inner = inner
+        self.start = start
 
     def _source(self, src, spec, launch):
         from .scalar_replace import ScalarReplace
@@ -50,7 +53,7 @@ class AfterScalarReplace(Transformation):
             return self.inner.space(src, spec, launch), src, None
         except Refused as first:
             try:
-                rw = ScalarReplace().apply(src, spec, launch, {})
+                rw = ScalarReplace().apply(src, spec, launch, {"start": self.start})
             except Refused:
                 raise first from None
             replaced = KernelSource(rw.text, spec)

@@ -22,5 +22,5 @@ from .warp_row import WarpPerRow
 
 def all_transformations():
     return [AfterScalarReplace(TileMatmul()), TileStencil(), StencilRows(), TileWindow(),
-            WarpPerRow(), Privatize(), AfterScalarReplace(SplitColumns()), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
+            WarpPerRow(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
             Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]

@@ -8,7 +8,9 @@ signature, macros or types, so a rewrite still reads as the application's code a
   (`if (i < n) { rest }`), the condition negated term by term;
 - a thread-index declaration at the start of a guarded block (`if (i < n) { int j = ...threadIdx.y; ... }`)
   moves before the guard (it reads only the block geometry);
-- nested guards without else (`if (a) { if (b) {...} }`) become one (`if (a && b) {...}`).
+- nested guards without else (`if (a) { if (b) {...} }`) become one (`if (a && b) {...}`);
+- a local pointer into a parameter's buffer (`const float* row = A + i * n; ... row[j]`) that is only indexed is
+  read through the parameter itself (`A[(i * n) + (j)]`), so the access model sees which buffer and where.
 The steps repeat until none applies. Every transformation then matches one shape instead of each spelling.
 """
 from __future__ import annotations
@@ -24,7 +26,7 @@ ROUNDS = 8
 
 def normalized(src) -> str:
     """The text of `src` (a KernelSource) after one applicable normalization step; `src.text` when none applies."""
-    for step in (_c89_counters, _early_return, _hoist_indices, _merge_guards):
+    for step in (_c89_counters, _early_return, _hoist_indices, _merge_guards, _pointer_offsets):
         edits = step(src)
         if edits:
             return src.replace(edits)
@@ -264,3 +266,78 @@ def _merge_guards(src) -> list:
         s, e = src.span(c)
         return [(s, e, f"if ({cond}) {src.src(ik[1])}")]
     return []
+
+
+# --- pointer offsets ------------------------------------------------------------------------------------
+
+def _pointer_offsets(src) -> list:
+    written = set()
+    for w in src.writes():
+        kids = list(w.get_children())
+        t = _unwrap(kids[0]) if kids else None
+        if t is not None and kind(t) == "DECL_REF_EXPR":
+            written.add(t.spelling)
+    subscripts = [c for c in walk(src.body) if kind(c) == "ARRAY_SUBSCRIPT_EXPR"]
+    for stmt in walk(src.body):
+        if kind(stmt) != "DECL_STMT":
+            continue
+        decls = list(stmt.get_children())
+        if len(decls) != 1 or kind(decls[0]) != "VAR_DECL" or decls[0].spelling in written or \
+                decls[0].type.get_canonical().kind.name != "POINTER":
+            continue
+        v = decls[0]
+        init = [k for k in v.get_children() if kind(k) not in ("TYPE_REF",)]
+        base = _offset_of(src, _unwrap(init[-1]), written) if init else None
+        if base is None:
+            continue
+        p, offset = base
+        uses = [c for c in walk(src.body) if kind(c) == "DECL_REF_EXPR" and c.spelling == v.spelling and
+                c.referenced is not None and c.referenced.location.offset == v.location.offset]
+        indexed = {}
+        for s in subscripts:
+            b, i = list(s.get_children())
+            b = _unwrap(b)
+            if kind(b) == "DECL_REF_EXPR" and b.spelling == v.spelling:
+                indexed[src.span(b)] = (s, i)
+        if not uses or any(src.span(u) not in indexed for u in uses):
+            continue
+        edits = []
+        for u in uses:
+            s, i = indexed[src.span(u)]
+            edits.append((*src.span(s), f"{p}[({offset}) + ({src.src(i).strip()})]"))
+        a, b = src.span(stmt)
+        b = _past_semicolon(src.text, b)
+        while a > 0 and src.text[a - 1] in " \t":
+            a -= 1
+        if b < len(src.text) and src.text[b] == "\n":
+            b += 1
+        edits.append((a, b, ""))
+        return edits
+    return []
+
+
+def _offset_of(src, e, written) -> tuple[str, str] | None:
+    """(pointer parameter, offset text) of `P + E`, `E + P` or `&P[E]`, E reading only parameters and locals
+    that are never assigned; None otherwise."""
+    pointer, offset = None, None
+    kids = list(e.get_children())
+    if kind(e) == "BINARY_OPERATOR" and len(kids) == 2 and src.operator(e) == "+":
+        for a, b in (kids, kids[::-1]):
+            a = _unwrap(a)
+            if kind(a) == "DECL_REF_EXPR" and src.param(a.spelling) is not None and src.param(a.spelling).pointer:
+                pointer, offset = a.spelling, b
+                break
+    elif kind(e) == "UNARY_OPERATOR" and src.src(e).lstrip().startswith("&") and kids and \
+            kind(_unwrap(kids[0])) == "ARRAY_SUBSCRIPT_EXPR":
+        a, b = list(_unwrap(kids[0]).get_children())
+        a = _unwrap(a)
+        if kind(a) == "DECL_REF_EXPR" and src.param(a.spelling) is not None and src.param(a.spelling).pointer:
+            pointer, offset = a.spelling, b
+    if pointer is None or offset.type.get_canonical().kind.name == "POINTER":
+        return None
+    for n in walk(offset):
+        k = kind(n)
+        if k in ("CALL_EXPR", "ARRAY_SUBSCRIPT_EXPR") or k.endswith("ASSIGNMENT_OPERATOR") or \
+                k == "DECL_REF_EXPR" and n.spelling in written:
+            return None
+    return pointer, src.src(offset).strip()

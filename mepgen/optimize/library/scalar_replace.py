@@ -53,11 +53,17 @@ class ScalarReplace(Transformation):
             after = src.text[end:end + 1]
             p = src.param(s.target_base)
             ctype = element_type(p.type) if p is not None and p.pointer else s.ctype   # the application's spelling
+            store = f"{target} = {acc};"
+            if params.get("start") == "zero" and init != "(0)":
+                # the register sums the loop alone and the start is added once after it (`y[i] = start + sum`):
+                # the float sum is ordered differently, which is what a rewrite that splits the loop needs
+                store = f"{target} = {init if init != target else target} + {acc};"
+                init = "0"
             if i is not None:      # a statement of a block: the register joins it (the matchers see one block)
                 new = f"{ctype} {acc} = {init};\n{_indent(src.text, start)}{loop_text}{after if after == ';' else ''}" \
-                      f"\n{_indent(src.text, start)}{target} = {acc};"
+                      f"\n{_indent(src.text, start)}{store}"
             else:
-                new = f"{{ {ctype} {acc} = {init}; {loop_text}{after if after == ';' else ''} {target} = {acc}; }}"
+                new = f"{{ {ctype} {acc} = {init}; {loop_text}{after if after == ';' else ''} {store} }}"
             if init_span is not None:
                 edits.append((init_span[0], init_span[1] + _semicolon(src.text, init_span[1]), ""))
             edits.append((start, end + (1 if after == ";" else 0), new))
