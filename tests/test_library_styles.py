@@ -187,6 +187,17 @@ def test_normalization_steps(plans):
     # ... but not when the pointer is used otherwise (moved, or passed on)
     src, _ = _kernel(mep, "{\n    const float* row = M + 1;\n    row++;\n    w[0] = row[0];\n}\n")
     assert "w[0] = row[0];" in src.src(src.body)
+    # C89 coefficients set right after their declaration: declared with their values (then a 2D stencil matches)
+    relax, _, _ = plans["examples", "relax"]
+    src, spec = _kernel(relax, "{\n    const int x = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                               "    const int y = blockIdx.y * blockDim.y + threadIdx.y;\n    float c0, c1;\n"
+                               "    c0 = 0.5f;  c1 = 0.125f;\n    if (x >= 1 && x < nx - 1 && y >= 1 && y < ny - 1) {\n"
+                               "        v[y * nx + x] = c0 * u[y * nx + x] + c1 * (u[y * nx + x - 1] + u[y * nx + x + 1]"
+                               " + u[(y - 1) * nx + x] + u[(y + 1) * nx + x]);\n    }\n}\n")
+    assert "float c0 = 0.5f; float c1 = 0.125f;\n    if (x >= 1" in src.src(src.body)
+    from mepgen.optimize.library.tile_stencil import TileStencil
+    assert TileStencil().space(src, spec, one_dimensional({"grid": list(spec.launch.grid),
+                                                            "block": list(spec.launch.block)}, spec))
     # a return that is not the end of the work (a loop body) is left as written
     src, _ = _kernel(mep, "{\n    for (int c = 0; c < n; c++) {\n        if (v[c] < 0) return;\n"
                           "        w[c] = v[c];\n    }\n}\n")

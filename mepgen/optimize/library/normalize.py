@@ -4,6 +4,8 @@ Each step is a source-to-source rewrite that changes no result, applied to the k
 signature, macros or types, so a rewrite still reads as the application's code and compiles where it does):
 - a loop counter declared before its loops (C89, `int k; ... for (k = 0; ...)`) is declared by each loop that
   sets it, when nothing outside those loops reads it;
+- a local declared without a value and set once by a later statement of the same block from parameters and
+  literals only (C89 `float c1, c2; c1 = 0.2; c2 = 0.5;`) is declared with that value;
 - an early return at the top of the work (`if (i >= n) return; rest`) becomes the guard around the rest
   (`if (i < n) { rest }`), the condition negated term by term;
 - a thread-index declaration at the start of a guarded block (`if (i < n) { int j = ...threadIdx.y; ... }`)
@@ -26,7 +28,7 @@ ROUNDS = 8
 
 def normalized(src) -> str:
     """The text of `src` (a KernelSource) after one applicable normalization step; `src.text` when none applies."""
-    for step in (_c89_counters, _early_return, _hoist_indices, _merge_guards, _pointer_offsets):
+    for step in (_c89_counters, _late_initializers, _early_return, _hoist_indices, _merge_guards, _pointer_offsets):
         edits = step(src)
         if edits:
             return src.replace(edits)
@@ -341,3 +343,60 @@ def _offset_of(src, e, written) -> tuple[str, str] | None:
                 k == "DECL_REF_EXPR" and n.spelling in written:
             return None
     return pointer, src.src(offset).strip()
+
+
+# --- late initializers ----------------------------------------------------------------------------------
+
+def _late_initializers(src) -> list:
+    params = {p.name for p in src.params}
+    assigned: dict[str, int] = {}
+    for w in src.writes():
+        kids = list(w.get_children())
+        t = _unwrap(kids[0]) if kids else None
+        if t is not None and kind(t) == "DECL_REF_EXPR":
+            assigned[t.spelling] = assigned.get(t.spelling, 0) + 1
+    for block in (c for c in walk(src.body) if kind(c) == "COMPOUND_STMT"):
+        stmts = list(block.get_children())
+        for n, stmt in enumerate(stmts):
+            if kind(stmt) != "DECL_STMT":
+                continue
+            decls = list(stmt.get_children())
+            if not decls or any(kind(d) != "VAR_DECL" or [k for k in d.get_children() if kind(k) != "TYPE_REF"]
+                                for d in decls):
+                continue
+            head = src.text[decls[0].extent.start.offset:decls[0].location.offset]
+            if any(ch in head for ch in "*&[(") or "__shared__" in head or "static" in head:
+                continue
+            values, removed = {}, []
+            for later in stmts[n + 1:]:
+                kids = list(later.get_children())
+                if kind(later) == "BINARY_OPERATOR" and src.operator(later) == "=" and \
+                        kind(_unwrap(kids[0])) == "DECL_REF_EXPR":
+                    name = _unwrap(kids[0]).spelling
+                    if name in {d.spelling for d in decls} and name not in values and assigned.get(name) == 1 and \
+                            src.refs(kids[1]) <= params and not any(kind(x) in ("CALL_EXPR", "ARRAY_SUBSCRIPT_EXPR")
+                                                                    for x in walk(kids[1])):
+                        values[name] = src.src(kids[1]).strip()
+                        removed.append(later)
+                        continue
+                break           # only the statements right after the declaration, before any other use
+            if not values:
+                continue
+            decl_text = " ".join(f"{head.strip()} {src.text[d.location.offset:d.extent.end.offset]}"
+                                 f"{' = ' + values[d.spelling] if d.spelling in values else ''};" for d in decls)
+            edits = [(*src.span(stmt), decl_text.rstrip(";") if src.text[src.span(stmt)[1] - 1] != ";" else decl_text)]
+            spans = []
+            for r in removed:
+                a, b = src.span(r)
+                while a > 0 and src.text[a - 1] in " \t":
+                    a -= 1
+                b = _past_semicolon(src.text, b)
+                if spans and spans[-1][1] == a:
+                    a = spans.pop()[0]
+                spans.append((a, b))
+            for a, b in spans:          # a line left empty goes with them
+                if (a == 0 or src.text[a - 1] == "\n") and src.text[b:b + 1] == "\n":
+                    b += 1
+                edits.append((a, b, ""))
+            return edits
+    return []
