@@ -204,8 +204,8 @@ def _hoist_indices(src) -> list:
         inner = list(then.get_children())
         moved = []
         for s in inner:
-            if not _index_decl(src, s):
-                break
+            if not _index_decl(src, s) or _declared(src, list(s.get_children())[0].spelling) > 1:
+                break           # (a name declared twice in the kernel would clash once hoisted)
             moved.append(s)
         if moved and len(moved) < len(inner):
             gs = guard.extent.start.offset
@@ -337,6 +337,8 @@ def _offset_of(src, e, written) -> tuple[str, str] | None:
             pointer, offset = a.spelling, b
     if pointer is None or offset.type.get_canonical().kind.name == "POINTER":
         return None
+    if any(_declared(src, n) > 1 for n in src.refs(offset)):
+        return None             # a name shadowed somewhere could mean something else where the pointer is used
     for n in walk(offset):
         k = kind(n)
         if k in ("CALL_EXPR", "ARRAY_SUBSCRIPT_EXPR") or k.endswith("ASSIGNMENT_OPERATOR") or \
@@ -400,3 +402,8 @@ def _late_initializers(src) -> list:
                 edits.append((a, b, ""))
             return edits
     return []
+
+
+def _declared(src, name: str) -> int:
+    """How many variables of the kernel (parameters included) are called `name`."""
+    return sum(1 for c in walk(src.fn) if kind(c) in ("VAR_DECL", "PARM_DECL") and c.spelling == name)
