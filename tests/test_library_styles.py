@@ -123,6 +123,24 @@ def test_split_columns_over_a_sum_into_the_output(plans):
     assert "mepgen_acc0 = 0;" in rw.text and "s[c] = s[c] + mepgen_acc0;" in rw.text
 
 
+def test_scalar_replace_several_sums_in_one_loop(plans):
+    """`w[r] += ...; v[r] += ...;` in one loop (C89 counter): a register each, `w[r] = 0;` before the loop as
+    w's start, v started from its own element."""
+    from mepgen.optimize.library.scalar_replace import ScalarReplace
+    mep, _, _ = plans["c89_macros", "rowdot"]
+    src, spec = _kernel(mep, "{\n    int r = blockIdx.x * blockDim.x + threadIdx.x;\n    int c;\n    if (r < ROWS_B) {\n"
+                             "        w[r] = 0;\n        for (c = 0; c < NC; c++) {\n            w[r] += M[r * NC + c];\n"
+                             "            v[r] += M[c * NC + r];\n        }\n    }\n}\n")
+    launch = one_dimensional({"grid": list(spec.launch.grid), "block": list(spec.launch.block)}, spec)
+    rw = ScalarReplace().apply(src, spec, launch, {})
+    body = " ".join(rw.text[rw.text.index("int r = blockIdx"):].split())
+    assert "DATA_TYPE mepgen_acc0 = (0); DATA_TYPE mepgen_acc1 = v[r]; for (int c = 0; c < NC; c++) { mepgen_acc0 += " \
+           "M[r * NC + c]; mepgen_acc1 += M[c * NC + r]; } w[r] = mepgen_acc0; v[r] = mepgen_acc1;" in body
+    reads_own = src.text.replace("v[r] += M[c * NC + r];", "v[r] += w[c];")
+    with pytest.raises(Exception, match="no loop accumulates"):
+        ScalarReplace().space(KernelSource(reads_own, spec), spec, launch)
+
+
 def test_restrict_after_the_star_of_t_star_a(plans):
     """`DATA_TYPE *a` and `real *a` take `__restrict__` between the star and the name (it used to run into it)."""
     for style, sig in (("c89_macros", "DATA_TYPE * __restrict__ u, DATA_TYPE * __restrict__ v"),
