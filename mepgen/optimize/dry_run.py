@@ -25,6 +25,7 @@ class Plan:
     kernel: str
     candidates: list[dict] = field(default_factory=list)   # {"name", "params", "change", "launch", "folder"}
     refusals: dict[str, str] = field(default_factory=dict)  # transformation -> why it does not apply
+    todo: int = 0                                            # open todo items of mep.yaml (sizes may not hold)
 
     @property
     def structural(self) -> list[str]:
@@ -32,7 +33,7 @@ class Plan:
 
     def to_dict(self) -> dict:
         return {"kernel": self.kernel, "candidates": self.candidates, "refusals": self.refusals,
-                "structural": self.structural}
+                "structural": self.structural, "todo": self.todo}
 
 
 def plan(spec: Spec, text: str, out: Path | None = None, transformations=None) -> Plan:
@@ -41,7 +42,7 @@ def plan(spec: Spec, text: str, out: Path | None = None, transformations=None) -
     from .library.catalog import all_transformations
     from .library.source import KernelSource, Refused
     from .library.tuning import suggest
-    result = Plan(spec.kernel.id)
+    result = Plan(spec.kernel.id, todo=len(spec.todo))
     try:
         src = KernelSource(text, spec)
     except Refused as e:
@@ -76,6 +77,9 @@ def plan(spec: Spec, text: str, out: Path | None = None, transformations=None) -
 
 def report(p: Plan) -> str:
     lines = [f"{p.kernel}: {len(p.candidates)} candidate(s), {len(p.structural)} structural"]
+    if p.todo:
+        lines.append(f"  note: mep.yaml has {p.todo} open todo item(s): what depends on their values may change "
+                     f"once they are set, and `mepgen optimize` refuses to run until they are")
     for c in p.candidates:
         params = ", ".join(f"{k}={v}" for k, v in sorted(c["params"].items())) or "-"
         lines.append(f"  try     {c['name']:<20} {params:<28} {c['change']}")
