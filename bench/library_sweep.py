@@ -72,8 +72,9 @@ def plan_all(out: Path, label: str) -> None:
     meps = sorted(str(p.parent) for p in (out / "apps").glob("*/.mepgen/meps/*/mep.yaml"))
     result = {}
     for i in range(0, len(meps), 20):
+        # cwd: not a checkout of mepgen, so that the mepgen of PYTHONPATH (or the installed one) is imported
         done = subprocess.run([sys.executable, "-c", PLAN, *meps[i:i + 20]], capture_output=True, text=True,
-                              timeout=1800)
+                              timeout=1800, cwd=out)
         if done.returncode != 0:
             for m in meps[i:i + 20]:
                 result[m] = {"error": done.stderr.strip().splitlines()[-1][:300] if done.stderr.strip() else "?"}
