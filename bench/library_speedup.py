@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """GPU: `mepgen optimize` with the transformation library alone over prepared MEPs, and the geometric-mean speedup.
 
-    python3 bench/library_speedup.py OUT PATH... [--budget 8] [--seconds 25] [--size SYM=N ...]
+    python3 bench/library_speedup.py OUT PATH... [--budget 8] [--seconds 25] [--size SYM=N ...] [--work DIR]
 
-Each PATH is an application folder (copied into OUT/apps/, extracted and cut into MEPs with `mepgen mep --all`
+Each PATH is an application folder (copied into --work DIR/, default /tmp/mepgen-library-speedup, extracted and cut into MEPs with `mepgen mep --all`
 unless it already holds .mepgen/meps/) or one MEP folder (`APP/.mepgen/meps/ID`). For every MEP without open
 todo items it runs, as a user would,
 
@@ -28,15 +28,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def meps_of(path: Path, out: Path, sizes: list[str]) -> list[tuple[Path, str]]:
+def meps_of(path: Path, work: Path, sizes: list[str]) -> list[tuple[Path, str]]:
     """(application folder, MEP id) of every MEP PATH names."""
     if (path / "mep.yaml").is_file():
         return [(path.parents[2], path.name)]
     app = path
     if not (path / ".mepgen" / "meps").is_dir():
-        app = out / "apps" / path.name
+        app = work / path.name
         if app.exists():
             shutil.rmtree(app)
+        app.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(path, app, ignore=shutil.ignore_patterns(".mepgen", "build"))
         extra = [a for s in sizes for a in ("--size", s)]
         for args in (["extract", "."], ["mep", "--all", *extra]):
@@ -69,11 +70,13 @@ def main() -> int:
     ap.add_argument("--budget", type=int, default=8, help="candidates per kernel")
     ap.add_argument("--seconds", type=float, default=25, help="wall-time limit per kernel")
     ap.add_argument("--size", action="append", default=[], help="SYM=N for `mepgen mep` (repeatable)")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/mepgen-library-speedup"),
+                    help="where application folders are copied and cut into MEPs")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     rows, t0 = [], time.time()
     for path in a.paths:
-        for app, mid in meps_of(path.resolve(), a.out.resolve(), a.size):
+        for app, mid in meps_of(path.resolve(), a.work.resolve(), a.size):
             name = f"{app.name}/{mid}"
             if open_todo(app, mid):
                 rows.append({"kernel": name, "status": "skipped: mep.yaml has open todo items"})
