@@ -158,6 +158,8 @@ def test_one_d_work_on_a_2d_launch_is_1d(plans):
     assert launch["block"] == ["256"] and len(launch["grid"]) == 1
     split = next(c for c in p.candidates if c["name"] == "split_columns")
     assert len(split["launch"]["grid"]) == 1
+    # a dimension that is 1 only for these sizes (N = 1024) stays: other sizes would need it
+    assert len(one_dimensional({"grid": ["4", "(N + 2047) / 2048"], "block": ["256", "1"]}, spec)["grid"]) == 2
     # a real second dimension stays
     _, spec2, _ = plans["launch2d_returns", "prod"]
     assert one_dimensional({"grid": list(spec2.launch.grid), "block": list(spec2.launch.block)}, spec2)["block"] == \

@@ -83,15 +83,17 @@ def current_launch(spec: Spec, launch: dict | None) -> dict:
 
 
 def one_dimensional(launch: dict, spec: Spec) -> dict:
-    """The launch without trailing dimensions that are 1 in both grid and block (`dim3 block(256, 1)` on a
+    """The launch without trailing dimensions written as 1 in both grid and block (`dim3 block(256, 1)` on a
     grid of `(n + 255) / 256, 1` is a 1D launch): threadIdx.y and blockIdx.y are 0 either way, so the kernel
-    computes the same, and the transformations that need a 1D launch see one."""
+    computes the same, and the transformations that need a 1D launch see one. Only a literal 1: an
+    expression that is 1 for the MEP's sizes (`(ny + 15) / 16` with a small ny) may not be for others."""
     grid, block = list(launch["grid"]), list(launch["block"])
+    one = lambda v: str(v).strip().strip("()").strip().rstrip("uUlL") == "1"
     while max(len(grid), len(block)) > 1:
         d = max(len(grid), len(block)) - 1
-        g = spec.size(str(grid[d])) if d < len(grid) else 1
-        b = spec.size(str(block[d])) if d < len(block) else 1
-        if g != 1 or b != 1:
+        g = one(grid[d]) if d < len(grid) else True
+        b = one(block[d]) if d < len(block) else True
+        if not (g and b):
             break
         grid, block = grid[:d] or grid[:1], block[:d] or block[:1]
     return {**launch, "grid": grid, "block": block}
