@@ -77,7 +77,7 @@ sm__warps_active.avg.pct_of_peak_sustained_active,smsp__warp_issue_stalled_long_
   spellings-b) python3 bench/library_speedup.py $R/library_spellings_b tests/library_styles/launch2d_returns \
                  tests/library_styles/typedef_ptr --budget 6 --seconds 15
                files=($R/library_spellings_b/library_speedup.md $R/library_spellings_b/library_speedup.json) ;;
-  shapes)   python3 bench/library_speedup.py $R/library_naive_shapes bench/naive_shapes/* --budget 6 --seconds 15
+  shapes)   python3 bench/library_speedup.py $R/library_naive_shapes bench/naive_shapes/*/ --budget 6 --seconds 15
             files=($R/library_naive_shapes/library_speedup.md $R/library_naive_shapes/library_speedup.json) ;;
   *)        echo "gpu_pending.sh: unknown step '$step' (tests, library, optimize, patch, capture, tuning, rows, window, flush, stencils, spellings-a, spellings-b, shapes)" >&2; exit 2 ;;
 esac

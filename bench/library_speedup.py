@@ -76,6 +76,9 @@ def main() -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     rows, t0 = [], time.time()
     for path in a.paths:
+        if not path.is_dir():
+            print(f"{path}: not a folder, skipped", flush=True)
+            continue
         for app, mid in meps_of(path.resolve(), a.work.resolve(), a.size):
             name = f"{app.name}/{mid}"
             if open_todo(app, mid):
