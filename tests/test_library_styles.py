@@ -141,6 +141,30 @@ def test_scalar_replace_several_sums_in_one_loop(plans):
         ScalarReplace().space(KernelSource(reads_own, spec), spec, launch)
 
 
+def test_warp_per_row_over_several_sums(plans, tmp_path):
+    """Two row sums in one loop (gesummv-like, accumulated in the outputs): a partial sum per lane for each, both
+    combined with shuffles (and through shared memory with two warps per row); the result compiles."""
+    from mepgen.optimize.library.warp_row import WarpPerRow
+    mep, _, _ = plans["c89_macros", "rowdot"]
+    src, spec = _kernel(mep, "{\n    int r = blockIdx.x * blockDim.x + threadIdx.x;\n    int c;\n    if (r < ROWS_B) {\n"
+                             "        w[r] = 0;\n        for (c = 0; c < NC; c++) {\n            w[r] += M[r * NC + c];\n"
+                             "            v[r] += M[r * NC + c] * M[r * NC + c];\n        }\n    }\n}\n")
+    launch = one_dimensional({"grid": list(spec.launch.grid), "block": list(spec.launch.block)}, spec)
+    assert WarpPerRow().space(src, spec, launch)["vec"] == [1]
+    for tpr in (32, 64):
+        rw = WarpPerRow().apply(src, spec, launch, {"tpr": tpr, "block": 256, "vec": 1})
+        body = " ".join(rw.text[rw.text.index("mepgen warp_per_row"):].split())
+        assert "mepgen_part0 += M[r * NC + c]; mepgen_part1 += M[r * NC + c] * M[r * NC + c];" in body
+        assert "w[r] = mepgen_part0; v[r] = (v[r]) + mepgen_part1;" in body
+        assert rw.launch["grid"] == [f"((long long)(NR) * {tpr} + 256 - 1) / 256"]
+        if tpr == 64 and shutil.which("nvcc"):
+            cu = tmp_path / "kernel.cu"
+            cu.write_text(rw.text)
+            done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), f"-I{mep}", "-c", "-x",
+                                   "cu", str(cu), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr
+
+
 def test_restrict_after_the_star_of_t_star_a(plans):
     """`DATA_TYPE *a` and `real *a` take `__restrict__` between the star and the name (it used to run into it)."""
     for style, sig in (("c89_macros", "DATA_TYPE * __restrict__ u, DATA_TYPE * __restrict__ v"),
