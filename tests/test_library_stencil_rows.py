@@ -131,7 +131,7 @@ def test_stencil_rows_vec4_loads_128_bits(meps, tmp_path):
 
 def test_stencil_rows_refuses(meps):
     t = StencilRows()
-    assert "returns early" in refusal(meps, "smooth9", t, ("out[j * nx + i] =", "if (w < 0) return;\n        out[j * nx + i] ="))
+    assert "returns early" in refusal(meps, "smooth9", t, ("out[j * nx + i] =", "{ if (w < 0) return; }\n        out[j * nx + i] ="))
     assert "uses blockDim.y beyond" in refusal(meps, "smooth9", t, ("* (1.0f / 6.0f)", "* (1.0f / 6.0f) + 0 * blockDim.y"))
     assert "not a 2D/3D stencil" in refusal(meps, "conv1d_taps", t)
     assert "is not unit-stride in col" in refusal(meps, "matmul", t)      # a loop over k: not a stencil

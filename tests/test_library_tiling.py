@@ -115,8 +115,10 @@ def test_tile_matmul_refuses(meps):
     assert "scalar_replace first" in refusal(meps, "matmul", t, (
         "float acc = 0.0f;\n        for (int p = 0; p < k; ++p) {\n            acc +=",
         "C[row * n + col] = 0.0f;\n        for (int p = 0; p < k; ++p) {\n            C[row * n + col] +="))
-    assert "not a product of two array reads" in refusal(meps, "matmul", t, ("p] * B[", "p] + B["))
-    assert "is not an array read" in refusal(meps, "matmul", t, ("acc += A", "acc += 2.0f * A"))
+    # any pure g(A[row, p], B[p, col]) is an inner product tiled the same way (issue 22); not three reads, nor a
+    # value of the thread's own beside the two
+    assert "does not read exactly two array elements" in refusal(meps, "matmul", t, ("p] * B[", "p] * A[p] * B["))
+    assert "uses row besides its two reads" in refusal(meps, "matmul", t, ("acc += A", "acc += (float)row * A"))
     assert "same output index" in refusal(meps, "matmul", t, ("B[p * n + col]", "B[p * n + row]"))
     assert "exactly one of row, col" in refusal(meps, "matmul", t, ("B[p * n + col]", "B[p * n + col + row]"))
 

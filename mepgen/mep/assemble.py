@@ -88,6 +88,8 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
     count_symbols: set[str] = set()       # made up for a count: its todo is at the parameter
     for i, (prm, cur, arg) in enumerate(zip(kernel["params"], param_cursors, args)):
         dtype = infer.dtype_of(prm["type"], targs)
+        if dtype is None and cur is not None:      # a typedef of a numeric type (`typedef float real;`)
+            dtype = infer.dtype_of(cur.type.get_canonical().spelling, targs)
         ctype = prm["type"]
         if dtype is None and prm["is_pointer"] and cur.type.get_canonical().kind.name == "POINTER":
             # a typedef of a number (`typedef unsigned char uchar;`): its canonical type says which

@@ -91,10 +91,13 @@ def gpu_info(ev: Evaluator, baseline) -> dict:
 @click.option("--no-inherit", is_flag=True, help="Do not start from the wins of similar kernels (patterns database).")
 @click.option("--profile", is_flag=True, help="Nsight Compute metrics for every verified candidate (slow).")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.option("--dry-run", is_flag=True,
+              help="No GPU: list what the library would try and why each other transformation refuses, and write "
+                   "the candidates' kernel.cu under .mepgen/dryrun/KERNEL/.")
 @click.pass_obj
 def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, proposer_kind, strategy, budget,
              time_limit, repairs, width, roofline, backend, reps, warmup, resume, run_name, no_inherit, profile,
-             as_json):
+             as_json, dry_run):
     """Search for the fastest verified variant of KERNEL's MEP; writes .mepgen/runs/KERNEL/RUN/.
 
     With --all, --top N or --only K1,K2: every chosen MEP, one worker per visible GPU, a table at the end
@@ -121,6 +124,11 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
         raise MepgenError("name a KERNEL, or use --all, --top N or --only K1,K2", exit_code=2)
     mep_dir = mep_folder(ws, kernel)
     spec = load_spec(mep_dir / "mep.yaml")
+    if dry_run:
+        from .dry_run import plan, report
+        p = plan(spec, (mep_dir / "kernel.cu").read_text(errors="replace"), ws.root / "dryrun" / spec.kernel.id)
+        click.echo(json.dumps(p.to_dict(), indent=1) if as_json else report(p))
+        return
     if spec.todo:
         raise MepgenError(f"{mep_dir / 'mep.yaml'} has {len(spec.todo)} open todo item(s): complete it first",
                           exit_code=3)

@@ -92,8 +92,10 @@ def poly(src: KernelSource, c, env: dict[str, object], depth: int = 0) -> Poly:
     kids = list(c.get_children())
     if k in ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR", "CXX_FUNCTIONAL_CAST_EXPR") and kids:
         return poly(src, kids[-1], env, depth + 1)
+    if k != "MEMBER_REF_EXPR" and _uses_macro(src, src.src(c)):
+        return text_poly(src, src.expand(src.src(c)), env, depth + 1)
     if k == "INTEGER_LITERAL":
-        return const(int(src.src(c).rstrip("uUlL"), 0))
+        return literal(src, src.src(c))
     if k == "DECL_REF_EXPR":
         if c.spelling in env:
             return poly(src, env[c.spelling], {n: v for n, v in env.items() if n != c.spelling}, depth + 1)
@@ -116,9 +118,128 @@ def poly(src: KernelSource, c, env: dict[str, object], depth: int = 0) -> Poly:
             return mul(const(-1), poly(src, kids[0], env, depth + 1))
         if t.startswith("+"):
             return poly(src, kids[0], env, depth + 1)
+    if k == "CALL_EXPR":
+        inlined = _index_helper(src, c, env, depth)
+        if inlined is not None:
+            return inlined
     if k in ("ARRAY_SUBSCRIPT_EXPR", "CALL_EXPR"):
         raise Refused(f"data-dependent index: `{squash(src.src(c))}` reads memory or calls a function")
     raise Refused(f"non-affine index: `{squash(src.src(c))}` is not a sum of products of integers")
+
+
+def _index_helper(src: KernelSource, call, env, depth: int) -> Poly | None:
+    """A call of an index helper defined in kernel.cu whose body is `return EXPR;` (`idx3(x, y, z)` returning
+    `x + y * nx + z * nx * ny`): EXPR's polynomial with the helper's parameters bound to the arguments'."""
+    ref = call.referenced
+    fn = (ref.get_definition() or ref) if ref is not None else None
+    if fn is None or kind(fn) != "FUNCTION_DECL" or fn.location.file is None or fn.location.file.name != src.path:
+        return None
+    body = next((k for k in fn.get_children() if kind(k) == "COMPOUND_STMT"), None)
+    stmts = list(body.get_children()) if body is not None else []
+    if len(stmts) != 1 or kind(stmts[0]) != "RETURN_STMT" or not list(stmts[0].get_children()):
+        return None
+    names = [p.spelling for p in fn.get_arguments()]
+    args = list(call.get_arguments())
+    if len(names) != len(args) or not all(names):
+        return None
+    inner = poly(src, list(stmts[0].get_children())[0], {}, depth + 1)
+    return substitute(inner, {n: poly(src, a, env, depth + 1) for n, a in zip(names, args)})
+
+
+def _uses_macro(src: KernelSource, t: str) -> bool:
+    """Whether the text uses a macro of kernel.cu other than the MEP's size symbols (cursors inside such an
+    expansion have extents that do not say what they compute)."""
+    from .macros import definitions, tokens
+    if not hasattr(src, "_macros"):
+        src._macros = definitions(src.text)
+    return any(tok in src._macros and tok not in src.spec.sizes for tok in tokens(t))
+
+
+def text_poly(src: KernelSource, t: str, env: dict[str, object], depth: int = 0) -> Poly:
+    """The polynomial of an expanded macro's text: integers, identifiers (`s.f` members), + - * and parentheses;
+    Refused for anything else. Identifiers bound in `env` (local constants) are seen through as in `poly`."""
+    from .macros import tokens
+    toks = tokens(t)
+    pos = [0]
+
+    def peek():
+        return toks[pos[0]] if pos[0] < len(toks) else ""
+
+    def take():
+        pos[0] += 1
+        return toks[pos[0] - 1]
+
+    def primary() -> Poly:
+        tok = take() if peek() else ""
+        if tok == "(":
+            p = sum_()
+            if take() != ")":
+                raise Refused(f"non-affine index: `{t}` (unbalanced parentheses)")
+            return p
+        if tok == "-":
+            return mul(const(-1), primary())
+        if tok == "+":
+            return primary()
+        n = int_value(tok)
+        if n is not None:
+            return const(n)
+        if tok.isidentifier():
+            if peek() == ".":
+                take()
+                return atom(f"{tok}.{take()}")
+            if peek() == "(":
+                raise Refused(f"data-dependent index: `{t}` calls {tok}")
+            if peek() == "[":
+                raise Refused(f"data-dependent index: `{t}` reads memory")
+            if tok in env and depth < 40:
+                return poly(src, env[tok], {n: v for n, v in env.items() if n != tok}, depth + 1)
+            return atom(tok)
+        raise Refused(f"non-affine index: `{t}` is not a sum of products of integers")
+
+    def product() -> Poly:
+        p = primary()
+        while peek() in ("*", "/", "%"):
+            op = take()
+            if op != "*":
+                raise Refused(f"non-affine index: `{t}` uses `{op}`")
+            p = mul(p, primary())
+        return p
+
+    def sum_() -> Poly:
+        p = product()
+        while peek() in ("+", "-"):
+            sign = 1 if take() == "+" else -1
+            p = add(p, product(), sign)
+        return p
+
+    out = sum_()
+    if pos[0] != len(toks):
+        raise Refused(f"non-affine index: `{t}` is not a sum of products of integers")
+    return out
+
+
+def literal(src: KernelSource, spelled: str) -> Poly:
+    """An integer literal as the application spells it: a number, or a macro that expands to one (`NJ`, a size
+    symbol of the MEP, stays the atom `NJ`; `ROWS` defined as `BOUND(NR, nr)` is the atom `NR`)."""
+    t = squash(spelled)
+    n = int_value(t)
+    if n is not None:
+        return const(n)
+    e = src.expand(t)
+    n = int_value(e)
+    if n is not None:
+        return const(n)
+    if e.isidentifier():
+        return atom(e)
+    raise Refused(f"the macro `{t}` expands to `{e}`, not a number or a size symbol")
+
+
+def int_value(t: str) -> int | None:
+    """The value of a C integer literal (`16`, `0x10`, `16u`), None for anything else."""
+    try:
+        return int(t.strip().rstrip("uUlL"), 0)
+    except ValueError:
+        return None
 
 
 def refs_of(p: Poly) -> set[str]:

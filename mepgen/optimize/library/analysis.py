@@ -81,6 +81,23 @@ def canonical_loop(src: KernelSource, c) -> Loop:
     return Loop(c, var, src.src(lo_c), src.src(right), step, body, has_decl)
 
 
+def size_expr(src: KernelSource, spec, text: str) -> str | None:
+    """`text` (a bound as the kernel writes it) as an expression over mep.yaml's sizes: a scalar parameter's
+    value, the text itself, or its macro expansion (`ROWS` -> `NR`; `ROWS_P` -> `nr` -> nr's value); None when
+    it has no value for the MEP's sizes."""
+    for t in dict.fromkeys((squash(text), src.expand(text))):
+        try:
+            p = spec.param(t)
+            if p.role == "scalar" and p.value and spec.size(p.value) is not None:
+                return p.value
+            continue
+        except KeyError:
+            pass
+        if spec.size(t) is not None:
+            return t
+    return None
+
+
 def body_statements(c) -> list:
     """The statements of a compound statement, or the single statement itself."""
     return list(c.get_children()) if kind(c) == "COMPOUND_STMT" else [c]

@@ -35,11 +35,68 @@ class Transformation:
         raise NotImplementedError
 
 
+class AfterScalarReplace(Transformation):
+    """`inner`, also where the kernel accumulates into global memory (`y[i] = 0; for (...) y[i] += ...`, the
+    naive spelling of a sum): there it applies to the kernel after scalar replacement, which it then includes.
+    The name, parameters and defaults are inner's: a chain replays the same way."""
+
+    def __init__(self, inner: Transformation, start: str = "exact"):
+        """`start`: "exact" starts the register at the target's value (the same float sum); "zero" sums the loop
+        alone and adds the start after it (for rewrites that split the loop and reorder the sum anyway)."""
+        super().__init__(inner.name, inner.summary, dict(inner.defaults))
+        self.inner = inner
+        self.start = start
+
+    def _source(self, src, spec, launch):
+        from .scalar_replace import ScalarReplace
+        try:
+            return self.inner.space(src, spec, launch), src, None
+        except Refused as first:
+            try:
+                rw = ScalarReplace().apply(src, spec, launch, {"start": self.start})
+            except Refused:
+                raise first from None
+            replaced = KernelSource(rw.text, spec)
+            try:
+                return self.inner.space(replaced, spec, launch), replaced, rw
+            except Refused as again:
+                if str(again) == str(first):
+                    raise first from None
+                raise Refused(f"{again} (after scalar replacement; as written: {first})") from None
+
+    def space(self, src, spec, launch):
+        return self._source(src, spec, launch)[0]
+
+    def apply(self, src, spec, launch, params):
+        _, s, first = self._source(src, spec, launch)
+        rw = self.inner.apply(s, spec, launch, params)
+        if first is not None:
+            rw.explanation = f"{first.explanation.split(':')[0]} of the global sum, then {rw.explanation}"
+        return rw
+
+
 def current_launch(spec: Spec, launch: dict | None) -> dict:
     """The launch a rewrite starts from: the parent's override, else mep.yaml's."""
     base = {"grid": list(spec.launch.grid), "block": list(spec.launch.block),
             "shared_mem": str(spec.launch.shared_mem or "0")}
-    return {**base, **(launch or {})}
+    return one_dimensional({**base, **(launch or {})}, spec)
+
+
+def one_dimensional(launch: dict, spec: Spec) -> dict:
+    """The launch without trailing dimensions written as 1 in both grid and block (`dim3 block(256, 1)` on a
+    grid of `(n + 255) / 256, 1` is a 1D launch): threadIdx.y and blockIdx.y are 0 either way, so the kernel
+    computes the same, and the transformations that need a 1D launch see one. Only a literal 1: an
+    expression that is 1 for the MEP's sizes (`(ny + 15) / 16` with a small ny) may not be for others."""
+    grid, block = list(launch["grid"]), list(launch["block"])
+    one = lambda v: str(v).strip().strip("()").strip().rstrip("uUlL") == "1"
+    while max(len(grid), len(block)) > 1:
+        d = max(len(grid), len(block)) - 1
+        g = one(grid[d]) if d < len(grid) else True
+        b = one(block[d]) if d < len(block) else True
+        if not (g and b):
+            break
+        grid, block = grid[:d] or grid[:1], block[:d] or block[:1]
+    return {**launch, "grid": grid, "block": block}
 
 
 def block_threads(spec: Spec, launch: dict) -> int | None:

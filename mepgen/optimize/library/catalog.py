@@ -1,6 +1,7 @@
 """The library's transformations, in the order of their usual payoff (structural rewrites first)."""
 from __future__ import annotations
 
+from .base import AfterScalarReplace
 from .coarsen import Coarsen
 from .compiler_flags import CompilerFlags
 from .grid_stride import GridStride
@@ -20,6 +21,6 @@ from .warp_row import WarpPerRow
 
 
 def all_transformations():
-    return [TileMatmul(), TileStencil(), StencilRows(), TileWindow(),
-            WarpPerRow(), Privatize(), SplitColumns(), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
+    return [AfterScalarReplace(TileMatmul()), TileStencil(), StencilRows(), TileWindow(),
+            WarpPerRow(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
             Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]

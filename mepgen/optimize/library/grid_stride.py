@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from .analysis import canonical_loop, is_global_index, is_grid_stride, squash
+from .analysis import size_expr, canonical_loop, is_global_index, is_grid_stride, squash
 from .base import Rewrite, Transformation
 from .source import Refused, kind, walk
 
@@ -65,7 +65,7 @@ class GridStride(Transformation):
                     raise Refused(f"{src.src(c)} is used outside a grid-stride loop: `{line[:60]}`")
         count, value = None, -1
         for hi in bounds:
-            expr = self._value_expr(spec, squash(hi))
+            expr = size_expr(src, spec, squash(hi))
             v = spec.size(expr) if expr is not None else None
             if v is not None and v > value:
                 count, value = expr, v

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .affine import local_constants, poly
-from .analysis import body_statements, squash, uses_block_geometry
+from .analysis import check_pure, size_expr, body_statements, squash, uses_block_geometry
 from .reduction import sum_loop
 from .source import KernelSource, Refused, kind, walk
-from .stencil_match import _conjuncts, _unwrap, global_index
+from .stencil_match import MIRROR, _conjuncts, _unwrap, global_index
 
 
 @dataclass
@@ -41,6 +41,8 @@ class Matmul:
     loop: object                # analysis.Loop
     operands: list              # [Operand, Operand] in the addend's order
     after: list                 # epilogue statements
+    addend: object = None       # a generalized addend g(X, Y) (None: the plain product X * Y)
+    init_per_output: bool = False   # the initial value reads the output's row/col (evaluated per output)
 
 
 def _index_decl(src, stmts, axis):
@@ -80,8 +82,12 @@ def match_matmul(src: KernelSource, spec) -> Matmul:
     if len(decl) != 1 or decl[0].spelling != s.target_base or not list(decl[0].get_children()):
         raise Refused(f"the accumulator {s.target_base} is not declared with an initial value right before the loop")
     init = list(decl[0].get_children())[-1]
-    if src.refs(init) - params:
-        raise Refused(f"the accumulator's initial value `{squash(src.src(init))}` depends on the thread")
+    per_output = bool(src.refs(init) - params)
+    if src.refs(init) - params - {row, col}:
+        raise Refused(f"the accumulator's initial value `{squash(src.src(init))}` depends on "
+                      f"{', '.join(sorted(src.refs(init) - params - {row, col}))}, not only on the output's row and column")
+    if per_output:          # `C[row * n + col] * beta`: read for each output before its sum (pure reads only)
+        check_pure(src, init, "the accumulator's initial value")
     loop = s.loop
     if s.loop.step != "1":
         raise Refused("the reduction loop does not step by 1")
@@ -91,15 +97,26 @@ def match_matmul(src: KernelSource, spec) -> Matmul:
         raise Refused(f"the loop bounds `{loop.lo}`..`{loop.hi}` depend on {', '.join(sorted(bound_refs - params - {loop.var}))}"
                       ": a triangular or per-thread loop, not a matrix product")
     addend = _unwrap(s.addend)
-    if kind(addend) != "BINARY_OPERATOR" or src.operator(addend) != "*":
-        raise Refused(f"the addend `{squash(src.src(s.addend))}` is not a product of two array reads")
+    product = kind(addend) == "BINARY_OPERATOR" and src.operator(addend) == "*" and \
+        all(kind(_unwrap(x)) == "ARRAY_SUBSCRIPT_EXPR" for x in addend.get_children())
+    if product:
+        reads = [_unwrap(x) for x in addend.get_children()]
+    else:       # a generalized inner product: acc += g(X[row, p], Y[p, col]) with g pure (hellinger, minkowski)
+        reads = [c for c in walk(addend) if kind(c) == "ARRAY_SUBSCRIPT_EXPR"]
+        if len(reads) != 2 or any(src.span(a)[0] < src.span(b)[0] < src.span(a)[1] for a in reads for b in reads
+                                  if a is not b):
+            raise Refused(f"the addend `{squash(src.src(s.addend))}` does not read exactly two array elements")
+        stray = {n.spelling for n in walk(addend) if kind(n) == "DECL_REF_EXPR" and
+                 not any(src.span(r)[0] <= src.span(n)[0] < src.span(r)[1] for r in reads)} - params
+        stray = {n for n in stray if src.param(n) is not None or not _is_function(src, addend, n)}
+        if stray:
+            raise Refused(f"the addend `{squash(src.src(s.addend))}` uses {', '.join(sorted(stray))} besides its "
+                          "two reads and the kernel's parameters")
     written = _written(src)
     env = local_constants(src, src.body, {row, col, loop.var})
     ops = []
-    for x in list(addend.get_children()):
+    for x in reads:
         x = _unwrap(x)
-        if kind(x) != "ARRAY_SUBSCRIPT_EXPR":
-            raise Refused(f"the factor `{squash(src.src(x))}` is not an array read")
         base, idx = list(x.get_children())
         name = squash(src.src(base))
         if src.param(name) is None or name in written or spec_role(spec, name) != "in":
@@ -118,7 +135,16 @@ def match_matmul(src: KernelSource, spec) -> Matmul:
     if {o.side for o in ops} != {"row", "col"}:
         raise Refused("both factors follow the same output index: not a matrix product")
     return Matmul(row, col, col_stmt, row_stmt, guard, bounds, triangle, s.target_base,
-                  decl[0].type.spelling, src.src(init), loop, ops, inner[2:])
+                  decl[0].type.spelling, src.src(init), loop, ops, inner[2:], None if product else addend, per_output)
+
+
+def _is_function(src, root, name: str) -> bool:
+    """Whether `name` in `root` refers to a function (a pure call's callee), not a variable."""
+    for n in walk(root):
+        if kind(n) == "DECL_REF_EXPR" and n.spelling == name:
+            ref = n.referenced
+            return ref is not None and kind(ref) in ("FUNCTION_DECL", "FUNCTION_TEMPLATE", "CXX_METHOD")
+    return False
 
 
 def size_value(spec, name: str) -> str | None:
@@ -130,11 +156,11 @@ def size_value(spec, name: str) -> str | None:
     return p.value if p.role == "scalar" and p.value and spec.size(p.value) is not None else None
 
 
-def bound_sizes(spec, m: Matmul) -> dict[str, str]:
+def bound_sizes(spec, m: Matmul, src=None) -> dict[str, str]:
     """"row"/"col" -> the size expression of the product's output bounds; Refused when a bound has none."""
     out = {}
     for side, bound in m.bounds.items():
-        out[side] = size_value(spec, bound)
+        out[side] = size_value(spec, bound) or (size_expr(src, spec, bound) if src else None)
         if out[side] is None:
             raise Refused(f"the {side} bound `{bound}` is not a scalar parameter with a size value in mep.yaml")
     return out
@@ -163,6 +189,8 @@ def _guard(src, cond, row, col, params):
         if len(kids) != 2:
             raise Refused(f"the guard term `{squash(src.src(t))}` is not a comparison")
         a, b, op = squash(src.src(kids[0])), squash(src.src(kids[1])), src.operator(t)
+        if a not in (row, col) and b in (row, col) and op in MIRROR:      # `m > row`: the bound written first
+            a, b, op, kids = b, a, MIRROR[op], kids[::-1]
         pair = {(col, "<=", row), (row, ">=", col)}
         if (a, op, b) in pair or (a, op, b) == (col, "<", f"{row} + 1"):
             triangle = "lower"

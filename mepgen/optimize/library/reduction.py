@@ -60,3 +60,37 @@ def sum_loops(src: KernelSource) -> tuple[list[SumLoop], list[str]]:
             except Refused as e:
                 why.append(str(e))
     return found, why
+
+
+def sum_group(src: KernelSource, for_cursor) -> list[SumLoop]:
+    """A loop whose body is several `T_k[i_k] += addend_k;` into distinct parameters' elements that do not move
+    with the loop, no addend reading any of them (`tmp[i] += A[i*n+j] * x[j]; y[i] += B[i*n+j] * x[j];`): one
+    SumLoop per statement; Refused otherwise."""
+    loop = canonical_loop(src, for_cursor)
+    stmts = body_statements(loop.body)
+    if len(stmts) < 2:
+        raise Refused("not several sums in one loop")
+    out = []
+    for stmt in stmts:
+        if kind(stmt) != "COMPOUND_ASSIGNMENT_OPERATOR" or src.operator(stmt) != "+=":
+            raise Refused("the loop body is not only `target += addend` statements")
+        target, addend = list(stmt.get_children())
+        check_pure(src, addend, "an addend")
+        t = target
+        while kind(t) == "UNEXPOSED_EXPR" and len(list(t.get_children())) == 1:
+            t = list(t.get_children())[0]
+        if kind(t) != "ARRAY_SUBSCRIPT_EXPR":
+            raise Refused(f"the target `{src.src(target)}` is not an array element")
+        base, index = list(t.get_children())
+        name = squash(src.src(base))
+        check_pure(src, index, "a target's index")
+        if not name.isidentifier() or src.param(name) is None or loop.var in src.refs(index):
+            raise Refused(f"the target `{src.src(target)}` is not a fixed element of a kernel parameter")
+        out.append(SumLoop(loop, stmt, target, addend, True, name, target.type.spelling))
+    bases = [s.target_base for s in out]
+    if len(set(bases)) != len(bases):
+        raise Refused("two sums into the same array")
+    for s in out:
+        if set(bases) & src.refs(s.addend):
+            raise Refused(f"an addend reads {', '.join(sorted(set(bases) & src.refs(s.addend)))}, an array summed into")
+    return out

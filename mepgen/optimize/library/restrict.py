@@ -35,8 +35,10 @@ def restrict_edits(src, params) -> list:
     """Text edits that put `__restrict__` after the `*` of each parameter in `params`."""
     edits = []
     for p in params:
-        star = src.text[p.start:p.end].rfind("*")
-        edits.append((p.start + star + 1, p.start + star + 1, " __restrict__"))
+        star = p.start + src.text[p.start:p.end].rfind("*") + 1
+        # `T *a` -> `T * __restrict__ a`: the qualifier must not run into the name
+        after = "" if star < len(src.text) and src.text[star] in " \t\n" else " "
+        edits.append((star, star, " __restrict__" + after))
     return edits
 
 

@@ -59,7 +59,18 @@ class Param:
 class KernelSource:
     """kernel.cu text + the kernel's definition cursor (function or function template)."""
 
-    def __init__(self, text: str, spec: Spec):
+    def __init__(self, text: str, spec: Spec, normalize: bool = True):
+        """`normalize`: analyse (and rewrite) the kernel in the library's one spelling (normalize.py): the
+        application's `int k; for (k = 0; ...)`, early returns and nested guards are seen as the equivalent
+        declared loop and single guard; the text is the application's otherwise."""
+        if normalize:
+            from .normalize import ROUNDS, normalized
+            for _ in range(ROUNDS):
+                src = KernelSource(text, spec, normalize=False)
+                new = normalized(src)
+                if new == text:
+                    break
+                text = new
         self.text = text
         self.spec = spec
         self.name = spec.kernel.name.split("::")[-1]
@@ -94,10 +105,39 @@ class KernelSource:
     # --- text ---------------------------------------------------------------------------------------
 
     def src(self, c) -> str:
-        return self.text[c.extent.start.offset:c.extent.end.offset]
+        return self.text[slice(*self.span(c))]
 
     def span(self, c) -> tuple[int, int]:
-        return c.extent.start.offset, c.extent.end.offset
+        """The cursor's extent; where libclang ends it at a macro use that the expression expands (`r < ROWS`
+        with `#define ROWS BOUND(NR, nr)` ends before `ROWS`), through the whole use as written."""
+        start, end = c.extent.start.offset, c.extent.end.offset
+        return start, self._macro_end(end)
+
+    def _macro_end(self, end: int) -> int:
+        t = self.text
+        if end >= len(t) or not (t[end].isalpha() or t[end] == "_") or (end > 0 and (t[end - 1].isalnum() or
+                                                                                     t[end - 1] == "_")):
+            return end
+        j = end
+        while j < len(t) and (t[j].isalnum() or t[j] == "_"):
+            j += 1
+        if not hasattr(self, "_macros"):
+            from .macros import definitions
+            self._macros = definitions(t)
+        d = self._macros.get(t[end:j])
+        if d is None:
+            return end
+        if d[0] is not None:                        # function-like: through its balanced argument list
+            k = j
+            while k < len(t) and t[k] in " \t":
+                k += 1
+            if k < len(t) and t[k] == "(":
+                level = 0
+                for m in range(k, len(t)):
+                    level += {"(": 1, ")": -1}.get(t[m], 0)
+                    if level == 0:
+                        return m + 1
+        return j
 
     @property
     def head(self) -> str:
@@ -152,6 +192,14 @@ class KernelSource:
 
     def refs(self, c) -> set[str]:
         return {n.spelling for n in walk(c) if kind(n) in ("DECL_REF_EXPR", "MEMBER_REF_EXPR")}
+
+    def expand(self, text: str) -> str:
+        """`text` (source as written) with kernel.cu's macros expanded, the MEP's size symbols kept: what an
+        analysis compares (`ROWS_B` -> `NR`); the rewrites keep writing `text` itself."""
+        from .macros import definitions, expand, simplified
+        if not hasattr(self, "_macros"):
+            self._macros = definitions(self.text)
+        return simplified(expand(text, self._macros, set(self.spec.sizes)))
 
     def has_launch_bounds(self) -> bool:
         return "__launch_bounds__" in self.head

@@ -13,11 +13,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .affine import add, local_constants, poly, substitute, text
+from .affine import add, int_value, local_constants, poly, substitute, text
 from .analysis import body_statements, squash
 from .source import KernelSource, Refused, kind, walk
 
 AXES = "xyz"
+#: the comparison with its operands swapped: `4 <= x` is `x >= 4`
+MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "==": "==", "!=": "!="}
 
 
 def global_index(expr: str, axis: str) -> bool:
@@ -74,6 +76,8 @@ def _bounds(src, guard_cond, index: list[str], params: set[str]):
             raise Refused(f"the guard term `{squash(src.src(t))}` is not a bound on a thread index")
         a, b = list(t.get_children())
         name, op, other = squash(src.src(a)), src.operator(t), b
+        if name not in index and squash(src.src(b)) in index:     # `4 <= x`: the bound written first
+            name, op, other = squash(src.src(b)), MIRROR.get(op, op), a
         if name not in index:
             raise Refused(f"the guard term `{squash(src.src(t))}` is not `index OP bound`")
         d = index.index(name)
@@ -82,10 +86,11 @@ def _bounds(src, guard_cond, index: list[str], params: set[str]):
         if stray:
             raise Refused(f"the guard bound `{bound}` uses {', '.join(sorted(stray))}, not only kernel parameters")
         if op in (">", ">="):
-            try:
-                lo[d] = int(bound, 0) + (1 if op == ">" else 0)
-            except ValueError:
-                raise Refused(f"the lower bound `{squash(src.src(t))}` is not a literal") from None
+            v = int_value(bound)
+            v = v if v is not None else int_value(src.expand(bound))
+            if v is None:
+                raise Refused(f"the lower bound `{squash(src.src(t))}` is not a literal")
+            lo[d] = v + (1 if op == ">" else 0)
         elif op in ("<", "<="):
             hi[d] = bound if op == "<" else f"({bound}) + 1"
             if d == 0:

@@ -28,7 +28,7 @@ class TileMatmul(Transformation):
                          {"tile": 64, "rm": 4, "rn": 4, "bk": 16})
 
     def space(self, src, spec, launch):
-        bound_sizes(spec, match_matmul(src, spec))
+        bound_sizes(spec, match_matmul(src, spec), src)
         cap = _thread_cap(src, spec)
         shapes = [(t, rm, rn) for t in (64, 128, 32, 16) for rm in (4, 8, 2, 1) for rn in (4, 8, 1, 2)
                   if _legal(t, rm, cap, rn)]
@@ -40,7 +40,7 @@ class TileMatmul(Transformation):
 
     def apply(self, src, spec, launch, params):
         m = match_matmul(src, spec)
-        sizes = bound_sizes(spec, m)
+        sizes = bound_sizes(spec, m, src)
         t, rm, bk = int(params.get("tile", 32)), int(params.get("rm", 4)), int(params.get("bk", 16))
         rn = int(params.get("rn", 1))
         cap = _thread_cap(src, spec)
@@ -64,7 +64,8 @@ class TileMatmul(Transformation):
                  f"{i}const int mepgen_tid = (int)threadIdx.y * {tx} + (int)threadIdx.x;",
                  f"{i}const int mepgen_r0 = (int)blockIdx.y * {t};",
                  f"{i}const int mepgen_c0 = (int)blockIdx.x * {t};",
-                 *([f"{i}{T} mepgen_acc[{rm}];", f"{i}#pragma unroll",
+                 *(_per_output_init(src, m, T, rm, rn, tx, ty, i) if m.init_per_output else
+                   [f"{i}{T} mepgen_acc[{rm}];", f"{i}#pragma unroll",
                     f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) mepgen_acc[mepgen_q] = {m.init};"]
                    if rn == 1 else
                    [f"{i}{T} mepgen_acc[{rm}][{rn}];", f"{i}#pragma unroll",
@@ -89,12 +90,14 @@ class TileMatmul(Transformation):
         a_first = m.operands[0].side == "row"
         prod = "mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * %d] * mepgen_b" % ty if a_first else \
             "mepgen_b * mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * %d]" % ty
+        prod = _addend(src, m, "mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * %d]" % ty, "mepgen_b") or prod
         if rn > 1:
             body += _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i)
             body += [f"{i * 2}}}", f"{i}}}", "}"]
             return self._rewrite(src, m, sizes, body, t, bk, tx, ty, per_thread)
         body += [f"{i * 2}__syncthreads();", f"{i * 2}#pragma unroll",
                  f"{i * 2}for (int mepgen_kk = 0; mepgen_kk < {bk}; ++mepgen_kk) {{",
+                 *_in_range(m, i * 3),
                  f"{i * 3}const {T} mepgen_b = mepgen_Bs[mepgen_kk][threadIdx.x];",
                  f"{i * 3}#pragma unroll",
                  f"{i * 3}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) mepgen_acc[mepgen_q] += {prod};",
@@ -124,8 +127,10 @@ class TileMatmul(Transformation):
 def _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i) -> list[str]:
     """The inner product step and the epilogue of an RM x RN register tile per thread."""
     prod = "mepgen_a[mepgen_q] * mepgen_b[mepgen_w]" if a_first else "mepgen_b[mepgen_w] * mepgen_a[mepgen_q]"
+    prod = _addend(src, m, "mepgen_a[mepgen_q]", "mepgen_b[mepgen_w]") or prod
     lines = [f"{i * 2}__syncthreads();", f"{i * 2}#pragma unroll",
              f"{i * 2}for (int mepgen_kk = 0; mepgen_kk < {bk}; ++mepgen_kk) {{",
+             *_in_range(m, i * 3),
              f"{i * 3}{T} mepgen_a[{rm}], mepgen_b[{rn}];",
              f"{i * 3}#pragma unroll",
              f"{i * 3}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) "
@@ -148,6 +153,42 @@ def _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i) -> list[str]:
         lines.append(i * 4 + line + ("" if line.rstrip().endswith(("}", ";")) else ";"))
     lines.append(f"{i * 3}}}")
     return lines
+
+
+def _per_output_init(src, m, T, rm, rn, tx, ty, i) -> list[str]:
+    """An initial value that depends on the output (`C[row*n+col] * beta`, `bias[col]`): evaluated for each output
+    of the thread at its own row and column, where the original guard admits it (the others are never stored)."""
+    cond = src.src(list(m.guard.get_children())[0])
+    row = f"{_decl_type(src, m.row_stmt, m.row)} {m.row} = mepgen_r0 + (int)threadIdx.y + mepgen_q * {ty};"
+    if rn == 1:
+        return [f"{i}{T} mepgen_acc[{rm}];", f"{i}#pragma unroll",
+                f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) {{", f"{i * 2}{row}",
+                f"{i * 2}mepgen_acc[mepgen_q] = ({cond}) ? ({m.init}) : {T}(0);", f"{i}}}"]
+    col = f"{_decl_type(src, m.col_stmt, m.col)} {m.col} = mepgen_c0 + (int)threadIdx.x + mepgen_w * {tx};"
+    return [f"{i}{T} mepgen_acc[{rm}][{rn}];", f"{i}#pragma unroll",
+            f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) {{", f"{i * 2}{row}", f"{i * 2}#pragma unroll",
+            f"{i * 2}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) {{", f"{i * 3}{col}",
+            f"{i * 3}mepgen_acc[mepgen_q][mepgen_w] = ({cond}) ? ({m.init}) : {T}(0);", f"{i * 2}}}", f"{i}}}"]
+
+
+def _addend(src, m, row_value: str, col_value: str) -> str | None:
+    """A generalized addend g(X[...], Y[...]) with its two reads replaced by the staged values; None for the
+    plain product (written as before)."""
+    if m.addend is None:
+        return None
+    s0, e0 = src.span(m.addend)
+    out, pos = [], s0
+    for op in sorted(m.operands, key=lambda o: src.span(o.cursor)[0]):
+        s, e = src.span(op.cursor)
+        out += [src.text[pos:s], row_value if op.side == "row" else col_value]
+        pos = e
+    return "(" + " ".join("".join(out + [src.text[pos:e0]]).split()) + ")"
+
+
+def _in_range(m, indent: str) -> list[str]:
+    """A generalized addend is not 0 for the zero-filled elements past the reduction's end: those steps are
+    skipped (a plain product adds 0 * x there, which leaves the sum unchanged)."""
+    return [] if m.addend is None else [f"{indent}if (mepgen_k0 + mepgen_kk >= {m.loop.hi}) break;"]
 
 
 def _thread_cap(src, spec) -> int | None:

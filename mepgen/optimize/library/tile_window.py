@@ -43,7 +43,7 @@ from __future__ import annotations
 import re
 
 from .affine import poly
-from .analysis import array_stores, canonical_loop, element_type, guarded_thread, only_use, squash
+from .analysis import array_stores, canonical_loop, element_type, guarded_thread, only_use, size_expr, squash
 from .base import Rewrite, Transformation
 from .launch_config import _sub, _token
 from .restrict import restrict_edits, unrestricted_pointers
@@ -111,7 +111,7 @@ class TileWindow(Transformation):
                 loop = canonical_loop(src, c)
             except Refused:
                 continue
-            lo, hi = spec.size(squash(loop.lo)), spec.size(squash(loop.hi))
+            lo, hi = spec.size(size_expr(src, spec, loop.lo)), spec.size(size_expr(src, spec, loop.hi))
             if loop.step == "1" and lo is not None and hi is not None and lo >= 0:
                 out[loop.var] = (lo, hi - 1, f"(({squash(loop.hi)}) - 1)")
         return out

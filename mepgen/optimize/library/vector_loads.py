@@ -21,7 +21,7 @@ import re
 import textwrap
 
 from ...spec import itemsize
-from .analysis import body_statements, canonical_loop, check_pure, element_type, is_global_index, is_grid_stride, \
+from .analysis import size_expr, body_statements, canonical_loop, check_pure, element_type, is_global_index, is_grid_stride, \
     squash
 from .base import Rewrite, Transformation
 from .source import Refused, kind, walk
@@ -60,7 +60,7 @@ class VectorLoads(Transformation):
         step = squash(loop.step)
         if not (is_grid_stride(step) or is_grid_stride(strides.get(step, ""))):
             raise Refused(f"the loop is not a grid-stride loop (step `{step}`)")
-        n = self._count(spec, loop.hi)
+        n = self._count(spec, size_expr(src, spec, loop.hi) or loop.hi)
         if n % LANES:
             raise Refused(f"the element count `{squash(loop.hi)}` is {n} for the MEP's sizes, not a multiple of {LANES}")
         accesses, reads, writes, top = self._accesses(src, spec, loop)

@@ -17,9 +17,9 @@ import re
 
 from ...spec import itemsize
 from .affine import poly, refs_of
-from .analysis import array_accesses, body_statements, element_type, guarded_thread, squash, unit_stride_in
+from .analysis import array_accesses, body_statements, element_type, guarded_thread, size_expr, squash, unit_stride_in
 from .base import Rewrite, Transformation
-from .reduction import sum_loop
+from .reduction import sum_group, sum_loop
 from .source import KernelSource, Refused, kind, walk
 
 _ZERO = {"0", "0.0", "0.0f", "0.f", "0.0F", "0u"}
@@ -39,7 +39,13 @@ class WarpPerRow(Transformation):
         if len(loops) != 1:
             raise Refused("the guarded block does not hold exactly one loop")
         k = loops[0]
-        s = sum_loop(src, inner[k])
+        try:
+            s = sum_loop(src, inner[k])
+        except Refused as single:
+            try:
+                return self._match_group(src, spec, g, inner, k)
+            except Refused:
+                raise single from None
         before, after = inner[:k], inner[k + 1:]
         init, decl = None, None
         if s.global_target:
@@ -69,8 +75,73 @@ class WarpPerRow(Transformation):
                           "read neighbouring elements (coalesced); a warp per row would break that")
         if s.loop.step != "1":
             raise Refused("the loop over the row does not step by 1")
-        size = self._bound_size(spec, bound)
+        size = size_expr(src, spec, bound) or self._bound_size(spec, bound)
         return dict(row=row, row_decl=row_decl, bound=bound, size=size, loop=s, init=init, decl=decl, after=after)
+
+    def _match_group(self, src, spec, g, inner, k) -> dict:
+        """Several sums in the row loop (`t[i] += A[i*n+j] * x[j]; y[i] += B[i*n+j] * x[j];`): each a partial
+        sum per lane, each combined with shuffles. Starts: `t[i] = e;` right before the loop, else the element."""
+        group = sum_group(src, inner[k])
+        before, after = inner[:k], inner[k + 1:]
+        inits = {}
+        while before and kind(before[-1]) == "BINARY_OPERATOR" and src.operator(before[-1]) == "=":
+            lhs, rhs = list(before[-1].get_children())
+            t = squash(src.src(lhs))
+            if t not in {squash(src.src(s.target)) for s in group} or t in inits or \
+                    {s.target_base for s in group} & src.refs(rhs):
+                break
+            inits[t] = src.src(rhs)
+            before = before[:-1]
+        if before:
+            raise Refused(f"statements before the loop: `{squash(src.src(before[0]))[:50]}`")
+        row = g.var
+        for s in group:
+            if not any(unit_stride_in(src, idx, s.loop.var) and row in src.refs(idx)
+                       for _, idx in array_accesses(src, s.addend)):
+                raise Refused(f"the addend `{squash(src.src(s.addend))[:50]}` does not read along the row with unit "
+                              f"stride")
+        if group[0].loop.step != "1":
+            raise Refused("the loop over the row does not step by 1")
+        bound = squash(g.bound)
+        size = size_expr(src, spec, bound) or self._bound_size(spec, bound)
+        return dict(row=row, row_decl=g.decl, bound=bound, size=size, loop=group[0], group=group,
+                    inits={squash(src.src(s.target)): inits.get(squash(src.src(s.target)), src.src(s.target))
+                           for s in group}, init=None, decl=None, after=after)
+
+    def _apply_group(self, src, m, tpr, block) -> Rewrite:
+        group, loop, ind, lane = m["group"], m["group"][0].loop, "    ", "mepgen_lane"
+        row_type = src.src(m["row_decl"]).rstrip().rstrip(";").split(m["row"])[0].strip() or "const int"
+        accs = [f"mepgen_part{n}" for n in range(len(group))]
+        types = [element_type(src.param(s.target_base).type) for s in group]
+        body = ["{", f"{ind}// mepgen warp_per_row: {tpr} lanes per row, {len(group)} partial sums combined with shuffles",
+                f"{ind}const int {lane} = threadIdx.x % {tpr};",
+                f"{ind}{row_type} {m['row']} = (blockIdx.x * blockDim.x + threadIdx.x) / {tpr};",
+                *[f"{ind}{t} {a} = 0;" for t, a in zip(types, accs)],
+                f"{ind}if ({m['row']} < {m['bound']}) {{",
+                f"{ind * 2}for (int {loop.var} = ({loop.lo}) + {lane}; {loop.var} < {loop.hi}; {loop.var} += {tpr}) {{",
+                *[f"{ind * 3}{a} += {src.src(s.addend)};" for a, s in zip(accs, group)],
+                f"{ind * 2}}}", f"{ind}}}",
+                f"{ind}for (int mepgen_off = {min(tpr, 32) // 2}; mepgen_off > 0; mepgen_off >>= 1) {{",
+                *[f"{ind * 2}{a} += __shfl_down_sync(0xffffffffu, {a}, mepgen_off, {min(tpr, 32)});" for a in accs],
+                f"{ind}}}"]
+        for t, a in zip(types, accs):
+            if tpr > 32:
+                body += [line.replace("mepgen_warps", f"mepgen_warps_{a}") for line in
+                         self._across_warps(t, a, tpr, block)]
+        post = []
+        for s, a in zip(group, accs):
+            init = m["inits"][squash(src.src(s.target))]
+            post.append(f"{src.src(s.target)} = {a if squash(init) in _ZERO else f'({init}) + {a}'};")
+        post += [src.src(st) + ("" if src.src(st).rstrip().endswith(("}", ";")) else ";") for st in m["after"]]
+        body += [f"{ind}if ({m['row']} < {m['bound']} && {lane} == 0) {{",
+                 *[f"{ind * 2}{line}" for p in post for line in p.splitlines()], f"{ind}}}", "}"]
+        start, end = src.span(src.body)
+        grid = f"((long long)({m['size']}) * {tpr} + {block} - 1) / {block}"
+        return Rewrite(src.replace([(start, end, "\n".join(body))]),
+                       f"warp per row: {tpr} lanes share each row of the {len(group)} sums "
+                       f"({', '.join(src.src(s.target) for s in group)}; coalesced reads, __shfl_down_sync sums); "
+                       f"launch {block}-thread blocks, {tpr}x the threads",
+                       {"grid": [grid], "block": [str(block)], "shared_mem": "0"})
 
     @staticmethod
     def _bound_size(spec, bound: str) -> str:
@@ -93,6 +164,8 @@ class WarpPerRow(Transformation):
             if not blocks:
                 raise Refused("__launch_bounds__ allows fewer than 128 threads per block")
         try:
+            if m.get("group"):
+                raise Refused("several sums")
             self._vector_plan(src, spec, m)
             vec = [1, 4]        # scalar first: on H200 it is the faster (bench/results/warp_row_variants.md)
         except Refused:
@@ -171,6 +244,10 @@ class WarpPerRow(Transformation):
         vec = int(params.get("vec", 1))
         if vec not in (1, LANES):
             raise Refused(f"vec must be 1 or {LANES}, not {vec}")
+        if m.get("group"):
+            if vec != 1:
+                raise Refused("several sums in one row loop: no 128-bit loads")
+            return self._apply_group(src, m, tpr, block)
         plan = self._vector_plan(src, spec, m) if vec == LANES else None
         s = m["loop"]
         acc, lane = "mepgen_part", "mepgen_lane"

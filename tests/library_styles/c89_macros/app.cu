@@ -1,0 +1,104 @@
+/* Style B: C89 counters declared up front, an element-type macro, bounds through a macro that expands to a size. */
+#include <stdio.h>
+#include <cuda_runtime.h>
+
+#define DATA_TYPE float
+#define NR 1024
+#define NC 1024
+#define NK 1024
+#define SIZE_OF(sz, var) sz
+#define ROWS_B SIZE_OF(NR, nr)
+#define COLS_B SIZE_OF(NC, nc)
+#define INNER_B SIZE_OF(NK, nk)
+
+__global__ void prod(int nr, int nc, int nk, DATA_TYPE *X, DATA_TYPE *Y, DATA_TYPE *Z)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	int r = blockIdx.y * blockDim.y + threadIdx.y;
+	int p;
+
+	if ((r < ROWS_B) && (c < COLS_B))
+	{
+		Z[r * NC + c] = 0;
+		for (p = 0; p < INNER_B; p++)
+		{
+			Z[r * NC + c] += X[r * NK + p] * Y[p * NC + c];
+		}
+	}
+}
+
+__global__ void rowdot(int nr, DATA_TYPE *M, DATA_TYPE *v, DATA_TYPE *w)
+{
+	int r = blockIdx.x * blockDim.x + threadIdx.x;
+	int c;
+	if (r < ROWS_B)
+	{
+		w[r] = 0;
+		for (c = 0; c < COLS_B; c++)
+		{
+			w[r] += M[r * NC + c] * v[c];
+		}
+	}
+}
+
+__global__ void colsum(int nc, DATA_TYPE *M, DATA_TYPE *s)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	int r;
+	if (c < COLS_B)
+	{
+		s[c] = 0;
+		for (r = 0; r < ROWS_B; r++)
+		{
+			s[c] += M[r * NC + c];
+		}
+	}
+}
+
+__global__ void relax(int nr, int nc, DATA_TYPE *u, DATA_TYPE *v)
+{
+	int x = blockIdx.x * blockDim.x + threadIdx.x;
+	int y = blockIdx.y * blockDim.y + threadIdx.y;
+
+	if ((y > 0) && (y < ROWS_B - 1) && (x > 0) && (x < COLS_B - 1))
+	{
+		v[y * NC + x] = 0.2f * (u[y * NC + x] + u[y * NC + (x - 1)] + u[y * NC + (x + 1)]
+		                      + u[(y - 1) * NC + x] + u[(y + 1) * NC + x]);
+	}
+}
+
+/* Z = alpha * X Y + beta * Z: the scaled product, accumulated in the output itself. */
+__global__ void scaled(int nr, int nc, int nk, DATA_TYPE alpha, DATA_TYPE beta, DATA_TYPE *X, DATA_TYPE *Y, DATA_TYPE *Z)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	int r = blockIdx.y * blockDim.y + threadIdx.y;
+	int p;
+	if ((r < ROWS_B) && (c < COLS_B))
+	{
+		Z[r * NC + c] *= beta;
+		for (p = 0; p < INNER_B; p++)
+		{
+			Z[r * NC + c] += alpha * X[r * NK + p] * Y[p * NC + c];
+		}
+	}
+}
+
+int main(void)
+{
+	DATA_TYPE *X, *Y, *Z, *v, *w;
+	cudaMalloc((void **)&X, sizeof(DATA_TYPE) * NR * NK);
+	cudaMalloc((void **)&Y, sizeof(DATA_TYPE) * NK * NC);
+	cudaMalloc((void **)&Z, sizeof(DATA_TYPE) * NR * NC);
+	cudaMalloc((void **)&v, sizeof(DATA_TYPE) * NC);
+	cudaMalloc((void **)&w, sizeof(DATA_TYPE) * NR);
+	dim3 block(32, 8);
+	dim3 grid((NC + 31) / 32, (NR + 7) / 8);
+	prod<<<grid, block>>>(NR, NC, NK, X, Y, Z);
+	rowdot<<<(NR + 255) / 256, 256>>>(NR, X, v, w);
+	colsum<<<(NC + 255) / 256, 256>>>(NC, X, w);
+	relax<<<grid, block>>>(NR, NC, Z, X);
+	scaled<<<grid, block>>>(NR, NC, NK, 1.5f, 0.5f, X, Y, Z);
+	cudaDeviceSynchronize();
+	printf("done\n");
+	return 0;
+}

@@ -1,0 +1,65 @@
+// Style A: const indices, declared loop counters, parameters as bounds.
+#include <cstdio>
+#include <cuda_runtime.h>
+#define N 1024
+
+__global__ void prod(const float* X, const float* Y, float* Z, int m, int n, int q)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    const int r = blockIdx.y * blockDim.y + threadIdx.y;
+    if (r < m && c < n) {
+        float t = 0.0f;
+        for (int p = 0; p < q; ++p) {
+            t += X[r * q + p] * Y[p * n + c];
+        }
+        Z[r * n + c] = t;
+    }
+}
+
+__global__ void rowdot(const float* M, const float* v, float* w, int n)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < n) {
+        float t = 0.0f;
+        for (int c = 0; c < n; ++c) t += M[r * n + c] * v[c];
+        w[r] = t;
+    }
+}
+
+__global__ void colsum(const float* M, float* s, int nr, int nc)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < nc) {
+        float t = 0.0f;
+        for (int r = 0; r < nr; ++r) t += M[r * nc + c];
+        s[c] = t;
+    }
+}
+
+__global__ void relax(const float* u, float* v, int nx, int ny)
+{
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= 1 && x < nx - 1 && y >= 1 && y < ny - 1) {
+        v[y * nx + x] = 0.2f * (u[y * nx + x] + u[y * nx + x - 1] + u[y * nx + x + 1]
+                                + u[(y - 1) * nx + x] + u[(y + 1) * nx + x]);
+    }
+}
+
+int main()
+{
+    float *X, *Y, *Z, *v, *w;
+    cudaMalloc(&X, sizeof(float) * N * N);
+    cudaMalloc(&Y, sizeof(float) * N * N);
+    cudaMalloc(&Z, sizeof(float) * N * N);
+    cudaMalloc(&v, sizeof(float) * N);
+    cudaMalloc(&w, sizeof(float) * N);
+    dim3 b2(16, 16), g2((N + 15) / 16, (N + 15) / 16);
+    prod<<<g2, b2>>>(X, Y, Z, N, N, N);
+    rowdot<<<(N + 255) / 256, 256>>>(X, v, w, N);
+    colsum<<<(N + 255) / 256, 256>>>(X, w, N, N);
+    relax<<<g2, b2>>>(X, Z, N, N);
+    cudaDeviceSynchronize();
+    std::printf("done\n");
+    return 0;
+}
