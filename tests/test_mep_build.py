@@ -59,7 +59,9 @@ def test_every_example_mep_runs_reproducibly(heatcg_meps, tmp_path):
     dirs = mep_dirs(app)
     with ThreadPoolExecutor(2) as pool:
         assert all(rc == 0 for _, rc, _ in pool.map(build, dirs))
-    for d in dirs:
+    complete = [d for d in dirs if not load_spec(d / "mep.yaml").todo]   # an MEP with todos has no data/in yet
+    assert len(complete) >= 5, [d.name for d in dirs]
+    for d in complete:
         spec = load_spec(d / "mep.yaml")
         rc1, res1 = run_mep(d, tmp_path / d.name / "a")
         rc2, res2 = run_mep(d, tmp_path / d.name / "b", "--time", "--reps", "10")
