@@ -73,13 +73,13 @@ def test_ready_text_names_fields_and_reasons_and_reuses_a_fresh_inventory(tmp_pa
 def test_a_bug_on_one_kernel_is_its_outcome_not_the_end(tmp_path, monkeypatch):
     app = _app(tmp_path)
     import mepgen.mep.generate as gen
-    real = gen.generate
+    real = gen._one
 
-    def flaky(ws, names, *a, **kw):
-        if names == ["bump"]:
+    def flaky(ws, inv, project, arch, k, *a, **kw):     # the mep stage's work on one kernel
+        if k["qualified_name"] == "bump":
             raise KeyError("boom")
-        return real(ws, names, *a, **kw)
-    monkeypatch.setattr(gen, "generate", flaky)
+        return real(ws, inv, project, arch, k, *a, **kw)
+    monkeypatch.setattr(gen, "_one", flaky)
     r = CliRunner().invoke(main, ["ready", "-C", str(app), "--json"])
     report = json.loads(r.output)
     by = {k["kernel"]: k for k in report["kernels"]}
