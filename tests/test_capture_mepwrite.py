@@ -364,3 +364,12 @@ def test_a_device_function_called_before_its_definition_is_declared_first(tmp_pa
     r = subprocess.run(["nvcc", "-std=c++17", "-c", "k.cu", "-o", "k.o"], cwd=tmp_path, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr
+
+
+def test_captured_bytes_read_back_only_what_bytes_expression_wrote():
+    from mepgen.cbytes import bytes_expression, captured_bytes
+    raw = bytes(range(0, 256, 5))
+    assert captured_bytes(bytes_expression("ns::Params", raw.hex())) == raw
+    assert captured_bytes(bytes_expression("decltype(ns::c_table)", "ff00")) == b"\xff\x00"
+    assert captured_bytes("heat::Grid{NX, NY, 1.0f, 0.5f}") is None and captured_bytes("0.5f") is None
+    assert captured_bytes(None) is None
