@@ -304,6 +304,21 @@ def test_roles_from_what_the_launch_changed():
     assert _role(buf(8), None)[0] == "inout"          # no static analysis: start every run from the capture
     assert _role(buf(3), "out")[0] == "inout"         # part of it left alone: its captured values matter
     assert _role(buf(8), "in")[0] == "inout"
+    # every element changed, but some now hold the bits an `out` buffer is poisoned with (a record kept as bytes:
+    # about one byte in 256 is 0xA5): as `out`, mepgen run would count them unwritten
+    assert _role(buf(8), "out", poison_like=3)[0] == "inout"
+    assert _role(buf(8), "out", poison_like=None)[0] == "inout"     # its result unread: not proven
+
+
+def test_poison_bits_in_a_captured_result_are_found_in_its_file(tmp_path):
+    from mepgen.capture.mepwrite import _poison_like
+    (tmp_path / "after").mkdir()
+    np.save(tmp_path / "after" / "rec.npy", np.array([1, 0xA5, 2, 0xA5, 0xA5], np.uint8))
+    np.save(tmp_path / "after" / "f.npy", np.array([1.0, np.nan, 2.0], np.float32))
+    m = {"_dir": str(tmp_path)}
+    assert _poison_like(m, {"after": "after/rec.npy"}) == 3
+    assert _poison_like(m, {"after": "after/f.npy"}) == 0          # a NaN, but not the poison's all-ones bits
+    assert _poison_like(m, {"after": None}) is None and _poison_like({}, {"after": "after/rec.npy"}) is None
 
 
 def test_buffers_written_through_captured_pointers_are_outputs(swarm_captured):

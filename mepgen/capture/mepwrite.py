@@ -55,10 +55,19 @@ def include_flags(inventory: dict, kernel: dict, app_root: Path | None = None) -
     return out
 
 
-def _role(mp: dict, static_role: str | None) -> tuple[str, str]:
+def _role(mp: dict, static_role: str | None, poison_like: int | None = 0) -> tuple[str, str]:
+    """`out` only where it is proven: static analysis says the kernel does not read it before writing, the launch
+    changed every element (an element written with its old value cannot be told from one left alone, so part of
+    it changed is `inout`), and no element of the result holds the poison's bits (`poison_like`; None: unknown),
+    which `mepgen run` would count as unwritten."""
     if not mp["written"]:
         return "in", "in: the launch did not change it"
     if static_role == "out" and mp["changed_elements"] == mp["count"]:
+        if poison_like is None or poison_like > 0:
+            return "inout", ("inout: the launch changed every element, but " +
+                             (f"{poison_like} of them hold" if poison_like else "its result could not be read to "
+                              "check whether any holds") + " the bits an `out` buffer is poisoned with, which would "
+                             "read as unwritten; every run starts from the captured state")
         return "out", "out: the launch changed every element, and the kernel does not read it before writing"
     return "inout", (f"inout: the launch changed {mp['changed_elements']} of its {mp['count']} elements; every run "
                      "starts from the captured state")
@@ -158,7 +167,7 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
                 p["note"] += f"; {len(p['relocate'])} device pointer(s) inside rewritten to the MEP's buffers"
             params.append(p)
         else:
-            role, why = _role(mp, sp.role if sp is not None else None)
+            role, why = _role(mp, sp.role if sp is not None else None, _poison_like(manifest, mp))
             p = {"name": kp["name"], "role": role, "ctype": ctype, "dtype": mp["dtype"], "count": str(mp["count"]),
                  "note": f"{why}; count: the captured allocation ({mp['count']} elements from the pointer on)"}
             if role in ("in", "inout"):
@@ -228,6 +237,18 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
     if buffers:
         d["buffers"] = buffers
     return d, notes
+
+
+def _poison_like(manifest: dict, mp: dict) -> int | None:
+    """Elements of the buffer's captured after-state that hold the poison's bits (None: no after-state to read)."""
+    from ..evaluate.verify import poison_like
+    from .convert import load_array
+    if not mp.get("after") or not manifest.get("_dir"):
+        return None
+    try:
+        return poison_like(load_array(Path(manifest["_dir"]), mp["after"]))
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def _trim(dims: list[int]) -> list[int]:

@@ -134,8 +134,9 @@ class Evaluator:
                 if out.fault is not None:
                     raise MepgenError(f"the original kernel fails on input set {s.index}: {out.fault.kind}: "
                                       f"{out.fault.message}", exit_code=3)
+                poisoned = {o.name: o.role == "out" for o in self.spec.outputs}
                 for name, arr in out.outputs.items():
-                    problem = reference_problem(name, arr, s.index)
+                    problem = reference_problem(name, arr, s.index, poisoned.get(name, True))
                     if problem:
                         raise MepgenError(problem, exit_code=3)
                 self._saw_baseline(out)
@@ -240,7 +241,7 @@ class Evaluator:
             if got is None:
                 mismatches.append(Mismatch(p.name, k, phase, int(ref.size), int(ref.size), note="no output written"))
                 continue
-            m = compare(p.name, got, ref, tolerance_for(self.spec, p.name), k, phase)
+            m = compare(p.name, got, ref, tolerance_for(self.spec, p.name), k, phase, p.role == "out")
             if m:
                 mismatches.append(m)
         changed = [name for name, arr in inputs_after.items()
@@ -329,10 +330,10 @@ class Evaluator:
                 mismatches.append(Mismatch(p.name, k, "perturbed", int(ref.size), int(ref.size),
                                            note="no output written in the perturbation re-check"))
                 continue
-            m = compare(p.name, got, ref, tol, k, "perturbed")
+            m = compare(p.name, got, ref, tol, k, "perturbed", p.role == "out")
             if m:
                 mismatches.append(m)
-            moved = compare(p.name, ref, self.refs[k][p.name], tol, k, "perturbed")
+            moved = compare(p.name, ref, self.refs[k][p.name], tol, k, "perturbed", p.role == "out")
             followed += moved.bad if moved else 0
         if mismatches:
             res.status, res.wrong = "wrong_result", WrongResult(mismatches)

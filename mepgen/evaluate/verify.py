@@ -41,10 +41,17 @@ def _poisoned(arr: np.ndarray) -> np.ndarray:
     return np.all(raw == byte, axis=1)
 
 
-def reference_problem(name: str, ref: np.ndarray, input_set: int) -> str | None:
-    """Why a reference output cannot serve as one (NaN, Inf, unwritten elements), or None."""
+def poison_like(arr: np.ndarray) -> int:
+    """How many elements of `arr` hold the poison's bits (a reference `out` buffer with any would read as unwritten)."""
+    return int(_poisoned(np.asarray(arr)).sum()) if np.asarray(arr).size else 0
+
+
+def reference_problem(name: str, ref: np.ndarray, input_set: int, poisoned: bool = True) -> str | None:
+    """Why a reference output cannot serve as one (NaN, Inf, unwritten elements), or None. `poisoned`: whether the
+    harness poisons the buffer before the launch (role `out`); an `inout` buffer starts from its inputs, so an
+    element that looks like the poison is data (a 0xA5 byte of a record kept as bytes), not an unwritten one."""
     flat = ref.reshape(-1)
-    unwritten = int(_poisoned(flat).sum())
+    unwritten = int(_poisoned(flat).sum()) if poisoned else 0
     if unwritten:
         return (f"the original kernel leaves {unwritten} of {flat.size} elements of '{name}' unwritten "
                 f"(input set {input_set}): give '{name}' the role 'inout' in mep.yaml so those elements "
@@ -58,14 +65,15 @@ def reference_problem(name: str, ref: np.ndarray, input_set: int) -> str | None:
 
 
 def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: Tolerance, input_set: int,
-            phase: str = "run") -> Mismatch | None:
-    """None when `got` matches `ref` element for element; otherwise the evidence."""
+            phase: str = "run", poisoned: bool = True) -> Mismatch | None:
+    """None when `got` matches `ref` element for element; otherwise the evidence (`poisoned`: as in
+    reference_problem; an `inout` buffer's elements are never counted as unwritten)."""
     total = int(ref.size)
     if got.dtype != ref.dtype or got.size != ref.size:
         return Mismatch(name, input_set, phase, total, total,
                         note=f"expected {ref.size} elements of {ref.dtype}, got {got.size} of {got.dtype}")
     g, r = got.reshape(-1), ref.reshape(-1)
-    unwritten = _poisoned(g)
+    unwritten = _poisoned(g) if poisoned else np.zeros(g.shape, bool)
     if g.dtype.kind == "f":
         g64, r64 = g.astype(np.float64), r.astype(np.float64)
         nan, inf = np.isnan(g64), np.isinf(g64)
