@@ -171,9 +171,13 @@ def one_app(name: str, spec, roots: dict, work: Path, arch: str, ncu: bool, env)
     row["capture_s"] = round(dt, 1)
     outcomes = None
     try:
-        outcomes = _json_tail(out)
+        outcomes = json.loads(out)          # --json: mepgen's JSON alone on stdout (the application's on stderr)
     except json.JSONDecodeError:
-        pass
+        row["stdout_not_json"] = out[:200]
+        try:
+            outcomes = _json_tail(out)
+        except json.JSONDecodeError:
+            pass
     if outcomes is None:
         row["error"] = f"capture exit {rc}: " + (err or out).strip()[-400:]
         return row

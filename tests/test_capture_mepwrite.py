@@ -272,16 +272,16 @@ def test_the_captured_mep_builds(swarm_captured, tmp_path):
 @pytest.mark.gpu
 @pytest.mark.nvcc
 def test_one_run_records_the_swarm_and_its_mep_reproduces_the_launch(swarm_app, tmp_path):
-    from mepgen.cli import main
     app = Path(shutil.copytree(swarm_app[0], tmp_path / "app"))
     exe = app / "swarm"
     r = subprocess.run(["nvcc", "-O2", "-Iinclude", "swarm.cu", "-o", str(exe)], cwd=app, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    r = CliRunner().invoke(main, ["capture", "--all", "--launch", "1", "--use", "--json", "-C", str(app), "--",
-                                  str(exe), str(N)], catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    got = {o["kernel"]: o for o in json.loads(r.output[r.output.index("["):])}
+    from conftest import run_mepgen
+    r = run_mepgen("capture", "--all", "--launch", "1", "--use", "--json", "-C", app, "--", exe, N)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = {o["kernel"]: o for o in json.loads(r.stdout)}       # only mepgen's JSON on stdout
+    assert "sum " in r.stderr                                   # the application's own output, on stderr
     o = got["drift"]
     assert o["outcome"] == "captured" and o["complete"] and o["relocations"] == 4, o
     assert o["allocations"] == 5 and o["grid"] == [3, 1, 1] and o["launch_index"] == 1
@@ -388,3 +388,20 @@ def test_captured_bytes_read_back_only_what_bytes_expression_wrote():
     assert captured_bytes(bytes_expression("decltype(ns::c_table)", "ff00")) == b"\xff\x00"
     assert captured_bytes("heat::Grid{NX, NY, 1.0f, 0.5f}") is None and captured_bytes("0.5f") is None
     assert captured_bytes(None) is None
+
+
+def test_the_applications_output_never_reaches_mepgens_stdout(tmp_path):
+    """--json is for scripts: the application's stdout goes to stderr, whether stderr is a file or not (relayed)."""
+    import sys
+    prog = ("import io, os, sys\n"
+            "from mepgen.capture.launcher import _run\n"
+            "cmd = ['sh', '-c', 'echo app-line; echo app-err >&2']\n"
+            "if sys.argv[1] == 'relay': sys.stderr = io.TextIOWrapper(io.BytesIO())\n"
+            "code = _run(cmd, dict(os.environ), 30)\n"
+            "if sys.argv[1] == 'relay': sys.stderr.flush(); sys.__stderr__.write(sys.stderr.buffer.getvalue().decode())\n"
+            "print('[]')\n")
+    root = Path(__file__).resolve().parent.parent
+    for mode in ("file", "relay"):
+        r = subprocess.run([sys.executable, "-c", prog, mode], capture_output=True, text=True, timeout=60, cwd=root)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "[]\n" and "app-line" in r.stderr and "app-err" in r.stderr, (mode, r)
