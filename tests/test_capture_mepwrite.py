@@ -405,3 +405,76 @@ def test_the_applications_output_never_reaches_mepgens_stdout(tmp_path):
         r = subprocess.run([sys.executable, "-c", prog, mode], capture_output=True, text=True, timeout=60, cwd=root)
         assert r.returncode == 0, r.stderr
         assert r.stdout == "[]\n" and "app-line" in r.stderr and "app-err" in r.stderr, (mode, r)
+
+
+PAIRS = r"""
+__global__ void order_pairs(unsigned* __restrict__ dst, const unsigned* __restrict__ src, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (2 * i + 1 >= n) return;
+    unsigned a = src[2 * i], b = src[2 * i + 1];
+    dst[2 * i] = a < b ? a : b;
+    dst[2 * i + 1] = a < b ? b : a;
+}
+"""
+
+
+def _aliased_capture(tmp_path):
+    """An in-place launch of order_pairs as a record: dst and src point into one allocation (src 8 bytes in)."""
+    from mepgen.extract import ExtractOptions, extract
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "pairs.cu").write_text(PAIRS)
+    inv = extract(app, ExtractOptions(jobs=1))
+    k = inv["kernels"][0]
+    before = np.array([5, 1, 2, 9, 7, 3, 4, 4], np.uint32)
+    after = np.array([5, 1, 2, 9, 3, 7, 4, 4], np.uint32)
+    ws = Workspace(app)
+    cap = ws.mep_dir(k["id"]) / "data" / "captured"
+    for d in ("before", "after"):
+        (cap / d).mkdir(parents=True)
+    np.save(cap / "before" / "dst.npy", before)
+    np.save(cap / "after" / "dst.npy", after)
+    np.save(cap / "before" / "src.npy", before[2:])
+    np.save(cap / "after" / "src.npy", after[2:])
+    buf = lambda name, off: {"name": name, "kind": "buffer", "dtype": "uint32", "itemsize": 4, "count": 8 - off // 4,
+                             "offset_bytes": off, "allocation": 0, "address": 4096 + off, "before": f"before/{name}.npy",
+                             "after": f"after/{name}.npy", "written": True, "changed_elements": 2, "notes": []}
+    m = {"kernel": "order_pairs", "params": [buf("dst", 0), buf("src", 8), {"name": "n", "kind": "value", "value": 6,
+         "dtype": "int32", "bytes_hex": "06000000"}], "allocations": [{"id": 0, "bytes": 32, "params": ["dst", "src"]}],
+         "relocations": [], "constants": [], "grid": [1, 1, 1], "block": [4, 1, 1], "shared_mem": 0, "launch_index": 0}
+    return ws, inv, k, m
+
+
+def test_two_parameters_pointing_into_one_allocation_stay_one_buffer(tmp_path):
+    """An in-place step (the application passes the same allocation as destination and source): as two buffers the
+    MEP's source would never see what the kernel writes, and the source's captured after-state (changed, through the
+    destination) could not be reproduced. The MEP passes the source as a pointer into the destination's buffer."""
+    from mepgen.mep.render import render_harness
+    ws, inv, k, m = _aliased_capture(tmp_path)
+    cap = ws.mep_dir(k["id"]) / "data" / "captured"
+    w = write_captured_mep(ws, inv, k, m, detect_gpu=False)
+    assert w.todo == []
+    p = {x.name: x for x in w.spec.params}
+    assert p["dst"].role == "inout" and p["dst"].count == "8"
+    assert p["src"].role == "scalar" and p["src"].relocate == [{"at": 0, "buffer": "dst", "offset": 8}]
+    assert p["src"].value == "static_cast<const unsigned int *>(nullptr)"
+    assert [o.name for o in w.spec.outputs] == ["dst"]          # what src saw change is checked in dst
+    harness = render_harness(w.spec)
+    assert "auto arg_src = static_cast<const unsigned int *>(nullptr);" in harness
+    assert "reinterpret_cast<char*>(d_dst) + 8" in harness
+    assert "order_pairs<<<grid, block, shared_mem, stream>>>(d_dst, arg_src, 6)" in harness
+    # static analysis' out (never read before written) does not survive: the kernel reads it through src
+    m["params"][0]["changed_elements"] = 8
+    np.save(cap / "after" / "dst.npy", np.load(cap / "before" / "dst.npy") + 1)
+    assert {x.name: x for x in write_captured_mep(ws, inv, k, m, detect_gpu=False).spec.params}["dst"].role == "inout"
+
+
+@pytest.mark.nvcc
+def test_the_aliased_mep_builds(tmp_path):
+    from mepgen import mepbuild
+    ws, inv, k, m = _aliased_capture(tmp_path)
+    w = write_captured_mep(ws, inv, k, m, detect_gpu=False)
+    cmd = mepbuild.nvcc_command(w.spec, w.path, w.path / "kernel.cu", tmp_path / "mep")
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]

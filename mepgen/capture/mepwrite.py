@@ -89,9 +89,13 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
     targs = [str(a) for a in manifest.get("template_args") or []] if kernel.get("is_template") else []
     allocs = {int(a["id"]): a for a in manifest.get("allocations", [])}
     holder_of = {}                  # allocation id -> (buffer parameter, its byte offset into the allocation)
-    for mp in manifest["params"]:
+    sharers: dict[int, list[str]] = {}
+    for mp in manifest["params"]:      # the parameter pointing first into it holds it (the others lie inside)
         if mp["kind"] == "buffer":
-            holder_of.setdefault(int(mp["allocation"]), (mp["name"], int(mp["offset_bytes"])))
+            aid = int(mp["allocation"])
+            sharers.setdefault(aid, []).append(mp["name"])
+            if aid not in holder_of or int(mp["offset_bytes"]) < holder_of[aid][1]:
+                holder_of[aid] = (mp["name"], int(mp["offset_bytes"]))
 
     params, reached = [], {}
     bindings = dict(zip([t["name"] for t in kernel.get("template_params", [])], targs))
@@ -166,8 +170,29 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
                 p["relocate"] = relocate.pop(kp["name"])
                 p["note"] += f"; {len(p['relocate'])} device pointer(s) inside rewritten to the MEP's buffers"
             params.append(p)
+        elif holder_of[int(mp["allocation"])][0] != kp["name"]:
+            # the application passed a pointer into an allocation another parameter holds (an in-place sort's
+            # source and destination): the MEP passes the same pointer into that parameter's buffer, so the kernel
+            # reads what it writes there as it did in the application
+            holder, base = holder_of[int(mp["allocation"])]
+            ptr_type = re.sub(r"\b__restrict__\b|\b__restrict\b", " ", ctype)
+            for name, arg in bindings.items():
+                ptr_type = re.sub(rf"\b{re.escape(name)}\b", arg, ptr_type)
+            p = {"name": kp["name"], "role": "scalar", "ctype": ctype,
+                 "value": f"static_cast<{' '.join(ptr_type.split())}>(nullptr)",
+                 "relocate": [{"at": 0, "buffer": holder, "offset": int(mp["offset_bytes"]) - base}],
+                 "note": f"the application passed a pointer {int(mp['offset_bytes']) - base} bytes into the "
+                         f"allocation '{holder}' points to: the same pointer into the MEP's buffer {holder} "
+                         f"(what the launch changed through it is checked there)"}
+            if sp is not None and sp.role in ("in", "out", "inout"):
+                notes.append(f"{kp['name']}: static analysis says a {sp.role} buffer; the application passed it "
+                             f"inside {holder}'s allocation (aliased)")
+            params.append(p)
         else:
             role, why = _role(mp, sp.role if sp is not None else None, _poison_like(manifest, mp))
+            if role == "out" and len(sharers[int(mp["allocation"])]) > 1:
+                role, why = "inout", (f"inout: {', '.join(n for n in sharers[int(mp['allocation'])] if n != kp['name'])} "
+                                      "point(s) into the same allocation, so the kernel may read what it holds")
             p = {"name": kp["name"], "role": role, "ctype": ctype, "dtype": mp["dtype"], "count": str(mp["count"]),
                  "note": f"{why}; count: the captured allocation ({mp['count']} elements from the pointer on)"}
             if role in ("in", "inout"):
