@@ -416,6 +416,8 @@ __global__ void order_pairs(unsigned* __restrict__ dst, const unsigned* __restri
     dst[2 * i] = a < b ? a : b;
     dst[2 * i + 1] = a < b ? b : a;
 }
+
+void order_in_place(unsigned* d, int n) { order_pairs<<<(n / 2 + 127) / 128, 128>>>(d, d, n); }
 """
 
 
@@ -478,3 +480,53 @@ def test_the_aliased_mep_builds(tmp_path):
     cmd = mepbuild.nvcc_command(w.spec, w.path, w.path / "kernel.cu", tmp_path / "mep")
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_compare_tells_a_static_placeholder_from_a_disagreement(swarm_captured):
+    """Static completion's placeholder (N = 1048576, a todo) makes the grid differ: named as the placeholder it is;
+    once N is given (--size N=1000) the same grid is a real disagreement (the run used 300)."""
+    ws, inv, k, m, _ = swarm_captured
+    from mepgen.cli import main
+    r = CliRunner().invoke(main, ["mep", "drift", "-C", str(ws.app_root)])
+    assert r.exit_code == 3, r.output
+    found = {d.field: d for d in compare(load_spec(ws.mep_dir(k["id"]) / "mep.yaml"), m)}
+    assert found["launch.grid"].static_todo == "sizes.N" and found["launch.grid"].placeholder
+    assert "[static placeholder: todo sizes.N]" in found["launch.grid"].line()
+    assert not found["params.pulls.count"].placeholder          # a count static completion derived
+    assert "16 bytes are 4 float32 elements" in found["params.pulls.count"].why
+    r = CliRunner().invoke(main, ["mep", "drift", "--size", "N=1000", "-C", str(ws.app_root)])
+    found = {d.field: d for d in compare(load_spec(ws.mep_dir(k["id"]) / "mep.yaml"), m)}
+    assert found["launch.grid"].static == "['(N + 127) / 128'] = [8, 1, 1]" and not found["launch.grid"].placeholder
+    r = CliRunner().invoke(main, ["capture", "drift", "--compare", "--json", "-C", str(ws.app_root)])
+    d = {x["field"]: x for x in json.loads(r.stdout)[0]["disagreements"]}
+    assert d["launch.grid"]["static_todo"] == "" and "static_todo" in d["params.pulls.count"]
+
+
+def test_a_stated_default_is_a_placeholder_though_no_todo_names_it(swarm_captured):
+    """mep.yaml keeps "0.5f is a safe default" as the comment above the value; compare reads it back."""
+    ws, inv, k, m, _ = swarm_captured
+    from mepgen.capture.command import _static_spec
+    from mepgen.capture.compare import notes_from_comments
+    text = ("params:\n  # npulls: launch argument `?` is computed at run time; 7 is a safe default\n"
+            "  - {name: npulls, role: scalar, ctype: int, dtype: int32, value: '7'}\nsizes: {}\n  # N: not a param\n")
+    assert notes_from_comments(text) == {"npulls": "launch argument `?` is computed at run time; 7 is a safe default"}
+    from mepgen.cli import main
+    CliRunner().invoke(main, ["mep", "drift", "--size", "N=300", "-C", str(ws.app_root)])
+    path = ws.mep_dir(k["id"]) / "mep.yaml"
+    path.write_text(path.read_text().replace("value: '2'}", "value: '7'}").replace(
+        "  - {name: npulls", "  # npulls: computed at run time; 7 is a safe default\n  - {name: npulls", 1))
+    static, _ = _static_spec(ws, inv, k)
+    found = {d.field: d for d in compare(static, m)}
+    assert found["params.npulls"].static_todo == "default" and "a stated default" in found["params.npulls"].line()
+
+
+def test_compare_names_aliasing_and_null_pointers(tmp_path):
+    from mepgen.cli import main
+    ws, inv, k, m = _aliased_capture(tmp_path)
+    CliRunner().invoke(main, ["mep", "order_pairs", "-C", str(ws.app_root)])
+    static = load_spec(ws.mep_dir(k["id"]) / "mep.yaml")
+    found = {d.field: d for d in compare(static, m)}
+    assert found["params.src.role"].why.startswith("dst point(s) into the same allocation in the application")
+    m["params"][0] = {"name": "dst", "kind": "null", "bytes_hex": "00" * 8}
+    found = {d.field: d for d in compare(static, m)}
+    assert "the application passed a null pointer" in found["params.dst"].why
