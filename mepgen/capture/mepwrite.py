@@ -235,6 +235,11 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
         todo.append({"field": "launch", "reason": f"the application launched with thread-block clusters "
                      f"{manifest['cluster']}; the MEP's <<<>>> launch has none"})
     build = build_config(inventory, kernel, set(), detect_gpu)
+    if str(inventory.get("flags_source", "")).startswith("defaults"):
+        notes.append("build flags: the application's compile commands were not known to `mepgen extract` (no "
+                     "compile_commands.json), so the MEP builds with mepgen's defaults; a kernel the application "
+                     "builds with other flags (-use_fast_math, another -O) may not reproduce its output bit for bit: "
+                     "extract with -p compile_commands.json")
     flags = list(build.nvcc_flags) + [f for f in include_flags(inventory, kernel, app_root) if f not in build.nvcc_flags]
     tolerance = {}
     for p in params:
