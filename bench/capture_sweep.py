@@ -107,7 +107,7 @@ def _json_tail(text: str):
 
 def compile_commands(app: Path, build: str, arch: str, env) -> list[dict]:
     """compile_commands.json of the application's own build, so extract (and the MEPs) see its flags
-    (`-O3 -use_fast_math`: aobench's MEP built without fast math differs in 9 of its 196608 output bytes otherwise):
+    (`-O3 -use_fast_math`: aobench's MEP, built without fast math, differed in 9 of its 196608 output bytes):
     a Makefile's commands from `make -n -B` (nothing rebuilt), else the nvcc line of APPS, one entry per .cu file."""
     import shlex
     cmd = build.format(arch=arch, flags=R_FLAGS)
