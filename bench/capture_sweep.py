@@ -105,6 +105,39 @@ def _json_tail(text: str):
     return json.loads(text[i:]) if i >= 0 else None
 
 
+def compile_commands(app: Path, build: str, arch: str, env) -> list[dict]:
+    """compile_commands.json of the application's own build, so extract (and the MEPs) see its flags
+    (`-O3 -use_fast_math`: aobench's MEP, built without fast math, differed in 9 of its 196608 output bytes):
+    a Makefile's commands from `make -n -B` (nothing rebuilt), else the nvcc line of APPS, one entry per .cu file."""
+    import shlex
+    cmd = build.format(arch=arch, flags=R_FLAGS)
+    lines = sh(cmd.replace("make -s", "make -n -B", 1), app, 120, env)[1].splitlines() if cmd.startswith("make") \
+        else [cmd]
+    out = []
+    for line in lines:
+        where = app
+        if line.startswith("cd ") and "&&" in line:
+            folder, line = line[3:].split("&&", 1)
+            where = app / folder.strip()
+        try:
+            args = shlex.split(line)
+        except ValueError:
+            continue
+        if not args or Path(args[0]).name != "nvcc":
+            continue
+        sources = [a for a in args if a.endswith(".cu")]
+        flags, skip = [], False
+        for a in args[1:]:
+            if skip:
+                skip = False
+            elif a == "-o":
+                skip = True
+            elif a != "-c" and a not in sources and not a.endswith((".o", ".c", ".cpp")) and not a.startswith("-l"):
+                flags.append(a)
+        out += [{"directory": str(where), "file": src, "arguments": [args[0], *flags, "-c", src]} for src in sources]
+    return out
+
+
 def reproduces(mep: Path, env) -> dict:
     """Run the MEP on its captured inputs and compare what it writes with the captured after-state."""
     rc, out, err, _ = sh(["make", "-s"], mep, 300, env)
@@ -119,7 +152,11 @@ def reproduces(mep: Path, env) -> dict:
     spec = yaml.safe_load((mep / "mep.yaml").read_text())
     tol = spec.get("verify", {}).get("tolerance", {})
     compared, exact, within, bad = 0, True, True, []
-    pairs = [(p["name"], p["after"], p["name"]) for p in m["params"] if p.get("kind") == "buffer" and p.get("after")]
+    # a parameter the MEP passes as a pointer into another's buffer (the application aliased them: role scalar with
+    # `relocate`) writes nothing of its own: what the launch changed through it is compared in its holder's buffer
+    outputs = {p["name"] for p in spec["params"] if p.get("role") in ("out", "inout")}
+    pairs = [(p["name"], p["after"], p["name"]) for p in m["params"]
+             if p.get("kind") == "buffer" and p.get("after") and p["name"] in outputs]
     after = {f"data/captured/before/alloc{a['id']}.npy": a["after"] for a in m["allocations"] if a.get("after")}
     pairs += [(b["name"], after[b["init"]["path"]], b["name"]) for b in spec.get("buffers", [])
               if (b.get("init") or {}).get("path") in after]
@@ -161,6 +198,7 @@ def one_app(name: str, spec, roots: dict, work: Path, arch: str, ncu: bool, env)
     if rc:
         row["error"] = "build failed: " + (err or out).strip()[-300:]
         return row
+    (app / "compile_commands.json").write_text(json.dumps(compile_commands(app, build, arch, env), indent=1))
     rc, out, err, dt = sh(MEPGEN + ["extract", ".", *xflags], app, 300, env)
     row["extract_s"] = round(dt, 1)
     if rc:
@@ -171,9 +209,13 @@ def one_app(name: str, spec, roots: dict, work: Path, arch: str, ncu: bool, env)
     row["capture_s"] = round(dt, 1)
     outcomes = None
     try:
-        outcomes = _json_tail(out)
+        outcomes = json.loads(out)          # --json: mepgen's JSON alone on stdout (the application's on stderr)
     except json.JSONDecodeError:
-        pass
+        row["stdout_not_json"] = out[:200]
+        try:
+            outcomes = _json_tail(out)
+        except json.JSONDecodeError:
+            pass
     if outcomes is None:
         row["error"] = f"capture exit {rc}: " + (err or out).strip()[-400:]
         return row
@@ -197,13 +239,21 @@ def one_app(name: str, spec, roots: dict, work: Path, arch: str, ncu: bool, env)
                     k["run_why"] = str(base.get("mep_error") or base.get("fault") or base.get("wrong")
                                        or base.get("compile_failed"))[:300]
             except (json.JSONDecodeError, AttributeError, KeyError, TypeError):
-                k["run_status"] = f"exit {rc}: " + (err or out).strip()[-200:]
+                text = (err or out).strip()
+                said = [ln for ln in text.splitlines() if ln.startswith("mepgen:")]   # mepgen's own one-line error
+                k["run_status"] = f"exit {rc}: " + (said[0][:300] if said else text[-300:])
             if ncu and k.get("built"):
                 k.update(_ncu_mep(mep, o["kernel"], o.get("launch_index", 0), app_ncu, env))
             rc, out, err, _ = sh(MEPGEN + ["capture", o["kernel"], "--compare", "--json", "-C", str(app)], app, 120, env)
             try:
-                k["static_vs_captured"] = [d["field"] + ": " + d["static"] + " vs " + d["captured"]
-                                           for d in json.loads(out)[0]["disagreements"]]
+                found = json.loads(out)[0]["disagreements"]
+                line = lambda d: (d["field"] + ": " + d["static"] + " vs " + d["captured"]
+                                  + (f" ({d['why']})" if d.get("why") else ""))
+                # real disagreements apart from static completion's placeholders (a todo behind its value)
+                k["static_vs_captured"] = [line(d) for d in found if not d.get("static_todo")]
+                k["static_placeholders"] = [line(d) + (" [a stated default]" if d["static_todo"] == "default"
+                                                       else f" [todo {d['static_todo']}]") for d in found
+                                            if d.get("static_todo")]
             except (json.JSONDecodeError, IndexError, KeyError):
                 k["static_vs_captured"] = [f"compare failed: {(err or out).strip()[-200:]}"]
         row["kernels"].append(k)
@@ -249,10 +299,19 @@ def table(rows: list[dict], meta: dict) -> str:
             lines.append(f"| {r['app']} | {k['kernel']} | {k['outcome']} | {k.get('complete')} | {rep} | "
                          f"{k.get('run_status', '')} | {k.get('app_kernel_ms') or ''} | {k.get('mep_median_ms') or ''} | "
                          f"{k.get('ncu_ratio', '')} | {k.get('relocations') or ''} | {str(note)[:160]} |")
-    lines += ["", "Static vs captured disagreements (mepgen capture --compare):", ""]
+    n_real = sum(len(k.get("static_vs_captured") or []) for r in rows for k in r["kernels"])
+    n_todo = sum(len(k.get("static_placeholders") or []) for r in rows for k in r["kernels"])
+    lines += ["", f"Static vs captured (mepgen capture --compare): {n_real} disagreement(s); {n_todo} difference(s) "
+              "where static completion has a placeholder (a todo behind its value), listed apart below.", "",
+              "Disagreements:", ""]
     for r in rows:
         for k in r["kernels"]:
             for d in k.get("static_vs_captured") or []:
+                lines.append(f"- {r['app']} {k['kernel']}: {d}")
+    lines += ["", "Static placeholders the capture fills (not disagreements):", ""]
+    for r in rows:
+        for k in r["kernels"]:
+            for d in k.get("static_placeholders") or []:
                 lines.append(f"- {r['app']} {k['kernel']}: {d}")
     return "\n".join(lines) + "\n"
 

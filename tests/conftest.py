@@ -69,3 +69,13 @@ def heatcg_meps(tmp_path_factory):
     extract(app, ExtractOptions(jobs=2))
     result = CliRunner().invoke(main, ["mep", "--all", "-C", str(app)])
     return app, result
+
+
+def run_mepgen(*args, cwd=None, timeout=900) -> subprocess.CompletedProcess:
+    """`python -m mepgen.cli ARGS` as a user runs it (this checkout's mepgen), stdout and stderr apart: what a
+    command prints for scripts (--json) must be alone on stdout."""
+    import os
+    import sys
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-m", "mepgen.cli", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)

@@ -72,12 +72,11 @@ def test_refusals_on_a_real_run(built_app):
 def test_one_run_records_several_kernels_and_their_meps_reproduce_the_launches(built_app):
     import json
     from mepgen.capture.convert import load_array
-    from mepgen.cli import main
-    r = CliRunner().invoke(main, ["capture", "--kernels", "cg::spmv_csr,heat::diffuse_step,cg::dot", "--launch", "1",
-                                  "--use", "--json", "-C", str(built_app), "--", str(built_app / "build" / "heatcg"),
-                                  "--steps", "4"], catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    got = {o["kernel"]: o for o in json.loads(r.output[r.output.index("["):])}
+    from conftest import run_mepgen
+    r = run_mepgen("capture", "--kernels", "cg::spmv_csr,heat::diffuse_step,cg::dot", "--launch", "1", "--use",
+                   "--json", "-C", built_app, "--", built_app / "build" / "heatcg", "--steps", "4")
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = {o["kernel"]: o for o in json.loads(r.stdout)}       # the application's output is on stderr
     for name in ("cg::spmv_csr", "heat::diffuse_step", "cg::dot"):
         o = got[name]
         assert o["outcome"] == "captured" and o["complete"], o

@@ -183,6 +183,8 @@ def test_mep_from_the_record_relocates_instead_of_passing_the_applications_addre
     ws, inv, k, m, _ = swarm_captured
     w = write_captured_mep(ws, inv, k, m, detect_gpu=False)
     assert w.todo == [] and w.spec.todo == []
+    # extracted without compile_commands.json: the MEP says its flags are mepgen's, not the application's
+    assert any(n.startswith("build flags: the application's compile commands were not known") for n in w.notes)
     d = yaml.safe_load((w.path / "mep.yaml").read_text())
     p = {x["name"]: x for x in d["params"]}
     assert p["s"]["role"] == "scalar" and p["s"]["relocate"] == [
@@ -272,16 +274,16 @@ def test_the_captured_mep_builds(swarm_captured, tmp_path):
 @pytest.mark.gpu
 @pytest.mark.nvcc
 def test_one_run_records_the_swarm_and_its_mep_reproduces_the_launch(swarm_app, tmp_path):
-    from mepgen.cli import main
     app = Path(shutil.copytree(swarm_app[0], tmp_path / "app"))
     exe = app / "swarm"
     r = subprocess.run(["nvcc", "-O2", "-Iinclude", "swarm.cu", "-o", str(exe)], cwd=app, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    r = CliRunner().invoke(main, ["capture", "--all", "--launch", "1", "--use", "--json", "-C", str(app), "--",
-                                  str(exe), str(N)], catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    got = {o["kernel"]: o for o in json.loads(r.output[r.output.index("["):])}
+    from conftest import run_mepgen
+    r = run_mepgen("capture", "--all", "--launch", "1", "--use", "--json", "-C", app, "--", exe, N)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = {o["kernel"]: o for o in json.loads(r.stdout)}       # only mepgen's JSON on stdout
+    assert "sum " in r.stderr                                   # the application's own output, on stderr
     o = got["drift"]
     assert o["outcome"] == "captured" and o["complete"] and o["relocations"] == 4, o
     assert o["allocations"] == 5 and o["grid"] == [3, 1, 1] and o["launch_index"] == 1
@@ -304,6 +306,21 @@ def test_roles_from_what_the_launch_changed():
     assert _role(buf(8), None)[0] == "inout"          # no static analysis: start every run from the capture
     assert _role(buf(3), "out")[0] == "inout"         # part of it left alone: its captured values matter
     assert _role(buf(8), "in")[0] == "inout"
+    # every element changed, but some now hold the bits an `out` buffer is poisoned with (a record kept as bytes:
+    # about one byte in 256 is 0xA5): as `out`, mepgen run would count them unwritten
+    assert _role(buf(8), "out", poison_like=3)[0] == "inout"
+    assert _role(buf(8), "out", poison_like=None)[0] == "inout"     # its result unread: not proven
+
+
+def test_poison_bits_in_a_captured_result_are_found_in_its_file(tmp_path):
+    from mepgen.capture.mepwrite import _poison_like
+    (tmp_path / "after").mkdir()
+    np.save(tmp_path / "after" / "rec.npy", np.array([1, 0xA5, 2, 0xA5, 0xA5], np.uint8))
+    np.save(tmp_path / "after" / "f.npy", np.array([1.0, np.nan, 2.0], np.float32))
+    m = {"_dir": str(tmp_path)}
+    assert _poison_like(m, {"after": "after/rec.npy"}) == 3
+    assert _poison_like(m, {"after": "after/f.npy"}) == 0          # a NaN, but not the poison's all-ones bits
+    assert _poison_like(m, {"after": None}) is None and _poison_like({}, {"after": "after/rec.npy"}) is None
 
 
 def test_buffers_written_through_captured_pointers_are_outputs(swarm_captured):
@@ -364,3 +381,154 @@ def test_a_device_function_called_before_its_definition_is_declared_first(tmp_pa
     r = subprocess.run(["nvcc", "-std=c++17", "-c", "k.cu", "-o", "k.o"], cwd=tmp_path, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr
+
+
+def test_captured_bytes_read_back_only_what_bytes_expression_wrote():
+    from mepgen.cbytes import bytes_expression, captured_bytes
+    raw = bytes(range(0, 256, 5))
+    assert captured_bytes(bytes_expression("ns::Params", raw.hex())) == raw
+    assert captured_bytes(bytes_expression("decltype(ns::c_table)", "ff00")) == b"\xff\x00"
+    assert captured_bytes("heat::Grid{NX, NY, 1.0f, 0.5f}") is None and captured_bytes("0.5f") is None
+    assert captured_bytes(None) is None
+
+
+def test_the_applications_output_never_reaches_mepgens_stdout(tmp_path):
+    """--json is for scripts: the application's stdout goes to stderr, whether stderr is a file or not (relayed)."""
+    import sys
+    prog = ("import io, os, sys\n"
+            "from mepgen.capture.launcher import _run\n"
+            "cmd = ['sh', '-c', 'echo app-line; echo app-err >&2']\n"
+            "if sys.argv[1] == 'relay': sys.stderr = io.TextIOWrapper(io.BytesIO())\n"
+            "code = _run(cmd, dict(os.environ), 30)\n"
+            "if sys.argv[1] == 'relay': sys.stderr.flush(); sys.__stderr__.write(sys.stderr.buffer.getvalue().decode())\n"
+            "print('[]')\n")
+    root = Path(__file__).resolve().parent.parent
+    for mode in ("file", "relay"):
+        r = subprocess.run([sys.executable, "-c", prog, mode], capture_output=True, text=True, timeout=60, cwd=root)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "[]\n" and "app-line" in r.stderr and "app-err" in r.stderr, (mode, r)
+
+
+PAIRS = r"""
+__global__ void order_pairs(unsigned* __restrict__ dst, const unsigned* __restrict__ src, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (2 * i + 1 >= n) return;
+    unsigned a = src[2 * i], b = src[2 * i + 1];
+    dst[2 * i] = a < b ? a : b;
+    dst[2 * i + 1] = a < b ? b : a;
+}
+
+void order_in_place(unsigned* d, int n) { order_pairs<<<(n / 2 + 127) / 128, 128>>>(d, d, n); }
+"""
+
+
+def _aliased_capture(tmp_path):
+    """An in-place launch of order_pairs as a record: dst and src point into one allocation (src 8 bytes in)."""
+    from mepgen.extract import ExtractOptions, extract
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "pairs.cu").write_text(PAIRS)
+    inv = extract(app, ExtractOptions(jobs=1))
+    k = inv["kernels"][0]
+    before = np.array([5, 1, 2, 9, 7, 3, 4, 4], np.uint32)
+    after = np.array([5, 1, 2, 9, 3, 7, 4, 4], np.uint32)
+    ws = Workspace(app)
+    cap = ws.mep_dir(k["id"]) / "data" / "captured"
+    for d in ("before", "after"):
+        (cap / d).mkdir(parents=True)
+    np.save(cap / "before" / "dst.npy", before)
+    np.save(cap / "after" / "dst.npy", after)
+    np.save(cap / "before" / "src.npy", before[2:])
+    np.save(cap / "after" / "src.npy", after[2:])
+    buf = lambda name, off: {"name": name, "kind": "buffer", "dtype": "uint32", "itemsize": 4, "count": 8 - off // 4,
+                             "offset_bytes": off, "allocation": 0, "address": 4096 + off, "before": f"before/{name}.npy",
+                             "after": f"after/{name}.npy", "written": True, "changed_elements": 2, "notes": []}
+    m = {"kernel": "order_pairs", "params": [buf("dst", 0), buf("src", 8), {"name": "n", "kind": "value", "value": 6,
+         "dtype": "int32", "bytes_hex": "06000000"}], "allocations": [{"id": 0, "bytes": 32, "params": ["dst", "src"]}],
+         "relocations": [], "constants": [], "grid": [1, 1, 1], "block": [4, 1, 1], "shared_mem": 0, "launch_index": 0}
+    return ws, inv, k, m
+
+
+def test_two_parameters_pointing_into_one_allocation_stay_one_buffer(tmp_path):
+    """An in-place step (the application passes the same allocation as destination and source): as two buffers the
+    MEP's source would never see what the kernel writes, and the source's captured after-state (changed, through the
+    destination) could not be reproduced. The MEP passes the source as a pointer into the destination's buffer."""
+    from mepgen.mep.render import render_harness
+    ws, inv, k, m = _aliased_capture(tmp_path)
+    cap = ws.mep_dir(k["id"]) / "data" / "captured"
+    w = write_captured_mep(ws, inv, k, m, detect_gpu=False)
+    assert w.todo == []
+    p = {x.name: x for x in w.spec.params}
+    assert p["dst"].role == "inout" and p["dst"].count == "8"
+    assert p["src"].role == "scalar" and p["src"].relocate == [{"at": 0, "buffer": "dst", "offset": 8}]
+    assert p["src"].value == "static_cast<const unsigned int *>(nullptr)"
+    assert [o.name for o in w.spec.outputs] == ["dst"]          # what src saw change is checked in dst
+    harness = render_harness(w.spec)
+    assert "auto arg_src = static_cast<const unsigned int *>(nullptr);" in harness
+    assert "reinterpret_cast<char*>(d_dst) + 8" in harness
+    assert "order_pairs<<<grid, block, shared_mem, stream>>>(d_dst, arg_src, 6)" in harness
+    # static analysis' out (never read before written) does not survive: the kernel reads it through src
+    m["params"][0]["changed_elements"] = 8
+    np.save(cap / "after" / "dst.npy", np.load(cap / "before" / "dst.npy") + 1)
+    assert {x.name: x for x in write_captured_mep(ws, inv, k, m, detect_gpu=False).spec.params}["dst"].role == "inout"
+
+
+@pytest.mark.nvcc
+def test_the_aliased_mep_builds(tmp_path):
+    from mepgen import mepbuild
+    ws, inv, k, m = _aliased_capture(tmp_path)
+    w = write_captured_mep(ws, inv, k, m, detect_gpu=False)
+    cmd = mepbuild.nvcc_command(w.spec, w.path, w.path / "kernel.cu", tmp_path / "mep")
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_compare_tells_a_static_placeholder_from_a_disagreement(swarm_captured):
+    """Static completion's placeholder (N = 1048576, a todo) makes the grid differ: named as the placeholder it is;
+    once N is given (--size N=1000) the same grid is a real disagreement (the run used 300)."""
+    ws, inv, k, m, _ = swarm_captured
+    from mepgen.cli import main
+    r = CliRunner().invoke(main, ["mep", "drift", "-C", str(ws.app_root)])
+    assert r.exit_code == 3, r.output
+    found = {d.field: d for d in compare(load_spec(ws.mep_dir(k["id"]) / "mep.yaml"), m)}
+    assert found["launch.grid"].static_todo == "sizes.N" and found["launch.grid"].placeholder
+    assert "[static placeholder: todo sizes.N]" in found["launch.grid"].line()
+    assert not found["params.pulls.count"].placeholder          # a count static completion derived
+    assert "16 bytes are 4 float32 elements" in found["params.pulls.count"].why
+    r = CliRunner().invoke(main, ["mep", "drift", "--size", "N=1000", "-C", str(ws.app_root)])
+    found = {d.field: d for d in compare(load_spec(ws.mep_dir(k["id"]) / "mep.yaml"), m)}
+    assert found["launch.grid"].static == "['(N + 127) / 128'] = [8, 1, 1]" and not found["launch.grid"].placeholder
+    r = CliRunner().invoke(main, ["capture", "drift", "--compare", "--json", "-C", str(ws.app_root)])
+    d = {x["field"]: x for x in json.loads(r.stdout)[0]["disagreements"]}
+    assert d["launch.grid"]["static_todo"] == "" and "static_todo" in d["params.pulls.count"]
+
+
+def test_a_stated_default_is_a_placeholder_though_no_todo_names_it(swarm_captured):
+    """mep.yaml keeps "0.5f is a safe default" as the comment above the value; compare reads it back."""
+    ws, inv, k, m, _ = swarm_captured
+    from mepgen.capture.command import _static_spec
+    from mepgen.capture.compare import notes_from_comments
+    text = ("params:\n  # npulls: launch argument `?` is computed at run time; 7 is a safe default\n"
+            "  - {name: npulls, role: scalar, ctype: int, dtype: int32, value: '7'}\nsizes: {}\n  # N: not a param\n")
+    assert notes_from_comments(text) == {"npulls": "launch argument `?` is computed at run time; 7 is a safe default"}
+    from mepgen.cli import main
+    CliRunner().invoke(main, ["mep", "drift", "--size", "N=300", "-C", str(ws.app_root)])
+    path = ws.mep_dir(k["id"]) / "mep.yaml"
+    path.write_text(path.read_text().replace("value: '2'}", "value: '7'}").replace(
+        "  - {name: npulls", "  # npulls: computed at run time; 7 is a safe default\n  - {name: npulls", 1))
+    static, _ = _static_spec(ws, inv, k)
+    found = {d.field: d for d in compare(static, m)}
+    assert found["params.npulls"].static_todo == "default" and "a stated default" in found["params.npulls"].line()
+
+
+def test_compare_names_aliasing_and_null_pointers(tmp_path):
+    from mepgen.cli import main
+    ws, inv, k, m = _aliased_capture(tmp_path)
+    CliRunner().invoke(main, ["mep", "order_pairs", "-C", str(ws.app_root)])
+    static = load_spec(ws.mep_dir(k["id"]) / "mep.yaml")
+    found = {d.field: d for d in compare(static, m)}
+    assert found["params.src.role"].why.startswith("dst point(s) into the same allocation in the application")
+    m["params"][0] = {"name": "dst", "kind": "null", "bytes_hex": "00" * 8}
+    found = {d.field: d for d in compare(static, m)}
+    assert "the application passed a null pointer" in found["params.dst"].why

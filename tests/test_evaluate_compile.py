@@ -82,6 +82,28 @@ def test_pycuda_cubin_struct_scalar_and_constants(tmp_path):
     assert d["grid"] == [16, 32, 1] and d["block"] == [32, 8, 1]
 
 
+def test_pycuda_cubin_takes_captured_bytes_though_they_are_no_constant_expression(tmp_path):
+    """A captured struct argument (or NaN) is a lambda copying bytes: no initializer for a `__device__` variable
+    ("dynamic initialization is not supported"); the entry spells the bytes themselves, its size checked."""
+    import struct
+    from mepgen.cbytes import bytes_expression
+    spec = load_spec(FIXTURES / "heat" / "mep.yaml")
+    grid = struct.pack("<iiff", 300, 7, 2.0, 0.25)
+    nan = bytes.fromhex("0100c07f")                     # a NaN with a payload: only its bytes keep it
+    spec.params[2].value = bytes_expression("heat::Grid", grid.hex())
+    spec.params[3].value = bytes_expression("float", nan.hex())
+    spec.constants[1].value = bytes_expression("decltype(heat::c_grid)", grid.hex())
+    built = build_cubin(spec, FIXTURES / "heat", FIXTURES / "heat" / "kernel.cu", tmp_path, 300)
+    assert not isinstance(built, CompileFailed), built
+    d = built.extra
+    assert bytes.fromhex(d["params"][2]["bytes"]) == grid and d["params"][2]["align"] == 4
+    assert bytes.fromhex(d["params"][3]["bytes"]) == nan
+    assert bytes.fromhex(d["constants"][1]["bytes"]) == grid
+    spec.params[2].value = bytes_expression("heat::Grid", grid[:12].hex())      # not the type's size: named
+    res = build_cubin(spec, FIXTURES / "heat", FIXTURES / "heat" / "kernel.cu", tmp_path, 300)
+    assert isinstance(res, CompileFailed) and "mepgen_arg_2: captured size" in res.message
+
+
 def test_pycuda_unusable_value_is_a_compile_failure(tmp_path):
     spec = load_spec(FIXTURES / "axpy" / "mep.yaml")
     spec.params[1].value = "some_host_function()"

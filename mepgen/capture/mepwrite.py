@@ -55,10 +55,19 @@ def include_flags(inventory: dict, kernel: dict, app_root: Path | None = None) -
     return out
 
 
-def _role(mp: dict, static_role: str | None) -> tuple[str, str]:
+def _role(mp: dict, static_role: str | None, poison_like: int | None = 0) -> tuple[str, str]:
+    """`out` only where it is proven: static analysis says the kernel does not read it before writing, the launch
+    changed every element (an element written with its old value cannot be told from one left alone, so part of
+    it changed is `inout`), and no element of the result holds the poison's bits (`poison_like`; None: unknown),
+    which `mepgen run` would count as unwritten."""
     if not mp["written"]:
         return "in", "in: the launch did not change it"
     if static_role == "out" and mp["changed_elements"] == mp["count"]:
+        if poison_like is None or poison_like > 0:
+            return "inout", ("inout: the launch changed every element, but " +
+                             (f"{poison_like} of them hold" if poison_like else "its result could not be read to "
+                              "check whether any holds") + " the bits an `out` buffer is poisoned with, which would "
+                             "read as unwritten; every run starts from the captured state")
         return "out", "out: the launch changed every element, and the kernel does not read it before writing"
     return "inout", (f"inout: the launch changed {mp['changed_elements']} of its {mp['count']} elements; every run "
                      "starts from the captured state")
@@ -80,9 +89,13 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
     targs = [str(a) for a in manifest.get("template_args") or []] if kernel.get("is_template") else []
     allocs = {int(a["id"]): a for a in manifest.get("allocations", [])}
     holder_of = {}                  # allocation id -> (buffer parameter, its byte offset into the allocation)
-    for mp in manifest["params"]:
+    sharers: dict[int, list[str]] = {}
+    for mp in manifest["params"]:      # the parameter pointing first into it holds it (the others lie inside)
         if mp["kind"] == "buffer":
-            holder_of.setdefault(int(mp["allocation"]), (mp["name"], int(mp["offset_bytes"])))
+            aid = int(mp["allocation"])
+            sharers.setdefault(aid, []).append(mp["name"])
+            if aid not in holder_of or int(mp["offset_bytes"]) < holder_of[aid][1]:
+                holder_of[aid] = (mp["name"], int(mp["offset_bytes"]))
 
     params, reached = [], {}
     bindings = dict(zip([t["name"] for t in kernel.get("template_params", [])], targs))
@@ -157,8 +170,29 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
                 p["relocate"] = relocate.pop(kp["name"])
                 p["note"] += f"; {len(p['relocate'])} device pointer(s) inside rewritten to the MEP's buffers"
             params.append(p)
+        elif holder_of[int(mp["allocation"])][0] != kp["name"]:
+            # the application passed a pointer into an allocation another parameter holds (an in-place sort's
+            # source and destination): the MEP passes the same pointer into that parameter's buffer, so the kernel
+            # reads what it writes there as it did in the application
+            holder, base = holder_of[int(mp["allocation"])]
+            ptr_type = re.sub(r"\b__restrict__\b|\b__restrict\b", " ", ctype)
+            for name, arg in bindings.items():
+                ptr_type = re.sub(rf"\b{re.escape(name)}\b", arg, ptr_type)
+            p = {"name": kp["name"], "role": "scalar", "ctype": ctype,
+                 "value": f"static_cast<{' '.join(ptr_type.split())}>(nullptr)",
+                 "relocate": [{"at": 0, "buffer": holder, "offset": int(mp["offset_bytes"]) - base}],
+                 "note": f"the application passed a pointer {int(mp['offset_bytes']) - base} bytes into the "
+                         f"allocation '{holder}' points to: the same pointer into the MEP's buffer {holder} "
+                         f"(what the launch changed through it is checked there)"}
+            if sp is not None and sp.role in ("in", "out", "inout"):
+                notes.append(f"{kp['name']}: static analysis says a {sp.role} buffer; the application passed it "
+                             f"inside {holder}'s allocation (aliased)")
+            params.append(p)
         else:
-            role, why = _role(mp, sp.role if sp is not None else None)
+            role, why = _role(mp, sp.role if sp is not None else None, _poison_like(manifest, mp))
+            if role == "out" and len(sharers[int(mp["allocation"])]) > 1:
+                role, why = "inout", (f"inout: {', '.join(n for n in sharers[int(mp['allocation'])] if n != kp['name'])} "
+                                      "point(s) into the same allocation, so the kernel may read what it holds")
             p = {"name": kp["name"], "role": role, "ctype": ctype, "dtype": mp["dtype"], "count": str(mp["count"]),
                  "note": f"{why}; count: the captured allocation ({mp['count']} elements from the pointer on)"}
             if role in ("in", "inout"):
@@ -201,6 +235,11 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
         todo.append({"field": "launch", "reason": f"the application launched with thread-block clusters "
                      f"{manifest['cluster']}; the MEP's <<<>>> launch has none"})
     build = build_config(inventory, kernel, set(), detect_gpu)
+    if str(inventory.get("flags_source", "")).startswith("defaults"):
+        notes.append("build flags: the application's compile commands were not known to `mepgen extract` (no "
+                     "compile_commands.json), so the MEP builds with mepgen's defaults; a kernel the application "
+                     "builds with other flags (-use_fast_math, another -O) may not reproduce its output bit for bit: "
+                     "extract with -p compile_commands.json")
     flags = list(build.nvcc_flags) + [f for f in include_flags(inventory, kernel, app_root) if f not in build.nvcc_flags]
     tolerance = {}
     for p in params:
@@ -228,6 +267,18 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
     if buffers:
         d["buffers"] = buffers
     return d, notes
+
+
+def _poison_like(manifest: dict, mp: dict) -> int | None:
+    """Elements of the buffer's captured after-state that hold the poison's bits (None: no after-state to read)."""
+    from ..evaluate.verify import poison_like
+    from .convert import load_array
+    if not mp.get("after") or not manifest.get("_dir"):
+        return None
+    try:
+        return poison_like(load_array(Path(manifest["_dir"]), mp["after"]))
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def _trim(dims: list[int]) -> list[int]:

@@ -28,6 +28,7 @@ from .. import cexpr
 from ..errors import MepgenError
 from ..spec import PLACEMENT_SPAN, Spec, load_spec, validate_dict
 from ..workspace import write_atomic
+from ..cbytes import bytes_expression, captured_bytes  # noqa: F401  (re-exported)
 
 BACKUP_SUFFIX = ".before-capture"
 _SYMBOL = re.compile(r"[A-Za-z_]\w*$")
@@ -39,15 +40,6 @@ class UseReport:
     backup: Path
     changes: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-
-
-def bytes_expression(type_expr: str, bytes_hex: str) -> str:
-    """A C++ expression of type `type_expr` holding exactly these bytes (for structs and non-finite floats)."""
-    raw = bytes.fromhex(bytes_hex)
-    body = ", ".join(f"0x{b:02x}" for b in raw)
-    return (f"[] {{ {type_expr} v_; const unsigned char b_[{len(raw)}] = {{{body}}}; "
-            f"static_assert(sizeof(v_) == {len(raw)}, \"captured size\"); "
-            f"__builtin_memcpy(&v_, b_, sizeof(v_)); return v_; }}()")
 
 
 def literal(value, dtype: str | None, ctype: str, bytes_hex: str) -> str:

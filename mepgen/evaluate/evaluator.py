@@ -180,8 +180,9 @@ class Evaluator:
                         "there, `evaluate.sandbox: off` tells; docs/sandbox.md)")
                     raise MepgenError(f"the original kernel fails on input set {s.index}: {out.fault.kind}: "
                                       f"{out.fault.message}{hint}", exit_code=3)
+                poisoned = {o.name: o.role == "out" for o in self.spec.outputs}
                 for name, arr in out.outputs.items():
-                    problem = reference_problem(name, arr, s.index)
+                    problem = reference_problem(name, arr, s.index, poisoned.get(name, True))
                     if problem:
                         raise MepgenError(problem, exit_code=3)
                 self._saw_baseline(out)
@@ -193,6 +194,8 @@ class Evaluator:
             self.todo["ref"] -= 1
             self.refs[s.index] = ref
             for name, arr in ref.items():
+                if name not in {o.name for o in self.spec.outputs if o.role == "out"}:
+                    continue            # only an out buffer is poisoned: an inout one's elements are all data
                 region = written_region(name, arr, s.index)
                 if region and region not in self.ref_notes:
                     self.log(region)
@@ -354,7 +357,7 @@ class Evaluator:
             if got is None:
                 mismatches.append(Mismatch(p.name, k, phase, int(ref.size), int(ref.size), note="no output written"))
                 continue
-            m = compare(p.name, got, ref, tolerance_for(self.spec, p.name), k, phase)
+            m = compare(p.name, got, ref, tolerance_for(self.spec, p.name), k, phase, p.role == "out")
             if m:
                 mismatches.append(m)
         changed = [name for name, arr in inputs_after.items()
@@ -450,10 +453,10 @@ class Evaluator:
                 mismatches.append(Mismatch(p.name, k, "perturbed", int(ref.size), int(ref.size),
                                            note="no output written in the perturbation re-check"))
                 continue
-            m = compare(p.name, got, ref, tol, k, "perturbed")
+            m = compare(p.name, got, ref, tol, k, "perturbed", p.role == "out")
             if m:
                 mismatches.append(m)
-            moved = compare(p.name, ref, self.refs[k][p.name], tol, k, "perturbed")
+            moved = compare(p.name, ref, self.refs[k][p.name], tol, k, "perturbed", p.role == "out")
             followed += moved.bad if moved else 0
         if mismatches:
             res.status, res.wrong = "wrong_result", WrongResult(mismatches)

@@ -4,7 +4,8 @@ nvcc compiles a generated entry file that `#include`s the kernel file with the h
 - a host function taking the kernel's address, so a template kernel is instantiated (`cg::axpy<float>`);
 - `__device__` variables holding each scalar argument's value, each struct constant's initializer,
   each parameter's size and alignment, and the launch geometry - computed by nvcc from the same C++
-  expressions the harness uses (`0.5f`, `heat::Grid{NX, NY, 1.0f, 1.0f}`, `(N + 255) / 256`).
+  expressions the harness uses (`0.5f`, `heat::Grid{NX, NY, 1.0f, 1.0f}`, `(N + 255) / 256`); a captured value
+  held as bytes (a struct argument, NaN) is not a constant expression, so its bytes are the variable's.
 The cubin's symbol table then gives the entry's mangled name (the STO_CUDA_ENTRY function matching the
 spec's callee) and the bytes of those variables, so Python never parses C++.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from .. import mepbuild
 from ..errors import MepgenError
+from ..cbytes import captured_bytes
 from ..spec import Spec
 from . import process, sandbox
 from .backend import Built
@@ -53,18 +55,30 @@ def entry_source(spec: Spec, kernel_file: Path) -> str:
     n = len(spec.params)
     for i, p in enumerate(spec.params):
         if p.role == "scalar":
-            lines.append(f"__device__ MEPGEN_PARAM({i}) mepgen_arg_{i} = {b(p.value)};")
+            lines.append(_variable(f"MEPGEN_PARAM({i})", f"mepgen_arg_{i}", p.value, b))
     layout = ", ".join(f"sizeof(MEPGEN_PARAM({i})), alignof(MEPGEN_PARAM({i}))" for i in range(n))
     lines.append(f"__device__ unsigned long long mepgen_layout[{2 * n}] = {{{layout}}};")
     for j, c in enumerate(spec.constants):
         if c.init is None and c.value is not None:
-            lines.append(f"__device__ decltype({c.name}) mepgen_const_{j} = {b(c.value)};")
+            lines.append(_variable(f"decltype({c.name})", f"mepgen_const_{j}", c.value, b))
     dims = [b(d) for d in [*(spec.launch.grid + ["1"] * 3)[:3], *(spec.launch.block + ["1"] * 3)[:3],
                            spec.launch.shared_mem or "0"]]
     lines.append("__device__ unsigned long long mepgen_launch[7] = {"
                  + ", ".join(f"(unsigned long long)({d})" for d in dims) + "};")
     lines.append("void mepgen_instantiate() { (void)&MEPGEN_KERNEL; }")
     return "\n".join(lines) + "\n"
+
+
+def _variable(type_expr: str, name: str, value: str, spell=lambda e: e) -> str:
+    """A `__device__` variable holding `value`'s bytes. A `__device__` variable needs a constant initializer; a
+    captured struct (or NaN) is an expression that copies bytes at run time, so its bytes are spelled directly
+    (with the type's size checked) instead."""
+    raw = captured_bytes(value)
+    if raw is None:
+        return f"__device__ {type_expr} {name} = {spell(value)};"
+    body = ", ".join(f"0x{b:02x}" for b in raw)
+    return (f'static_assert(sizeof({type_expr}) == {len(raw)}, "{name}: captured size");\n'
+            f"__device__ unsigned char {name}[{len(raw)}] = {{{body}}};")
 
 
 def _u64s(data: bytes) -> list[int]:

@@ -52,12 +52,19 @@ def _poisoned(arr: np.ndarray) -> np.ndarray:
     return np.all(flat.view(np.uint8).reshape(-1, size) == byte, axis=1)
 
 
-def reference_problem(name: str, ref: np.ndarray, input_set: int) -> str | None:
+def poison_like(arr: np.ndarray) -> int:
+    """How many elements of `arr` hold the poison's bits (a reference `out` buffer with any would read as unwritten)."""
+    return int(_poisoned(np.asarray(arr)).sum()) if np.asarray(arr).size else 0
+
+
+def reference_problem(name: str, ref: np.ndarray, input_set: int, poisoned: bool = True) -> str | None:
     """Why a reference output cannot serve as one (NaN, Inf, no element written), or None. An output the
     original writes only in part (one plane of a 3D array, a sub-range) is no problem: the elements it writes
-    are the ones checked (:func:`written_region`), the others must stay unwritten."""
+    are the ones checked (:func:`written_region`), the others must stay unwritten. `poisoned`: whether the
+    harness poisons the buffer before the launch (role `out`); an `inout` buffer starts from its inputs, so an
+    element that looks like the poison is data (a 0xA5 byte of a record kept as bytes), not an unwritten one."""
     flat = ref.reshape(-1)
-    poisoned = _poisoned(flat)
+    poisoned = _poisoned(flat) if poisoned else np.zeros(flat.shape, bool)
     unwritten = int(poisoned.sum())
     if flat.size and unwritten == flat.size:
         return (f"the original kernel leaves {unwritten} of {flat.size} elements of '{name}' unwritten "
@@ -86,8 +93,9 @@ def written_region(name: str, ref: np.ndarray, input_set: int) -> str | None:
 
 
 def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: Tolerance, input_set: int,
-            phase: str = "run") -> Mismatch | None:
-    """None when `got` matches `ref` element for element; otherwise the evidence."""
+            phase: str = "run", poisoned: bool = True) -> Mismatch | None:
+    """None when `got` matches `ref` element for element; otherwise the evidence (`poisoned`: as in
+    reference_problem; an `inout` buffer's elements are never counted as unwritten)."""
     total = int(ref.size)
     if got.dtype != ref.dtype or got.size != ref.size:
         return Mismatch(name, input_set, phase, total, total,
@@ -95,9 +103,10 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: Tolerance, input_s
     g, r = got.reshape(-1), ref.reshape(-1)
     if g.dtype.kind == "f" and _floats_match(g, r, tol):
         return None
-    unwritten = _poisoned(g)
+    unwritten = _poisoned(g) if poisoned else np.zeros(g.shape, bool)
     if g.dtype.kind == "f":
-        outside = _poisoned(r)            # elements the original leaves unwritten: they must stay so
+        # elements the original leaves unwritten (only an out buffer is poisoned): they must stay so
+        outside = _poisoned(r) if poisoned else np.zeros(r.shape, bool)
         g64, r64 = g.astype(np.float64), r.astype(np.float64)
         nan, inf = np.isnan(g64), np.isinf(g64)
         finite = np.isfinite(g64) & np.isfinite(r64)
