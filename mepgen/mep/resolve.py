@@ -40,6 +40,7 @@ class Symbols:
     reasons: dict[str, str] = field(default_factory=dict)
     preferred: dict[str, str] = field(default_factory=dict)   # var usr -> name to use if it needs a symbol
     defaults: dict[str, int] = field(default_factory=dict)    # symbol -> the application's own default (argv)
+    from_run: dict[str, int] = field(default_factory=dict)    # symbol -> value of the app's run command (argv)
 
     def get(self, key: str, name: str, reason: str, taken: set[str]) -> str:
         if key in self.by_key:
@@ -424,20 +425,35 @@ class Resolver:
         return -1, None
 
     def _argv_symbol(self, d, text: str, where: str, default: str | None) -> str | None:
-        """A size symbol for a value the command line sets; its todo names the argument and the application's
-        default (the value it runs with when the argument is not given) when the code has one."""
-        if not is_integral(d.type):
-            return None
+        """The value of a variable the command line sets: the argument of the application's own run command
+        (a stated choice, in the notes), else a size symbol whose todo names the argument, the application's
+        default (the value it runs with when the argument is not given) when the code has one, and why the
+        run command did not give it (mep/argvalue.py)."""
         from ..cexpr import integer
-        value = integer(default, {**self.p.macros, **{k: v for k, v in self.symbols.defaults.items()}}) \
-            if default is not None else None
+        from .argvalue import from_run
+        integral = is_integral(d.type)
+        value = integer(default, {**self.p.macros, **self.symbols.defaults, **self.symbols.from_run}) \
+            if default is not None and integral else None
         fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
+        got = from_run(self.p, d.spelling, text, integral,
+                       str(value) if value is not None else (default if not integral else None))
+        name = self.symbols.preferred.get(d.get_usr(), d.spelling)
+        if got.value is not None:
+            self.choices.append(got.note)
+            if not integral:
+                return got.value
+            reason = f"`{d.spelling}` in {fn}() comes from the command line at {where}; {got.note}"
+            sym = self.symbols.get(f"argv:{d.get_usr()}", name, reason, self.taken)
+            self.symbols.from_run[sym] = int(got.value)
+            return sym
+        if not integral:
+            return None
         arg = re.search(r"argv\s*\[[^\]]*\]", text)
         reason = (f"`{d.spelling}` in {fn}() comes from the command line (`{arg.group(0) if arg else text}` at "
                   f"{where})")
         reason += f"; the application's default without it is {value}, used here" if value is not None \
             else "; the code gives it no default"
-        name = self.symbols.preferred.get(d.get_usr(), d.spelling)
+        reason += f"; {got.note}"
         sym = self.symbols.get(f"argv:{d.get_usr()}", name, reason, self.taken)
         if value is not None:
             self.symbols.defaults[sym] = value
@@ -458,11 +474,12 @@ class Resolver:
         return self._argv_symbol(d, self.p.text(init), self.where(d), default)
 
     def _symbol_for(self, d, init, unsure: bool = False) -> str | None:
-        """A size symbol for an integer that is not a compile-time value (None for other types)."""
-        if not is_integral(d.type):
-            return None
+        """A size symbol for an integer that is not a compile-time value (None for other types, unless the
+        application's run command gives it)."""
         if init is not None and not unsure and re.search(r"\bargv\b", self.p.text(init)):
             return self._argv_init(d, init)
+        if not is_integral(d.type):
+            return None
         fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
         if unsure and self.unsure:
             key = f"decl:{d.get_usr()}"

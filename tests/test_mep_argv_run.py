@@ -1,0 +1,114 @@
+"""Sizes and scalars read from the command line take their values from the application's own run command
+(a Makefile `run` target, a run script, a CMake add_test), as a stated choice named in mep.yaml; a file
+argument, or no run command, leaves the todo with why and `mepgen capture` as the way."""
+from __future__ import annotations
+
+import textwrap
+
+from mepgen.extract import ExtractOptions, extract
+from mepgen.extract.runcommand import find_run_command
+from mepgen.spec import load_spec
+from test_mep_cli import run
+
+SOURCE = """
+    #include <cstdlib>
+    __global__ void scale(float* v, int n, float a)
+    { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) v[i] *= a; }
+    int main(int argc, char** argv)
+    {
+        int n = atoi(argv[1]);
+        const int threads = argc > 2 ? atoi(argv[2]) : 128;
+        float a = atof(argv[3]);
+        float* v;
+        cudaMalloc(&v, n * sizeof(float));
+        scale<<<(n + threads - 1) / threads, threads>>>(v, n, a);
+        return 0;
+    }
+"""
+
+
+def app_with(tmp_path, files: dict[str, str], source: str = SOURCE):
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "main.cu").write_text(textwrap.dedent(source))
+    for name, text in files.items():
+        (app / name).write_text(textwrap.dedent(text))
+    extract(app, ExtractOptions(jobs=1))
+    return app
+
+
+def mep_of(app, kernel="scale"):
+    path = app / ".mepgen" / "meps" / kernel / "mep.yaml"
+    return load_spec(path), path.read_text()
+
+
+MAKEFILE = """\
+    program = main
+    ARGS = 256 0.5
+    all: $(program)
+    $(program): main.cu
+    \tnvcc -o $@ $<
+    run: $(program)
+    \t$(LAUNCHER) ./$(program) 20000 $(ARGS) > log.txt
+"""
+
+
+def test_makefile_run_target_gives_the_sizes_and_scalars(tmp_path):
+    app = app_with(tmp_path, {"Makefile": MAKEFILE})
+    rc = find_run_command(app)
+    assert rc.args == ["20000", "256", "0.5"] and rc.text == "./main 20000 256 0.5"
+    r = run("scale", "-C", app)
+    assert r.exit_code == 0, r.output
+    spec, text = mep_of(app)
+    assert spec.todo == []
+    assert spec.sizes[spec.param("n").value] == 20000
+    assert spec.param("a").value == "0.5"
+    assert sorted(spec.sizes.values()) == [256, 20000]             # threads from argv[2]
+    assert "`n` = atoi(argv[1]) = 20000, from the Makefile's run target: `./main 20000 256 0.5`" in text
+    assert "`a` = atof(argv[3]) = 0.5" in text
+
+
+def test_run_script_with_fewer_arguments_uses_the_code_default(tmp_path):
+    app = app_with(tmp_path, {"run": "#!/bin/bash\n# how to run\n./scale.out 300\n"}, SOURCE.replace(
+        "float a = atof(argv[3]);", "float a = 2.0f;"))
+    r = run("scale", "-C", app)
+    assert r.exit_code == 0, r.output
+    spec, text = mep_of(app)
+    assert spec.todo == []
+    assert spec.sizes[spec.param("n").value] == 300
+    assert "`threads` = 128, the application's default: the run script `run`: `./scale.out 300` passes no " \
+        "argv[2]" in text
+    assert 128 in spec.sizes.values()
+
+
+def test_a_file_argument_stays_a_todo_naming_capture(tmp_path):
+    app = app_with(tmp_path, {"run": "./scale.out ../data/input.txt 64 1.5\n"})
+    r = run("scale", "-C", app)
+    assert r.exit_code == 3, r.output
+    spec, _ = mep_of(app)
+    reasons = {t.field: t.reason for t in spec.todo}
+    n_field = f"sizes.{spec.param('n').value}"
+    assert list(reasons) == [n_field]
+    assert "passes `../data/input.txt` there (a file)" in reasons[n_field]
+    assert "mepgen capture" in reasons[n_field]
+    assert spec.param("a").value == "1.5"
+
+
+def test_no_run_command_keeps_the_todo_and_says_so(tmp_path):
+    app = app_with(tmp_path, {})
+    assert find_run_command(app) is None
+    r = run("scale", "-C", app)
+    assert r.exit_code == 3, r.output
+    spec, _ = mep_of(app)
+    reasons = " ".join(t.reason for t in spec.todo)
+    assert "argv[1]" in reasons and "states no run command" in reasons and "mepgen capture" in reasons
+    assert "params[2].value" in [t.field for t in spec.todo]        # the float has no value either
+
+
+def test_cmake_add_test_is_a_run_command(tmp_path):
+    app = tmp_path / "c"
+    app.mkdir()
+    (app / "CMakeLists.txt").write_text("project(p CUDA)\nadd_executable(sim sim.cu)\n"
+                                        "add_test(NAME small COMMAND sim 512 8 WORKING_DIRECTORY ${X})\n")
+    rc = find_run_command(app)
+    assert rc.program == "sim" and rc.args == ["512", "8"] and "add_test" in rc.source
