@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import MepgenError
+from .todokind import todo_kind
 from .workspace import Workspace
 
 READY, NEEDS_PERSON, CANNOT = "ready", "needs a person", "cannot"
@@ -29,7 +30,7 @@ class KernelOutcome:
     line: int
     outcome: str
     mep: str | None = None
-    todo: list[dict] = field(default_factory=list)       # {"field", "reason"}
+    todo: list[dict] = field(default_factory=list)       # {"field", "reason", "kind"} (kind: todokind.py)
     reason: str | None = None                            # why it cannot
     internal: bool = False                               # the reason is a bug in mepgen
 
@@ -85,7 +86,7 @@ def complete_one(ws: Workspace, inv: dict, k: dict, log=lambda m: None) -> Kerne
         return KernelOutcome(**base, outcome=CANNOT, reason=f"internal error: {type(e).__name__}: {e}",
                              internal=True)
     r = results[0]
-    todo = [{"field": t.field, "reason": t.reason} for t in r.spec.todo]
+    todo = [{"field": t.field, "reason": t.reason, "kind": todo_kind(t.field, t.reason)} for t in r.spec.todo]
     return KernelOutcome(**base, outcome=NEEDS_PERSON if todo else READY, mep=str(r.path), todo=todo)
 
 

@@ -112,3 +112,18 @@ def test_cmake_add_test_is_a_run_command(tmp_path):
                                         "add_test(NAME small COMMAND sim 512 8 WORKING_DIRECTORY ${X})\n")
     rc = find_run_command(app)
     assert rc.program == "sim" and rc.args == ["512", "8"] and "add_test" in rc.source
+
+
+def test_todo_kinds_tell_what_static_completion_can_do():
+    from mepgen.todokind import in_scope, todo_kind
+    assert todo_kind("sizes.N", "`n` in main() comes from the command line (`argv[1]` at a.cu:3); no default") == "argv"
+    assert todo_kind("sizes.N", "`n` comes from the command line; the run script `run`: `./a in.dat` passes "
+                     "`in.dat` there (a file); `mepgen capture ...`") == "file"
+    assert todo_kind("sizes.ROWS", "`rows` in load() is `readHeader(fp)`, which mepgen could not trace") == "file"
+    assert todo_kind("params[2].value", "`seed` (int) gets `rand() % 7` at the launch, which mepgen could not "
+                     "trace to a value") == "runtime"
+    assert todo_kind("params[0].dtype", "`Node *` (16-byte elements) is not a numeric element type") == "capture"
+    assert todo_kind("launch", "the launch configuration at a.cu:9 gives `g`") == "launch"
+    assert todo_kind("params[1].count", "`x` is accessed at [i]; mepgen could not bound it") == "count"
+    assert todo_kind("sizes.M", "`m` in main() is `f(3)`, which mepgen could not trace to a value") == "placeholder"
+    assert in_scope(["argv", "launch"]) and not in_scope(["argv", "file"]) and in_scope([])

@@ -83,14 +83,13 @@ def _script_lines(path: Path) -> list[str]:
 
 
 def _from_lines(lines: list[str], source: str, targets: set[str]) -> RunCommand | None:
-    """The first line that starts a program (`./NAME`, or a Makefile target by name) and its arguments."""
+    """The first program a line starts (`./NAME`, or a Makefile target by name, after a launcher such as
+    `mpirun -n 4` or `cd dir &&`) and its arguments, up to the end of that command."""
     for line in lines:
         line = line.lstrip("@-+ \t")
         words = _split(line)
         for i, w in enumerate(words):
-            if w in _STOP:
-                break
-            if w.startswith("./") or (w in targets and i > 0):
+            if w.startswith("./") or (w in targets and i > 0 and not words[i - 1].startswith("-")):
                 args = []
                 for a in words[i + 1:]:
                     if a in _STOP or a.startswith((">", "2>", "<", "|")):
@@ -98,8 +97,6 @@ def _from_lines(lines: list[str], source: str, targets: set[str]) -> RunCommand 
                     args.append(a)
                 shown = " ".join([w] + args)
                 return RunCommand(source, shown, w, args)
-            if not (re.match(r"^\w+=", w) or w in ("time", "exec", "env")):
-                break                          # the line starts something else (a launcher we don't know)
     return None
 
 
