@@ -127,3 +127,39 @@ def test_todo_kinds_tell_what_static_completion_can_do():
     assert todo_kind("params[1].count", "`x` is accessed at [i]; mepgen could not bound it") == "count"
     assert todo_kind("sizes.M", "`m` in main() is `f(3)`, which mepgen could not trace to a value") == "placeholder"
     assert in_scope(["argv", "launch"]) and not in_scope(["argv", "file"]) and in_scope([])
+
+
+GETOPT = """
+    #include <cstdlib>
+    #include <unistd.h>
+    __global__ void fill(int* out, int len, int stride)
+    { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < len) out[i] = i * stride; }
+    int main(int argc, char** argv)
+    {
+        int len = 1 << 12, stride = 3, opt;
+        while ((opt = getopt(argc, argv, "l:s:v")) != -1) {
+            switch (opt) {
+            case 'l': len = atoi(optarg); break;
+            case 's': stride = atoi(optarg); break;
+            default: break;
+            }
+        }
+        int* out;
+        cudaMalloc(&out, len * sizeof(int));
+        fill<<<(len + 255) / 256, 256>>>(out, len, stride);
+        return 0;
+    }
+"""
+
+
+def test_getopt_options_take_the_run_commands_values_or_the_code_default(tmp_path):
+    app = app_with(tmp_path, {"run.sh": "./fill -v -l 5000\n"}, GETOPT)
+    r = run("fill", "-C", app)
+    assert r.exit_code == 0, r.output
+    spec, text = mep_of(app, "fill")
+    assert spec.todo == []
+    assert spec.sizes[spec.param("len").value] == 5000
+    assert "`len` = atoi(optarg) (option -l) = 5000, from the run script `run.sh`: `./fill -v -l 5000`" in text
+    assert "`stride` = 3, the application's default: the run script `run.sh`: `./fill -v -l 5000` passes no " \
+        "option -s" in text
+    assert spec.param("stride").value == "STRIDE" and spec.sizes["STRIDE"] == 3

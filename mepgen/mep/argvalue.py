@@ -5,6 +5,8 @@ command is the value of `argv[k]`. It is a stated choice (the caller puts the no
 number is taken: a file path, a word, or no run command at all leaves the todo, whose reason says why and
 names `mepgen capture` as the way to complete it. When the command gives fewer arguments than `k` and the code
 has a default for the missing one (`argc > 2 ? atoi(argv[2]) : 64`), the default is what that run uses.
+Options read with getopt (`case 'n': n = atoi(optarg);`) take the value after `-n` (or `-n1000`); an option the
+run command does not give leaves the variable's value before the getopt loop, when it has one.
 """
 from __future__ import annotations
 
@@ -47,10 +49,23 @@ def number(arg: str, integral: bool) -> str | None:
     return arg if re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", arg) else None
 
 
-def from_run(project, name: str, text: str, integral: bool, default: str | None) -> ArgValue:
-    """The value of variable `name`, set by `text` (an expression reading argv), from the run command."""
-    k = argv_index(text)
-    if k is None:
+def option_value(args: list[str], letter: str) -> str | None:
+    """The value of getopt's option `-n` in a command's arguments: `-n 1000` or `-n1000` (the last one wins)."""
+    found = None
+    for i, a in enumerate(args):
+        if a == f"-{letter}" and i + 1 < len(args):
+            found = args[i + 1]
+        elif a.startswith(f"-{letter}") and len(a) > 2 and not a.startswith("--"):
+            found = a[2:]
+    return found
+
+
+def from_run(project, name: str, text: str, integral: bool, default: str | None,
+             option: str | None = None) -> ArgValue:
+    """The value of variable `name`, set by `text` (an expression reading argv, or getopt's `optarg` for
+    `option`), from the run command."""
+    k = argv_index(text) if option is None else None
+    if k is None and option is None:
         return ArgValue(None, "mepgen reads only a literal index of argv")
     rc = run_command(project)
     if rc is None:
@@ -58,17 +73,19 @@ def from_run(project, name: str, text: str, integral: bool, default: str | None)
                               f"run script or add_test); {CAPTURE}")
     if not integral and any(re.search(rf"\b{c}\s*\(", text) for c in ("atoi", "atol", "atoll", "stoi", "stol")):
         integral = True
-    if k - 1 < len(rc.args):
-        arg = rc.args[k - 1]
+    arg = option_value(rc.args, option) if option is not None else rc.args[k - 1] if k - 1 < len(rc.args) else None
+    where = f"option -{option}" if option is not None else f"argv[{k}]"
+    if arg is not None:
         value = number(arg, integral)
         if value is None:
             what = "a file" if "/" in arg or "." in arg and not arg[0].isdigit() else "not a number"
             return ArgValue(None, f"{rc.describe()} passes `{arg}` there ({what}); {CAPTURE}")
-        return ArgValue(value, f"`{name}` = {_short(text)} = {value}, from {rc.describe()}")
+        opt = f" (option -{option})" if option is not None else ""
+        return ArgValue(value, f"`{name}` = {_short(text)}{opt} = {value}, from {rc.describe()}")
     if default is not None:
         return ArgValue(default, f"`{name}` = {default}, the application's default: {rc.describe()} passes no "
-                                 f"argv[{k}]")
-    return ArgValue(None, f"{rc.describe()} passes no argv[{k}] and the code gives no default; {CAPTURE}")
+                                 f"{where}")
+    return ArgValue(None, f"{rc.describe()} passes no {where} and the code gives no default; {CAPTURE}")
 
 
 def _short(text: str) -> str:

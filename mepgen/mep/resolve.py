@@ -260,10 +260,13 @@ class Resolver:
             return True, None
         if argv:
             default = None
-            if all(conditional for _, conditional in argv):
+            if all(conditional for _, conditional, _ in argv):
                 handled, default = self._value_from(d, fn, steps)
-            m = argv[-1][0]
-            return True, self._argv_symbol(d, self.p.text(m.rhs), self.where(m.node), default)
+            m, _, option = argv[-1]
+            if option is not None and len({o for _, _, o in argv}) > 1:
+                self.unsure.append(f"`{d.spelling}` is set by several command-line options")
+                return True, None
+            return True, self._argv_symbol(d, self.p.text(m.rhs), self.where(m.node), default, option)
         return self._value_from(d, fn, steps)
 
     def _stored_through(self, call, index: int, d) -> str | None:
@@ -424,7 +427,7 @@ class Resolver:
                 return i, fn
         return -1, None
 
-    def _argv_symbol(self, d, text: str, where: str, default: str | None) -> str | None:
+    def _argv_symbol(self, d, text: str, where: str, default: str | None, option: str | None = None) -> str | None:
         """The value of a variable the command line sets: the argument of the application's own run command
         (a stated choice, in the notes), else a size symbol whose todo names the argument, the application's
         default (the value it runs with when the argument is not given) when the code has one, and why the
@@ -436,7 +439,7 @@ class Resolver:
             if default is not None and integral else None
         fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
         got = from_run(self.p, d.spelling, text, integral,
-                       str(value) if value is not None else (default if not integral else None))
+                       str(value) if value is not None else (default if not integral else None), option)
         name = self.symbols.preferred.get(d.get_usr(), d.spelling)
         if got.value is not None:
             self.choices.append(got.note)
@@ -449,7 +452,8 @@ class Resolver:
         if not integral:
             return None
         arg = re.search(r"argv\s*\[[^\]]*\]", text)
-        reason = (f"`{d.spelling}` in {fn}() comes from the command line (`{arg.group(0) if arg else text}` at "
+        shown = f"option -{option}" if option else arg.group(0) if arg else text
+        reason = (f"`{d.spelling}` in {fn}() comes from the command line (`{shown}` at "
                   f"{where})")
         reason += f"; the application's default without it is {value}, used here" if value is not None \
             else "; the code gives it no default"
