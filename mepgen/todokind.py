@@ -35,7 +35,7 @@ def todo_kind(field: str, reason: str) -> str:
         return "file"
     if _RUNTIME.search(reason):
         return "runtime"
-    if "comes from the command line" in reason:
+    if re.search(r"from the command line|command-line option", reason):
         return "argv"
     if field == "launch":
         return "launch"

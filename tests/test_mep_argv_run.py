@@ -163,3 +163,40 @@ def test_getopt_options_take_the_run_commands_values_or_the_code_default(tmp_pat
     assert "`stride` = 3, the application's default: the run script `run.sh`: `./fill -v -l 5000` passes no " \
         "option -s" in text
     assert spec.param("stride").value == "STRIDE" and spec.sizes["STRIDE"] == 3
+
+
+CHECKED = """
+    #include <cstdlib>
+    #include <cstdio>
+    int width;
+    __global__ void blur(const float* in, float* out, int w, int passes)
+    { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < w) out[i] = in[i] * passes; }
+    void setup(int argc, char** argv)
+    {
+        if (argc >= 2) { width = atoi(argv[1]); }
+        else { printf("usage: blur WIDTH PASSES\\n"); exit(1); }
+    }
+    int main(int argc, char** argv)
+    {
+        int passes = 1;
+        setup(argc, argv);
+        if ((passes = atoi(argv[2])) <= 0) exit(1);
+        float *in, *out;
+        cudaMalloc(&in, width * sizeof(float));
+        cudaMalloc(&out, width * sizeof(float));
+        blur<<<(width + 127) / 128, 128>>>(in, out, width, passes);
+        return 0;
+    }
+"""
+
+
+def test_a_global_set_by_an_init_function_and_an_assignment_inside_a_check(tmp_path):
+    """`width` is set in setup() under `if (argc >= 2)`; `passes` is assigned inside an `if`'s own condition
+    (the check that exits on a bad value): both read argv, both take the run script's arguments."""
+    app = app_with(tmp_path, {"run": "./blur 777 5 > out.txt\n"}, CHECKED)
+    r = run("blur", "-C", app)
+    assert r.exit_code == 0, r.output
+    spec, text = mep_of(app, "blur")
+    assert spec.todo == []
+    assert spec.sizes[spec.param("w").value] == 777 and spec.sizes[spec.param("passes").value] == 5
+    assert "`width` = atoi(argv[1]) = 777, from the run script `run`: `./blur 777 5`" in text

@@ -183,6 +183,14 @@ def _mentions(node, word: str) -> bool:
                for t in node.get_tokens())
 
 
+def argv_write(m) -> bool:
+    """Whether a change sets the variable from the command line, at most under `if (argc ...)` conditions."""
+    return m.rhs is not None and _mentions(m.rhs, "argv") and all(
+        _mentions(_condition(x), "argc") for x in m.path if x.kind.name in BRANCHES and _condition(x) is not None
+        and not _contains(_condition(x), m.node.extent.start.offset)) and not any(
+        x.kind.name in LOOPS for x in m.path)
+
+
 def _option_letter(own: list) -> str | None:
     """The option letter of the innermost `case 'n':` holding a change (getopt's switch), else None."""
     case = next((x for x in reversed(own) if x.kind.name == "CASE_STMT"), None)
@@ -264,6 +272,8 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
             continue
         if argv is not None and _mentions(m.rhs, "argv"):
             # the command line: under `if (argc ...)` the value before it is the application's default
+            # an assignment inside an `if`'s own condition (`if ((n = atoi(argv[1])) <= 0) usage();`) runs
+            own = [x for x in own if not (_condition(x) is not None and _contains(_condition(x), off))]
             conditional = any(x.kind.name in BRANCHES for x in own)
             if conditional and not all(_mentions(_condition(x), "argc") for x in own if _condition(x) is not None):
                 raise Unsure(f"`{name}` is assigned from the command line at {where(m.node)} under a condition "

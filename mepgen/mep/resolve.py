@@ -358,6 +358,10 @@ class Resolver:
         if not writes:
             return False, None
         fn, m = writes[0]
+        if len(writes) == 1 and m.op == "=" and m.member is None and flow.argv_write(m):
+            # `void init(int argc, char** argv) { if (argc == 4) cols = atoi(argv[1]); else exit(1); }`
+            with self.inside(fn, m.node.extent.start.offset):
+                return True, self._argv_symbol(d, self.p.text(m.rhs), self.where(m.node), None)
         texts = {self.p.text(w.rhs) if w.rhs is not None else None for _, w in writes}
         if any(w.op != "=" or w.member is not None or w.rhs is None for _, w in writes) or len(texts) != 1:
             self.unsure.append(f"`{d.spelling}` is changed in {len(writes)} place(s) ({self.where(m.node)} first) "
