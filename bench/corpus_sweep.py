@@ -15,7 +15,9 @@ mepgen/todokind.py): out of scope when a todo is of kind `file` (data the applic
 argument, fread/fscanf...), `runtime` (rand(), time(), a matrix's nonzeros) or `capture` (a struct of device
 pointers, a non-numeric element type); in scope otherwise, complete or not (a command-line value mepgen took
 from the application's run command is no todo at all; one it could not is `argv`, in scope). Reported per
-suite: complete / in-scope kernels, next to complete / MEPs overall.
+suite: complete / in-scope kernels, next to complete / MEPs overall. The classification reads the reasons'
+words only: a value mepgen could not trace at all (say, a size read from a file in a function it does not
+follow: "gets no traceable value from its callers") counts in scope, so the in-scope rate is a lower bound.
 Never copies the corpus into this repository: the corpus path is an argument, the work folder a temporary one.
 
     python3 bench/corpus_sweep.py --suite rodinia=/path/rodinia/cuda --suite hecbench=/path/HeCBench/src \
