@@ -219,7 +219,8 @@ def markdown(report: dict) -> str:
     for name, s in report["suites"].items():
         m = s["summary"]
         lines.append(f"| {name} | {m['apps']} | {m['kernels_in_source']} | {m['kernels_extracted']} | {m['meps']} "
-                     f"| {m['complete']} ({rate(m['complete'], m['meps'])}) | {m['in_scope_complete']}/{m['in_scope']} ({rate(m['in_scope_complete'], m['in_scope'])}) "
+                     f"| {m['complete']} ({rate(m['complete'], m['meps'])}) "
+                     f"| {m.get('in_scope_complete', 0)}/{m.get('in_scope', 0)} ({rate(m.get('in_scope_complete', 0), m.get('in_scope', 0))}) "
                      f"| {m['built']} | {m['verified']} | {m['apps_no_mep']} "
                      f"| {m['apps_mep_error']} | {m['internal_errors']} | {m['timeouts']} |")
     lines.append("")
