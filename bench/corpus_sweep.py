@@ -218,9 +218,10 @@ def markdown(report: dict) -> str:
              "| apps w/o MEP | apps with a kernel that cannot | internal errors | time-outs |", "|---|" + "---|" * 12]
     for name, s in report["suites"].items():
         m = s["summary"]
+        scoped = (m.get("in_scope_complete", 0), m.get("in_scope", 0))
         lines.append(f"| {name} | {m['apps']} | {m['kernels_in_source']} | {m['kernels_extracted']} | {m['meps']} "
                      f"| {m['complete']} ({rate(m['complete'], m['meps'])}) "
-                     f"| {m.get('in_scope_complete', 0)}/{m.get('in_scope', 0)} ({rate(m.get('in_scope_complete', 0), m.get('in_scope', 0))}) "
+                     f"| {scoped[0]}/{scoped[1]} ({rate(*scoped)}) "
                      f"| {m['built']} | {m['verified']} | {m['apps_no_mep']} "
                      f"| {m['apps_mep_error']} | {m['internal_errors']} | {m['timeouts']} |")
     lines.append("")
