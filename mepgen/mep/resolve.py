@@ -484,7 +484,8 @@ class Resolver:
     def _symbol_for(self, d, init, unsure: bool = False) -> str | None:
         """A size symbol for an integer that is not a compile-time value (None for other types, unless the
         application's run command gives it)."""
-        if init is not None and not unsure and re.search(r"\bargv\b", self.p.text(init)):
+        if init is not None and not unsure and any(n.kind.name == "DECL_REF_EXPR" and n.spelling == "argv"
+                                                   for n in walk(init)):   # not the text: macros blur it
             return self._argv_init(d, init)
         if not is_integral(d.type):
             return None
@@ -498,12 +499,26 @@ class Resolver:
             reason = f"`{d.spelling}` in {fn}() changes after its declaration and mepgen does not follow it there"
         elif init is not None:
             key = f"init:{self.p.text(init)}"
-            reason = f"`{d.spelling}` in {fn}() is `{self.p.text(init)}`, which mepgen could not trace to a value"
+            reason = f"`{d.spelling}` in {fn}() is `{self._written(d, init)}`, which mepgen could not trace to a value"
         else:
             key = f"decl:{d.get_usr()}"
             reason = f"`{d.spelling}` in {fn}() gets no traceable value from its callers"
         name = self.symbols.preferred.get(d.get_usr(), d.spelling)
         return self.symbols.get(key, name, reason, self.taken)
+
+    def _written(self, d, init) -> str:
+        """An initializer as the declaration's line writes it: an extent that starts inside a macro's definition
+        (`int g = ceilDiv(b, 4);`) would otherwise show the text from that definition on."""
+        text = self.p.text(init)
+        if "\n" not in text:
+            return text
+        f = d.location.file
+        try:
+            line = open(f.name, errors="replace").read().splitlines()[d.location.line - 1] if f else ""
+        except (OSError, IndexError):
+            line = ""
+        m = re.search(rf"\b{re.escape(d.spelling)}\b\s*=\s*([^;]*)", line)
+        return m.group(1).strip() if m else " ".join(text.split())[:80]
 
     def _modified(self, var) -> bool:
         """Whether a local variable is assigned, incremented or has its address taken after its declaration."""
