@@ -8,6 +8,16 @@ ready / needs a person / cannot; under one time limit), and optionally builds ev
   MEPs written, MEPs complete (ready: no todo), kernels that cannot have one (with why), files not understood,
   MEPs that build, originals that verify, internal errors (exit 70, a traceback, or a kernel whose outcome
   is an internal error) and time-outs.
+
+The issue's goal is static completion for "programs whose kernels take arrays of numbers and sizes from macros
+or main constants". Each kernel with an MEP is classified from its todos' `kind` (`ready --json`, defined in
+mepgen/todokind.py): out of scope when a todo is of kind `file` (data the application reads: a file
+argument, fread/fscanf...), `runtime` (rand(), time(), a matrix's nonzeros) or `capture` (a struct of device
+pointers, a non-numeric element type); in scope otherwise, complete or not (a command-line value mepgen took
+from the application's run command is no todo at all; one it could not is `argv`, in scope). Reported per
+suite: complete / in-scope kernels, next to complete / MEPs overall. The classification reads the reasons'
+words only: a value mepgen could not trace at all (say, a size read from a file in a function it does not
+follow: "gets no traceable value from its callers") counts in scope, so the in-scope rate is a lower bound.
 Never copies the corpus into this repository: the corpus path is an argument, the work folder a temporary one.
 
     python3 bench/corpus_sweep.py --suite rodinia=/path/rodinia/cuda --suite hecbench=/path/HeCBench/src \
@@ -27,6 +37,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from mepgen.todokind import in_scope, todo_kind  # noqa: E402
 
 SOURCES = (".cu", ".cuh")
 GLOBAL = re.compile(r"__global__\s+(?:[\w:<>,\s\*&]+?)\b(\w+)\s*\(", re.S)
@@ -95,6 +108,11 @@ def sweep_app(app: Path, args) -> dict:
     rec["cannot_reasons"] = [f"{k['kernel']}: {k['reason']}"[:200] for k in kernels if k["outcome"] == "cannot"]
     rec["files_not_understood"] = [f"{f['file']}: {f['first']}"[:200] for f in (report or {}).get("files_not_understood", [])]
     rec["todo_fields"] = [t["field"].split(".")[0] for k in kernels for t in k["todo"]]
+    kinds = lambda k: [t.get("kind") or todo_kind(t["field"], t["reason"]) for t in k["todo"]]   # older reports
+    rec["todo_kinds"] = [x for k in kernels for x in kinds(k)]
+    scoped = [k for k in kernels if k["mep"] and in_scope(kinds(k))]
+    rec["in_scope"] = len(scoped)
+    rec["in_scope_complete"] = sum(1 for k in scoped if k["outcome"] == "ready")
     rec.update(built=0, verified=0)
     written = [k for k in kernels if k["mep"]]
     ready = [k for k in kernels if k["outcome"] == "ready"]
@@ -115,7 +133,8 @@ def sweep_app(app: Path, args) -> dict:
 
 def summarize(recs: list[dict]) -> dict:
     s = {k: sum(r.get(k, 0) or 0 for r in recs) for k in
-         ("kernels_in_source", "kernels_extracted", "meps", "complete", "built", "built_complete", "verified")}
+         ("kernels_in_source", "kernels_extracted", "meps", "complete", "built", "built_complete", "verified",
+          "in_scope", "in_scope_complete")}
     s["apps"] = len(recs)
     s["apps_no_mep"] = sum(1 for r in recs if not r["meps"])
     s["apps_mep_error"] = sum(1 for r in recs if r.get("cannot"))
@@ -127,6 +146,11 @@ def summarize(recs: list[dict]) -> dict:
         for f in r.get("todo_fields", []):
             todo[f] = todo.get(f, 0) + 1
     s["todo_fields"] = dict(sorted(todo.items(), key=lambda kv: -kv[1]))
+    kinds: dict[str, int] = {}
+    for r in recs:
+        for k in r.get("todo_kinds", []):
+            kinds[k] = kinds.get(k, 0) + 1
+    s["todo_kinds"] = dict(sorted(kinds.items(), key=lambda kv: -kv[1]))
     return s
 
 
@@ -171,7 +195,8 @@ def main() -> int:
             for r in recs:
                 r["app"] = str(Path(r["app"]).relative_to(work))
                 print(f"{name}/{r['app']}: {r['kernels_extracted']}/{r['kernels_in_source']} kernels, "
-                      f"{r['complete']}/{r['meps']} complete, {r.get('cannot', 0)} cannot, ready rc {r.get('ready_rc')}",
+                      f"{r['complete']}/{r['meps']} complete, {r['in_scope_complete']}/{r['in_scope']} in scope, "
+                      f"{r.get('cannot', 0)} cannot, ready rc {r.get('ready_rc')}",
                       file=sys.stderr)
             report["suites"][name] = {"apps": recs, "summary": summarize(recs)}
     if args.out:
@@ -183,18 +208,26 @@ def main() -> int:
     return 0
 
 
+def rate(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.0f} %" if whole else "-"
+
+
 def markdown(report: dict) -> str:
     lines = [f"# corpus sweep {report['label']} ({report['date']})", "", f"`{report['command']}`", "",
-             "| suite | apps | kernels (source) | extracted | MEPs | complete | built | verified | apps w/o MEP "
-             "| apps with a kernel that cannot | internal errors | time-outs |", "|---|" + "---|" * 11]
+             "| suite | apps | kernels (source) | extracted | MEPs | complete | complete / in-scope | built | verified "
+             "| apps w/o MEP | apps with a kernel that cannot | internal errors | time-outs |", "|---|" + "---|" * 12]
     for name, s in report["suites"].items():
         m = s["summary"]
+        scoped = (m.get("in_scope_complete", 0), m.get("in_scope", 0))
         lines.append(f"| {name} | {m['apps']} | {m['kernels_in_source']} | {m['kernels_extracted']} | {m['meps']} "
-                     f"| {m['complete']} | {m['built']} | {m['verified']} | {m['apps_no_mep']} "
+                     f"| {m['complete']} ({rate(m['complete'], m['meps'])}) "
+                     f"| {scoped[0]}/{scoped[1]} ({rate(*scoped)}) "
+                     f"| {m['built']} | {m['verified']} | {m['apps_no_mep']} "
                      f"| {m['apps_mep_error']} | {m['internal_errors']} | {m['timeouts']} |")
     lines.append("")
     for name, s in report["suites"].items():
         lines.append(f"- {name} todo fields: {s['summary']['todo_fields']}")
+        lines.append(f"- {name} todo kinds (mepgen/todokind.py): {s['summary'].get('todo_kinds', {})}")
     return "\n".join(lines) + "\n"
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import MepgenError
+from .todokind import todo_kind
 from .workspace import Workspace
 
 READY, NEEDS_PERSON, CANNOT = "ready", "needs a person", "cannot"
@@ -29,7 +30,7 @@ class KernelOutcome:
     line: int
     outcome: str
     mep: str | None = None
-    todo: list[dict] = field(default_factory=list)       # {"field", "reason"}
+    todo: list[dict] = field(default_factory=list)       # {"field", "reason", "kind"} (kind: todokind.py)
     reason: str | None = None                            # why it cannot
     internal: bool = False                               # the reason is a bug in mepgen
 
@@ -92,7 +93,8 @@ def complete_all(ws: Workspace, inv: dict, log=lambda m: None) -> list[KernelOut
     for k in kernels:
         r = by_path.get(ws.mep_dir(k["id"]).resolve())
         if r is not None:
-            todo = [{"field": t.field, "reason": t.reason} for t in r.spec.todo]
+            todo = [{"field": t.field, "reason": t.reason, "kind": todo_kind(t.field, t.reason)}
+                    for t in r.spec.todo]
             outcomes.append(KernelOutcome(**_base(k), outcome=NEEDS_PERSON if todo else READY, mep=str(r.path),
                                           todo=todo))
             continue

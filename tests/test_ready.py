@@ -48,6 +48,7 @@ def test_ready_reports_each_kernel_and_what_was_not_understood(tmp_path):
     assert by["scale_add"]["outcome"] == "ready" and Path(by["scale_add"]["mep"]).is_dir()
     assert by["bump"]["outcome"] == "needs a person"
     assert any("argv" in t["reason"] or "atoi" in t["reason"] for t in by["bump"]["todo"])
+    assert [t["kind"] for t in by["bump"]["todo"]] == ["argv"]          # machine-readable, for the sweep
     assert by["fetch"]["outcome"] == "cannot" and "texture" in by["fetch"]["reason"]
     assert by["fetch"]["mep"] is None and not by["fetch"]["internal"]
     assert [f["file"] for f in report["files_not_understood"]] == ["broken.cu"]

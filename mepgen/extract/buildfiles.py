@@ -214,7 +214,9 @@ class _Make:
         return None
 
 
-def _makefile_words(path: Path) -> list[str]:
+def parse_makefile(path: Path) -> _Make:
+    """The Makefile's variables and rules (targets, prerequisites, recipe lines as written), conditionals
+    taken with the file's own values and included makefiles inlined."""
     make = _Make()
     active: list[bool] = []          # one per open conditional: whether its current branch is taken
     taken: list[bool] = []           # whether any branch of it was taken
@@ -272,6 +274,11 @@ def _makefile_words(path: Path) -> list[str]:
                 recipe_inline.append(cmd.strip())
             rule = (make.expand(m.group(1)).split(), make.expand(prereqs).split(), recipe_inline)
             make.rules.append(rule)
+    return make
+
+
+def _makefile_words(path: Path) -> list[str]:
+    make = parse_makefile(path)
     recipes = _default_goal_recipes(make.rules)
     words: list[str] = []
     for r in recipes:

@@ -238,7 +238,7 @@ def _prefetch(exprs: list[str], project: Project, symbols: Symbols, override: di
     values, hard = {}, []
     for e in exprs:
         for n in cexpr.names(e):
-            v = override.get(n, project.macro_value(n))
+            v = override.get(n, symbols.from_run.get(n, project.macro_value(n)))
             values[n] = infer.DEFAULT_SIZE if v is None and n in symbols.reasons else v
     known = {k: v for k, v in values.items() if v is not None}
     for e in exprs:
@@ -361,6 +361,8 @@ def _sizes(project, exprs, symbols: Symbols, override: dict[str, int], nnz, nnz_
                 if nnz_rows else None
             sizes[n] = 5 * (rows or infer.DEFAULT_SIZE)
             todo.append(Todo(f"sizes.{n}", f"{reason}; the default 5 x rows is a guess for a 5-point stencil"))
+        elif n in symbols.from_run:          # the application's run command gives it: a stated choice
+            sizes[n] = symbols.from_run[n]
         elif n in symbols.defaults:
             sizes[n] = symbols.defaults[n]
             todo.append(Todo(f"sizes.{n}", f"{reason} (keep it or `--size {n}=VALUE`, then remove this todo)"))
@@ -375,7 +377,7 @@ def _numeric(expr: str, project: Project, symbols: Symbols, override: dict[str, 
     """An expression over sizes and macros evaluated at their defaults (placeholders included)."""
     values = {}
     for n in cexpr.names(expr):
-        v = override.get(n, project.macro_value(n))
+        v = override.get(n, symbols.from_run.get(n, project.macro_value(n)))
         values[n] = infer.DEFAULT_SIZE if v is None and n in symbols.reasons else v
     return cexpr.evaluate(expr, {k: v for k, v in values.items() if v is not None})
 

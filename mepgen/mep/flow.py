@@ -9,6 +9,8 @@ launch takes its first iteration's value, a stated choice (`Flow.choices`).
 """
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -181,6 +183,23 @@ def _mentions(node, word: str) -> bool:
                for t in node.get_tokens())
 
 
+def argv_write(m) -> bool:
+    """Whether a change sets the variable from the command line, at most under `if (argc ...)` conditions."""
+    return m.rhs is not None and _mentions(m.rhs, "argv") and all(
+        _mentions(_condition(x), "argc") for x in m.path if x.kind.name in BRANCHES and _condition(x) is not None
+        and not _contains(_condition(x), m.node.extent.start.offset)) and not any(
+        x.kind.name in LOOPS for x in m.path)
+
+
+def _option_letter(own: list) -> str | None:
+    """The option letter of the innermost `case 'n':` holding a change (getopt's switch), else None."""
+    case = next((x for x in reversed(own) if x.kind.name == "CASE_STMT"), None)
+    toks = [t.spelling for t in case.get_tokens()][:3] if case is not None else []
+    if len(toks) >= 2 and re.fullmatch(r"'[A-Za-z0-9]'", toks[1]):
+        return toks[1][1]
+    return None
+
+
 def _condition(stmt):
     kids = list(stmt.get_children())
     return kids[0] if stmt.kind.name in ("IF_STMT", "SWITCH_STMT", "CONDITIONAL_OPERATOR") and kids else None
@@ -242,13 +261,24 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
             if loop is not None:
                 later.append((m, loop))
             continue
+        if argv is not None and _mentions(m.rhs, "optarg"):
+            # `while ((c = getopt(argc, argv, "n:")) != -1) switch (c) { case 'n': n = atoi(optarg); ... }`
+            letter = _option_letter(own)
+            if letter is None or not any(x.kind.name in LOOPS and (_mentions(x, "getopt") or
+                                                                   _mentions(x, "getopt_long")) for x in own):
+                raise Unsure(f"`{name}` is set from a command-line option at {where(m.node)} in a way mepgen "
+                             "does not follow")
+            argv.append((m, True, letter))
+            continue
         if argv is not None and _mentions(m.rhs, "argv"):
             # the command line: under `if (argc ...)` the value before it is the application's default
+            # an assignment inside an `if`'s own condition (`if ((n = atoi(argv[1])) <= 0) usage();`) runs
+            own = [x for x in own if not (_condition(x) is not None and _contains(_condition(x), off))]
             conditional = any(x.kind.name in BRANCHES for x in own)
             if conditional and not all(_mentions(_condition(x), "argc") for x in own if _condition(x) is not None):
                 raise Unsure(f"`{name}` is assigned from the command line at {where(m.node)} under a condition "
                              "mepgen does not decide")
-            argv.append((m, conditional))
+            argv.append((m, conditional, None))
             if not conditional:
                 out.clear()
             continue

@@ -156,7 +156,7 @@ def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()
         mark = [t.reason for t in spec.todo if t.field == f"sizes.{name}"]
         mark += [f"a placeholder: see the todo of {t.field}" for t in spec.todo
                  if t.field != f"sizes.{name}" and re.search(rf"\bsizes\.{re.escape(name)}\b", t.reason)]
-        lines += [f"  # TODO(mepgen): {r}" for r in mark] + marked(f"sizes.{name}")
+        lines += [f"  # TODO(mepgen): {_one_line(r)}" for r in mark] + marked(f"sizes.{name}")
         lines.append(f"  {name}: {value}")
     for group in ("params", "constants"):
         items = d.get(group, [])
@@ -168,10 +168,10 @@ def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()
             note = item.pop("note", None)
             if note:
                 lines.append(f"  # {item['name']}: {note}")
-            lines += [f"  # TODO(mepgen): {t.reason}" for t in spec.todo if _at(t.field, f"{group}[{i}]")]
+            lines += [f"  # TODO(mepgen): {_one_line(t.reason)}" for t in spec.todo if _at(t.field, f"{group}[{i}]")]
             lines += marked(f"{group}[{i}]")
             lines.append(f"  - {_flow(item)}")
-    lines += [f"  # TODO(mepgen): {t.reason}" for t in spec.todo if _at(t.field, "launch")]
+    lines += [f"  # TODO(mepgen): {_one_line(t.reason)}" for t in spec.todo if _at(t.field, "launch")]
     lines += [line.strip() for line in marked("launch")]
     for key in ("launch", "build", "verify", "timing", "work"):
         if key in d:
@@ -181,7 +181,7 @@ def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()
         lines.append("# write into the target's inputs is their `init: {kind: chain}` (docs/mep-format.md)")
         lines.append("chain:")
         for i, step in enumerate(d["chain"]):
-            lines += [f"  # TODO(mepgen): {t.reason}" for t in spec.todo if t.field == f"chain[{i}]"]
+            lines += [f"  # TODO(mepgen): {_one_line(t.reason)}" for t in spec.todo if t.field == f"chain[{i}]"]
             args = step.pop("args")
             for j, (key, value) in enumerate(step.items()):
                 text = _flow(value) if isinstance(value, (dict, list)) else _flow([value])[1:-1]
@@ -201,3 +201,8 @@ def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()
     for t in spec.todo:
         lines.append(f"  - {_flow({'field': t.field, 'reason': t.reason})}")
     return "\n".join(lines) + "\n"
+
+
+def _one_line(text: str) -> str:
+    """A reason as one comment line: a newline inside it would end the YAML comment."""
+    return " ".join(str(text).split())

@@ -40,6 +40,7 @@ class Symbols:
     reasons: dict[str, str] = field(default_factory=dict)
     preferred: dict[str, str] = field(default_factory=dict)   # var usr -> name to use if it needs a symbol
     defaults: dict[str, int] = field(default_factory=dict)    # symbol -> the application's own default (argv)
+    from_run: dict[str, int] = field(default_factory=dict)    # symbol -> value of the app's run command (argv)
 
     def get(self, key: str, name: str, reason: str, taken: set[str]) -> str:
         if key in self.by_key:
@@ -259,10 +260,13 @@ class Resolver:
             return True, None
         if argv:
             default = None
-            if all(conditional for _, conditional in argv):
+            if all(conditional for _, conditional, _ in argv):
                 handled, default = self._value_from(d, fn, steps)
-            m = argv[-1][0]
-            return True, self._argv_symbol(d, self.p.text(m.rhs), self.where(m.node), default)
+            m, _, option = argv[-1]
+            if option is not None and len({o for _, _, o in argv}) > 1:
+                self.unsure.append(f"`{d.spelling}` is set by several command-line options")
+                return True, None
+            return True, self._argv_symbol(d, self.p.text(m.rhs), self.where(m.node), default, option)
         return self._value_from(d, fn, steps)
 
     def _stored_through(self, call, index: int, d) -> str | None:
@@ -354,6 +358,10 @@ class Resolver:
         if not writes:
             return False, None
         fn, m = writes[0]
+        if len(writes) == 1 and m.op == "=" and m.member is None and flow.argv_write(m):
+            # `void init(int argc, char** argv) { if (argc == 4) cols = atoi(argv[1]); else exit(1); }`
+            with self.inside(fn, m.node.extent.start.offset):
+                return True, self._argv_symbol(d, self.p.text(m.rhs), self.where(m.node), None)
         texts = {self.p.text(w.rhs) if w.rhs is not None else None for _, w in writes}
         if any(w.op != "=" or w.member is not None or w.rhs is None for _, w in writes) or len(texts) != 1:
             self.unsure.append(f"`{d.spelling}` is changed in {len(writes)} place(s) ({self.where(m.node)} first) "
@@ -423,21 +431,37 @@ class Resolver:
                 return i, fn
         return -1, None
 
-    def _argv_symbol(self, d, text: str, where: str, default: str | None) -> str | None:
-        """A size symbol for a value the command line sets; its todo names the argument and the application's
-        default (the value it runs with when the argument is not given) when the code has one."""
-        if not is_integral(d.type):
-            return None
+    def _argv_symbol(self, d, text: str, where: str, default: str | None, option: str | None = None) -> str | None:
+        """The value of a variable the command line sets: the argument of the application's own run command
+        (a stated choice, in the notes), else a size symbol whose todo names the argument, the application's
+        default (the value it runs with when the argument is not given) when the code has one, and why the
+        run command did not give it (mep/argvalue.py)."""
         from ..cexpr import integer
-        value = integer(default, {**self.p.macros, **{k: v for k, v in self.symbols.defaults.items()}}) \
-            if default is not None else None
+        from .argvalue import from_run
+        integral = is_integral(d.type)
+        value = integer(default, {**self.p.macros, **self.symbols.defaults, **self.symbols.from_run}) \
+            if default is not None and integral else None
         fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
+        got = from_run(self.p, d.spelling, text, integral,
+                       str(value) if value is not None else (default if not integral else None), option)
+        name = self.symbols.preferred.get(d.get_usr(), d.spelling)
+        if got.value is not None:
+            self.choices.append(got.note)
+            if not integral:
+                return got.value
+            reason = f"`{d.spelling}` in {fn}() comes from the command line at {where}; {got.note}"
+            sym = self.symbols.get(f"argv:{d.get_usr()}", name, reason, self.taken)
+            self.symbols.from_run[sym] = int(got.value)
+            return sym
+        if not integral:
+            return None
         arg = re.search(r"argv\s*\[[^\]]*\]", text)
-        reason = (f"`{d.spelling}` in {fn}() comes from the command line (`{arg.group(0) if arg else text}` at "
+        shown = f"option -{option}" if option else arg.group(0) if arg else text
+        reason = (f"`{d.spelling}` in {fn}() comes from the command line (`{shown}` at "
                   f"{where})")
         reason += f"; the application's default without it is {value}, used here" if value is not None \
             else "; the code gives it no default"
-        name = self.symbols.preferred.get(d.get_usr(), d.spelling)
+        reason += f"; {got.note}"
         sym = self.symbols.get(f"argv:{d.get_usr()}", name, reason, self.taken)
         if value is not None:
             self.symbols.defaults[sym] = value
@@ -458,11 +482,13 @@ class Resolver:
         return self._argv_symbol(d, self.p.text(init), self.where(d), default)
 
     def _symbol_for(self, d, init, unsure: bool = False) -> str | None:
-        """A size symbol for an integer that is not a compile-time value (None for other types)."""
+        """A size symbol for an integer that is not a compile-time value (None for other types, unless the
+        application's run command gives it)."""
+        if init is not None and not unsure and any(n.kind.name == "DECL_REF_EXPR" and n.spelling == "argv"
+                                                   for n in walk(init)):   # not the text: macros blur it
+            return self._argv_init(d, init)
         if not is_integral(d.type):
             return None
-        if init is not None and not unsure and re.search(r"\bargv\b", self.p.text(init)):
-            return self._argv_init(d, init)
         fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
         if unsure and self.unsure:
             key = f"decl:{d.get_usr()}"
@@ -473,12 +499,26 @@ class Resolver:
             reason = f"`{d.spelling}` in {fn}() changes after its declaration and mepgen does not follow it there"
         elif init is not None:
             key = f"init:{self.p.text(init)}"
-            reason = f"`{d.spelling}` in {fn}() is `{self.p.text(init)}`, which mepgen could not trace to a value"
+            reason = f"`{d.spelling}` in {fn}() is `{self._written(d, init)}`, which mepgen could not trace to a value"
         else:
             key = f"decl:{d.get_usr()}"
             reason = f"`{d.spelling}` in {fn}() gets no traceable value from its callers"
         name = self.symbols.preferred.get(d.get_usr(), d.spelling)
         return self.symbols.get(key, name, reason, self.taken)
+
+    def _written(self, d, init) -> str:
+        """An initializer as the declaration's line writes it: an extent that starts inside a macro's definition
+        (`int g = ceilDiv(b, 4);`) would otherwise show the text from that definition on."""
+        text = self.p.text(init)
+        if "\n" not in text:
+            return text
+        f = d.location.file
+        try:
+            line = open(f.name, errors="replace").read().splitlines()[d.location.line - 1] if f else ""
+        except (OSError, IndexError):
+            line = ""
+        m = re.search(rf"\b{re.escape(d.spelling)}\b\s*=\s*([^;]*)", line)
+        return m.group(1).strip() if m else " ".join(text.split())[:80]
 
     def _modified(self, var) -> bool:
         """Whether a local variable is assigned, incremented or has its address taken after its declaration."""
