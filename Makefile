@@ -17,7 +17,8 @@ install:
 # verify and time one of them (on a machine with an NVIDIA GPU; elsewhere the MEP is compiled only).
 demo: install
 	$(MEPGEN) extract $(EXAMPLE)
-	$(MEPGEN) mep --all -C $(EXAMPLE) $(EXAMPLE_SIZES)
+	@# exit 3: some kernel needs a person (heatcg's xpay takes a beta computed at run time: `mepgen capture` gives it)
+	$(MEPGEN) mep --all -C $(EXAMPLE) $(EXAMPLE_SIZES) || [ $$? -eq 3 ]
 	@if nvidia-smi -L >/dev/null 2>&1; then \
 		$(MEPGEN) run $(DEMO_KERNEL) -C $(EXAMPLE); \
 	else \

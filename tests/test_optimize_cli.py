@@ -123,6 +123,13 @@ sys.path[:0] = [{root!r}, {tests!r}]
 from _pytest.monkeypatch import MonkeyPatch
 from evaluate_fakes import install
 install(MonkeyPatch())
+import time
+import mepgen.optimize.candidates as candidates
+_real = candidates.evaluate
+def _slow(*a, **k):             # each batch takes seconds: the search is still running when the signal comes
+    time.sleep(2.0)
+    return _real(*a, **k)
+candidates.evaluate = _slow
 from mepgen.cli import main
 main(prog_name="mepgen")
 """
