@@ -160,14 +160,26 @@ def progress(message: str) -> None:
     click.echo(f"mepgen optimize: {message}", err=True)
 
 
+_STOP = {"asked": False}
+
+
 def _stop_on_sigterm() -> None:
-    """A run killed at a job's time limit (SIGTERM) unwinds like ^C: workers closed, summary.md kept."""
+    """A run killed at a job's time limit (SIGTERM) unwinds like ^C: workers closed, summary.md kept. The signal
+    is also remembered: raised inside a libclang callback (the library parses kernels through ctypes), the
+    KeyboardInterrupt is swallowed by ctypes, so the search checks before each batch (_check_stop)."""
     import signal
     import threading
     if threading.current_thread() is threading.main_thread():
         def handler(signum, frame):
+            _STOP["asked"] = True
             raise KeyboardInterrupt
         signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+
+def _check_stop() -> None:
+    if _STOP["asked"]:
+        raise KeyboardInterrupt
 
 
 def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time_limit, repairs, width, roofline,
@@ -224,7 +236,11 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     def write_summary(outcome) -> None:
         summary.write(traj, outcome, spec.kernel.name, baseline, command=command)
 
-    search = Search(ctx, proposers, lambda props, work: candidates.evaluate(ev, mep_dir, spec, props, work, journal),
+    def evaluate(props, work):
+        _check_stop()           # a signal swallowed inside a libclang callback still stops the run here
+        return candidates.evaluate(ev, mep_dir, spec, props, work, journal)
+
+    search = Search(ctx, proposers, evaluate,
                     strategies.make(strategy), Budget(budget, time_limit, repairs, width, roofline), traj,
                     baseline=baseline,
                     on_win=pattern_recorder(store, spec.kernel.id, str(ws.app_root), features, str(run_dir)),
