@@ -149,6 +149,18 @@ def _early_return(src) -> list:
     return []
 
 
+def _whole_lines(src, stmt) -> tuple[int, int]:
+    """The span of a statement with its semicolon, its indentation and its line's end: removing it leaves no
+    blank line behind."""
+    a, b = src.span(stmt)
+    b = _past_semicolon(src.text, b)
+    while a > 0 and src.text[a - 1] in " \t":
+        a -= 1
+    if b < len(src.text) and src.text[b] == "\n":
+        b += 1
+    return a, b
+
+
 def _past_semicolon(text: str, pos: int) -> int:
     j = pos
     while j < len(text) and text[j] in " \t":
@@ -212,14 +224,7 @@ def _hoist_indices(src) -> list:
             text = "".join(src.text[src.span(s)[0]:_past_semicolon(src.text, src.span(s)[1])] + "\n" +
                            _indent(src.text, gs) for s in moved)
             edits = [(gs, gs, text)]
-            for s in moved:
-                a, b = src.span(s)
-                b = _past_semicolon(src.text, b)
-                while a > 0 and src.text[a - 1] in " \t":
-                    a -= 1
-                if b < len(src.text) and src.text[b] == "\n":
-                    b += 1
-                edits.append((a, b, ""))
+            edits += [(*_whole_lines(src, s), "") for s in moved]
             return edits
     return []
 
@@ -307,13 +312,7 @@ def _pointer_offsets(src) -> list:
         for u in uses:
             s, i = indexed[src.span(u)]
             edits.append((*src.span(s), f"{p}[({offset}) + ({src.src(i).strip()})]"))
-        a, b = src.span(stmt)
-        b = _past_semicolon(src.text, b)
-        while a > 0 and src.text[a - 1] in " \t":
-            a -= 1
-        if b < len(src.text) and src.text[b] == "\n":
-            b += 1
-        edits.append((a, b, ""))
+        edits.append((*_whole_lines(src, stmt), ""))
         return edits
     return []
 
