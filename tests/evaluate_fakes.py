@@ -26,8 +26,10 @@ class FakeNative(NativeBackend):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # the fake harness is a Python script: inside the sandbox it needs the interpreter and its packages
+        # (and the script and the mepgen it imports: a checkout under /tmp lies in a folder the sandbox hides)
         self.runtime_read = sorted({Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
-                                    Path(sys.executable).resolve().parent.parent})
+                                    Path(sys.executable).resolve().parent.parent, FIXTURES,
+                                    FIXTURES.parent.parent / "mepgen"})
 
     def compile(self, kernel_file: Path, launch=None, flags=()):
         text = Path(kernel_file).read_text()
