@@ -126,6 +126,15 @@ def optimize_one(app: Path, kernel: str, mode: str, seconds: float, args, env: d
     verified = sum(1 for r in recs if r["status"] == "ok")
     plan = next(((r["result"].get("timed") or {}).get("plan") for r in recs if r["result"].get("timed")), None)
     per_min = lambda n, s: round(n / s * 60, 1) if s else None
+    phases = {}      # where a candidate's time goes: medians over the run's candidates (EvalResult.phases)
+    for name in ("verify", "time", "checks"):
+        vals = sorted(r["result"].get("phases", {}).get(name) for r in recs
+                      if r["result"].get("phases", {}).get(name) is not None)
+        if vals:
+            phases[name] = round(vals[len(vals) // 2], 3)
+    comp = sorted((r["result"].get("compile") or {}).get("seconds") or 0.0 for r in recs if r["result"].get("compile"))
+    if comp:
+        phases["compile"] = round(comp[len(comp) // 2], 3)
     return {"kernel": kernel, "mode": mode, "command": "mepgen " + " ".join(cmd), "exit": p.returncode,
             "time_limit_s": seconds, "wall_s": round(wall, 1), "evaluations": len(recs), "verified": verified,
             "baseline_s": round(first - started, 1) if first is not None else None,
@@ -135,7 +144,7 @@ def optimize_one(app: Path, kernel: str, mode: str, seconds: float, args, env: d
             "baseline_ms": out.get("baseline_ms"), "baseline_plan": out.get("plan"), "candidate_plan": plan,
             "backend": header.get("backend"), "backend_why": header.get("backend_why"),
             "speedup": (out.get("best") or {}).get("speedup"), "stop": out.get("stop_reason"),
-            "error": out.get("error"), "stderr_tail": p.stderr.strip().splitlines()[-8:]}
+            "error": out.get("error"), "stderr_tail": p.stderr.strip().splitlines()[-8:], "phases": phases}
 
 
 def gpu_line() -> str:
@@ -158,8 +167,8 @@ def markdown(res: dict) -> str:
              "- per minute (search): from the first candidate's start to the end of the run; (wall): the whole run", "",
              "| kernel | mode | backend | original ms | limit s | wall s | baseline s | candidates | verified | "
              "verified/min (search) | verified/min (wall) | candidates/min (search) | best | exit | stopped | "
-             "timing plan of a candidate |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "timing plan of a candidate | median s per candidate: compile (parallel) / verify / time / checks |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["runs"]:
         ms = r["baseline_ms"]
         lines.append(f"| {r['kernel']} | {r['mode']} | {r['backend'] or '-'} | {('%.4g' % ms) if ms else '-'} | "
@@ -167,7 +176,9 @@ def markdown(res: dict) -> str:
                      f"{r['verified']} | {dash(r['verified_search_per_min'])} | {dash(r['verified_per_min'])} | "
                      f"{dash(r['search_per_min'])} | {('%.2fx' % r['speedup']) if r['speedup'] else '-'} | {r['exit']} | "
                      f"{(r['stop'] or r['error'] or '').replace('|', '/')[:110]} | "
-                     f"{(r['candidate_plan'] or '-').replace('|', '/')[:110]} |")
+                     f"{(r['candidate_plan'] or '-').replace('|', '/')[:110]} | "
+                     + " / ".join(str(r.get("phases", {}).get(k, "-")) for k in ("compile", "verify", "time", "checks"))
+                     + " |")
     b = res.get("batch")
     if b:
         lines += ["", f"## `{b['command']}`", "", f"wall {b['wall_s']} s, exit {b['exit']}", "", b.get("table", "")]

@@ -371,6 +371,7 @@ class Evaluator:
         work = self.store.work_dir / f"w{worker.device if worker.device is not None else 0}"
         be = worker.backend
         first_ms = None
+        mark = start
         for s in self.sets:
             res.stage = "run"
             out = be.run(built, s, work / f"set{s.index}")
@@ -385,6 +386,7 @@ class Evaluator:
             if wrong:
                 res.status, res.wrong = "wrong_result", wrong
                 return self._done(res, start)
+        mark = self._phase(res, "verify", mark)
         res.stage = "time"
         recheck = self.sets[1] if len(self.sets) > 1 else None
         plan = self.plan_for(Path(built.kernel_file).read_text(errors="replace"), first_ms)
@@ -399,6 +401,7 @@ class Evaluator:
         if est_s > 3:       # a phase longer than a few seconds says what it is doing
             self.log(f"{res.name}: timing for about {est_s:.0f} s ({plan.how})")
         t = be.time(worker.baseline, built, self.sets[0], plan, work / "time", recheck=recheck)
+        mark = self._phase(res, "time", mark)
         res.notes += t.notes
         if self._failed_timing(res, t) or self._perturbation_failed(res, t, plan):
             return self._done(res, start)
@@ -489,8 +492,17 @@ class Evaluator:
         timed.pct_stream = a.pct_stream
         return timed, a.impossible
 
+    @staticmethod
+    def _phase(res: EvalResult, name: str, since: float) -> float:
+        """Add the seconds since `since` to phase `name` of `res` (where a candidate's time goes); now."""
+        now = time.monotonic()
+        res.phases[name] = round(res.phases.get(name, 0.0) + now - since, 4)
+        return now
+
     def _done(self, res: EvalResult, start: float) -> EvalResult:
         res.seconds = round(res.seconds + time.monotonic() - start, 3)
+        spent = sum(v for k, v in res.phases.items() if k != "compile")
+        res.phases["checks"] = round(max(0.0, res.seconds - spent), 4)
         return res
 
     def profile(self, kernel_file: Path, worker: Worker, launch: Launch | None = None, flags=()) -> dict:
