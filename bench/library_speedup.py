@@ -63,6 +63,29 @@ def gpu_name() -> str:
         return "no nvidia-smi"
 
 
+def write(out: Path, rows: list[dict], t0: float) -> list[str]:
+    """OUT/library_speedup.json and .md for the rows so far (written after every kernel: a run stopped at its
+    limit keeps what it measured)."""
+    ok = [r["speedup"] for r in rows if r.get("status") == "ok" and r.get("speedup")]
+    geo = math.exp(sum(math.log(s) for s in ok) / len(ok)) if ok else None
+    gpu = gpu_name()
+    command = " ".join(["python3", "bench/library_speedup.py", *sys.argv[1:]])
+    (out / "library_speedup.json").write_text(json.dumps({"gpu": gpu, "command": command, "geomean": geo,
+                                                            "seconds": round(time.time() - t0), "kernels": rows},
+                                                           indent=1))
+    lines = [f"# mepgen optimize, library alone ({gpu})", "", f"`{command}`", "",
+             f"geometric-mean speedup over {len(ok)} kernel(s): " + (f"**{geo:.2f}x**" if geo else "n/a"), "",
+             "| kernel | speedup | baseline ms | evaluated | winning change |", "|---|---|---|---|---|"]
+    for r in rows:
+        if r.get("status") != "ok":
+            lines.append(f"| {r['kernel']} | {r.get('status')} {' '.join(r.get('error', []))[:80]} | | | |")
+            continue
+        lines.append(f"| {r['kernel']} | {r['speedup']:.2f}x | {r['baseline_ms'] or 0:.4g} | {r['evaluations']} | "
+                     f"{(r['change'] or 'none faster').replace('|', '/')[:140]} |")
+    (out / "library_speedup.md").write_text("\n".join(lines) + "\n")
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
@@ -98,23 +121,8 @@ def main() -> int:
                 row.update(status="failed", error=(done.stderr or done.stdout).strip().splitlines()[-1:])
             rows.append(row)
             print(f"{name:40} {row.get('speedup', '-')!s:>8}  {row.get('change', row.get('status'))[:90]}", flush=True)
-    ok = [r["speedup"] for r in rows if r.get("status") == "ok" and r.get("speedup")]
-    geo = math.exp(sum(math.log(s) for s in ok) / len(ok)) if ok else None
-    gpu = gpu_name()
-    command = " ".join(["python3", "bench/library_speedup.py", *sys.argv[1:]])
-    (a.out / "library_speedup.json").write_text(json.dumps({"gpu": gpu, "command": command, "geomean": geo,
-                                                            "seconds": round(time.time() - t0), "kernels": rows},
-                                                           indent=1))
-    lines = [f"# mepgen optimize, library alone ({gpu})", "", f"`{command}`", "",
-             f"geometric-mean speedup over {len(ok)} kernel(s): " + (f"**{geo:.2f}x**" if geo else "n/a"), "",
-             "| kernel | speedup | baseline ms | evaluated | winning change |", "|---|---|---|---|---|"]
-    for r in rows:
-        if r.get("status") != "ok":
-            lines.append(f"| {r['kernel']} | {r.get('status')} {' '.join(r.get('error', []))[:80]} | | | |")
-            continue
-        lines.append(f"| {r['kernel']} | {r['speedup']:.2f}x | {r['baseline_ms'] or 0:.4g} | {r['evaluations']} | "
-                     f"{(r['change'] or 'none faster').replace('|', '/')[:140]} |")
-    (a.out / "library_speedup.md").write_text("\n".join(lines) + "\n")
+            write(a.out, rows, t0)
+    lines = write(a.out, rows, t0)
     print("\n".join(lines[:5]))
     return 0
 

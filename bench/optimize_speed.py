@@ -222,6 +222,8 @@ def main() -> int:
     for which, app, kernel, mep_args, seconds in (
             ("short", args.short_app, args.short, args.short_mep_args, args.short_seconds),
             ("long", args.long_app, args.long, args.long_mep_args, args.long_seconds)):
+        if not kernel:          # --short "" or --long "": that one is not measured
+            continue
         prepared = prepare(app, [kernel], mep_args, work / which, env)
         res["inputs_s"][kernel] = f"{make_input_sets(prepared, kernel):.1f} s for {kernel}"
         for mode in args.modes.split(","):
