@@ -240,8 +240,10 @@ def one_app(name: str, spec, roots: dict, work: Path, arch: str, ncu: bool, env)
                                        or base.get("compile_failed"))[:300]
             except (json.JSONDecodeError, AttributeError, KeyError, TypeError):
                 text = (err or out).strip()
-                said = [ln for ln in text.splitlines() if ln.startswith("mepgen:")]   # mepgen's own one-line error
-                k["run_status"] = f"exit {rc}: " + (said[0][:300] if said else text[-300:])
+                # mepgen's own error: its last `mepgen:` line (the first says which sandbox), with what follows
+                lines = text.splitlines()
+                said = [i for i, ln in enumerate(lines) if ln.startswith("mepgen:") and "sandbox:" not in ln]
+                k["run_status"] = f"exit {rc}: " + (" ".join(lines[said[-1]:])[:300] if said else text[-300:])
             if ncu and k.get("built"):
                 k.update(_ncu_mep(mep, o["kernel"], o.get("launch_index", 0), app_ncu, env))
             rc, out, err, _ = sh(MEPGEN + ["capture", o["kernel"], "--compare", "--json", "-C", str(app)], app, 120, env)

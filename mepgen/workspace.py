@@ -15,13 +15,29 @@ WORKSPACE_DIR = ".mepgen"
 INVENTORY_FILE = "inventory.json"
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it (os.umask sets it: a race with other threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and an atomic rename."""
+    """Write `data` to `path` through a temporary file in the same folder and an atomic rename. The file gets
+    the mode a plain open() gives (0666 less the umask), not mkstemp's 0600: a confined candidate runs as
+    another user (evaluate/sandbox.py) and must read the MEP's sources."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = "wb" if isinstance(data, bytes) else "w"
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, mode) as fh:
             fh.write(data)
         os.replace(tmp, path)

@@ -145,6 +145,21 @@ attempt("write-scratch", lambda: open("mine.txt", "w").write("x"))
     assert (ws["scratch"] / "mine.txt").read_text() == "x"
 
 
+@needs_bwrap
+def test_sources_mepgen_writes_are_readable_by_the_confined_candidate(workspace):
+    """mepgen writes every file atomically (workspace.write_atomic, via mkstemp); the confined candidate may run
+    as `nobody` (mepgen as root): a source written 0600 was unreadable to it and every captured MEP failed to
+    build on the GPU machine ("kernel.cu: Permission denied")."""
+    from mepgen.workspace import write_atomic
+    src = workspace["inputs"] / "kernel.cu"
+    write_atomic(src, "__global__ void k() {}\n")
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert src.stat().st_mode & 0o777 == 0o666 & ~mask
+    done = python_in(workspace, f"print(open({str(src)!r}).read().strip())")
+    assert done.stdout.strip() == "__global__ void k() {}", done.stderr
+
+
 @pytest.mark.skipif(LEVEL not in ("bwrap", "unshare"), reason="no network namespace here")
 def test_no_network_not_even_loopback(workspace):
     server = socket.socket()
