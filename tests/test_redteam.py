@@ -160,6 +160,19 @@ def test_sources_mepgen_writes_are_readable_by_the_confined_candidate(workspace)
     assert done.stdout.strip() == "__global__ void k() {}", done.stderr
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or not sandbox.nobody_can_run(), reason="runs as nobody only when root")
+def test_a_file_only_its_owner_reads_keeps_the_candidate_root_inside_the_namespaces(workspace):
+    """A workspace written before write_atomic honoured the umask holds 0600 sources: the candidate must still
+    read them (as root inside the namespaces) rather than fail with "Permission denied"."""
+    src = workspace["inputs"] / "old.cu"
+    src.write_text("x")
+    src.chmod(0o600)
+    c = sandbox.for_run("bwrap", [src], workspace["scratch"], 1 << 20, gpu=False)
+    assert not c.drops_root
+    src.chmod(0o644)
+    assert sandbox.for_run("bwrap", [src], workspace["scratch"], 1 << 20, gpu=False).drops_root
+
+
 @pytest.mark.skipif(LEVEL not in ("bwrap", "unshare"), reason="no network namespace here")
 def test_no_network_not_even_loopback(workspace):
     server = socket.socket()

@@ -127,7 +127,10 @@ class Confinement:
 
     @property
     def drops_root(self) -> bool:
-        return self.level == "bwrap" and os.geteuid() == 0 and not self.keep_root and nobody_can_run()
+        """Whether the process runs as `nobody`: only when every file it must read is open to others (a
+        workspace written by an older mepgen holds 0600 files; then it stays root inside the namespaces)."""
+        return (self.level == "bwrap" and os.geteuid() == 0 and not self.keep_root and nobody_can_run()
+                and all(_open_to_others(p) for p in self.read))
 
     def command(self, args: list[str]) -> list[str]:
         """The command line; under bwrap it may name a descriptor: pass `pass_fds` to the child, then close()."""
@@ -180,6 +183,16 @@ def nobody_can_run() -> bool:
     nodes = glob.glob("/dev/nvidia*")
     open_nodes = all(os.stat(n).st_mode & 0o006 == 0o006 for n in nodes if not os.path.isdir(n))
     return shutil.which("setpriv") is not None and not mask & 0o005 and open_nodes
+
+
+def _open_to_others(p: Path) -> bool:
+    """A file others may read, or a folder they may list and enter (a path that is not there: nothing to read)."""
+    try:
+        mode = os.stat(p).st_mode
+    except OSError:
+        return True
+    need = 0o005 if stat.S_ISDIR(mode) else 0o004
+    return mode & need == need
 
 
 def bwrap_prefix(c: Confinement) -> list[str]:
