@@ -203,3 +203,28 @@ def test_poison_is_found_by_element_for_every_width():
         a.view(np.uint8)[a.itemsize:2 * a.itemsize] = byte          # element 1 fully poisoned
         a.view(np.uint8)[3 * a.itemsize] = byte                      # element 3: one byte only
         assert verify._poisoned(a).tolist() == [False, True, False, a.itemsize == 1, False], dtype
+
+
+def test_bit_identical_outputs_still_fail_where_both_hold_nan_or_inf():
+    """The fast path (bit-identical slices) must not let a NaN or Inf that both sides hold pass."""
+    from mepgen.evaluate.verify import compare
+    from mepgen.spec import Tolerance
+    ref = np.linspace(0, 1, 3000, dtype=np.float32)
+    assert compare("y", ref.copy(), ref, Tolerance(rtol=0.0, atol=0.0), 0) is None
+    for bad in (np.nan, np.inf):
+        r = ref.copy()
+        r[1234] = bad
+        m = compare("y", r.copy(), r, Tolerance(rtol=1e-4, atol=1e-5), 0, poisoned=False)
+        assert m is not None and m.bad == 1 and m.first_bad_index == 1234
+
+
+def test_changed_elements_counts_bitwise_differences():
+    from mepgen.evaluate.verify import changed_elements
+    a = np.arange(10, dtype=np.float64)
+    b = a.copy()
+    b[[2, 7]] += 1
+    assert changed_elements(a, b) == 2 and changed_elements(a, a.copy()) == 0
+    c = np.zeros(4, dtype=np.complex64)
+    d = c.copy()
+    d[3] = 1j
+    assert changed_elements(c, d) == 1

@@ -30,7 +30,7 @@ from .devices import choose_backend, list_gpus, make_backend
 from .results import CompileFailed, EvalResult, Impossible, Mismatch, RuntimeFault, Timed, WrongResult
 from .store import Store, digest
 from .symbols import callee
-from .verify import compare, reference_problem, tolerance_for, unchanged, written_region
+from .verify import changed_elements, compare, reference_problem, tolerance_for, unchanged, written_region
 
 KERNEL_FILE = "kernel.cu"
 RESULT_VERSION = 1
@@ -459,8 +459,7 @@ class Evaluator:
             m = compare(p.name, got, ref, tol, k, "perturbed", p.role == "out")
             if m:
                 mismatches.append(m)
-            moved = compare(p.name, ref, self.refs[k][p.name], tol, k, "perturbed", p.role == "out")
-            followed += moved.bad if moved else 0
+            followed += changed_elements(ref, self.refs[k][p.name])
         if mismatches:
             res.status, res.wrong = "wrong_result", WrongResult(mismatches)
             return True

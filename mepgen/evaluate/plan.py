@@ -16,7 +16,10 @@ from .backend import TimingPlan
 
 ROUND_MS = 200.0
 WARMUP_MS = 50.0
-MIN_REPS, MAX_REPS = 3, 500
+#: MAX_REPS bounds a short kernel's round: each timed launch also resets the outputs and flushes the L2, so a
+#: 20 us kernel costs about 90 us of GPU time a launch; 200 launches give medians as stable as 500 (rounds,
+#: not launches, carry the drift) at 40% of the time (bench/results/optimize_speed_*.md)
+MIN_REPS, MAX_REPS = 3, 200
 MIN_WARMUP, MAX_WARMUP = 1, 20
 
 

@@ -140,9 +140,14 @@ def _floats_match(g: np.ndarray, r: np.ndarray, tol: Tolerance) -> bool:
     """True when every element passes `compare`'s float rule, decided slice by slice (the full evidence is
     computed only for a mismatch). Same rule: in float64, |g - r| <= atol + rtol * |r| with both finite; a NaN
     or Inf on either side gives a NaN or Inf difference, which fails the `isfinite` test."""
+    same = _UINT.get(g.dtype.itemsize)
     for lo in range(0, g.size, CHUNK):
-        g64 = g[lo:lo + CHUNK].astype(np.float64)
-        r64 = r[lo:lo + CHUNK].astype(np.float64)
+        gc, rc = g[lo:lo + CHUNK], r[lo:lo + CHUNK]
+        # the common case first: bit for bit the reference, all finite (two passes instead of ten)
+        if same is not None and np.array_equal(gc.view(same), rc.view(same)) and np.isfinite(rc).all():
+            continue
+        g64 = gc.astype(np.float64)
+        r64 = rc.astype(np.float64)
         with np.errstate(invalid="ignore", over="ignore"):
             err = np.abs(g64 - r64)
             ok = np.isfinite(err) & np.isfinite(r64)
@@ -154,6 +159,18 @@ def _floats_match(g: np.ndarray, r: np.ndarray, tol: Tolerance) -> bool:
 
 def _scalar(v) -> float:
     return float(v) if not isinstance(v, (bool, np.bool_)) else float(bool(v))
+
+
+def changed_elements(a: np.ndarray, b: np.ndarray) -> int:
+    """How many elements differ bit for bit between two arrays of one dtype and size (one pass; a note's count,
+    not a verdict)."""
+    if a.dtype != b.dtype or a.size != b.size:
+        return int(max(a.size, b.size))
+    u = _UINT.get(a.dtype.itemsize)
+    a, b = np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1)
+    if u is None:
+        return int(np.any(a.view(np.uint8).reshape(a.size, -1) != b.view(np.uint8).reshape(b.size, -1), axis=1).sum())
+    return int(np.count_nonzero(a.view(u) != b.view(u)))
 
 
 def unchanged(before: np.ndarray, after: np.ndarray) -> bool:
