@@ -40,6 +40,32 @@ def test_stores_through_class_assignments_and_struct_fields_are_writes(tmp_path)
     assert s.param("h").dtype == "float16" and s.param("h").count == "N"
 
 
+def test_an_element_address_handed_to_a_device_function_may_be_written(tmp_path):
+    """`deposit(&(out[base]), ...)` hands a device function a pointer into `out`, which it accumulates into
+    (an atomicAdd there): `out` is written, never an input the evaluator would leave unchecked (the capture
+    sweep found such a kernel read as `in`). A pointer into a buffer the callee takes as const stays an input."""
+    app = make_app(tmp_path, """
+        #define N 8192
+        __device__ void deposit(const float* __restrict__ src, float* __restrict__ dst, int k)
+        {
+            atomicAdd(&dst[2 * k + 1], src[k]);
+        }
+        __global__ void scatter(const float* a, float* out, float* tally, int base)
+        {
+            const int k = blockIdx.x * blockDim.x + threadIdx.x;
+            if (k < N / 4) {
+                deposit(&(a[base]), &(out[base]), k);
+                deposit(a + base, tally + base, k);
+            }
+        }
+        void go(const float* a, float* out, float* tally) { scatter<<<N / 4 / 128, 128>>>(a, out, tally, 0); }
+    """)
+    run("scatter", "-C", app)
+    s = load_spec(app / ".mepgen" / "meps" / "scatter" / "mep.yaml")
+    assert [(p.name, p.role) for p in s.params] == [("a", "in"), ("out", "inout"), ("tally", "inout"),
+                                                    ("base", "scalar")]
+
+
 @pytest.mark.nvcc
 def test_namespace_aliases_and_using_directives_come_with_the_kernel(tmp_path):
     app = make_app(tmp_path, """

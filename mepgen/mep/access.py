@@ -245,8 +245,35 @@ class _Walker:
                 pointee = parms[i].type.get_pointee() if i < len(parms) else None
                 const = pointee is not None and pointee.is_const_qualified()
                 self._add(name, "call_read" if const else "call_write", None, guards, a, via=c.spelling)
+            elif not c.spelling.startswith("atomic") and self._address_of(a) is not None:
+                # `f(&(out[k]), ...)`, `f(out + k, ...)`: the callee gets a pointer into the parameter and may
+                # write through it (an atomicAdd there) unless its parameter points to const
+                base, index = self._address_of(a)
+                pointee = parms[i].type.get_pointee() if i < len(parms) else None
+                const = pointee is not None and pointee.is_const_qualified()
+                self._add(base, "call_read" if const else "call_write", index, guards, a, via=c.spelling)
+                self.expr(index, "read", guards)
             else:
                 self.expr(a, "atomic" if (i == 0 and c.spelling.startswith("atomic")) else "read", guards)
+
+    def _address_of(self, c):
+        """(parameter, index cursor) of `&p[i]`, `&(p[i])` or `p + i` (parentheses and conversions skipped)."""
+        c = strip(c)
+        while c is not None and c.kind.name == "PAREN_EXPR":
+            c = strip(next(iter(c.get_children()), None))
+        if c is None:
+            return None
+        kids = list(c.get_children())
+        if c.kind.name == "UNARY_OPERATOR" and kids and operator_of(c, kids) == "&":
+            inner = strip(kids[0])
+            while inner is not None and inner.kind.name == "PAREN_EXPR":
+                inner = strip(next(iter(inner.get_children()), None))
+            sub = list(inner.get_children()) if inner is not None else []
+            if inner is not None and inner.kind.name == "ARRAY_SUBSCRIPT_EXPR" and len(sub) == 2:
+                name = _param_ref(sub[0], self.pointers)
+                return (name, sub[1]) if name else None
+            return None
+        return self._offset_of(c)
 
     def _pointer_arith(self, c) -> str | None:
         found = self._offset_of(c)
