@@ -17,6 +17,7 @@ _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, as
 _CASTS = {"int", "unsigned", "size_t", "long", "int64_t", "uint32_t", "uint64_t", "int32_t"}
 _MINMAX = {"max": max, "min": min}   # std::max / std::min (launch configurations clamp block counts)
 _SUFFIX = re.compile(r"\b(\d+)(?:[uU][lL]{0,2}|[lL]{1,2}[uU]?)\b")
+_SIZEOF = re.compile(r"\b(?:sizeof|alignof)\b")
 _STATIC_CAST = re.compile(r"static_cast<\s*[\w\s]+>")
 _C_CAST = re.compile(r"\(\s*(?:unsigned\s+int|unsigned|int|size_t|long\s+long|long|int64_t|uint32_t|uint64_t|int32_t)\s*\)")
 
@@ -24,7 +25,8 @@ _C_CAST = re.compile(r"\(\s*(?:unsigned\s+int|unsigned|int|size_t|long\s+long|lo
 def _pythonize(expr: str) -> str:
     text = _SUFFIX.sub(r"\1", expr.strip()).replace("std::", "")
     text = _STATIC_CAST.sub("", text)
-    text = _C_CAST.sub("", text)
+    if not _SIZEOF.search(text):     # `sizeof(unsigned int)` is no cast: the compiler evaluates it whole
+        text = _C_CAST.sub("", text)
     return text
 
 

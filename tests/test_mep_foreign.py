@@ -26,6 +26,9 @@ def test_the_compiler_evaluates_what_plain_integer_arithmetic_cannot():
     assert cexpr.evaluate("W + missing", values) is None
     assert cexpr.integer("DT", values) is None and cexpr.integer("TILE", values) == 8
     assert cppeval.evaluate_many(["W * 2", "not_a_name + 1"], values) == [2000, None]
+    # a type in sizeof's parentheses is no cast to strip (it gave `(W + 1) * sizeof`: no value)
+    assert cexpr.evaluate("(W + 1) * sizeof(unsigned int)", values) == 4004
+    assert cexpr.evaluate("sizeof (long) * (unsigned)W", values) == 8000
 
 
 def test_float_launch_arithmetic_and_members_of_another_dim3_are_derived(tmp_path):
