@@ -139,6 +139,36 @@ def test_size_names_cannot_collide_with_the_applications_names(tmp_path):
     assert "MEPGEN_SIZE_T" in entry and "template <int I" not in entry
 
 
+def test_a_launch_under_a_condition_on_the_loop_counter_gets_no_first_iteration(tmp_path):
+    """`for (w = W0; w > 0; w /= 2) if (w < CUT) near<<<>>>(w) else far<<<>>>(w)`: the loop's first value may never
+    reach a launch the branch selects (a capture found one that never did): a todo saying so, while a launch
+    directly in a loop still takes the first iteration."""
+    app = make_app(tmp_path, """
+        #define N 8192
+        #define CUT 128
+        __global__ void near(float* u, int w) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < N - w) u[i] += u[i + w]; }
+        __global__ void far(float* u, int w) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < N - w) u[i] -= u[i + w]; }
+        __global__ void each(float* u, int k) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < N) u[i] *= k; }
+        int main()
+        {
+            float* u;
+            cudaMalloc(&u, N * sizeof(float));
+            for (int w = N / 2; w > 0; w /= 2) {
+                if (w < CUT) near<<<N / 128, 128>>>(u, w);
+                else far<<<N / 128, 128>>>(u, w);
+            }
+            for (int k = 2; k < 6; ++k) each<<<N / 128, 128>>>(u, k);
+            return 0;
+        }
+    """)
+    run("--all", "-C", app)
+    for k in ("near", "far"):
+        todo = spec_of(app, k).todo
+        assert any("condition on it" in t.reason and "first iteration may not reach" in t.reason for t in todo), todo
+    each = spec_of(app, "each")
+    assert each.param("k").value == "2" and not each.todo
+
+
 def test_host_loop_counters_argv_defaults_and_init_functions(tmp_path):
     """A launch in `for (s = 0; s < STEPS; s++)` takes the first iteration's counter, said in mep.yaml; a size
     from the command line is a todo naming the argument, with the application's default where the code has one;

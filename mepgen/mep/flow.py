@@ -253,6 +253,11 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
             if not in_body and not in_init:     # the condition or the increment of a loop holding the launch
                 if any(x.kind.name in BRANCHES for x in own):
                     raise Unsure(f"`{name}` changes conditionally at {where(m.node)}")
+                inner = launch_path[launch_path.index(loop_step) + 1:] if loop_step in launch_path else []
+                gate = next((x for x in inner if _condition(x) is not None and _mentions(_condition(x), name)), None)
+                if gate is not None:     # `if (stride >= L) k1<<<>>>(stride); else k2<<<>>>(stride);`
+                    raise Unsure(f"`{name}` is a counter of the loop at {where(loop_step)} and the launch sits under "
+                                 f"a condition on it at {where(gate)}: the first iteration may not reach the launch")
                 choices.append(f"`{name}` is a counter of the loop at {where(loop_step)}: the MEP reproduces the "
                                f"launch of its first iteration")
                 continue
