@@ -56,6 +56,12 @@ class Param:
     end: int
 
 
+#: translation units by (text, parse flags), oldest first: a parse costs about 0.3 s and a proposal makes several;
+#: a few are kept (each holds the CUDA headers, tens of MB)
+_PARSED: dict[tuple, tuple] = {}
+_PARSED_KEEP = 8
+
+
 class KernelSource:
     """kernel.cu text + the kernel's definition cursor (function or function template)."""
 
@@ -74,14 +80,21 @@ class KernelSource:
         self.text = text
         self.spec = spec
         self.name = spec.kernel.name.split("::")[-1]
-        with tempfile.TemporaryDirectory(prefix="mepgen-lib-") as tmp:
-            path = Path(tmp) / "kernel.cu"
-            path.write_text(text)
-            args = [f"-D{k}={v}" for k, v in spec.sizes.items()]
-            args += [d if d.startswith("-D") else f"-D{d}" for d in spec.build.defines]
-            self.tu = parse(path, args)
-            self.path = str(path)
-            self.fn = self._find()
+        args = [f"-D{k}={v}" for k, v in spec.sizes.items()]
+        args += [d if d.startswith("-D") else f"-D{d}" for d in spec.build.defines]
+        key = (text, tuple(args))
+        if key in _PARSED:               # the same text parsed again (each proposal round re-reads its parents)
+            self.tu, self.path = _PARSED[key]
+        else:
+            with tempfile.TemporaryDirectory(prefix="mepgen-lib-") as tmp:
+                path = Path(tmp) / "kernel.cu"
+                path.write_text(text)
+                self.tu = parse(path, args)
+                self.path = str(path)
+            _PARSED[key] = (self.tu, self.path)
+            while len(_PARSED) > _PARSED_KEEP:
+                _PARSED.pop(next(iter(_PARSED)))
+        self.fn = self._find()
         if self.fn is None:
             raise Refused(f"no definition of {spec.kernel.name} found in kernel.cu")
         self.body = next((k for k in self.fn.get_children() if kind(k) == "COMPOUND_STMT"), None)
