@@ -16,9 +16,10 @@ from .backend import TimingPlan
 
 ROUND_MS = 200.0
 WARMUP_MS = 50.0
-#: MAX_REPS bounds a short kernel's round: each timed launch also resets the outputs and flushes the L2, so a
-#: 20 us kernel costs about 90 us of GPU time a launch; 200 launches give medians as stable as 500 (rounds,
-#: not launches, carry the drift) at 40% of the time (bench/results/optimize_speed_*.md)
+#: MAX_REPS bounds a short kernel's round: each timed launch also resets the outputs, flushes the L2 and changes
+#: a few inputs, 0.2-0.3 ms of wall time a launch for a 20 us kernel. 200 (was 500) cut a candidate's timing
+#: phase from 0.61 s to 0.39 s there, with the same best verdict (1.45x at 500, 1.48x at 200, H100,
+#: bench/results/optimize_speed_2026-11-25.md); the noise rule still compares the medians of the rounds
 MIN_REPS, MAX_REPS = 3, 200
 MIN_WARMUP, MAX_WARMUP = 1, 20
 
