@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import textwrap
 
 import numpy as np
 import pytest
 
+from mepgen.extract import ExtractOptions, extract
 from mepgen.spec import load_spec
 from test_mep_cli import make_app, run
 
@@ -339,3 +341,49 @@ def test_an_output_written_under_a_tighter_bound_than_its_size_is_inout(tmp_path
         (app / ".mepgen" / "meps" / "filt" / "mep.yaml").read_text()
     assert s.param("out").init is not None
     assert s.param("full").role == "out"
+
+
+@pytest.mark.nvcc
+def test_a_macro_each_kernel_redefines_in_its_body_takes_the_header_macros_it_uses(tmp_path):
+    """A kernels file included after a header (`#include "tune.h"` then `#include "kern.cu"`) whose kernels each
+    `#define` the same helper macro in their body and `#undef` it after, over the header's tuning macros: the
+    MEP must carry the header macros the kernel's own definition uses, and no other kernel's definition of
+    the helper (a public application's 25 MEPs came out complete and did not compile)."""
+    app = tmp_path / "app"
+    (app / "src").mkdir(parents=True)
+    (app / "src" / "tune.h").write_text("#define LANES 4\n#define GROUPS 8\n#define N 8192\n")
+    (app / "src" / "kern.cu").write_text(textwrap.dedent("""
+        __global__ void strided(float* v)
+        {
+            #define slot(i) ((blockIdx.x * GROUPS + threadIdx.y) * LANES + (i))
+            if (slot(0) < N) v[slot(0)] *= 2.0f;
+            #undef slot
+        }
+        __global__ void flat(float* v)
+        {
+            #define slot(i) (blockIdx.x * blockDim.x + threadIdx.x + (i) * 0)
+            if (slot(0) < N) v[slot(0)] += 1.0f;
+            #undef slot
+        }
+    """))
+    (app / "src" / "main.cu").write_text(textwrap.dedent("""
+        #include "tune.h"
+        #include "kern.cu"
+        int main()
+        {
+            float* v;
+            cudaMalloc(&v, N * sizeof(float));
+            strided<<<N / (GROUPS * LANES), dim3(1, GROUPS)>>>(v);
+            flat<<<N / 256, 256>>>(v);
+            return 0;
+        }
+    """))
+    extract(app, ExtractOptions(jobs=1))
+    run("strided", "-C", app)
+    mep = app / ".mepgen" / "meps" / "strided"
+    text = (mep / "kernel.cu").read_text()
+    assert "define GROUPS" in text and "define LANES" in text
+    assert "blockDim.x + threadIdx.x + (i) * 0" not in text       # flat's helper is not strided's
+    built = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-c", "-o", str(tmp_path / "k.o"), "-x", "cu",
+                            str(mep / "kernel.cu")], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr

@@ -92,7 +92,8 @@ class ClosureBuilder:
         self.tops = tops  # the translation unit's top-level cursors in the application's files
         self.src = src
         self.file_order = file_order
-        self.macro_defs: dict[str, object] = {}          # name -> MACRO_DEFINITION cursor in app files
+        self.macro_defs: dict[str, object] = {}          # name -> MACRO_DEFINITION cursor in app files (the last)
+        self.macro_all: dict[str, list] = defaultdict(list)  # name -> every definition, in source order
         self.expansions: dict[str, list[tuple[int, str]]] = defaultdict(list)  # file -> (offset, name)
         self.device_by_name: dict[str, list] = defaultdict(list)
         self.includes: dict[str, list[dict]] = defaultdict(list)  # file -> its #include directives
@@ -105,6 +106,7 @@ class ClosureBuilder:
             k = c.kind.name
             if k == "MACRO_DEFINITION":
                 self.macro_defs[c.spelling] = c
+                self.macro_all[c.spelling].append(c)
             elif k == "MACRO_INSTANTIATION":
                 self.expansions[f.name].append((c.location.offset, c.spelling))
             elif k in ("USING_DIRECTIVE", "USING_DECLARATION"):
@@ -148,18 +150,32 @@ class ClosureBuilder:
             "order": [self.file_order.get(decl.extent.start.file.name, 1 << 20), decl.extent.start.offset],
         }
 
-    def _macros_in(self, cursor) -> set[str]:
+    def _macros_in(self, cursor) -> list[tuple[str, str, int]]:
+        """(name, file, offset) of every use of an application macro inside `cursor`."""
         f = cursor.extent.start.file
         if f is None:
-            return set()
+            return []
         lo, hi = cursor.extent.start.offset, cursor.extent.end.offset
-        return {name for off, name in self.expansions.get(f.name, ()) if lo <= off < hi and name in self.macro_defs}
+        return [(name, f.name, off) for off, name in self.expansions.get(f.name, ())
+                if lo <= off < hi and name in self.macro_defs]
+
+    def _definition_at(self, name: str, file: str, offset: int):
+        """The definition of macro `name` in effect at `offset` of `file`: the last one before it in that file
+        (a file that redefines a macro before each kernel, `#undef` between them), else the last one of
+        the other files (a header included before; libclang reports only the branches the preprocessor took)."""
+        defs = self.macro_all.get(name, [])
+        same = [d for d in defs if d.location.file is not None and d.location.file.name == file
+                and d.extent.start.offset < offset]
+        if same:
+            return max(same, key=lambda d: d.extent.start.offset)
+        other = [d for d in defs if d.location.file is None or d.location.file.name != file]
+        return other[-1] if other else None
 
     def closure(self, kernel, instantiated_with=()) -> dict:
         """`instantiated_with`: declarations a launch instantiates the (template) kernel with, e.g. the
         functor type of `apply<<<...>>>(x, n, Scale{2.0f})`; they and their own closures are members."""
         members: dict[str, dict] = {}  # usr -> member
-        macros: set[str] = set()
+        macros: list[tuple[str, str, int]] = []
         todo = [kernel]
         seen: set[str] = set()
         for decl in instantiated_with:
@@ -175,7 +191,7 @@ class ClosureBuilder:
             if key in seen:
                 continue
             seen.add(key)
-            macros |= self._macros_in(node)
+            macros += self._macros_in(node)
             for c in _walk(node):
                 for decl in self._references(c):
                     decl = _top_entity(_definition(decl))
@@ -191,14 +207,14 @@ class ClosureBuilder:
                         if kind == "device_function" and not decl.is_definition():
                             members[usr]["declaration_only"] = True   # defined in another file: see run._link
                         todo.append(decl)
-        macros = self._macro_closure(macros)
+        macro_defs = self._macro_closure(macros, kernel)
         for u in self._usings_for(kernel, members):
             members[f"using:{u.location.file.name}:{u.extent.start.offset}"] = self._member(u, "typedef")
         member_list = sorted(members.values(), key=lambda m: m["order"])
         by_kind = defaultdict(list)
         for m in member_list:
             by_kind[m["kind"]].append(m)
-        macro_list = sorted((self._macro_json(self.macro_defs[n]) for n in macros), key=lambda m: m["order"])
+        macro_list = sorted((self._macro_json(d) for d in macro_defs), key=lambda m: m["order"])
         kfile = kernel.extent.start.file.name
         headers = sorted(({m["file"] for m in member_list} | {m["file"] for m in macro_list})
                          - {self.src.rel(kfile)})
@@ -276,16 +292,30 @@ class ClosureBuilder:
             return "global" if space else None
         return None
 
-    def _macro_closure(self, names: set[str]) -> set[str]:
-        todo, out = list(names), set()
+    def _macro_closure(self, uses: list[tuple[str, str, int]], kernel) -> list:
+        """The definitions the uses need (each the one in effect where it is used), and the macros those
+        definitions use, in turn. A definition inside the kernel's own text comes with its body: not listed,
+        but followed (`#define package_id (PER_WG * blockIdx.y ...)` in the body needs PER_WG's). One
+        definition per name: the first reached, the kernel's own uses first."""
+        kfile = kernel.extent.start.file.name if kernel.extent.start.file is not None else None
+        klo, khi = kernel.extent.start.offset, kernel.extent.end.offset
+        todo, seen, out, named = list(uses), set(), [], set()
         while todo:
-            n = todo.pop()
-            if n in out or n not in self.macro_defs:
+            name, file, offset = todo.pop(0)
+            d = self._definition_at(name, file, offset)
+            if d is None:
                 continue
-            out.add(n)
-            for t in list(self.macro_defs[n].get_tokens())[1:]:
-                if t.spelling in self.macro_defs and t.spelling not in out:
-                    todo.append(t.spelling)
+            dfile = d.location.file.name if d.location.file is not None else None
+            key = (dfile, d.extent.start.offset)
+            if key in seen:
+                continue
+            seen.add(key)
+            if not (dfile == kfile and klo <= d.extent.start.offset < khi) and name not in named:
+                named.add(name)
+                out.append(d)
+            for t in list(d.get_tokens())[1:]:
+                if t.spelling in self.macro_all:
+                    todo.append((t.spelling, dfile, d.extent.start.offset))
         return out
 
     def _macro_json(self, c) -> dict:
