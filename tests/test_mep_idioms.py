@@ -387,3 +387,25 @@ def test_a_macro_each_kernel_redefines_in_its_body_takes_the_header_macros_it_us
     built = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-c", "-o", str(tmp_path / "k.o"), "-x", "cu",
                             str(mep / "kernel.cu")], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
+
+
+@pytest.mark.nvcc
+def test_a_plain_char_buffer_builds_in_the_harness(tmp_path):
+    """`const char*` is int8 data, but C++ keeps `char` and the harness's `signed char` apart: the harness passes
+    the buffer as the kernel's own pointer type (a public application's complete MEP did not compile natively)."""
+    app = make_app(tmp_path, """
+        #define ROWS 64
+        #define COLS 256
+        typedef long count_t;
+        __global__ void hamming(const char* bits, count_t* dist)
+        {
+            int r = blockIdx.x, c = threadIdx.x;
+            if (r < ROWS && c < COLS && bits[r * COLS + c] != bits[c]) atomicAdd((unsigned long long*)&dist[r], 1ull);
+        }
+        void go(const char* b, count_t* d) { hamming<<<ROWS, COLS>>>(b, d); }
+    """)
+    run("hamming", "-C", app)
+    mep = app / ".mepgen" / "meps" / "hamming"
+    built = subprocess.run(["make", "-s", "-C", str(mep)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert "mep_record_ptr{d_bits}" in (mep / "harness.cu").read_text()

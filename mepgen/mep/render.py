@@ -91,8 +91,11 @@ def _render_harness(spec: Spec) -> str:
                         "poison": "0xFF" if p.dtype.startswith("float") else "0xA5", "placement": p.placement,
                         "fed": is_fed(p),
                         "perturb": perturbed.index(p.name) if p.name in perturbed else None})
-        records = records or bool(p.lanes)
-        args.append(f"mep_record_ptr{{d_{p.name}}}" if p.lanes else f"d_{p.name}")
+        # `char*`, `long*`, a typedef: the same bytes as the harness's buffer, another spelling (C++ keeps `char`
+        # and `signed char` apart): passed through the conversion to the kernel's own pointer type
+        respelled = _pointee(p.ctype) not in (None, DTYPES[p.dtype])
+        records = records or bool(p.lanes) or respelled
+        args.append(f"mep_record_ptr{{d_{p.name}}}" if p.lanes or respelled else f"d_{p.name}")
     constants = []
     for c in spec.constants:
         if c.init is not None:
@@ -206,3 +209,13 @@ def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()
 def _one_line(text: str) -> str:
     """A reason as one comment line: a newline inside it would end the YAML comment."""
     return " ".join(str(text).split())
+
+
+def _pointee(ctype: str | None) -> str | None:
+    """`const char * __restrict__` -> `char`: the element type a pointer parameter spells (None: no pointer)."""
+    if not ctype or "*" not in ctype:
+        return None
+    words = [w for w in ctype.split("*", 1)[0].replace("\t", " ").split(" ")
+             if w and w not in ("const", "volatile", "__restrict__", "__restrict", "restrict")]
+    return " ".join(words) or None
+
