@@ -352,6 +352,56 @@ def for_run(level: str, args: list, out_dir: Path, file_bytes: int, gpu: bool = 
                        limits=Limits(file_bytes=file_bytes))
 
 
+#: the largest file the pycuda worker may write (it writes none; its stderr goes to a file)
+WORKER_FILE_LIMIT = 64 << 20
+#: the packages the pycuda worker imports, bound alone when the folder holding them cannot be
+WORKER_PACKAGES = ("mepgen", "numpy", "pycuda")
+
+
+def python_paths(hidden: list[Path], packages=WORKER_PACKAGES) -> list[Path]:
+    """What a Python child of this interpreter reads: its installation and every folder on sys.path (site
+    folders, PYTHONPATH entries: a wheel unpacked under /tmp, say). A folder that holds a hidden one (the
+    current folder above an application's `.mepgen`, the home folder) or lies in a workspace is not bound as
+    a whole: only the `packages` found in it are."""
+    import importlib.util
+    import sys
+    roots = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.executable).resolve().parent.parent]
+    entries = [Path(e) if e else Path.cwd() for e in sys.path]
+    out: list[Path] = []
+    for p in [*roots, *entries]:
+        try:
+            p = p.resolve()
+        except OSError:
+            continue
+        if not p.exists() or p in out or p == Path("/"):
+            continue
+        if workspace_of(p) is not None:
+            continue
+        if any(h == p or p in h.parents for h in hidden):
+            for name in packages:
+                try:
+                    spec = importlib.util.find_spec(name)
+                except (ImportError, ValueError):
+                    continue
+                for loc in (spec.submodule_search_locations or []) if spec else []:
+                    loc = Path(loc).resolve()
+                    if p in loc.parents and workspace_of(loc) is None and loc not in out:
+                        out.append(loc)
+            continue
+        out.append(p)
+    return out
+
+
+def for_worker(level: str, hide=(), gpu: bool = True) -> Confinement:
+    """The pycuda worker: it reads the Python installation and packages it imports (python_paths), nothing
+    of any workspace (its input files come as open descriptors, its cubins as bytes), writes only its own
+    empty /tmp, sees the GPU."""
+    hide = sorted({w for w in map(workspace_of, hide) if w is not None} | {Path(h).resolve() for h in hide
+                                                                           if workspace_of(h) is None})
+    read = python_paths(_hidden(tuple(hide)))
+    return Confinement(level, read=read, hide=hide, gpu=gpu, limits=Limits(file_bytes=WORKER_FILE_LIMIT))
+
+
 def read_output(f: Path, owned: int = 3):
     """An array a candidate's process wrote (the harness protocol's .npy), or None when there is none. The
     candidate owns its scratch folder, so the file and the `owned` folders above it must be what they seem:
