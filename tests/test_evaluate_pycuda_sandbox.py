@@ -115,9 +115,10 @@ def test_the_worker_binds_python_but_no_workspace(ws, tmp_path, monkeypatch):
 
 
 @needs_bwrap
-@pytest.mark.parametrize("level", ["bwrap", "off"])
+@pytest.mark.parametrize("level", ["bwrap", "unshare", "off"])
 def test_the_worker_runs_confined_and_gets_only_its_inputs(ws, tmp_path, monkeypatch, listening, level):
-    """`off` is the probe's control: unconfined, the same worker reads the reference and writes the workspace."""
+    """`off` is the probe's control: unconfined, the same worker reads the reference and writes the workspace;
+    `unshare` confines the network and the processes only."""
     site = tmp_path / "site"            # a stand-in pycuda under /tmp (hidden in the sandbox, so bound back)
     shutil.copytree(HERE / "fake_pycuda", site)
     shutil.copy(HERE / "worker_probe" / "sitecustomize.py", site)
@@ -140,6 +141,8 @@ def test_the_worker_runs_confined_and_gets_only_its_inputs(ws, tmp_path, monkeyp
         be.close()
     if level == "off":
         assert found["read"][str(ws["ref"])] and found["write"][str(ws["mep"] / "planted")] and found["connect"]
+    elif level == "unshare":          # no network, own PID namespace; files not confined (docs/sandbox.md)
+        assert found["connect"] is False and found["pid"] < 10 and found["read"][str(ws["ref"])]
     else:
         assert_contained(found, plan)
         assert not (ws["mep"] / "planted").exists()
