@@ -369,3 +369,20 @@ print("getpid", os.getpid() > 0)
     seen = {ln.split()[0]: ln.split()[1:] for ln in done.stdout.splitlines()}
     assert seen["ptrace"] == ["-1", "1"] and seen["unshare"] == ["-1", "1"], done.stdout + done.stderr   # EPERM
     assert seen["getpid"] == ["True"]
+
+
+def test_limits_need_no_preexec_where_prlimit_is_installed(workspace, monkeypatch):
+    """prlimit sets the limits, so the child starts without a fork of mepgen (whose page tables grow with
+    the input sets and references it holds); without prlimit, setrlimit in preexec_fn sets the same ones."""
+    c = confined(workspace)
+    if sandbox.prlimit_executable() is None:
+        assert c.preexec() is not None
+        pytest.skip("util-linux prlimit is not installed")
+    line = c.command(["true"])
+    c.close()
+    assert c.preexec() is None and line[0] == sandbox.prlimit_executable()
+    assert {a.split("=")[0] for a in line[1:line.index("--")]} == {"--core", "--fsize", "--data", "--nproc"}
+    assert "--fsize=1048576" in line and "--core=0" in line
+    monkeypatch.setattr(sandbox, "prlimit_executable", lambda: None)
+    assert sandbox.Confinement("rlimits").preexec() is not None
+    assert sandbox.Confinement("rlimits").command(["true"]) == ["true"]

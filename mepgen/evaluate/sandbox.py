@@ -12,8 +12,9 @@ through `Confinement.command()` + `Confinement.preexec()` (process.run does both
 - `unshare` (util-linux): new user, PID, IPC and network namespaces: no network and no view of other
   processes, but the file system is the user's (read and write).
 - `rlimits`: only the resource limits below.
-Every level sets resource limits with setrlimit: no core files, a cap on the size of any file written
-(stdout included: process.run writes it to a file), on data memory, on the number of tasks.
+Every level sets resource limits (util-linux's prlimit, else setrlimit before exec): no core files, a cap on the
+size of any file written (stdout included: process.run writes it to a file), on data memory, on the number of
+tasks.
 
 `evaluate.sandbox` in the config: `auto` takes the strongest level that works here (probed once); `require`
 refuses to run below `bwrap`; `off` runs candidates with the user's full rights.
@@ -57,19 +58,40 @@ class Limits:
     data_bytes: int | None = None            # RLIMIT_DATA; None: 3/4 of the machine's memory
     tasks: int | None = None                 # RLIMIT_NPROC; None: the tasks now + EXTRA_TASKS
 
-    def apply(self) -> None:
-        """In the child, before exec (preexec_fn): set the limits; soft = hard so the child cannot raise them."""
-        def cap(which, value):
+    def values(self) -> list[tuple[int, str, int]]:
+        """(resource, prlimit's option, value) for each limit, clamped to this process's hard limits (which
+        the child inherits: a value above them would be refused)."""
+        out = []
+        for which, option, value in ((resource.RLIMIT_CORE, "--core", 0),
+                                     (resource.RLIMIT_FSIZE, "--fsize", int(self.file_bytes)),
+                                     (resource.RLIMIT_DATA, "--data", int(self.data_bytes or machine_memory() * 3 // 4)),
+                                     (resource.RLIMIT_NPROC, "--nproc", int(self.tasks or tasks_now() + EXTRA_TASKS))):
             try:
                 _, hard = resource.getrlimit(which)
-                value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            except (ValueError, OSError):
+                continue
+            out.append((which, option, value if hard == resource.RLIM_INFINITY else min(value, hard)))
+        return out
+
+    def prefix(self) -> list[str]:
+        """util-linux's prlimit setting the limits (soft = hard) and running the command: no preexec_fn, so the
+        child starts with vfork, not a fork that copies mepgen's page tables (milliseconds per GiB of input
+        sets and references that mepgen holds)."""
+        return [prlimit_executable(), *(f"{option}={value}" for _, option, value in self.values()), "--"]
+
+    def apply(self) -> None:
+        """In the child, before exec (preexec_fn; where prlimit is missing): set the limits; soft = hard so the
+        child cannot raise them."""
+        for which, _, value in self.values():
+            try:
                 resource.setrlimit(which, (value, value))
             except (ValueError, OSError):
                 pass
-        cap(resource.RLIMIT_CORE, 0)
-        cap(resource.RLIMIT_FSIZE, int(self.file_bytes))
-        cap(resource.RLIMIT_DATA, int(self.data_bytes or machine_memory() * 3 // 4))
-        cap(resource.RLIMIT_NPROC, int(self.tasks or tasks_now() + EXTRA_TASKS))
+
+
+@lru_cache(maxsize=None)
+def prlimit_executable() -> str | None:
+    return shutil.which("prlimit")
 
 
 def machine_memory() -> int:
@@ -130,12 +152,14 @@ class Confinement:
         return self.level == "bwrap" and os.geteuid() == 0 and not self.keep_root and nobody_can_run()
 
     def command(self, args: list[str]) -> list[str]:
-        """The command line; under bwrap it may name a descriptor: pass `pass_fds` to the child, then close()."""
+        """The command line; under bwrap it may name a descriptor: pass `pass_fds` to the child, then close().
+        Every level but `off` starts with prlimit where installed (else preexec() sets the limits)."""
+        limits = self.limits.prefix() if self.level != "off" and prlimit_executable() else []
         if self.level == "bwrap":
-            return bwrap_prefix(self) + ["--", *args]
+            return limits + bwrap_prefix(self) + ["--", *args]
         if self.level == "unshare":
-            return unshare_prefix() + ["--", *args]
-        return list(args)
+            return limits + unshare_prefix() + ["--", *args]
+        return limits + list(args)
 
     def close(self) -> None:
         for fd in self.pass_fds:
@@ -153,7 +177,7 @@ class Confinement:
                 os.chown(p, NOBODY, NOBODY)
 
     def preexec(self):
-        return None if self.level == "off" else self.limits.apply
+        return None if self.level == "off" or prlimit_executable() else self.limits.apply
 
 
 @lru_cache(maxsize=None)
