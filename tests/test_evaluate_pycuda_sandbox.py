@@ -102,7 +102,11 @@ def test_the_worker_binds_python_but_no_workspace(ws, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(above))
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.syspath_prepend(str(ws["mep"]))
+    libs = tmp_path / "cuda-libs"       # a library folder under /tmp on LD_LIBRARY_PATH: bound back too
+    libs.mkdir()
+    monkeypatch.setenv("LD_LIBRARY_PATH", f"{libs}:{ws['mep']}:{above}")
     c = sandbox.for_worker("bwrap", hide=[ws["mep"], ws["store"].build_dir])
+    assert libs.resolve() in c.read
     assert ws["mep"].parent.parent in c.hide
     assert site.resolve() in c.read and Path(sys.prefix).resolve() in c.read
     assert above not in c.read and not any(sandbox.workspace_of(p) for p in c.read)

@@ -382,6 +382,23 @@ WORKER_FILE_LIMIT = 64 << 20
 WORKER_PACKAGES = ("mepgen", "numpy", "pycuda")
 
 
+def library_paths(hidden: list[Path]) -> list[Path]:
+    """LD_LIBRARY_PATH's folders that the sandbox would hide (a driver or a CUDA library unpacked under /tmp or
+    home), except those holding or inside a workspace."""
+    out = []
+    for e in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep):
+        if not e:
+            continue
+        try:
+            p = Path(e).resolve()
+        except OSError:
+            continue
+        if (p.is_dir() and p not in out and workspace_of(p) is None and not any(h == p or p in h.parents for h in hidden)
+                and any(h in p.parents for h in hidden)):
+            out.append(p)
+    return out
+
+
 def python_paths(hidden: list[Path], packages=WORKER_PACKAGES) -> list[Path]:
     """What a Python child of this interpreter reads: its installation and every folder on sys.path (site
     folders, PYTHONPATH entries: a wheel unpacked under /tmp, say). A folder that holds a hidden one (the
@@ -417,12 +434,14 @@ def python_paths(hidden: list[Path], packages=WORKER_PACKAGES) -> list[Path]:
 
 
 def for_worker(level: str, hide=(), gpu: bool = True) -> Confinement:
-    """The pycuda worker: it reads the Python installation and packages it imports (python_paths), nothing
+    """The pycuda worker: it reads the Python installation and packages it imports (python_paths) and the
+    libraries LD_LIBRARY_PATH names in hidden folders (library_paths), nothing
     of any workspace (its input files come as open descriptors, its cubins as bytes), writes only its own
     empty /tmp, sees the GPU."""
     hide = sorted({w for w in map(workspace_of, hide) if w is not None} | {Path(h).resolve() for h in hide
                                                                            if workspace_of(h) is None})
-    read = python_paths(_hidden(tuple(hide)))
+    hidden = _hidden(tuple(hide))
+    read = python_paths(hidden) + library_paths(hidden)
     return Confinement(level, read=read, hide=hide, gpu=gpu, limits=Limits(file_bytes=WORKER_FILE_LIMIT))
 
 
