@@ -85,7 +85,8 @@ def cuda_rows(work: Path, ws: Path, scratch: Path, level: str, env: dict, flags:
                     setattr(c, k, v)
                 return c
             return make
-        variants += [("bwrap (for_run)", run_c()), ("bwrap staying root", run_c(keep_root=True))]
+        variants += [("bwrap (for_run)", run_c()), ("bwrap staying root", run_c(keep_root=True)),
+                     ("bwrap without the seccomp filter", run_c(seccomp=False))]
     out = []
     for name, make in variants:
         def go(make=make):

@@ -153,6 +153,31 @@ def test_the_worker_runs_confined_and_gets_only_its_inputs(ws, tmp_path, monkeyp
 
 
 @needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0 or not sandbox.nobody_can_run(), reason="only root's worker runs as nobody")
+def test_packages_closed_to_others_keep_the_worker_root_in_its_namespaces(ws, tmp_path, monkeypatch):
+    """A wheel unpacked into a folder of mode 0700 (mktemp -d) cannot be imported as `nobody`: the worker then
+    stays root inside its namespaces (no capabilities), its seccomp filter and everything else kept."""
+    site = tmp_path / "closed"
+    shutil.copytree(HERE / "fake_pycuda", site)
+    site.chmod(0o700)
+    monkeypatch.syspath_prepend(str(site))
+    c = sandbox.for_worker("bwrap", hide=[ws["mep"]])
+    line = c.command(["true"])
+    c.close()
+    assert c.keep_root and not c.drops_root and "setpriv" not in " ".join(line)
+    assert ("--seccomp" in line) == (sandbox.seccomp_filter.compiled() is not None)
+    monkeypatch.setattr(l2_flush, "build_cubin", lambda arch, folder, timeout: FIXTURES / "axpy" / "kernel.cu")
+    be = PycudaBackend(ws["spec"], ws["mep"], ws["store"].build_dir, run_timeout=30.0, start_timeout=60.0)
+    be.sandbox_level = "bwrap"
+    try:
+        out = be.run(Built(ws["mep"] / "kernel.cu", ws["mep"] / "kernel.cu", "k", CompileInfo(), "", axpy_desc()),
+                     ws["inputs"], tmp_path / "scratch")
+    finally:
+        be.close()
+    assert out.fault is None and be.info["device"] == "FAKE PYCUDA", out.fault
+
+
+@needs_bwrap
 def test_a_worker_that_breaks_the_protocol_is_a_fault_not_a_crash(ws, tmp_path, monkeypatch):
     """A subverted worker's reply is data, never code (no pickle), and its size is capped."""
     monkeypatch.setattr(l2_flush, "build_cubin", lambda arch, folder, timeout: FIXTURES / "axpy" / "kernel.cu")

@@ -145,6 +145,7 @@ class Confinement:
     gpu: bool = False                                    # bind the GPU's device nodes
     limits: Limits = field(default_factory=Limits)
     keep_root: bool = False                              # as root, stay root (Nsight Compute's counters need it)
+    seccomp: bool = True                                 # the seccomp filter (Nsight Compute needs what it refuses)
     pass_fds: list[int] = field(default_factory=list)    # descriptors the command names (the seccomp program)
 
     @property
@@ -213,7 +214,7 @@ def bwrap_prefix(c: Confinement) -> list[str]:
                 "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         cmd += ["--unshare-all", "--cap-drop", "ALL"]
-    if not c.keep_root:             # (Nsight Compute needs what the filter refuses)
+    if c.seccomp:
         fd = seccomp_filter.open_fd()
         if fd is not None:
             c.pass_fds.append(fd)
@@ -442,7 +443,29 @@ def for_worker(level: str, hide=(), gpu: bool = True) -> Confinement:
                                                                            if workspace_of(h) is None})
     hidden = _hidden(tuple(hide))
     read = python_paths(hidden) + library_paths(hidden)
-    return Confinement(level, read=read, hide=hide, gpu=gpu, limits=Limits(file_bytes=WORKER_FILE_LIMIT))
+    # as root the worker runs as `nobody`, unless a folder it imports from is closed to other users (a wheel
+    # unpacked into a folder of mode 0700): then as root inside its namespaces, without capabilities
+    keep_root = os.geteuid() == 0 and not all(open_to_others(p, hidden) for p in read)
+    return Confinement(level, read=read, hide=hide, gpu=gpu, limits=Limits(file_bytes=WORKER_FILE_LIMIT),
+                       keep_root=keep_root)
+
+
+def open_to_others(p: Path, hidden: list[Path]) -> bool:
+    """Whether another user can use `p` inside the sandbox: read it (a folder: list and enter it) and enter the
+    folders above it; those in a hidden folder are the sandbox's own (mode 0755)."""
+    try:
+        p = Path(p).resolve()
+        need = 0o005 if p.is_dir() else 0o004
+        if p.stat().st_mode & need != need:
+            return False
+        for a in p.parents:
+            if any(h == a or h in a.parents for h in hidden):
+                continue
+            if not a.stat().st_mode & 0o001:
+                return False
+    except OSError:
+        return False
+    return True
 
 
 def read_output(f: Path, owned: int = 3):
