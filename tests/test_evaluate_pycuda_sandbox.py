@@ -22,7 +22,7 @@ import pytest
 
 from evaluate_fakes import FIXTURES
 from mepgen.evaluate import l2_flush, sandbox
-from mepgen.evaluate.backend import Built, InputSet
+from mepgen.evaluate.backend import Built, InputSet, TimingPlan
 from mepgen.evaluate.pycuda_backend import PycudaBackend
 from mepgen.evaluate.results import CompileInfo
 from mepgen.evaluate.store import Store
@@ -140,6 +140,14 @@ def test_the_worker_runs_confined_and_gets_only_its_inputs(ws, tmp_path, monkeyp
         # the in/out buffer comes back as the input set's values (the stand-in's launch does nothing): the
         # input set reached the worker through the descriptors, though its folder is out of its reach
         np.testing.assert_array_equal(out.outputs["y"], np.load(ws["inputs"].data_dir / "y.npy"))
+        # a timing session with the perturbation re-check: the largest reply, through the same protocol
+        other = Built(kernel, kernel, "k2", CompileInfo(), "", axpy_desc())
+        t = be.time(other, Built(kernel, kernel, "k", CompileInfo(), "", axpy_desc()), ws["inputs"],
+                    TimingPlan(warmup=1, reps=3, rounds=2, perturb_seed=5), tmp_path / "scratch")
+        assert t.fault is None, t.fault
+        assert [len(r) for r in t.baseline_rounds] == [3, 3] and [len(r) for r in t.candidate_rounds] == [3, 3]
+        assert t.after["y"].dtype == np.float32 and t.after["y"].shape == out.outputs["y"].shape
+        assert t.perturbed_buffers == 2 and set(t.perturbed) == set(t.perturbed_ref) == {"y"}
         found = probe_of(be)
     finally:
         be.close()
