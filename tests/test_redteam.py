@@ -386,3 +386,11 @@ def test_limits_need_no_preexec_where_prlimit_is_installed(workspace, monkeypatc
     monkeypatch.setattr(sandbox, "prlimit_executable", lambda: None)
     assert sandbox.Confinement("rlimits").preexec() is not None
     assert sandbox.Confinement("rlimits").command(["true"]) == ["true"]
+
+
+@pytest.mark.parametrize("level", sandbox.LEVELS)
+def test_a_missing_program_is_said_as_without_the_sandbox(workspace, level):
+    """Whatever runs in front of it (bwrap, unshare, prlimit), a program that does not exist is a
+    FileNotFoundError, as Popen says it, so the compiler's absence reads "nvcc not found"."""
+    with pytest.raises(FileNotFoundError):
+        process.run(["mepgen-no-such-program"], 10, confine=confined(workspace, level=level))
