@@ -188,11 +188,15 @@ def main() -> int:
             os.close(fd)
     py_rows.append(("seccomp descriptor (memfd, per start)", median_ms(descriptor, n)))
 
-    record = {"host": platform.node(), "level": level, "why_not_stronger": why, "n": n,
+    try:      # bwrap copies the mount table and binds / recursively: its start grows with the mounts
+        mounts = len(Path("/proc/self/mountinfo").read_text().splitlines())
+    except OSError:
+        mounts = None
+    record = {"host": platform.node(), "level": level, "why_not_stronger": why, "n": n, "mounts": mounts,
               "starts_ms": dict(rows), "python_side_ms": dict(py_rows)}
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "sandbox_start_cost.json").write_text(json.dumps(record, indent=1))
-    md = [f"# What one confined start costs ({platform.node()}, level {level}, median of {n})", "",
+    md = [f"# What one confined start costs ({platform.node()}, level {level}, median of {n}, {mounts} mounts)", "",
           "| process start | ms |", "|---|---|"]
     md += [f"| {k} | {v:.2f} |" for k, v in rows]
     md += ["", "| Python side | ms |", "|---|---|"]
