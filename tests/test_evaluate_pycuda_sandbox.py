@@ -77,7 +77,8 @@ def assert_contained(found: dict, plan: dict) -> None:
 
 def axpy_desc() -> dict:
     return {"entry": "axpy", "constants": [], "shared": 0, "grid": [4096, 1, 1], "block": [256, 1, 1],
-            "params": [{"name": "n", "role": "scalar", "size": 4, "align": 4, "bytes": (1 << 20).to_bytes(4, "little").hex()},
+            "params": [{"name": "n", "role": "scalar", "size": 4, "align": 4,
+                        "bytes": (1 << 20).to_bytes(4, "little").hex()},
                        {"name": "a", "role": "scalar", "size": 4, "align": 4, "bytes": np.float32(0.5).tobytes().hex()},
                        {"name": "x", "role": "in", "size": 8, "align": 8},
                        {"name": "y", "role": "inout", "size": 8, "align": 8}]}

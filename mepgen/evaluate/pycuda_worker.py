@@ -3,9 +3,9 @@
 Started by pycuda_backend.py (`python -m mepgen.evaluate.pycuda_worker FD DEVICE`, inside the sandbox:
 sandbox.for_worker) and driven over a socket (wire.py: JSON and .npy frames, no pickle): `setup`, `load_set`,
 `load`, `unload`, `run`, `time`, `exit`. Each reply is ["ok", payload], ["cuda_error", message] or
-["error", message]. The worker sees no workspace: cubins come as bytes, input files as open descriptors. After a CUDA error the context is poisoned (errors are sticky), so the worker
-replies and exits; the parent starts a fresh one. Reference outputs never enter this process: it returns
-outputs and the parent compares them.
+["error", message]. The worker sees no workspace: cubins come as bytes, input files as open descriptors.
+After a CUDA error the context is poisoned (errors are sticky), so the worker replies and exits; the parent
+starts a fresh one. Reference outputs never enter this process: it returns outputs and the parent compares them.
 
 Every launch follows the harness protocol: outputs poisoned (floats 0xFF bytes = NaN, integers 0xA5),
 in/out buffers reset from the input set's device copy, constants set, then optionally the L2 flushed (the

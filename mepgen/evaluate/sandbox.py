@@ -62,10 +62,11 @@ class Limits:
         """(resource, prlimit's option, value) for each limit, clamped to this process's hard limits (which
         the child inherits: a value above them would be refused)."""
         out = []
+        data = int(self.data_bytes or machine_memory() * 3 // 4)
+        tasks = int(self.tasks or tasks_now() + EXTRA_TASKS)
         for which, option, value in ((resource.RLIMIT_CORE, "--core", 0),
                                      (resource.RLIMIT_FSIZE, "--fsize", int(self.file_bytes)),
-                                     (resource.RLIMIT_DATA, "--data", int(self.data_bytes or machine_memory() * 3 // 4)),
-                                     (resource.RLIMIT_NPROC, "--nproc", int(self.tasks or tasks_now() + EXTRA_TASKS))):
+                                     (resource.RLIMIT_DATA, "--data", data), (resource.RLIMIT_NPROC, "--nproc", tasks)):
             try:
                 _, hard = resource.getrlimit(which)
             except (ValueError, OSError):
@@ -394,8 +395,9 @@ def library_paths(hidden: list[Path]) -> list[Path]:
             p = Path(e).resolve()
         except OSError:
             continue
-        if (p.is_dir() and p not in out and workspace_of(p) is None and not any(h == p or p in h.parents for h in hidden)
-                and any(h in p.parents for h in hidden)):
+        holds_hidden = any(h == p or p in h.parents for h in hidden)
+        if p.is_dir() and p not in out and workspace_of(p) is None and not holds_hidden and any(h in p.parents
+                                                                                                for h in hidden):
             out.append(p)
     return out
 
@@ -407,7 +409,8 @@ def python_paths(hidden: list[Path], packages=WORKER_PACKAGES) -> list[Path]:
     a whole: only the `packages` found in it are."""
     import importlib.util
     import sys
-    roots = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.executable).resolve().parent.parent]
+    roots = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix),
+             Path(sys.executable).resolve().parent.parent]
     entries = [Path(e) if e else Path.cwd() for e in sys.path]
     out: list[Path] = []
     for p in [*roots, *entries]:
@@ -436,9 +439,8 @@ def python_paths(hidden: list[Path], packages=WORKER_PACKAGES) -> list[Path]:
 
 def for_worker(level: str, hide=(), gpu: bool = True) -> Confinement:
     """The pycuda worker: it reads the Python installation and packages it imports (python_paths) and the
-    libraries LD_LIBRARY_PATH names in hidden folders (library_paths), nothing
-    of any workspace (its input files come as open descriptors, its cubins as bytes), writes only its own
-    empty /tmp, sees the GPU."""
+    libraries LD_LIBRARY_PATH names in hidden folders (library_paths), nothing of any workspace (its input
+    files come as open descriptors, its cubins as bytes), writes only its own empty /tmp, sees the GPU."""
     hide = sorted({w for w in map(workspace_of, hide) if w is not None} | {Path(h).resolve() for h in hide
                                                                            if workspace_of(h) is None})
     hidden = _hidden(tuple(hide))

@@ -1,7 +1,7 @@
 """A probe the pycuda worker runs at its start (tests only: this folder is put on its path): it stands for a
 worker that candidate code has subverted, and tries what such code would. It reads the plan from
-MEPGEN_TEST_PROBE (JSON: files to read, folders to list (their entries: none, or None when out of reach), files to write, a local port to connect to) and
-prints what succeeded on stderr as one line `MEPGEN-PROBE {json}`."""
+MEPGEN_TEST_PROBE (JSON: files to read, folders to list, files to write, a local port to connect to) and prints
+what it reached on stderr as one line `MEPGEN-PROBE {json}` (a folder's entries: None when out of reach)."""
 import json
 import os
 import socket
