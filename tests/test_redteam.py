@@ -298,9 +298,13 @@ def test_load_time_code_in_the_real_harness_is_contained(workspace, monkeypatch)
 # --- on a GPU: the whole evaluator on an example's MEP ---------------------------------------------------
 
 @pytest.mark.gpu
-def test_the_evaluator_gives_every_candidate_its_verdict(tmp_path):
+@pytest.mark.parametrize("backend", ["native", "pycuda"])
+def test_the_evaluator_gives_every_candidate_its_verdict(tmp_path, backend):
     """Rules-refused candidates never build; the endless kernel is killed on time; the honest ones pass,
-    built and run inside the sandbox (which therefore lets the GPU through)."""
+    built and run inside the sandbox (which therefore lets the GPU through): on both backends, the pycuda
+    worker confined too."""
+    if backend == "pycuda":
+        pytest.importorskip("pycuda", reason="the pycuda backend needs mepgen[gpu]")
     sys.path.insert(0, str(HERE.parent / "bench"))
     import adversarial
     from mepgen.evaluate import Evaluator, Options
@@ -314,7 +318,7 @@ def test_the_evaluator_gives_every_candidate_its_verdict(tmp_path):
         f = tmp_path / name
         f.write_text(text_of(name))
         files.append((name, f))
-    ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options(backend="native", rounds=2, reps=10, run_timeout=20.0,
+    ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options(backend=backend, rounds=2, reps=10, run_timeout=20.0,
                                                              use_cache=False))
     try:
         ev.prepare()
@@ -326,7 +330,7 @@ def test_the_evaluator_gives_every_candidate_its_verdict(tmp_path):
         got = {"rejected_by_rules": "rules", "ok": "ok"}.get(r.status, r.status)
         if r.status == "runtime_fault" and r.fault is not None and r.fault.kind == "timeout":
             got = "timeout"
-        if got != expect or r.sandbox != ev.sandbox:
+        if got != expect or r.sandbox != ev.sandbox or r.backend != backend:
             wrong.append(f"{name}: expected {expect}, got {r.status} ({r.feedback()[:200]}) under {r.sandbox}")
     assert not wrong, "\n".join(wrong)
 
