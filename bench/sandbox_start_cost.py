@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -203,6 +204,7 @@ def main() -> int:
     md += [f"| {k} | {v:.3f} |" for k, v in py_rows]
     (args.out_dir / "sandbox_start_cost.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
+    shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
