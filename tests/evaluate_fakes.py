@@ -84,26 +84,34 @@ def install(monkeypatch, bandwidth_gbs: float = 1000.0) -> None:
 
 
 def fake_worker_main(conn, device: int) -> None:
-    """Stands in for pycuda_worker.main in a spawned process: behaves as the module key says."""
+    """Stands in for pycuda_worker.main in the worker process (PycudaBackend.entry = FAKE_WORKER): speaks the
+    same protocol (wire.py) and behaves as the module key says."""
     import os
     import signal
     import time
 
     import numpy as np
 
-    conn.send(("ok", {"device": "FAKE GPU"}))
+    from mepgen.evaluate import wire
+
+    me = int.from_bytes(os.urandom(3), "little")   # who answers (the PID is 2 in every sandboxed worker)
+    wire.send(conn, ["ok", {"device": "FAKE GPU"}])
     while True:
         try:
-            msg = conn.recv()
+            msg = wire.recv(conn)
         except EOFError:
             return
         op = msg[0]
         if op == "exit":
             return
         if op == "setup":
-            conn.send(("ok", {"device": "FAKE GPU", "l2_bytes": 1 << 20}))
-        elif op in ("load_set", "load", "unload"):
-            conn.send(("ok", None))
+            wire.send(conn, ["ok", {"device": "FAKE GPU", "l2_bytes": 1 << 20}])
+        elif op == "load_set":
+            for fd in wire.recv_fds(conn, len(msg[2]) + len(msg[3])):
+                os.close(fd)
+            wire.send(conn, ["ok", None])
+        elif op in ("load", "unload"):
+            wire.send(conn, ["ok", None])
         elif op == "run":
             key = msg[1]
             if key == "hang":
@@ -111,7 +119,34 @@ def fake_worker_main(conn, device: int) -> None:
             if key == "segv":
                 os.kill(os.getpid(), signal.SIGSEGV)
             if key == "illegal":
-                conn.send(("cuda_error", "cuCtxSynchronize failed: an illegal memory access was encountered"))
+                wire.send(conn, ["cuda_error", "cuCtxSynchronize failed: an illegal memory access was encountered"])
                 os._exit(3)
-            conn.send(("ok", {"outputs": {"y": np.full(4, os.getpid(), np.float32)}, "inputs_changed": [],
-                              "device": "FAKE GPU"}))
+            wire.send(conn, ["ok", {"outputs": {"y": np.full(4, me, np.float32)}, "inputs_changed": [],
+                                    "device": "FAKE GPU"}])
+
+
+FAKE_WORKER = "evaluate_fakes:fake_worker_main"
+
+
+def rogue_worker_main(conn, device: int) -> None:
+    """A worker that candidate code took over: it answers with a pickle that would run code in mepgen."""
+    import os
+    import pickle
+
+    from mepgen.evaluate import wire
+
+    class Payload:      # unpickled, it creates the file MEPGEN_TEST_PWNED names
+        def __reduce__(self):
+            return (open, (os.environ["MEPGEN_TEST_PWNED"], "w"))
+
+    wire.send(conn, ["ok", {"device": "FAKE GPU"}])
+    while True:
+        try:
+            msg = wire.recv(conn)
+        except EOFError:
+            return
+        if msg[0] == "exit":
+            return
+        if msg[0] == "load_set":
+            wire.recv_fds(conn, len(msg[2]) + len(msg[3]))
+        conn.send_bytes(pickle.dumps(("ok", Payload())))

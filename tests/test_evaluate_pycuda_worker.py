@@ -8,7 +8,7 @@ import pytest
 
 import evaluate_fakes
 from evaluate_fakes import FIXTURES
-from mepgen.evaluate import pycuda_worker
+from mepgen.evaluate import l2_flush, pycuda_worker
 from mepgen.evaluate.backend import Built, InputSet
 from mepgen.evaluate.pycuda_backend import PycudaBackend
 from mepgen.evaluate.results import CompileInfo
@@ -18,10 +18,11 @@ from mepgen.spec import load_spec
 
 @pytest.fixture
 def backend(tmp_path, monkeypatch):
-    monkeypatch.setattr(pycuda_worker, "main", evaluate_fakes.fake_worker_main)
+    monkeypatch.setattr(l2_flush, "build_cubin", lambda arch, folder, timeout: FIXTURES / "axpy" / "kernel.cu")
     spec = load_spec(FIXTURES / "axpy" / "mep.yaml")
     store = Store(tmp_path, spec)
     be = PycudaBackend(spec, tmp_path, tmp_path / "build", run_timeout=2.0, start_timeout=60.0)
+    be.entry = evaluate_fakes.FAKE_WORKER
     yield be, InputSet(0, store.input_set(0))
     be.close()
 
@@ -34,8 +35,8 @@ def test_worker_faults_are_results_and_the_worker_restarts(backend, tmp_path):
     be, inputs = backend
     first = be.run(built("good"), inputs, tmp_path)
     assert first.fault is None and first.record["device"] == "FAKE GPU"
-    pid = int(first.outputs["y"][0])
-    assert be.run(built("good2"), inputs, tmp_path).outputs["y"][0] == pid      # same worker, kept warm
+    me = int(first.outputs["y"][0])
+    assert be.run(built("good2"), inputs, tmp_path).outputs["y"][0] == me       # same worker, kept warm
 
     start = time.monotonic()
     hang = be.run(built("hang"), inputs, tmp_path)
@@ -46,7 +47,7 @@ def test_worker_faults_are_results_and_the_worker_restarts(backend, tmp_path):
     assert illegal.fault.kind == "illegal_address" and "illegal memory access" in illegal.fault.message
 
     after = be.run(built("good"), inputs, tmp_path)
-    assert after.fault is None and int(after.outputs["y"][0]) != pid            # a fresh worker
+    assert after.fault is None and int(after.outputs["y"][0]) != me             # a fresh worker
 
 
 def test_argument_buffer_follows_each_parameter_alignment():

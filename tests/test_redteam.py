@@ -326,9 +326,13 @@ def test_load_time_code_in_the_real_harness_is_contained(workspace, monkeypatch)
 # --- on a GPU: the whole evaluator on an example's MEP ---------------------------------------------------
 
 @pytest.mark.gpu
-def test_the_evaluator_gives_every_candidate_its_verdict(tmp_path):
+@pytest.mark.parametrize("backend", ["native", "pycuda"])
+def test_the_evaluator_gives_every_candidate_its_verdict(tmp_path, backend):
     """Rules-refused candidates never build; the endless kernel is killed on time; the honest ones pass,
-    built and run inside the sandbox (which therefore lets the GPU through)."""
+    built and run inside the sandbox (which therefore lets the GPU through): on both backends, the pycuda
+    worker confined too."""
+    if backend == "pycuda":
+        pytest.importorskip("pycuda", reason="the pycuda backend needs mepgen[gpu]")
     sys.path.insert(0, str(HERE.parent / "bench"))
     import adversarial
     from mepgen.evaluate import Evaluator, Options
@@ -342,7 +346,7 @@ def test_the_evaluator_gives_every_candidate_its_verdict(tmp_path):
         f = tmp_path / name
         f.write_text(text_of(name))
         files.append((name, f))
-    ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options(backend="native", rounds=2, reps=10, run_timeout=20.0,
+    ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options(backend=backend, rounds=2, reps=10, run_timeout=20.0,
                                                              use_cache=False))
     try:
         ev.prepare()
@@ -354,7 +358,7 @@ def test_the_evaluator_gives_every_candidate_its_verdict(tmp_path):
         got = {"rejected_by_rules": "rules", "ok": "ok"}.get(r.status, r.status)
         if r.status == "runtime_fault" and r.fault is not None and r.fault.kind == "timeout":
             got = "timeout"
-        if got != expect or r.sandbox != ev.sandbox:
+        if got != expect or r.sandbox != ev.sandbox or r.backend != backend:
             wrong.append(f"{name}: expected {expect}, got {r.status} ({r.feedback()[:200]}) under {r.sandbox}")
     assert not wrong, "\n".join(wrong)
 
@@ -397,3 +401,28 @@ print("getpid", os.getpid() > 0)
     seen = {ln.split()[0]: ln.split()[1:] for ln in done.stdout.splitlines()}
     assert seen["ptrace"] == ["-1", "1"] and seen["unshare"] == ["-1", "1"], done.stdout + done.stderr   # EPERM
     assert seen["getpid"] == ["True"]
+
+
+def test_limits_need_no_preexec_where_prlimit_is_installed(workspace, monkeypatch):
+    """prlimit sets the limits, so the child starts without a fork of mepgen (whose page tables grow with
+    the input sets and references it holds); without prlimit, setrlimit in preexec_fn sets the same ones."""
+    c = confined(workspace)
+    if sandbox.prlimit_executable() is None:
+        assert c.preexec() is not None
+        pytest.skip("util-linux prlimit is not installed")
+    line = c.command(["true"])
+    c.close()
+    assert c.preexec() is None and line[0] == sandbox.prlimit_executable()
+    assert {a.split("=")[0] for a in line[1:line.index("--")]} == {"--core", "--fsize", "--data", "--nproc"}
+    assert "--fsize=1048576" in line and "--core=0" in line
+    monkeypatch.setattr(sandbox, "prlimit_executable", lambda: None)
+    assert sandbox.Confinement("rlimits").preexec() is not None
+    assert sandbox.Confinement("rlimits").command(["true"]) == ["true"]
+
+
+@pytest.mark.parametrize("level", sandbox.LEVELS)
+def test_a_missing_program_is_said_as_without_the_sandbox(workspace, level):
+    """Whatever runs in front of it (bwrap, unshare, prlimit), a program that does not exist is a
+    FileNotFoundError, as Popen says it, so the compiler's absence reads "nvcc not found"."""
+    with pytest.raises(FileNotFoundError):
+        process.run(["mepgen-no-such-program"], 10, confine=confined(workspace, level=level))

@@ -99,8 +99,8 @@ def run(args: list[str], timeout: float, cwd: Path | None = None, env: dict | No
     start = time.monotonic()
     env = candidate_env(env)
     args = [str(a) for a in args]
-    if confine is not None and confine.level in ("bwrap", "unshare") and shutil.which(args[0]) is None:
-        raise FileNotFoundError(args[0])          # as Popen would say without the sandbox
+    if confine is not None and confine.level != "off" and shutil.which(args[0]) is None:
+        raise FileNotFoundError(args[0])          # as Popen would say without the sandbox (or prlimit) in front
     if confine is not None:
         confine.prepare()
     argv = confine.command(args) if confine is not None else args

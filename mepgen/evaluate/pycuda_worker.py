@@ -1,10 +1,11 @@
 """The pycuda worker process: one CUDA context, the input sets resident on the GPU, kernels from cubins.
 
-Started by pycuda_backend.py (multiprocessing, spawn) and driven over a pipe: `setup`, `load_set`,
-`load`, `unload`, `run`, `time`, `exit`. Each reply is ("ok", payload), ("cuda_error", message) or
-("error", message). After a CUDA error the context is poisoned (errors are sticky), so the worker
-replies and exits; the parent starts a fresh one. Reference outputs never enter this process: it returns
-outputs and the parent compares them.
+Started by pycuda_backend.py (`python -m mepgen.evaluate.pycuda_worker FD DEVICE`, inside the sandbox:
+sandbox.for_worker) and driven over a socket (wire.py: JSON and .npy frames, no pickle): `setup`, `load_set`,
+`load`, `unload`, `run`, `time`, `exit`. Each reply is ["ok", payload], ["cuda_error", message] or
+["error", message]. The worker sees no workspace: cubins come as bytes, input files as open descriptors.
+After a CUDA error the context is poisoned (errors are sticky), so the worker replies and exits; the parent
+starts a fresh one. Reference outputs never enter this process: it returns outputs and the parent compares them.
 
 Every launch follows the harness protocol: outputs poisoned (floats 0xFF bytes = NaN, integers 0xA5),
 in/out buffers reset from the input set's device copy, constants set, then optionally the L2 flushed (the
@@ -22,9 +23,17 @@ import sys
 import numpy as np
 
 from ..spec import PLACEMENT_SPAN
-from . import l2_flush, perturb
+from . import l2_flush, perturb, wire
 
 FLOAT_POISON, INT_POISON = 0xFF, 0xA5
+
+
+def _load(f):
+    try:
+        return np.load(f, allow_pickle=False)
+    finally:
+        if hasattr(f, "close"):
+            f.close()
 
 
 def _align(offset: int, align: int) -> int:
@@ -57,12 +66,13 @@ class State:
 
     # --- state --------------------------------------------------------------------------------------
 
-    def op_setup(self, params: list[dict], flush_cubin: str) -> dict:
-        """params: name, role, dtype, count (in kernel order); flush_cubin: the L2 flush kernel (l2_flush.py)."""
+    def op_setup(self, params: list[dict], flush_cubin: bytes) -> dict:
+        """params: name, role, dtype, count (in kernel order); flush_cubin: the L2 flush kernel (l2_flush.py),
+        its bytes (the worker sees no build folder)."""
         self.params = params
         self.perturbed = sorted((p for p in params if p.get("perturb") is not None), key=lambda p: p["perturb"])
         self.perturbed = [p["name"] for p in self.perturbed]
-        self.flush_module = self.cuda.module_from_file(flush_cubin)
+        self.flush_module = self.cuda.module_from_buffer(flush_cubin)
         self.flush_fn = self.flush_module.get_function(l2_flush.KERNEL)
         for p in params:
             if p["role"] in ("out", "inout"):
@@ -84,10 +94,11 @@ class State:
         return (int(raw) + PLACEMENT_SPAN - 1) // PLACEMENT_SPAN * PLACEMENT_SPAN + (placement or 0)
 
     def op_load_set(self, k: int, inputs: dict, consts: dict) -> None:
-        """inputs: name -> .npy path; consts: file stem -> .npy path (input set k's files)."""
+        """inputs: name -> .npy file; consts: file stem -> .npy file (input set k's files: open files passed
+        as descriptors, as the worker sees no workspace; or paths)."""
         cuda = self.cuda
-        inputs = {name: np.load(path, allow_pickle=False) for name, path in inputs.items()}
-        consts = {stem: np.load(path, allow_pickle=False) for stem, path in consts.items()}
+        inputs = {name: _load(f) for name, f in inputs.items()}
+        consts = {stem: _load(f) for stem, f in consts.items()}
         s = {"host": inputs, "dev": {}, "const": {}}
         placement = {p["name"]: p.get("placement") for p in self.params}
         for name, arr in inputs.items():
@@ -100,9 +111,10 @@ class State:
             s["const"][stem] = (buf, arr.nbytes)
         self.sets[k] = s
 
-    def op_load(self, key: str, cubin: str, desc: dict) -> None:
+    def op_load(self, key: str, cubin: bytes, desc: dict) -> None:
+        """cubin: the module's bytes (the worker sees no build folder)."""
         cuda = self.cuda
-        module = cuda.module_from_file(cubin)
+        module = cuda.module_from_buffer(cubin)
         consts = []
         for c in desc["constants"]:
             ptr, size = module.get_global(c["symbol"])
@@ -277,6 +289,14 @@ class State:
                 "perturbed_ref": perturbed_ref, "perturbed_buffers": len(self.perturbed) if seed is not None else 0}
 
 
+def _receive_files(conn, msg: list) -> list:
+    """load_set's files come as descriptors after the message (wire.send_fds): name -> open file."""
+    _, k, inputs, consts = msg
+    fds = wire.recv_fds(conn, len(inputs) + len(consts))
+    files = [os.fdopen(fd, "rb") for fd in fds]
+    return ["load_set", k, dict(zip(inputs, files[:len(inputs)])), dict(zip(consts, files[len(inputs):]))]
+
+
 def main(conn, device: int) -> None:
     """Serve requests until `exit`, a closed pipe, or a CUDA error (after which the context is unusable)."""
     # `device` is nvidia-smi's index (devices.list_gpus), as the native harness gets it: this process sees
@@ -288,25 +308,48 @@ def main(conn, device: int) -> None:
         cuda.init()
         state = State(cuda, 0)
     except Exception as e:  # no pycuda, no driver, no device: the parent reports it in one line
-        conn.send(("error", f"cannot start the pycuda worker: {type(e).__name__}: {e}"))
+        wire.send(conn, ["error", f"cannot start the pycuda worker: {type(e).__name__}: {e}"])
         return
-    conn.send(("ok", {"device": state.device_name}))
+    wire.send(conn, ["ok", {"device": state.device_name}])
     while True:
         try:
-            msg = conn.recv()
+            msg = wire.recv(conn)
         except EOFError:
             break
         if msg[0] == "exit":
             break
         try:
-            conn.send(("ok", getattr(state, "op_" + msg[0])(*msg[1:])))
+            if msg[0] == "load_set":
+                msg = _receive_files(conn, msg)
+            wire.send(conn, ["ok", getattr(state, "op_" + msg[0])(*msg[1:])])
         except cuda.Error as e:
-            conn.send(("cuda_error", str(e)))
+            wire.send(conn, ["cuda_error", str(e)])
             sys.stdout.flush()
             os._exit(3)     # the context is poisoned; skip destructors that would touch it
         except Exception as e:  # a request the worker cannot serve: say why, keep serving
-            conn.send(("error", f"{type(e).__name__}: {e}"))
+            wire.send(conn, ["error", f"{type(e).__name__}: {e}"])
     try:
         state.ctx.pop()
     except Exception:
         pass
+
+
+def serve(argv: list[str]) -> None:
+    """`python -m mepgen.evaluate.pycuda_worker FD DEVICE [MODULE:FUNCTION]`: serve the socket FD (a
+    multiprocessing Connection's end, passed by pycuda_backend) with `main`, or with another entry (tests)."""
+    from multiprocessing.connection import Connection
+    fd, device = int(argv[0]), int(argv[1])
+    entry = main
+    if len(argv) > 2:
+        import importlib
+        module, _, function = argv[2].partition(":")
+        entry = getattr(importlib.import_module(module), function)
+    conn = Connection(fd)
+    try:
+        entry(conn, device)
+    finally:
+        conn.close()
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1:])

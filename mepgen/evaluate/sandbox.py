@@ -12,8 +12,9 @@ through `Confinement.command()` + `Confinement.preexec()` (process.run does both
 - `unshare` (util-linux): new user, PID, IPC and network namespaces: no network and no view of other
   processes, but the file system is the user's (read and write).
 - `rlimits`: only the resource limits below.
-Every level sets resource limits with setrlimit: no core files, a cap on the size of any file written
-(stdout included: process.run writes it to a file), on data memory, on the number of tasks.
+Every level sets resource limits (util-linux's prlimit, else setrlimit before exec): no core files, a cap on the
+size of any file written (stdout included: process.run writes it to a file), on data memory, on the number of
+tasks.
 
 `evaluate.sandbox` in the config: `auto` takes the strongest level that works here (probed once); `require`
 refuses to run below `bwrap`; `off` runs candidates with the user's full rights.
@@ -57,19 +58,41 @@ class Limits:
     data_bytes: int | None = None            # RLIMIT_DATA; None: 3/4 of the machine's memory
     tasks: int | None = None                 # RLIMIT_NPROC; None: the tasks now + EXTRA_TASKS
 
-    def apply(self) -> None:
-        """In the child, before exec (preexec_fn): set the limits; soft = hard so the child cannot raise them."""
-        def cap(which, value):
+    def values(self) -> list[tuple[int, str, int]]:
+        """(resource, prlimit's option, value) for each limit, clamped to this process's hard limits (which
+        the child inherits: a value above them would be refused)."""
+        out = []
+        data = int(self.data_bytes or machine_memory() * 3 // 4)
+        tasks = int(self.tasks or tasks_now() + EXTRA_TASKS)
+        for which, option, value in ((resource.RLIMIT_CORE, "--core", 0),
+                                     (resource.RLIMIT_FSIZE, "--fsize", int(self.file_bytes)),
+                                     (resource.RLIMIT_DATA, "--data", data), (resource.RLIMIT_NPROC, "--nproc", tasks)):
             try:
                 _, hard = resource.getrlimit(which)
-                value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            except (ValueError, OSError):
+                continue
+            out.append((which, option, value if hard == resource.RLIM_INFINITY else min(value, hard)))
+        return out
+
+    def prefix(self) -> list[str]:
+        """util-linux's prlimit setting the limits (soft = hard) and running the command: no preexec_fn, so the
+        child starts with vfork, not a fork that copies mepgen's page tables (milliseconds per GiB of input
+        sets and references that mepgen holds)."""
+        return [prlimit_executable(), *(f"{option}={value}" for _, option, value in self.values()), "--"]
+
+    def apply(self) -> None:
+        """In the child, before exec (preexec_fn; where prlimit is missing): set the limits; soft = hard so the
+        child cannot raise them."""
+        for which, _, value in self.values():
+            try:
                 resource.setrlimit(which, (value, value))
             except (ValueError, OSError):
                 pass
-        cap(resource.RLIMIT_CORE, 0)
-        cap(resource.RLIMIT_FSIZE, int(self.file_bytes))
-        cap(resource.RLIMIT_DATA, int(self.data_bytes or machine_memory() * 3 // 4))
-        cap(resource.RLIMIT_NPROC, int(self.tasks or tasks_now() + EXTRA_TASKS))
+
+
+@lru_cache(maxsize=None)
+def prlimit_executable() -> str | None:
+    return shutil.which("prlimit")
 
 
 def machine_memory() -> int:
@@ -123,6 +146,7 @@ class Confinement:
     gpu: bool = False                                    # bind the GPU's device nodes
     limits: Limits = field(default_factory=Limits)
     keep_root: bool = False                              # as root, stay root (Nsight Compute's counters need it)
+    seccomp: bool = True                                 # the seccomp filter (Nsight Compute needs what it refuses)
     pass_fds: list[int] = field(default_factory=list)    # descriptors the command names (the seccomp program)
 
     @property
@@ -133,12 +157,14 @@ class Confinement:
                 and all(_open_to_others(p) for p in self.read))
 
     def command(self, args: list[str]) -> list[str]:
-        """The command line; under bwrap it may name a descriptor: pass `pass_fds` to the child, then close()."""
+        """The command line; under bwrap it may name a descriptor: pass `pass_fds` to the child, then close().
+        Every level but `off` starts with prlimit where installed (else preexec() sets the limits)."""
+        limits = self.limits.prefix() if self.level != "off" and prlimit_executable() else []
         if self.level == "bwrap":
-            return bwrap_prefix(self) + ["--", *args]
+            return limits + bwrap_prefix(self) + ["--", *args]
         if self.level == "unshare":
-            return unshare_prefix() + ["--", *args]
-        return list(args)
+            return limits + unshare_prefix() + ["--", *args]
+        return limits + list(args)
 
     def close(self) -> None:
         for fd in self.pass_fds:
@@ -156,7 +182,7 @@ class Confinement:
                 os.chown(p, NOBODY, NOBODY)
 
     def preexec(self):
-        return None if self.level == "off" else self.limits.apply
+        return None if self.level == "off" or prlimit_executable() else self.limits.apply
 
 
 @lru_cache(maxsize=None)
@@ -202,7 +228,7 @@ def bwrap_prefix(c: Confinement) -> list[str]:
                 "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         cmd += ["--unshare-all", "--cap-drop", "ALL"]
-    if not c.keep_root:             # (Nsight Compute needs what the filter refuses)
+    if c.seccomp:
         fd = seccomp_filter.open_fd()
         if fd is not None:
             c.pass_fds.append(fd)
@@ -363,6 +389,98 @@ def for_run(level: str, args: list, out_dir: Path, file_bytes: int, gpu: bool = 
     hide = {w for w in (workspace_of(out_dir), *map(workspace_of, read)) if w is not None}
     return Confinement(level, read=read, write=[out_dir], hide=sorted(hide), gpu=gpu,
                        limits=Limits(file_bytes=file_bytes))
+
+
+#: the largest file the pycuda worker may write (it writes none; its stderr goes to a file)
+WORKER_FILE_LIMIT = 64 << 20
+#: the packages the pycuda worker imports, bound alone when the folder holding them cannot be
+WORKER_PACKAGES = ("mepgen", "numpy", "pycuda")
+
+
+def library_paths(hidden: list[Path]) -> list[Path]:
+    """LD_LIBRARY_PATH's folders that the sandbox would hide (a driver or a CUDA library unpacked under /tmp or
+    home), except those holding or inside a workspace."""
+    out = []
+    for e in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep):
+        if not e:
+            continue
+        try:
+            p = Path(e).resolve()
+        except OSError:
+            continue
+        holds_hidden = any(h == p or p in h.parents for h in hidden)
+        if p.is_dir() and p not in out and workspace_of(p) is None and not holds_hidden and any(h in p.parents
+                                                                                                for h in hidden):
+            out.append(p)
+    return out
+
+
+def python_paths(hidden: list[Path], packages=WORKER_PACKAGES) -> list[Path]:
+    """What a Python child of this interpreter reads: its installation and every folder on sys.path (site
+    folders, PYTHONPATH entries: a wheel unpacked under /tmp, say). A folder that holds a hidden one (the
+    current folder above an application's `.mepgen`, the home folder) or lies in a workspace is not bound as
+    a whole: only the `packages` found in it are."""
+    import importlib.util
+    import sys
+    roots = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix),
+             Path(sys.executable).resolve().parent.parent]
+    entries = [Path(e) if e else Path.cwd() for e in sys.path]
+    out: list[Path] = []
+    for p in [*roots, *entries]:
+        try:
+            p = p.resolve()
+        except OSError:
+            continue
+        if not p.exists() or p in out or p == Path("/"):
+            continue
+        if workspace_of(p) is not None:
+            continue
+        if any(h == p or p in h.parents for h in hidden):
+            for name in packages:
+                try:
+                    spec = importlib.util.find_spec(name)
+                except (ImportError, ValueError):
+                    continue
+                for loc in (spec.submodule_search_locations or []) if spec else []:
+                    loc = Path(loc).resolve()
+                    if p in loc.parents and workspace_of(loc) is None and loc not in out:
+                        out.append(loc)
+            continue
+        out.append(p)
+    return out
+
+
+def for_worker(level: str, hide=(), gpu: bool = True) -> Confinement:
+    """The pycuda worker: it reads the Python installation and packages it imports (python_paths) and the
+    libraries LD_LIBRARY_PATH names in hidden folders (library_paths), nothing of any workspace (its input
+    files come as open descriptors, its cubins as bytes), writes only its own empty /tmp, sees the GPU."""
+    hide = sorted({w for w in map(workspace_of, hide) if w is not None} | {Path(h).resolve() for h in hide
+                                                                           if workspace_of(h) is None})
+    hidden = _hidden(tuple(hide))
+    read = python_paths(hidden) + library_paths(hidden)
+    # as root the worker runs as `nobody`, unless a folder it imports from is closed to other users (a wheel
+    # unpacked into a folder of mode 0700): then as root inside its namespaces, without capabilities
+    keep_root = os.geteuid() == 0 and not all(open_to_others(p, hidden) for p in read)
+    return Confinement(level, read=read, hide=hide, gpu=gpu, limits=Limits(file_bytes=WORKER_FILE_LIMIT),
+                       keep_root=keep_root)
+
+
+def open_to_others(p: Path, hidden: list[Path]) -> bool:
+    """Whether another user can use `p` inside the sandbox: read it (a folder: list and enter it) and enter the
+    folders above it; those in a hidden folder are the sandbox's own (mode 0755)."""
+    try:
+        p = Path(p).resolve()
+        need = 0o005 if p.is_dir() else 0o004
+        if p.stat().st_mode & need != need:
+            return False
+        for a in p.parents:
+            if any(h == a or h in a.parents for h in hidden):
+                continue
+            if not a.stat().st_mode & 0o001:
+                return False
+    except OSError:
+        return False
+    return True
 
 
 def read_output(f: Path, owned: int = 3):
