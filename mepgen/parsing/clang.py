@@ -63,11 +63,17 @@ def parse_args(tu_args: list[str], language: str = "cuda") -> list[str]:
             *NVCC_LENIENCY, "-ferror-limit=0", "-D__MEPGEN_PARSE__=1"]
 
 
+_KEEP_GOING = 0x200         # CXTranslationUnit_KeepGoing (clang-c/Index.h); cindex has no name for it
+
+
 def parse(path: Path, tu_args: list[str], unsaved: list[tuple[str, str]] | None = None):
     """Parse one file; returns the TranslationUnit (libclang keeps going past errors)."""
     ci = cindex()
     index = ci.Index.create()
-    options = ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD  # macro definitions and expansions
+    # macro definitions and expansions; and keep going after a fatal error (a header the parse cannot find,
+    # `<thrust/scan.h>`): clang otherwise stops instantiating templates for the rest of the file, so every
+    # `cudaMalloc(&p, n)` (a template overload) and templated call after the include became an invalid expression
+    options = ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD | _KEEP_GOING
     try:
         return index.parse(str(path), args=parse_args(tu_args), unsaved_files=unsaved, options=options)
     except ci.TranslationUnitLoadError as e:
