@@ -142,6 +142,9 @@ class Resolver:
         k = c.kind.name
         if c.extent.start.file is not None and c.extent.end.offset <= c.extent.start.offset:
             return self.tokens_expr([t.spelling for t in c.get_tokens()])   # inside a macro argument
+        expanded = self._macro_call(c)
+        if expanded is not None:
+            return self.tokens_expr(expanded)
         if k in _LITERALS or not self._has_refs(c):
             return self.p.text(c) or None
         if k == "DECL_REF_EXPR":
@@ -158,6 +161,18 @@ class Resolver:
         if k in _SPLICE or k == "CXX_UNARY_EXPR":
             return self._splice(c)
         return None
+
+    def _macro_call(self, c) -> list[str] | None:
+        """The expanded tokens of a cursor that is exactly one invocation of a function-like macro of the
+        application (`NUM_BLOCKS(n, TPB)`, mep/fnmacro.py), else None."""
+        from . import fnmacro
+        macros = getattr(self.p, "function_macros", {})
+        if not macros or c.extent.start.file is None:
+            return None
+        toks = fnmacro.tokens(self.p.text(c))
+        if not fnmacro.invocation(toks, macros):
+            return None
+        return fnmacro.expand(toks, macros)
 
     def _element(self, c) -> str | None:
         """`local[1]` of an array initialized with a brace list (`size_t ls[2] = {BX, BY}`): that item; an
