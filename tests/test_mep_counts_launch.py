@@ -90,3 +90,84 @@ def test_a_variadic_macro_in_a_launch_stays_a_todo(tmp_path):
     """)
     s = _spec(app, "fill")
     assert "launch" in _fields(s)
+
+
+_UNGUARDED = """
+    __global__ void add(float* out, const float* a, const float* b)
+    {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        out[i] = a[i] + b[i];                 // no bound check: only the allocations tell the counts
+    }
+"""
+
+
+def test_buffers_from_allocating_helpers(tmp_path):
+    """A helper that returns the buffer it allocates (a template, its size a parameter), one that allocates
+    through its pointer parameter, and a buffer assigned after its declaration: each count is the helper's
+    byte count with its parameters bound to the call's arguments."""
+    app = make_app(tmp_path, _UNGUARDED + """
+        #define CELLS 6000
+        template <typename T> T* device_array(int len)
+        {
+            T* p;
+            cudaMalloc((void**)&p, sizeof(T) * len);
+            return p;
+        }
+        void make(float** where, int len) { cudaMalloc((void**)where, len * sizeof(float)); }
+        void step(float* out, const float* a, const float* b, int n) { add<<<n / 128, 128>>>(out, a, b); }
+        int main()
+        {
+            float* a = device_array<float>(CELLS * 3);
+            float* b;
+            make(&b, CELLS * 2);
+            float* out;
+            out = device_array<float>(CELLS);
+            step(out, a, b, CELLS);
+            return 0;
+        }
+    """)
+    s = _spec(app, "add")
+    assert [s.param(n).count.replace(" ", "") for n in ("out", "a", "b")] == ["CELLS", "CELLS*3", "CELLS*2"]
+    assert not any(f.endswith(".count") for f in _fields(s))
+
+
+def test_buffers_kept_as_members_or_in_an_array(tmp_path):
+    """Buffers that are members of a class, allocated in its constructor from the constructor's parameter, and
+    two buffers of a small array allocated alike (ping-pong): counts from those allocations. Two elements
+    allocated with different sizes are not chosen between: that count stays a todo."""
+    app = make_app(tmp_path, _UNGUARDED + """
+        struct Solver {
+            float* a; float* b; float* out; int n;
+            Solver(int len) : n(len)
+            {
+                cudaMalloc(&a, len * sizeof(float));
+                cudaMalloc(&b, len * sizeof(float));
+                cudaMalloc(&this->out, 2 * len * sizeof(float));
+            }
+            void run() { add<<<n / 64, 64>>>(out, a, b); }
+        };
+        __global__ void copy(float* dst, const float* src) { dst[threadIdx.x] = src[threadIdx.x]; }
+        int main()
+        {
+            Solver s(4096);
+            s.run();
+            float* buf[2];
+            float* odd[2];
+            cudaMalloc(&buf[0], 512 * sizeof(float));
+            cudaMalloc(&buf[1], 512 * sizeof(float));
+            cudaMalloc(&odd[0], 512 * sizeof(float));
+            cudaMalloc(&odd[1], 256 * sizeof(float));
+            int src = 0;
+            for (int t = 0; t < 4; t++) {
+                copy<<<1, 256>>>(buf[1 - src], odd[src]);
+                src = 1 - src;
+            }
+            return 0;
+        }
+    """)
+    s = _spec(app, "add")
+    assert [s.param(n).count.replace(" ", "") for n in ("out", "a", "b")] == ["2*4096", "4096", "4096"]
+    assert not any(f.endswith(".count") for f in _fields(s))
+    c = _spec(app, "copy")
+    assert c.param("dst").count == "512"
+    assert "params[1].count" in _fields(c)          # odd[0] and odd[1] disagree: no count chosen

@@ -13,7 +13,7 @@ from .. import cexpr
 from ..spec import C_TYPES, Init, Param, Todo
 from . import counts
 from .access import KernelFacts, only_upper_bounds
-from .origins import allocation
+from .allocs import allocation
 from .resolve import Resolver
 
 DEFAULT_SIZE = 1 << 20          # default of a size symbol nothing traces (always paired with a todo)
