@@ -171,3 +171,34 @@ def test_buffers_kept_as_members_or_in_an_array(tmp_path):
     c = _spec(app, "copy")
     assert c.param("dst").count == "512"
     assert "params[1].count" in _fields(c)          # odd[0] and odd[1] disagree: no count chosen
+
+
+def test_sizeof_of_the_applications_own_types(tmp_path):
+    """`sizeof(Pair)` in a launch and `sizeof(real)` (a typedef) in a byte count: the MEP's size arithmetic has
+    no such types, so their sizes are the ones clang computes; `sizeof(float)` stays as written."""
+    app = make_app(tmp_path, """
+        #define N 8192
+        struct Pair { double lo, hi; };
+        typedef float real;
+        __global__ void lows(real* v, const Pair* q)
+        {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            v[i] = (real)q[i].lo;
+        }
+        int main()
+        {
+            real* v;
+            Pair* q;
+            cudaMalloc(&v, N * sizeof(real));
+            cudaMalloc(&q, N * sizeof(Pair));
+            const int per_block = 512 / sizeof(Pair);
+            lows<<<N / per_block, per_block>>>(v, q);
+            return 0;
+        }
+    """)
+    s = _spec(app, "lows")
+    assert "launch" not in _fields(s) and not any(f.endswith(".count") for f in _fields(s))
+    from mepgen import cexpr
+    assert cexpr.evaluate(s.launch.grid[0], s.sizes) == 8192 // 32
+    assert cexpr.evaluate(s.launch.block[0], s.sizes) == 32
+    assert s.param("v").count == "N"

@@ -145,6 +145,10 @@ class Resolver:
         expanded = self._macro_call(c)
         if expanded is not None:
             return self.tokens_expr(expanded)
+        if k == "CXX_UNARY_EXPR":
+            size = self._sizeof(c)
+            if size is not None:
+                return size
         if k in _LITERALS or not self._has_refs(c):
             return self.p.text(c) or None
         if k == "DECL_REF_EXPR":
@@ -161,6 +165,17 @@ class Resolver:
         if k in _SPLICE or k == "CXX_UNARY_EXPR":
             return self._splice(c)
         return None
+
+    def _sizeof(self, c) -> str | None:
+        """`sizeof(fr_t)` of a type the application declares, as the number of bytes clang computes (the MEP's
+        size arithmetic has no such type); sizeof of a built-in type stays as written."""
+        text = self.p.text(c)
+        if not re.match(r"\s*(sizeof|alignof|__alignof__)\b", text):
+            return None
+        own = any(n.kind.name == "TYPE_REF" and n.referenced is not None and self.p.in_app(n.referenced)
+                  for n in walk(c))
+        value = clang.evaluate_int(c) if own else None
+        return str(value) if value is not None else None
 
     def _macro_call(self, c) -> list[str] | None:
         """The expanded tokens of a cursor that is exactly one invocation of a function-like macro of the
@@ -203,6 +218,8 @@ class Resolver:
 
     def _has_refs(self, c) -> bool:
         for n in walk(c):
+            if n.kind.name == "CXX_UNARY_EXPR" and self._sizeof(n) is not None:
+                return True
             if n.kind.name in ("DECL_REF_EXPR", "MEMBER_REF_EXPR", "CALL_EXPR", "INIT_LIST_EXPR"):
                 ref = n.referenced
                 if n.kind.name == "DECL_REF_EXPR" and ref is not None and ref.kind.name == "ENUM_CONSTANT_DECL" \

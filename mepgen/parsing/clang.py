@@ -80,6 +80,29 @@ def parse(path: Path, tu_args: list[str], unsaved: list[tuple[str, str]] | None 
         raise MepgenError(f"libclang could not load {path}: {e}") from None
 
 
+def evaluate_int(cursor) -> int | None:
+    """The integer value clang gives a constant expression cursor (`sizeof(fr_t)` of the application's own
+    type), or None (not constant, dependent on a template parameter, not an integer)."""
+    import ctypes
+    lib = cindex().conf.lib
+    if not getattr(lib, "_mepgen_eval_typed", False):
+        lib.clang_Cursor_Evaluate.restype = ctypes.c_void_p
+        lib.clang_Cursor_Evaluate.argtypes = [cindex().Cursor]
+        lib.clang_EvalResult_getKind.argtypes = [ctypes.c_void_p]
+        lib.clang_EvalResult_getKind.restype = ctypes.c_int
+        lib.clang_EvalResult_getAsLongLong.argtypes = [ctypes.c_void_p]
+        lib.clang_EvalResult_getAsLongLong.restype = ctypes.c_longlong
+        lib.clang_EvalResult_dispose.argtypes = [ctypes.c_void_p]
+        lib._mepgen_eval_typed = True
+    result = lib.clang_Cursor_Evaluate(cursor)
+    if not result:
+        return None
+    try:
+        return lib.clang_EvalResult_getAsLongLong(result) if lib.clang_EvalResult_getKind(result) == 1 else None
+    finally:
+        lib.clang_EvalResult_dispose(result)
+
+
 def specialized_template(cursor):
     """The template a specialisation or instantiation comes from (None for a plain declaration)."""
     ci = cindex()
