@@ -202,3 +202,25 @@ def test_sizeof_of_the_applications_own_types(tmp_path):
     assert cexpr.evaluate(s.launch.grid[0], s.sizes) == 8192 // 32
     assert cexpr.evaluate(s.launch.block[0], s.sizes) == 32
     assert s.param("v").count == "N"
+
+
+def test_a_template_parameter_of_the_launching_function(tmp_path):
+    """The launch and the allocation are written with the launching function's template parameter: its
+    argument in the first instantiation main calls, stated in the notes (the other one is named)."""
+    app = make_app(tmp_path, """
+        __global__ void prefix(int* out, const int* in) { out[threadIdx.x] = in[threadIdx.x] + 1; }
+        template <int WIDTH>
+        void run(int reps)
+        {
+            int *d_in, *d_out;
+            cudaMalloc((void**)&d_in, WIDTH * sizeof(int));
+            cudaMalloc((void**)&d_out, WIDTH * sizeof(int));
+            for (int r = 0; r < reps; r++) prefix<<<1, WIDTH>>>(d_out, d_in);
+        }
+        int main() { run<128>(3); run<256>(3); return 0; }
+    """)
+    s = _spec(app, "prefix")
+    assert "launch" not in _fields(s) and not any(f.endswith(".count") for f in _fields(s))
+    assert s.launch.block == ["128"] and s.param("in").count == "128" and s.param("out").count == "128"
+    notes = (app / ".mepgen" / "meps" / "prefix" / "mep.yaml").read_text()
+    assert "template argument 128 of run()" in notes and "others: 256" in notes

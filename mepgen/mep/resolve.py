@@ -262,7 +262,39 @@ class Resolver:
             return self._param(d)
         if k == "VAR_DECL":
             return self._var(d)
+        if k == "TEMPLATE_NON_TYPE_PARAMETER":
+            return self._template_arg(d)
         return None
+
+    def _template_arg(self, d) -> str | None:
+        """A non-type template parameter of the function the value is wanted in (`template <int N> void run()
+        { k<<<1, N>>>(...); }`): its argument in the first instantiation the application calls (a stated
+        choice when there are several), None when nothing calls it."""
+        tmpl = d.semantic_parent
+        if tmpl is None or tmpl.kind.name != "FUNCTION_TEMPLATE":
+            return None
+        params = [x for x in tmpl.get_children() if x.kind.name.startswith("TEMPLATE_") and
+                  x.kind.name.endswith("PARAMETER")]
+        index = next((i for i, x in enumerate(params) if x.get_usr() == d.get_usr()), None)
+        values: list[tuple[int, object]] = []
+        for call, _ in self.p.calls.get(tmpl.get_usr(), []):
+            spec = call.referenced
+            try:
+                if index is None or spec is None or index >= spec.get_num_template_arguments() or \
+                        spec.get_template_argument_kind(index).name != "INTEGRAL":
+                    continue
+                values.append((spec.get_template_argument_value(index), call))
+            except (AttributeError, ValueError):
+                continue
+        if not values:
+            return None
+        value, call = values[0]
+        others = sorted({v for v, _ in values} - {value})
+        if others:
+            self.choices.append(f"`{d.spelling}` is the template argument {value} of {tmpl.spelling}() as called at "
+                                f"{self.where(call)}, the first of its instantiations (others: "
+                                f"{', '.join(map(str, others))})")
+        return str(value)
 
     def _point(self, fn) -> int | None:
         """The offset in `fn` where values are wanted, if a scope being resolved names one."""
