@@ -224,3 +224,43 @@ def test_a_template_parameter_of_the_launching_function(tmp_path):
     assert s.launch.block == ["128"] and s.param("in").count == "128" and s.param("out").count == "128"
     notes = (app / ".mepgen" / "meps" / "prefix" / "mep.yaml").read_text()
     assert "template argument 128 of run()" in notes and "others: 256" in notes
+
+
+def test_a_grid_assigned_in_an_earlier_loop_and_again_before_the_launch(tmp_path):
+    """Two sweeps share one dim3: the first loop's assignments are overwritten by the second loop's own
+    before its launch, whose grid is then derived (the loop's first iteration, stated). A grid member only
+    the earlier loop sets stays unsure: a todo."""
+    app = make_app(tmp_path, """
+        #define TILES 40
+        __global__ void sweep_a(float* m, int i) { m[blockIdx.x * 16 + threadIdx.x] += i; }
+        __global__ void sweep_b(float* m, int i) { m[blockIdx.x * 16 + threadIdx.x] -= i; }
+        __global__ void sweep_c(float* m, int i) { m[blockIdx.x * 16 + threadIdx.x] *= i; }
+        int main()
+        {
+            float* d_m;
+            cudaMalloc(&d_m, TILES * TILES * 16 * sizeof(float));
+            dim3 grid;
+            dim3 block(16, 1);
+            for (int i = 1; i <= TILES; i++) {
+                grid.x = i;
+                grid.y = 1;
+                sweep_a<<<grid, block>>>(d_m, i);
+            }
+            for (int i = TILES - 1; i >= 1; i--) {
+                grid.x = i;
+                grid.y = 1;
+                sweep_b<<<grid, block>>>(d_m, i);
+            }
+            for (int i = 0; i < 3; i++)
+                grid.y = 2 + i;
+            sweep_c<<<grid, block>>>(d_m, 2);
+            return 0;
+        }
+    """)
+    s = _spec(app, "sweep_b")
+    assert "launch" not in _fields(s)
+    from mepgen import cexpr
+    assert [cexpr.evaluate(e, s.sizes) for e in s.launch.grid] == [39, 1, 1]
+    c = _spec(app, "sweep_c")
+    assert "launch" in _fields(c)
+    assert "in a loop before the launch" in next(t.reason for t in c.todo if t.field == "launch")
