@@ -174,8 +174,8 @@ def test_buffers_kept_as_members_or_in_an_array(tmp_path):
 
 
 def test_sizeof_of_the_applications_own_types(tmp_path):
-    """`sizeof(Pair)` in a launch and `sizeof(real)` (a typedef) in a byte count: the MEP's size arithmetic has
-    no such types, so their sizes are the ones clang computes; `sizeof(float)` stays as written."""
+    """`sizeof(Pair)` in a launch, `sizeof(real)` (a typedef) and `sizeof(*q)` (of an expression) in byte counts:
+    the MEP's size arithmetic has no such types or variables, so their sizes are the ones clang computes."""
     app = make_app(tmp_path, """
         #define N 8192
         struct Pair { double lo, hi; };
@@ -190,7 +190,7 @@ def test_sizeof_of_the_applications_own_types(tmp_path):
             real* v;
             Pair* q;
             cudaMalloc(&v, N * sizeof(real));
-            cudaMalloc(&q, N * sizeof(Pair));
+            cudaMalloc(&q, N * sizeof(*q));
             const int per_block = 512 / sizeof(Pair);
             lows<<<N / per_block, per_block>>>(v, q);
             return 0;
@@ -202,6 +202,7 @@ def test_sizeof_of_the_applications_own_types(tmp_path):
     assert cexpr.evaluate(s.launch.grid[0], s.sizes) == 8192 // 32
     assert cexpr.evaluate(s.launch.block[0], s.sizes) == 32
     assert s.param("v").count == "N"
+    assert cexpr.evaluate(s.param("q").count, s.sizes) == 8192 * 2      # Pair records kept as 2 doubles each
 
 
 def test_a_template_parameter_of_the_launching_function(tmp_path):

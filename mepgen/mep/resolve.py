@@ -167,13 +167,13 @@ class Resolver:
         return None
 
     def _sizeof(self, c) -> str | None:
-        """`sizeof(fr_t)` of a type the application declares, as the number of bytes clang computes (the MEP's
-        size arithmetic has no such type); sizeof of a built-in type stays as written."""
+        """`sizeof(fr_t)` of a type the application declares or `sizeof(*d_x)` of an expression, as the number of
+        bytes clang computes (the MEP's size arithmetic has neither); sizeof of a built-in type stays as written."""
         text = self.p.text(c)
         if not re.match(r"\s*(sizeof|alignof|__alignof__)\b", text):
             return None
         own = any(n.kind.name == "TYPE_REF" and n.referenced is not None and self.p.in_app(n.referenced)
-                  for n in walk(c))
+                  or n.kind.name == "DECL_REF_EXPR" for n in walk(c))    # `sizeof(*d_x)`: of an expression
         value = clang.evaluate_int(c) if own else None
         return str(value) if value is not None else None
 
