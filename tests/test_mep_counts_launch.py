@@ -265,3 +265,26 @@ def test_a_grid_assigned_in_an_earlier_loop_and_again_before_the_launch(tmp_path
     c = _spec(app, "sweep_c")
     assert "launch" in _fields(c)
     assert "in a loop before the launch" in next(t.reason for t in c.todo if t.field == "launch")
+
+
+def test_names_written_inside_a_macro_that_calls_the_launcher_keep_their_values(tmp_path):
+    """`#define RUN(v) run(v, d, LEN)` calls the launching function: its arguments are the values of the names
+    the macro's body writes, not the invocation expanded again."""
+    app = make_app(tmp_path, """
+        #define LEN 3000
+        #define RUN(v) run(v, d, len)
+        __global__ void put(float* d, float v) { d[blockIdx.x * blockDim.x + threadIdx.x] = v; }
+        void run(float v, float* d, int n) { put<<<n / 100, 100>>>(d, v); }
+        int main()
+        {
+            const int len = LEN;
+            float* d;
+            cudaMalloc(&d, len * sizeof(float));
+            RUN(1.5f);
+            RUN(2.5f);
+            return 0;
+        }
+    """)
+    s = _spec(app, "put")
+    assert not any(t.field == "launch" or t.field.endswith(".count") for t in s.todo)
+    assert s.launch.grid == ["LEN / 100"] and s.param("d").count == "LEN"

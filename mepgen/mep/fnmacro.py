@@ -105,3 +105,15 @@ def invocation(tokens: list[str], macros: dict[str, FunctionMacro]) -> bool:
         return False
     split = split_args(tokens[1:])
     return split is not None and split[1] + 1 == len(tokens)
+
+
+def shape(toks: list[str]) -> str:
+    """The outermost form of an expression's tokens: `ref:NAME`, `call:NAME`, `literal` or `expr`."""
+    while len(toks) > 2 and toks[0] == "(" and (split_args(toks) or (None, -1))[1] == len(toks):
+        toks = toks[1:-1]
+    if len(toks) == 1:
+        return f"ref:{toks[0]}" if re.fullmatch(r"[A-Za-z_]\w*", toks[0]) else "literal"
+    if len(toks) > 2 and re.fullmatch(r"[A-Za-z_]\w*", toks[0]) and toks[1] == "(" and \
+            (split_args(toks[1:]) or (None, -1))[1] + 1 == len(toks):
+        return f"call:{toks[0]}"
+    return "expr"

@@ -187,7 +187,19 @@ class Resolver:
         toks = fnmacro.tokens(self.p.text(c))
         if not fnmacro.invocation(toks, macros):
             return None
-        return fnmacro.expand(toks, macros)
+        expanded = fnmacro.expand(toks, macros)
+        # every cursor the macro's body makes shares the invocation's extent: only the one whose form is the
+        # expansion's is the invocation (not `size` inside `#define RUN(i) run(i, data, size)`)
+        inner = c
+        while inner.kind.name in ("PAREN_EXPR", "UNEXPOSED_EXPR") and len(list(inner.get_children())) == 1:
+            inner = next(iter(inner.get_children()))
+        k = inner.kind.name
+        form = f"ref:{inner.spelling}" if k == "DECL_REF_EXPR" else "literal" if k in _LITERALS else \
+            f"call:{inner.spelling}" if k == "CALL_EXPR" else "expr"
+        if expanded is None or (fnmacro.shape(expanded) != form and not (k == "CALL_EXPR" and inner.spelling in
+                                                                          ("dim3", "uint3"))):
+            return None
+        return expanded
 
     def _element(self, c) -> str | None:
         """`local[1]` of an array initialized with a brace list (`size_t ls[2] = {BX, BY}`): that item; an
