@@ -169,20 +169,34 @@ def _through_parameter(r: Resolver, fn, call, caller, index: int, depth: int) ->
 
 def _assigned(r: Resolver, d, depth: int) -> list[tuple[str, str] | None]:
     """The allocations of the values assigned to a variable or field (`areas = alloc<float>(n);`)."""
-    usr, out = d.get_usr(), []
-    scopes = [d.semantic_parent] if d.kind.name == "VAR_DECL" and not _is_global(d) else list(r.p.functions.values())
-    for fn in scopes:
-        if fn is None or not r.p.in_app(fn):
+    out = []
+    for fn, node, rhs in _assignments(r.p).get(d.get_usr(), []):
+        with r.inside(fn, node.extent.start.offset):
+            out.append(allocation(r, rhs, depth + 1))
+    return out
+
+
+def _assignments(p) -> dict:
+    """usr of a variable or field -> [(function, `=` node, right-hand side)] of every pointer assignment in the
+    application's functions (built once per project)."""
+    cached = getattr(p, "_mepgen_pointer_assignments", None)
+    if cached is not None:
+        return cached
+    index: dict = {}
+    for fn in p.functions.values():
+        if not p.in_app(fn):
             continue
         for n in walk(fn):
-            if n.kind.name != "BINARY_OPERATOR":
+            if n.kind.name != "BINARY_OPERATOR" or n.type.get_canonical().kind.name != "POINTER":
                 continue
             kids = list(n.get_children())
-            if len(kids) != 2 or operator_of(n, kids) != "=" or not _names(_peel(kids[0]), usr, False):
+            if len(kids) != 2 or operator_of(n, kids) != "=":
                 continue
-            with r.inside(fn, n.extent.start.offset):
-                out.append(allocation(r, kids[1], depth + 1))
-    return out
+            lhs = _peel(kids[0])
+            if lhs is not None and lhs.kind.name in ("DECL_REF_EXPR", "MEMBER_REF_EXPR") and lhs.referenced is not None:
+                index.setdefault(lhs.referenced.get_usr(), []).append((fn, n, kids[1]))
+    p._mepgen_pointer_assignments = index
+    return index
 
 
 def _returned(r: Resolver, call, depth: int) -> tuple[str, str] | None:
