@@ -288,3 +288,23 @@ def test_names_written_inside_a_macro_that_calls_the_launcher_keep_their_values(
     s = _spec(app, "put")
     assert not any(t.field == "launch" or t.field.endswith(".count") for t in s.todo)
     assert s.launch.grid == ["LEN / 100"] and s.param("d").count == "LEN"
+
+
+def test_a_pointer_into_a_buffer_counts_to_the_buffers_end(tmp_path):
+    """`d + rows * 2` passed to a kernel: the elements from there to the end of d's allocation."""
+    app = make_app(tmp_path, """
+        __global__ void neg(double* v) { v[blockIdx.x * blockDim.x + threadIdx.x] *= -1.0; }
+        int main()
+        {
+            const int rows = 64, cols = 32;
+            double* d;
+            cudaMalloc(&d, rows * cols * sizeof(double));
+            double* tail = d + rows * 2;
+            neg<<<(rows * cols - rows * 2) / 64, 64>>>(tail);
+            return 0;
+        }
+    """)
+    s = _spec(app, "neg")
+    from mepgen import cexpr
+    assert not any(t.field.endswith(".count") for t in s.todo)
+    assert cexpr.evaluate(s.param("v").count, s.sizes) == 64 * 32 - 128

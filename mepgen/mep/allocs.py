@@ -4,8 +4,8 @@ A pointer argument is followed back to the allocation that made it: a `cudaMallo
 through function parameters to the callers' arguments (any file), through an allocating helper that returns the
 buffer (`float* v = alloc<float>(n)`) or allocates through its pointer parameter (`make(&d, n)`), to a member of
 a class or struct allocated in another function (`cudaMalloc(&this->buf, ...)`, `cudaMalloc(&s.buf, ...)`),
-and to the elements of a small array of buffers allocated alike (`float* t[2]; cudaMalloc(&t[0], b);
-cudaMalloc(&t[1], b);`). Bytes are resolved where the allocation is written (`Resolver`), with a helper's
+to the elements of a small array of buffers allocated alike (`float* t[2]; cudaMalloc(&t[0], b);
+cudaMalloc(&t[1], b);`), and from a pointer into a buffer (`d + off`) to the buffer's end. Bytes are resolved where the allocation is written (`Resolver`), with a helper's
 parameters bound to the call's arguments. Allocations of one member or array that disagree are not chosen
 between: no count (the kernel's own bounds, else a todo).
 """
@@ -29,6 +29,8 @@ def allocation(r: Resolver, c, depth: int = 0) -> tuple[str, str] | None:
     k = c.kind.name
     if k == "CALL_EXPR":
         return _returned(r, c, depth)
+    if k == "BINARY_OPERATOR":
+        return _offset(r, c, depth)
     if k == "MEMBER_REF_EXPR" and c.referenced is not None and c.referenced.kind.name == "FIELD_DECL":
         return _agreed(r, [*_allocated(r, c.referenced.get_usr(), depth), *_assigned(r, c.referenced, depth)])
     if k == "ARRAY_SUBSCRIPT_EXPR":
@@ -65,6 +67,23 @@ def allocation(r: Resolver, c, depth: int = 0) -> tuple[str, str] | None:
         if got:
             return got
     return _agreed(r, _assigned(r, d, depth))
+
+
+def _offset(r: Resolver, c, depth: int) -> tuple[str, str] | None:
+    """`base + off` (or `off + base`), a pointer into a buffer: the bytes from there to the buffer's end."""
+    kids = list(c.get_children())
+    if len(kids) != 2 or operator_of(c, kids) != "+":
+        return None
+    ptr = [x for x in kids if x.type.get_canonical().kind.name == "POINTER"]
+    if len(ptr) != 1:
+        return None
+    other = kids[1] if ptr[0] is kids[0] else kids[0]
+    size = ptr[0].type.get_canonical().get_pointee().get_size()
+    base = allocation(r, ptr[0], depth + 1)
+    off = r.expr(other)
+    if base is None or off is None or size <= 0:
+        return None
+    return f"({base[0]}) - ({off}) * {size}", base[1]
 
 
 def _is_global(d) -> bool:
