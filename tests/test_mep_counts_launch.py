@@ -134,7 +134,8 @@ def test_buffers_from_allocating_helpers(tmp_path):
 def test_buffers_kept_as_members_or_in_an_array(tmp_path):
     """Buffers that are members of a class, allocated in its constructor from the constructor's parameter, and
     two buffers of a small array allocated alike (ping-pong): counts from those allocations. Two elements
-    allocated with different sizes are not chosen between: that count stays a todo."""
+    allocated with different sizes are not chosen between: that count stays a todo. The arrays reach the launch
+    through parameters of another function."""
     app = make_app(tmp_path, _UNGUARDED + """
         struct Solver {
             float* a; float* b; float* out; int n;
@@ -147,6 +148,14 @@ def test_buffers_kept_as_members_or_in_an_array(tmp_path):
             void run() { add<<<n / 64, 64>>>(out, a, b); }
         };
         __global__ void copy(float* dst, const float* src) { dst[threadIdx.x] = src[threadIdx.x]; }
+        void sweep(float* pair[2], float** other, int steps)
+        {
+            int src = 0;
+            for (int t = 0; t < steps; t++) {
+                copy<<<1, 256>>>(pair[1 - src], other[src]);
+                src = 1 - src;
+            }
+        }
         int main()
         {
             Solver s(4096);
@@ -157,11 +166,7 @@ def test_buffers_kept_as_members_or_in_an_array(tmp_path):
             cudaMalloc(&buf[1], 512 * sizeof(float));
             cudaMalloc(&odd[0], 512 * sizeof(float));
             cudaMalloc(&odd[1], 256 * sizeof(float));
-            int src = 0;
-            for (int t = 0; t < 4; t++) {
-                copy<<<1, 256>>>(buf[1 - src], odd[src]);
-                src = 1 - src;
-            }
+            sweep(buf, odd, 4);
             return 0;
         }
     """)
@@ -203,6 +208,27 @@ def test_sizeof_of_the_applications_own_types(tmp_path):
     assert cexpr.evaluate(s.launch.block[0], s.sizes) == 32
     assert s.param("v").count == "N"
     assert cexpr.evaluate(s.param("q").count, s.sizes) == 8192 * 2      # Pair records kept as 2 doubles each
+
+
+def test_sizeof_of_a_variable_inside_a_macro_argument(tmp_path):
+    """`CHECK(cudaMalloc(&p, n * sizeof(*p)))`: the call sits in a macro argument, read from its tokens; the
+    operand of sizeof is a variable's type, never its value."""
+    app = make_app(tmp_path, """
+        #define CHECK(call) do { if ((call) != 0) return 1; } while (0)
+        __global__ void half(short* v) { v[blockIdx.x * blockDim.x + threadIdx.x] /= 2; }
+        int main()
+        {
+            const int n = 1 << 14;
+            short* v;
+            CHECK(cudaMalloc(&v, n / 2 * sizeof(*v)));
+            half<<<n / 2 / 128, 128>>>(v);
+            return 0;
+        }
+    """)
+    s = _spec(app, "half")
+    from mepgen import cexpr
+    assert not any(t.field.endswith(".count") for t in s.todo)
+    assert cexpr.evaluate(s.param("v").count, s.sizes) == (1 << 13)
 
 
 def test_a_template_parameter_of_the_launching_function(tmp_path):

@@ -34,11 +34,8 @@ def allocation(r: Resolver, c, depth: int = 0) -> tuple[str, str] | None:
     if k == "MEMBER_REF_EXPR" and c.referenced is not None and c.referenced.kind.name == "FIELD_DECL":
         return _agreed(r, [*_allocated(r, c.referenced.get_usr(), depth), *_assigned(r, c.referenced, depth)])
     if k == "ARRAY_SUBSCRIPT_EXPR":
-        base = _peel(next(iter(c.get_children()), None))
-        if base is not None and base.kind.name == "DECL_REF_EXPR" and base.referenced is not None \
-                and base.referenced.type.get_canonical().kind.name == "CONSTANTARRAY":
-            return _agreed(r, _allocated(r, base.referenced.get_usr(), depth, element=True))
-        return None
+        array = _array_of_buffers(r, next(iter(c.get_children()), None), depth)
+        return _agreed(r, _allocated(r, array.get_usr(), depth, element=True)) if array is not None else None
     if k != "DECL_REF_EXPR" or c.referenced is None:
         return None
     d = c.referenced
@@ -67,6 +64,29 @@ def allocation(r: Resolver, c, depth: int = 0) -> tuple[str, str] | None:
         if got:
             return got
     return _agreed(r, _assigned(r, d, depth))
+
+
+def _array_of_buffers(r: Resolver, c, depth: int):
+    """The declaration of the array of buffers `c` names: a local `float* t[2]`, or a parameter it was passed
+    to (`void step(float* t[2])`, followed to the callers' arguments)."""
+    c = _peel(c)
+    if c is None or c.kind.name != "DECL_REF_EXPR" or c.referenced is None or depth > _MAX_DEPTH:
+        return None
+    d = c.referenced
+    if d.kind.name == "VAR_DECL" and d.type.get_canonical().kind.name == "CONSTANTARRAY":
+        return d
+    if d.kind.name != "PARM_DECL":
+        return None
+    for frame in reversed(r.bindings):
+        if d.get_usr() in frame:
+            return _array_of_buffers(r, frame[d.get_usr()][0], depth + 1)
+    index, fn = r.param_index(d)
+    for call, caller in r.p.calls.get(fn.get_usr(), []) if fn is not None else []:
+        args = list(call.get_arguments())
+        found = _array_of_buffers(r, args[index], depth + 1) if index < len(args) else None
+        if found is not None:
+            return found
+    return None
 
 
 def _offset(r: Resolver, c, depth: int) -> tuple[str, str] | None:

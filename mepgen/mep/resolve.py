@@ -690,6 +690,14 @@ class Resolver:
         out, i = [], 0
         while i < len(toks):
             t, prev = toks[i], toks[i - 1] if i else ""
+            if t == "sizeof" and i + 1 < len(toks) and toks[i + 1] == "(":
+                end = _group_end(toks, i + 1)
+                size = _sizeof_tokens(toks[i + 2:end], decls)
+                if size is False:
+                    return None
+                out += [str(size)] if size is not None else toks[i:end + 1]   # an operand is not evaluated
+                i = end + 1
+                continue
             if t in decls and prev not in (".", "->", "::"):
                 d = decls[t]
                 value = self._var(d) if d.kind.name == "VAR_DECL" else self._param(d)
@@ -728,6 +736,36 @@ def operator_of(node, kids) -> str:
             return t.spelling
     return ""
 
+
+
+def _group_end(toks: list[str], open_at: int) -> int:
+    """Index of the `)` closing the `(` at `open_at` (the last token when unbalanced)."""
+    depth = 0
+    for j in range(open_at, len(toks)):
+        depth += toks[j] == "("
+        depth -= toks[j] == ")"
+        if depth == 0:
+            return j
+    return len(toks) - 1
+
+
+def _sizeof_tokens(inner: list[str], decls: dict):
+    """The byte size of `sizeof(x)`, `sizeof(*p)` or `sizeof(p[0])` over a variable of the function (from its
+    declared type); None when the operand names no variable (a type: kept as written); False when it names one
+    whose size mepgen cannot tell."""
+    names = [t for t in inner if t in decls]
+    if not names:
+        return None
+    t = decls[names[0]].type.get_canonical()
+    if inner == [names[0]]:
+        size = t.get_size()
+    elif inner == ["*", names[0]] or (len(inner) >= 4 and inner[0] == names[0] and inner[1] == "[" and
+                                      inner[-1] == "]"):
+        pointee = t.get_pointee() if t.kind.name == "POINTER" else t.element_type
+        size = pointee.get_size() if pointee is not None and pointee.kind.name != "INVALID" else -1
+    else:
+        return False
+    return size if size > 0 else False
 
 
 def _single_return(fn):
