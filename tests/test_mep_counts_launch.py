@@ -334,3 +334,26 @@ def test_a_pointer_into_a_buffer_counts_to_the_buffers_end(tmp_path):
     from mepgen import cexpr
     assert not any(t.field.endswith(".count") for t in s.todo)
     assert cexpr.evaluate(s.param("v").count, s.sizes) == 64 * 32 - 128
+
+
+def test_two_programs_in_one_folder_each_with_its_own_main(tmp_path):
+    """A folder of two programs (float and double variants, each with a `main`): the buffer assigned in the
+    second program's main is followed in that main, not in the first one's. (Each launches from a function of
+    its own: a launch written in a second `main` is not found, the project knowing one `main`.)"""
+    from mepgen.extract import ExtractOptions, extract
+    app = make_app(tmp_path, """
+        __global__ void fill_f(float* v) { v[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f; }
+        float* make_f(int n) { float* p; cudaMalloc((void**)&p, n * sizeof(float)); return p; }
+        void go_f(float* v) { fill_f<<<10, 100>>>(v); }
+        int main() { float* v; v = make_f(1000); go_f(v); return 0; }
+    """)
+    (app / "src" / "k_double.cu").write_text("""
+        __global__ void fill_d(double* v) { v[blockIdx.x * blockDim.x + threadIdx.x] = 1.0; }
+        double* make_d(int n) { double* p; cudaMalloc((void**)&p, n * sizeof(double)); return p; }
+        void go_d(double* v) { fill_d<<<20, 100>>>(v); }
+        int main() { double* v; v = make_d(2000); go_d(v); return 0; }
+    """)
+    extract(app, ExtractOptions(jobs=1))
+    assert _spec(app, "fill_f").param("v").count == "1000"
+    d = _spec(app, "fill_d")
+    assert d.param("v").count == "2000" and not d.todo

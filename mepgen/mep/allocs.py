@@ -209,21 +209,24 @@ def _through_parameter(r: Resolver, fn, call, caller, index: int, depth: int) ->
 def _assigned(r: Resolver, d, depth: int) -> list[tuple[str, str] | None]:
     """The allocations of the values assigned to a variable or field (`areas = alloc<float>(n);`)."""
     out = []
-    for fn, node, rhs in _assignments(r.p).get(d.get_usr(), []):
+    local = d.kind.name == "VAR_DECL" and not _is_global(d)
+    # a local's own function (several programs of one folder each have a `main`, indexed once by the project)
+    found = _assignments(r.p, [d.semantic_parent] if local else None).get(d.get_usr(), [])
+    for fn, node, rhs in found:
         with r.inside(fn, node.extent.start.offset):
             out.append(allocation(r, rhs, depth + 1))
     return out
 
 
-def _assignments(p) -> dict:
+def _assignments(p, functions: list | None = None) -> dict:
     """usr of a variable or field -> [(function, `=` node, right-hand side)] of every pointer assignment in the
-    application's functions (built once per project)."""
+    application's functions (built once per project), or in the functions given (not kept)."""
     cached = getattr(p, "_mepgen_pointer_assignments", None)
-    if cached is not None:
+    if cached is not None and functions is None:
         return cached
     index: dict = {}
-    for fn in p.functions.values():
-        if not p.in_app(fn):
+    for fn in functions if functions is not None else p.functions.values():
+        if fn is None or not p.in_app(fn):
             continue
         for n in walk(fn):
             if n.kind.name != "BINARY_OPERATOR" or n.type.get_canonical().kind.name != "POINTER":
@@ -234,7 +237,8 @@ def _assignments(p) -> dict:
             lhs = _peel(kids[0])
             if lhs is not None and lhs.kind.name in ("DECL_REF_EXPR", "MEMBER_REF_EXPR") and lhs.referenced is not None:
                 index.setdefault(lhs.referenced.get_usr(), []).append((fn, n, kids[1]))
-    p._mepgen_pointer_assignments = index
+    if functions is None:
+        p._mepgen_pointer_assignments = index
     return index
 
 
