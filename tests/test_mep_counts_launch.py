@@ -176,6 +176,8 @@ def test_buffers_kept_as_members_or_in_an_array(tmp_path):
     c = _spec(app, "copy")
     assert c.param("dst").count == "512"
     assert "params[1].count" in _fields(c)          # odd[0] and odd[1] disagree: no count chosen
+    why = next(t.reason for t in c.todo if t.field == "params[1].count")
+    assert "allocated in 2 places with different sizes" in why and "512" in why and "256" in why
 
 
 def test_sizeof_of_the_applications_own_types(tmp_path):
@@ -357,3 +359,41 @@ def test_two_programs_in_one_folder_each_with_its_own_main(tmp_path):
     assert _spec(app, "fill_f").param("v").count == "1000"
     d = _spec(app, "fill_d")
     assert d.param("v").count == "2000" and not d.todo
+
+
+def test_an_underivable_count_says_why(tmp_path):
+    """A buffer from a function mepgen cannot read (declared only): its count stays a todo whose reason says
+    so. One whose bytes come from a value read from a file is counted over that value's size symbol, which
+    is the todo (with its own reason). One allocated with a size mepgen does not follow (a container's size())
+    says where and with what.""" 
+    app = make_app(tmp_path, """
+        #include <cstdio>
+        #include <vector>
+        float* library_buffer(int n);
+        __global__ void twice(float* a, float* b, float* c)
+        {
+            int i = threadIdx.x;
+            a[i] *= 2.0f; b[i] *= 2.0f; c[i] *= 2.0f;
+        }
+        int main(int argc, char** argv)
+        {
+            FILE* f = fopen(argv[1], "rb");
+            long bytes = 0;
+            fread(&bytes, sizeof(long), 1, f);
+            float* a = library_buffer(64);
+            float* b;
+            cudaMalloc((void**)&b, bytes);
+            std::vector<float> host(64);
+            float* c;
+            cudaMalloc((void**)&c, host.size() * sizeof(float));
+            twice<<<1, 64>>>(a, b, c);
+            return 0;
+        }
+    """)
+    s = _spec(app, "twice")
+    reasons = {t.field: t.reason for t in s.todo}
+    assert "found no allocation of it it can follow" in reasons["params[0].count"]
+    assert "params[1].count" not in reasons and "sizes.BYTES" in reasons      # b: BYTES / 4, BYTES a todo
+    assert "BYTES" in s.param("b").count
+    assert "allocated at src/k.cu:20 with `host.size() * sizeof(float)` bytes, which mepgen could not " \
+        "trace to a value" in reasons["params[2].count"]

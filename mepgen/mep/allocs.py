@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..parsing import clang
 from .project import walk
-from .resolve import Resolver, init_expr, operator_of, strip
+from .resolve import Resolver, _join, init_expr, operator_of, strip
 
 ALLOCATORS = ("cudaMalloc", "cudaMallocManaged", "cudaMallocAsync", "cudaMallocFromPoolAsync")
 _CASTS = ("CSTYLE_CAST_EXPR", "CXX_STATIC_CAST_EXPR", "CXX_REINTERPRET_CAST_EXPR", "PAREN_EXPR",
@@ -106,6 +106,27 @@ def _offset(r: Resolver, c, depth: int) -> tuple[str, str] | None:
     return f"({base[0]}) - ({off}) * {size}", base[1]
 
 
+def explain(r: Resolver, arg) -> str:
+    """Why no element count came from the allocation of a launch argument: the allocations found and what
+    stopped each (their bytes not traced, and why; sizes that disagree), or that none was found."""
+    r.alloc_why = []
+    try:
+        allocation(r, arg)
+        said = list(dict.fromkeys(r.alloc_why))
+    finally:
+        del r.alloc_why
+    text = r.p.text(arg) if arg is not None else "?"
+    if said:
+        return f"the launch passes `{text}`: " + "; ".join(said[:3])
+    return (f"the launch passes `{text}`, and mepgen found no allocation of it it can follow (a cudaMalloc "
+            "through a library, a container or a function it does not read)")
+
+
+def _say(r: Resolver, why: str) -> None:
+    if hasattr(r, "alloc_why"):
+        r.alloc_why.append(why)
+
+
 def _is_global(d) -> bool:
     return d.semantic_parent is None or d.semantic_parent.kind.name in ("NAMESPACE", "TRANSLATION_UNIT")
 
@@ -147,9 +168,12 @@ def _allocated(r: Resolver, usr: str, depth: int, element: bool = False) -> list
     out = []
     for fn, call, caller, i in _index(r.p).get((usr, element), []):
         if fn is None:                                  # an allocator itself
+            mark = len(r.unsure)
             with r.inside(caller, call.extent.start.offset):
                 size = r.call_arg(call, 1)
             out.append((size, call.spelling) if size is not None else None)
+            if size is None:
+                _unresolved(r, call, mark)
         else:
             out.append(_through_parameter(r, fn, call, caller, i, depth))
     return [x for x in out if x != "skip"]
@@ -199,9 +223,12 @@ def _through_parameter(r: Resolver, fn, call, caller, index: int, depth: int) ->
             args = list(n.get_arguments())
             t, addressed = _target(args[0]) if args else (None, False)
             if len(args) >= 2 and not addressed and _names(t, pusr, False):
+                mark = len(r.unsure)
                 with r.inside(caller, call.extent.start.offset), _bound(r, caller, call, parms), \
                         r.inside(fn, n.extent.start.offset):
                     size = r.call_arg(n, 1)
+                if size is None:
+                    _unresolved(r, n, mark)
                 return (size, n.spelling) if size is not None else None
     return "skip"
 
@@ -283,5 +310,16 @@ def _agreed(r: Resolver, found: list) -> tuple[str, str] | None:
     """The allocation when every one found resolves to the same bytes; None when any disagrees or is unresolved."""
     if not found or any(f is None for f in found):
         return None
-    sizes = {" ".join(f[0].split()) for f in found}
-    return found[0] if len(sizes) == 1 else None
+    sizes = list(dict.fromkeys(" ".join(f[0].split()) for f in found))
+    if len(sizes) > 1:
+        _say(r, f"it is allocated in {len(found)} places with different sizes ({', '.join(f'`{x}`' for x in sizes[:3])}"
+                f"{', ...' if len(sizes) > 3 else ''}), and mepgen does not choose between them")
+        return None
+    return found[0]
+
+
+def _unresolved(r: Resolver, call, mark: int) -> None:
+    """Say that an allocation's bytes were not traced, with the resolver's reason (a file, the run...)."""
+    why = r.unsure[-1] if len(r.unsure) > mark else None
+    _say(r, f"it is allocated at {r.where(call)} with `{_join(r.call_arg_tokens(call, 1))}` bytes, which mepgen "
+            f"could not trace to a value{f' ({why})' if why else ''}")

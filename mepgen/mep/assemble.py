@@ -135,9 +135,10 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
             if sym in sizes_override:               # `--size A_COUNT=...`: the person has set it
                 count, how = sym, f"sizes.{sym} given with --size"
             else:
+                said = f"{how}; " if how else ""
                 count, how = sym, "unknown"
-                todo.append(Todo(f"params[{i}].count", f"{_access_summary(prm['name'], facts)}; mepgen could not "
-                                 f"bound it: set sizes.{sym} or write the count"))
+                todo.append(Todo(f"params[{i}].count", f"{_access_summary(prm['name'], facts)}; {said}mepgen could "
+                                 f"not bound it: set sizes.{sym} or write the count"))
         if dtype is None:
             size = cur.type.get_canonical().get_pointee().get_size()
             of = f" ({size}-byte elements)" if size > 0 else ""
