@@ -397,3 +397,20 @@ def test_an_underivable_count_says_why(tmp_path):
     assert "BYTES" in s.param("b").count
     assert "allocated at src/k.cu:20 with `host.size() * sizeof(float)` bytes, which mepgen could not " \
         "trace to a value" in reasons["params[2].count"]
+
+
+def test_a_launch_from_run_time_data_stays_a_todo_naming_what_was_not_traced(tmp_path):
+    """A grid computed from a container's contents (known only while the program runs): a launch todo whose
+    reason quotes the grid as written."""
+    app = make_app(tmp_path, """
+        #include <vector>
+        __global__ void level(int* v) { v[blockIdx.x * blockDim.x + threadIdx.x] += 1; }
+        void run(int* d, const std::vector<int>& ends)
+        {
+            for (size_t i = 1; i < ends.size(); i++)
+                level<<<ends[i] - ends[i - 1], 32>>>(d);
+        }
+    """)
+    s = _spec(app, "level")
+    why = next(t.reason for t in s.todo if t.field == "launch")
+    assert "could not be traced to sizes (`ends[i] - ends[i - 1]`)" in why
