@@ -414,3 +414,13 @@ def test_a_launch_from_run_time_data_stays_a_todo_naming_what_was_not_traced(tmp
     s = _spec(app, "level")
     why = next(t.reason for t in s.todo if t.field == "launch")
     assert "could not be traced to sizes (`ends[i] - ends[i - 1]`)" in why
+
+
+def test_a_sum_factor_of_a_byte_count_keeps_its_parentheses():
+    """`w * (x + 1) * sizeof(float)` holds w * (x + 1) elements, never w * x + 1."""
+    from mepgen import cexpr
+    from mepgen.mep.counts import count_from_bytes
+    count = count_from_bytes("W * (X + 1) * sizeof(float)", 4)
+    assert cexpr.evaluate(count, {"W": 10, "X": 7}) == 80
+    assert count_from_bytes("NUM * (sizeof(int))", 4) == "NUM"
+    assert count_from_bytes("n * 32", 32) == "n"
