@@ -184,7 +184,11 @@ class Resolver:
         macros = getattr(self.p, "function_macros", {})
         if not macros or c.extent.start.file is None:
             return None
-        toks = fnmacro.tokens(self.p.text(c))
+        text = self.p.text(c)
+        head = re.match(r"\s*([A-Za-z_]\w*)\s*\(", text)
+        if head is None or head.group(1) not in macros:      # cheap test first: no tokenizing every operator
+            return None
+        toks = fnmacro.tokens(text)
         if not fnmacro.invocation(toks, macros):
             return None
         expanded = fnmacro.expand(toks, macros)
