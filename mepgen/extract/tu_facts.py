@@ -65,13 +65,14 @@ _STUB_ROUNDS = 16
 def _parse_stubbing_missing(path: Path, parse_args: list[str], stub_dir: Path):
     """Parse; while an #include names a header that is on no include path (<mpi.h> without the MPI
     compiler wrapper's flags, a generated header, a library that is not installed here), give it an empty
-    stub and parse again. A missing header is a fatal error after which clang reports nothing more, so
-    without stubs an error inside a kernel would go unseen; with them, whatever the header should have
+    stub and parse again. A missing header stops clang's template instantiation for the rest of the file
+    (without stubs, an error inside a kernel could go unseen); with them, whatever the header should have
     declared shows up as ordinary errors, which `_diagnostics` places inside or outside the kernels."""
     tu = clang.parse(path, parse_args)
     stubbed: list[str] = []
     for _ in range(_STUB_ROUNDS):
-        new = [m.group(1) for d in tu.diagnostics if d.severity == 4 and (m := _NOT_FOUND.match(d.spelling))]
+        # an error, not fatal, since the parse keeps going past it (parsing/clang.py)
+        new = [m.group(1) for d in tu.diagnostics if d.severity >= 3 and (m := _NOT_FOUND.match(d.spelling))]
         new = [n for n in dict.fromkeys(new) if n not in stubbed and not Path(n).is_absolute() and ".." not in Path(n).parts]
         if not new:
             break

@@ -135,9 +135,10 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
             if sym in sizes_override:               # `--size A_COUNT=...`: the person has set it
                 count, how = sym, f"sizes.{sym} given with --size"
             else:
+                said = f"{how}; " if how else ""
                 count, how = sym, "unknown"
-                todo.append(Todo(f"params[{i}].count", f"{_access_summary(prm['name'], facts)}; mepgen could not "
-                                 f"bound it: set sizes.{sym} or write the count"))
+                todo.append(Todo(f"params[{i}].count", f"{_access_summary(prm['name'], facts)}; {said}mepgen could "
+                                 f"not bound it: set sizes.{sym} or write the count"))
         if dtype is None:
             size = cur.type.get_canonical().get_pointee().get_size()
             of = f" ({size}-byte elements)" if size > 0 else ""
@@ -166,7 +167,8 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
 
     constants = _constants(project, kernel, resolver, todo)
     launch_todo = []
-    grid, block, why = _checked_launch(grid, block, project, symbols, sizes_override)
+    written = [project.text(c) or "?" for c, v in ((lc.grid, grid), (lc.block, block)) if c is not None and v is None]
+    grid, block, why = _checked_launch(grid, block, project, symbols, sizes_override, written)
     if why is not None:
         unsure = "; ".join(dict.fromkeys(launch_unsure))
         launch_todo.append(Todo("launch", f"the launch configuration at {site['file']}:{site['line']} "
@@ -218,13 +220,16 @@ def body_errors(project: Project, cursor) -> list[str]:
     return out
 
 
-def _checked_launch(grid, block, project: Project, symbols: Symbols, override: dict[str, int]):
+def _checked_launch(grid, block, project: Project, symbols: Symbols, override: dict[str, int],
+                   written: list[str] = ()):
     """(grid, block, None) when every dimension is an expression C++ evaluates from sizes and macros, else
-    (placeholder dims, placeholder dims, why): a launch mepgen did not derive is never written as if it were."""
+    (placeholder dims, placeholder dims, why): a launch mepgen did not derive is never written as if it were.
+    `written`: the launch's grid/block as the source writes them, where they were not traced (for the reason)."""
     why = None
     _prefetch([*(grid or []), *(block or [])], project, symbols, override)
     if grid is None or block is None:
-        why = "could not be traced to sizes"
+        shown = ", ".join(f"`{' '.join(w.split())[:120]}`" for w in written)
+        why = f"could not be traced to sizes{f' ({shown})' if shown else ''}"
     for e in [*(grid or []), *(block or [])]:
         if why is None and _numeric(e, project, symbols, override) is None:
             why = f"gives `{e}`, which does not evaluate to an integer from sizes and macros"

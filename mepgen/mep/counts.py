@@ -44,9 +44,11 @@ def count_from_bytes(bytes_expr: str, elem_size: int | None) -> str:
     text = unparen(drop_casts(bytes_expr))
     if _depth0_ops(text) <= {"*"}:
         factors = split_top_level(text, "*")
-        kept = [f for f in factors if not _SIZEOF.match(f.strip())]
-        if len(kept) < len(factors):
-            return unparen(" * ".join(unparen(f) for f in kept)) if kept else "1"
+        kept = [f for f in factors if not _SIZEOF.match(unparen(f))]
+        if len(kept) == len(factors) and elem_size and str(elem_size) in [unparen(f) for f in kept]:
+            kept.remove(next(f for f in kept if unparen(f) == str(elem_size)))   # `n * 32`: 32-byte elements
+        if len(kept) < len(factors):      # `W * (X + 1) * sizeof(T)` -> `W * (X + 1)`: a sum keeps its parentheses
+            return unparen(" * ".join(_p(unparen(f)) for f in kept)) if kept else "1"
     return text if elem_size == 1 else f"({text}) / {elem_size or 1}"
 
 

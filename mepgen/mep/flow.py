@@ -227,12 +227,52 @@ def _taken(m: Mod, own: list, decide) -> bool | None:
     return True
 
 
+class _Pending:
+    """Changes before the launch that may or may not run (in an earlier loop, under an undecided `if`): harmless
+    when a certain assignment on the way to the launch overwrites what they change (`for (...) { g.x = i; k1<<<g,
+    b>>>(); } ... for (...) { g.x = i; k2<<<g, b>>>(); }`: k2's `g.x` is its own loop's); otherwise the value is
+    unsure. Keyed by member (`x`) or `*` for the whole value."""
+
+    def __init__(self):
+        self.why: dict[str, str] = {}
+        self.members_since_whole: set[str] = set()
+
+    def note(self, m: Mod, why: str) -> None:
+        if m.op in ("?", "&arg"):
+            raise Unsure(why)
+        self.why.setdefault(m.member or "*", why)
+        if m.member is None:
+            self.members_since_whole = set()
+
+    def overwritten_by(self, m: Mod) -> None:
+        if not self.why:
+            return
+        if m.op != "=":          # `g.x += 1` or a store through a pointer builds on what may have changed
+            hit = self.why.get(m.member or "*") or self.why.get("*") or \
+                (None if m.member else next(iter(self.why.values())))
+            if hit:
+                raise Unsure(hit)
+            return
+        if m.member is None:
+            self.why.clear()
+            return
+        self.why.pop(m.member, None)
+        self.members_since_whole.add(m.member)
+        if {"x", "y", "z"} <= self.members_since_whole:
+            self.why.pop("*", None)
+
+    def check(self) -> None:
+        if self.why:
+            raise Unsure(next(iter(self.why.values())))
+
+
 def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
                  choices: list[str], where, argv: list | None = None, decide=None) -> list[Step]:
     """The changes of the variable that run before the launch, in order; raises Unsure with the reason when one
     of them may or may not run. `launch_path`: the launch's ancestors (function first). `where(node)`: file:line."""
     out: list[Step] = []
     later: list = []          # changes after the launch inside a loop that repeats it: carried to the next round
+    pending = _Pending()      # changes that may or may not run, unless a later certain assignment overwrites them
     loops = [n for n in launch_path if n.kind.name in LOOPS]
     for m in modifications(fn, usr):
         off = m.node.extent.start.offset
@@ -290,12 +330,16 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
         if any(x.kind.name in BRANCHES for x in own):
             taken = _taken(m, own, decide)      # `if (N % 256) blocks++;` over constants: the compiler decides
             if taken is None:
-                raise Unsure(f"`{name}` is assigned at {where(m.node)} under a condition mepgen does not decide")
+                pending.note(m, f"`{name}` is assigned at {where(m.node)} under a condition mepgen does not decide")
+                continue
             if not taken:
                 continue
         if any(x.kind.name in LOOPS for x in own):
-            raise Unsure(f"`{name}` is assigned at {where(m.node)} in a loop before the launch")
+            pending.note(m, f"`{name}` is assigned at {where(m.node)} in a loop before the launch")
+            continue
+        pending.overwritten_by(m)
         out.append(Step(m.op, m.member, m.rhs, off, m.call, m.index))
+    pending.check()
     for m, loop in later:
         # harmless when every round assigns what it changes again before the launch (`b.x = ...; k<<<b>>>;`)
         fresh = {st.member or "*" for st in out if st.op == "=" and _contains(loop, st.offset)}

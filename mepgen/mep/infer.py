@@ -13,7 +13,7 @@ from .. import cexpr
 from ..spec import C_TYPES, Init, Param, Todo
 from . import counts
 from .access import KernelFacts, only_upper_bounds
-from .origins import allocation
+from .allocs import allocation, explain
 from .resolve import Resolver
 
 DEFAULT_SIZE = 1 << 20          # default of a size symbol nothing traces (always paired with a todo)
@@ -82,6 +82,10 @@ def buffer_count(name, arg, resolver: Resolver, facts: KernelFacts, elem_size, t
         if checked is not None:
             how = f"allocated with {alloc[1]}({resolver.p.text(arg) if arg is not None else name}, {alloc[0]})"
             return checked, how
+        unsized = (f"the launch passes `{resolver.p.text(arg)}`, allocated with `{alloc[0]}` bytes, which is not "
+                   "an expression over sizes mepgen knows")
+    else:
+        unsized = None
     for var, (rp, row) in facts.csr.items():
         if rp == name:
             bound = next((counts.index_count(a, facts.locals, facts.thread_locals) for a in facts.accesses[name]
@@ -99,7 +103,9 @@ def buffer_count(name, arg, resolver: Resolver, facts: KernelFacts, elem_size, t
     if found:
         best = max(found, key=lambda x: (len(x[0]), x[0]))
         return best[0], f"index `{best[1].index}` under `{'; '.join(g.text for g in best[1].guards)}`"
-    return None, ""
+    if arg is None:
+        return None, "mepgen could not read the launch's argument for it"
+    return None, unsized or explain(resolver, arg)
 
 
 def default_init(p: Param, facts: KernelFacts, counts_by_name: dict[str, str], nnz: str | None) -> tuple[Init, str]:

@@ -1,50 +1,10 @@
-"""Where a launch's buffers and a kernel's constants come from in the application.
-
-A pointer argument is followed back to the `cudaMalloc` that made it (its byte count gives the element
-count); a `__constant__` symbol to the `cudaMemcpyToSymbol` that fills it (its source gives the values).
-Both follow function parameters to the callers' arguments, in any translation unit.
+"""Where a kernel's constants come from in the application: a `__constant__` symbol is followed to the
+`cudaMemcpyToSymbol` that fills it (its source gives the values). Buffers' allocations: mep/allocs.py.
 """
 from __future__ import annotations
 
 from .project import walk
-from .resolve import Resolver, init_expr, strip
-
-_ALLOCATORS = ("cudaMalloc", "cudaMallocManaged", "cudaMallocAsync", "cudaMallocFromPoolAsync")
-
-
-def allocation(r: Resolver, c) -> tuple[str, str] | None:
-    """(bytes expression, allocator) of the device buffer a pointer expression points to."""
-    c = strip(c)
-    if c is None:
-        return None
-    if c.kind.name in ("CSTYLE_CAST_EXPR", "CXX_STATIC_CAST_EXPR", "CXX_REINTERPRET_CAST_EXPR"):
-        return allocation(r, list(c.get_children())[-1])
-    if c.kind.name != "DECL_REF_EXPR" or c.referenced is None:
-        return None
-    d = c.referenced
-    if d.kind.name == "PARM_DECL":
-        for frame in reversed(r.bindings):
-            if d.get_usr() in frame:
-                return allocation(r, frame[d.get_usr()][0])
-        index, fn = r.param_index(d)
-        for call, caller in r.p.calls.get(fn.get_usr(), []) if fn is not None else []:
-            args = list(call.get_arguments())
-            with r.inside(caller):
-                found = allocation(r, args[index]) if index < len(args) else None
-            if found:
-                return found
-        return None
-    if d.kind.name != "VAR_DECL" or d.semantic_parent is None:
-        return None
-    for n in walk(d.semantic_parent):
-        if n.kind.name == "CALL_EXPR" and n.spelling in _ALLOCATORS:
-            args = list(n.get_arguments())
-            if len(args) >= 2 and _refers_to(args[0], d.get_usr()):
-                with r.inside(d.semantic_parent):
-                    size = r.call_arg(n, 1)
-                return (size, n.spelling) if size is not None else None
-    init = init_expr(d)
-    return allocation(r, init) if init is not None else None
+from .resolve import Resolver
 
 
 def constant_source(r: Resolver, symbol_usr: str) -> str | None:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from .. import cexpr
 from ..parsing import clang
+from . import fnmacro
+from .fnmacro import FunctionMacro
 
 FUNCTION_KINDS = ("FUNCTION_DECL", "FUNCTION_TEMPLATE", "CXX_METHOD", "CONSTRUCTOR")
 LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaLaunchKernelExC")
@@ -38,6 +40,7 @@ class Project:
         self.functions: dict[str, object] = {}            # usr -> definition cursor
         self.calls: dict[str, list] = defaultdict(list)   # callee usr -> [(call, caller), ...] in source order
         self.macros: dict[str, str] = {}                  # object-like macro -> replacement text
+        self.function_macros: dict[str, FunctionMacro] = {}   # function-like macro -> parameters and body
         self.globals: dict[str, object] = {}              # usr -> namespace-scope VAR_DECL (definition)
         for tu in translation_units:
             if only is not None and tu["file"] not in only:
@@ -90,6 +93,10 @@ class Project:
                     toks[1].extent.start.offset == toks[0].extent.end.offset
                 if not function_like:
                     self.macros.setdefault(top.spelling, " ".join(t.spelling for t in toks[1:]))
+                elif top.spelling not in self.function_macros:
+                    m = fnmacro.definition([t.spelling for t in toks])
+                    if m is not None:
+                        self.function_macros[top.spelling] = m
                 continue
             self._index_decl(top)
 

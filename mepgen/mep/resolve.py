@@ -142,6 +142,13 @@ class Resolver:
         k = c.kind.name
         if c.extent.start.file is not None and c.extent.end.offset <= c.extent.start.offset:
             return self.tokens_expr([t.spelling for t in c.get_tokens()])   # inside a macro argument
+        expanded = self._macro_call(c)
+        if expanded is not None:
+            return self.tokens_expr(expanded)
+        if k == "CXX_UNARY_EXPR":
+            size = self._sizeof(c)
+            if size is not None:
+                return size
         if k in _LITERALS or not self._has_refs(c):
             return self.p.text(c) or None
         if k == "DECL_REF_EXPR":
@@ -158,6 +165,45 @@ class Resolver:
         if k in _SPLICE or k == "CXX_UNARY_EXPR":
             return self._splice(c)
         return None
+
+    def _sizeof(self, c) -> str | None:
+        """`sizeof(fr_t)` of a type the application declares or `sizeof(*d_x)` of an expression, as the number of
+        bytes clang computes (the MEP's size arithmetic has neither); sizeof of a built-in type stays as written."""
+        text = self.p.text(c)
+        if not re.match(r"\s*(sizeof|alignof|__alignof__)\b", text):
+            return None
+        own = any(n.kind.name == "TYPE_REF" and n.referenced is not None and self.p.in_app(n.referenced)
+                  or n.kind.name == "DECL_REF_EXPR" for n in walk(c))    # `sizeof(*d_x)`: of an expression
+        value = clang.evaluate_int(c) if own else None
+        return str(value) if value is not None else None
+
+    def _macro_call(self, c) -> list[str] | None:
+        """The expanded tokens of a cursor that is exactly one invocation of a function-like macro of the
+        application (`NUM_BLOCKS(n, TPB)`, mep/fnmacro.py), else None."""
+        from . import fnmacro
+        macros = getattr(self.p, "function_macros", {})
+        if not macros or c.extent.start.file is None:
+            return None
+        text = self.p.text(c)
+        head = re.match(r"\s*([A-Za-z_]\w*)\s*\(", text)
+        if head is None or head.group(1) not in macros:      # cheap test first: no tokenizing every operator
+            return None
+        toks = fnmacro.tokens(text)
+        if not fnmacro.invocation(toks, macros):
+            return None
+        expanded = fnmacro.expand(toks, macros)
+        # every cursor the macro's body makes shares the invocation's extent: only the one whose form is the
+        # expansion's is the invocation (not `size` inside `#define RUN(i) run(i, data, size)`)
+        inner = c
+        while inner.kind.name in ("PAREN_EXPR", "UNEXPOSED_EXPR") and len(list(inner.get_children())) == 1:
+            inner = next(iter(inner.get_children()))
+        k = inner.kind.name
+        form = f"ref:{inner.spelling}" if k == "DECL_REF_EXPR" else "literal" if k in _LITERALS else \
+            f"call:{inner.spelling}" if k == "CALL_EXPR" else "expr"
+        if expanded is None or (fnmacro.shape(expanded) != form and not (k == "CALL_EXPR" and inner.spelling in
+                                                                          ("dim3", "uint3"))):
+            return None
+        return expanded
 
     def _element(self, c) -> str | None:
         """`local[1]` of an array initialized with a brace list (`size_t ls[2] = {BX, BY}`): that item; an
@@ -188,6 +234,8 @@ class Resolver:
 
     def _has_refs(self, c) -> bool:
         for n in walk(c):
+            if n.kind.name == "CXX_UNARY_EXPR" and self._sizeof(n) is not None:
+                return True
             if n.kind.name in ("DECL_REF_EXPR", "MEMBER_REF_EXPR", "CALL_EXPR", "INIT_LIST_EXPR"):
                 ref = n.referenced
                 if n.kind.name == "DECL_REF_EXPR" and ref is not None and ref.kind.name == "ENUM_CONSTANT_DECL" \
@@ -230,7 +278,39 @@ class Resolver:
             return self._param(d)
         if k == "VAR_DECL":
             return self._var(d)
+        if k == "TEMPLATE_NON_TYPE_PARAMETER":
+            return self._template_arg(d)
         return None
+
+    def _template_arg(self, d) -> str | None:
+        """A non-type template parameter of the function the value is wanted in (`template <int N> void run()
+        { k<<<1, N>>>(...); }`): its argument in the first instantiation the application calls (a stated
+        choice when there are several), None when nothing calls it."""
+        tmpl = d.semantic_parent
+        if tmpl is None or tmpl.kind.name != "FUNCTION_TEMPLATE":
+            return None
+        params = [x for x in tmpl.get_children() if x.kind.name.startswith("TEMPLATE_") and
+                  x.kind.name.endswith("PARAMETER")]
+        index = next((i for i, x in enumerate(params) if x.get_usr() == d.get_usr()), None)
+        values: list[tuple[int, object]] = []
+        for call, _ in self.p.calls.get(tmpl.get_usr(), []):
+            spec = call.referenced
+            try:
+                if index is None or spec is None or index >= spec.get_num_template_arguments() or \
+                        spec.get_template_argument_kind(index).name != "INTEGRAL":
+                    continue
+                values.append((spec.get_template_argument_value(index), call))
+            except (AttributeError, ValueError):
+                continue
+        if not values:
+            return None
+        value, call = values[0]
+        others = sorted({v for v, _ in values} - {value})
+        if others:
+            self.choices.append(f"`{d.spelling}` is the template argument {value} of {tmpl.spelling}() as called at "
+                                f"{self.where(call)}, the first of its instantiations (others: "
+                                f"{', '.join(map(str, others))})")
+        return str(value)
 
     def _point(self, fn) -> int | None:
         """The offset in `fn` where values are wanted, if a scope being resolved names one."""
@@ -614,6 +694,14 @@ class Resolver:
         out, i = [], 0
         while i < len(toks):
             t, prev = toks[i], toks[i - 1] if i else ""
+            if t == "sizeof" and i + 1 < len(toks) and toks[i + 1] == "(":
+                end = _group_end(toks, i + 1)
+                size = _sizeof_tokens(toks[i + 2:end], decls)
+                if size is False:
+                    return None
+                out += [str(size)] if size is not None else toks[i:end + 1]   # an operand is not evaluated
+                i = end + 1
+                continue
             if t in decls and prev not in (".", "->", "::"):
                 d = decls[t]
                 value = self._var(d) if d.kind.name == "VAR_DECL" else self._param(d)
@@ -652,6 +740,36 @@ def operator_of(node, kids) -> str:
             return t.spelling
     return ""
 
+
+
+def _group_end(toks: list[str], open_at: int) -> int:
+    """Index of the `)` closing the `(` at `open_at` (the last token when unbalanced)."""
+    depth = 0
+    for j in range(open_at, len(toks)):
+        depth += toks[j] == "("
+        depth -= toks[j] == ")"
+        if depth == 0:
+            return j
+    return len(toks) - 1
+
+
+def _sizeof_tokens(inner: list[str], decls: dict):
+    """The byte size of `sizeof(x)`, `sizeof(*p)` or `sizeof(p[0])` over a variable of the function (from its
+    declared type); None when the operand names no variable (a type: kept as written); False when it names one
+    whose size mepgen cannot tell."""
+    names = [t for t in inner if t in decls]
+    if not names:
+        return None
+    t = decls[names[0]].type.get_canonical()
+    if inner == [names[0]]:
+        size = t.get_size()
+    elif inner == ["*", names[0]] or (len(inner) >= 4 and inner[0] == names[0] and inner[1] == "[" and
+                                      inner[-1] == "]"):
+        pointee = t.get_pointee() if t.kind.name == "POINTER" else t.element_type
+        size = pointee.get_size() if pointee is not None and pointee.kind.name != "INVALID" else -1
+    else:
+        return False
+    return size if size > 0 else False
 
 
 def _single_return(fn):

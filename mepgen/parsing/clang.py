@@ -63,15 +63,44 @@ def parse_args(tu_args: list[str], language: str = "cuda") -> list[str]:
             *NVCC_LENIENCY, "-ferror-limit=0", "-D__MEPGEN_PARSE__=1"]
 
 
+_KEEP_GOING = 0x200         # CXTranslationUnit_KeepGoing (clang-c/Index.h); cindex has no name for it
+
+
 def parse(path: Path, tu_args: list[str], unsaved: list[tuple[str, str]] | None = None):
     """Parse one file; returns the TranslationUnit (libclang keeps going past errors)."""
     ci = cindex()
     index = ci.Index.create()
-    options = ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD  # macro definitions and expansions
+    # macro definitions and expansions; and keep going after a fatal error (a header the parse cannot find,
+    # `<thrust/scan.h>`): clang otherwise stops instantiating templates for the rest of the file, so every
+    # `cudaMalloc(&p, n)` (a template overload) and templated call after the include became an invalid expression
+    options = ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD | _KEEP_GOING
     try:
         return index.parse(str(path), args=parse_args(tu_args), unsaved_files=unsaved, options=options)
     except ci.TranslationUnitLoadError as e:
         raise MepgenError(f"libclang could not load {path}: {e}") from None
+
+
+def evaluate_int(cursor) -> int | None:
+    """The integer value clang gives a constant expression cursor (`sizeof(fr_t)` of the application's own
+    type), or None (not constant, dependent on a template parameter, not an integer)."""
+    import ctypes
+    lib = cindex().conf.lib
+    if not getattr(lib, "_mepgen_eval_typed", False):
+        lib.clang_Cursor_Evaluate.restype = ctypes.c_void_p
+        lib.clang_Cursor_Evaluate.argtypes = [cindex().Cursor]
+        lib.clang_EvalResult_getKind.argtypes = [ctypes.c_void_p]
+        lib.clang_EvalResult_getKind.restype = ctypes.c_int
+        lib.clang_EvalResult_getAsLongLong.argtypes = [ctypes.c_void_p]
+        lib.clang_EvalResult_getAsLongLong.restype = ctypes.c_longlong
+        lib.clang_EvalResult_dispose.argtypes = [ctypes.c_void_p]
+        lib._mepgen_eval_typed = True
+    result = lib.clang_Cursor_Evaluate(cursor)
+    if not result:
+        return None
+    try:
+        return lib.clang_EvalResult_getAsLongLong(result) if lib.clang_EvalResult_getKind(result) == 1 else None
+    finally:
+        lib.clang_EvalResult_dispose(result)
 
 
 def specialized_template(cursor):
