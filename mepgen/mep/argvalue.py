@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..extract.runcommand import RunCommand, find_run_command
 
@@ -25,11 +26,24 @@ class ArgValue:
     note: str              # the stated choice (value) or why there is none (todo reason's tail)
 
 
-def run_command(project) -> RunCommand | None:
-    """The application's run command, read once per project."""
-    if not hasattr(project, "_run_command"):
-        project._run_command = find_run_command(project.app_root)
-    return project._run_command
+def run_command(project, near: str | None = None) -> RunCommand | None:
+    """The run command of the program whose source file is `near`: the first that the file's folder or one of
+    its parents up to the application's root states (`srad_v1/run` beside `srad_v1/main.cu` in an application
+    of several programs), else the root's; read once per folder."""
+    cache = project.__dict__.setdefault("_run_commands", {})
+    root = Path(project.app_root).resolve()
+    folders = []
+    if near:
+        d = Path(near).resolve().parent
+        while d != root and root in d.parents:
+            folders.append(d)
+            d = d.parent
+    for d in folders + [root]:
+        if d not in cache:
+            cache[d] = find_run_command(d)
+        if cache[d] is not None:
+            return cache[d]
+    return None
 
 
 def argv_index(text: str) -> int | None:
@@ -61,13 +75,13 @@ def option_value(args: list[str], letter: str) -> str | None:
 
 
 def from_run(project, name: str, text: str, integral: bool, default: str | None,
-             option: str | None = None) -> ArgValue:
+             option: str | None = None, near: str | None = None) -> ArgValue:
     """The value of variable `name`, set by `text` (an expression reading argv, or getopt's `optarg` for
-    `option`), from the run command."""
+    `option`) in source file `near`, from the run command."""
     k = argv_index(text) if option is None else None
     if k is None and option is None:
         return ArgValue(None, "mepgen reads only a literal index of argv")
-    rc = run_command(project)
+    rc = run_command(project, near)
     if rc is None:
         return ArgValue(None, "the application states no run command mepgen can read (no Makefile `run` target, "
                               f"run script or add_test); {CAPTURE}")

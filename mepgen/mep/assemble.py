@@ -369,7 +369,7 @@ def _sizes(project, exprs, symbols: Symbols, override: dict[str, int], nnz, nnz_
         else:
             sizes[n] = infer.DEFAULT_SIZE
             todo.append(Todo(f"sizes.{n}", f"{reason}; {infer.DEFAULT_SIZE} is a placeholder (`mepgen mep ... "
-                             f"--size {n}=VALUE` sets it; nothing is allocated until it is set)"))
+                             f"--size {n}=VALUE` sets it; nothing is allocated until it is set)", symbols.kinds.get(n)))
     return {k: sizes[k] for k in names if k in sizes}
 
 

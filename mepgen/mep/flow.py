@@ -5,7 +5,8 @@ not one: the value at the launch is the initializer with every assignment on the
 applied in order (`grid.x = ...`, `grid = dim3(...)`, `n = ...`, `n *= 2`). An assignment that may or may not
 run before the launch (under an `if`, in a loop that does not hold the launch, or later in a loop that repeats
 it) makes the value unsure: the caller gets the reason, never a value. The counter of a loop that holds the
-launch takes its first iteration's value, a stated choice (`Flow.choices`).
+launch takes its first iteration's value, and a variable the loop changes after the launch its value before the
+loop, both stated choices (the launch of the loop's first round is the one the MEP reproduces).
 """
 from __future__ import annotations
 
@@ -99,6 +100,10 @@ def all_modifications(fn) -> dict[str, list[Mod]]:
                 args = [kids[0], kids[2]] if node.spelling.startswith("operator") and len(kids) == 3 else []
             else:
                 args = kids
+            if k == "CALL_EXPR" and node.spelling == "operator>>" and len(kids) == 3:
+                usr, _ = _target(kids[2])         # `in >> n`: n is read from a stream
+                if usr is not None:
+                    add(usr, Mod(node, "?", None, None, list(path)))
             if args:
                 usr, member = _target(args[0])
                 if usr is not None:
@@ -228,16 +233,19 @@ def _taken(m: Mod, own: list, decide) -> bool | None:
 
 
 def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
-                 choices: list[str], where, argv: list | None = None, decide=None) -> list[Step]:
+                 choices: list[str], where, argv: list | None = None, decide=None, stored=None) -> list[Step]:
     """The changes of the variable that run before the launch, in order; raises Unsure with the reason when one
-    of them may or may not run. `launch_path`: the launch's ancestors (function first). `where(node)`: file:line."""
+    of them may or may not run. `launch_path`: the launch's ancestors (function first). `where(node)`: file:line.
+    `stored(call)`: why a call that gets the variable by reference gives it a value of the input (a reader), or
+    None."""
     out: list[Step] = []
     later: list = []          # changes after the launch inside a loop that repeats it: carried to the next round
     loops = [n for n in launch_path if n.kind.name in LOOPS]
     for m in modifications(fn, usr):
         off = m.node.extent.start.offset
         if m.op == "?":
-            raise Unsure(f"`{name}` is passed by reference or its address is taken at {where(m.node)}")
+            why = stored(m.node) if stored is not None and m.node.kind.name == "CALL_EXPR" else None
+            raise Unsure(why or f"`{name}` is passed by reference or its address is taken at {where(m.node)}")
         # the innermost ancestor shared with the launch
         common = 0
         while common < len(m.path) and common < len(launch_path) and \
@@ -256,7 +264,7 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
                 choices.append(f"`{name}` is a counter of the loop at {where(loop_step)}: the MEP reproduces the "
                                f"launch of its first iteration")
                 continue
-        if off > launch_offset:
+        if off >= launch_offset:        # (an assignment is not before itself: `n = 2 * n + 1`)
             loop = next((lp for lp in reversed(loops) if _contains(lp, off)), None)
             if loop is not None:
                 later.append((m, loop))
@@ -296,7 +304,9 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
         fresh = {st.member or "*" for st in out if st.op == "=" and _contains(loop, st.offset)}
         if "*" in fresh or (m.member in fresh if m.member else {"x", "y", "z"} <= fresh):
             continue
-        raise Unsure(f"`{name}` changes at {where(m.node)}, after the launch, in a loop that repeats it")
+        # the launch of the loop's first round sees the value from before it: the MEP reproduces that one
+        choices.append(f"`{name}` changes at {where(m.node)}, after the launch, in the loop at {where(loop)} that "
+                       "repeats it: the MEP reproduces the launch of its first iteration")
     return out
 
 
@@ -361,6 +371,11 @@ def modified_locals(project: Project, fn) -> set[str]:
                         and not t.get_pointee().is_const_qualified() else None
                     if target is not None:
                         out.add(target.referenced.get_usr())
+            if k == "CALL_EXPR" and n.spelling == "operator>>":
+                kids = list(n.get_children())
+                target = base_var(kids[2]) if len(kids) == 3 else None
+                if target is not None:        # `in >> n`
+                    out.add(target.referenced.get_usr())
             if k == "CALL_EXPR" and n.spelling.startswith("operator") and n.spelling.endswith("=") \
                     and n.spelling not in ("operator==", "operator!=", "operator<=", "operator>="):
                 kids = list(n.get_children())

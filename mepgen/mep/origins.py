@@ -40,7 +40,7 @@ def allocation(r: Resolver, c) -> tuple[str, str] | None:
         if n.kind.name == "CALL_EXPR" and n.spelling in _ALLOCATORS:
             args = list(n.get_arguments())
             if len(args) >= 2 and _refers_to(args[0], d.get_usr()):
-                with r.inside(d.semantic_parent):
+                with r.inside(d.semantic_parent, n.extent.start.offset):    # the size as it is at the call
                     size = r.call_arg(n, 1)
                 return (size, n.spelling) if size is not None else None
     init = init_expr(d)

@@ -16,6 +16,7 @@ from ..cexpr import is_one_group
 from .dim3 import DIM3_TYPES, apply_step, decl_name, dim3_component
 from .flow import element_writes, modified_locals
 from .project import Project, qualified_name, walk
+from .readers import Why, kind_of, origin, stored_by
 from ..parsing import clang
 
 _LITERALS = ("INTEGER_LITERAL", "FLOATING_LITERAL", "CXX_BOOL_LITERAL_EXPR", "CHARACTER_LITERAL",
@@ -41,6 +42,7 @@ class Symbols:
     preferred: dict[str, str] = field(default_factory=dict)   # var usr -> name to use if it needs a symbol
     defaults: dict[str, int] = field(default_factory=dict)    # symbol -> the application's own default (argv)
     from_run: dict[str, int] = field(default_factory=dict)    # symbol -> value of the app's run command (argv)
+    kinds: dict[str, str] = field(default_factory=dict)       # symbol -> its todo's kind, where the reason knows it
 
     def get(self, key: str, name: str, reason: str, taken: set[str]) -> str:
         if key in self.by_key:
@@ -51,6 +53,8 @@ class Symbols:
             out, i = f"{base}_{i}", i + 1
         self.by_key[key] = out
         self.reasons[out] = reason
+        if kind_of(reason) is not None:
+            self.kinds[out] = kind_of(reason)
         return out
 
 
@@ -155,6 +159,10 @@ class Resolver:
             return None if None in items else "{" + ", ".join(items) + "}"
         if k == "ARRAY_SUBSCRIPT_EXPR":
             return self._element(c)
+        if k == "BINARY_OPERATOR":
+            kids = list(c.get_children())
+            if len(kids) == 2 and operator_of(c, kids) == "=":      # `ce = cw = step / rx`: the value assigned
+                return self.expr(kids[1])
         if k in _SPLICE or k == "CXX_UNARY_EXPR":
             return self._splice(c)
         return None
@@ -254,9 +262,10 @@ class Resolver:
         argv: list = []
         try:
             steps = flow.steps_before(fn, d.get_usr(), d.spelling, flow.path_to(fn, at), at, self.choices,
-                                      self.where, argv, decide=lambda cond: self._decide(fn, cond))
+                                      self.where, argv, decide=lambda cond: self._decide(fn, cond),
+                                      stored=lambda call: stored_by(self.p, call, d.spelling, self.where(call)))
         except flow.Unsure as e:
-            self.unsure.append(str(e))
+            self.unsure.append(e.args[0])
             return True, None
         if argv:
             default = None
@@ -331,7 +340,8 @@ class Resolver:
             if st.op == "&arg":                  # `init(&dt)`: what init() stores through its parameter
                 value = self._stored_through(st.call, st.index, d)
                 if value is None:
-                    self.unsure.append(f"`{d.spelling}` is set through a pointer by {st.call.spelling}() at "
+                    self.unsure.append(stored_by(self.p, st.call, d.spelling, self.where(st.call)) or
+                                       f"`{d.spelling}` is set through a pointer by {st.call.spelling}() at "
                                        f"{self.where(st.call)} in a way mepgen does not follow")
                     return True, None
                 continue
@@ -340,7 +350,8 @@ class Resolver:
                 with self.inside(fn, st.offset):
                     rhs = self.expr(st.rhs)
                 if rhs is None:
-                    self.unsure.append(f"`{d.spelling}` is assigned `{self.p.text(st.rhs)}` at {self.where(st.rhs)}, "
+                    self.unsure.append(origin(self.p, st.rhs, d.spelling, self.where(st.rhs)) or
+                                       f"`{d.spelling}` is assigned `{self.p.text(st.rhs)}` at {self.where(st.rhs)}, "
                                        "which mepgen could not trace to a value")
                     return True, None
             value = apply_step(value, st, rhs, d.type)
@@ -364,7 +375,9 @@ class Resolver:
                 return True, self._argv_symbol(d, self.p.text(m.rhs), self.where(m.node), None)
         texts = {self.p.text(w.rhs) if w.rhs is not None else None for _, w in writes}
         if any(w.op != "=" or w.member is not None or w.rhs is None for _, w in writes) or len(texts) != 1:
-            self.unsure.append(f"`{d.spelling}` is changed in {len(writes)} place(s) ({self.where(m.node)} first) "
+            read = next(filter(None, (self._input_write(d, w) for _, w in writes)), None)
+            self.unsure.append(Why(f"{read}; it is changed in {len(writes)} place(s)", read.kind) if read else
+                               f"`{d.spelling}` is changed in {len(writes)} place(s) ({self.where(m.node)} first) "
                                "and mepgen does not know which holds at the launch")
             return True, None
         if init_expr(d) is not None:
@@ -376,12 +389,19 @@ class Resolver:
         with self.inside(fn, m.node.extent.start.offset):
             value = self.expr(m.rhs)
         if value is None:
-            self.unsure.append(f"`{d.spelling}` is set to `{self.p.text(m.rhs)}` at {self.where(m.node)}, which "
+            self.unsure.append(origin(self.p, m.rhs, d.spelling, self.where(m.node)) or
+                               f"`{d.spelling}` is set to `{self.p.text(m.rhs)}` at {self.where(m.node)}, which "
                                "mepgen could not trace to a value")
             return True, None
         self.choices.append(f"`{d.spelling}` is set once, in {fn.spelling}() at {self.where(m.node)}: "
                             f"{self.p.text(m.rhs)}")
         return True, value
+
+    def _input_write(self, d, w) -> Why | None:
+        """Why one change of `d` gives it a value of the application's input or of the run, else None."""
+        if w.op in ("&arg", "?") and w.node.kind.name == "CALL_EXPR" or w.call is not None:
+            return stored_by(self.p, w.call if w.call is not None else w.node, d.spelling, self.where(w.node))
+        return origin(self.p, w.rhs, d.spelling, self.where(w.node))
 
     def _var(self, d) -> str | None:
         value = None
@@ -414,11 +434,17 @@ class Resolver:
         index, fn = self.param_index(d)
         if fn is None:
             return None
+        mark = len(self.unsure)
         for call, caller in self.p.calls.get(fn.get_usr(), []):
             with self.inside(caller, call.extent.start.offset):
                 value = self.call_arg(call, index)
             if value is not None:
                 return value
+        why = next((w for w in reversed(self.unsure[mark:]) if kind_of(w) is not None), None)
+        if why is not None:     # the callers pass a value read from input: say so at this parameter
+            name = fn.spelling
+            return self._symbol_for(d, None, why=Why(f"`{d.spelling}` in {name}() is what its caller passes: {why}",
+                                                     kind_of(why)))
         return self._symbol_for(d, None)
 
     def param_index(self, d):
@@ -443,7 +469,8 @@ class Resolver:
             if default is not None and integral else None
         fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
         got = from_run(self.p, d.spelling, text, integral,
-                       str(value) if value is not None else (default if not integral else None), option)
+                       str(value) if value is not None else (default if not integral else None), option,
+                       d.location.file.name if d.location.file is not None else None)
         name = self.symbols.preferred.get(d.get_usr(), d.spelling)
         if got.value is not None:
             self.choices.append(got.note)
@@ -481,18 +508,25 @@ class Resolver:
                     default = self.expr(other[0])
         return self._argv_symbol(d, self.p.text(init), self.where(d), default)
 
-    def _symbol_for(self, d, init, unsure: bool = False) -> str | None:
+    def _symbol_for(self, d, init, unsure: bool = False, why: Why | None = None) -> str | None:
         """A size symbol for an integer that is not a compile-time value (None for other types, unless the
         application's run command gives it)."""
-        if init is not None and not unsure and any(n.kind.name == "DECL_REF_EXPR" and n.spelling == "argv"
-                                                   for n in walk(init)):   # not the text: macros blur it
-            return self._argv_init(d, init)
+        read = origin(self.p, init, d.spelling, self.where(d)) if init is not None and not unsure else None
+        if read is None and init is not None and not unsure and any(
+                n.kind.name == "DECL_REF_EXPR" and n.spelling == "argv" for n in walk(init)):   # macros blur text
+            return self._argv_init(d, init)      # `atoi(argv[1])`, not `count_lines(argv[1])` (a file it reads)
         if not is_integral(d.type):
+            if why is not None or read is not None:     # a scalar's todo says where it comes from
+                self.unsure.append(why or read)
             return None
         fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
-        if unsure and self.unsure:
+        if why is not None:
+            key, reason = f"decl:{d.get_usr()}", why
+        elif unsure and self.unsure:
             key = f"decl:{d.get_usr()}"
             reason = self.unsure[-1]
+        elif read is not None:
+            key, reason = f"decl:{d.get_usr()}", read
         elif self._modified(d) and d.semantic_parent is not None \
                 and d.semantic_parent.kind.name not in ("NAMESPACE", "TRANSLATION_UNIT"):
             key = f"decl:{d.get_usr()}"     # one symbol per variable, whichever way it was reached
