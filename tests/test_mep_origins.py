@@ -211,3 +211,39 @@ def test_the_run_script_beside_a_program_in_a_subfolder_gives_its_arguments(tmp_
         }""", files={"Makefile": "all:\n\tmake -C first\n", "first/run": "./first 5000\n"}, sub="first")
     assert spec.todo == [], [(t.field, t.reason) for t in spec.todo]
     assert size_of(spec, "n") == 5000
+
+
+def test_a_size_derived_from_a_size_read_from_a_file_keeps_its_origin(tmp_path):
+    spec, _ = mep(tmp_path, """
+        #define TILE 64
+        int main() {
+            FILE* f = fopen("mesh.txt", "r");
+            int cells;
+            fscanf(f, "%d", &cells);
+            int padded = TILE * ((cells + TILE - 1) / TILE);
+            int blocks = 1;
+            if (cells > 4096) blocks = padded / 256;
+            float *x, *y;
+            cudaMalloc(&x, padded * sizeof(float)); cudaMalloc(&y, padded * sizeof(float));
+            axpy<<<blocks, 256>>>(y, x, 1.0f, padded);
+            return 0;
+        }""")
+    kinds = {t.field: t.kind for t in spec.todo}
+    assert set(kinds.values()) == {"file"}, [(t.field, t.reason) for t in spec.todo]
+    reasons = " ".join(t.reason for t in spec.todo)
+    assert "depends on this" in reasons and "under a condition" in reasons
+
+
+def test_a_condition_over_run_command_values_is_decided(tmp_path):
+    spec, _ = mep(tmp_path, """
+        int main(int argc, char** argv) {
+            int n = atoi(argv[1]);
+            int blocks = n / 256;
+            if (n % 256) blocks++;
+            float *x, *y;
+            cudaMalloc(&x, n * sizeof(float)); cudaMalloc(&y, n * sizeof(float));
+            axpy<<<blocks, 256>>>(y, x, 1.0f, n);
+            return 0;
+        }""", files={"run": "./axpy 1000\n"})
+    assert spec.todo == [], [(t.field, t.reason) for t in spec.todo]
+    assert cexpr.evaluate(spec.launch.grid[0], spec.sizes) == 4

@@ -12,7 +12,8 @@ from .project import walk
 
 #: calls of the C/C++ library that read input, and what they read
 FILE_READERS = {"fscanf": "file", "fread": "file", "fgets": "file", "getline": "file", "fgetc": "file",
-                "getc": "file", "read": "file", "scanf": "standard input", "gets": "standard input",
+                "getc": "file", "read": "file", "ftell": "the size of a file", "fstat": "the size of a file",
+                "scanf": "standard input", "gets": "standard input",
                 "getchar": "standard input"}
 #: calls whose value depends on chance, the clock, or what the GPU computed
 RUNTIME_CALLS = {"rand", "random", "drand48", "lrand48", "rand_r", "time", "clock", "gettimeofday",

@@ -109,6 +109,7 @@ class Resolver:
         self.points: list[int | None] = []             # where in each scope function the value is wanted
         self.choices: list[str] = []                   # stated choices (a loop's first iteration), for the notes
         self.unsure: list[str] = []                    # why a value was not followed (control flow)
+        self.cond_why: list = []                       # why a condition was not decided (a Why), or None
         self._decls: dict[str, dict] = {}
         self._depth = 0
 
@@ -260,12 +261,16 @@ class Resolver:
         if at is None or fn is None:
             return False, None
         argv: list = []
+        cmark = len(self.cond_why)
         try:
             steps = flow.steps_before(fn, d.get_usr(), d.spelling, flow.path_to(fn, at), at, self.choices,
                                       self.where, argv, decide=lambda cond: self._decide(fn, cond),
                                       stored=lambda call: stored_by(self.p, call, d.spelling, self.where(call)))
         except flow.Unsure as e:
-            self.unsure.append(e.args[0])
+            why, inner = e.args[0], self.cond_why[-1] if len(self.cond_why) > cmark else None
+            if "under a condition" in why and kind_of(why) is None and inner is not None:
+                why = Why(f"{why}, which depends on this: {inner}", kind_of(inner))
+            self.unsure.append(why)
             return True, None
         if argv:
             default = None
@@ -320,11 +325,17 @@ class Resolver:
         """The value of an `if` condition when it depends on constants only (macros, traced values), by the
         compiler; None when it depends on a value mepgen did not trace."""
         from ..cexpr import evaluate, names
+        mark = len(self.unsure)
         with self.inside(fn, cond.extent.start.offset):
             text = self.expr(cond)
-        if text is None or names(text) & set(self.symbols.reasons):
+        unknown = names(text) & set(self.symbols.reasons) - set(self.symbols.from_run) if text is not None else set()
+        if text is None or unknown:
+            # why it cannot be decided, when that is a value of the input or of the run
+            inner = [w for w in self.unsure[mark:] if kind_of(w)] + \
+                [self.symbols.reasons[n] for n in sorted(unknown) if n in self.symbols.kinds]
+            self.cond_why.append(inner[-1] if inner else None)
             return None
-        value = evaluate(text, self.p.macros)
+        value = evaluate(text, {**self.p.macros, **self.symbols.from_run})    # run-command values: stated already
         return None if value is None else bool(value)
 
     def _value_from(self, d, fn, steps) -> tuple[bool, str | None]:
@@ -347,12 +358,13 @@ class Resolver:
                 continue
             rhs = None
             if st.rhs is not None:
+                mark = len(self.unsure)
                 with self.inside(fn, st.offset):
                     rhs = self.expr(st.rhs)
                 if rhs is None:
+                    said = f"`{d.spelling}` is assigned `{self.p.text(st.rhs)}` at {self.where(st.rhs)}"
                     self.unsure.append(origin(self.p, st.rhs, d.spelling, self.where(st.rhs)) or
-                                       f"`{d.spelling}` is assigned `{self.p.text(st.rhs)}` at {self.where(st.rhs)}, "
-                                       "which mepgen could not trace to a value")
+                                       self._depends(said, mark) or f"{said}, which mepgen could not trace to a value")
                     return True, None
             value = apply_step(value, st, rhs, d.type)
             if value is None:
@@ -386,12 +398,13 @@ class Resolver:
         if any(x.kind.name in flow.BRANCHES + flow.LOOPS for _, w in writes for x in w.path):
             self.unsure.append(f"`{d.spelling}` is set at {self.where(m.node)} under a condition or in a loop")
             return True, None
+        mark = len(self.unsure)
         with self.inside(fn, m.node.extent.start.offset):
             value = self.expr(m.rhs)
         if value is None:
-            self.unsure.append(origin(self.p, m.rhs, d.spelling, self.where(m.node)) or
-                               f"`{d.spelling}` is set to `{self.p.text(m.rhs)}` at {self.where(m.node)}, which "
-                               "mepgen could not trace to a value")
+            said = f"`{d.spelling}` is set to `{self.p.text(m.rhs)}` at {self.where(m.node)}"
+            self.unsure.append(origin(self.p, m.rhs, d.spelling, self.where(m.node)) or self._depends(said, mark)
+                               or f"{said}, which mepgen could not trace to a value")
             return True, None
         self.choices.append(f"`{d.spelling}` is set once, in {fn.spelling}() at {self.where(m.node)}: "
                             f"{self.p.text(m.rhs)}")
@@ -403,8 +416,15 @@ class Resolver:
             return stored_by(self.p, w.call if w.call is not None else w.node, d.spelling, self.where(w.node))
         return origin(self.p, w.rhs, d.spelling, self.where(w.node))
 
+    def _depends(self, said: str, mark: int) -> Why | None:
+        """`said`, and that it depends on a value of the input or of the run, when one of the reasons given since
+        `mark` says so (`nelr = 16 * (nel / 16 + 1)` after `file >> nel`): a derived value keeps its origin."""
+        inner = next((w for w in reversed(self.unsure[mark:]) if kind_of(w) is not None), None)
+        return Why(f"{said}, which depends on this: {inner}", kind_of(inner)) if inner is not None else None
+
     def _var(self, d) -> str | None:
         value = None
+        mark = len(self.unsure)
         if d.semantic_parent is not None and d.semantic_parent.kind.name in ("NAMESPACE", "TRANSLATION_UNIT") \
                 and not d.type.is_const_qualified():
             handled, value = self._global(d)
@@ -423,7 +443,11 @@ class Resolver:
                     and d.type.get_canonical().kind.name == "RECORD":
                 value = _type_name(d.type) + value
         if value is None:
-            return self._symbol_for(d, init_expr(d))
+            init = init_expr(d)
+            fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
+            why = self._depends(f"`{d.spelling}` in {fn}() is `{self._written(d, init)}`", mark) \
+                if init is not None else None
+            return self._symbol_for(d, init, why=why)
         return value
 
     def _param(self, d) -> str | None:
