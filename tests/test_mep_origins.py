@@ -247,3 +247,25 @@ def test_a_condition_over_run_command_values_is_decided(tmp_path):
         }""", files={"run": "./axpy 1000\n"})
     assert spec.todo == [], [(t.field, t.reason) for t in spec.todo]
     assert cexpr.evaluate(spec.launch.grid[0], spec.sizes) == 4
+
+
+def test_an_untraced_initializer_of_a_followed_variable_is_its_own_reason(tmp_path):
+    spec, _ = mep(tmp_path, """
+        int main() {
+            const int n = 4096;
+            float *x, *y;
+            cudaMalloc(&x, n * sizeof(float)); cudaMalloc(&y, n * sizeof(float));
+            float w;
+            if (n > 10) w = 2.0f;
+            int* bounds = (int*)malloc(2 * sizeof(int));
+            for (int i = 0; i < 2; i++) bounds[i] = i * 1000;
+            int rows = bounds[1] - bounds[0];
+            while (rows > 0) {
+                axpy<<<(rows + 255) / 256, 256>>>(y, x, w, rows);
+                rows -= 256;
+            }
+            return 0;
+        }""")
+    t = todo_of(spec, "sizes.")
+    assert "`rows` in main() is `bounds[1] - bounds[0]`" in t.reason and "`w`" not in t.reason, t
+    assert t.kind == "placeholder"

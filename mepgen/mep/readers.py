@@ -65,8 +65,20 @@ def reader_call(project, call, depth: int = 3) -> str | None:
 
 def _from_stream(call) -> bool:
     kids = list(call.get_children())
-    t = kids[0].type.get_canonical().spelling if kids else ""
-    return any(s in t for s in _STREAM_TYPES)
+    t = f"{kids[0].type.spelling} {kids[0].type.get_canonical().spelling}" if kids else ""   # as written too:
+    return any(s in t for s in _STREAM_TYPES)           # an unresolved `std::ifstream` is canonically `int`
+
+
+def stream_target(node):
+    """The operand `in >> x` reads into (x), or None: an overloaded `operator>>` call, or the plain binary `>>`
+    libclang leaves when the stream's declarations did not resolve (the lhs is still typed `std::ifstream`)."""
+    kids = list(node.get_children())
+    if node.kind.name == "CALL_EXPR" and node.spelling == "operator>>" and len(kids) == 3:
+        return kids[2]
+    if node.kind.name == "BINARY_OPERATOR" and len(kids) == 2 and _from_stream(node):
+        from .resolve import operator_of
+        return kids[1] if operator_of(node, kids) == ">>" else None
+    return None
 
 
 def origin(project, expr, name: str, where: str) -> Why | None:
@@ -88,6 +100,9 @@ def origin(project, expr, name: str, where: str) -> Why | None:
 def stored_by(project, call, name: str, where: str) -> Why | None:
     """Why a value a call stores through a pointer or reference (`fscanf(f, "%d", &n)`, `load(&n)`,
     `cudaMemcpy(&n, d_n, ...)`, `in >> n`) is not derivable; None when the call is none of these."""
+    if call.kind.name == "BINARY_OPERATOR":
+        return Why(f"`{name}` is read from a stream (`>>`) at {where} (the application's input)", "file") \
+            if stream_target(call) is not None else None
     if call.spelling in DEVICE_COPIES:
         return Why(f"`{name}` is copied from the GPU by {call.spelling}() at {where}: a value the application "
                    "computes while it runs", "runtime")

@@ -280,7 +280,8 @@ class Resolver:
             if option is not None and len({o for _, _, o in argv}) > 1:
                 self.unsure.append(f"`{d.spelling}` is set by several command-line options")
                 return True, None
-            return True, self._argv_symbol(d, self.p.text(m.rhs), self.where(m.node), default, option)
+            text = self.p.text(m.rhs if m.rhs is not None else m.call)     # `sscanf(argv[2], "%d", &n)`
+            return True, self._argv_symbol(d, text, self.where(m.node), default, option)
         return self._value_from(d, fn, steps)
 
     def _stored_through(self, call, index: int, d) -> str | None:
@@ -343,8 +344,14 @@ class Resolver:
         init = init_expr(d)
         value = None
         if init is not None:
+            mark = len(self.unsure)
             with self.inside(fn, d.extent.start.offset):
                 value = self.expr(init)
+            if value is None and not (steps and steps[0].op == "=" and steps[0].member is None):
+                said = f"`{d.spelling}` in {fn.spelling}() is `{self._written(d, init)}`"
+                self.unsure.append(origin(self.p, init, d.spelling, self.where(d)) or self._depends(said, mark)
+                                   or f"{said}, which mepgen could not trace to a value")
+                return True, None
         elif decl_name(d.type) in DIM3_TYPES:
             value = "dim3(1, 1, 1)"        # `dim3 blocks;`: CUDA's default constructor
         for st in steps:
@@ -412,7 +419,7 @@ class Resolver:
 
     def _input_write(self, d, w) -> Why | None:
         """Why one change of `d` gives it a value of the application's input or of the run, else None."""
-        if w.op in ("&arg", "?") and w.node.kind.name == "CALL_EXPR" or w.call is not None:
+        if w.op in ("&arg", "?") and w.node.kind.name in ("CALL_EXPR", "BINARY_OPERATOR") or w.call is not None:
             return stored_by(self.p, w.call if w.call is not None else w.node, d.spelling, self.where(w.node))
         return origin(self.p, w.rhs, d.spelling, self.where(w.node))
 
@@ -487,7 +494,7 @@ class Resolver:
         default (the value it runs with when the argument is not given) when the code has one, and why the
         run command did not give it (mep/argvalue.py)."""
         from ..cexpr import integer
-        from .argvalue import from_run
+        from .argvalue import flag, from_run
         integral = is_integral(d.type)
         value = integer(default, {**self.p.macros, **self.symbols.defaults, **self.symbols.from_run}) \
             if default is not None and integral else None
@@ -507,7 +514,7 @@ class Resolver:
         if not integral:
             return None
         arg = re.search(r"argv\s*\[[^\]]*\]", text)
-        shown = f"option -{option}" if option else arg.group(0) if arg else text
+        shown = f"option {flag(option)}" if option else arg.group(0) if arg else text
         reason = (f"`{d.spelling}` in {fn}() comes from the command line (`{shown}` at "
                   f"{where})")
         reason += f"; the application's default without it is {value}, used here" if value is not None \
