@@ -269,3 +269,18 @@ def test_an_untraced_initializer_of_a_followed_variable_is_its_own_reason(tmp_pa
     t = todo_of(spec, "sizes.")
     assert "`rows` in main() is `bounds[1] - bounds[0]`" in t.reason and "`w`" not in t.reason, t
     assert t.kind == "placeholder"
+
+
+def test_a_function_like_macro_over_host_values_is_expanded(tmp_path):
+    spec, app = mep(tmp_path, """
+        #define SMALLER(p, q) ((p) < (q) ? (p) : (q))
+        int main() {
+            const int n = 2048, total = 100, step = 16;
+            float *x, *y;
+            cudaMalloc(&x, n * sizeof(float)); cudaMalloc(&y, n * sizeof(float));
+            for (int t = 0; t < total; t += step)
+                axpy<<<n / 256, 256>>>(y, x, 1.0f, SMALLER(n, total - t));
+            return 0;
+        }""")
+    assert spec.todo == [], [(t.field, t.reason) for t in spec.todo]
+    assert size_of(spec, "n") == 100                 # the first iteration: t = 0

@@ -38,6 +38,7 @@ class Project:
         self.functions: dict[str, object] = {}            # usr -> definition cursor
         self.calls: dict[str, list] = defaultdict(list)   # callee usr -> [(call, caller), ...] in source order
         self.macros: dict[str, str] = {}                  # object-like macro -> replacement text
+        self.function_macros: dict[str, tuple[list[str], list[str]]] = {}   # `MIN(a, b)` -> (params, body tokens)
         self.globals: dict[str, object] = {}              # usr -> namespace-scope VAR_DECL (definition)
         for tu in translation_units:
             if only is not None and tu["file"] not in only:
@@ -90,6 +91,12 @@ class Project:
                     toks[1].extent.start.offset == toks[0].extent.end.offset
                 if not function_like:
                     self.macros.setdefault(top.spelling, " ".join(t.spelling for t in toks[1:]))
+                else:
+                    words = [t.spelling for t in toks]
+                    close = words.index(")") if ")" in words else -1
+                    params = [w for w in words[2:close] if w != ","]
+                    if close > 0 and "..." not in params and "#" not in words and "##" not in words:
+                        self.function_macros.setdefault(top.spelling, (params, words[close + 1:]))
                 continue
             self._index_decl(top)
 

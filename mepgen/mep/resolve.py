@@ -149,6 +149,12 @@ class Resolver:
             return self.tokens_expr([t.spelling for t in c.get_tokens()])   # inside a macro argument
         if k in _LITERALS or not self._has_refs(c):
             return self.p.text(c) or None
+        if self.p.function_macros and k != "DECL_REF_EXPR":
+            # the whole expression is a call of a function-like macro of the application (`MIN(n, total - t)`):
+            # its parts' extents overlap, so it is resolved as written and expanded
+            called = self._macro_call(self.p.text(c))
+            if called is not None:
+                return called
         if k == "DECL_REF_EXPR":
             return self._decl_ref(c)
         if k == "MEMBER_REF_EXPR":
@@ -693,6 +699,23 @@ class Resolver:
             i += 1
         return _join(out)
 
+    def _macro_call(self, text: str) -> str | None:
+        """`text` when it is one call of a function-like macro of the application, its names replaced by their
+        values and the macro expanded; None for anything else."""
+        m = re.match(r"\s*([A-Za-z_]\w*)\s*\(", text or "")
+        if m is None or m.group(1) not in self.p.function_macros:
+            return None
+        toks = re.findall(r"[A-Za-z_]\w*|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\w*|::|->|<<|>>|<=|>=|==|!=|&&|\|\||\S", text)
+        level = 0
+        for i, t in enumerate(toks[1:], 1):
+            level += {"(": 1, ")": -1}.get(t, 0)
+            if level == 0:
+                if i != len(toks) - 1:
+                    return None          # `MIN(a, b) + 1`: its parts are resolved one by one
+                break
+        value = self.tokens_expr(toks)
+        return expand_function_macros(value, self.p.function_macros) if value is not None else None
+
     def _scope_decls(self, fn) -> dict:
         if fn is None:
             return {}
@@ -717,6 +740,31 @@ def operator_of(node, kids) -> str:
             return t.spelling
     return ""
 
+
+
+def expand_function_macros(text: str, macros: dict[str, tuple[list[str], list[str]]], depth: int = 0) -> str | None:
+    """`MIN(a, b + 1)` with `#define MIN(x, y) ((x) < (y) ? (x) : (y))` -> `((a) < (b + 1) ? (a) : (b + 1))`:
+    every call of a function-like macro in `text` replaced by its body over the arguments (each in parentheses);
+    None when a call's arguments do not match its parameters."""
+    from ..cexpr import split_top_level
+    m = next((m for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", text) if m.group(1) in macros), None)
+    if m is None:
+        return text
+    if depth > 20:
+        return None
+    i, level = m.end(), 1
+    while i < len(text) and level:
+        level += {"(": 1, ")": -1}.get(text[i], 0)
+        i += 1
+    if level:
+        return None
+    params, body = macros[m.group(1)]
+    args = [a.strip() for a in split_top_level(text[m.end():i - 1])] if text[m.end():i - 1].strip() else []
+    if len(args) != len(params):
+        return None
+    bound = dict(zip(params, args))
+    expanded = " ".join(f"({bound[w]})" if w in bound else w for w in body)
+    return expand_function_macros(text[:m.start()] + f"({expanded})" + text[i:], macros, depth + 1)
 
 
 def _single_return(fn):
