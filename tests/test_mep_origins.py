@@ -284,3 +284,19 @@ def test_a_function_like_macro_over_host_values_is_expanded(tmp_path):
         }""")
     assert spec.todo == [], [(t.field, t.reason) for t in spec.todo]
     assert size_of(spec, "n") == 100                 # the first iteration: t = 0
+
+
+def test_a_parameter_whose_callers_mepgen_did_not_parse_says_so(tmp_path):
+    spec, _ = mep(tmp_path, """
+        struct Problem { int rows; };
+        void launch_axpy(float* y, const float* x, const Problem& pb, int n) {
+            int rows = pb.rows;
+            axpy<<<(rows + 255) / 256, 256>>>(y, x, 2.0f, n);
+        }""", files={"host.cpp": """
+        struct Problem { int rows; };
+        void launch_axpy(float* y, const float* x, const Problem& pb, int n);
+        int main() { Problem pb{1000}; launch_axpy(nullptr, nullptr, pb, 1000); return 0; }
+        """})
+    reasons = [t.reason for t in spec.todo if t.field.startswith("sizes.")]
+    assert len(reasons) == 2 and all("which no source mepgen parsed calls" in r for r in reasons), reasons
+    assert any("`rows` in launch_axpy() is `pb.rows`, which depends on this" in r for r in reasons), reasons

@@ -432,7 +432,8 @@ class Resolver:
     def _depends(self, said: str, mark: int) -> Why | None:
         """`said`, and that it depends on a value of the input or of the run, when one of the reasons given since
         `mark` says so (`nelr = 16 * (nel / 16 + 1)` after `file >> nel`): a derived value keeps its origin."""
-        inner = next((w for w in reversed(self.unsure[mark:]) if kind_of(w) is not None), None)
+        inner = next((w for w in reversed(self.unsure[mark:]) if kind_of(w) is not None), None) or \
+            next((w for w in reversed(self.unsure[mark:]) if "which no source mepgen parsed calls" in w), None)
         return Why(f"{said}, which depends on this: {inner}", kind_of(inner)) if inner is not None else None
 
     def _var(self, d) -> str | None:
@@ -482,6 +483,10 @@ class Resolver:
             name = fn.spelling
             return self._symbol_for(d, None, why=Why(f"`{d.spelling}` in {name}() is what its caller passes: {why}",
                                                      kind_of(why)))
+        if not self.p.calls.get(fn.get_usr()):      # called from a file mepgen did not parse (a .c/.cpp main)
+            return self._symbol_for(d, None, why=Why(f"`{d.spelling}` is a parameter of {fn.spelling}(), which no "
+                                                     "source mepgen parsed calls (its callers are in files without "
+                                                     "CUDA code, which mepgen does not read)"))
         return self._symbol_for(d, None)
 
     def param_index(self, d):
