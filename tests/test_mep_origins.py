@@ -300,3 +300,28 @@ def test_a_parameter_whose_callers_mepgen_did_not_parse_says_so(tmp_path):
     reasons = [t.reason for t in spec.todo if t.field.startswith("sizes.")]
     assert len(reasons) == 2 and all("which no source mepgen parsed calls" in r for r in reasons), reasons
     assert any("`rows` in launch_axpy() is `pb.rows`, which depends on this" in r for r in reasons), reasons
+
+
+def test_programs_of_one_folder_each_get_their_own_mains_values(tmp_path):
+    app = tmp_path / "app"
+    app.mkdir()
+    for name, n in (("small.cu", 1000), ("large.cu", 5000)):
+        (app / name).write_text(textwrap.dedent(KERNEL) + textwrap.dedent(f"""
+            static void run_axpy(float* y, const float* x, int n) {{ axpy<<<(n + 255) / 256, 256>>>(y, x, 1.0f, n); }}
+            int main() {{
+                int n = 10;
+                n = n * {n // 10};
+                float *x, *y;
+                cudaMalloc(&x, n * sizeof(float)); cudaMalloc(&y, n * sizeof(float));
+                run_axpy(y, x, n);
+                return 0;
+            }}"""))
+    extract(app, ExtractOptions(jobs=1))
+    r = CliRunner().invoke(main, ["mep", "--all", "-C", str(app)])
+    assert r.exit_code == 0, r.output
+    found = {}
+    for path in (app / ".mepgen" / "meps").glob("*/mep.yaml"):
+        spec = load_spec(path)
+        assert spec.todo == [], [(t.field, t.reason) for t in spec.todo]
+        found[spec.kernel.source] = size_of(spec, "n")
+    assert found == {"small.cu": 1000, "large.cu": 5000}

@@ -251,9 +251,10 @@ class Resolver:
         """The offset in `fn` where values are wanted, if a scope being resolved names one."""
         if fn is None:
             return None
-        usr = fn.get_usr()
+        usr, file = fn.get_usr(), fn.location.file.name if fn.location.file is not None else None
         for f, at in zip(reversed(self.scope), reversed(self.points)):
-            if f is not None and at is not None and f.get_usr() == usr:
+            if f is not None and at is not None and f.get_usr() == usr and \
+                    (f.location.file.name if f.location.file is not None else None) == file:
                 return at
         return None
 
@@ -263,7 +264,8 @@ class Resolver:
         from . import flow
         parent = d.semantic_parent
         at = self._point(parent)
-        fn = self.p.find_function(parent.get_usr()) if parent is not None else None
+        fn = parent if parent is not None and parent.is_definition() else \
+            self.p.find_function(parent.get_usr()) if parent is not None else None
         if at is None or fn is None:
             return False, None
         argv: list = []
@@ -473,7 +475,10 @@ class Resolver:
         if fn is None:
             return None
         mark = len(self.unsure)
-        for call, caller in self.p.calls.get(fn.get_usr(), []):
+        here = fn.location.file.name if fn.location.file is not None else None
+        calls = sorted(self.p.calls.get(fn.get_usr(), []),     # callers of the same file (program) first
+                       key=lambda cc: (cc[1].location.file.name if cc[1].location.file is not None else None) != here)
+        for call, caller in calls:
             with self.inside(caller, call.extent.start.offset):
                 value = self.call_arg(call, index)
             if value is not None:
