@@ -93,7 +93,7 @@ def complete_all(ws: Workspace, inv: dict, log=lambda m: None) -> list[KernelOut
     for k in kernels:
         r = by_path.get(ws.mep_dir(k["id"]).resolve())
         if r is not None:
-            todo = [{"field": t.field, "reason": t.reason, "kind": todo_kind(t.field, t.reason)}
+            todo = [{"field": t.field, "reason": t.reason, "kind": t.kind or todo_kind(t.field, t.reason)}
                     for t in r.spec.todo]
             outcomes.append(KernelOutcome(**_base(k), outcome=NEEDS_PERSON if todo else READY, mep=str(r.path),
                                           todo=todo))

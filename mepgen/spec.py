@@ -185,6 +185,12 @@ class KernelRef:
 class Todo:
     field: str
     reason: str
+    kind: str | None = None        # what it takes to complete (mepgen/todokind.py); None in older records
+
+    def __post_init__(self):
+        if self.kind is None:
+            from .todokind import todo_kind
+            self.kind = todo_kind(self.field, self.reason)
 
 
 @dataclass
@@ -366,7 +372,8 @@ _SCHEMA = record({
     "timing": (record({"warmup": (of_type(int), False), "reps": (of_type(int), False),
                        "flush_l2": (of_type(bool), False)}), False),
     "work": (record({"bytes": (optional(_expr), False), "flops": (optional(_expr), False)}), False),
-    "todo": (list_of(record({"field": (of_type(str), True), "reason": (of_type(str), True)})), False),
+    "todo": (list_of(record({"field": (of_type(str), True), "reason": (of_type(str), True),
+                             "kind": (of_type(str), False)})), False),
     "chain": (list_of(record({
         "kernel": (of_type(str), True), "callee": (of_type(str), True), "site": (optional(of_type(str)), False),
         "launch": (record({"grid": (_dims, True), "block": (_dims, True), "shared_mem": (_expr, False)}), True),

@@ -1,4 +1,8 @@
-"""A short machine-readable kind for each todo of an MEP (`mepgen ready --json`), from its field and reason.
+"""A short machine-readable kind for each todo of an MEP (`mepgen ready --json`, mep.yaml's `kind`).
+
+The code that makes a todo says its kind where it knows it (a size read with fscanf is `file` wherever the
+words of its reason fall); :func:`todo_kind` derives it from the field and the reason's words otherwise, and for
+records written before todos carried a kind.
 
 Kinds, the first rule that matches wins:
 - `capture`: the input exists only in a run of the application (a struct of device pointers, an element type

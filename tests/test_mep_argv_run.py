@@ -228,3 +228,37 @@ def test_an_initializer_written_with_a_macro_is_no_command_line_value(tmp_path):
     reasons = " ".join(t.reason for t in spec.todo)
     assert "command line" not in reasons and "99" not in text
     assert "`groups` in main() is `ROUND_UP(total_items(), 64)`" in reasons
+
+
+def test_sscanf_of_argv_and_options_compared_by_name_take_the_run_commands_values(tmp_path):
+    app = app_with(tmp_path, {"Makefile": "run: main\n\t./main 3000 -alpha 0.25 --reps 7\n"}, """
+        #include <cstdio>
+        #include <cstdlib>
+        #include <cstring>
+        __global__ void scale(float* v, int n, float a, int reps)
+        { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) for (int r = 0; r < reps; r++) v[i] *= a; }
+        int main(int argc, char** argv)
+        {
+            int n, reps = 1, block = 128;
+            float a = 1.0f;
+            if (sscanf(argv[1], "%d", &n) != 1) return 1;
+            for (int i = 2; i < argc; i++) {
+                if (!strcmp(argv[i], "-alpha")) a = atof(argv[++i]);
+                else if (strcmp(argv[i], "--reps") == 0) reps = atoi(argv[++i]);
+                else if (!strcmp(argv[i], "-block")) block = atoi(argv[++i]);
+            }
+            float* v;
+            cudaMalloc(&v, n * sizeof(float));
+            scale<<<(n + block - 1) / block, block>>>(v, n, a, reps);
+            return 0;
+        }
+    """)
+    r = run("scale", "-C", app)
+    assert r.exit_code == 0, r.output
+    spec, text = mep_of(app)
+    assert spec.todo == []
+    assert spec.sizes[spec.param("n").value] == 3000
+    assert spec.param("a").value == "0.25"
+    assert spec.sizes[spec.param("reps").value] == 7
+    assert 128 in spec.sizes.values()                 # -block not given: the code's default
+    assert "(option -alpha) = 0.25" in text and "(option --reps) = 7" in text

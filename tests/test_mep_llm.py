@@ -128,7 +128,7 @@ def test_a_good_proposal_settles_every_todo_and_is_marked_for_review(app):
     text = (folder(app) / "mep.yaml").read_text()
     assert text.count("# LLM-PROPOSED(test-model): ") == 4 and "TODO(mepgen)" not in text
     assert "# LLM-PROPOSED(test-model): sizes.N = 65536 was proposed by the LLM, not inferred by mepgen: review " \
-           "it (the todo was: `n` in run_scatter() gets no traceable value" in text
+           "it (the todo was: `n` is a parameter of run_scatter(), which no source mepgen parsed calls" in text
     assert "# the LLM test-model proposed sizes.N, sizes.STRIDE, params[1].count, constants[0].value" in text
     assert "# out: inout: written only where i < n" in text          # mepgen's own notes are kept
     # the harness and inputs follow the proposal

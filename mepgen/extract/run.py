@@ -150,10 +150,12 @@ def _merge(results: list[dict]) -> tuple[list[dict], list[dict], dict[str, str]]
         host_constants.update(r["host_constants"])
         for name, value in r["object_macros"].items():
             macros.setdefault(name, value)
+        own = {k["usr"]: kernels[(k["file"], k["start_byte"])] for k in r["kernels"]}
         for s in r["launch_sites"]:
-            sites.setdefault((s["file"], s["start_byte"], s["kernel_usr"]), s)
-    for s in sorted(sites.values(), key=lambda s: (s["file"], s["start_byte"])):
-        k = by_usr.get(s["kernel_usr"])
+            # the kernel this unit defines under that name: two programs of one folder may both define `k`
+            sites.setdefault((s["file"], s["start_byte"], s["kernel_usr"]), (s, own.get(s["kernel_usr"])))
+    for s, mine in sorted(sites.values(), key=lambda sk: (sk[0]["file"], sk[0]["start_byte"])):
+        k = mine or by_usr.get(s["kernel_usr"])
         if k is None:
             continue  # a launch of a kernel whose definition is outside the application
         k["launch_sites"].append({key: v for key, v in s.items() if key not in ("kernel_usr",)})

@@ -215,7 +215,7 @@ class TodoAsker:
                 continue
             why = [f"the LLM ({self.model}) proposed {p.field} = {_flow(p.value)}, refused: {p.refused}"
                    for p in out.refused if t.field in p.settles]
-            todo.append(Todo(t.field, "; ".join([t.reason, *why])))
+            todo.append(Todo(t.field, "; ".join([t.reason, *why]), t.kind))
         d = {**d, "todo": [{"field": t.field, "reason": t.reason} for t in todo]}
         d = _work_follows_counts(spec, d)
         new = validate_dict(d)

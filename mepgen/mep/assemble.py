@@ -28,7 +28,7 @@ ATOMIC_FLOAT_TOL = {"float32": (1e-4, 1e-3), "float64": (1e-10, 1e-10), "float16
 def choose_launch(project: Project, kernel: dict, only: dict | None = None) -> tuple[dict, LaunchCursors]:
     """The first launch site mepgen can read (the inventory lists them in source order); `only`: that site."""
     for site in [only] if only is not None else kernel["launch_sites"]:
-        found = find_launches(project, kernel["usr"], site["enclosing_usr"])
+        found = find_launches(project, kernel["usr"], site["enclosing_usr"], site.get("file"))
         if found:
             return site, next((f for f in found if f.line == site["line"]), found[0])
     where = ", ".join(f"{s['file']}:{s['line']}" for s in kernel["launch_sites"]) or "none in the sources"
@@ -43,7 +43,7 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
     `site`: the launch site to reproduce (default: the first mepgen can read); `symbols`: size symbols shared
     with another kernel's spec (a chain's feeders name the same host values as the target does)."""
     notes: list[str] = []
-    cursor = project.find_function(kernel["usr"])
+    cursor = project.find_function(kernel["usr"], kernel.get("file"))
     if cursor is None:
         raise MepgenError(f"{kernel['qualified_name']}: its definition is not in the parsed sources; "
                           f"rerun `mepgen extract`")
@@ -53,7 +53,7 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
     if len(kernel["instantiations"]) > 1:
         notes.append(f"instantiated as {', '.join('<' + ', '.join(i) + '>' for i in kernel['instantiations'])}; "
                      f"this MEP uses <{', '.join(targs_list)}> from {site['file']}:{site['line']}")
-    enclosing = project.find_function(site["enclosing_usr"])
+    enclosing = project.find_function(site["enclosing_usr"], site.get("file"))
     symbols = symbols if symbols is not None else Symbols()
     resolver = Resolver(project, symbols, set(project.macros))
     param_cursors = [c for c in cursor.get_children() if c.kind.name == "PARM_DECL"]
@@ -374,7 +374,7 @@ def _sizes(project, exprs, symbols: Symbols, override: dict[str, int], nnz, nnz_
         else:
             sizes[n] = infer.DEFAULT_SIZE
             todo.append(Todo(f"sizes.{n}", f"{reason}; {infer.DEFAULT_SIZE} is a placeholder (`mepgen mep ... "
-                             f"--size {n}=VALUE` sets it; nothing is allocated until it is set)"))
+                             f"--size {n}=VALUE` sets it; nothing is allocated until it is set)", symbols.kinds.get(n)))
     return {k: sizes[k] for k in names if k in sizes}
 
 

@@ -237,7 +237,7 @@ def apply(spec: Spec, d: Detection, site: dict) -> list[str]:
             if t.field.startswith("sizes."):
                 spec.todo.append(t)
             else:
-                spec.todo.append(Todo(f"chain[{n}]", f"{kname}: {t.field}: {t.reason}"))
+                spec.todo.append(Todo(f"chain[{n}]", f"{kname}: {t.field}: {t.reason}", t.kind))
         if f.spec.constants:
             raise MepgenError(f"{kname} (feeding {', '.join(f.feeds)}) reads __constant__/__device__ symbols "
                               f"({', '.join(c.name for c in f.spec.constants)}); chains with constants are not "

@@ -36,7 +36,7 @@ def _summary(r) -> dict:
         "launch": {"grid": s.launch.grid, "block": s.launch.block, "shared_mem": s.launch.shared_mem,
                    "callee": s.launch.callee},
         "chain": s.to_dict().get("chain", []), "buffers": s.to_dict().get("buffers", []),
-        "todo": [{"field": t.field, "reason": t.reason} for t in s.todo],
+        "todo": [{"field": t.field, "reason": t.reason, "kind": t.kind} for t in s.todo],
         "notes": r.notes, "backup": r.backup,
         "llm": r.llm.to_dict() if r.llm is not None else None,
     }

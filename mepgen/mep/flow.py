@@ -5,7 +5,8 @@ not one: the value at the launch is the initializer with every assignment on the
 applied in order (`grid.x = ...`, `grid = dim3(...)`, `n = ...`, `n *= 2`). An assignment that may or may not
 run before the launch (under an `if`, in a loop that does not hold the launch, or later in a loop that repeats
 it) makes the value unsure: the caller gets the reason, never a value. The counter of a loop that holds the
-launch takes its first iteration's value, a stated choice (`Flow.choices`).
+launch takes its first iteration's value, and a variable the loop changes after the launch its value before the
+loop, both stated choices (the launch of the loop's first round is the one the MEP reproduces).
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import re
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from .readers import stream_target
 
 if TYPE_CHECKING:
     from .project import Project
@@ -99,6 +102,11 @@ def all_modifications(fn) -> dict[str, list[Mod]]:
                 args = [kids[0], kids[2]] if node.spelling.startswith("operator") and len(kids) == 3 else []
             else:
                 args = kids
+            read = stream_target(node) if k in ("CALL_EXPR", "BINARY_OPERATOR") else None
+            if read is not None:
+                usr, _ = _target(read)            # `in >> n`: n is read from a stream
+                if usr is not None:
+                    add(usr, Mod(node, "?", None, None, list(path)))
             if args:
                 usr, member = _target(args[0])
                 if usr is not None:
@@ -191,6 +199,26 @@ def argv_write(m) -> bool:
         x.kind.name in LOOPS for x in m.path)
 
 
+def _named_option(own: list, off: int) -> str | None:
+    """`-paths` when the innermost `if` holding a change (in its then-branch) compares a command-line word with
+    that one flag (`if (!strcmp(argv[i], "-paths"))`, `else if (strcmp(argv[i], "--paths") == 0)`), and every
+    other branch around it tests the command line too; else None."""
+    ifs = [x for x in own if x.kind.name == "IF_STMT"]
+    if not ifs or any(x.kind.name in BRANCHES and x.kind.name != "IF_STMT" for x in own):
+        return None
+    kids = list(ifs[-1].get_children())
+    if len(kids) < 2 or not _contains(kids[1], off):
+        return None
+    cond = kids[0]
+    words = [t.spelling for t in cond.get_tokens()] if cond.extent.end.offset > cond.extent.start.offset else []
+    flags = [w.strip('"') for w in words if re.fullmatch(r'"--?[A-Za-z][\w-]*"', w)]
+    if len(flags) != 1 or not any(w in ("argv", "strcmp", "strncmp") for w in words):
+        return None
+    if not all(_mentions(_condition(x), "argv") or _mentions(_condition(x), "argc") for x in ifs[:-1]):
+        return None
+    return flags[0]
+
+
 def _option_letter(own: list) -> str | None:
     """The option letter of the innermost `case 'n':` holding a change (getopt's switch), else None."""
     case = next((x for x in reversed(own) if x.kind.name == "CASE_STMT"), None)
@@ -267,9 +295,11 @@ class _Pending:
 
 
 def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
-                 choices: list[str], where, argv: list | None = None, decide=None) -> list[Step]:
+                 choices: list[str], where, argv: list | None = None, decide=None, stored=None) -> list[Step]:
     """The changes of the variable that run before the launch, in order; raises Unsure with the reason when one
-    of them may or may not run. `launch_path`: the launch's ancestors (function first). `where(node)`: file:line."""
+    of them may or may not run. `launch_path`: the launch's ancestors (function first). `where(node)`: file:line.
+    `stored(call)`: why a call that gets the variable by reference gives it a value of the input (a reader), or
+    None."""
     out: list[Step] = []
     later: list = []          # changes after the launch inside a loop that repeats it: carried to the next round
     pending = _Pending()      # changes that may or may not run, unless a later certain assignment overwrites them
@@ -277,7 +307,9 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
     for m in modifications(fn, usr):
         off = m.node.extent.start.offset
         if m.op == "?":
-            raise Unsure(f"`{name}` is passed by reference or its address is taken at {where(m.node)}")
+            why = stored(m.node) if stored is not None and m.node.kind.name in ("CALL_EXPR", "BINARY_OPERATOR") \
+                else None
+            raise Unsure(why or f"`{name}` is passed by reference or its address is taken at {where(m.node)}")
         # the innermost ancestor shared with the launch
         common = 0
         while common < len(m.path) and common < len(launch_path) and \
@@ -301,7 +333,7 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
                 choices.append(f"`{name}` is a counter of the loop at {where(loop_step)}: the MEP reproduces the "
                                f"launch of its first iteration")
                 continue
-        if off > launch_offset:
+        if off >= launch_offset:        # (an assignment is not before itself: `n = 2 * n + 1`)
             loop = next((lp for lp in reversed(loops) if _contains(lp, off)), None)
             if loop is not None:
                 later.append((m, loop))
@@ -315,11 +347,18 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
                              "does not follow")
             argv.append((m, True, letter))
             continue
-        if argv is not None and _mentions(m.rhs, "argv"):
+        parsed = m.call if m.op == "&arg" and m.call is not None and m.call.spelling == "sscanf" else None
+        if argv is not None and (_mentions(m.rhs, "argv") or parsed is not None and
+                                 _mentions(next(iter(parsed.get_arguments()), None), "argv")):
             # the command line: under `if (argc ...)` the value before it is the application's default
-            # an assignment inside an `if`'s own condition (`if ((n = atoi(argv[1])) <= 0) usage();`) runs
+            # an assignment inside an `if`'s own condition (`if ((n = atoi(argv[1])) <= 0) usage();`) runs,
+            # and so does `if (sscanf(argv[2], "%d", &n) != 1) usage();`
             own = [x for x in own if not (_condition(x) is not None and _contains(_condition(x), off))]
             conditional = any(x.kind.name in BRANCHES for x in own)
+            named = _named_option(own, off)
+            if named is not None:          # `if (!strcmp(argv[i], "-paths")) paths = atoi(argv[++i]);`
+                argv.append((m, True, named))
+                continue
             if conditional and not all(_mentions(_condition(x), "argc") for x in own if _condition(x) is not None):
                 raise Unsure(f"`{name}` is assigned from the command line at {where(m.node)} under a condition "
                              "mepgen does not decide")
@@ -345,7 +384,9 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
         fresh = {st.member or "*" for st in out if st.op == "=" and _contains(loop, st.offset)}
         if "*" in fresh or (m.member in fresh if m.member else {"x", "y", "z"} <= fresh):
             continue
-        raise Unsure(f"`{name}` changes at {where(m.node)}, after the launch, in a loop that repeats it")
+        # the launch of the loop's first round sees the value from before it: the MEP reproduces that one
+        choices.append(f"`{name}` changes at {where(m.node)}, after the launch, in the loop at {where(loop)} that "
+                       "repeats it: the MEP reproduces the launch of its first iteration")
     return out
 
 
@@ -410,6 +451,10 @@ def modified_locals(project: Project, fn) -> set[str]:
                         and not t.get_pointee().is_const_qualified() else None
                     if target is not None:
                         out.add(target.referenced.get_usr())
+            read = stream_target(n) if k in ("CALL_EXPR", "BINARY_OPERATOR") else None
+            target = base_var(read) if read is not None else None
+            if target is not None:            # `in >> n`
+                out.add(target.referenced.get_usr())
             if k == "CALL_EXPR" and n.spelling.startswith("operator") and n.spelling.endswith("=") \
                     and n.spelling not in ("operator==", "operator!=", "operator<=", "operator>="):
                 kids = list(n.get_children())

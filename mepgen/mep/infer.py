@@ -14,6 +14,7 @@ from ..spec import C_TYPES, Init, Param, Todo
 from . import counts
 from .access import KernelFacts, only_upper_bounds
 from .allocs import allocation, explain
+from .readers import kind_of
 from .resolve import Resolver
 
 DEFAULT_SIZE = 1 << 20          # default of a size symbol nothing traces (always paired with a todo)
@@ -32,6 +33,7 @@ def scalar_values(kernel_params, cursors, args, resolver: Resolver, targs) -> tu
     for i, (prm, cur, arg) in enumerate(zip(kernel_params, cursors, args)):
         if prm["is_pointer"]:
             continue
+        mark = len(resolver.unsure)
         value = resolver.expr(arg) if arg is not None else None
         if value is not None:
             values[prm["name"]] = counts.unparen(value)
@@ -39,11 +41,14 @@ def scalar_values(kernel_params, cursors, args, resolver: Resolver, targs) -> tu
             continue
         ctype = cur.type.get_canonical().spelling
         values[prm["name"]] = f"{ctype}{{}}"         # never runs: the todo blocks `mepgen run`
-        unsure = f" ({resolver.unsure[-1]})" if resolver.unsure else ""
+        why = resolver.unsure[-1] if resolver.unsure else None
+        known = next((w for w in reversed(resolver.unsure[mark:]) if kind_of(w) is not None), None)
+        why = known or why           # a reason that says where the value comes from (a file, the run) first
+        unsure = f" ({why})" if why else ""
         todo.append(Todo(f"params[{i}].value", f"`{prm['name']}` ({ctype}) gets "
                          f"`{resolver.p.text(arg) if arg is not None else '?'}` at the launch, which mepgen "
                          f"could not trace to a value{unsure}; write a C++ expression, or record it from a run "
-                         f"(`mepgen capture KERNEL -- ./app ARGS`)"))
+                         f"(`mepgen capture KERNEL -- ./app ARGS`)", kind_of(known)))
     return values, todo, notes
 
 

@@ -36,9 +36,11 @@ def _kernel_usrs(project: Project, c) -> set[str]:
     return out
 
 
-def find_launches(project: Project, kernel_usr: str, function_usr: str) -> list[LaunchCursors]:
-    """Every launch of the kernel in one host function, in source order."""
-    fn = project.find_function(function_usr)
+def find_launches(project: Project, kernel_usr: str, function_usr: str, file: str | None = None) \
+        -> list[LaunchCursors]:
+    """Every launch of the kernel in one host function (the one in `file`, when several share its name), in
+    source order."""
+    fn = project.find_function(function_usr, file)
     if fn is None:
         return []
     out = []

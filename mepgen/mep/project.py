@@ -38,6 +38,7 @@ class Project:
         self._in_app: dict[str, bool] = {}
         self.tus = []
         self.functions: dict[str, object] = {}            # usr -> definition cursor
+        self.definitions: dict[str, list] = defaultdict(list)  # usr -> its definitions in different files
         self.calls: dict[str, list] = defaultdict(list)   # callee usr -> [(call, caller), ...] in source order
         self.macros: dict[str, str] = {}                  # object-like macro -> replacement text
         self.function_macros: dict[str, FunctionMacro] = {}   # function-like macro -> parameters and body
@@ -110,6 +111,9 @@ class Project:
                 self.globals[c.get_usr()] = c
         elif k in FUNCTION_KINDS and c.is_definition():
             self.functions.setdefault(c.get_usr(), c)
+            same = self.definitions[c.get_usr()]
+            if not any(_file_of(x) == _file_of(c) for x in same):   # one per file: several programs' `main`
+                same.append(c)
             for node in walk(c):
                 if node.kind.name == "CALL_EXPR" and node.referenced is not None:
                     self.calls[node.referenced.get_usr()].append((node, c))
@@ -129,7 +133,13 @@ class Project:
                 return c
         return None
 
-    def find_function(self, usr: str):
+    def find_function(self, usr: str, file: str | None = None):
+        """The definition of function `usr`; `file` (relative to the application's root, or absolute): the one
+        in that file, when several programs of one folder define a function of the same name (`main`)."""
+        if file is not None and len(self.definitions.get(usr, ())) > 1:
+            for c in self.definitions[usr]:
+                if _file_of(c) in (file, str(self.app_root / file)) or self.rel(c) == file:
+                    return c
         return self.functions.get(usr)
 
     def macro_value(self, name: str) -> int | None:
@@ -147,3 +157,6 @@ def qualified_name(cursor) -> str:
         c = c.semantic_parent
     return "::".join(reversed(parts))
 
+
+def _file_of(c) -> str:
+    return c.location.file.name if c.location.file is not None else ""

@@ -202,7 +202,7 @@ def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()
     lines.append("# empty this list and run `mepgen mep KERNEL --refresh`.")
     lines.append("todo:" + (" []" if not spec.todo else ""))
     for t in spec.todo:
-        lines.append(f"  - {_flow({'field': t.field, 'reason': t.reason})}")
+        lines.append(f"  - {_flow({'field': t.field, 'reason': t.reason, 'kind': t.kind})}")
     return "\n".join(lines) + "\n"
 
 

@@ -16,6 +16,7 @@ from ..cexpr import is_one_group
 from .dim3 import DIM3_TYPES, apply_step, decl_name, dim3_component
 from .flow import element_writes, modified_locals
 from .project import Project, qualified_name, walk
+from .readers import Why, kind_of, origin, stored_by
 from ..parsing import clang
 
 _LITERALS = ("INTEGER_LITERAL", "FLOATING_LITERAL", "CXX_BOOL_LITERAL_EXPR", "CHARACTER_LITERAL",
@@ -41,6 +42,7 @@ class Symbols:
     preferred: dict[str, str] = field(default_factory=dict)   # var usr -> name to use if it needs a symbol
     defaults: dict[str, int] = field(default_factory=dict)    # symbol -> the application's own default (argv)
     from_run: dict[str, int] = field(default_factory=dict)    # symbol -> value of the app's run command (argv)
+    kinds: dict[str, str] = field(default_factory=dict)       # symbol -> its todo's kind, where the reason knows it
 
     def get(self, key: str, name: str, reason: str, taken: set[str]) -> str:
         if key in self.by_key:
@@ -51,6 +53,8 @@ class Symbols:
             out, i = f"{base}_{i}", i + 1
         self.by_key[key] = out
         self.reasons[out] = reason
+        if kind_of(reason) is not None:
+            self.kinds[out] = kind_of(reason)
         return out
 
 
@@ -105,6 +109,7 @@ class Resolver:
         self.points: list[int | None] = []             # where in each scope function the value is wanted
         self.choices: list[str] = []                   # stated choices (a loop's first iteration), for the notes
         self.unsure: list[str] = []                    # why a value was not followed (control flow)
+        self.cond_why: list = []                       # why a condition was not decided (a Why), or None
         self._decls: dict[str, dict] = {}
         self._depth = 0
 
@@ -162,6 +167,10 @@ class Resolver:
             return None if None in items else "{" + ", ".join(items) + "}"
         if k == "ARRAY_SUBSCRIPT_EXPR":
             return self._element(c)
+        if k == "BINARY_OPERATOR":
+            kids = list(c.get_children())
+            if len(kids) == 2 and operator_of(c, kids) == "=":      # `ce = cw = step / rx`: the value assigned
+                return self.expr(kids[1])
         if k in _SPLICE or k == "CXX_UNARY_EXPR":
             return self._splice(c)
         return None
@@ -316,9 +325,10 @@ class Resolver:
         """The offset in `fn` where values are wanted, if a scope being resolved names one."""
         if fn is None:
             return None
-        usr = fn.get_usr()
+        usr, file = fn.get_usr(), fn.location.file.name if fn.location.file is not None else None
         for f, at in zip(reversed(self.scope), reversed(self.points)):
-            if f is not None and at is not None and f.get_usr() == usr:
+            if f is not None and at is not None and f.get_usr() == usr and \
+                    (f.location.file.name if f.location.file is not None else None) == file:
                 return at
         return None
 
@@ -328,15 +338,21 @@ class Resolver:
         from . import flow
         parent = d.semantic_parent
         at = self._point(parent)
-        fn = self.p.find_function(parent.get_usr()) if parent is not None else None
+        fn = parent if parent is not None and parent.is_definition() else \
+            self.p.find_function(parent.get_usr()) if parent is not None else None
         if at is None or fn is None:
             return False, None
         argv: list = []
+        cmark = len(self.cond_why)
         try:
             steps = flow.steps_before(fn, d.get_usr(), d.spelling, flow.path_to(fn, at), at, self.choices,
-                                      self.where, argv, decide=lambda cond: self._decide(fn, cond))
+                                      self.where, argv, decide=lambda cond: self._decide(fn, cond),
+                                      stored=lambda call: stored_by(self.p, call, d.spelling, self.where(call)))
         except flow.Unsure as e:
-            self.unsure.append(str(e))
+            why, inner = e.args[0], self.cond_why[-1] if len(self.cond_why) > cmark else None
+            if "under a condition" in why and kind_of(why) is None and inner is not None:
+                why = Why(f"{why}, which depends on this: {inner}", kind_of(inner))
+            self.unsure.append(why)
             return True, None
         if argv:
             default = None
@@ -346,7 +362,8 @@ class Resolver:
             if option is not None and len({o for _, _, o in argv}) > 1:
                 self.unsure.append(f"`{d.spelling}` is set by several command-line options")
                 return True, None
-            return True, self._argv_symbol(d, self.p.text(m.rhs), self.where(m.node), default, option)
+            text = self.p.text(m.rhs if m.rhs is not None else m.call)     # `sscanf(argv[2], "%d", &n)`
+            return True, self._argv_symbol(d, text, self.where(m.node), default, option)
         return self._value_from(d, fn, steps)
 
     def _stored_through(self, call, index: int, d) -> str | None:
@@ -391,11 +408,17 @@ class Resolver:
         """The value of an `if` condition when it depends on constants only (macros, traced values), by the
         compiler; None when it depends on a value mepgen did not trace."""
         from ..cexpr import evaluate, names
+        mark = len(self.unsure)
         with self.inside(fn, cond.extent.start.offset):
             text = self.expr(cond)
-        if text is None or names(text) & set(self.symbols.reasons):
+        unknown = names(text) & set(self.symbols.reasons) - set(self.symbols.from_run) if text is not None else set()
+        if text is None or unknown:
+            # why it cannot be decided, when that is a value of the input or of the run
+            inner = [w for w in self.unsure[mark:] if kind_of(w)] + \
+                [self.symbols.reasons[n] for n in sorted(unknown) if n in self.symbols.kinds]
+            self.cond_why.append(inner[-1] if inner else None)
             return None
-        value = evaluate(text, self.p.macros)
+        value = evaluate(text, {**self.p.macros, **self.symbols.from_run})    # run-command values: stated already
         return None if value is None else bool(value)
 
     def _value_from(self, d, fn, steps) -> tuple[bool, str | None]:
@@ -403,25 +426,34 @@ class Resolver:
         init = init_expr(d)
         value = None
         if init is not None:
+            mark = len(self.unsure)
             with self.inside(fn, d.extent.start.offset):
                 value = self.expr(init)
+            if value is None and not (steps and steps[0].op == "=" and steps[0].member is None):
+                said = f"`{d.spelling}` in {fn.spelling}() is `{self._written(d, init)}`"
+                self.unsure.append(origin(self.p, init, d.spelling, self.where(d)) or self._depends(said, mark)
+                                   or f"{said}, which mepgen could not trace to a value")
+                return True, None
         elif decl_name(d.type) in DIM3_TYPES:
             value = "dim3(1, 1, 1)"        # `dim3 blocks;`: CUDA's default constructor
         for st in steps:
             if st.op == "&arg":                  # `init(&dt)`: what init() stores through its parameter
                 value = self._stored_through(st.call, st.index, d)
                 if value is None:
-                    self.unsure.append(f"`{d.spelling}` is set through a pointer by {st.call.spelling}() at "
+                    self.unsure.append(stored_by(self.p, st.call, d.spelling, self.where(st.call)) or
+                                       f"`{d.spelling}` is set through a pointer by {st.call.spelling}() at "
                                        f"{self.where(st.call)} in a way mepgen does not follow")
                     return True, None
                 continue
             rhs = None
             if st.rhs is not None:
+                mark = len(self.unsure)
                 with self.inside(fn, st.offset):
                     rhs = self.expr(st.rhs)
                 if rhs is None:
-                    self.unsure.append(f"`{d.spelling}` is assigned `{self.p.text(st.rhs)}` at {self.where(st.rhs)}, "
-                                       "which mepgen could not trace to a value")
+                    said = f"`{d.spelling}` is assigned `{self.p.text(st.rhs)}` at {self.where(st.rhs)}"
+                    self.unsure.append(origin(self.p, st.rhs, d.spelling, self.where(st.rhs)) or
+                                       self._depends(said, mark) or f"{said}, which mepgen could not trace to a value")
                     return True, None
             value = apply_step(value, st, rhs, d.type)
             if value is None:
@@ -444,7 +476,9 @@ class Resolver:
                 return True, self._argv_symbol(d, self.p.text(m.rhs), self.where(m.node), None)
         texts = {self.p.text(w.rhs) if w.rhs is not None else None for _, w in writes}
         if any(w.op != "=" or w.member is not None or w.rhs is None for _, w in writes) or len(texts) != 1:
-            self.unsure.append(f"`{d.spelling}` is changed in {len(writes)} place(s) ({self.where(m.node)} first) "
+            read = next(filter(None, (self._input_write(d, w) for _, w in writes)), None)
+            self.unsure.append(Why(f"{read}; it is changed in {len(writes)} place(s)", read.kind) if read else
+                               f"`{d.spelling}` is changed in {len(writes)} place(s) ({self.where(m.node)} first) "
                                "and mepgen does not know which holds at the launch")
             return True, None
         if init_expr(d) is not None:
@@ -453,18 +487,34 @@ class Resolver:
         if any(x.kind.name in flow.BRANCHES + flow.LOOPS for _, w in writes for x in w.path):
             self.unsure.append(f"`{d.spelling}` is set at {self.where(m.node)} under a condition or in a loop")
             return True, None
+        mark = len(self.unsure)
         with self.inside(fn, m.node.extent.start.offset):
             value = self.expr(m.rhs)
         if value is None:
-            self.unsure.append(f"`{d.spelling}` is set to `{self.p.text(m.rhs)}` at {self.where(m.node)}, which "
-                               "mepgen could not trace to a value")
+            said = f"`{d.spelling}` is set to `{self.p.text(m.rhs)}` at {self.where(m.node)}"
+            self.unsure.append(origin(self.p, m.rhs, d.spelling, self.where(m.node)) or self._depends(said, mark)
+                               or f"{said}, which mepgen could not trace to a value")
             return True, None
         self.choices.append(f"`{d.spelling}` is set once, in {fn.spelling}() at {self.where(m.node)}: "
                             f"{self.p.text(m.rhs)}")
         return True, value
 
+    def _input_write(self, d, w) -> Why | None:
+        """Why one change of `d` gives it a value of the application's input or of the run, else None."""
+        if w.op in ("&arg", "?") and w.node.kind.name in ("CALL_EXPR", "BINARY_OPERATOR") or w.call is not None:
+            return stored_by(self.p, w.call if w.call is not None else w.node, d.spelling, self.where(w.node))
+        return origin(self.p, w.rhs, d.spelling, self.where(w.node))
+
+    def _depends(self, said: str, mark: int) -> Why | None:
+        """`said`, and that it depends on a value of the input or of the run, when one of the reasons given since
+        `mark` says so (`nelr = 16 * (nel / 16 + 1)` after `file >> nel`): a derived value keeps its origin."""
+        inner = next((w for w in reversed(self.unsure[mark:]) if kind_of(w) is not None), None) or \
+            next((w for w in reversed(self.unsure[mark:]) if "which no source mepgen parsed calls" in w), None)
+        return Why(f"{said}, which depends on this: {inner}", kind_of(inner)) if inner is not None else None
+
     def _var(self, d) -> str | None:
         value = None
+        mark = len(self.unsure)
         if d.semantic_parent is not None and d.semantic_parent.kind.name in ("NAMESPACE", "TRANSLATION_UNIT") \
                 and not d.type.is_const_qualified():
             handled, value = self._global(d)
@@ -483,7 +533,11 @@ class Resolver:
                     and d.type.get_canonical().kind.name == "RECORD":
                 value = _type_name(d.type) + value
         if value is None:
-            return self._symbol_for(d, init_expr(d))
+            init = init_expr(d)
+            fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
+            why = self._depends(f"`{d.spelling}` in {fn}() is `{self._written(d, init)}`", mark) \
+                if init is not None else None
+            return self._symbol_for(d, init, why=why)
         return value
 
     def _param(self, d) -> str | None:
@@ -494,11 +548,24 @@ class Resolver:
         index, fn = self.param_index(d)
         if fn is None:
             return None
-        for call, caller in self.p.calls.get(fn.get_usr(), []):
+        mark = len(self.unsure)
+        here = fn.location.file.name if fn.location.file is not None else None
+        calls = sorted(self.p.calls.get(fn.get_usr(), []),     # callers of the same file (program) first
+                       key=lambda cc: (cc[1].location.file.name if cc[1].location.file is not None else None) != here)
+        for call, caller in calls:
             with self.inside(caller, call.extent.start.offset):
                 value = self.call_arg(call, index)
             if value is not None:
                 return value
+        why = next((w for w in reversed(self.unsure[mark:]) if kind_of(w) is not None), None)
+        if why is not None:     # the callers pass a value read from input: say so at this parameter
+            name = fn.spelling
+            return self._symbol_for(d, None, why=Why(f"`{d.spelling}` in {name}() is what its caller passes: {why}",
+                                                     kind_of(why)))
+        if not self.p.calls.get(fn.get_usr()):      # called from a file mepgen did not parse (a .c/.cpp main)
+            return self._symbol_for(d, None, why=Why(f"`{d.spelling}` is a parameter of {fn.spelling}(), which no "
+                                                     "source mepgen parsed calls (its callers are in files without "
+                                                     "CUDA code, which mepgen does not read)"))
         return self._symbol_for(d, None)
 
     def param_index(self, d):
@@ -517,13 +584,14 @@ class Resolver:
         default (the value it runs with when the argument is not given) when the code has one, and why the
         run command did not give it (mep/argvalue.py)."""
         from ..cexpr import integer
-        from .argvalue import from_run
+        from .argvalue import flag, from_run
         integral = is_integral(d.type)
         value = integer(default, {**self.p.macros, **self.symbols.defaults, **self.symbols.from_run}) \
             if default is not None and integral else None
         fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
         got = from_run(self.p, d.spelling, text, integral,
-                       str(value) if value is not None else (default if not integral else None), option)
+                       str(value) if value is not None else (default if not integral else None), option,
+                       d.location.file.name if d.location.file is not None else None)
         name = self.symbols.preferred.get(d.get_usr(), d.spelling)
         if got.value is not None:
             self.choices.append(got.note)
@@ -536,7 +604,7 @@ class Resolver:
         if not integral:
             return None
         arg = re.search(r"argv\s*\[[^\]]*\]", text)
-        shown = f"option -{option}" if option else arg.group(0) if arg else text
+        shown = f"option {flag(option)}" if option else arg.group(0) if arg else text
         reason = (f"`{d.spelling}` in {fn}() comes from the command line (`{shown}` at "
                   f"{where})")
         reason += f"; the application's default without it is {value}, used here" if value is not None \
@@ -561,18 +629,25 @@ class Resolver:
                     default = self.expr(other[0])
         return self._argv_symbol(d, self.p.text(init), self.where(d), default)
 
-    def _symbol_for(self, d, init, unsure: bool = False) -> str | None:
+    def _symbol_for(self, d, init, unsure: bool = False, why: Why | None = None) -> str | None:
         """A size symbol for an integer that is not a compile-time value (None for other types, unless the
         application's run command gives it)."""
-        if init is not None and not unsure and any(n.kind.name == "DECL_REF_EXPR" and n.spelling == "argv"
-                                                   for n in walk(init)):   # not the text: macros blur it
-            return self._argv_init(d, init)
+        read = origin(self.p, init, d.spelling, self.where(d)) if init is not None and not unsure else None
+        if read is None and init is not None and not unsure and any(
+                n.kind.name == "DECL_REF_EXPR" and n.spelling == "argv" for n in walk(init)):   # macros blur text
+            return self._argv_init(d, init)      # `atoi(argv[1])`, not `count_lines(argv[1])` (a file it reads)
         if not is_integral(d.type):
+            if why is not None or read is not None:     # a scalar's todo says where it comes from
+                self.unsure.append(why or read)
             return None
         fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
-        if unsure and self.unsure:
+        if why is not None:
+            key, reason = f"decl:{d.get_usr()}", why
+        elif unsure and self.unsure:
             key = f"decl:{d.get_usr()}"
             reason = self.unsure[-1]
+        elif read is not None:
+            key, reason = f"decl:{d.get_usr()}", read
         elif self._modified(d) and d.semantic_parent is not None \
                 and d.semantic_parent.kind.name not in ("NAMESPACE", "TRANSLATION_UNIT"):
             key = f"decl:{d.get_usr()}"     # one symbol per variable, whichever way it was reached

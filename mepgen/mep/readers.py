@@ -1,0 +1,117 @@
+"""Host values that come from what the application reads or computes while it runs.
+
+A size set by `fscanf(fp, "%d", &n)`, by a function of the application that reads its input file, by `in >> n`,
+or a scalar drawn with `rand()` or copied back from the GPU has no value in the sources: no static reading can
+give it, and its todo says so with a precise kind (`file`, `runtime`: mepgen/todokind.py), so the todo is not
+mistaken for a value mepgen merely failed to trace. :class:`Why` is such a reason: text for the person, kind for
+`mepgen ready --json`.
+"""
+from __future__ import annotations
+
+from .project import walk
+
+#: calls of the C/C++ library that read input, and what they read
+FILE_READERS = {"fscanf": "file", "fread": "file", "fgets": "file", "getline": "file", "fgetc": "file",
+                "getc": "file", "read": "file", "ftell": "the size of a file", "fstat": "the size of a file",
+                "scanf": "standard input", "gets": "standard input",
+                "getchar": "standard input"}
+#: calls whose value depends on chance, the clock, or what the GPU computed
+RUNTIME_CALLS = {"rand", "random", "drand48", "lrand48", "rand_r", "time", "clock", "gettimeofday",
+                 "clock_gettime"}
+DEVICE_COPIES = {"cudaMemcpy", "cudaMemcpyAsync", "cudaMemcpyFromSymbol", "cudaMemcpyFromSymbolAsync"}
+_STREAM_TYPES = ("ifstream", "istream", "fstream", "istringstream", "stringstream")
+
+
+class Why(str):
+    """A reason a host value was not derived (the text), with the todo kind it implies (None: the kind follows
+    from the text, mepgen/todokind.py)."""
+    kind: str | None
+
+    def __new__(cls, text: str, kind: str | None = None):
+        s = super().__new__(cls, text)
+        s.kind = kind
+        return s
+
+
+def kind_of(reason) -> str | None:
+    return getattr(reason, "kind", None)
+
+
+def reader_call(project, call, depth: int = 3) -> str | None:
+    """What a call reads when its value (or what it stores) comes from input: `fscanf` (a library reader), or
+    `read_graph -> fscanf` (a function of the application that reads, up to `depth` calls deep); else None."""
+    name = call.spelling
+    if name in FILE_READERS or name.startswith("operator>>") and _from_stream(call):
+        return name if name in FILE_READERS else ">>"
+    ref = call.referenced
+    if ref is None or depth <= 0:
+        return None
+    fn = project.find_function(ref.get_usr())
+    if fn is None:
+        return None
+    cache = project.__dict__.setdefault("_reader_calls", {})
+    key = (ref.get_usr(), depth)
+    if key not in cache:
+        cache[key] = None
+        for n in walk(fn):
+            if n.kind.name == "CALL_EXPR" and n is not call and n.referenced is not None \
+                    and n.referenced.get_usr() != ref.get_usr():
+                inner = reader_call(project, n, depth - 1)
+                if inner is not None:
+                    cache[key] = f"{name} -> {inner}"
+                    break
+    return cache[key]
+
+
+def _from_stream(call) -> bool:
+    kids = list(call.get_children())
+    t = f"{kids[0].type.spelling} {kids[0].type.get_canonical().spelling}" if kids else ""   # as written too:
+    return any(s in t for s in _STREAM_TYPES)           # an unresolved `std::ifstream` is canonically `int`
+
+
+def stream_target(node):
+    """The operand `in >> x` reads into (x), or None: an overloaded `operator>>` call, or the plain binary `>>`
+    libclang leaves when the stream's declarations did not resolve (the lhs is still typed `std::ifstream`)."""
+    kids = list(node.get_children())
+    if node.kind.name == "CALL_EXPR" and node.spelling == "operator>>" and len(kids) == 3:
+        return kids[2]
+    if node.kind.name == "BINARY_OPERATOR" and len(kids) == 2 and _from_stream(node):
+        from .resolve import operator_of
+        return kids[1] if operator_of(node, kids) == ">>" else None
+    return None
+
+
+def origin(project, expr, name: str, where: str) -> Why | None:
+    """Why the value of `expr` (what `name` is set to at `where`) cannot be derived statically, when it comes
+    from input or run time; None when nothing in it says so."""
+    if expr is None:
+        return None
+    for n in walk(expr):
+        if n.kind.name != "CALL_EXPR":
+            continue
+        if n.spelling in RUNTIME_CALLS:
+            return Why(f"`{name}` is computed from {n.spelling}() at {where}, a value of the run", "runtime")
+        read = reader_call(project, n)
+        if read is not None:
+            return Why(f"`{name}` comes from the application's input at {where} ({read}: {_what(read)})", "file")
+    return None
+
+
+def stored_by(project, call, name: str, where: str) -> Why | None:
+    """Why a value a call stores through a pointer or reference (`fscanf(f, "%d", &n)`, `load(&n)`,
+    `cudaMemcpy(&n, d_n, ...)`, `in >> n`) is not derivable; None when the call is none of these."""
+    if call.kind.name == "BINARY_OPERATOR":
+        return Why(f"`{name}` is read from a stream (`>>`) at {where} (the application's input)", "file") \
+            if stream_target(call) is not None else None
+    if call.spelling in DEVICE_COPIES:
+        return Why(f"`{name}` is copied from the GPU by {call.spelling}() at {where}: a value the application "
+                   "computes while it runs", "runtime")
+    read = reader_call(project, call)
+    if read is not None:
+        return Why(f"`{name}` is read from the application's input by {read} at {where} ({_what(read)})", "file")
+    return None
+
+
+def _what(read: str) -> str:
+    last = read.split(" -> ")[-1]
+    return "a stream" if last == ">>" else FILE_READERS.get(last, "a file")
