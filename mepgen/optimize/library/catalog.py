@@ -11,6 +11,7 @@ from .privatize import Privatize
 from .restrict import Restrict
 from .scalar_replace import ScalarReplace
 from .split_columns import SplitColumns
+from .swap_axes import SwapAxes
 from .stencil_rows import StencilRows
 from .tile_matmul import TileMatmul
 from .tile_stencil import TileStencil
@@ -22,5 +23,5 @@ from .warp_row import WarpPerRow
 
 def all_transformations():
     return [AfterScalarReplace(TileMatmul()), TileStencil(), StencilRows(), TileWindow(),
-            WarpPerRow(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
+            WarpPerRow(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), SwapAxes(), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
             Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]

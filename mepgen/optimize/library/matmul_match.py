@@ -67,7 +67,7 @@ def match_matmul(src: KernelSource, spec) -> Matmul:
         raise Refused("the kernel uses the block geometry beyond its two indices")
     guard = rest[0]
     cond, then = list(guard.get_children())
-    params = {p.name for p in src.params}
+    params = src.invariants()
     bounds, triangle = _guard(src, cond, row, col, params)
     inner = body_statements(then)
     loops = [i for i, s in enumerate(inner) if kind(s) == "FOR_STMT"]
