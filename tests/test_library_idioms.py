@@ -1,7 +1,8 @@
 """Idioms of naive dense kernels in public code that the library acts on (issue 22), in kernels written here:
 tests/library_idioms/axes_templates holds a 2D update whose x threads walk the strided dimension (swap_axes),
 a product whose indices spell the block size as the launch's macros (`blockIdx.y * TY + threadIdx.y`), and a
-product bounded by non-type template parameters launched with literals (both tile_matmul). The app is
+product bounded by non-type template parameters launched with literals (both tile_matmul);
+tests/library_idioms/stencil_forms holds 2D/3D stencils with temporaries, two fields and macro indices. The apps are
 extracted and cut into MEPs as a user would; every structural rewrite must compile with the MEP's flags.
 """
 from __future__ import annotations
@@ -22,21 +23,22 @@ from mepgen.optimize.library.source import KernelSource, Refused
 from mepgen.optimize.library.swap_axes import SwapAxes
 from mepgen.spec import load_spec
 
-APP = Path(__file__).parent / "library_idioms" / "axes_templates"
+APPS = Path(__file__).parent / "library_idioms"
 
 
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory):
-    app = tmp_path_factory.mktemp("idioms") / "app"
-    shutil.copytree(APP, app)
-    for args in (["extract", "."], ["mep", "--all"]):
-        done = subprocess.run([sys.executable, "-m", "mepgen.cli", *args], cwd=app, capture_output=True, text=True)
-        assert done.returncode == 0, done.stdout + done.stderr
     out = {}
-    for mep in sorted((app / ".mepgen" / "meps").iterdir()):
-        spec = load_spec(mep / "mep.yaml")
-        assert not spec.todo, (mep.name, spec.todo)
-        out[mep.name] = (mep, spec, plan(spec, (mep / "kernel.cu").read_text(), app / "dryrun" / mep.name))
+    for name in ("axes_templates", "stencil_forms"):
+        app = tmp_path_factory.mktemp("idioms") / name
+        shutil.copytree(APPS / name, app)
+        for args in (["extract", "."], ["mep", "--all"]):
+            done = subprocess.run([sys.executable, "-m", "mepgen.cli", *args], cwd=app, capture_output=True, text=True)
+            assert done.returncode == 0, done.stdout + done.stderr
+        for mep in sorted((app / ".mepgen" / "meps").iterdir()):
+            spec = load_spec(mep / "mep.yaml")
+            assert not spec.todo, (mep.name, spec.todo)
+            out[mep.name] = (mep, spec, plan(spec, (mep / "kernel.cu").read_text(), app / "dryrun" / mep.name))
     return out
 
 
@@ -100,6 +102,15 @@ def test_block_size_macros_and_template_bounds_are_tiled(plans):
     # the normalized index reads blockDim where the launch's block is the macro, nowhere else
     src = KernelSource((plans["tiled_names"][0] / "kernel.cu").read_text(), plans["tiled_names"][1])
     assert "int i = blockIdx.y * blockDim.y + threadIdx.y;" in src.text and "#define TY 16" in src.text
+
+
+def test_stencils_with_a_source_term_two_fields_and_a_3d_macro_index(plans):
+    """Several statements (temporaries), a second field read at the centre or at every neighbour, a 3D index
+    through a function-like macro with macro bounds: each is tiled and strip-mined."""
+    for kernel in ("heat_source", "two_fields", "box7"):
+        _, _, p = plans[kernel]
+        assert {"tile_stencil", "stencil_rows"} <= set(p.structural), (kernel, p.refusals)
+    assert "halo 1/1/1" in _candidate(plans["box7"][2], "tile_stencil")["change"]
 
 
 @pytest.mark.nvcc

@@ -161,6 +161,9 @@ def bound_sizes(spec, m: Matmul, src=None) -> dict[str, str]:
     out = {}
     for side, bound in m.bounds.items():
         out[side] = size_value(spec, bound) or (size_expr(src, spec, bound) if src else None)
+        if out[side] is None and src is not None and bound.strip() in src.template_values():
+            raise Refused(f"the {side} bound `{bound}` is a template parameter launched as "
+                          f"`{src.template_values()[bound.strip()]}`, which has no value for the MEP's sizes")
         if out[side] is None:
             raise Refused(f"the {side} bound `{bound}` is not a scalar parameter with a size value in mep.yaml")
     return out

@@ -13,6 +13,8 @@ signature, macros or types, so a rewrite still reads as the application's code a
 - nested guards without else (`if (a) { if (b) {...} }`) become one (`if (a && b) {...}`);
 - the block size spelled as the macro or literal the launch's block is (`blockIdx.x * TILE_X + threadIdx.x` with
   `dim3 block(TILE_X, TILE_Y)`) is read as `blockDim.x`: the same value at that launch;
+- a guard of the kernel's top level whose body is one statement without braces (`if (x < n) y[x] = ...;`) gets
+  braces, so a rewrite that copies the guarded work copies whole statements;
 - a local pointer into a parameter's buffer (`const float* row = A + i * n; ... row[j]`) that is only indexed is
   read through the parameter itself (`A[(i * n) + (j)]`), so the access model sees which buffer and where.
 The steps repeat until none applies. Every transformation then matches one shape instead of each spelling.
@@ -31,7 +33,7 @@ ROUNDS = 8
 def normalized(src) -> str:
     """The text of `src` (a KernelSource) after one applicable normalization step; `src.text` when none applies."""
     for step in (_c89_counters, _late_initializers, _early_return, _hoist_indices, _merge_guards, _pointer_offsets,
-                 _block_size_spelled):
+                 _block_size_spelled, _braced_guards):
         edits = step(src)
         if edits:
             return src.replace(edits)
@@ -436,3 +438,22 @@ def _block_size_spelled(src) -> list:
                 continue            # only a macro for an integer literal (a typed or computed value may differ)
             edits.append((start + m.start(token_group), start + m.end(token_group), f"blockDim.{m.group(axis_group)}"))
     return sorted(set(edits))
+
+
+# --- braces around a guard's single statement ---------------------------------------------------------------
+
+def _braced_guards(src) -> list:
+    from .analysis import body_statements
+    for s in body_statements(src.body):
+        kids = list(s.get_children())
+        if kind(s) != "IF_STMT" or len(kids) != 2 or kind(kids[1]) == "COMPOUND_STMT":
+            continue
+        a, b = src.span(kids[1])
+        end = _past_semicolon(src.text, b)
+        close = src.text.rfind(")", src.span(kids[0])[1], a)
+        if end == b or close < 0:   # a statement that ends otherwise (a loop, a nested if): left as written
+            continue
+        line = src.text.rfind("\n", 0, src.span(s)[0]) + 1
+        indent = re.match(r"[ \t]*", src.text[line:]).group(0)
+        return [(close + 1, end, f" {{\n{indent}    {src.text[a:end]}\n{indent}}}")]
+    return []
