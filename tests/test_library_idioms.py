@@ -113,6 +113,25 @@ def test_stencils_with_a_source_term_two_fields_and_a_3d_macro_index(plans):
     assert "halo 1/1/1" in _candidate(plans["box7"][2], "tile_stencil")["change"]
 
 
+def test_a_flattened_2d_grid_is_launched_as_2d(plans):
+    mep, spec, p = plans["flat_blur"]
+    assert "unflatten" in p.structural, p.refusals.get("unflatten")
+    cand = _candidate(p, "unflatten")
+    text = (Path(cand["folder"]) / "kernel.cu").read_text()
+    body = " ".join(text[text.index("void flat_blur"):].split())
+    assert "int px = blockIdx.x * blockDim.x + threadIdx.x; int py = blockIdx.y * blockDim.y + threadIdx.y; " \
+           "int t = py * (w) + px; if (px < (w) && py < (h)) { float s = src[t];" in body
+    assert "%" not in body.split("dst[t]")[0] and "t / w" not in body
+    assert cand["launch"]["block"] == ["32", "8"] and cand["launch"]["grid"][1].endswith("+ 8 - 1) / 8")
+    src_text = (mep / "kernel.cu").read_text()
+    launch = current_launch(spec, None)
+    from mepgen.optimize.library.unflatten import Unflatten
+    for old, new, why in (("if (t < w * h)", "if (t < w * h + 1)", "not a multiple of the width"),
+                          ("int py = t / w;", "int py = t / h;", "divide by `w` and `h`")):
+        with pytest.raises(Refused, match=why):
+            Unflatten().space(KernelSource(src_text.replace(old, new), spec), spec, launch)
+
+
 @pytest.mark.nvcc
 def test_idiom_rewrites_compile(plans, tmp_path):
     if shutil.which(mepbuild.nvcc_executable()) is None:

@@ -2,7 +2,8 @@
 //  - heat_source: a 5-point update of one field plus a second field read at the centre (a source term),
 //    with the centre value and the neighbour sum held in temporaries (several statements);
 //  - two_fields: a 5-point stencil over the sum of two fields (both read at the neighbours);
-//  - box7: a 7-point 3D stencil, bounds through macros, the z plane walked by a 2D launch's third axis.
+//  - box7: a 7-point 3D stencil, bounds through macros, the z plane walked by a 2D launch's third axis;
+//  - flat_blur: a 2D grid given to a 1D launch, its coordinates recovered with % and / of the flat index.
 // Builds alone: nvcc -O3 -arch=sm_90 app.cu
 #include <cstdio>
 #include <cuda_runtime.h>
@@ -44,6 +45,20 @@ __global__ void box7(const float *in, float *out)
                             + in[AT3(x, y - 1, z)] + in[AT3(x, y + 1, z)] + in[AT3(x, y, z - 1)] + in[AT3(x, y, z + 1)]);
 }
 
+__global__ void flat_blur(int w, int h, const float *src, float *dst)
+{
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < w * h) {
+        int px = t % w;
+        int py = t / w;
+        float s = src[t];
+        if (px > 0) s += src[t - 1];
+        if (px < w - 1) s += src[t + 1];
+        if (py > 0) s += src[t - w];
+        dst[t] = 0.25f * s;
+    }
+}
+
 int main()
 {
     float *f0, *f1, *f2, *v0, *v1;
@@ -59,6 +74,7 @@ int main()
     dim3 g2((GX + 31) / 32, (GY + 7) / 8);
     heat_source<<<g2, b2>>>(GX, GY, 0.1f, f0, f1, f2);
     two_fields<<<g2, b2>>>(GX, GY, f0, f1, f2);
+    flat_blur<<<(GX * GY + 255) / 256, 256>>>(GX, GY, f0, f2);
     dim3 b3(32, 4, 2);
     dim3 g3(DX / 32, DY / 4, DZ / 2);
     box7<<<g3, b3>>>(v0, v1);
