@@ -102,9 +102,28 @@ def compare(out: Path, before: str, after: str) -> None:
     crash_a = sum("error" in r for r in a.values())
     head = [f"# library sweep: {len(a)} MEPs", "",
             f"kernels with a structural rewrite: {nb} ({before}) -> {na} ({after}); "
-            f"library crashes: {crash_b} -> {crash_a}", ""]
+            f"library crashes: {crash_b} -> {crash_a}", ""] + per_suite(b, a, before, after) + [""]
     (out / "compare.md").write_text("\n".join(head + rows) + "\n")
     print("\n".join(head))
+
+
+def suite(mep: str) -> str:
+    """The suite of an MEP from its app folder's name (`src.heat-cuda` was copied from hecbench/src/...)."""
+    app = Path(mep).parts[-4].split(".")[0]
+    return {"src": "HeCBench", "cuda": "Rodinia"}.get(app, f"own ({app})")
+
+
+def per_suite(b: dict, a: dict, before: str, after: str) -> list[str]:
+    """Per suite: MEPs, those without todo items, and how many get a structural rewrite (names and counts only)."""
+    rows = ["| suite | MEPs | without todo | structural " + before + " | structural " + after +
+            " | without todo and structural " + after + " |", "|---|---|---|---|---|---|"]
+    for name in sorted({suite(m) for m in set(a) | set(b)}):
+        ms = [m for m in set(a) | set(b) if suite(m) == name]
+        ready = [m for m in ms if a.get(m, {}).get("todo") == 0]
+        rows.append(f"| {name} | {len(ms)} | {len(ready)} | {sum(bool(b.get(m, {}).get('structural')) for m in ms)} | "
+                    f"{sum(bool(a.get(m, {}).get('structural')) for m in ms)} | "
+                    f"{sum(bool(a.get(m, {}).get('structural')) for m in ready)} |")
+    return rows
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from ..spec import Spec
 
 #: transformations that change what a thread does or how data moves (not a flag, qualifier or launch tweak)
 STRUCTURAL = {"tile_matmul", "tile_stencil", "stencil_rows", "tile_window", "warp_per_row", "privatize_histogram",
-              "split_columns", "scalar_replace", "vector_loads", "coarsen", "grid_stride"}
+              "split_columns", "swap_axes", "unflatten", "scalar_replace", "vector_loads", "coarsen", "grid_stride"}
 
 
 @dataclass

@@ -95,6 +95,9 @@ def size_expr(src: KernelSource, spec, text: str) -> str | None:
             pass
         if spec.size(t) is not None:
             return t
+    arg = src.template_values().get(squash(text))
+    if arg is not None and spec.size(arg) is not None:      # a non-type template parameter: its launch argument
+        return arg
     return None
 
 

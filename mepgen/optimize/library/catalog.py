@@ -11,10 +11,12 @@ from .privatize import Privatize
 from .restrict import Restrict
 from .scalar_replace import ScalarReplace
 from .split_columns import SplitColumns
+from .swap_axes import SwapAxes
 from .stencil_rows import StencilRows
 from .tile_matmul import TileMatmul
 from .tile_stencil import TileStencil
 from .tile_window import TileWindow
+from .unflatten import Unflatten
 from .unroll import Unroll
 from .vector_loads import VectorLoads
 from .warp_row import WarpPerRow
@@ -22,5 +24,5 @@ from .warp_row import WarpPerRow
 
 def all_transformations():
     return [AfterScalarReplace(TileMatmul()), TileStencil(), StencilRows(), TileWindow(),
-            WarpPerRow(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
+            WarpPerRow(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), SwapAxes(), Unflatten(), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
             Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]

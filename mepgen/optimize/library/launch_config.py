@@ -29,7 +29,12 @@ def _token(expr: str) -> str:
 
 
 def _sub(expr: str, token: str, value: int) -> str:
-    return re.sub(rf"(?<![\w.]){re.escape(token)}(?![\w.])", str(value), expr)
+    out = re.sub(rf"(?<![\w.]){re.escape(token)}(?![\w.])", str(value), expr)
+    if token.isdigit() and int(token) > 2:
+        # a literal block rounds up with the literal one less (`(n + 15) / 16`): that one follows the block too,
+        # or a larger block would leave the last elements without a thread
+        out = re.sub(rf"(?<![\w.]){int(token) - 1}(?![\w.])", str(value - 1), out)
+    return out
 
 
 def _threads(shape) -> int:
@@ -58,8 +63,12 @@ class LaunchConfig(Transformation):
                     line = (src.head + src.src(src.body))[:used.start()].count("\n")
                     text = (src.head + src.src(src.body)).splitlines()[line].strip()
                     raise Refused(f"the kernel bakes the block size {t} in: `{text[:70]}`")
-        if len(set(tokens)) < len(tokens):
-            raise Refused("two block dimensions are the same macro")
+        shared = str(launch.get("shared_mem", "0"))
+        for t in {t for t in tokens if tokens.count(t) > 1 and t.isidentifier()}:
+            # `dim3 block(BS, BS)`: each grid dimension follows its own block dimension; only a shared-memory
+            # size over the macro would not say which dimension it means
+            if re.search(rf"(?<![\w.]){re.escape(t)}(?![\w.])", shared):
+                raise Refused(f"two block dimensions are the macro {t}, which the shared-memory size uses")
         return tokens
 
     def space(self, src, spec, launch):

@@ -67,7 +67,7 @@ def match_matmul(src: KernelSource, spec) -> Matmul:
         raise Refused("the kernel uses the block geometry beyond its two indices")
     guard = rest[0]
     cond, then = list(guard.get_children())
-    params = {p.name for p in src.params}
+    params = src.invariants()
     bounds, triangle = _guard(src, cond, row, col, params)
     inner = body_statements(then)
     loops = [i for i, s in enumerate(inner) if kind(s) == "FOR_STMT"]
@@ -161,6 +161,9 @@ def bound_sizes(spec, m: Matmul, src=None) -> dict[str, str]:
     out = {}
     for side, bound in m.bounds.items():
         out[side] = size_value(spec, bound) or (size_expr(src, spec, bound) if src else None)
+        if out[side] is None and src is not None and bound.strip() in src.template_values():
+            raise Refused(f"the {side} bound `{bound}` is a template parameter launched as "
+                          f"`{src.template_values()[bound.strip()]}`, which has no value for the MEP's sizes")
         if out[side] is None:
             raise Refused(f"the {side} bound `{bound}` is not a scalar parameter with a size value in mep.yaml")
     return out

@@ -11,6 +11,10 @@ signature, macros or types, so a rewrite still reads as the application's code a
 - a thread-index declaration at the start of a guarded block (`if (i < n) { int j = ...threadIdx.y; ... }`)
   moves before the guard (it reads only the block geometry);
 - nested guards without else (`if (a) { if (b) {...} }`) become one (`if (a && b) {...}`);
+- the block size spelled as the macro or literal the launch's block is (`blockIdx.x * TILE_X + threadIdx.x` with
+  `dim3 block(TILE_X, TILE_Y)`) is read as `blockDim.x`: the same value at that launch;
+- a guard of the kernel's top level whose body is one statement without braces (`if (x < n) y[x] = ...;`) gets
+  braces, so a rewrite that copies the guarded work copies whole statements;
 - a local pointer into a parameter's buffer (`const float* row = A + i * n; ... row[j]`) that is only indexed is
   read through the parameter itself (`A[(i * n) + (j)]`), so the access model sees which buffer and where.
 The steps repeat until none applies. Every transformation then matches one shape instead of each spelling.
@@ -28,7 +32,8 @@ ROUNDS = 8
 
 def normalized(src) -> str:
     """The text of `src` (a KernelSource) after one applicable normalization step; `src.text` when none applies."""
-    for step in (_c89_counters, _late_initializers, _early_return, _hoist_indices, _merge_guards, _pointer_offsets):
+    for step in (_c89_counters, _late_initializers, _early_return, _hoist_indices, _merge_guards, _pointer_offsets,
+                 _block_size_spelled, _braced_guards):
         edits = step(src)
         if edits:
             return src.replace(edits)
@@ -406,3 +411,49 @@ def _late_initializers(src) -> list:
 def _declared(src, name: str) -> int:
     """How many variables of the kernel (parameters included) are called `name`."""
     return sum(1 for c in walk(src.fn) if kind(c) in ("VAR_DECL", "PARM_DECL") and c.spelling == name)
+
+
+# --- the block size spelled as the launch's macro ----------------------------------------------------------
+
+_BLOCK_TIMES = re.compile(r"\bblockIdx\s*\.\s*([xyz])\s*\*\s*([A-Za-z_]\w*|\d+)\b(?!\s*[.(\[])")
+_TIMES_BLOCK = re.compile(r"(?<![\w.])([A-Za-z_]\w*|\d+)\s*\*\s*blockIdx\s*\.\s*([xyz])\b")
+
+
+def _block_size_spelled(src) -> list:
+    """`blockIdx.x * TX` (or `TX * blockIdx.x`) where the launch's block x is spelled `TX`: TX becomes
+    `blockDim.x` (the same value at this launch, both unsigned products), so a global index is recognised in
+    any spelling and a new block shape stays consistent with the kernel."""
+    block = [" ".join(str(b).split()).strip("() ") for b in src.spec.launch.block]
+    start, end = src.span(src.body)
+    body = src.text[start:end]
+    edits = []
+    for pattern, axis_group, token_group in ((_BLOCK_TIMES, 1, 2), (_TIMES_BLOCK, 2, 1)):
+        for m in pattern.finditer(body):
+            d = "xyz".index(m.group(axis_group))
+            tok = m.group(token_group)
+            if d >= len(block) or block[d] != tok or (tok.isdigit() and tok.startswith("0")):
+                continue
+            if not tok.isdigit() and tok not in src.spec.sizes and \
+                    not re.fullmatch(r"\d+", src.expand(tok).strip("() ")):
+                continue            # only a macro for an integer literal (a typed or computed value may differ)
+            edits.append((start + m.start(token_group), start + m.end(token_group), f"blockDim.{m.group(axis_group)}"))
+    return sorted(set(edits))
+
+
+# --- braces around a guard's single statement ---------------------------------------------------------------
+
+def _braced_guards(src) -> list:
+    from .analysis import body_statements
+    for s in body_statements(src.body):
+        kids = list(s.get_children())
+        if kind(s) != "IF_STMT" or len(kids) != 2 or kind(kids[1]) == "COMPOUND_STMT":
+            continue
+        a, b = src.span(kids[1])
+        end = _past_semicolon(src.text, b)
+        close = src.text.rfind(")", src.span(kids[0])[1], a)
+        if end == b or close < 0:   # a statement that ends otherwise (a loop, a nested if): left as written
+            continue
+        line = src.text.rfind("\n", 0, src.span(s)[0]) + 1
+        indent = re.match(r"[ \t]*", src.text[line:]).group(0)
+        return [(close + 1, end, f" {{\n{indent}    {src.text[a:end]}\n{indent}}}")]
+    return []

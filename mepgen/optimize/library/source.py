@@ -105,6 +105,24 @@ class KernelSource:
                              p.extent.start.offset, p.extent.end.offset)
                        for p in self.fn.get_children() if kind(p) == "PARM_DECL"]
 
+    def template_values(self) -> dict[str, str]:
+        """The kernel's non-type template parameters with the arguments mep.yaml launches it with
+        (`template <int R, int C>` launched as `k<512, 256>`: {"R": "512", "C": "256"}); a parameter without an
+        argument in mep.yaml is left out."""
+        args = [str(a) for a in self.spec.kernel.template_args]
+        # type parameters take arguments too: pair by position over all template parameters
+        every = [k for k in self.fn.get_children() if kind(k) in ("TEMPLATE_NON_TYPE_PARAMETER",
+                                                                   "TEMPLATE_TYPE_PARAMETER",
+                                                                   "TEMPLATE_TEMPLATE_PARAMETER")]
+        return {k.spelling: args[i] for i, k in enumerate(every)
+                if kind(k) == "TEMPLATE_NON_TYPE_PARAMETER" and i < len(args)}
+
+    def invariants(self) -> set[str]:
+        """Names whose value is the same for every thread of the launch: the kernel's parameters and its
+        non-type template parameters."""
+        return {p.name for p in self.params} | {k.spelling for k in self.fn.get_children()
+                                                 if kind(k) == "TEMPLATE_NON_TYPE_PARAMETER"}
+
     def _find(self):
         """The kernel's definition in kernel.cu. Only declarations of kernel.cu itself are visited (and the
         namespaces and classes there), never the CUDA headers' hundreds of thousands of cursors: walking the

@@ -159,7 +159,7 @@ def match_stencil(src: KernelSource, spec) -> Stencil:
     kids = list(guard.get_children())
     if len(kids) != 2:
         raise Refused("the stencil guard has an else branch")
-    params = {p.name for p in src.params}
+    params = src.invariants()
     lo, hi, x_hi = _bounds(src, kids[0], index, params | set(index))
     array = _tiled_array(src, spec, guard)
     env = local_constants(src, src.body, set(index))

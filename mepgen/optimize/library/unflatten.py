@@ -1,0 +1,171 @@
+"""A 2D grid flattened into a 1D launch, launched as the 2D grid it is.
+
+Naive codes often give each point of a W x H grid one thread of a 1D launch and recover its coordinates with a
+division: `idx = blockIdx.x * blockDim.x + threadIdx.x; if (idx < W * H) { i = idx % W; j = idx / W; ... }`.
+Every thread then pays an integer division and modulo by a run-time W, and the 2D rewrites (stencil tiling,
+strips) do not see a 2D stencil. The rewrite launches a 2D grid of (x, y) = (i, j) threads over the same points:
+`i = blockIdx.x * blockDim.x + threadIdx.x; j = blockIdx.y * blockDim.y + threadIdx.y; idx = j * W + i;` guarded
+by `i < W && j < H`, the rest unchanged. Each point is computed by exactly one thread, as before.
+
+Applies when the kernel is the flat index, the coordinates' declarations (`% W` and `/ W` of the index, W the
+same expression of kernel parameters, template parameters or sizes) and one guard `idx < BOUND` whose BOUND is
+W times an H that the access model (affine.py) divides out exactly; no shared memory, barrier, early return or
+other use of the thread geometry. H must fit the grid's y limit.
+"""
+from __future__ import annotations
+
+import re
+
+from .affine import poly, text as poly_text
+from .analysis import body_statements, is_global_index, size_expr, squash, uses_block_geometry
+from .base import Rewrite, Transformation
+from .normalize import _whole_lines
+from .source import Refused, kind, walk
+
+SHAPES = ["32x8", "32x4", "64x4", "16x16", "32x16", "128x2"]
+GRID_Y_MAX = 65535
+
+
+def _decl(stmt):
+    decls = list(stmt.get_children()) if kind(stmt) == "DECL_STMT" else []
+    if len(decls) == 1 and kind(decls[0]) == "VAR_DECL":
+        init = [k for k in decls[0].get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]
+        if init:
+            return decls[0], init[-1]
+    return None, None
+
+
+def _strip(c):
+    while kind(c) in ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR") and list(c.get_children()):
+        c = list(c.get_children())[-1]
+    return c
+
+
+class Unflatten(Transformation):
+    def __init__(self):
+        super().__init__("unflatten", "a 2D grid flattened into a 1D launch launched as 2D (no division per thread)",
+                         {"block": "32x8"})
+
+    def _match(self, src, spec, launch) -> dict:
+        if len(launch["grid"]) != 1 or len(launch["block"]) != 1:
+            raise Refused("the launch is not 1D")
+        stmts = body_statements(src.body)
+        idx = idx_stmt = None
+        for s in stmts:
+            v, init = _decl(s)
+            if v is not None and is_global_index(src.src(init)):
+                idx, idx_stmt = v, s
+                break
+        if idx is None:
+            raise Refused("no flat `blockIdx.x * blockDim.x + threadIdx.x` index declared at the top of the kernel")
+        ifs = [s for s in stmts if kind(s) == "IF_STMT"]
+        if len(ifs) != 1 or len(list(ifs[0].get_children())) != 2:
+            raise Refused(f"the kernel is not `{idx.spelling} = flat index; if ({idx.spelling} < bound) {{...}}`")
+        guard = ifs[0]
+        cond, then = list(guard.get_children())
+        kids = list(cond.get_children()) if kind(cond) == "BINARY_OPERATOR" else []
+        if len(kids) != 2 or src.operator(cond) != "<" or squash(src.src(kids[0])) != idx.spelling:
+            raise Refused(f"the guard is not `{idx.spelling} < bound`")
+        if "__syncthreads" in src.calls() or src.shared_arrays() or src.nodes("RETURN_STMT"):
+            raise Refused("the kernel uses shared memory, barriers or early returns")
+        if uses_block_geometry(src, skip=[idx_stmt]):
+            raise Refused("the kernel uses the thread geometry beyond its flat index")
+        inner = body_statements(then) if kind(then) == "COMPOUND_STMT" else []
+        coords, width = {}, None
+        invariants = src.invariants()
+        for s in [x for x in stmts if x is not idx_stmt and x is not guard] + inner:
+            v, init = _decl(s)
+            e = _strip(init) if v is not None else None
+            if e is None or kind(e) != "BINARY_OPERATOR" or src.operator(e) not in ("%", "/"):
+                if s in inner:
+                    continue
+                raise Refused(f"a statement besides the index, its coordinates and the guard: "
+                              f"`{squash(src.src(s))[:60]}`")
+            a, b = list(e.get_children())
+            if squash(src.src(_strip(a))) != idx.spelling or src.refs(b) - invariants:
+                if s in inner:
+                    continue
+                raise Refused(f"`{squash(src.src(s))[:60]}` is not a coordinate of the flat index")
+            w = squash(src.src(b))
+            divisor = b
+            if width is not None and w != width:
+                raise Refused(f"the coordinates divide by `{width}` and `{w}`")
+            width = w
+            axis = "x" if src.operator(e) == "%" else "y"
+            if axis in coords:
+                raise Refused(f"two `{src.operator(e)}` coordinates of the flat index")
+            coords[axis] = (v, s)
+        if set(coords) != {"x", "y"}:
+            raise Refused(f"the flat index is not split into `{idx.spelling} % W` and `{idx.spelling} / W`")
+        for axis, (v, s) in coords.items():
+            if s in inner and inner.index(s) > 1:
+                raise Refused(f"the coordinate {v.spelling} is not declared at the start of the guarded block")
+        bound = poly(src, kids[1], {})
+        w_poly = poly(src, divisor, {})
+        if len(w_poly) != 1 or list(w_poly.values())[0] != 1 or not list(w_poly)[0]:
+            raise Refused(f"the width `{width}` is not a single parameter or product of parameters")
+        (wm,) = w_poly
+        height = {}
+        for m, c in bound.items():
+            rest = list(m)
+            for a in wm:
+                if a not in rest:
+                    raise Refused(f"the guard bound `{squash(src.src(kids[1]))}` is not a multiple of the width "
+                                  f"`{width}`")
+                rest.remove(a)
+            height[tuple(rest)] = c
+        h_text = poly_text(height)
+        sizes = {}
+        for name, t in (("width", width), ("height", h_text)):
+            atoms = {a for m in (w_poly if name == "width" else height) for a in m}
+            env = {}
+            for a in atoms:
+                v = size_expr(src, spec, a)
+                if v is None:
+                    raise Refused(f"`{a}` in the {name} `{t}` has no size value in mep.yaml")
+                env[a] = v
+            sizes[name] = re.sub(r"[A-Za-z_]\w*(?:\.\w+)?", lambda m: f"({env[m.group(0)]})" if m.group(0) in env
+                                 else m.group(0), poly_text(w_poly if name == "width" else height))
+        if spec.size(sizes["height"]) is None or spec.size(sizes["width"]) is None:
+            raise Refused(f"the grid {sizes['width']} x {sizes['height']} has no value for the MEP's sizes")
+        return {"idx": idx, "idx_stmt": idx_stmt, "guard": guard, "cond": cond, "coords": coords, "width": width,
+                "height": h_text, "sizes": sizes}
+
+    def space(self, src, spec, launch):
+        m = self._match(src, spec, launch)
+        h = spec.size(m["sizes"]["height"])
+        shapes = [s for s in SHAPES if (h + int(s.split("x")[1]) - 1) // int(s.split("x")[1]) <= GRID_Y_MAX]
+        if not shapes:
+            raise Refused(f"the height {h} needs more than {GRID_Y_MAX} blocks along y")
+        return {"block": shapes}
+
+    def apply(self, src, spec, launch, params):
+        m = self._match(src, spec, launch)
+        bx, by = (int(v) for v in str(params.get("block", "32x8")).split("x"))
+        (vx, sx), (vy, sy) = m["coords"]["x"], m["coords"]["y"]
+
+        def declared(v, init: str) -> str:
+            t = src.src(v)
+            eq = t.find("=")
+            return f"{t[:eq].rstrip()} = {init};"
+
+        idx = m["idx"]
+        lines = [declared(vx, "blockIdx.x * blockDim.x + threadIdx.x"),
+                 declared(vy, "blockIdx.y * blockDim.y + threadIdx.y")]
+        skip = [m["idx_stmt"], m["cond"], sx, sy]
+        inside = lambda c: any(src.span(k)[0] <= src.span(c)[0] < src.span(k)[1] for k in skip)
+        if any(kind(c) == "DECL_REF_EXPR" and c.spelling == idx.spelling and not inside(c) for c in walk(src.body)):
+            lines.append(declared(idx, f"{vy.spelling} * ({m['width']}) + {vx.spelling}"))   # still read: same value
+        a, b = _whole_lines(src, m["idx_stmt"])
+        indent = re.match(r"[ \t]*", src.text[a:]).group(0)
+        edits = [(a, b, "".join(f"{indent}{ln}\n" for ln in lines))]
+        for s in (sx, sy):
+            edits.append(_whole_lines(src, s) + ("",))
+        edits.append((*src.span(m["cond"]), f"{vx.spelling} < ({m['width']}) && {vy.spelling} < ({m['height']})"))
+        w, h = m["sizes"]["width"], m["sizes"]["height"]
+        new = {"grid": [f"({w} + {bx} - 1) / {bx}", f"({h} + {by} - 1) / {by}"], "block": [str(bx), str(by)],
+               "shared_mem": str(launch.get("shared_mem", "0"))}
+        return Rewrite(src.replace(edits),
+                       f"unflatten: the flat index {idx.spelling} over a {m['width']} x {m['height']} grid launched as "
+                       f"{bx}x{by} blocks of (x, y) = ({vx.spelling}, {vy.spelling}): no division or modulo per "
+                       "thread, 2D rewrites apply next", new)

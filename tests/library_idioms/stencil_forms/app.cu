@@ -1,0 +1,85 @@
+// 2D/3D stencils in forms seen in naive HPC codes (written for mepgen's tests):
+//  - heat_source: a 5-point update of one field plus a second field read at the centre (a source term),
+//    with the centre value and the neighbour sum held in temporaries (several statements);
+//  - two_fields: a 5-point stencil over the sum of two fields (both read at the neighbours);
+//  - box7: a 7-point 3D stencil, bounds through macros, the z plane walked by a 2D launch's third axis;
+//  - flat_blur: a 2D grid given to a 1D launch, its coordinates recovered with % and / of the flat index.
+// Builds alone: nvcc -O3 -arch=sm_90 app.cu
+#include <cstdio>
+#include <cuda_runtime.h>
+
+#define GX 2048
+#define GY 2048
+#define DX 256
+#define DY 256
+#define DZ 256
+#define AT3(x, y, z) ((z) * DX * DY + (y) * DX + (x))
+
+__global__ void heat_source(int nx, int ny, float k, const float *t_old, const float *q, float *t_new)
+{
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x > 0 && x < nx - 1 && y > 0 && y < ny - 1) {
+        float centre = t_old[y * nx + x];
+        float around = t_old[y * nx + x - 1] + t_old[y * nx + x + 1] + t_old[(y - 1) * nx + x] + t_old[(y + 1) * nx + x];
+        t_new[y * nx + x] = centre + k * (around - 4.0f * centre) + q[y * nx + x];
+    }
+}
+
+__global__ void two_fields(int nx, int ny, const float *a, const float *b, float *out)
+{
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= 1 && x < nx - 1 && y >= 1 && y < ny - 1)
+        out[y * nx + x] = 0.25f * (a[y * nx + x - 1] + b[y * nx + x - 1] + a[y * nx + x + 1] + b[y * nx + x + 1]
+                                   + a[(y - 1) * nx + x] + b[(y - 1) * nx + x] + a[(y + 1) * nx + x] + b[(y + 1) * nx + x]);
+}
+
+__global__ void box7(const float *in, float *out)
+{
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    int z = blockIdx.z * blockDim.z + threadIdx.z;
+    if (x > 0 && x < DX - 1 && y > 0 && y < DY - 1 && z > 0 && z < DZ - 1)
+        out[AT3(x, y, z)] = 0.4f * in[AT3(x, y, z)] + 0.1f * (in[AT3(x - 1, y, z)] + in[AT3(x + 1, y, z)]
+                            + in[AT3(x, y - 1, z)] + in[AT3(x, y + 1, z)] + in[AT3(x, y, z - 1)] + in[AT3(x, y, z + 1)]);
+}
+
+__global__ void flat_blur(int w, int h, const float *src, float *dst)
+{
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < w * h) {
+        int px = t % w;
+        int py = t / w;
+        float s = src[t];
+        if (px > 0) s += src[t - 1];
+        if (px < w - 1) s += src[t + 1];
+        if (py > 0) s += src[t - w];
+        dst[t] = 0.25f * s;
+    }
+}
+
+int main()
+{
+    float *f0, *f1, *f2, *v0, *v1;
+    cudaMalloc(&f0, sizeof(float) * GX * GY);
+    cudaMalloc(&f1, sizeof(float) * GX * GY);
+    cudaMalloc(&f2, sizeof(float) * GX * GY);
+    cudaMalloc(&v0, sizeof(float) * DX * DY * DZ);
+    cudaMalloc(&v1, sizeof(float) * DX * DY * DZ);
+    cudaMemset(f0, 0, sizeof(float) * GX * GY);
+    cudaMemset(f1, 0, sizeof(float) * GX * GY);
+    cudaMemset(v0, 0, sizeof(float) * DX * DY * DZ);
+    dim3 b2(32, 8);
+    dim3 g2((GX + 31) / 32, (GY + 7) / 8);
+    heat_source<<<g2, b2>>>(GX, GY, 0.1f, f0, f1, f2);
+    two_fields<<<g2, b2>>>(GX, GY, f0, f1, f2);
+    flat_blur<<<(GX * GY + 255) / 256, 256>>>(GX, GY, f0, f2);
+    dim3 b3(32, 4, 2);
+    dim3 g3(DX / 32, DY / 4, DZ / 2);
+    box7<<<g3, b3>>>(v0, v1);
+    cudaError_t e = cudaDeviceSynchronize();
+    printf("%s\n", e == cudaSuccess ? "ok" : cudaGetErrorString(e));
+    cudaFree(f0); cudaFree(f1); cudaFree(f2); cudaFree(v0); cudaFree(v1);
+    return e == cudaSuccess ? 0 : 1;
+}

@@ -1,0 +1,79 @@
+"""bench/library_speedup.py without a GPU: its arguments, the groups, skips and the tables, with a fake optimize."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "library_speedup.py"
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    spec = importlib.util.spec_from_file_location("library_speedup", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(mod, "gpu_name", lambda: "fake GPU")
+    return mod
+
+
+def test_groups_geomeans_skips_and_deadline(bench, monkeypatch, tmp_path):
+    own = tmp_path / "own_app"
+    own.mkdir()
+    corpus = tmp_path / "corpus"
+    (corpus / "hecbench" / "src" / "hellinger-cuda").mkdir(parents=True)     # the only corpus app present
+    speed = {"k1": 4.0, "k2": 1.0, "hellinger": 9.0}
+    prepared = []
+
+    def prepare(path, work, sizes, name=None):
+        prepared.append((path.name, name, tuple(sizes)))
+        if path.name == "own_app":
+            return [(path, "k1"), (path, "k2"), (path, "k3"), (path, "k4")]
+        return [(path, "hellinger"), (path, "other")]
+
+    monkeypatch.setattr(bench, "prepare", prepare)
+    monkeypatch.setattr(bench, "open_todo", lambda app, mid: 2 if mid == "k3" else 0)
+    calls = []
+
+    def run(app, mid, budget, seconds):
+        calls.append((mid, budget, seconds))
+        if mid == "k4":
+            return {"status": "failed", "error": ["mepgen: build failed"]}
+        return {"status": "ok", "speedup": speed[mid], "baseline_ms": 1.5, "evaluations": 3,
+                "change": "tile | things" if mid == "k1" else ""}
+
+    monkeypatch.setattr(bench, "run_optimize", run)
+    out = tmp_path / "out"
+    assert bench.main([str(out), str(own), "--corpus", str(corpus), "--budget", "5", "--seconds", "7",
+                       "--size", "N=64"]) == 0
+    # every kernel of an own app; only the listed kernels of a corpus app; the todo one skipped, not run
+    assert [c[0] for c in calls] == ["k1", "k2", "k4", "hellinger"] and calls[0][1:] == (5, 7.0)
+    assert ("own_app", f"own.{tmp_path.name}.own_app", ("N=64",)) in prepared
+    data = json.loads((out / "library_speedup.json").read_text())
+    assert data["geomean_per_group"]["own"] == pytest.approx(2.0)          # sqrt(4 * 1); k4 failed, k3 skipped
+    assert data["geomean_per_group"]["corpus"] == pytest.approx(9.0)
+    assert data["geomean"] == pytest.approx((4 * 1 * 9) ** (1 / 3))
+    md = (out / "library_speedup.md").read_text()
+    assert "- own: geometric-mean speedup over 2 kernel(s): **2.00x**; 2 not timed" in md
+    assert "| own | own_app/k3 | skipped mep.yaml has 2 open todo item(s) | | | |" in md
+    assert "| own | own_app/k1 | 4.00x | 1.5 | 3 | tile / things |" in md
+    assert "| own | own_app/k2 | 1.00x | 1.5 | 3 | none faster |" in md
+    # corpus apps missing from ROOT are listed, not silently dropped
+    assert "| corpus | minkowski-cuda | no MEP not a folder | | | |" in md
+
+    calls.clear()
+    assert bench.main([str(tmp_path / "late"), str(own), "--deadline", "-1"]) == 0
+    assert calls == []
+    assert "not run past the -1 s deadline" in (tmp_path / "late" / "library_speedup.md").read_text()
+
+
+def test_bad_arguments_are_one_line_errors(bench, tmp_path, capsys):
+    for argv in ([str(tmp_path / "o"), str(tmp_path / "missing")], [str(tmp_path / "o")],
+                 [str(tmp_path / "o"), "--corpus", str(tmp_path)], [str(tmp_path / "o"), str(tmp_path), "--size", "N"]):
+        with pytest.raises(SystemExit) as e:
+            bench.main(argv)
+        assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "not a folder" in err and "nothing to run" in err and "holds neither" in err and "not SYM=N" in err
