@@ -278,3 +278,19 @@ def test_a_harness_that_mep_yaml_no_longer_renders_is_named(heatcg_meps, tmp_pat
     why = stale_harness(load_spec(y), mep)
     assert why.startswith("harness.cu is not what mep.yaml renders") and \
         "`mepgen mep analysis.dense_matvec --refresh`" in why
+
+
+def test_the_file_limit_covers_the_mep_s_own_buffers(tmp_path):
+    """A captured struct's pointers reach buffers of the MEP's own (`buffers:`), written back like parameters:
+    the harness's file-size limit must cover the largest of them (SIGXFSZ killed three captured MEPs)."""
+    import dataclasses
+    import types
+
+    from evaluate_fakes import make_mep
+    from mepgen.evaluate.native import NativeBackend
+    from mepgen.spec import Buffer, load_spec
+    spec = load_spec(make_mep(tmp_path) / "mep.yaml")
+    small = NativeBackend._file_limit(types.SimpleNamespace(spec=spec))
+    big = Buffer(name="cells", ctype="double *", dtype="float64", count="1 << 24", role="inout")
+    grown = dataclasses.replace(spec, buffers=[*spec.buffers, big])
+    assert NativeBackend._file_limit(types.SimpleNamespace(spec=grown)) >= (1 << 24) * 8 > small

@@ -112,8 +112,11 @@ class NativeBackend(Backend):
 
     def _file_limit(self) -> int:
         """The largest file a harness run writes: its largest buffer as .npy (plus room for the header), or
-        stdout's clipped record."""
+        stdout's clipped record. The MEP's own buffers count too (those a captured struct's pointers reach,
+        chain buffers): the harness writes them back like parameters (SIGXFSZ killed such runs)."""
         sizes = [self.spec.count(p) * np.dtype(p.dtype).itemsize for p in self.spec.params if p.is_buffer]
+        sizes += [self.spec.count(b) * np.dtype(b.dtype).itemsize for b in self.spec.buffers
+                  if b.dtype is not None and b.count is not None]
         return max(sizes, default=0) + (1 << 20)
 
     # --- compile ----------------------------------------------------------------------------------
