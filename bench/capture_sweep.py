@@ -242,7 +242,7 @@ def one_app(name: str, spec, roots: dict, work: Path, arch: str, ncu: bool, env)
                 text = (err or out).strip()
                 # mepgen's own error: its last `mepgen:` line (the first says which sandbox), with what follows
                 lines = text.splitlines()
-                said = [i for i, ln in enumerate(lines) if ln.startswith("mepgen:") and "sandbox:" not in ln]
+                said = [i for i, ln in enumerate(lines) if ln.startswith("mepgen:") and not ln.startswith("mepgen: sandbox:")]
                 k["run_status"] = f"exit {rc}: " + (" ".join(lines[said[-1]:])[:300] if said else text[-300:])
             if ncu and k.get("built"):
                 k.update(_ncu_mep(mep, o["kernel"], o.get("launch_index", 0), app_ncu, env))
