@@ -409,3 +409,28 @@ def test_a_plain_char_buffer_builds_in_the_harness(tmp_path):
     built = subprocess.run(["make", "-s", "-C", str(mep)], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-2000:]
     assert "mep_record_ptr{d_bits}" in (mep / "harness.cu").read_text()
+
+
+@pytest.mark.nvcc
+def test_host_constants_in_a_scalar_argument_are_written_out(tmp_path):
+    """`relax<<<...>>>(u, n, STEP / (LIMIT * RATE))` over host-only physical constants: the kernel does not use them,
+    so the MEP does not define them; the value is written with their definitions (a public MEP did not compile),
+    while an integer macro stays a size."""
+    app = make_app(tmp_path, """
+        #define N 4096
+        #define LIMIT (2.5e3)
+        #define RATE 0.5f
+        #define STEP 0.001
+        __global__ void relax(float* u, int n, float k)
+        { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) u[i] *= k; }
+        void go(float* u) { relax<<<N / 256, 256>>>(u, N, STEP / (LIMIT * RATE)); }
+    """)
+    run("relax", "-C", app)
+    mep = app / ".mepgen" / "meps" / "relax"
+    s = load_spec(mep / "mep.yaml")
+    k = s.param("k").value
+    assert not {"STEP", "LIMIT", "RATE"} & set(k.replace("(", " ").replace(")", " ").split())
+    assert eval(k.replace("0.5f", "0.5")) == pytest.approx(0.001 / (2.5e3 * 0.5))
+    assert s.param("n").value == "N" and s.sizes["N"] == 4096
+    built = subprocess.run(["make", "-s", "-C", str(mep)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-2000:]

@@ -27,6 +27,24 @@ def dtype_of(type_spelling: str, targs: dict[str, str]) -> str | None:
     return C_TYPES.get(t)
 
 
+_NUMERIC = re.compile(r"[\s\d.eE+\-*/()xXfFlLuU]*\d[\s\d.eE+\-*/()xXfFlLuU]*")
+
+
+def inline_constants(text: str, macros: dict[str, str]) -> str:
+    """A scalar's value with the application's non-integer numeric macros written out (`#define MAX_PD (3.0e6)`,
+    physical constants of the host code): the MEP defines the macros its kernel uses and the integer ones
+    become sizes, so `PRECISION / MAX_PD` left as written did not compile in the MEP. Other names stay."""
+    from ..cexpr import integer, names
+    for _ in range(10):
+        found = [n for n in names(text) if n in macros and _NUMERIC.fullmatch(str(macros[n]))
+                 and integer(n, macros) is None]
+        if not found:
+            break
+        for n in found:
+            text = re.sub(rf"(?<![\w.]){re.escape(n)}(?!\w)", f"({str(macros[n]).strip()})", text)
+    return text
+
+
 def scalar_values(kernel_params, cursors, args, resolver: Resolver, targs) -> tuple[dict, list[Todo], dict]:
     """Values of the by-value parameters at the launch site; returns (values, todos, notes)."""
     values, todo, notes = {}, [], {}
@@ -36,7 +54,7 @@ def scalar_values(kernel_params, cursors, args, resolver: Resolver, targs) -> tu
         mark = len(resolver.unsure)
         value = resolver.expr(arg) if arg is not None else None
         if value is not None:
-            values[prm["name"]] = counts.unparen(value)
+            values[prm["name"]] = counts.unparen(inline_constants(value, resolver.p.macros))
             notes[prm["name"]] = f"launch argument `{resolver.p.text(arg) or '?'}`"
             continue
         ctype = cur.type.get_canonical().spelling
