@@ -128,3 +128,15 @@ def test_variable_mangling():
     assert mangle_variable("heat::c_grid") == ["_ZN4heat6c_gridE"]
     assert mangle_variable("a::b::v") == ["_ZN1a1b1vE"]
     assert mangle_variable("c_range") == ["c_range"]
+
+
+def test_pycuda_entry_gives_a_kernel_the_headers_the_native_harness_gives(tmp_path):
+    """A kernel file that leans on its includer's headers (`uint32_t` without <cstdint>, as an application header
+    included after the standard ones is written) builds on the pycuda backend as on the native one."""
+    import shutil
+    mep = tmp_path / "axpy"
+    shutil.copytree(FIXTURES / "axpy", mep)
+    text = (mep / "kernel.cu").read_text()
+    (mep / "kernel.cu").write_text("__device__ uint32_t mepgen_test_word(uint32_t v) { return v ^ 1u; }\n" + text)
+    built = build_cubin(load_spec(mep / "mep.yaml"), mep, mep / "kernel.cu", tmp_path / "b", 300)
+    assert not isinstance(built, CompileFailed), built
