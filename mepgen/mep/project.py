@@ -41,6 +41,8 @@ class Project:
         self.definitions: dict[str, list] = defaultdict(list)  # usr -> its definitions in different files
         self.calls: dict[str, list] = defaultdict(list)   # callee usr -> [(call, caller), ...] in source order
         self.macros: dict[str, str] = {}                  # object-like macro -> replacement text
+        self.macro_params: dict[str, list] = defaultdict(list)   # file -> (start, end, parameters) of fn-like macros
+        self.macro_param_names: dict[str, set] = {}        # function-like macro -> its parameters' names
         self.function_macros: dict[str, FunctionMacro] = {}   # function-like macro -> parameters and body
         self.globals: dict[str, object] = {}              # usr -> namespace-scope VAR_DECL (definition)
         for tu in translation_units:
@@ -83,6 +85,35 @@ class Project:
         path = Path(cursor.location.file.name).resolve()
         return str(path.relative_to(self.app_root)) if path.is_relative_to(self.app_root) else str(path)
 
+    def macro_parameter_at(self, cursor) -> bool:
+        """Whether the cursor's text is a parameter of the function-like macro whose definition it lies in: an
+        argument of `RUN(2.0f)` with `#define RUN(v) run(v, d, len)` reads back as `v`, not as the value."""
+        ext = cursor.extent
+        if ext.start.file is None:
+            return False
+        spans = self.macro_params.get(ext.start.file.name, ())
+        hit = [params for lo, hi, params in spans if lo <= ext.start.offset < hi]
+        return bool(hit) and self.text(cursor).strip() in hit[0]
+
+    def spelled_as_macro_parameter(self, cursor, tokens: list[str]) -> bool:
+        """Whether `tokens`, what libclang gives for a cursor inside a macro invocation, are the name of the
+        invoked macro's parameter (`v` of `#define RUN(v) run(v, d, len)` for the argument of `RUN(2.0f)`)
+        rather than the code at the call."""
+        if len(tokens) != 1 or cursor.extent.start.file is None:
+            return False
+        import re
+        head = re.match(r"\s*([A-Za-z_]\w*)\s*\(", self.source_at(cursor))
+        return bool(head) and tokens[0] in self.macro_param_names.get(head.group(1), ())
+
+    def source_at(self, cursor, length: int = 200) -> str:
+        """The file's text from the cursor's start on."""
+        name = cursor.extent.start.file.name
+        if name not in self._bytes:
+            self.text(cursor)
+        data = self._bytes.get(name, b"")
+        start = cursor.extent.start.offset
+        return data[start:start + length].decode(errors="replace")
+
     # --- indexing ------------------------------------------------------------------------------------
     def _index(self, unit) -> None:
         for top in unit.cursor.get_children():
@@ -92,6 +123,12 @@ class Project:
                 toks = list(top.get_tokens())
                 function_like = len(toks) > 1 and toks[1].spelling == "(" and \
                     toks[1].extent.start.offset == toks[0].extent.end.offset
+                if function_like:           # where its parameters are spelled (see macro_parameter_at)
+                    close = next((i for i, t in enumerate(toks) if t.spelling == ")"), len(toks))
+                    params = {t.spelling for t in toks[2:close] if t.spelling not in (",", "...")}
+                    self.macro_params[top.location.file.name].append(
+                        (top.extent.start.offset, top.extent.end.offset, params))
+                    self.macro_param_names.setdefault(top.spelling, params)
                 if not function_like:
                     self.macros.setdefault(top.spelling, " ".join(t.spelling for t in toks[1:]))
                 elif top.spelling not in self.function_macros:
