@@ -92,8 +92,7 @@ class ClosureBuilder:
         self.tops = tops  # the translation unit's top-level cursors in the application's files
         self.src = src
         self.file_order = file_order
-        self.macro_defs: dict[str, object] = {}          # name -> MACRO_DEFINITION cursor in app files (the last)
-        self.macro_all: dict[str, list] = defaultdict(list)  # name -> every definition, in source order
+        self.macro_all: dict[str, list] = defaultdict(list)  # name -> every MACRO_DEFINITION in app files, in order
         self.expansions: dict[str, list[tuple[int, str]]] = defaultdict(list)  # file -> (offset, name)
         self.device_by_name: dict[str, list] = defaultdict(list)
         self.includes: dict[str, list[dict]] = defaultdict(list)  # file -> its #include directives
@@ -105,7 +104,6 @@ class ClosureBuilder:
             f = c.location.file
             k = c.kind.name
             if k == "MACRO_DEFINITION":
-                self.macro_defs[c.spelling] = c
                 self.macro_all[c.spelling].append(c)
             elif k == "MACRO_INSTANTIATION":
                 self.expansions[f.name].append((c.location.offset, c.spelling))
@@ -157,7 +155,7 @@ class ClosureBuilder:
             return []
         lo, hi = cursor.extent.start.offset, cursor.extent.end.offset
         return [(name, f.name, off) for off, name in self.expansions.get(f.name, ())
-                if lo <= off < hi and name in self.macro_defs]
+                if lo <= off < hi and name in self.macro_all]
 
     def _definition_at(self, name: str, file: str, offset: int):
         """The definition of macro `name` in effect at `offset` of `file`: the last one before it in that file
@@ -207,14 +205,14 @@ class ClosureBuilder:
                         if kind == "device_function" and not decl.is_definition():
                             members[usr]["declaration_only"] = True   # defined in another file: see run._link
                         todo.append(decl)
-        macro_defs = self._macro_closure(macros, kernel)
+        macro_cursors = self._macro_closure(macros, kernel)
         for u in self._usings_for(kernel, members):
             members[f"using:{u.location.file.name}:{u.extent.start.offset}"] = self._member(u, "typedef")
         member_list = sorted(members.values(), key=lambda m: m["order"])
         by_kind = defaultdict(list)
         for m in member_list:
             by_kind[m["kind"]].append(m)
-        macro_list = sorted((self._macro_json(d) for d in macro_defs), key=lambda m: m["order"])
+        macro_list = sorted((self._macro_json(d) for d in macro_cursors), key=lambda m: m["order"])
         kfile = kernel.extent.start.file.name
         headers = sorted(({m["file"] for m in member_list} | {m["file"] for m in macro_list})
                          - {self.src.rel(kfile)})

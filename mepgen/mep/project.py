@@ -7,6 +7,7 @@ indexed by USR: function definitions, the calls to each function, and the macros
 """
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -41,7 +42,6 @@ class Project:
         self.definitions: dict[str, list] = defaultdict(list)  # usr -> its definitions in different files
         self.calls: dict[str, list] = defaultdict(list)   # callee usr -> [(call, caller), ...] in source order
         self.macros: dict[str, str] = {}                  # object-like macro -> replacement text
-        self.macro_params: dict[str, list] = defaultdict(list)   # file -> (start, end, parameters) of fn-like macros
         self.macro_param_names: dict[str, set] = {}        # function-like macro -> its parameters' names
         self.function_macros: dict[str, FunctionMacro] = {}   # function-like macro -> parameters and body
         self.globals: dict[str, object] = {}              # usr -> namespace-scope VAR_DECL (definition)
@@ -76,24 +76,17 @@ class Project:
             if not toks or toks[0].extent.start.file is None:
                 return ""
             start, end = toks[0].extent.start.offset, toks[-1].extent.end.offset
-        name = ext.start.file.name
+        return self._file(ext.start.file.name)[start:end].decode("utf-8", errors="replace")
+
+    def _file(self, name: str) -> bytes:
+        """A source file's bytes, read once."""
         if name not in self._bytes:
             self._bytes[name] = Path(name).read_bytes()
-        return self._bytes[name][start:end].decode("utf-8", errors="replace")
+        return self._bytes[name]
 
     def rel(self, cursor) -> str:
         path = Path(cursor.location.file.name).resolve()
         return str(path.relative_to(self.app_root)) if path.is_relative_to(self.app_root) else str(path)
-
-    def macro_parameter_at(self, cursor) -> bool:
-        """Whether the cursor's text is a parameter of the function-like macro whose definition it lies in: an
-        argument of `RUN(2.0f)` with `#define RUN(v) run(v, d, len)` reads back as `v`, not as the value."""
-        ext = cursor.extent
-        if ext.start.file is None:
-            return False
-        spans = self.macro_params.get(ext.start.file.name, ())
-        hit = [params for lo, hi, params in spans if lo <= ext.start.offset < hi]
-        return bool(hit) and self.text(cursor).strip() in hit[0]
 
     def spelled_as_macro_parameter(self, cursor, tokens: list[str]) -> bool:
         """Whether `tokens`, what libclang gives for a cursor inside a macro invocation, are the name of the
@@ -101,18 +94,10 @@ class Project:
         rather than the code at the call."""
         if len(tokens) != 1 or cursor.extent.start.file is None:
             return False
-        import re
-        head = re.match(r"\s*([A-Za-z_]\w*)\s*\(", self.source_at(cursor))
-        return bool(head) and tokens[0] in self.macro_param_names.get(head.group(1), ())
-
-    def source_at(self, cursor, length: int = 200) -> str:
-        """The file's text from the cursor's start on."""
-        name = cursor.extent.start.file.name
-        if name not in self._bytes:
-            self.text(cursor)
-        data = self._bytes.get(name, b"")
         start = cursor.extent.start.offset
-        return data[start:start + length].decode(errors="replace")
+        text = self._file(cursor.extent.start.file.name)[start:start + 200].decode("utf-8", errors="replace")
+        head = re.match(r"\s*([A-Za-z_]\w*)\s*\(", text)
+        return bool(head) and tokens[0] in self.macro_param_names.get(head.group(1), ())
 
     # --- indexing ------------------------------------------------------------------------------------
     def _index(self, unit) -> None:
@@ -123,12 +108,10 @@ class Project:
                 toks = list(top.get_tokens())
                 function_like = len(toks) > 1 and toks[1].spelling == "(" and \
                     toks[1].extent.start.offset == toks[0].extent.end.offset
-                if function_like:           # where its parameters are spelled (see macro_parameter_at)
+                if function_like:           # its parameters' names (spelled_as_macro_parameter)
                     close = next((i for i, t in enumerate(toks) if t.spelling == ")"), len(toks))
-                    params = {t.spelling for t in toks[2:close] if t.spelling not in (",", "...")}
-                    self.macro_params[top.location.file.name].append(
-                        (top.extent.start.offset, top.extent.end.offset, params))
-                    self.macro_param_names.setdefault(top.spelling, params)
+                    self.macro_param_names.setdefault(
+                        top.spelling, {t.spelling for t in toks[2:close] if t.spelling not in (",", "...")})
                 if not function_like:
                     self.macros.setdefault(top.spelling, " ".join(t.spelling for t in toks[1:]))
                 elif top.spelling not in self.function_macros:

@@ -146,19 +146,10 @@ class Resolver:
     def _expr(self, c) -> str | None:
         k = c.kind.name
         if c.extent.start.file is not None and c.extent.end.offset <= c.extent.start.offset:
-            toks = [t.spelling for t in c.get_tokens()]                      # inside a macro argument
-            if self.p.spelled_as_macro_parameter(c, toks):
-                self.unsure.append(f"the value is an argument of the macro call at {self.where(c)}: mepgen does not "
-                                   "follow a value through a macro's parameter")
-                return None
-            return self.tokens_expr(toks)
+            return self.tokens_expr([t.spelling for t in c.get_tokens()])   # inside a macro argument
         expanded = self._macro_call(c)
         if expanded is not None:
             return self.tokens_expr(expanded)
-        if self.p.macro_parameter_at(c):
-            self.unsure.append(f"`{self.p.text(c).strip()}` is an argument of a function-like macro at {self.where(c)}: "
-                               "mepgen does not follow a value through a macro's parameter")
-            return None
         if k == "CXX_UNARY_EXPR":
             size = self._sizeof(c)
             if size is not None:
