@@ -12,6 +12,10 @@ from pathlib import Path
 from .spec import Spec
 
 HARNESS_FILE = "harness.cu"
+#: the headers a kernel.cu finds included before it, on both backends (the native harness, the pycuda entry): a
+#: kernel file that leans on its includer's headers (`uint32_t` without <cstdint>) builds the same on both
+PRELUDE_HEADERS = ("algorithm", "chrono", "cstdint", "cstdio", "cstdlib", "cstring", "string", "type_traits", "vector",
+                   "sys/stat.h", "cuda_runtime.h")
 
 
 def nvcc_executable() -> str:

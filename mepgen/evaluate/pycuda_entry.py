@@ -47,17 +47,11 @@ def _callee_in_build(name: str, sizes) -> str:
     return base + lt + mepbuild.in_build(rest, sizes) if lt else name
 
 
-#: what the native harness includes before kernel.cu (templates/harness/harness.cu.j2), so that a kernel file
-#: that leans on its includer's headers (`uint32_t` in an application header without <cstdint>) builds the
-#: same on both backends
-_PRELUDE = "\n".join(f"#include <{h}>" for h in ("algorithm", "cstdint", "cstdio", "cstdlib", "cstring", "string",
-                                                   "type_traits", "vector", "cuda_runtime.h"))
-
-
 def entry_source(spec: Spec, kernel_file: Path) -> str:
     """The translation unit that makes `kernel_file` launchable from a cubin."""
     b = lambda e: mepbuild.in_build(e, spec.sizes)     # sizes are -DMEPGEN_SIZE_<SYM> in the build
-    lines = [_PRELUDE, f'#include "{Path(kernel_file).resolve()}"', _PARAM_TYPES,
+    lines = [*(f"#include <{h}>" for h in mepbuild.PRELUDE_HEADERS), f'#include "{Path(kernel_file).resolve()}"',
+             _PARAM_TYPES,
              f"#define MEPGEN_KERNEL {_callee_in_build(callee(spec), spec.sizes)}", ""]
     n = len(spec.params)
     for i, p in enumerate(spec.params):

@@ -120,7 +120,8 @@ def _render_harness(spec: Spec) -> str:
         chain.append({"kernel": step.kernel, "callee": step.callee, "grid": step.grid, "block": step.block,
                       "shared_mem": step.shared_mem, "args": cargs, "site": step.site})
     return _env().get_template("harness.cu.j2").render(
-        kernel_name=spec.kernel.name, callee=spec.launch.callee, buffers=buffers, args=args, constants=constants,
+        kernel_name=spec.kernel.name, prelude_headers=mepbuild.PRELUDE_HEADERS, callee=spec.launch.callee,
+        buffers=buffers, args=args, constants=constants,
         records=records or bool(chain), placement_span=PLACEMENT_SPAN, chain=chain, chain_buffers=chain_buffers,
         struct_args=struct_args, relocations=relocations,
         # only when a buffer holds halves: legacy code may define its own `half` at global scope
