@@ -14,6 +14,7 @@ from .origins import constant_source
 from .project import Project
 from .records import record_of, record_of_element, scaled
 from .resolve import Resolver, Symbols, strip
+from .targs import settle, site_template_args
 
 _FIELD_ORDER = ["sizes", "params", "constants", "launch"]   # todos in the order mep.yaml shows the fields
 FLOAT_TOL = {"float32": (1e-5, 1e-6), "float64": (1e-12, 1e-14), "float16": (1e-3, 1e-3)}
@@ -48,12 +49,9 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         raise MepgenError(f"{kernel['qualified_name']}: its definition is not in the parsed sources; "
                           f"rerun `mepgen extract`")
     site, lc = choose_launch(project, kernel, site)
-    targs_list = site.get("template_args") or (kernel["instantiations"][0] if kernel["instantiations"] else [])
-    targs = {tp["name"]: a for tp, a in zip(kernel["template_params"], targs_list)}
-    if len(kernel["instantiations"]) > 1:
-        notes.append(f"instantiated as {', '.join('<' + ', '.join(i) + '>' for i in kernel['instantiations'])}; "
-                     f"this MEP uses <{', '.join(targs_list)}> from {site['file']}:{site['line']}")
     enclosing = project.find_function(site["enclosing_usr"], site.get("file"))
+    targs_list, targ_notes, exact = site_template_args(project, kernel, cursor, site, lc, enclosing)
+    notes += targ_notes
     symbols = symbols if symbols is not None else Symbols()
     resolver = Resolver(project, symbols, set(project.macros))
     param_cursors = [c for c in cursor.get_children() if c.kind.name == "PARM_DECL"]
@@ -64,6 +62,20 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
             symbols.preferred[a.referenced.get_usr()] = prm["name"]
     at = next((c.extent.start.offset for c in (lc.grid, lc.block) if c is not None and c.extent.start.file is not None
                and project.text(c)), None)
+    unsettled = None
+    if not exact:
+        with resolver.inside(enclosing, at):
+            targs_list, unsettled = settle(targs_list, kernel, project, resolver)
+    targs = {tp["name"]: a for tp, a in zip(kernel["template_params"], targs_list)}
+    why = unsettled or ("not written, not deducible from the arguments' types, or from an enclosing template the "
+                        "application does not instantiate in a source mepgen read")
+    targ_todo = [] if len(targs_list) == len(kernel["template_params"]) else [Todo(
+        "launch", f"the launch at {site['file']}:{site['line']} instantiates {kernel['qualified_name']} with template "
+        f"argument(s) {', '.join(tp['name'] for tp in kernel['template_params'][len(targs_list):])} that mepgen "
+        f"could not derive ({why}); write them into launch.callee")]
+    if len(kernel["instantiations"]) > 1:
+        notes.append(f"instantiated as {', '.join('<' + ', '.join(i) + '>' for i in kernel['instantiations'])}; "
+                     f"this MEP uses <{', '.join(targs_list)}> from {site['file']}:{site['line']}")
     with resolver.inside(enclosing, at):
         values, todo, scalar_notes = infer.scalar_values(kernel["params"], param_cursors, args, resolver, targs)
         mark = len(resolver.unsure)
@@ -144,6 +156,14 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
             of = f" ({size}-byte elements)" if size > 0 else ""
             inner = infer.pointer_fields(cur.type.get_canonical().get_pointee())
             held = f", records holding device pointers ({', '.join(inner)})" if inner else ""
+            open_targs = [tp["name"] for tp in kernel["template_params"][len(targs_list):]
+                          if re.search(rf"\b{re.escape(tp['name'])}\b", prm["type"])]
+            if open_targs:
+                todo.append(Todo(f"params[{i}].dtype", f"`{prm['type']}`: its element type is the kernel's template "
+                                 f"parameter {open_targs[0]}, which mepgen could not derive at the launch (see the "
+                                 "launch todo); write the element's numpy dtype", kind="launch"))
+                dtype = "uint8"
+        if dtype is None:
             todo.append(Todo(f"params[{i}].dtype", f"`{prm['type']}`{of}{held} is not a numeric element type mepgen "
                              f"can generate; use a numpy dtype of the same size or an init of kind file, or complete "
                              f"it from a run of the application: `mepgen capture {kernel['qualified_name']} -- "
@@ -187,7 +207,7 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         if banded is not None:
             p.init.args["band"] = banded[0]
             p.note = re.sub(r"init: [^;]*$", f"init: {banded[1]}", p.note)
-    todo = sorted(launch_todo + todo, key=lambda t: _FIELD_ORDER.index(re.split(r"[.\[]", t.field)[0]))
+    todo = sorted(targ_todo + launch_todo + todo, key=lambda t: _FIELD_ORDER.index(re.split(r"[.\[]", t.field)[0]))
     spec = Spec(
         kernel=KernelRef(kernel["qualified_name"], kernel["id"], kernel["file"],
                          inventory["files"].get(kernel["file"], ""), kernel["start_byte"], kernel["end_byte"],

@@ -22,15 +22,21 @@ class LaunchCursors:
     shared_mem: object | None
     args: list                # one cursor per kernel parameter (None where unknown)
     line: int
+    callee: object = None     # the expression naming the kernel (`k`, `k<T, 4>`)
 
 
 def _kernel_usrs(project: Project, c) -> set[str]:
+    from ..extract.launches import _overloaded
+    from ..parsing.clang import specialized_template
     out = set()
     for n in walk(c):
-        if n.kind.name in ("DECL_REF_EXPR", "OVERLOADED_DECL_REF") and n.referenced is not None:
-            out.add(n.referenced.get_usr())
-            from ..parsing.clang import specialized_template
-            t = specialized_template(n.referenced) if n.referenced.kind.name == "FUNCTION_DECL" else None
+        if n.kind.name not in ("DECL_REF_EXPR", "OVERLOADED_DECL_REF") or n.referenced is None:
+            continue
+        # in a template, `k<<<...>>>(x)` names the kernel template through an unresolved lookup
+        refs = _overloaded(n) if n.kind.name == "OVERLOADED_DECL_REF" else [n.referenced]
+        for ref in refs or [n.referenced]:
+            out.add(ref.get_usr())
+            t = specialized_template(ref) if ref.kind.name == "FUNCTION_DECL" else None
             if t is not None:
                 out.add(t.get_usr())
     return out
@@ -53,12 +59,12 @@ def find_launches(project: Project, kernel_usr: str, function_usr: str, file: st
             cfg = list(config.get_arguments())
             args = [k for k in kids[1:] if k is not config and k.extent.start.offset > config.extent.end.offset]
             out.append(LaunchCursors("triple_chevron", cfg[0], cfg[1] if len(cfg) > 1 else None,
-                                     cfg[2] if len(cfg) > 2 else None, args, n.location.line))
+                                     cfg[2] if len(cfg) > 2 else None, args, n.location.line, kids[0]))
         elif n.spelling in LAUNCH_APIS:
             api = list(n.get_arguments())
             if len(api) >= 4 and kernel_usr in _kernel_usrs(project, api[0]):
                 out.append(LaunchCursors(n.spelling, api[1], api[2], api[4] if len(api) > 4 else None,
-                                         _args_array(api[3]), n.location.line))
+                                         _args_array(api[3]), n.location.line, api[0]))
     return out
 
 

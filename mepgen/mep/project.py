@@ -135,7 +135,10 @@ class Project:
             if not any(_file_of(x) == _file_of(c) for x in same):   # one per file: several programs' `main`
                 same.append(c)
             for node in walk(c):
-                if node.kind.name == "CALL_EXPR" and node.referenced is not None:
+                if node.kind.name == "CALL_EXPR" and node.referenced is None:
+                    for tmpl in _dependent_callees(node):   # `f<T>(x)` inside a template: an unresolved lookup
+                        self.calls[tmpl.get_usr()].append((node, c))
+                elif node.kind.name == "CALL_EXPR" and node.referenced is not None:
                     self.calls[node.referenced.get_usr()].append((node, c))
                     ref = node.referenced
                     if ref.kind.name == "FUNCTION_DECL":
@@ -180,3 +183,20 @@ def qualified_name(cursor) -> str:
 
 def _file_of(c) -> str:
     return c.location.file.name if c.location.file is not None else ""
+
+
+def _dependent_callees(call) -> list:
+    """The function templates a dependent call (`f<T>(x)` in a template's body) may call: libclang leaves its
+    callee an unresolved lookup, exposed as a set of overloads."""
+    kids = list(call.get_children())
+    if not kids:
+        return []
+    head = kids[0]
+    while head.kind.name == "UNEXPOSED_EXPR" and list(head.get_children()):
+        head = next(head.get_children())
+    if head.kind.name == "DECL_REF_EXPR":
+        head = next((k for k in head.get_children() if k.kind.name == "OVERLOADED_DECL_REF"), head)
+    if head.kind.name != "OVERLOADED_DECL_REF":
+        return []
+    from ..extract.launches import _overloaded
+    return [d for d in _overloaded(head) if d.kind.name == "FUNCTION_TEMPLATE"]

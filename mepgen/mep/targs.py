@@ -1,0 +1,203 @@
+"""The template arguments a launch instantiates its kernel with, as C++ would pick them.
+
+`k<<<g, b>>>(d_x, n)` with `template <typename T> __global__ void k(T *x, int n)` names no argument: C++
+deduces `T` from `d_x`'s type. Outside a template, clang has already made the specialisation and its arguments
+are read from it. Inside a function template (`template <typename T> void run() { T *d; ... k<<<...>>>(d); }`)
+the call is dependent: `T` is deduced by matching the kernel's parameter types against the arguments' types,
+and the enclosing template's own parameters are then replaced by the arguments it is instantiated with
+where the application calls it (the first such call; the note says so when there are several).
+Nothing is guessed: a parameter neither written, deduced nor substituted stays unknown and the caller makes a
+todo of it.
+"""
+from __future__ import annotations
+
+import re
+
+from ..parsing.clang import specialized_template
+from .project import Project, walk
+from .resolve import strip
+
+_QUALS = re.compile(r"\b(const|volatile|__restrict__|__restrict|struct|class|typename)\b")
+
+
+def _norm(t: str) -> str:
+    return " ".join(_QUALS.sub(" ", t).replace("&", " ").split()).replace(" *", "*")
+
+
+def _spelled_args(spec) -> list[str] | None:
+    """The arguments of a function template specialisation (`k<float, 4>`), types by their canonical name."""
+    try:
+        n = spec.get_num_template_arguments()
+    except Exception:  # an older binding
+        return None
+    if n <= 0:
+        return None
+    out = []
+    for i in range(n):
+        kind = spec.get_template_argument_kind(i).name
+        if kind == "TYPE":
+            out.append(spec.get_template_argument_type(i).get_canonical().spelling)
+        elif kind in ("INTEGRAL", "DECLARATION", "NULLPTR"):
+            out.append(str(spec.get_template_argument_value(i)))
+        else:
+            return None
+    return out
+
+
+def _specialization(callee):
+    """The FUNCTION_DECL specialisation a non-dependent callee expression refers to, else None."""
+    for n in walk(callee) if callee is not None else ():
+        ref = n.referenced if n.kind.name == "DECL_REF_EXPR" else None
+        if ref is not None and ref.kind.name == "FUNCTION_DECL" and specialized_template(ref) is not None:
+            return ref
+    return None
+
+
+def deduce_from_types(kernel_cursor, names: list[str], args: list) -> dict[str, str]:
+    """Type parameters deduced from `P *x` (or `P x`, `const P *x`) against the argument's type."""
+    params = [c for c in kernel_cursor.get_children() if c.kind.name == "PARM_DECL"]
+    out: dict[str, str] = {}
+    for prm, arg in zip(params, args):
+        a = strip(arg)
+        if a is None:
+            continue
+        pt, at = _norm(prm.type.spelling), _norm(a.type.spelling)
+        for name in names:
+            m = re.fullmatch(rf"{re.escape(name)}(\**)", pt)
+            if m is None or name in out:
+                continue
+            stars = m.group(1)
+            if at.endswith(stars) and at[:len(at) - len(stars)].strip():
+                base = at[:len(at) - len(stars)].strip()
+                if "*" not in base or stars == "":
+                    out[name] = base
+    return out
+
+
+def _enclosing_params(enclosing) -> list[str]:
+    return [c.spelling for c in enclosing.get_children()
+            if c.kind.name in ("TEMPLATE_TYPE_PARAMETER", "TEMPLATE_NON_TYPE_PARAMETER")]
+
+
+_VECTOR = re.compile(r"(u?char|u?short|u?int|u?long|u?longlong|float|double|__half|half|__nv_bfloat16)[1-4]")
+_TYPE_WORDS = {"int", "float", "double", "long", "unsigned", "short", "char", "bool", "signed", "void", "size_t",
+               "half", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t",
+               "true", "false", "std", "__half", "__nv_bfloat16"}
+
+
+def _written(project: Project, call) -> list[str] | None:
+    """`f<a, b>` as written at a dependent call (None when the call names no arguments or sits in a macro)."""
+    from ..extract.launches import _template_args
+    kids = list(call.get_children())
+    text = project.text(kids[0]) if kids else ""
+    return _template_args(text) if re.fullmatch(r"[\w:]+\s*<.*>", text.strip(), re.S) else None
+
+
+def _derived(arg: str, project: Project) -> bool:
+    """Whether every name in a substituted argument is a C++ type word, a number or one of the app's macros."""
+    return all(_type_word(w) or w in project.macros for w in re.findall(r"[A-Za-z_]\w*", arg))
+
+
+def _type_word(w: str) -> bool:
+    return w in _TYPE_WORDS or _VECTOR.fullmatch(w) is not None
+
+
+def enclosing_instantiation(project: Project, enclosing, depth: int = 0) -> tuple[dict[str, str], str | None]:
+    """The enclosing function template's parameters -> the arguments of its first instantiation the
+    application calls, with a note when it calls several. A call from another template's body (`f<T, 4>(x)`
+    inside `g<T>`) counts with `g`'s own instantiation substituted, a few levels deep."""
+    names = _enclosing_params(enclosing)
+    if not names:
+        return {}, None
+    seen: list[list[str]] = []
+    dependent = []
+    for call, caller in project.calls.get(enclosing.get_usr(), []):
+        if call.referenced is None:
+            dependent.append((call, caller))
+            continue
+        args = _spelled_args(call.referenced)
+        if args is not None and len(args) == len(names) and args not in seen:
+            seen.append(args)
+    for call, caller in dependent if not seen and depth < 3 else ():
+        args = _written(project, call)
+        if args is None or len(args) != len(names):
+            continue
+        if caller.kind.name == "FUNCTION_TEMPLATE":
+            mapping, _ = enclosing_instantiation(project, caller, depth + 1)
+            args = [substitute(a, mapping) for a in args]
+        if all(_derived(a, project) for a in args) and args not in seen:
+            seen.append(args)
+    if not seen:
+        return {}, None
+    note = None
+    if len(seen) > 1:
+        note = (f"{enclosing.spelling}() is instantiated as "
+                f"{', '.join('<' + ', '.join(s) + '>' for s in seen)}; this MEP uses <{', '.join(seen[0])}>")
+    return dict(zip(names, seen[0])), note
+
+
+def substitute(text: str, mapping: dict[str, str]) -> str:
+    for name, value in mapping.items():
+        text = re.sub(rf"(?<![\w.:]){re.escape(name)}(?!\w)", value, text)
+    return text
+
+
+def site_template_args(project: Project, kernel: dict, kernel_cursor, site: dict, lc, enclosing) \
+        -> tuple[list[str], list[str], bool]:
+    """The kernel's template arguments at this launch (as many as mepgen could derive, in order), notes, and
+    whether clang made them (a specialisation, whose types the extraction's closure already holds).
+    Fewer arguments than the kernel has parameters means the rest could not be derived."""
+    names = [tp["name"] for tp in kernel["template_params"]]
+    if not names:
+        return [], [], True
+    notes: list[str] = []
+    spec = _specialization(lc.callee)
+    full = _spelled_args(spec) if spec is not None else None
+    if full is not None and len(full) == len(names):
+        return full, notes, True
+    written = list(site.get("template_args") or [])
+    deduced = deduce_from_types(kernel_cursor, names[len(written):], lc.args)
+    out = written + [deduced[n] for n in names[len(written):] if n in deduced]
+    if len(out) < len(names) and not written and kernel.get("instantiations"):
+        out = list(kernel["instantiations"][0])
+    if enclosing is not None and enclosing.kind.name == "FUNCTION_TEMPLATE":
+        mapping, note = enclosing_instantiation(project, enclosing)
+        if mapping:
+            out = [substitute(a, mapping) for a in out]
+            if note:
+                notes.append(note)
+    # a type still spelled with the enclosing template's own parameters is not derived
+    pending = set(_enclosing_params(enclosing)) if enclosing is not None else set()
+    kept = []
+    for a in out:
+        if pending and re.search(rf"\b({'|'.join(map(re.escape, pending))})\b", a):
+            break
+        kept.append(a)
+    return kept, notes, False
+
+
+def settle(args: list[str], kernel: dict, project: Project, resolver) -> tuple[list[str], str | None]:
+    """Each argument as the MEP can compile it: a type word or the app's macro as is, a local constant
+    (`const int THREADS = 256;` in the launching function) by its value, a type of the application only when
+    the kernel's closure copies its definition. Returns the arguments up to the first that is none of these,
+    and why that one is not."""
+    from .. import cexpr
+    types = {m.get("name") for m in kernel.get("closure", {}).get("types", [])} | \
+            {m.get("name") for m in kernel.get("closure", {}).get("typedefs", [])}
+    out = []
+    for a in args:
+        words = re.findall(r"[A-Za-z_]\w*", a)
+        if all(_type_word(w) or w in project.macros for w in words):
+            out.append(a)
+            continue
+        value = resolver.tokens_expr(re.findall(r"[A-Za-z_]\w*|\d\w*|\S", a))
+        number = cexpr.integer(value, project.macros) if value is not None else None
+        if number is not None:
+            out.append(str(number))
+            continue
+        if all(_type_word(w) or w in types for w in words):
+            out.append(a)
+            continue
+        return out, (f"`{a}` is neither a value mepgen can evaluate nor a type the MEP's kernel.cu defines "
+                     f"(a type of the application the kernel names only through its template parameter)")
+    return out, None
