@@ -11,6 +11,7 @@ never read, so any CUDA version, or none, parses the same way.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -54,11 +55,29 @@ def builtin_include_dir() -> Path:
 NVCC_LENIENCY = ("-Wno-c++11-narrowing", "-Wno-register", "-Wno-error=register", "-Wno-enum-constexpr-conversion")
 
 
-def parse_args(tu_args: list[str], language: str = "cuda") -> list[str]:
-    """Full libclang arguments for one translation unit."""
+@functools.lru_cache(maxsize=1)
+def cccl_include_dir() -> Path | None:
+    """The CUDA toolkit's C++ core libraries (Thrust, CUB, libcu++: `<toolkit>/include/cccl` since CUDA 13),
+    which nvcc puts on the include path by itself; None without a toolkit."""
+    roots = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(str(Path(nvcc).resolve().parent.parent))
+    roots.append("/usr/local/cuda")
+    for r in roots:
+        if r and (Path(r) / "include" / "cccl" / "thrust").is_dir():
+            return Path(r) / "include" / "cccl"
+    return None
+
+
+def parse_args(tu_args: list[str], language: str = "cuda", cccl: bool = True) -> list[str]:
+    """Full libclang arguments for one translation unit. mepgen's shim stands in for the CUDA runtime headers;
+    the toolkit's Thrust/CUB/libcu++ come after the application's own folders, as nvcc orders them."""
     lang = ["-x", "cuda", "--cuda-host-only", "-nocudainc", "-nocudalib", "--cuda-gpu-arch=sm_90"] \
         if language == "cuda" else ["-x", "c++"]
-    return [*lang, "-isystem", str(SHIM_DIR), *tu_args, "-isystem", str(builtin_include_dir()),
+    lib = cccl_include_dir() if cccl else None
+    return [*lang, "-isystem", str(SHIM_DIR), *tu_args, *(["-isystem", str(lib)] if lib else []),
+            "-isystem", str(builtin_include_dir()),
             "-include", "mepgen_cuda_shim.h", "-Wno-unknown-cuda-version", "-Wno-unknown-attributes",
             *NVCC_LENIENCY, "-ferror-limit=0", "-D__MEPGEN_PARSE__=1"]
 
@@ -75,7 +94,14 @@ def parse(path: Path, tu_args: list[str], unsaved: list[tuple[str, str]] | None 
     # `cudaMalloc(&p, n)` (a template overload) and templated call after the include became an invalid expression
     options = ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD | _KEEP_GOING
     try:
-        return index.parse(str(path), args=parse_args(tu_args), unsaved_files=unsaved, options=options)
+        tu = index.parse(str(path), args=parse_args(tu_args), unsaved_files=unsaved, options=options)
+        lib = cccl_include_dir()
+        if lib is not None and any(d.severity >= 3 and d.location.file is not None and
+                                   d.location.file.name.startswith(str(lib)) for d in tu.diagnostics):
+            # mepgen's stand-in for the CUDA runtime lacks what these Thrust/CUB headers use (half-precision
+            # intrinsics, say): parse as without a toolkit, where headers on no path are stubbed empty
+            tu = index.parse(str(path), args=parse_args(tu_args, cccl=False), unsaved_files=unsaved, options=options)
+        return tu
     except ci.TranslationUnitLoadError as e:
         raise MepgenError(f"libclang could not load {path}: {e}") from None
 

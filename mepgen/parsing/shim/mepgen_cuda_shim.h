@@ -54,6 +54,10 @@ MEPGEN_VEC(char, char) MEPGEN_VEC(unsigned char, uchar) MEPGEN_VEC(short, short)
 MEPGEN_VEC(unsigned short, ushort) MEPGEN_VEC(int, int) MEPGEN_VEC(unsigned int, uint)
 MEPGEN_VEC(long, long) MEPGEN_VEC(unsigned long, ulong) MEPGEN_VEC(long long, longlong)
 MEPGEN_VEC(unsigned long long, ulonglong) MEPGEN_VEC(float, float) MEPGEN_VEC(double, double)
+/* CUDA 13's aligned 4-vectors of 64-bit elements (<vector_types.h>; CCCL's tuple interface names them) */
+#define MEPGEN_VEC4A(T, N) struct N##4_16a { T x, y, z, w; }; struct N##4_32a { T x, y, z, w; };
+MEPGEN_VEC4A(long, long) MEPGEN_VEC4A(unsigned long, ulong) MEPGEN_VEC4A(long long, longlong)
+MEPGEN_VEC4A(unsigned long long, ulonglong) MEPGEN_VEC4A(double, double)
 
 struct dim3 {
   unsigned int x, y, z;
