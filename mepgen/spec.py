@@ -385,6 +385,8 @@ _SCHEMA = record({
 def _check_semantics(doc: Doc, d: dict) -> None:
     names = [p["name"] for p in d["params"]]
     sizes = d["sizes"]
+    # sizes still a todo hold placeholders: a count they make negative says nothing until they are set
+    placeholders = {t["field"][len("sizes."):] for t in d.get("todo") or [] if str(t.get("field", "")).startswith("sizes.")}
     for sym, value in sizes.items():
         if value < 0:
             raise doc.error(("sizes", sym), f"{value} is negative: a size symbol is an extent; set it to the "
@@ -405,7 +407,7 @@ def _check_semantics(doc: Doc, d: dict) -> None:
             unknown = cexpr.names(str(p["count"])) - set(sizes)
             why = f"unknown size symbol(s) {', '.join(sorted(unknown))}" if unknown else "not an integer expression"
             raise doc.error(kp + ("count",), f"cannot evaluate '{p['count']}': {why}")
-        if count < 0:
+        if count < 0 and not cexpr.names(str(p["count"])) & placeholders:
             used = ", ".join(f"{k}={sizes[k]}" for k in sorted(cexpr.names(str(p["count"])) & set(sizes)))
             raise doc.error(kp + ("count",), f"'{p['count']}' is {count} with {used or 'these sizes'}: an element "
                                              "count must be 0 or more; fix the sizes or the expression")
