@@ -26,7 +26,9 @@ def unparen(text: str) -> str:
     while prev != t:
         prev = t
         t = re.sub(r"\(\(([^()]*)\)\)", r"(\1)", t)
-        t = re.sub(r"(?<![\w>])\((\w+)\)(?!\s*[\w(.])", r"\1", t)     # not a cast: `(double)n` stays
+        # not a cast (`(double)n` stays), nor sizeof's operand (`sizeof (double) * n`)
+        t = re.sub(r"(?<![\w>])\((\w+)\)(?!\s*[\w(.])",
+                   lambda m: m.group(0) if re.search(r"\bsizeof\s*$", t[:m.start()]) else m.group(1), t)
     return t
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -85,6 +86,28 @@ def parse_args(tu_args: list[str], language: str = "cuda", cccl: bool = True) ->
 _KEEP_GOING = 0x200         # CXTranslationUnit_KeepGoing (clang-c/Index.h); cindex has no name for it
 
 
+_SPACED_CHEVRONS = re.compile(rb"<<([ \t]+)<([^;{}]*?)>>([ \t]+)>")
+
+
+def joined_chevrons(path: Path) -> str | None:
+    """The file's text with launches spelled `k << < g, b >> > (...)` joined into `<<<`/`>>>` (the spaces moved
+    after them, so every byte offset stays), or None when it has none. nvcc's front end reads the spaced form
+    as a launch; clang lexes `<<` `<` and loses the launch."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if b"<< " not in data and b"<<\t" not in data:
+        return None
+    joined = _SPACED_CHEVRONS.sub(lambda m: b"<<<" + m.group(1) + m.group(2) + b">>>" + m.group(3), data)
+    if joined == data:
+        return None
+    try:
+        return joined.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def parse(path: Path, tu_args: list[str], unsaved: list[tuple[str, str]] | None = None):
     """Parse one file; returns the TranslationUnit (libclang keeps going past errors)."""
     ci = cindex()
@@ -93,6 +116,9 @@ def parse(path: Path, tu_args: list[str], unsaved: list[tuple[str, str]] | None 
     # `<thrust/scan.h>`): clang otherwise stops instantiating templates for the rest of the file, so every
     # `cudaMalloc(&p, n)` (a template overload) and templated call after the include became an invalid expression
     options = ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD | _KEEP_GOING
+    if unsaved is None:
+        joined = joined_chevrons(Path(path))
+        unsaved = [(str(path), joined)] if joined is not None else None
     try:
         tu = index.parse(str(path), args=parse_args(tu_args), unsaved_files=unsaved, options=options)
         lib = cccl_include_dir()
