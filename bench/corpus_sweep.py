@@ -66,13 +66,28 @@ def app_roots(suite: Path) -> list[Path]:
     return found
 
 
+def _texts(app: Path):
+    for p in app.rglob("*"):
+        if p.suffix in SOURCES + (".h", ".hpp", ".cpp", ".c", ".cc") and p.is_file():
+            yield re.sub(r"//[^\n]*|/\*.*?\*/", "", p.read_text(errors="replace"), flags=re.S)
+
+
 def global_kernels(app: Path) -> set[str]:
     names = set()
-    for p in app.rglob("*"):
-        if p.suffix in SOURCES + (".h", ".hpp", ".cpp") and p.is_file():
-            text = re.sub(r"//[^\n]*|/\*.*?\*/", "", p.read_text(errors="replace"), flags=re.S)
-            names.update(m.group(1) for m in GLOBAL.finditer(text))
+    for text in _texts(app):
+        names.update(m.group(1) for m in GLOBAL.finditer(text))
     return names
+
+
+def launched_in_text(app: Path, kernel: str) -> bool:
+    """Whether any source of the application (comments dropped) launches the kernel by name: `k<<<`, `k<T><<<`,
+    `k << <`, or through a launch API or a pointer (the name anywhere but its definition counts)."""
+    name = re.escape(kernel.split("::")[-1])
+    for text in _texts(app):
+        for m in re.finditer(rf"\b{name}\b", text):
+            if not re.search(r"__global__[^;{]*$", text[max(0, m.start() - 300):m.start()]):
+                return True
+    return False
 
 
 def run(cmd: list[str], cwd: Path, limit: float) -> tuple[int, str, str, float]:
@@ -117,9 +132,12 @@ def sweep_app(app: Path, args) -> dict:
     rec["in_scope"] = len(scoped)
     rec["in_scope_complete"] = sum(1 for k in scoped if k["outcome"] == "ready")
     # a kernel that gets no MEP because mepgen could not read it (no launch site, a count it made negative, a
-    # budget) is one static completion missed, not one outside its scope; texture and surface objects are
+    # budget) is one static completion missed, not one outside its scope (texture and surface objects are not
+    # supported); a kernel no source launches (dead code, a launch left in a comment) is no hotspot at all
     rec["in_scope_no_mep"] = sum(1 for k in kernels if k["outcome"] == "cannot" and not k["mep"]
-                                 and not _UNSUPPORTED.search(k.get("reason") or ""))
+                                 and not _UNSUPPORTED.search(k.get("reason") or "")
+                                 and ("none in the sources" not in (k.get("reason") or "")
+                                      or launched_in_text(app, k["kernel"])))
     rec.update(built=0, verified=0)
     written = [k for k in kernels if k["mep"]]
     ready = [k for k in kernels if k["outcome"] == "ready"]

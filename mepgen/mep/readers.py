@@ -8,6 +8,8 @@ mistaken for a value mepgen merely failed to trace. :class:`Why` is such a reaso
 """
 from __future__ import annotations
 
+import re
+
 from .project import walk
 
 #: calls of the C/C++ library that read input, and what they read
@@ -87,6 +89,10 @@ def origin(project, expr, name: str, where: str) -> Why | None:
     if expr is None:
         return None
     for n in walk(expr):
+        data = _data_value(n)
+        if data is not None:
+            return Why(f"`{name}` is computed from {data} at {where}: data the application computes while it "
+                       "runs", "runtime")
         if n.kind.name != "CALL_EXPR":
             continue
         if n.spelling in RUNTIME_CALLS:
@@ -115,3 +121,26 @@ def stored_by(project, call, name: str, where: str) -> Why | None:
 def _what(read: str) -> str:
     last = read.split(" -> ")[-1]
     return "a stream" if last == ">>" else FILE_READERS.get(last, "a file")
+
+
+def _is_pointer(c) -> bool:
+    return c is not None and c.type.get_canonical().kind.name == "POINTER"
+
+
+def _data_value(n) -> str | None:
+    """What makes a host expression a value of the program's data rather than of its source: a difference of two
+    pointers (`end - begin`, the end an algorithm returned), or an element of a host buffer at a varying index
+    (`level_ptr[i + 1]`: a pointer's element, not a constant array's). None otherwise."""
+    from .resolve import operator_of, strip
+    kids = [strip(k) for k in n.get_children()]
+    if n.kind.name == "BINARY_OPERATOR" and len(kids) == 2 and all(_is_pointer(k) for k in kids) \
+            and operator_of(n, list(n.get_children())) == "-":
+        return "a distance between two pointers"
+    varying = lambda index: any(x.kind.name in ("DECL_REF_EXPR", "MEMBER_REF_EXPR") for x in walk(index))
+    if n.kind.name == "ARRAY_SUBSCRIPT_EXPR" and len(kids) == 2 and _is_pointer(kids[0]) and varying(kids[1]):
+        return "an element of a host buffer at a varying index"
+    if n.kind.name == "CALL_EXPR" and n.spelling == "operator[]" and len(kids) == 3 and varying(kids[2]) \
+            and re.search(r"\b(vector|valarray|deque|array)\b", kids[0].type.spelling + " "
+                          + kids[0].type.get_canonical().spelling):
+        return "an element of a host container at a varying index"
+    return None

@@ -687,10 +687,14 @@ class Resolver:
     def _member(self, c) -> str | None:
         kids = list(c.get_children())
         field_decl = c.referenced
-        if not kids or field_decl is None or field_decl.kind.name != "FIELD_DECL":
+        if field_decl is None or field_decl.kind.name != "FIELD_DECL":
             return None
-        base = self.expr(kids[0])
+        base = self.expr(kids[0]) if kids else None       # no child: `count` inside a method (this->count)
         if base is None:
+            from .members import changing_member
+            why = changing_member(self.p, c, self.where(c))
+            if why is not None:
+                self.unsure.append(why)
             return None
         if field_decl.semantic_parent is not None and field_decl.semantic_parent.spelling in DIM3_TYPES:
             return dim3_component(base, field_decl.spelling)
