@@ -41,3 +41,38 @@ def test_sizeof_with_a_space_keeps_its_operand():
     assert count_from_bytes("sizeof (double) *NP", 8) == "NP"
     assert count_from_bytes("NP * sizeof (float)", 4) == "NP"
     assert unparen("((n)) * (m)") == "n * m"
+
+
+def test_a_branch_chosen_by_a_word_of_the_run_command(tmp_path):
+    """`if (strcmp(argv[1], "gen") == 0) n = SIZE; else n = count_lines(argv[1]);` with the run command
+    `./app gen`: the generated input's size, stated in mep.yaml as taken from the run command."""
+    app = make_app(tmp_path, """
+        #include <cstdio>
+        #include <cstring>
+        #define SIZE 6000
+        int count_lines(const char* path) { FILE* f = fopen(path, "r"); int n = 0; fscanf(f, "%d", &n); return n; }
+        __global__ void zero(float* v, int n)
+        {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) v[i] = 0.0f;
+        }
+        int main(int argc, char** argv)
+        {
+            int n = 0;
+            if (strcmp(argv[1], "gen") == 0) n = SIZE;
+            else n = count_lines(argv[1]);
+            float* d;
+            cudaMalloc(&d, n * sizeof(float));
+            zero<<<(n + 255) / 256, 256>>>(d, n);
+            return 0;
+        }
+    """)
+    (app / "run").write_text("./app gen\n")
+    (app / ".mepgen").exists() and __import__("shutil").rmtree(app / ".mepgen")
+    from mepgen.extract import ExtractOptions, extract
+    extract(app, ExtractOptions(jobs=1))
+    r = run("zero", "-C", app)
+    assert r.exit_code == 0, r.output
+    s = load_spec(app / ".mepgen" / "meps" / "zero" / "mep.yaml")
+    assert s.todo == [] and 6000 in s.sizes.values()
+    assert "passes `gen`" in (app / ".mepgen" / "meps" / "zero" / "mep.yaml").read_text()

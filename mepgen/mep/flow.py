@@ -360,8 +360,13 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
                 argv.append((m, True, named))
                 continue
             if conditional and not all(_mentions(_condition(x), "argc") for x in own if _condition(x) is not None):
-                raise Unsure(f"`{name}` is assigned from the command line at {where(m.node)} under a condition "
-                             "mepgen does not decide")
+                taken = _taken(m, own, decide)      # `if (strcmp(argv[1], "r") == 0) ... else n = f(argv[1]);`
+                if taken is False:
+                    continue
+                if taken is None:
+                    raise Unsure(f"`{name}` is assigned from the command line at {where(m.node)} under a condition "
+                                 "mepgen does not decide")
+                conditional = False
             argv.append((m, conditional, None))
             if not conditional:
                 out.clear()

@@ -545,6 +545,11 @@ class Resolver:
             if d.get_usr() in frame:
                 arg, _ = frame[d.get_usr()]
                 return self.expr(arg)
+        from .argtests import argc_value
+        argc = argc_value(self.p, d, d.location.file.name if d.location.file is not None else None)
+        if argc is not None:
+            self.choices.append(argc[1])
+            return argc[0]
         index, fn = self.param_index(d)
         if fn is None:
             return None
@@ -704,6 +709,11 @@ class Resolver:
         ref = c.referenced
         args = [a for a in c.get_arguments()]
         name = c.spelling
+        from .argtests import string_compare
+        compared = string_compare(self.p, c, c.location.file.name if c.location.file is not None else None)
+        if compared is not None:
+            self.choices.append(compared[1])
+            return compared[0]
         if ref is not None and ref.kind.name == "CONSTRUCTOR" and name == "dim3":
             vals = [self.expr(a) for a in args if self.p.text(a)]
             return None if None in vals else "dim3(" + ", ".join(vals) + ")"
