@@ -73,3 +73,33 @@ def test_a_member_the_program_keeps_changing(tmp_path):
     kinds = {t.kind for t in s.todo}
     assert "runtime" in kinds, [(t.field, t.reason) for t in s.todo]
     assert any("Graph::nodes" in t.reason and "changes in 2 places" in t.reason for t in s.todo)
+
+
+def test_a_count_over_host_data_and_a_gpu_property(tmp_path):
+    """`if (mask[i] == 1) ones++;` in a loop: the count depends on the data; `prop.multiProcessorCount`: on the
+    GPU the program runs on. Both are run-time values, said so at their todos."""
+    app = make_app(tmp_path, _KERNEL + """
+        int main()
+        {
+            int* mask = new int[1000];
+            for (int i = 0; i < 1000; i++) mask[i] = i % 3;
+            int ones = 0;
+            for (int i = 0; i < 1000; i++)
+                if (mask[i] == 1) ones++;
+            cudaDeviceProp prop;
+            cudaGetDeviceProperties(&prop, 0);
+            int blocks = prop.multiProcessorCount;
+            int* d;
+            cudaMalloc(&d, ones * sizeof(int));
+            clear<<<blocks, 256>>>(d, ones);
+            return 0;
+        }
+    """)
+    r = run("clear", "-C", app)
+    assert r.exit_code == 3, r.output
+    s = load_spec(app / ".mepgen" / "meps" / "clear" / "mep.yaml")
+    by = {t.field: t for t in s.todo}
+    ones = next(t for f, t in by.items() if f.startswith("sizes.") and "ones" in t.reason)
+    assert ones.kind == "runtime" and "element of a host buffer" in ones.reason
+    blocks = next(t for f, t in by.items() if "multiProcessorCount" in t.reason)
+    assert blocks.kind == "runtime" and "property of the GPU" in blocks.reason

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .readers import stream_target
+from .readers import data_read, stream_target
 
 if TYPE_CHECKING:
     from .project import Project
@@ -294,6 +294,14 @@ class _Pending:
             raise Unsure(next(iter(self.why.values())))
 
 
+def _over_data(name: str, at: str, data: str | None):
+    """The reason for a change that depends on host data (`sum += J[i]`, `if (d[i] == 1) count++;`)."""
+    if data is None:
+        return None
+    from .readers import Why
+    return Why(f"`{name}` changes at {at} with {data}: data the application computes while it runs", "runtime")
+
+
 def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
                  choices: list[str], where, argv: list | None = None, decide=None, stored=None) -> list[Step]:
     """The changes of the variable that run before the launch, in order; raises Unsure with the reason when one
@@ -371,15 +379,18 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
             if not conditional:
                 out.clear()
             continue
+        data = data_read([m.rhs, *(_condition(x) for x in own)]) if own else None
         if any(x.kind.name in BRANCHES for x in own):
             taken = _taken(m, own, decide)      # `if (N % 256) blocks++;` over constants: the compiler decides
             if taken is None:
-                pending.note(m, f"`{name}` is assigned at {where(m.node)} under a condition mepgen does not decide")
+                pending.note(m, _over_data(name, where(m.node), data) or
+                             f"`{name}` is assigned at {where(m.node)} under a condition mepgen does not decide")
                 continue
             if not taken:
                 continue
         if any(x.kind.name in LOOPS for x in own):
-            pending.note(m, f"`{name}` is assigned at {where(m.node)} in a loop before the launch")
+            pending.note(m, _over_data(name, where(m.node), data) or
+                         f"`{name}` is assigned at {where(m.node)} in a loop before the launch")
             continue
         pending.overwritten_by(m)
         out.append(Step(m.op, m.member, m.rhs, off, m.call, m.index))

@@ -37,11 +37,15 @@ def member_writes(project: Project) -> dict[str, list]:
 
 
 def changing_member(project: Project, ref, where: str) -> Why | None:
-    """Why a member read (`ref`: a MEMBER_REF_EXPR) is program state, when the application assigns that member
-    in two or more places; else None."""
+    """Why a member read (`ref`: a MEMBER_REF_EXPR) is program state: a property of the GPU (`prop.warpSize`
+    of a cudaDeviceProp), or a member the application assigns in two or more places; else None."""
     field = ref.referenced
     if field is None or field.kind.name != "FIELD_DECL":
         return None
+    owner = field.semantic_parent.spelling if field.semantic_parent is not None else ""
+    if owner in ("cudaDeviceProp", "cudaDeviceProp_t"):
+        return Why(f"`{ref.spelling}` at {where} is a property of the GPU the application runs on "
+                   f"(cudaDeviceProp::{field.spelling}), read while it runs", "runtime")
     writes = member_writes(project).get(field.get_usr(), [])
     if len(writes) < 2:
         return None

@@ -144,3 +144,13 @@ def _data_value(n) -> str | None:
                           + kids[0].type.get_canonical().spelling):
         return "an element of a host container at a varying index"
     return None
+
+
+def data_read(nodes) -> str | None:
+    """What host data one of these expressions reads (`J[i]`, `end - begin`), or None."""
+    for node in nodes:
+        for n in walk(node) if node is not None else ():
+            data = _data_value(n)
+            if data is not None:
+                return data
+    return None
