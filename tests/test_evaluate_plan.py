@@ -79,6 +79,20 @@ def test_auto_takes_pycuda_when_installed_and_allowed(mep, monkeypatch):
     assert name == "native" and "scalar parameter n has no value" in why
 
 
+def test_auto_runs_host_arithmetic_in_the_launch_on_the_native_harness(mep, monkeypatch):
+    """`grid: [floorf(N / 256.f) + 1]` (as an application wrote it): the pycuda entry folds the geometry into a
+    `__device__` variable's initializer, which cannot call floorf (nvcc: dynamic initialization is not supported);
+    the native harness computes it on the host. Casts and sizeof are no calls."""
+    spec = load_spec(mep / "mep.yaml")
+    monkeypatch.setattr(devices, "have_pycuda", lambda: True)
+    spec.launch.grid = ["(unsigned)sizeof(float) * (int)(N / 256)"]
+    assert devices.choose_backend("auto", spec)[0] == "pycuda"
+    spec.launch.grid = ["floorf(N / 256.f) + 1"]
+    name, why = devices.choose_backend("auto", spec)
+    assert name == "native" and "floorf()" in why
+    assert devices.runtime_calls(spec) == ["floorf"]
+
+
 def test_the_default_backend_is_auto(mep):
     assert Options().backend == "auto"
     ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options())

@@ -68,7 +68,34 @@ def pycuda_unsupported(spec: Spec) -> str | None:
             return f"scalar parameter {p.name} has no value"
     if spec.buffers or any(p.relocate for p in spec.params):
         return "the MEP holds captured pointers (mep.yaml `buffers`, `relocate`)"
+    calls = runtime_calls(spec)
+    if calls:
+        return (f"its launch or scalar values call {', '.join(calls)}(), which a `__device__` variable's constant "
+                "initializer cannot (the pycuda entry folds them at compile time)")
     return None
+
+
+_NOT_CALLS = {"sizeof", "alignof", "decltype", "dim3", "static_cast", "reinterpret_cast", "const_cast", "int",
+              "unsigned", "long", "short", "char", "float", "double", "size_t", "bool", "int64_t", "uint64_t",
+              "int32_t", "uint32_t", "make_float2", "make_float4", "make_int2"}
+
+
+def runtime_calls(spec: Spec) -> list[str]:
+    """Functions (`floorf`, `max`, `ceil`...) the launch geometry or a scalar's value calls: the native harness
+    evaluates them on the host at run time; the pycuda entry's `__device__` initializers cannot."""
+    from ..cbytes import captured_bytes
+    texts = [*spec.launch.grid, *spec.launch.block, spec.launch.shared_mem or "0",
+             *(str(p.value) for p in spec.params if p.role == "scalar" and p.value is not None
+               and captured_bytes(str(p.value)) is None)]
+    found: list[str] = []
+    for t in texts:
+        if t.lstrip().startswith("{"):
+            continue                                  # a brace initializer is data
+        for m in re.finditer(r"(?<![\w.])([A-Za-z_][\w:]*)\s*\(", t):
+            name = m.group(1)
+            if name.split("::")[-1] not in _NOT_CALLS and name not in found:
+                found.append(name)
+    return found
 
 
 def choose_backend(name: str, spec: Spec) -> tuple[str, str]:
