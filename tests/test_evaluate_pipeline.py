@@ -43,6 +43,26 @@ def test_baseline_is_verified_and_timed(ev):
     assert base.timed.gbps == pytest.approx(3 * 1048576 * 4 / 1e-3 / 1e9, rel=0.02)
 
 
+def test_a_work_estimate_the_original_beats_is_no_floor(tmp_path, monkeypatch):
+    """work.bytes counts every buffer once; a kernel that writes only the rows an index buffer names moves far
+    less, and the original itself then 'beats the peak'. That is the estimate's fault, not a cheat: the original
+    is timed and ok, the peak check is off with a note, and a candidate is not rejected by it either."""
+    install(monkeypatch)
+    mep = make_mep(tmp_path)
+    spec = load_spec(mep / "mep.yaml")
+    spec.work.bytes = str(1 << 40)                 # a terabyte in a millisecond: beyond any GPU
+    e = Evaluator(spec, mep, Options(reps=20, rounds=3, run_timeout=5.0))
+    e.prepare()
+    try:
+        base = e.baseline_result()
+        assert base.status == "ok", base.feedback()
+        assert any("no lower bound" in n for n in base.notes)
+        res = evaluate_many(e, [("faster", variant(e.mep_dir, "faster"))])[0]
+        assert res.status != "impossible" and res.faster
+    finally:
+        e.close()
+
+
 @pytest.mark.parametrize("mode, status, stage, evidence", [
     ("skip", "wrong_result", "verify", "NaN"),     # y is inout: never poisoned, so what is left is data (NaN here)
     ("nan", "wrong_result", "verify", "1 NaN"),

@@ -103,6 +103,7 @@ class Evaluator:
         self.plan = plan_mod.by_count(self.opts.warmup if self.opts.warmup is not None else t.warmup,
                                       self.opts.reps or t.reps, max(1, self.opts.rounds), flush)
         self.first_ms: float | None = None    # the original's first launch (time-based plans start from it)
+        self.floor_broken: str | None = None  # why the peak check is off for this MEP (_timed)
         self.sandbox = sandbox.resolve(self.opts.sandbox)      # (said with the first build: compile_baseline)
         gpus, self.no_gpu_reason = list_gpus()
         self.gpus = [d for d in gpus if self.opts.devices is None or d in self.opts.devices]
@@ -409,6 +410,8 @@ class Evaluator:
         res.timed, impossible = self._timed(t.candidate_rounds, t.baseline_rounds, t.l2_bytes, worker)
         res.timed.plan = plan.how
         impossible = impossible or timer_escape(res.timed.median_ms, t.sync_ms)
+        if self.floor_broken and self.floor_broken not in res.notes:
+            res.notes.append(self.floor_broken)
         if impossible:
             res.status, res.impossible = "impossible", Impossible(impossible)
             return self._done(res, start)
@@ -484,11 +487,21 @@ class Evaluator:
         else:
             timed.noise = round_range(c.round_medians_ms)
             timed.why = f"baseline {c.median_ms:.4g} ms; repeated medians within {timed.noise:.1%} of each other"
-        a = peaks_mod.achieved(self.spec.size(self.spec.work.bytes) if self.spec.work.bytes else None,
-                               self.spec.size(self.spec.work.flops) if self.spec.work.flops else None,
-                               c.median_ms, worker.peaks, l2)
+        work = (self.spec.size(self.spec.work.bytes) if self.spec.work.bytes else None,
+                self.spec.size(self.spec.work.flops) if self.spec.work.flops else None)
+        a = peaks_mod.achieved(*work, c.median_ms, worker.peaks, l2)
         timed.gbps, timed.gflops, timed.pct_peak_bw, timed.pct_peak_flops = a.gbps, a.gflops, a.pct_bw, a.pct_flops
         timed.pct_stream = a.pct_stream
+        if a.impossible and self.floor_broken is None:
+            # work.bytes/flops is an estimate (every buffer moved once): a kernel that touches only the elements
+            # an index buffer names moves less. When the original itself beats the floor, it is no floor.
+            orig_ms = summarize(base).median_ms if base else c.median_ms
+            if base is None or peaks_mod.achieved(*work, orig_ms, worker.peaks, l2).impossible:
+                self.floor_broken = (f"the original kernel itself beats the floor work.bytes/work.flops imply "
+                                     f"({a.impossible}): the estimate is no lower bound for this kernel, so the peak "
+                                     "check is off; verification and the timer checks still apply")
+        if a.impossible and self.floor_broken:
+            return timed, None
         return timed, a.impossible
 
     @staticmethod
@@ -560,6 +573,8 @@ class Evaluator:
         res.timed, impossible = self._timed(t.baseline_rounds, None, t.l2_bytes, worker)
         res.timed.plan = plan.how
         impossible = impossible or timer_escape(res.timed.median_ms, t.sync_ms)
+        if self.floor_broken and self.floor_broken not in res.notes:
+            res.notes.append(self.floor_broken)
         if impossible:
             res.status, res.impossible = "impossible", Impossible(impossible)
             res.notes.append("the baseline beats the measured peak: check work.bytes / work.flops in mep.yaml")
