@@ -76,3 +76,59 @@ def test_a_branch_chosen_by_a_word_of_the_run_command(tmp_path):
     s = load_spec(app / ".mepgen" / "meps" / "zero" / "mep.yaml")
     assert s.todo == [] and 6000 in s.sizes.values()
     assert "passes `gen`" in (app / ".mepgen" / "meps" / "zero" / "mep.yaml").read_text()
+
+
+def test_a_pointer_declared_through_a_type_macro_is_followed(tmp_path):
+    """`VEC *o = (VEC*) out;` in a kernel file the main file includes, VEC a macro for a vector type: libclang
+    gives that declaration no tokens, its initializer was lost, and `out` (written only through `o`) came out
+    as an input, which the MEP then caught being modified."""
+    import textwrap
+    from mepgen.extract import ExtractOptions, extract
+    app = tmp_path / "app"
+    (app / "src").mkdir(parents=True)
+    (app / "src" / "kern.cu").write_text(textwrap.dedent("""
+        __global__
+        void bump(const float* in, float* out)
+        {
+            VEC *__restrict__ o = (VEC*) out;
+            const VEC *a = (const VEC*) in;
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < LEN / 4) { o[i].x += a[i].x; o[i].y += a[i].y; o[i].z += a[i].z; o[i].w += a[i].w; }
+        }
+    """))
+    (app / "src" / "defs.h").write_text("#ifndef LANES\n#define LANES 4\n#endif\n#if LANES == 4\n"
+                                        "#define VEC float4\n#else\n#define VEC float2\n#endif\n#define LEN 4096\n")
+    (app / "src" / "main.cu").write_text(textwrap.dedent("""
+        #include "defs.h"
+        #include "kern.cu"
+        int main()
+        {
+            float *in, *out;
+            cudaMalloc(&in, LEN * sizeof(float));
+            cudaMalloc(&out, LEN * sizeof(float));
+            bump<<<LEN / 4 / 128, 128>>>(in, out);
+            return 0;
+        }
+    """))
+    extract(app, ExtractOptions(jobs=1))
+    run("bump", "-C", app)
+    s = load_spec(app / ".mepgen" / "meps" / "bump" / "mep.yaml")
+    assert s.param("out").role in ("inout", "out")
+    assert s.param("in").role == "in"
+
+
+def test_an_initializer_is_found_without_tokens():
+    """libclang gave no tokens for such declarations in a real application (a kernel file included after the
+    header that defines the type macro): the initializer is then the declaration's last expression child, and an
+    array's bound is not taken for one."""
+    from types import SimpleNamespace as NS
+    from mepgen.mep.resolve import init_expr
+    kind = lambda name: NS(name=name)
+    cast = NS(kind=kind("CSTYLE_CAST_EXPR"))
+    ptr = NS(spelling="o", get_tokens=lambda: [], type=NS(get_canonical=lambda: NS(kind=kind("POINTER"))),
+             get_children=lambda: [NS(kind=kind("TYPE_REF")), cast])
+    assert init_expr(ptr) is cast
+    bound = NS(kind=kind("INTEGER_LITERAL"))
+    arr = NS(spelling="c", get_tokens=lambda: [], type=NS(get_canonical=lambda: NS(kind=kind("CONSTANTARRAY"))),
+             get_children=lambda: [bound])
+    assert init_expr(arr) is None

@@ -84,6 +84,13 @@ def init_expr(var):
     """The initializer of a VAR_DECL, or None: skips array bounds (`float coef[5]` has none)."""
     toks = list(var.get_tokens())
     names = [i for i, t in enumerate(toks) if t.spelling == var.spelling]
+    if not toks:
+        # no tokens: libclang gives none for a declaration that starts with a macro expanding to its type
+        # (`real_vec_t *p = (real_vec_t*) q;`): its last expression child is the initializer (an array's
+        # bound is not one)
+        kids = [c for c in var.get_children() if c.kind.name not in _KEEP and not c.kind.name.endswith("_ATTR")]
+        array = var.type.get_canonical().kind.name in ("CONSTANTARRAY", "VARIABLEARRAY", "INCOMPLETEARRAY")
+        return kids[-1] if kids and not (array and len(kids) == 1) else None
     if not names:
         return None
     i, depth = names[0] + 1, 0
