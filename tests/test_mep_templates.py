@@ -142,3 +142,22 @@ def test_a_local_constant_argument_is_its_value_and_an_unseen_type_a_todo(tmp_pa
     assert t.launch.callee.startswith("stepper<128")
     launch = [x for x in t.todo if x.field == "launch"]
     assert launch and "Halving" in launch[0].reason and launch[0].kind == "launch"
+
+
+def test_a_launching_template_instantiated_explicitly(tmp_path):
+    """`template void driver<double>(int);` (an explicit instantiation, as a library compiled for several types
+    writes it) when no call the sources show names the type: the kernel is instantiated with double."""
+    app = make_app(tmp_path, _KERNEL + """
+        template <typename E>
+        void driver(int reps)
+        {
+            E* buf;
+            cudaMalloc(&buf, LEN * sizeof(E));
+            for (int r = 0; r < reps; r++)
+                halve<<<(LEN + 255) / 256, 256>>>(buf, LEN);
+        }
+        template void driver<double>(int);
+        int main() { return 0; }
+    """)
+    s = _spec(app, "halve")
+    assert s.launch.callee == "halve<double>" and s.param("data").dtype == "float64"

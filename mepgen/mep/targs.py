@@ -104,8 +104,9 @@ def _type_word(w: str) -> bool:
 
 def enclosing_instantiation(project: Project, enclosing, depth: int = 0) -> tuple[dict[str, str], str | None]:
     """The enclosing function template's parameters -> the arguments of its first instantiation the
-    application calls, with a note when it calls several. A call from another template's body (`f<T, 4>(x)`
-    inside `g<T>`) counts with `g`'s own instantiation substituted, a few levels deep."""
+    application calls, with a note when it calls several; else of its first explicit instantiation
+    (`template void f<float>(...);`). A call from another template's body (`f<T, 4>(x)` inside `g<T>`) counts
+    with `g`'s own instantiation substituted, a few levels deep."""
     names = _enclosing_params(enclosing)
     if not names:
         return {}, None
@@ -116,6 +117,10 @@ def enclosing_instantiation(project: Project, enclosing, depth: int = 0) -> tupl
             dependent.append((call, caller))
             continue
         args = _spelled_args(call.referenced)
+        if args is not None and len(args) == len(names) and args not in seen:
+            seen.append(args)
+    for decl in project.explicit.get(enclosing.get_usr(), []) if not seen else ():
+        args = _spelled_args(decl)                       # `template void f<float>(float*, int);`
         if args is not None and len(args) == len(names) and args not in seen:
             seen.append(args)
     for call, caller in dependent if not seen and depth < 3 else ():
