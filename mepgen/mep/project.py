@@ -41,8 +41,6 @@ class Project:
         self.functions: dict[str, object] = {}            # usr -> definition cursor
         self.definitions: dict[str, list] = defaultdict(list)  # usr -> its definitions in different files
         self.calls: dict[str, list] = defaultdict(list)   # callee usr -> [(call, caller), ...] in source order
-        # function template usr -> its explicit instantiations (`template void f<float>(float*, int);`)
-        self.explicit: dict[str, list] = defaultdict(list)
         self.macros: dict[str, str] = {}                  # object-like macro -> replacement text
         self.macro_param_names: dict[str, set] = {}        # function-like macro -> its parameters' names
         self.function_macros: dict[str, FunctionMacro] = {}   # function-like macro -> parameters and body
@@ -131,10 +129,6 @@ class Project:
         elif k == "VAR_DECL":
             if c.is_definition() or c.get_usr() not in self.globals:
                 self.globals[c.get_usr()] = c
-        elif k == "FUNCTION_DECL" and not c.is_definition() and c.get_num_template_arguments() > 0:
-            tmpl = clang.specialized_template(c)
-            if tmpl is not None:
-                self.explicit[tmpl.get_usr()].append(c)
         elif k in FUNCTION_KINDS and c.is_definition():
             self.functions.setdefault(c.get_usr(), c)
             same = self.definitions[c.get_usr()]

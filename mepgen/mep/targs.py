@@ -12,6 +12,7 @@ todo of it.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from ..parsing.clang import specialized_template
 from .project import Project, walk
@@ -119,9 +120,8 @@ def enclosing_instantiation(project: Project, enclosing, depth: int = 0) -> tupl
         args = _spelled_args(call.referenced)
         if args is not None and len(args) == len(names) and args not in seen:
             seen.append(args)
-    for decl in project.explicit.get(enclosing.get_usr(), []) if not seen else ():
-        args = _spelled_args(decl)                       # `template void f<float>(float*, int);`
-        if args is not None and len(args) == len(names) and args not in seen:
+    for args in explicit_instantiations(project, enclosing.spelling) if not seen else ():
+        if len(args) == len(names) and all(_derived(a, project) for a in args) and args not in seen:
             seen.append(args)
     for call, caller in dependent if not seen and depth < 3 else ():
         args = _written(project, call)
@@ -139,6 +139,33 @@ def enclosing_instantiation(project: Project, enclosing, depth: int = 0) -> tupl
         note = (f"{enclosing.spelling}() is instantiated as "
                 f"{', '.join('<' + ', '.join(s) + '>' for s in seen)}; this MEP uses <{', '.join(seen[0])}>")
     return dict(zip(names, seen[0])), note
+
+
+_SOURCES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh")
+
+
+def explicit_instantiations(project: Project, name: str) -> list[list[str]]:
+    """The arguments of `template void name<float>(...);` (explicit instantiations) in the application's sources,
+    in file order. libclang gives such a declaration no cursor, so its text is read: the form is fixed by the
+    language (`template` not followed by `<`, the name with its argument list, the parameter list)."""
+    from ..extract.launches import _template_args
+    cache = project.__dict__.setdefault("_explicit_texts", None)
+    if cache is None:
+        cache = []
+        for f in sorted(Path(project.app_root).rglob("*")):
+            if f.suffix in _SOURCES and f.is_file() and ".mepgen" not in f.parts:
+                text = f.read_text(errors="replace")
+                if re.search(r"\btemplate\s+[^<\s]", text):
+                    cache.append(re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S))
+        project.__dict__["_explicit_texts"] = cache
+    out = []
+    pattern = re.compile(rf"\btemplate\s+(?!<)[\w\s:*&]+?\b{re.escape(name)}\s*(<[^;{{}}()]*>)\s*\(")
+    for text in cache:
+        for m in pattern.finditer(text):
+            args = _template_args(name + m.group(1))
+            if args:
+                out.append(args)
+    return out
 
 
 def substitute(text: str, mapping: dict[str, str]) -> str:
