@@ -161,3 +161,43 @@ def test_a_launching_template_instantiated_explicitly(tmp_path):
     """)
     s = _spec(app, "halve")
     assert s.launch.callee == "halve<double>" and s.param("data").dtype == "float64"
+
+
+def test_buffers_and_a_grid_helper_inside_a_function_template(tmp_path):
+    """In `template <typename T> void contract(int n)`: `cudaMalloc(&d, count * sizeof(T))` is a dependent call
+    (libclang leaves its callee unresolved and its spelling empty) and `sizeof(T)` has no value until T is known;
+    the grid comes from a helper written `if (a % b == 0) return a / b; return a / b + 1;`. With main's
+    `contract<float>(...)`, the counts, the element type and the grid are all derived."""
+    app = make_app(tmp_path, """
+        #define ROWS 96
+        int blocks_for(int a, int b)
+        {
+            if (a % b == 0)
+                return a / b;
+            return a / b + 1;
+        }
+        template <typename T>
+        __global__ void scale_rows(const T* in, T* out, int n)
+        {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) out[i] = 3 * in[i];
+        }
+        template <typename T>
+        void contract(int cols)
+        {
+            const size_t count = (size_t)ROWS * cols;
+            const size_t bytes = count * sizeof(T);
+            T *in, *out;
+            cudaMalloc(&in, bytes);
+            cudaMalloc(&out, bytes);
+            dim3 grid(blocks_for(ROWS * cols, 128));
+            scale_rows<<<grid, 128>>>(in, out, ROWS * cols);
+        }
+        int main() { contract<float>(50); return 0; }
+    """)
+    s = _spec(app, "scale_rows")
+    assert s.todo == [], [(t.field, t.reason) for t in s.todo]
+    assert s.launch.callee == "scale_rows<float>" and s.param("out").dtype == "float32"
+    assert "ROWS" in s.param("in").count and "sizeof" not in s.param("in").count
+    from mepgen import cexpr
+    assert cexpr.evaluate(s.launch.grid[0], s.sizes) == (96 * 50 + 127) // 128

@@ -12,7 +12,7 @@ between: no count (the kernel's own bounds, else a todo).
 from __future__ import annotations
 
 from ..parsing import clang
-from .project import walk
+from .project import call_name, walk
 from .resolve import Resolver, _join, init_expr, operator_of, strip
 
 ALLOCATORS = ("cudaMalloc", "cudaMallocManaged", "cudaMallocAsync", "cudaMallocFromPoolAsync")
@@ -171,7 +171,7 @@ def _allocated(r: Resolver, usr: str, depth: int, element: bool = False) -> list
             mark = len(r.unsure)
             with r.inside(caller, call.extent.start.offset):
                 size = r.call_arg(call, 1)
-            out.append((size, call.spelling) if size is not None else None)
+            out.append((size, call_name(call)) if size is not None else None)
             if size is None:
                 _unresolved(r, call, mark)
         else:
@@ -189,7 +189,7 @@ def _index(p) -> dict:
     for usr_fn, calls in p.calls.items():
         fn = p.functions.get(usr_fn)
         for call, caller in calls:
-            alloc = call.spelling in ALLOCATORS
+            alloc = call_name(call) in ALLOCATORS
             if not alloc and (fn is None or not p.in_app(fn)):
                 continue
             for i, a in enumerate(call.get_arguments()):

@@ -148,7 +148,7 @@ class Project:
 
     def calls_named(self, name: str) -> list:
         """(call, caller) of every call to a function with this name (runtime API calls have no definition)."""
-        return [pair for usr, pairs in self.calls.items() for pair in pairs if pair[0].spelling == name]
+        return [pair for usr, pairs in self.calls.items() for pair in pairs if call_name(pair[0]) == name]
 
     def find_global(self, qualified: str):
         for usr, c in self.globals.items():
@@ -186,8 +186,8 @@ def _file_of(c) -> str:
 
 
 def _dependent_callees(call) -> list:
-    """The function templates a dependent call (`f<T>(x)` in a template's body) may call: libclang leaves its
-    callee an unresolved lookup, exposed as a set of overloads."""
+    """The functions a dependent call (`f<T>(x)`, `cudaMalloc(&d, n * sizeof(T))` in a template's body) may
+    call: libclang leaves its callee an unresolved lookup, exposed as a set of overloads."""
     kids = list(call.get_children())
     if not kids:
         return []
@@ -199,4 +199,17 @@ def _dependent_callees(call) -> list:
     if head.kind.name != "OVERLOADED_DECL_REF":
         return []
     from ..extract.launches import _overloaded
-    return [d for d in _overloaded(head) if d.kind.name == "FUNCTION_TEMPLATE"]
+    return [d for d in _overloaded(head) if d.kind.name in ("FUNCTION_TEMPLATE", "FUNCTION_DECL")]
+
+
+def call_name(call) -> str:
+    """The called function's name; a dependent call (in a template's body) has an empty spelling: the name
+    its unresolved callee is written with."""
+    if call.spelling:
+        return call.spelling
+    for n in call.get_children():
+        for m in walk(n):
+            if m.kind.name == "OVERLOADED_DECL_REF":
+                return m.spelling
+        break
+    return ""

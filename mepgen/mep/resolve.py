@@ -188,6 +188,14 @@ class Resolver:
         text = self.p.text(c)
         if not re.match(r"\s*(sizeof|alignof|__alignof__)\b", text):
             return None
+        fn = self.scope[-1] if self.scope else None
+        if fn is not None and fn.kind.name == "FUNCTION_TEMPLATE":
+            # `sizeof(T)` in `template <typename T> void run()`: T as the application instantiates run
+            from .targs import enclosing_instantiation, substitute
+            mapping, _ = enclosing_instantiation(self.p, fn)
+            m = re.fullmatch(r"\s*(sizeof|alignof)\s*\(\s*([A-Za-z_]\w*)\s*\)\s*", text)
+            if m and m.group(2) in mapping:
+                return substitute(f"{m.group(1)}({m.group(2)})", mapping)
         own = any(n.kind.name == "TYPE_REF" and n.referenced is not None and self.p.in_app(n.referenced)
                   or n.kind.name == "DECL_REF_EXPR" for n in walk(c))    # `sizeof(*d_x)`: of an expression
         value = clang.evaluate_int(c) if own else None
@@ -741,13 +749,29 @@ class Resolver:
             return f"{callee}(" + ", ".join(vals) + ")"
         fn = self.p.find_function(ref.get_usr()) if ref is not None else None
         ret = _single_return(fn) if fn is not None else None
-        if ret is None:
+        arms = _guarded_returns(fn) if fn is not None and ret is None else None
+        if ret is None and not arms:
             return None
         parms = [x for x in fn.get_children() if x.kind.name == "PARM_DECL"]
         self.bindings.append({p.get_usr(): (a, None) for p, a in zip(parms, args)})
         try:
             with self.inside(fn):
-                return self.expr(ret)
+                if ret is not None:
+                    return self.expr(ret)
+                # `if (a % b == 0) return a / b; return a / b + 1;` as C++'s own conditional expression
+                text = None
+                for cond, value in reversed(arms):
+                    v = self.expr(value)
+                    if v is None:
+                        return None
+                    if cond is None:
+                        text = v
+                        continue
+                    c = self.expr(cond)
+                    if c is None or text is None:
+                        return None
+                    text = f"(({c}) ? ({v}) : ({text}))"
+                return text
         finally:
             self.bindings.pop()
 
@@ -881,6 +905,38 @@ def _single_return(fn):
         kids = list(stmts[0].get_children())
         return kids[0] if kids else None
     return None
+
+
+def _guarded_returns(fn) -> list[tuple] | None:
+    """[(condition, returned), ..., (None, returned)] of a helper whose body is only `if (c) return a;` statements
+    (an `else return b;` too) ending in `return z;`; None for any other body."""
+    def single(stmt):
+        if stmt.kind.name == "COMPOUND_STMT":
+            inner = list(stmt.get_children())
+            stmt = inner[0] if len(inner) == 1 else None
+        if stmt is None or stmt.kind.name != "RETURN_STMT":
+            return None
+        kids = list(stmt.get_children())
+        return kids[0] if kids else None
+    body = next((c for c in fn.get_children() if c.kind.name == "COMPOUND_STMT"), None)
+    stmts = list(body.get_children()) if body is not None else []
+    arms: list[tuple] = []
+    for i, st in enumerate(stmts):
+        last = i == len(stmts) - 1
+        if st.kind.name == "IF_STMT":
+            kids = list(st.get_children())
+            if len(kids) not in (2, 3) or single(kids[1]) is None:
+                return None
+            arms.append((kids[0], single(kids[1])))
+            if len(kids) == 3:
+                if not last or single(kids[2]) is None:
+                    return None
+                arms.append((None, single(kids[2])))
+        elif last and single(st) is not None:
+            arms.append((None, single(st)))
+        else:
+            return None
+    return arms if len(arms) >= 2 and arms[-1][0] is None else None
 
 
 def _type_name(t) -> str:
