@@ -103,3 +103,36 @@ def test_a_count_over_host_data_and_a_gpu_property(tmp_path):
     assert ones.kind == "runtime" and "element of a host buffer" in ones.reason
     blocks = next(t for f, t in by.items() if "multiProcessorCount" in t.reason)
     assert blocks.kind == "runtime" and "property of the GPU" in blocks.reason
+
+
+def test_a_mean_over_host_data_through_a_temporary(tmp_path):
+    """C89 style: `tmp` declared before the loop, `tmp = img[i]; sum += tmp;` in it, then a scalar from the
+    sum: computed from the image, one step back, so a run-time value."""
+    app = make_app(tmp_path, """
+        #include <cstdlib>
+        __global__ void shade(float* v, int n, float level)
+        {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) v[i] *= level;
+        }
+        int main()
+        {
+            int n = 4096, i;
+            float tmp, sum = 0.0f, level;
+            float* img = (float*) malloc(n * sizeof(float));
+            for (i = 0; i < n; i++) img[i] = rand() / (float) RAND_MAX;
+            for (i = 0; i < n; i++) {
+                tmp = img[i];
+                sum += tmp;
+            }
+            level = sum / n;
+            float* d;
+            cudaMalloc(&d, n * sizeof(float));
+            shade<<<(n + 255) / 256, 256>>>(d, n, level);
+            return 0;
+        }
+    """)
+    r = run("shade", "-C", app)
+    s = load_spec(app / ".mepgen" / "meps" / "shade" / "mep.yaml")
+    level = next(t for t in s.todo if t.field == "params[2].value")
+    assert level.kind == "runtime", level.reason

@@ -294,6 +294,28 @@ class _Pending:
             raise Unsure(next(iter(self.why.values())))
 
 
+def _loop_locals(rhs, own: list) -> list:
+    """What the loop assigns to the variables `rhs` reads (`tmp = J[k]; sum += tmp;`, `tmp` declared in the loop
+    or before it): what the change is computed from, one step back."""
+    if rhs is None or not any(x.kind.name in LOOPS for x in own):
+        return []
+    loop = next(x for x in own if x.kind.name in LOOPS)
+    read = {n.referenced.get_usr() for n in _walk(rhs) if n.kind.name == "DECL_REF_EXPR" and n.referenced is not None
+            and n.referenced.kind.name == "VAR_DECL"}
+    from .resolve import init_expr, operator_of
+    out = []
+    for n in _walk(loop):
+        if n.kind.name == "VAR_DECL" and n.get_usr() in read:
+            out.append(init_expr(n))
+        elif n.kind.name == "BINARY_OPERATOR":
+            kids = list(n.get_children())
+            lhs = _strip(kids[0]) if len(kids) == 2 else None
+            if lhs is not None and lhs.kind.name == "DECL_REF_EXPR" and lhs.referenced is not None \
+                    and lhs.referenced.get_usr() in read and operator_of(n, kids) == "=":
+                out.append(kids[1])
+    return out
+
+
 def _over_data(name: str, at: str, data: str | None):
     """The reason for a change that depends on host data (`sum += J[i]`, `if (d[i] == 1) count++;`)."""
     if data is None:
@@ -379,7 +401,7 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
             if not conditional:
                 out.clear()
             continue
-        data = data_read([m.rhs, *(_condition(x) for x in own)]) if own else None
+        data = data_read([m.rhs, *(_condition(x) for x in own), *_loop_locals(m.rhs, own)]) if own else None
         if any(x.kind.name in BRANCHES for x in own):
             taken = _taken(m, own, decide)      # `if (N % 256) blocks++;` over constants: the compiler decides
             if taken is None:
