@@ -106,10 +106,11 @@ def test_an_argument_nothing_derives_is_a_launch_todo(tmp_path):
     assert kinds.get("params[0].dtype") == "launch"
 
 
-def test_a_local_constant_argument_is_its_value_and_an_unseen_type_a_todo(tmp_path):
+def test_a_local_constant_argument_is_its_value_and_a_functor_type_is_copied(tmp_path):
     """`stepper<THREADS><<<...>>>(rule, buf)` in a template: THREADS is a local constant of the launching
     function (its value goes into the MEP), Rule is deduced as the app's `Halving`, a type the kernel names only
-    through its parameter, which the MEP's kernel.cu does not copy: a launch todo, not an MEP that fails to build."""
+    through its parameter: main's `driver(Halving())` instantiates the launching template with it, so the
+    extraction copies its definition into the MEP's kernel.cu and the MEP builds as the application does."""
     app = make_app(tmp_path, """
         #define LEN 2048
         struct Halving { __device__ float operator()(float x) const { return 0.5f * x; } };
@@ -139,9 +140,39 @@ def test_a_local_constant_argument_is_its_value_and_an_unseen_type_a_todo(tmp_pa
     s = _spec(app, "widen")
     assert s.launch.callee == "widen<128>" and s.todo == []
     t = _spec(app, "stepper")
-    assert t.launch.callee.startswith("stepper<128")
-    launch = [x for x in t.todo if x.field == "launch"]
-    assert launch and "Halving" in launch[0].reason and launch[0].kind == "launch"
+    assert t.launch.callee == "stepper<128, Halving>"
+    assert not [x for x in t.todo if x.field == "launch"]
+    assert "struct Halving" in (app / ".mepgen" / "meps" / "stepper" / "kernel.cu").read_text()
+
+
+def test_a_type_local_to_main_is_copied_with_the_kernel(tmp_path):
+    """The launching template is instantiated with a type local to main: the extraction copies its definition
+    to the MEP's file scope with the kernel, and the MEP instantiates the kernel with it."""
+    app = make_app(tmp_path, """
+        #define LEN 2048
+        template <typename Rule>
+        __global__ void stepper(Rule rule, float* data, int n)
+        {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) data[i] = rule(data[i]);
+        }
+        template <typename Rule>
+        void driver(Rule rule)
+        {
+            float* buf;
+            cudaMalloc(&buf, LEN * sizeof(float));
+            stepper<<<LEN / 128, 128>>>(rule, buf, LEN);
+        }
+        int main()
+        {
+            struct Tripling { __device__ float operator()(float x) const { return 3.0f * x; } };
+            driver(Tripling());
+            return 0;
+        }
+    """)
+    t = _spec(app, "stepper")
+    assert t.launch.callee == "stepper<Tripling>"
+    assert "struct Tripling" in (app / ".mepgen" / "meps" / "stepper" / "kernel.cu").read_text()
 
 
 def test_a_launching_template_instantiated_explicitly(tmp_path):

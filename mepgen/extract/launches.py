@@ -258,6 +258,11 @@ def find_launch_sites(tops: list, src: SourceFiles) -> tuple[list[dict], list[di
                     for text in calls[-1]["args"]:
                         used |= set(_IDENT.findall(text))
                     calls[-1]["locals"] = {n: ctx["locals"][n] for n in sorted(used) if n in ctx["locals"]}
+                    tmpl = specialized_template(ref) if ref.kind.name == "FUNCTION_DECL" else None
+                    if tmpl is not None and tmpl != ref:
+                        # `run<PayoffPut>(...)`: the types a launch inside run<T>'s body may instantiate with
+                        calls[-1]["_template_usr"] = tmpl.get_usr()
+                        calls[-1]["_instantiation_types"] = instantiation_types(ref, tmpl)
         return ctx
 
     # iterative, in source order (a local's initializer is seen before a launch that names it)

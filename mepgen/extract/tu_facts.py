@@ -142,8 +142,16 @@ def _tu_facts(path: str, parse_args: list[str], app_root: str, stub_dir: Path) -
     spaces = global_spaces(tops)
     sites, calls = find_launch_sites(tops, src)
     launched_with: dict[str, list] = {}       # kernel usr -> types its launches instantiate it with
+    by_template: dict[str, list] = {}         # function template usr -> types its calls instantiate it with
+    for call in calls:
+        usr, types = call.pop("_template_usr", None), call.pop("_instantiation_types", [])
+        if usr is not None:
+            by_template.setdefault(usr, []).extend(types)
     for site in sites:
-        launched_with.setdefault(site["kernel_usr"], []).extend(site.pop("_instantiation_types", []))
+        types = site.pop("_instantiation_types", [])
+        if not types:         # a dependent launch in a function template: the types the template is called with
+            types = by_template.get(site["enclosing_usr"], [])
+        launched_with.setdefault(site["kernel_usr"], []).extend(types)
     kernels, over_budget = [], []
     for k in _kernels_in(tops):
         try:
