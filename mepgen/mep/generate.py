@@ -95,7 +95,7 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
             failed.append(Failed(k["qualified_name"], why))
         else:
             ok.append(k)
-    project = Project(ws.app_root, inv["translation_units"])
+    project = Project(ws.app_root, inv["translation_units"], host_sources=inv.get("host_sources"))
     arch = configured_arch(load_config(ws.app_root))
     results = []
     for k in ok:

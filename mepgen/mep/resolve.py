@@ -550,7 +550,8 @@ class Resolver:
             return None
         mark = len(self.unsure)
         here = fn.location.file.name if fn.location.file is not None else None
-        calls = sorted(self.p.calls.get(fn.get_usr(), []),     # callers of the same file (program) first
+        callers = self.p.callers(fn)        # the plain C/C++ sources that name it are read now (mep/hostsrc.py)
+        calls = sorted(callers,                                 # callers of the same file (program) first
                        key=lambda cc: (cc[1].location.file.name if cc[1].location.file is not None else None) != here)
         for call, caller in calls:
             with self.inside(caller, call.extent.start.offset):
@@ -562,10 +563,9 @@ class Resolver:
             name = fn.spelling
             return self._symbol_for(d, None, why=Why(f"`{d.spelling}` in {name}() is what its caller passes: {why}",
                                                      kind_of(why)))
-        if not self.p.calls.get(fn.get_usr()):      # called from a file mepgen did not parse (a .c/.cpp main)
+        if not callers:         # no source calls it: an entry point, or its caller is in a file that did not parse
             return self._symbol_for(d, None, why=Why(f"`{d.spelling}` is a parameter of {fn.spelling}(), which no "
-                                                     "source mepgen parsed calls (its callers are in files without "
-                                                     "CUDA code, which mepgen does not read)"))
+                                                     f"source mepgen parsed calls{self.p.host.why_not_found(fn.spelling)}"))
         return self._symbol_for(d, None)
 
     def param_index(self, d):

@@ -54,8 +54,18 @@ def builtin_include_dir() -> Path:
 NVCC_LENIENCY = ("-Wno-c++11-narrowing", "-Wno-register", "-Wno-error=register", "-Wno-enum-constexpr-conversion")
 
 
+#: what old C compilers accepted and clang 16+ rejects by default (K&R code: `main() {...}`, a call before any
+#: declaration): kept as warnings for the plain C sources read for value tracing
+C_LENIENCY = ("-Wno-implicit-int", "-Wno-implicit-function-declaration", "-Wno-int-conversion",
+              "-Wno-incompatible-pointer-types", "-Wno-return-type", "-Wno-deprecated-non-prototype")
+
+
 def parse_args(tu_args: list[str], language: str = "cuda") -> list[str]:
-    """Full libclang arguments for one translation unit."""
+    """Full libclang arguments for one translation unit (`cuda`, `c++`, or `c`: plain C, without the CUDA shim,
+    which is C++)."""
+    if language == "c":
+        return ["-x", "c", *tu_args, "-isystem", str(builtin_include_dir()), *C_LENIENCY, "-ferror-limit=0",
+                "-D__MEPGEN_PARSE__=1"]
     lang = ["-x", "cuda", "--cuda-host-only", "-nocudainc", "-nocudalib", "--cuda-gpu-arch=sm_90"] \
         if language == "cuda" else ["-x", "c++"]
     return [*lang, "-isystem", str(SHIM_DIR), *tu_args, "-isystem", str(builtin_include_dir()),
@@ -66,8 +76,9 @@ def parse_args(tu_args: list[str], language: str = "cuda") -> list[str]:
 _KEEP_GOING = 0x200         # CXTranslationUnit_KeepGoing (clang-c/Index.h); cindex has no name for it
 
 
-def parse(path: Path, tu_args: list[str], unsaved: list[tuple[str, str]] | None = None):
-    """Parse one file; returns the TranslationUnit (libclang keeps going past errors)."""
+def parse(path: Path, tu_args: list[str], unsaved: list[tuple[str, str]] | None = None, language: str = "cuda"):
+    """Parse one file as `language` (parse_args); returns the TranslationUnit (libclang keeps going past
+    errors)."""
     ci = cindex()
     index = ci.Index.create()
     # macro definitions and expansions; and keep going after a fatal error (a header the parse cannot find,
@@ -75,7 +86,7 @@ def parse(path: Path, tu_args: list[str], unsaved: list[tuple[str, str]] | None 
     # `cudaMalloc(&p, n)` (a template overload) and templated call after the include became an invalid expression
     options = ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD | _KEEP_GOING
     try:
-        return index.parse(str(path), args=parse_args(tu_args), unsaved_files=unsaved, options=options)
+        return index.parse(str(path), args=parse_args(tu_args, language), unsaved_files=unsaved, options=options)
     except ci.TranslationUnitLoadError as e:
         raise MepgenError(f"libclang could not load {path}: {e}") from None
 
