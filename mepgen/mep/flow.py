@@ -369,7 +369,10 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
         if any(x.kind.name in BRANCHES for x in own):
             taken = _taken(m, own, decide)      # `if (N % 256) blocks++;` over constants: the compiler decides
             if taken is None:
-                pending.note(m, f"`{name}` is assigned at {where(m.node)} under a condition mepgen does not decide")
+                # `if (binary) read(fd, &n, 4); else ...`: that it may come from the input says more than the branch
+                why = stored(m.call) if m.op == "&arg" and stored is not None and m.call is not None else None
+                pending.note(m, why or f"`{name}` is assigned at {where(m.node)} under a condition mepgen does not "
+                                       "decide")
                 continue
             if not taken:
                 continue

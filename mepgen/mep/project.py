@@ -156,7 +156,7 @@ class Project:
             if unit is not None:
                 self.tus.append(unit)
                 self._index(unit)
-                for cache in ("_global_writes", "_reader_calls"):
+                for cache in ("_global_writes", "_reader_calls", "_field_writes"):
                     self.__dict__.pop(cache, None)
 
     def callers(self, fn) -> list:
@@ -170,6 +170,17 @@ class Project:
             found = [(call, caller) for call, caller in self.calls.get(f"c:@F@{fn.spelling}", [])
                      if len(list(call.get_arguments())) == n]
         return found
+
+    def definition(self, ref):
+        """The definition of the function a call refers to, in the CUDA sources or else in a plain C/C++ source
+        that names it (read now); a C definition of a function declared in C++ is found by name."""
+        if ref is None:
+            return None
+        fn = self.functions.get(ref.get_usr())
+        if fn is None:
+            self.read_host_files(ref.spelling)
+            fn = self.functions.get(ref.get_usr()) or self.functions.get(f"c:@F@{ref.spelling}")
+        return fn
 
     def calls_named(self, name: str) -> list:
         """(call, caller) of every call to a function with this name (runtime API calls have no definition)."""

@@ -332,11 +332,14 @@ class Resolver:
                 return at
         return None
 
-    def _followed(self, d) -> tuple[bool, str | None]:
+    def _followed(self, d, within=None) -> tuple[bool, str | None]:
         """(handled, value) of a local that changes after its declaration: its value at the point the resolver
-        is asked about, following the assignments that certainly run before it (mep/flow.py)."""
+        is asked about, following the assignments that certainly run before it (mep/flow.py). `within`: for a
+        global that only that function changes, the function; the value it had on entry is unknown (an earlier
+        call may have changed it), so only an assignment of the whole value that certainly runs before the
+        point gives one: (False, None) otherwise."""
         from . import flow
-        parent = d.semantic_parent
+        parent = d.semantic_parent if within is None else within
         at = self._point(parent)
         fn = parent if parent is not None and parent.is_definition() else \
             self.p.find_function(parent.get_usr()) if parent is not None else None
@@ -354,6 +357,8 @@ class Resolver:
                 why = Why(f"{why}, which depends on this: {inner}", kind_of(inner))
             self.unsure.append(why)
             return True, None
+        if within is not None and (argv or not steps or steps[0].op != "=" or steps[0].member is not None):
+            return False, None
         if argv:
             default = None
             if all(conditional for _, conditional, _ in argv):
@@ -466,10 +471,23 @@ class Resolver:
         """(handled, value) of a namespace-scope variable that functions of the application assign: set once,
         to one value (an init function's `g_alpha = 0.25f;`), it holds that value; anything else is unsure."""
         from . import flow
+        try:
+            external = d.linkage.name == "EXTERNAL"
+        except ValueError:
+            external = True
+        if external:        # a plain C/C++ source may set it (`layer_size = atoi(argv[1])` in main.c)
+            self.p.read_host_files(d.spelling)
         writes = flow.global_writes(self.p).get(d.get_usr(), [])
         if not writes:
             return False, None
         fn, m = writes[0]
+        if all(f == fn for f, _ in writes) and self._point(fn) is not None:
+            # `num_blocks = n / 16; k<<<num_blocks, 16>>>(...)` in the one function that sets the global
+            mark = len(self.unsure)
+            handled, value = self._followed(d, within=fn)
+            if handled:
+                return handled, value
+            del self.unsure[mark:]
         if len(writes) == 1 and m.op == "=" and m.member is None and flow.argv_write(m):
             # `void init(int argc, char** argv) { if (argc == 4) cols = atoi(argv[1]); else exit(1); }`
             with self.inside(fn, m.node.extent.start.offset):
@@ -689,9 +707,14 @@ class Resolver:
         field_decl = c.referenced
         if not kids or field_decl is None or field_decl.kind.name != "FIELD_DECL":
             return None
+        mark = len(self.unsure)
         base = self.expr(kids[0])
-        if base is None:
-            return None
+        if base is None:        # `net->n` of a struct a create function made (mep/fields.py)
+            from .fields import field_value
+            value = field_value(self, c)
+            if value is not None:
+                del self.unsure[mark:]
+            return value
         if field_decl.semantic_parent is not None and field_decl.semantic_parent.spelling in DIM3_TYPES:
             return dim3_component(base, field_decl.spelling)
         return _field(base, field_decl.semantic_parent.type, field_decl.spelling)
