@@ -527,7 +527,8 @@ class Resolver:
         """`said`, and that it depends on a value of the input or of the run, when one of the reasons given since
         `mark` says so (`nelr = 16 * (nel / 16 + 1)` after `file >> nel`): a derived value keeps its origin."""
         inner = next((w for w in reversed(self.unsure[mark:]) if kind_of(w) is not None), None) or \
-            next((w for w in reversed(self.unsure[mark:]) if "which no source mepgen parsed calls" in w), None)
+            next((w for w in reversed(self.unsure[mark:]) if "which no source mepgen parsed calls" in w
+                  or w.startswith("`->")), None)       # a field set in several places (mep/fields.py)
         return Why(f"{said}, which depends on this: {inner}", kind_of(inner)) if inner is not None else None
 
     def _var(self, d) -> str | None:

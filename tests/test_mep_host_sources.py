@@ -1,0 +1,187 @@
+"""Values that reach a launch through the application's plain C/C++ sources (issue 20): a size a `.c` main passes
+to a function of a `.cu` file, a struct a C create function fills from the command line, a global the launching
+function sets once before the launch, a size a C caller reads from a file. Each application is written here."""
+from __future__ import annotations
+
+import textwrap
+
+from mepgen.extract import ExtractOptions, extract
+from mepgen.spec import load_spec
+from test_mep_cli import run
+
+GPU_CU = """
+    #include "api.h"
+    __global__ void scale(float* v, int n, int reps)
+    {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        for (int r = 0; r < reps; r++)
+            if (i < n) v[i] = 0.5f * v[i];
+    }
+    extern "C" void run_gpu(int n, int reps)
+    {
+        float* v;
+        cudaMalloc(&v, n * sizeof(float));
+        scale<<<(n + 127) / 128, 128>>>(v, n, reps);
+    }
+"""
+API_H = """
+    #ifdef __cplusplus
+    extern "C" {
+    #endif
+    void run_gpu(int n, int reps);
+    #ifdef __cplusplus
+    }
+    #endif
+"""
+
+
+def app_of(tmp_path, files: dict[str, str]):
+    app = tmp_path / "app"
+    for name, text in files.items():
+        (app / name).parent.mkdir(parents=True, exist_ok=True)
+        (app / name).write_text(textwrap.dedent(text))
+    extract(app, ExtractOptions(jobs=1))
+    return app
+
+
+def spec_of(app, kernel):
+    return load_spec(app / ".mepgen" / "meps" / kernel / "mep.yaml")
+
+
+def test_a_size_a_c_main_passes_to_the_cuda_file_is_derived(tmp_path):
+    app = app_of(tmp_path, {"gpu.cu": GPU_CU, "api.h": API_H, "main.c": """
+        #include "api.h"
+        main()                       /* old C: implicit int */
+        {
+            int sweeps = 12;
+            run_gpu(1 << 14, sweeps);
+            return 0;
+        }
+    """})
+    r = run("--all", "-C", app)
+    assert r.exit_code == 0, r.output
+    s = spec_of(app, "scale")
+    assert not s.todo
+    assert [s.size(e) for e in s.launch.grid] == [128] and [s.size(e) for e in s.launch.block] == [128]
+    assert s.size(s.params[1].value) == 1 << 14 and s.size(s.params[2].value) == 12
+    # the inventory lists the plain source, parsed only by the mep stage
+    assert '"host_sources"' in (app / ".mepgen" / "inventory.json").read_text()
+
+
+def test_a_struct_a_c_create_function_fills_from_the_command_line_is_followed(tmp_path):
+    files = {"run": "./sim 8192\n", "grid.h": """
+        typedef struct { int cells; float *data; } Grid;
+        Grid *grid_new(int cells);
+        #ifdef __cplusplus
+        extern "C"
+        #endif
+        void simulate(Grid *g);
+    """, "grid.c": """
+        #include <stdlib.h>
+        #include "grid.h"
+        Grid *grid_new(int cells)
+        {
+            Grid *g = (Grid *)malloc(sizeof(Grid));
+            if (g == NULL) return NULL;
+            g->cells = cells;
+            g->data = (float *)calloc(cells, sizeof(float));
+            return g;
+        }
+    """, "main.c": """
+        #include <stdlib.h>
+        #include "grid.h"
+        int requested = 0;
+        int main(int argc, char **argv)
+        {
+            requested = atoi(argv[1]);
+            Grid *g = grid_new(requested);
+            simulate(g);
+            return 0;
+        }
+    """, "sim.cu": """
+        #include "grid.h"
+        __global__ void relax(float* d, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) d[i] *= 0.9f; }
+        unsigned int blocks = 0;
+        extern "C" void simulate(Grid *g)
+        {
+            int n;
+            float* d;
+            n = g->cells;
+            cudaMalloc(&d, n * sizeof(float));
+            blocks = n / 64;                    // a global, set straight-line before the launch
+            relax<<<blocks, 64>>>(d, n);
+        }
+    """}
+    app = app_of(tmp_path, files)
+    r = run("--all", "-C", app)
+    assert r.exit_code == 0, r.output
+    s = spec_of(app, "relax")
+    assert not s.todo
+    assert [s.size(e) for e in s.launch.grid] == [128] and s.size(s.params[1].value) == 8192
+    yaml = (app / ".mepgen" / "meps" / "relax" / "mep.yaml").read_text()
+    assert "grid_new() at grid.c" in yaml and "./sim 8192" in yaml      # the stated choices
+
+    # a second place that sets the field: mepgen does not know which holds at the launch
+    (app / "reset.c").write_text('#include "grid.h"\nvoid grid_reset(Grid *g) { g->cells = 1; }\n')
+    extract(app, ExtractOptions(jobs=1))
+    r = run("--all", "--force", "-C", app)
+    assert r.exit_code == 3
+    reasons = " ".join(t.reason for t in spec_of(app, "relax").todo)
+    assert "`->cells` is set by grid.c" in reasons and "reset.c" in reasons
+
+
+def test_a_global_set_under_a_condition_before_the_launch_stays_a_todo(tmp_path):
+    app = app_of(tmp_path, {"k.cu": """
+        #define LEN 4096
+        __global__ void fill(float* v) { v[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f; }
+        unsigned int nblocks = 0;
+        void go(int wide)
+        {
+            float* v;
+            cudaMalloc(&v, LEN * sizeof(float));
+            nblocks = LEN / 256;
+            if (wide) nblocks = LEN / 128;
+            fill<<<nblocks, 256>>>(v);
+        }
+        int main(int argc, char** argv) { go(argc > 1); return 0; }
+    """})
+    r = run("--all", "-C", app)
+    assert r.exit_code == 3
+    todo = spec_of(app, "fill").todo
+    assert any("`nblocks` is assigned at k.cu:10 under a condition" in t.reason for t in todo), [t.reason for t in todo]
+
+
+def test_a_size_a_c_caller_reads_from_a_file_is_a_file_todo(tmp_path):
+    app = app_of(tmp_path, {"gpu.cu": GPU_CU, "api.h": API_H, "main.c": """
+        #include <stdio.h>
+        #include "api.h"
+        int main(int argc, char **argv)
+        {
+            int count = 0, binary = argc > 2;
+            FILE *f = fopen(argv[1], "rb");
+            if (binary) {
+                fread(&count, sizeof(int), 1, f);
+            } else {
+                char line[256];
+                while (fgets(line, sizeof line, f)) count++;
+            }
+            run_gpu(count, 3);
+            return 0;
+        }
+    """})
+    r = run("--all", "-C", app)
+    assert r.exit_code == 3
+    todo = spec_of(app, "scale").todo
+    assert todo and all(t.kind == "file" for t in todo), [(t.kind, t.reason) for t in todo]
+    assert any("fread" in t.reason and "main.c" in t.reason for t in todo)
+
+
+def test_a_plain_source_with_errors_leaves_a_todo_not_an_error(tmp_path):
+    app = app_of(tmp_path, {"gpu.cu": GPU_CU, "api.h": API_H, "main.c": """
+        #include "api.h"
+        int main( { run_gpu(
+    """, "other.c": "int unrelated(void) { return 1; }\n"})
+    r = run("--all", "-C", app)
+    assert r.exit_code == 3, r.output
+    reasons = " ".join(t.reason for t in spec_of(app, "scale").todo)
+    assert "`n`" in reasons and "run_gpu()" in reasons
