@@ -185,3 +185,51 @@ def test_a_plain_source_with_errors_leaves_a_todo_not_an_error(tmp_path):
     assert r.exit_code == 3, r.output
     reasons = " ".join(t.reason for t in spec_of(app, "scale").todo)
     assert "`n`" in reasons and "run_gpu()" in reasons
+
+
+def test_a_size_passed_by_address_in_a_branch_the_run_does_not_take_is_the_options_value(tmp_path):
+    """`-n` sets the size; only `-f FILE` (which the run command does not give) reads it from a file through its
+    address; the program lives in a sub-folder whose own Makefile names the header folder, and the run script
+    starts it by a relative path."""
+    app = app_of(tmp_path, {"run": "prog/solver -n 512 -q\n", "shared/io.h": """
+        int load_size(const char* path, int* n);
+    """, "prog/Makefile": """
+        CFLAGS = -I../shared -O2
+        solver: main.cu
+        \tnvcc $(CFLAGS) main.cu -o solver
+    """, "prog/main.cu": """
+        #include <getopt.h>
+        #include <stdlib.h>
+        #include "io.h"
+        __global__ void decay(float* a, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] *= 0.5f; }
+        int main(int argc, char** argv)
+        {
+            int n = 64, c, quiet = 0;
+            const char* from = NULL;
+            while ((c = getopt(argc, argv, "n:f:q")) != -1) {
+                switch (c) {
+                case 'n': n = atoi(optarg); break;
+                case 'f': from = optarg; break;
+                case 'q': quiet = 1; break;
+                }
+            }
+            if (from) {
+                load_size(from, &n);
+            }
+            float* a;
+            cudaMalloc(&a, n * sizeof(float));
+            decay<<<(n + 63) / 64, 64>>>(a, n);
+            return quiet;
+        }
+    """})
+    r = run("--all", "-C", app)
+    assert r.exit_code == 0, r.output
+    s = spec_of(app, "decay")
+    assert [s.size(e) for e in s.launch.grid] == [8] and s.size(s.params[1].value) == 512
+    yaml = (app / ".mepgen" / "meps" / "decay" / "mep.yaml").read_text()
+    assert "passes no option -f" in yaml and "(option -n) = 512" in yaml
+
+    # with `-f` in the run command the size comes from the file the option names: a todo
+    (app / "run").write_text("prog/solver -f sizes.txt\n")
+    r = run("--all", "--force", "-C", app)
+    assert r.exit_code == 3

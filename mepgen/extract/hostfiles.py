@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .flags import CompileFlags
+from .flags import CompileFlags, parse_command
 
 C_SUFFIXES = (".c",)
 CXX_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".C")
@@ -57,6 +57,19 @@ def host_sources(app: Path, cuda_units: list[Path], default: CompileFlags | None
         out.append({"file": str(p.relative_to(app)), "language": lang, "include_dirs": include_dirs,
                     "defines": defines, "std": _std(flags, lang)})
     return out
+
+
+def with_folder_flags(flags: CompileFlags, path: Path, app: Path, cache: dict) -> CompileFlags:
+    """`flags` plus the include folders and defines of the build file of the source's own sub-folder (a
+    program in `cuda/` whose Makefile says `-I../common`), when it has one."""
+    inc, defs = _folder_flags(Path(path).parent, Path(app), cache)
+    inc = [d for d in inc if d not in flags.include_dirs]
+    defs = [d for d in defs if d not in flags.defines]
+    if not inc and not defs:
+        return flags
+    args = ["nvcc", *[x for d in [*flags.include_dirs, *inc] for x in ("-I", d)],
+            *[x for d in [*flags.defines, *defs] for x in ("-D", d)], f"-std={flags.std}"]
+    return parse_command(args, Path(app))
 
 
 def _folder_flags(folder: Path, app: Path, cache: dict) -> tuple[list[str], list[str]]:

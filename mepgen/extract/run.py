@@ -18,7 +18,7 @@ from .flags import DEFAULT_STD, HEADER_SUFFIXES, SOURCE_SUFFIXES, CompileFlags, 
     find_compile_commands, load_compile_commands
 from .profile import load_profile
 from .ranking import STATIC_BASIS, assign_ranks, profile_scores, static_scores
-from .hostfiles import host_sources
+from .hostfiles import host_sources, with_folder_flags
 from .tu_facts import tu_facts
 
 SKIP_DIRS = {".mepgen", ".git", ".svn", ".hg", "CMakeFiles", "__pycache__", "node_modules"}
@@ -89,7 +89,11 @@ def _plan(app: Path, opts: ExtractOptions) -> tuple[list[tuple[Path, CompileFlag
                 units.append((e.file, e.flags))
         return units, str(db), headers, host_sources(app, [p for p, _ in units], None, entries)
     flags, source = plan_default_flags(app, opts)
-    units = [(p, flags) for p in sources if p.suffix == ".cu" or _mentions_cuda(p)]
+    folders: dict = {}      # a program in a sub-folder parses with its own Makefile's -I/-D as well
+    units = [(p, with_folder_flags(flags, p, app, folders)) for p in sources if p.suffix == ".cu" or _mentions_cuda(p)]
+    own = sorted(str(d.relative_to(app)) for d, f in folders.items() if f and (f[0] or f[1]))
+    if own:
+        source += f"; plus the -I/-D of the build files in {', '.join(own)} for the sources below them"
     for p, _ in units:
         check_text(p)
     return units, source, headers, host_sources(app, [p for p, _ in units], flags)

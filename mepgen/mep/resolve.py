@@ -423,6 +423,8 @@ class Resolver:
                 [self.symbols.reasons[n] for n in sorted(unknown) if n in self.symbols.kinds]
             self.cond_why.append(inner[-1] if inner else None)
             return None
+        # a pointer left at its null default (`if (input_file)` when the run gives no `-i`) tests false
+        text = re.sub(r"\b(NULL|nullptr)\b", "0", text)
         value = evaluate(text, {**self.p.macros, **self.symbols.from_run})    # run-command values: stated already
         return None if value is None else bool(value)
 
