@@ -233,3 +233,50 @@ def test_a_size_passed_by_address_in_a_branch_the_run_does_not_take_is_the_optio
     (app / "run").write_text("prog/solver -f sizes.txt\n")
     r = run("--all", "--force", "-C", app)
     assert r.exit_code == 3
+
+
+def test_an_object_built_from_what_a_loader_reads_is_a_file_todo(tmp_path):
+    """The launch's size is a field of an object that is changed by reference; it is built from `info->n`,
+    which a loader of the application fills from a file through the pointer: a `file` todo, not a bare one."""
+    app = app_of(tmp_path, {"grid.h": """
+        struct Info { int n; };
+        int load_info(const char* path, Info* info);
+        class Grid { public: int n; explicit Grid(int count) : n(count) {} void fill(const float* v); };
+        void run(Grid& g);
+    """, "io.cpp": """
+        #include <cstdio>
+        #include "grid.h"
+        int load_info(const char* path, Info* info)
+        {
+            FILE* f = fopen(path, "r");
+            return f && fscanf(f, "%d", &info->n) == 1;
+        }
+    """, "main.cpp": """
+        #include <cstdlib>
+        #include "grid.h"
+        int main(int argc, char** argv)
+        {
+            Info* info = (Info*)malloc(sizeof(Info));
+            load_info(argv[1], info);
+            Grid g(info->n);
+            float seed[4] = {1, 2, 3, 4};
+            g.fill(seed);
+            run(g);
+            return 0;
+        }
+    """, "run.cu": """
+        #include "grid.h"
+        __global__ void halve(float* d, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) d[i] *= 0.5f; }
+        void run(Grid& g)
+        {
+            int n = g.n;
+            float* d;
+            cudaMalloc(&d, n * sizeof(float));
+            halve<<<(n + 63) / 64, 64>>>(d, n);
+        }
+    """})
+    r = run("--all", "-C", app)
+    assert r.exit_code == 3
+    todo = spec_of(app, "halve").todo
+    assert todo and all(t.kind == "file" for t in todo), [(t.kind, t.reason) for t in todo]
+    assert any("built from `info`, which load_info -> fscanf reads" in t.reason for t in todo), todo

@@ -89,7 +89,11 @@ def _held(r, d):
                                   decide=lambda cond: r._decide(fn, cond),
                                   stored=lambda call: stored_by(r.p, call, d.spelling, r.where(call)))
     except flow.Unsure as e:
-        r.unsure.append(e.args[0])
+        from .inputs import read_into
+        from .readers import Why, kind_of
+        why = e.args[0]
+        read = read_into(r.p, d, fn, r.where) if kind_of(why) is None else None
+        r.unsure.append(Why(f"{why}; {read}", read.kind) if read is not None else why)
         return None
     if any(st.op != "=" or st.member is not None for st in steps):
         return None

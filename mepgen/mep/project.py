@@ -156,7 +156,7 @@ class Project:
             if unit is not None:
                 self.tus.append(unit)
                 self._index(unit)
-                for cache in ("_global_writes", "_reader_calls", "_field_writes"):
+                for cache in ("_global_writes", "_reader_calls", "_field_writes", "_read_into"):
                     self.__dict__.pop(cache, None)
 
     def callers(self, fn) -> list:
@@ -177,7 +177,7 @@ class Project:
         if ref is None:
             return None
         fn = self.functions.get(ref.get_usr())
-        if fn is None:
+        if fn is None and self.in_app(ref):     # declared by the application (not `printf`)
             self.read_host_files(ref.spelling)
             fn = self.functions.get(ref.get_usr()) or self.functions.get(f"c:@F@{ref.spelling}")
         return fn

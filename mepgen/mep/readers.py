@@ -8,6 +8,8 @@ mistaken for a value mepgen merely failed to trace. :class:`Why` is such a reaso
 """
 from __future__ import annotations
 
+import re
+
 from .project import walk
 
 #: calls of the C/C++ library that read input, and what they read
@@ -19,6 +21,9 @@ FILE_READERS = {"fscanf": "file", "fread": "file", "fgets": "file", "getline": "
 RUNTIME_CALLS = {"rand", "random", "drand48", "lrand48", "rand_r", "time", "clock", "gettimeofday",
                  "clock_gettime"}
 DEVICE_COPIES = {"cudaMemcpy", "cudaMemcpyAsync", "cudaMemcpyFromSymbol", "cudaMemcpyFromSymbolAsync"}
+#: the name of a function outside the application that reads its input: `read_graph`, `loadData`,
+#: `NicsLU_ReadTriplet...` (a word `read`/`load`, not `isReady`)
+_READER_NAME = re.compile(r"(?:^|_|[a-z0-9])(?:[rR]ead|[lL]oad)(?=[A-Z_0-9]|$)")
 _STREAM_TYPES = ("ifstream", "istream", "fstream", "istringstream", "stringstream")
 
 
@@ -46,9 +51,9 @@ def reader_call(project, call, depth: int = 3) -> str | None:
     ref = call.referenced
     if ref is None or depth <= 0:
         return None
-    fn = project.find_function(ref.get_usr())
-    if fn is None:
-        return None
+    fn = project.definition(ref) if hasattr(project, "definition") else project.find_function(ref.get_usr())
+    if fn is None:         # a library's reader (`NicsLU_ReadTripletColumnToSparse(path, ...)`): by its name
+        return name if _READER_NAME.search(name) and ref.location.file is not None else None
     cache = project.__dict__.setdefault("_reader_calls", {})
     key = (ref.get_usr(), depth)
     if key not in cache:

@@ -355,6 +355,10 @@ class Resolver:
             why, inner = e.args[0], self.cond_why[-1] if len(self.cond_why) > cmark else None
             if "under a condition" in why and kind_of(why) is None and inner is not None:
                 why = Why(f"{why}, which depends on this: {inner}", kind_of(inner))
+            if kind_of(why) is None:        # what it is built from may come from the input (mep/inputs.py)
+                from .inputs import read_into
+                read = read_into(self.p, d, fn, self.where)
+                why = Why(f"{why}; {read}", read.kind) if read is not None else why
             self.unsure.append(why)
             return True, None
         if within is not None and (argv or not steps or steps[0].op != "=" or steps[0].member is not None):
