@@ -51,7 +51,7 @@ def reader_call(project, call, depth: int = 3) -> str | None:
     ref = call.referenced
     if ref is None or depth <= 0:
         return None
-    fn = project.definition(ref) if hasattr(project, "definition") else project.find_function(ref.get_usr())
+    fn = project.find_function(ref.get_usr())     # (no plain source is read for this: every call asks)
     if fn is None:         # a library's reader (`NicsLU_ReadTripletColumnToSparse(path, ...)`): by its name
         return name if _READER_NAME.search(name) and ref.location.file is not None else None
     cache = project.__dict__.setdefault("_reader_calls", {})
