@@ -279,4 +279,31 @@ def test_an_object_built_from_what_a_loader_reads_is_a_file_todo(tmp_path):
     assert r.exit_code == 3
     todo = spec_of(app, "halve").todo
     assert todo and all(t.kind == "file" for t in todo), [(t.kind, t.reason) for t in todo]
-    assert any("built from `info`, which load_info" in t.reason for t in todo), todo
+    assert any("built from `info`, which is filled by load_info" in t.reason for t in todo), todo
+
+
+def test_a_size_behind_a_pointer_parameter_is_its_callers_value(tmp_path):
+    app = app_of(tmp_path, {"k.cu": """
+        __global__ void zero(float* v, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) v[i] = 0.0f; }
+        void clear(float* v, const int* len) { zero<<<*len / 64, 64>>>(v, *len); }
+        int main()
+        {
+            const int count = 4096;
+            float* v;
+            cudaMalloc(&v, count * sizeof(float));
+            clear(v, &count);
+            return 0;
+        }
+    """})
+    r = run("--all", "-C", app)
+    assert r.exit_code == 0, r.output
+    s = spec_of(app, "zero")
+    assert [s.size(e) for e in s.launch.grid] == [64] and s.size(s.params[1].value) == 4096
+
+
+def test_a_library_function_named_like_a_reader_counts_as_one():
+    from mepgen.mep.readers import _READER_NAME
+    readers = ["read_graph", "readMatrix", "loadData", "LoadImage", "Lib_ReadTriplet", "load"]
+    others = ["cudaThreadSynchronize", "isReady", "reader", "spread", "download", "threadCount"]
+    assert all(_READER_NAME.search(n) for n in readers)
+    assert not any(_READER_NAME.search(n) for n in others)

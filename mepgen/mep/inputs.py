@@ -90,8 +90,10 @@ def read_into(project, d, fn, where) -> Why | None:
             if usr in addressed:
                 read = reader_call(project, call)
                 if read is not None:
-                    cache[key] = Why(f"`{d.spelling}` is built from `{v.spelling}`, which {read} reads from the "
-                                     f"application's input at {where(call)}", "file")
+                    what = f"`{d.spelling}` is" if usr == d.get_usr() else \
+                        f"`{d.spelling}` is built from `{v.spelling}`, which is"
+                    cache[key] = Why(f"{what} filled by {read} at {where(call)}, which reads the application's "
+                                     "input", "file")
                     return cache[key]
                 for a in arg_usrs:                      # the call may store the other arguments into it
                     feeds.update(a)

@@ -23,7 +23,7 @@ RUNTIME_CALLS = {"rand", "random", "drand48", "lrand48", "rand_r", "time", "cloc
 DEVICE_COPIES = {"cudaMemcpy", "cudaMemcpyAsync", "cudaMemcpyFromSymbol", "cudaMemcpyFromSymbolAsync"}
 #: the name of a function outside the application that reads its input: `read_graph`, `loadData`,
 #: `NicsLU_ReadTriplet...` (a word `read`/`load`, not `isReady`)
-_READER_NAME = re.compile(r"(?:^|_|[a-z0-9])(?:[rR]ead|[lL]oad)(?=[A-Z_0-9]|$)")
+_READER_NAME = re.compile(r"(?:(?:^|_)(?:[rR]ead|[lL]oad)|(?<=[a-z0-9])(?:Read|Load))(?=[A-Z_0-9]|$)")
 _STREAM_TYPES = ("ifstream", "istream", "fstream", "istringstream", "stringstream")
 
 

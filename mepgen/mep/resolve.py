@@ -171,6 +171,13 @@ class Resolver:
             kids = list(c.get_children())
             if len(kids) == 2 and operator_of(c, kids) == "=":      # `ce = cw = step / rx`: the value assigned
                 return self.expr(kids[1])
+        if k == "UNARY_OPERATOR":       # `*n` of a parameter given `&count`: the value, not `*(&COUNT)`
+            kids = list(c.get_children())
+            if len(kids) == 1 and operator_of(c, kids) == "*":
+                inner = self.expr(kids[0])
+                m = re.fullmatch(r"\(?\s*&\s*\(?([\w:.]+)\)?\s*\)?", inner or "")
+                if m is not None:
+                    return m.group(1)
         if k in _SPLICE or k == "CXX_UNARY_EXPR":
             return self._splice(c)
         return None
