@@ -177,6 +177,10 @@ def test_a_size_a_c_caller_reads_from_a_file_is_a_file_todo(tmp_path):
 
 
 def test_a_plain_source_with_errors_leaves_a_todo_not_an_error(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+    from mepgen.cli import main
     app = app_of(tmp_path, {"gpu.cu": GPU_CU, "api.h": API_H, "main.c": """
         #include "api.h"
         int main( { run_gpu(
@@ -185,6 +189,12 @@ def test_a_plain_source_with_errors_leaves_a_todo_not_an_error(tmp_path):
     assert r.exit_code == 3, r.output
     reasons = " ".join(t.reason for t in spec_of(app, "scale").todo)
     assert "`n`" in reasons and "run_gpu()" in reasons
+    # `mepgen ready` says which plain sources it read, and that this one had errors; other.c was never parsed
+    r = CliRunner().invoke(main, ["ready", "-C", str(app), "--json"])
+    plain = json.loads(r.output)["plain_sources"]
+    assert plain["read"] == ["main.c"] and "main.c" in plain["with_errors"] and not plain["not_parsed"]
+    text = CliRunner().invoke(main, ["ready", "-C", str(app)]).output
+    assert "read for values: 1 sources without CUDA code (1 with parse errors" in text
 
 
 def test_a_size_passed_by_address_in_a_branch_the_run_does_not_take_is_the_options_value(tmp_path):

@@ -87,3 +87,9 @@ class HostSources:
             return f" (more than {MAX_FILES_PER_NAME} sources without CUDA code name it; mepgen read the first " \
                    f"{MAX_FILES_PER_NAME})"
         return " (nor any of the application's sources without CUDA code)" if self._all else ""
+
+    def summary(self) -> dict:
+        """What was read, for `mepgen ready --json`: the files parsed, those with parse errors (first error; the
+        rest of the file was used) and those libclang could not load."""
+        return {"read": sorted(self.parsed), "with_errors": dict(sorted(self.errors.items())),
+                "not_parsed": dict(sorted(self.failed.items()))}
