@@ -317,3 +317,17 @@ def test_a_library_function_named_like_a_reader_counts_as_one():
     others = ["cudaThreadSynchronize", "isReady", "reader", "spread", "download", "threadCount"]
     assert all(_READER_NAME.search(n) for n in readers)
     assert not any(_READER_NAME.search(n) for n in others)
+
+
+def test_only_plain_sources_that_may_change_a_global_or_field_are_parsed_for_it(tmp_path):
+    from mepgen.mep.hostsrc import HostSources
+    files = {"reads.c": "void f(Net *net, FILE *fp) { fscanf(fp, \"%d\", &net->cells); }",
+             "uses.c": "int g(Net *net) { return net->cells <= 4 ? net->cells : 0; }",
+             "sets.c": "int cells; void h(void) { cells += 2; }",
+             "calls.c": "void k(void) { cells_init(); }"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    host = HostSources(tmp_path, [{"file": f} for f in files])
+    assert [e["file"] for e in host.mentioning("cells", writes=True)] == ["reads.c", "sets.c"]
+    assert [e["file"] for e in host.mentioning("cells")] == ["reads.c", "uses.c", "sets.c"]
+    assert host.mentioning("cells") == []          # once per name

@@ -175,7 +175,7 @@ def r_operator(n, kids) -> str:
 def _only_store(r, field, store) -> bool:
     """Whether `store` is the only assignment of a field named like `field` in the application's sources (the
     plain C/C++ sources that spell the name are read first); else the reason goes to r.unsure."""
-    r.p.read_host_files(field.spelling)
+    r.p.read_host_files(field.spelling, writes=True)
     writes = _field_writes(r.p).get(field.spelling, [])
     others = [w for w in writes if w != store]
     if others:

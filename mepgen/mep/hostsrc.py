@@ -32,7 +32,7 @@ class HostSources:
         self.failed: dict[str, str] = {}          # file -> why libclang could not load it
         self.errors: dict[str, str] = {}          # file -> its first parse error (the rest of it was used)
         self.capped: set[str] = set()             # names spelled in more files than MAX_FILES_PER_NAME
-        self._looked: set[str] = set()
+        self._looked: set[tuple[str, bool]] = set()
         self._text: dict[str, bytes] = {}
         self._named: dict[str, set[str]] = {}     # file -> the names it was parsed (or failed) for
         self._all = bool(entries)
@@ -45,12 +45,17 @@ class HostSources:
                 self._text[rel] = b""
         return self._text[rel]
 
-    def mentioning(self, name: str) -> list[dict]:
-        """The pending files that spell `name` as a word, once per name (later calls: none)."""
-        if not name or name in self._looked or not self.pending:
+    def mentioning(self, name: str, writes: bool = False) -> list[dict]:
+        """The pending files that spell `name` as a word, once per name (later calls: none); with `writes`, only
+        those whose text may change it (`name = `, `name += `, `++name`, `&name`, `name.f = `: a global's
+        writers, not every file that says `n`)."""
+        if not name or (name, writes) in self._looked or not self.pending:
             return []
-        self._looked.add(name)
-        word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
+        self._looked.add((name, writes))
+        n = re.escape(name.encode())
+        word = re.compile(rb"\b" + n + rb"\b") if not writes else re.compile(
+            rb"\b" + n + rb"\s*(?:(?:\.|->)\s*\w+\s*)?(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--|&)\s*" + n + rb"\b|\b"
+            + n + rb"\s*(?:\+\+|--)|&[\w\s.\->\[\]]*?(?:\.|->)\s*" + n + rb"\b")     # `&net->n`
         hits = [e for rel, e in self.pending.items() if word.search(self._bytes(rel))]
         if len(hits) > MAX_FILES_PER_NAME:
             self.capped.add(name)

@@ -147,11 +147,11 @@ class Project:
                         if tmpl is not None and tmpl.get_usr() != ref.get_usr():
                             self.calls[tmpl.get_usr()].append((node, c))
 
-    def read_host_files(self, name: str) -> None:
-        """Parse and index the plain C/C++ sources that spell `name` (once per name): the callers of a function
-        or the writes of a global may be there. What was derived from the index before stays valid; the
+    def read_host_files(self, name: str, writes: bool = False) -> None:
+        """Parse and index the plain C/C++ sources that spell `name` (once per name; `writes`: only those whose
+        text may change it, mep/hostsrc.py): the callers of a function or the writes of a global may be there. What was derived from the index before stays valid; the
         project-wide caches built from it are dropped."""
-        for entry in self.host.mentioning(name):
+        for entry in self.host.mentioning(name, writes):
             unit = self.host.parse(entry)
             if unit is not None:
                 self.tus.append(unit)

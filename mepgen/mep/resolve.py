@@ -489,7 +489,7 @@ class Resolver:
         except ValueError:
             external = True
         if external:        # a plain C/C++ source may set it (`layer_size = atoi(argv[1])` in main.c)
-            self.p.read_host_files(d.spelling)
+            self.p.read_host_files(d.spelling, writes=True)
         writes = flow.global_writes(self.p).get(d.get_usr(), [])
         if not writes:
             return False, None
