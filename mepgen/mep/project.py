@@ -149,8 +149,8 @@ class Project:
 
     def read_host_files(self, name: str, writes: bool = False) -> None:
         """Parse and index the plain C/C++ sources that spell `name` (once per name; `writes`: only those whose
-        text may change it, mep/hostsrc.py): the callers of a function or the writes of a global may be there. What was derived from the index before stays valid; the
-        project-wide caches built from it are dropped."""
+        text may change it, mep/hostsrc.py): the callers of a function or the writes of a global may be there.
+        What was derived from the index before stays valid; the project-wide caches built from it are dropped."""
         for entry in self.host.mentioning(name, writes):
             unit = self.host.parse(entry)
             if unit is not None:

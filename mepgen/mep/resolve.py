@@ -596,8 +596,9 @@ class Resolver:
             return self._symbol_for(d, None, why=Why(f"`{d.spelling}` in {name}() is what its caller passes: {why}",
                                                      kind_of(why)))
         if not callers:         # no source calls it: an entry point, or its caller is in a file that did not parse
+            detail = self.p.host.why_not_found(fn.spelling)
             return self._symbol_for(d, None, why=Why(f"`{d.spelling}` is a parameter of {fn.spelling}(), which no "
-                                                     f"source mepgen parsed calls{self.p.host.why_not_found(fn.spelling)}"))
+                                                     f"source mepgen parsed calls{detail}"))
         return self._symbol_for(d, None)
 
     def param_index(self, d):
