@@ -331,3 +331,22 @@ def test_only_plain_sources_that_may_change_a_global_or_field_are_parsed_for_it(
     assert [e["file"] for e in host.mentioning("cells", writes=True)] == ["reads.c", "sets.c"]
     assert [e["file"] for e in host.mentioning("cells")] == ["reads.c", "uses.c", "sets.c"]
     assert host.mentioning("cells") == []          # once per name
+
+
+def test_plain_sources_are_listed_with_their_language_and_their_folders_flags(tmp_path):
+    from mepgen.extract.flags import CompileEntry, default_flags, parse_command
+    from mepgen.extract.hostfiles import host_sources
+    app = tmp_path / "app"
+    for name, text in {"k.cu": "", "main.c": "", "util.cpp": "", "tool/run.cc": "", "tool/Makefile":
+                       "CFLAGS = -I../inc -DTOOL=1\nall:\n\tcc $(CFLAGS) run.cc\n", "inc/x.h": ""}.items():
+        (app / name).parent.mkdir(parents=True, exist_ok=True)
+        (app / name).write_text(text)
+    listed = {e["file"]: e for e in host_sources(app, [app / "k.cu"], default_flags(app, [], []))}
+    assert sorted(listed) == ["main.c", "tool/run.cc", "util.cpp"]
+    assert listed["main.c"]["language"] == "c" and listed["main.c"]["std"] == "gnu17"
+    assert listed["util.cpp"]["language"] == "c++" and listed["util.cpp"]["std"] == "c++17"
+    assert str(app / "inc") in listed["tool/run.cc"]["include_dirs"] and "TOOL=1" in listed["tool/run.cc"]["defines"]
+    # with compile_commands.json: the files it lists, with their own flags
+    entry = CompileEntry(app / "main.c", parse_command(["cc", "-std=c99", "-DFAST", "-c", "main.c"], app))
+    listed = host_sources(app, [app / "k.cu"], None, [entry])
+    assert listed == [{"file": "main.c", "language": "c", "include_dirs": [], "defines": ["FAST"], "std": "c99"}]
