@@ -350,3 +350,10 @@ def test_plain_sources_are_listed_with_their_language_and_their_folders_flags(tm
     entry = CompileEntry(app / "main.c", parse_command(["cc", "-std=c99", "-DFAST", "-c", "main.c"], app))
     listed = host_sources(app, [app / "k.cu"], None, [entry])
     assert listed == [{"file": "main.c", "language": "c", "include_dirs": [], "defines": ["FAST"], "std": "c99"}]
+
+
+def test_a_run_script_may_start_the_program_by_a_relative_path(tmp_path):
+    from mepgen.extract.runcommand import find_run_command
+    (tmp_path / "run").write_text("# cuda/app -i data.bin\ntools/make_input.sh 64\ncuda/app -s 256 -v\n")
+    rc = find_run_command(tmp_path)
+    assert rc.program == "cuda/app" and rc.args == ["-s", "256", "-v"]

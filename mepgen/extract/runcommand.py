@@ -90,7 +90,8 @@ def _from_lines(lines: list[str], source: str, targets: set[str]) -> RunCommand 
         line = line.lstrip("@-+ \t")
         words = _split(line)
         for i, w in enumerate(words):
-            program = w.startswith("./") or i == 0 and "/" in w and not w.startswith(("/", "-", "$"))   # `bin/app`
+            program = w.startswith("./") or i == 0 and "/" in w and not w.startswith(("/", "-", "$")) \
+                and not w.endswith((".sh", ".bash", ".py", ".pl"))       # `bin/app`, not a helper script
             if program or (w in targets and i > 0 and not words[i - 1].startswith("-")):
                 args = []
                 for a in words[i + 1:]:
