@@ -72,15 +72,22 @@ def _name(inv: dict, k: dict) -> str:
     return k["qualified_name"] if len(same) == 1 else k["id"]
 
 
-def complete_all(ws: Workspace, inv: dict, log=lambda m: None) -> list[KernelOutcome]:
+def complete_all(ws: Workspace, inv: dict, log=lambda m: None, host: dict | None = None) -> list[KernelOutcome]:
     """Complete every kernel's MEP with the mep stage in one pass (the translation units parsed once, not once
-    per kernel: an application of 76 kernels in one file took minutes) and say what came of each."""
+    per kernel: an application of 76 kernels in one file took minutes) and say what came of each. `host` (a
+    dict to fill): the plain C/C++ sources read for value tracing, as mep/hostsrc.py summarizes them."""
     from .mep.generate import Failed, generate
 
     kernels = inv["kernels"]
     failed: list[Failed] = []
     try:
-        results = generate(ws, [_name(inv, k) for k in kernels], keep_edits=True, log=log, failed=failed)
+        found: dict = {}
+        try:
+            results = generate(ws, [_name(inv, k) for k in kernels], keep_edits=True, log=log, failed=failed,
+                               host_report=found)
+        finally:
+            if host is not None and "host" in found:
+                host.update(found["host"].summary())
     except MepgenError as e:        # nothing could be completed (the inventory, the project): every kernel says so
         return [KernelOutcome(**_base(k), outcome=CANNOT, reason=str(e)) for k in kernels]
     except Exception as e:  # a bug in mepgen outside any one kernel: said for each, not the end of the command
@@ -113,7 +120,8 @@ def _base(k: dict) -> dict:
 def ready(app: Path | None, extract_opts, log=lambda m: None) -> dict:
     """Every kernel's outcome, with what extraction left out; a JSON-ready report."""
     ws, inv, extracted = _inventory(app, extract_opts, log)
-    outcomes = complete_all(ws, inv, log)
+    host: dict = {}
+    outcomes = complete_all(ws, inv, log, host)
     not_understood = []
     for s in inv.get("skipped", []):
         first = s["diagnostics"][0] if s.get("diagnostics") else None
@@ -126,6 +134,7 @@ def ready(app: Path | None, extract_opts, log=lambda m: None) -> dict:
         "flags_source": inv.get("flags_source"),
         "kernels": [o.to_json() for o in outcomes],
         "files_not_understood": not_understood,
+        "plain_sources": host or {"read": [], "with_errors": {}, "not_parsed": {}},
         "over_budget": inv.get("over_budget", []),
         "summary": {"kernels": len(outcomes), **counts,
                     "internal_errors": sum(1 for x in outcomes if x.internal)},
@@ -149,6 +158,13 @@ def render_text(report: dict) -> str:
                    "not listed")
     for o in report["over_budget"]:
         out.append(f"cannot: {o['kernel']} ({o['file']}:{o['line']}): {o['reason']}")
+    plain = report.get("plain_sources") or {}
+    if plain.get("read") or plain.get("not_parsed"):
+        out.append(f"read for values: {len(plain['read'])} sources without CUDA code"
+                   + (f" ({len(plain['with_errors'])} with parse errors, used for what parsed)"
+                      if plain.get("with_errors") else ""))
+    for f, why in (plain.get("not_parsed") or {}).items():
+        out.append(f"not understood: {f} ({why}); values it holds were not read")
     s = report["summary"]
     out.append(f"{s['kernels']} kernels: {s[READY]} ready, {s[NEEDS_PERSON]} need a person, {s[CANNOT]} cannot"
                + (f" ({s['internal_errors']} internal errors)" if s["internal_errors"] else ""))

@@ -232,7 +232,8 @@ def _static_spec(ws, inv, kernel):
     from ..mep.assemble import assemble
     from ..mep.project import Project
     try:
-        spec, _ = assemble(Project(ws.app_root, inv["translation_units"]), inv, kernel, {}, False)
+        project = Project(ws.app_root, inv["translation_units"], host_sources=inv.get("host_sources"))
+        spec, _ = assemble(project, inv, kernel, {}, False)
     except MepgenError:
         raise
     except Exception as e:  # static completion's own failure: name it, the capture stands on its own

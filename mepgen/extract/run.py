@@ -18,6 +18,7 @@ from .flags import DEFAULT_STD, HEADER_SUFFIXES, SOURCE_SUFFIXES, CompileFlags, 
     find_compile_commands, load_compile_commands
 from .profile import load_profile
 from .ranking import STATIC_BASIS, assign_ranks, profile_scores, static_scores
+from .hostfiles import host_sources, with_folder_flags
 from .tu_facts import tu_facts
 
 SKIP_DIRS = {".mepgen", ".git", ".svn", ".hg", "CMakeFiles", "__pycache__", "node_modules"}
@@ -69,8 +70,9 @@ def check_text(path: Path) -> None:
                           "?): remove or rename it, or keep it out of compile_commands.json")
 
 
-def _plan(app: Path, opts: ExtractOptions) -> tuple[list[tuple[Path, CompileFlags]], str, list[Path]]:
-    """The translation units to parse with their flags, where the flags came from, and the headers."""
+def _plan(app: Path, opts: ExtractOptions) -> tuple[list[tuple[Path, CompileFlags]], str, list[Path], list[dict]]:
+    """The translation units to parse with their flags, where the flags came from, the headers, and the plain
+    C/C++ sources (not parsed here: the mep stage reads them for value tracing, extract/hostfiles.py)."""
     sources, headers = _scan(app)
     db = find_compile_commands(app, opts.compile_commands)
     if db is not None:
@@ -85,12 +87,16 @@ def _plan(app: Path, opts: ExtractOptions) -> tuple[list[tuple[Path, CompileFlag
             if e.file.suffix == ".cu" or _mentions_cuda(e.file):
                 check_text(e.file)
                 units.append((e.file, e.flags))
-        return units, str(db), headers
+        return units, str(db), headers, host_sources(app, [p for p, _ in units], None, entries)
     flags, source = plan_default_flags(app, opts)
-    units = [(p, flags) for p in sources if p.suffix == ".cu" or _mentions_cuda(p)]
+    folders: dict = {}      # a program in a sub-folder parses with its own Makefile's -I/-D as well
+    units = [(p, with_folder_flags(flags, p, app, folders)) for p in sources if p.suffix == ".cu" or _mentions_cuda(p)]
+    own = sorted(str(d.relative_to(app)) for d, f in folders.items() if f and (f[0] or f[1]))
+    if own:
+        source += f"; plus the -I/-D of the build files in {', '.join(own)} for the sources below them"
     for p, _ in units:
         check_text(p)
-    return units, source, headers
+    return units, source, headers, host_sources(app, [p for p, _ in units], flags)
 
 
 def build_files_json(app: Path) -> dict | None:
@@ -179,7 +185,7 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
     app = app.resolve()
     clang.cindex()  # a clear error now rather than in every worker
     ws = Workspace(app)
-    units, flags_source, headers = _plan(app, opts)
+    units, flags_source, headers, host = _plan(app, opts)
     db_path = find_compile_commands(app, opts.compile_commands)
     hashes = FileHashes(app)
     cache = ExtractCache(ws.cache_dir) if opts.use_cache else None
@@ -274,6 +280,7 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
         "translation_units": [
             {"file": str(p.relative_to(app)), **f.to_json()} for p, f in units
         ],
+        "host_sources": host,
         "ranking_basis": basis,
         "profile_unmatched": unmatched,
         "files": {f: hashes(f) for f in files},

@@ -83,13 +83,16 @@ def _script_lines(path: Path) -> list[str]:
 
 
 def _from_lines(lines: list[str], source: str, targets: set[str]) -> RunCommand | None:
-    """The first program a line starts (`./NAME`, or a Makefile target by name, after a launcher such as
-    `mpirun -n 4` or `cd dir &&`) and its arguments, up to the end of that command."""
+    """The first program a line starts (`./NAME`, a relative path that starts the line such as `cuda/app`, or a
+    Makefile target by name, after a launcher such as `mpirun -n 4` or `cd dir &&`) and its arguments, up to
+    the end of that command."""
     for line in lines:
         line = line.lstrip("@-+ \t")
         words = _split(line)
         for i, w in enumerate(words):
-            if w.startswith("./") or (w in targets and i > 0 and not words[i - 1].startswith("-")):
+            program = w.startswith("./") or i == 0 and "/" in w and not w.startswith(("/", "-", "$")) \
+                and not w.endswith((".sh", ".bash", ".py", ".pl"))       # `bin/app`, not a helper script
+            if program or (w in targets and i > 0 and not words[i - 1].startswith("-")):
                 args = []
                 for a in words[i + 1:]:
                     if a in _STOP or a.startswith((">", "2>", "<", "|")):

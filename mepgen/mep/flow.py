@@ -405,7 +405,9 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
         if any(x.kind.name in BRANCHES for x in own):
             taken = _taken(m, own, decide)      # `if (N % 256) blocks++;` over constants: the compiler decides
             if taken is None:
-                pending.note(m, _over_data(name, where(m.node), data) or
+                # `if (binary) read(fd, &n, 4); else ...`: that it may come from the input says more than the branch
+                why = stored(m.call) if m.op == "&arg" and stored is not None and m.call is not None else None
+                pending.note(m, why or _over_data(name, where(m.node), data) or
                              f"`{name}` is assigned at {where(m.node)} under a condition mepgen does not decide")
                 continue
             if not taken:

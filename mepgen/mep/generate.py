@@ -75,13 +75,14 @@ class Failed:
 def generate(ws: Workspace, names: list[str], every: bool = False, force: bool = False,
              sizes: dict[str, int] | None = None, detect_gpu: bool = True, log=lambda m: None,
              keep_edits: bool = False, chain: bool = False, ask=None,
-             failed: list[Failed] | None = None) -> list[MepResult]:
+             failed: list[Failed] | None = None, host_report: dict | None = None) -> list[MepResult]:
     """Write the MEP of each selected kernel. With `failed` (a list to fill), a kernel that cannot have an MEP
     is recorded there and the others are still written (`--all`: one bad kernel must not sink the rest);
     without it, the first such kernel raises. With `keep_edits`, a kernel whose mep.yaml a person edited is
     refreshed from that file instead. Launches that feed the target's inputs are named in the notes; with
     `chain` the MEP runs them first. `ask` (ask_llm.TodoAsker) proposes the todo fields of each MEP that has
-    some, before it is written."""
+    some, before it is written. `host_report` (a dict to fill): its `host` is what became of the plain C/C++
+    sources read for value tracing (mep/hostsrc.py)."""
     inv = load(ws.inventory_path)
     check_fresh(ws, inv)
     kernels = select(inv, names, every)
@@ -95,9 +96,11 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
             failed.append(Failed(k["qualified_name"], why))
         else:
             ok.append(k)
-    project = Project(ws.app_root, inv["translation_units"])
+    project = Project(ws.app_root, inv["translation_units"], host_sources=inv.get("host_sources"))
     arch = configured_arch(load_config(ws.app_root))
     results = []
+    if host_report is not None:     # filled as the kernels are completed: the plain sources read (mep/hostsrc.py)
+        host_report["host"] = project.host
     for k in ok:
         if failed is None:
             results += _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask)

@@ -15,6 +15,7 @@ from .. import cexpr
 from ..parsing import clang
 from . import fnmacro
 from .fnmacro import FunctionMacro
+from .hostsrc import HostSources
 
 FUNCTION_KINDS = ("FUNCTION_DECL", "FUNCTION_TEMPLATE", "CXX_METHOD", "CONSTRUCTOR")
 LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaLaunchKernelExC")
@@ -33,8 +34,11 @@ def walk(cursor):
 class Project:
     """Parsed translation units of one application and what they define and call."""
 
-    def __init__(self, app_root: Path, translation_units: list[dict], only: list[str] | None = None):
+    def __init__(self, app_root: Path, translation_units: list[dict], only: list[str] | None = None,
+                 host_sources: list[dict] | None = None):
         self.app_root = Path(app_root).resolve()
+        # the plain C/C++ sources, parsed when a value leads there (mep/hostsrc.py)
+        self.host = HostSources(self.app_root, host_sources or [])
         self._bytes: dict[str, bytes] = {}
         self._in_app: dict[str, bool] = {}
         self.tus = []
@@ -145,6 +149,41 @@ class Project:
                         tmpl = clang.specialized_template(ref)
                         if tmpl is not None and tmpl.get_usr() != ref.get_usr():
                             self.calls[tmpl.get_usr()].append((node, c))
+
+    def read_host_files(self, name: str, writes: bool = False) -> None:
+        """Parse and index the plain C/C++ sources that spell `name` (once per name; `writes`: only those whose
+        text may change it, mep/hostsrc.py): the callers of a function or the writes of a global may be there.
+        What was derived from the index before stays valid; the project-wide caches built from it are dropped."""
+        for entry in self.host.mentioning(name, writes):
+            unit = self.host.parse(entry)
+            if unit is not None:
+                self.tus.append(unit)
+                self._index(unit)
+                for cache in ("_global_writes", "_reader_calls", "_field_writes", "_read_into"):
+                    self.__dict__.pop(cache, None)
+
+    def callers(self, fn) -> list:
+        """(call, caller) of every call to function `fn`, in any source of the application: the CUDA sources,
+        then the plain C/C++ sources that name it. A C caller of a function the CUDA sources define (`extern
+        "C"` or not) names it by a C symbol, without its parameters' types: matched by name and argument count."""
+        self.read_host_files(fn.spelling)
+        found = self.calls.get(fn.get_usr(), [])
+        if not found and fn.kind.name == "FUNCTION_DECL":
+            n = sum(1 for x in fn.get_children() if x.kind.name == "PARM_DECL")
+            found = [(call, caller) for call, caller in self.calls.get(f"c:@F@{fn.spelling}", [])
+                     if len(list(call.get_arguments())) == n]
+        return found
+
+    def definition(self, ref):
+        """The definition of the function a call refers to, in the CUDA sources or else in a plain C/C++ source
+        that names it (read now); a C definition of a function declared in C++ is found by name."""
+        if ref is None:
+            return None
+        fn = self.functions.get(ref.get_usr())
+        if fn is None and self.in_app(ref):     # declared by the application (not `printf`)
+            self.read_host_files(ref.spelling)
+            fn = self.functions.get(ref.get_usr()) or self.functions.get(f"c:@F@{ref.spelling}")
+        return fn
 
     def calls_named(self, name: str) -> list:
         """(call, caller) of every call to a function with this name (runtime API calls have no definition)."""

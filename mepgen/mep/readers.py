@@ -21,6 +21,9 @@ FILE_READERS = {"fscanf": "file", "fread": "file", "fgets": "file", "getline": "
 RUNTIME_CALLS = {"rand", "random", "drand48", "lrand48", "rand_r", "time", "clock", "gettimeofday",
                  "clock_gettime"}
 DEVICE_COPIES = {"cudaMemcpy", "cudaMemcpyAsync", "cudaMemcpyFromSymbol", "cudaMemcpyFromSymbolAsync"}
+#: the name of a function outside the application that reads its input: `read_graph`, `loadData`,
+#: `NicsLU_ReadTriplet...` (a word `read`/`load`, not `isReady`)
+_READER_NAME = re.compile(r"(?:(?:^|_)(?:[rR]ead|[lL]oad)|(?<=[a-z0-9])(?:Read|Load))(?=[A-Z_0-9]|$)")
 _STREAM_TYPES = ("ifstream", "istream", "fstream", "istringstream", "stringstream")
 
 
@@ -48,9 +51,9 @@ def reader_call(project, call, depth: int = 3) -> str | None:
     ref = call.referenced
     if ref is None or depth <= 0:
         return None
-    fn = project.find_function(ref.get_usr())
-    if fn is None:
-        return None
+    fn = project.find_function(ref.get_usr())     # (no plain source is read for this: every call asks)
+    if fn is None:         # a library's reader (`NicsLU_ReadTripletColumnToSparse(path, ...)`): by its name
+        return name if _READER_NAME.search(name) and ref.location.file is not None else None
     cache = project.__dict__.setdefault("_reader_calls", {})
     key = (ref.get_usr(), depth)
     if key not in cache:

@@ -178,6 +178,13 @@ class Resolver:
             kids = list(c.get_children())
             if len(kids) == 2 and operator_of(c, kids) == "=":      # `ce = cw = step / rx`: the value assigned
                 return self.expr(kids[1])
+        if k == "UNARY_OPERATOR":       # `*n` of a parameter given `&count`: the value, not `*(&COUNT)`
+            kids = list(c.get_children())
+            if len(kids) == 1 and operator_of(c, kids) == "*":
+                inner = self.expr(kids[0])
+                m = re.fullmatch(r"\(?\s*&\s*\(?([\w:.]+)\)?\s*\)?", inner or "")
+                if m is not None:
+                    return m.group(1)
         if k in _SPLICE or k == "CXX_UNARY_EXPR":
             return self._splice(c)
         return None
@@ -347,11 +354,14 @@ class Resolver:
                 return at
         return None
 
-    def _followed(self, d) -> tuple[bool, str | None]:
+    def _followed(self, d, within=None) -> tuple[bool, str | None]:
         """(handled, value) of a local that changes after its declaration: its value at the point the resolver
-        is asked about, following the assignments that certainly run before it (mep/flow.py)."""
+        is asked about, following the assignments that certainly run before it (mep/flow.py). `within`: for a
+        global that only that function changes, the function; the value it had on entry is unknown (an earlier
+        call may have changed it), so only an assignment of the whole value that certainly runs before the
+        point gives one: (False, None) otherwise."""
         from . import flow
-        parent = d.semantic_parent
+        parent = d.semantic_parent if within is None else within
         at = self._point(parent)
         fn = parent if parent is not None and parent.is_definition() else \
             self.p.find_function(parent.get_usr()) if parent is not None else None
@@ -367,8 +377,14 @@ class Resolver:
             why, inner = e.args[0], self.cond_why[-1] if len(self.cond_why) > cmark else None
             if "under a condition" in why and kind_of(why) is None and inner is not None:
                 why = Why(f"{why}, which depends on this: {inner}", kind_of(inner))
+            if kind_of(why) is None:        # what it is built from may come from the input (mep/inputs.py)
+                from .inputs import read_into
+                read = read_into(self.p, d, fn, self.where)
+                why = Why(f"{why}; {read}", read.kind) if read is not None else why
             self.unsure.append(why)
             return True, None
+        if within is not None and (argv or not steps or steps[0].op != "=" or steps[0].member is not None):
+            return False, None
         if argv:
             default = None
             if all(conditional for _, conditional, _ in argv):
@@ -433,6 +449,8 @@ class Resolver:
                 [self.symbols.reasons[n] for n in sorted(unknown) if n in self.symbols.kinds]
             self.cond_why.append(inner[-1] if inner else None)
             return None
+        # a pointer left at its null default (`if (input_file)` when the run gives no `-i`) tests false
+        text = re.sub(r"\b(NULL|nullptr)\b", "0", text)
         value = evaluate(text, {**self.p.macros, **self.symbols.from_run})    # run-command values: stated already
         return None if value is None else bool(value)
 
@@ -481,10 +499,23 @@ class Resolver:
         """(handled, value) of a namespace-scope variable that functions of the application assign: set once,
         to one value (an init function's `g_alpha = 0.25f;`), it holds that value; anything else is unsure."""
         from . import flow
+        try:
+            external = d.linkage.name == "EXTERNAL"
+        except ValueError:
+            external = True
+        if external:        # a plain C/C++ source may set it (`layer_size = atoi(argv[1])` in main.c)
+            self.p.read_host_files(d.spelling, writes=True)
         writes = flow.global_writes(self.p).get(d.get_usr(), [])
         if not writes:
             return False, None
         fn, m = writes[0]
+        if all(f == fn for f, _ in writes) and self._point(fn) is not None:
+            # `num_blocks = n / 16; k<<<num_blocks, 16>>>(...)` in the one function that sets the global
+            mark = len(self.unsure)
+            handled, value = self._followed(d, within=fn)
+            if handled:
+                return handled, value
+            del self.unsure[mark:]
         if len(writes) == 1 and m.op == "=" and m.member is None and flow.argv_write(m):
             # `void init(int argc, char** argv) { if (argc == 4) cols = atoi(argv[1]); else exit(1); }`
             with self.inside(fn, m.node.extent.start.offset):
@@ -524,7 +555,8 @@ class Resolver:
         """`said`, and that it depends on a value of the input or of the run, when one of the reasons given since
         `mark` says so (`nelr = 16 * (nel / 16 + 1)` after `file >> nel`): a derived value keeps its origin."""
         inner = next((w for w in reversed(self.unsure[mark:]) if kind_of(w) is not None), None) or \
-            next((w for w in reversed(self.unsure[mark:]) if "which no source mepgen parsed calls" in w), None)
+            next((w for w in reversed(self.unsure[mark:]) if "which no source mepgen parsed calls" in w
+                  or w.startswith("`->")), None)       # a field set in several places (mep/fields.py)
         return Why(f"{said}, which depends on this: {inner}", kind_of(inner)) if inner is not None else None
 
     def _var(self, d) -> str | None:
@@ -570,7 +602,8 @@ class Resolver:
             return None
         mark = len(self.unsure)
         here = fn.location.file.name if fn.location.file is not None else None
-        calls = sorted(self.p.calls.get(fn.get_usr(), []),     # callers of the same file (program) first
+        callers = self.p.callers(fn)        # the plain C/C++ sources that name it are read now (mep/hostsrc.py)
+        calls = sorted(callers,                                 # callers of the same file (program) first
                        key=lambda cc: (cc[1].location.file.name if cc[1].location.file is not None else None) != here)
         for call, caller in calls:
             with self.inside(caller, call.extent.start.offset):
@@ -582,10 +615,10 @@ class Resolver:
             name = fn.spelling
             return self._symbol_for(d, None, why=Why(f"`{d.spelling}` in {name}() is what its caller passes: {why}",
                                                      kind_of(why)))
-        if not self.p.calls.get(fn.get_usr()):      # called from a file mepgen did not parse (a .c/.cpp main)
+        if not callers:         # no source calls it: an entry point, or its caller is in a file that did not parse
+            detail = self.p.host.why_not_found(fn.spelling)
             return self._symbol_for(d, None, why=Why(f"`{d.spelling}` is a parameter of {fn.spelling}(), which no "
-                                                     "source mepgen parsed calls (its callers are in files without "
-                                                     "CUDA code, which mepgen does not read)"))
+                                                     f"source mepgen parsed calls{detail}"))
         return self._symbol_for(d, None)
 
     def param_index(self, d):
@@ -709,11 +742,19 @@ class Resolver:
         field_decl = c.referenced
         if field_decl is None or field_decl.kind.name != "FIELD_DECL":
             return None
+        mark = len(self.unsure)
         base = self.expr(kids[0]) if kids else None       # no child: `count` inside a method (this->count)
         if base is None:
+            said = len(self.unsure)
+            if kids:            # `net->n` of a struct a create function made (mep/fields.py)
+                from .fields import field_value
+                value = field_value(self, c)
+                if value is not None:
+                    del self.unsure[mark:]
+                    return value
             from .members import changing_member
-            why = changing_member(self.p, c, self.where(c))
-            if why is not None:
+            why = changing_member(self.p, c, self.where(c)) if len(self.unsure) == said else None
+            if why is not None:     # (a reason the create function's reading gave says more)
                 self.unsure.append(why)
             return None
         if field_decl.semantic_parent is not None and field_decl.semantic_parent.spelling in DIM3_TYPES:

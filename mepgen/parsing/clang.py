@@ -71,9 +71,19 @@ def cccl_include_dir() -> Path | None:
     return None
 
 
+#: what old C compilers accepted and clang 16+ rejects by default (K&R code: `main() {...}`, a call before any
+#: declaration): kept as warnings for the plain C sources read for value tracing
+C_LENIENCY = ("-Wno-implicit-int", "-Wno-implicit-function-declaration", "-Wno-int-conversion",
+              "-Wno-incompatible-pointer-types", "-Wno-return-type", "-Wno-deprecated-non-prototype")
+
+
 def parse_args(tu_args: list[str], language: str = "cuda", cccl: bool = True) -> list[str]:
-    """Full libclang arguments for one translation unit. mepgen's shim stands in for the CUDA runtime headers;
-    the toolkit's Thrust/CUB/libcu++ come after the application's own folders, as nvcc orders them."""
+    """Full libclang arguments for one translation unit (`cuda`, `c++`, or `c`: plain C, without the CUDA shim,
+    which is C++). mepgen's shim stands in for the CUDA runtime headers; the toolkit's Thrust/CUB/libcu++ come
+    after the application's own folders, as nvcc orders them."""
+    if language == "c":
+        return ["-x", "c", *tu_args, "-isystem", str(builtin_include_dir()), *C_LENIENCY, "-ferror-limit=0",
+                "-D__MEPGEN_PARSE__=1"]
     lang = ["-x", "cuda", "--cuda-host-only", "-nocudainc", "-nocudalib", "--cuda-gpu-arch=sm_90"] \
         if language == "cuda" else ["-x", "c++"]
     lib = cccl_include_dir() if cccl else None
@@ -108,8 +118,9 @@ def joined_chevrons(path: Path) -> str | None:
         return None
 
 
-def parse(path: Path, tu_args: list[str], unsaved: list[tuple[str, str]] | None = None):
-    """Parse one file; returns the TranslationUnit (libclang keeps going past errors)."""
+def parse(path: Path, tu_args: list[str], unsaved: list[tuple[str, str]] | None = None, language: str = "cuda"):
+    """Parse one file as `language` (parse_args); returns the TranslationUnit (libclang keeps going past
+    errors)."""
     ci = cindex()
     index = ci.Index.create()
     # macro definitions and expansions; and keep going after a fatal error (a header the parse cannot find,
@@ -120,13 +131,14 @@ def parse(path: Path, tu_args: list[str], unsaved: list[tuple[str, str]] | None 
         joined = joined_chevrons(Path(path))
         unsaved = [(str(path), joined)] if joined is not None else None
     try:
-        tu = index.parse(str(path), args=parse_args(tu_args), unsaved_files=unsaved, options=options)
-        lib = cccl_include_dir()
+        tu = index.parse(str(path), args=parse_args(tu_args, language), unsaved_files=unsaved, options=options)
+        lib = cccl_include_dir() if language != "c" else None
         if lib is not None and any(d.severity >= 3 and d.location.file is not None and
                                    d.location.file.name.startswith(str(lib)) for d in tu.diagnostics):
             # mepgen's stand-in for the CUDA runtime lacks what these Thrust/CUB headers use (half-precision
             # intrinsics, say): parse as without a toolkit, where headers on no path are stubbed empty
-            tu = index.parse(str(path), args=parse_args(tu_args, cccl=False), unsaved_files=unsaved, options=options)
+            tu = index.parse(str(path), args=parse_args(tu_args, language, cccl=False), unsaved_files=unsaved,
+                             options=options)
         return tu
     except ci.TranslationUnitLoadError as e:
         raise MepgenError(f"libclang could not load {path}: {e}") from None
