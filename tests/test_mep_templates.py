@@ -232,3 +232,15 @@ def test_buffers_and_a_grid_helper_inside_a_function_template(tmp_path):
     assert "ROWS" in s.param("in").count and "sizeof" not in s.param("in").count
     from mepgen import cexpr
     assert cexpr.evaluate(s.launch.grid[0], s.sizes) == (96 * 50 + 127) // 128
+
+
+def test_a_variadic_launching_template_is_no_internal_error(tmp_path):
+    """`template <typename... Args> void apply(Args... args)` called from main: the call's template argument is
+    a pack, a kind libclang's binding does not name (it raised ValueError: exit 70 on a real application)."""
+    app = make_app(tmp_path, _KERNEL + """
+        template <typename E, typename... Rest>
+        void apply(E* buf, Rest... rest) { halve<<<(LEN + 255) / 256, 256>>>(buf, LEN); }
+        int main() { float* d; cudaMalloc(&d, LEN * sizeof(float)); apply(d, 1, 2.0); return 0; }
+    """)
+    s = _spec(app, "halve")
+    assert s.param("data").count == "LEN"

@@ -143,9 +143,13 @@ def instantiation_types(specialization, kernel) -> list:
     Scale{2.0f})` makes `F` = `Scale`). The kernel's own closure cannot see them: its body only names `F`."""
     if specialization is None or specialization == kernel or specialization.kind.name != "FUNCTION_DECL":
         return []
-    types = [specialization.get_template_argument_type(i)
-             for i in range(max(0, specialization.get_num_template_arguments()))
-             if specialization.get_template_argument_kind(i).name == "TYPE"]
+    types = []
+    for i in range(max(0, specialization.get_num_template_arguments())):
+        try:
+            if specialization.get_template_argument_kind(i).name == "TYPE":
+                types.append(specialization.get_template_argument_type(i))
+        except ValueError:      # a kind the binding does not name (a pack, say): not a type mepgen copies
+            continue
     types += [a.type for a in specialization.get_arguments()]
     out = []
     for t in types:

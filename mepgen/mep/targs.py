@@ -35,7 +35,10 @@ def _spelled_args(spec) -> list[str] | None:
         return None
     out = []
     for i in range(n):
-        kind = spec.get_template_argument_kind(i).name
+        try:
+            kind = spec.get_template_argument_kind(i).name
+        except ValueError:      # a kind the binding does not name (a pack expansion, say)
+            return None
         if kind == "TYPE":
             out.append(spec.get_template_argument_type(i).get_canonical().spelling)
         elif kind in ("INTEGRAL", "DECLARATION", "NULLPTR"):
