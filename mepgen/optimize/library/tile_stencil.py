@@ -89,8 +89,12 @@ class TileStencil(Transformation):
         for d in range(st.ndim):
             local = f"mepgen_e % {w[0]}" if d == 0 else (f"mepgen_e / {pitch[d]}" if d == st.ndim - 1
                                                           else f"mepgen_e / {pitch[d]} % {w[d]}")
-            lines.append(f"    const int mepgen_g{ax[d]} = (int)(blockIdx.{ax[d]} * {b[d]}) + {local} - {r[d]};")
-            coords.append(f"mepgen_g{ax[d]} >= {st.lo[d] - r[d]} && mepgen_g{ax[d]} < ({st.hi[d]}) + {r[d]}")
+            shift = r[d] - (st.origin[d] if st.origin else 0)       # the index's origin moves the tile with it
+            lines.append(f"    const int mepgen_g{ax[d]} = (int)(blockIdx.{ax[d]} * {b[d]}) + {local}"
+                         + (f" - {shift};" if shift > 0 else f" + {-shift};" if shift < 0 else ";"))
+            near = st.near[d] if st.near else r[d]       # conditional reads stay inside the guard's box
+            coords.append(f"mepgen_g{ax[d]} >= {st.lo[d] - near} && mepgen_g{ax[d]} < ({st.hi[d]})"
+                          + (f" + {near}" if near else ""))
         addr = " + ".join([f"mepgen_g{ax[d]} * ({st.strides[d - 1]})" for d in range(st.ndim - 1, 0, -1)] + ["mepgen_gx"])
         lines += [f"    if ({' && '.join(coords)}) {{",
                   f"        {tile}[mepgen_e] = {st.array}[{addr}];", "    }", "}", "__syncthreads();",
