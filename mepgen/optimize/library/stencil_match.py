@@ -234,8 +234,8 @@ def match_stencil(src: KernelSource, spec) -> Stencil:
         raise Refused(f"stencil radius {max(radius)} is too large for a shared-memory tile")
     for d, v in enumerate(index):
         if lo[d] < near[d]:
-            raise Refused(f"the guard lets {v} reach {lo[d]}, but the stencil reads {near[d]} below it: "
-                          f"the halo would start before index 0")
+            raise Refused(f"the guard lets {v} reach {lo[d]}, but a read without a condition that keeps it inside "
+                          f"the guard's box lies {near[d]} away along {v}: the halo would start before index 0")
     s_poly = {strides[0]: 1}
     hi_x = add(poly(src, x_hi[0], {}), {(): x_hi[1]})
     if add(hi_x, s_poly, -1).keys() - {()} or add(hi_x, s_poly, -1).get((), 0) > -near[0]:
