@@ -88,6 +88,16 @@ def test_flattened_grid_with_zero_edges_is_unflattened_then_tiled(plans):
     assert "(x > 0) ? mepgen_tile[mepgen_t-1] : 0.0f" in body
 
 
+def test_one_thread_per_plane_is_tiled_in_deeper_blocks(plans):
+    """grid.z = nz with a block depth of 1: a tile 2 or 4 planes deep rounds grid.z up to whole blocks."""
+    _, _, p = plans["planes"]
+    assert "tile_stencil" in p.structural, p.refusals
+    cand = next(c for c in p.candidates if c["name"] == "tile_stencil")
+    depth = int(cand["launch"]["block"][2])
+    assert depth > 1 and cand["launch"]["grid"][2] == f"((64) + {depth - 1}) / {depth}"
+    assert "halo 1/1/1" in cand["change"]
+
+
 def test_a_read_its_condition_does_not_bound_is_refused(plans):
     _, _, p = plans["wrong_side"]
     assert "tile_stencil" not in p.structural

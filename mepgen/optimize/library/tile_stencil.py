@@ -37,6 +37,8 @@ class TileStencil(Transformation):
         for d, t in enumerate(tokens):
             if not (t.isidentifier() or t.isdigit()):
                 raise Refused(f"block dimension `{launch['block'][d]}` is not a macro or a literal")
+            if t == "1" and d < len(launch["grid"]):
+                continue            # one thread per plane along d (`grid.z = nz`): a deeper block divides it up
             if d >= len(launch["grid"]) or not re.search(rf"(?<![\w.]){re.escape(t)}(?![\w.])", launch["grid"][d]):
                 raise Refused(f"the grid `{launch['grid']}` is not derived from the block dimension `{t}`")
             if t.isidentifier() and re.search(rf"\b{re.escape(t)}\b", src.head + src.src(src.body)):
@@ -124,7 +126,12 @@ class TileStencil(Transformation):
         text = src.replace(edits)
         grid = list(launch["grid"])
         for d, t in enumerate(tokens):
-            grid[d] = _sub(grid[d], t, b[d])
+            if t == "1" and not re.search(r"(?<![\w.])1(?![\w.])", grid[d]):
+                # the grid counted one block per point along d: it now rounds up to blocks of b[d] (the guard bounds
+                # every axis, so the threads past the end do nothing)
+                grid[d] = grid[d] if b[d] == 1 else f"(({grid[d]}) + {b[d] - 1}) / {b[d]}"
+            else:
+                grid[d] = _sub(grid[d], t, b[d])
         via = f", {helpers} helper call(s) given the tile" if helpers else ""
         return Rewrite(text, f"tile_stencil: {st.array} staged in a {'x'.join(map(str, w))} shared-memory tile "
                              f"(halo {'/'.join(map(str, r))}, loaded once per block), {direct} neighbour read(s) "

@@ -5,6 +5,7 @@
 //  - zero_edges: a 2D grid given to a 1D launch (`% n`, `/ n`), each neighbour read only where it exists
 //    (`x > 0 ? v[...] : 0`), the missing ones counting as zero;
 //  - masked_sum: a 2D launch over the whole grid, neighbours added under `if` statements;
+//  - planes: a 3D 7-point stencil launched with one thread per z plane (`dim3 block(16, 16, 1)`, grid.z = nz);
 //  - wrong_side: like masked_sum, but the right neighbour is read under the left border's test (the tiling
 //    must refuse: that read can leave the grid).
 // Builds alone: nvcc -O3 -arch=sm_90 app.cu
@@ -57,6 +58,17 @@ __global__ void masked_sum(int w, int h, const float *src, float *dst)
     }
 }
 
+__global__ void planes(const float *p, float *q, int nx, int ny, int nz)
+{
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    int z = blockIdx.z * blockDim.z + threadIdx.z;
+    if (x >= 1 && x < nx - 1 && y >= 1 && y < ny - 1 && z >= 1 && z < nz - 1) {
+        int c = (z * ny + y) * nx + x;
+        q[c] = 0.5f * p[c] + 0.125f * (p[c - 1] + p[c + 1] + p[c - nx] + p[c + nx]) - 0.0625f * (p[c - nx * ny] + p[c + nx * ny]);
+    }
+}
+
 __global__ void wrong_side(int w, int h, const float *src, float *dst)
 {
     int x = blockIdx.x * blockDim.x + threadIdx.x;
@@ -88,6 +100,9 @@ int main()
     dim3 whole((NX + 15) / 16, (NY + 15) / 16);
     masked_sum<<<whole, block>>>(NX, NY, f, g);
     wrong_side<<<whole, block>>>(NX, NY, f, g);
+    dim3 flat(16, 16, 1);
+    dim3 layers((256 + 15) / 16, (256 + 15) / 16, 64);
+    planes<<<layers, flat>>>(f, g, 256, 256, 64);
     cudaDeviceSynchronize();
     printf("done\n");
     return 0;
