@@ -24,7 +24,8 @@ original. Per kernel also the memory bound: mep.yaml's work.bytes at --hbm-gbs G
 original and the best take (a kernel already near its bound cannot gain much, whatever the rewrite).
 
 Time: the preparation (extract + mep of each app, --jobs in parallel) then at most --deadline seconds of starts,
-each run limited to --seconds of search plus its last candidate's build and timing.
+each run limited to --seconds plus --seconds-per-gb per GB of work.bytes (the baseline of a large kernel: making,
+running and checking its input sets, counts in the limit).
 """
 from __future__ import annotations
 
@@ -216,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", type=Path, help="folder holding hecbench/src/ and rodinia/cuda/ (group \"corpus\")")
     ap.add_argument("--budget", type=int, default=16, help="candidates per kernel")
     ap.add_argument("--seconds", type=float, default=12, help="wall-time limit per kernel")
+    ap.add_argument("--seconds-per-gb", type=float, default=12.0,
+                    help="added to a kernel's limit per GB of its work.bytes (its inputs are made, run and checked "
+                         "on 3 input sets before the first candidate)")
     ap.add_argument("--deadline", type=float, default=420, help="start no kernel after this many seconds of runs")
     ap.add_argument("--size", action="append", default=[], help="SYM=N for `mepgen mep` (repeatable)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/mepgen-library-speedup"),
@@ -264,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
             elif time.time() - t1 > a.deadline:
                 row.update(status="not run", error=[f"past the {a.deadline:.0f} s deadline"])
             else:
-                row.update(run_optimize(app, mid, a.budget, a.seconds))
+                limit = round(a.seconds + a.seconds_per_gb * (row["work_bytes"] or 0) / 1e9, 1)
+                row.update(run_optimize(app, mid, a.budget, limit), seconds_limit=limit)
             headroom(row, a.hbm_gbs)
             rows.append(row)
             print(f"{group:7} {row['kernel']:44} {row.get('speedup', '-')!s:>8}  "

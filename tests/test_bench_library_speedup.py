@@ -48,9 +48,10 @@ def test_groups_geomeans_skips_and_deadline(bench, monkeypatch, tmp_path):
     monkeypatch.setattr(bench, "run_optimize", run)
     out = tmp_path / "out"
     assert bench.main([str(out), str(own), "--corpus", str(corpus), "--budget", "5", "--seconds", "7",
-                       "--size", "N=64", "--hbm-gbs", "2000"]) == 0
+                       "--size", "N=64", "--hbm-gbs", "2000", "--seconds-per-gb", "1000"]) == 0
     # every kernel of an own app; only the listed kernels of a corpus app; the todo one skipped, not run
-    assert [c[0] for c in calls] == ["k1", "k2", "k4", "hellinger"] and calls[0][1:] == (5, 7.0)
+    assert [c[0] for c in calls] == ["k1", "k2", "k4", "hellinger"]
+    assert calls[0][1:] == (5, 10.0) and calls[1][1:] == (5, 7.0)     # k1's 3 MB add 3 s at 1000 s per GB
     assert ("own_app", f"own.{tmp_path.name}.own_app", ("N=64",)) in prepared
     data = json.loads((out / "library_speedup.json").read_text())
     assert data["geomean_per_group"]["own"] == pytest.approx(2.0)          # sqrt(4 * 1); k4 failed, k3 skipped
