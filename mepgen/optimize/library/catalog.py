@@ -21,9 +21,10 @@ from .unflatten import Unflatten
 from .unroll import Unroll
 from .vector_loads import VectorLoads
 from .warp_row import WarpPerRow
+from .warp_row_passes import WarpRowPasses
 
 
 def all_transformations():
     return [AfterScalarReplace(TileMatmul()), AfterUnflatten(TileStencil()), StencilRows(), TileWindow(),
-            WarpPerRow(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), SwapAxes(), Unflatten(), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
+            WarpPerRow(), WarpRowPasses(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), SwapAxes(), Unflatten(), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
             Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]
