@@ -7,6 +7,11 @@ the thread indices. Every read of the tiled array (an `in` buffer the kernel nev
 or a pass of `u` to a `__device__` helper in kernel.cu whose reads of its pointer are of that form over
 its parameters, which the call binds to i, j, k and the strides. The largest offset per axis is the
 radius the halo needs; it is proven from the index expressions, never assumed.
+
+A thread index may start at an interior point (`blockIdx.x*blockDim.x+threadIdx.x + 1`: its origin). A read under
+a condition that keeps it inside the guard's box (`x > 0 ? u[x-1] : 0`, `if (y < ny - 1) s += u[...]`, the guard
+bounding y by ny) is served from the tile without a halo beyond the box: only the reads without such a condition
+decide how far the tile's loads may reach outside it (`near`), and so what the guard's bounds must leave room for.
 """
 from __future__ import annotations
 
