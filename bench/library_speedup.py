@@ -61,6 +61,7 @@ CORPUS = [
     ("hecbench/src/ising-cuda", [("update_lattice", "stencil")]),
     ("hecbench/src/srad-cuda", [("srad2", "stencil")]),
     ("rodinia/cuda/srad", [("srad2", "stencil")]),
+    ("hecbench/src/match-cuda", [("Match1", "LA")]),
 ]
 
 
