@@ -73,8 +73,10 @@ def cli(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProce
         return subprocess.CompletedProcess(args, 124, "", f"timed out after {timeout:.0f} s")
 
 
-def prepare(path: Path, work: Path, sizes: list[str], name: str | None = None) -> list[tuple[Path, str]]:
-    """(application folder, MEP id) of every MEP PATH names (an app is copied to `work` and cut first)."""
+def prepare(path: Path, work: Path, sizes: list[str], name: str | None = None,
+            ids: list[str] | None = None) -> list[tuple[Path, str]]:
+    """(application folder, MEP id) of every MEP PATH names (an app is copied to `work` and cut first: every
+    kernel, or only `ids` where given: an MEP's input data can take GBs)."""
     if (path / "mep.yaml").is_file():
         return [(path.parents[2], path.name)]
     app = path
@@ -85,7 +87,8 @@ def prepare(path: Path, work: Path, sizes: list[str], name: str | None = None) -
         app.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(path, app, ignore=shutil.ignore_patterns(".mepgen", "build", "*.o"))
         extra = [a for s in sizes for a in ("--size", s)]
-        for args in (["extract", "."], ["mep", "--all", *extra]):
+        steps = [["mep", "--all", *extra]] if ids is None else [["mep", i, *extra] for i in ids]
+        for args in (["extract", "."], *steps):
             cli(args, app, 300)
     meps = app / ".mepgen" / "meps"
     return [(app, d.name) for d in sorted(meps.iterdir()) if (d / "mep.yaml").is_file()] if meps.is_dir() else []
@@ -98,6 +101,13 @@ def open_todo(app: Path, mid: str) -> int:
         return len(load_spec(app / ".mepgen" / "meps" / mid / "mep.yaml").todo)
     except Exception:
         return -1
+
+
+def drop_data(mep: Path) -> None:
+    """The MEP's input sets, reference outputs and scratch outputs (`data/in`, `eval/inputs|ref|work`), removed once
+    its run is over: several GB per large kernel would fill a small disk. Results, builds and the run folder stay."""
+    for sub in ("data", "eval/inputs", "eval/ref", "eval/work"):
+        shutil.rmtree(mep / sub, ignore_errors=True)
 
 
 def work_bytes(app: Path, mid: str) -> int | None:
@@ -226,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/mepgen-library-speedup"),
                     help="where application folders are copied and cut into MEPs")
     ap.add_argument("--jobs", type=int, default=8, help="applications prepared in parallel")
+    ap.add_argument("--keep-data", action="store_true",
+                    help="keep each MEP's input sets and reference outputs after its run (default: removed)")
     ap.add_argument("--hbm-gbs", type=float, default=3000.0,
                     help="memory bandwidth for the bound column (GB/s; H100 SXM HBM3: 3350 nominal, ~3000 reached)")
     a = ap.parse_args(argv)
@@ -243,8 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs = jobs_of(a)
     t0 = time.time()
     with ThreadPoolExecutor(max(1, a.jobs)) as pool:
-        prepared = list(pool.map(lambda j: prepare(j[1], a.work.resolve(), a.size, j[2]) if j[1].is_dir() else [],
-                                 jobs))
+        prepared = list(pool.map(lambda j: prepare(j[1], a.work.resolve(), a.size, j[2],
+                                                   list(j[3]) if j[3] else None) if j[1].is_dir() else [], jobs))
     print(f"prepared {len(jobs)} application(s) in {time.time() - t0:.0f} s", flush=True)
     gpu = gpu_name()
     command = " ".join(["python3", "bench/library_speedup.py", *(argv if argv is not None else sys.argv[1:])])
@@ -272,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
                 limit = round(a.seconds + a.seconds_per_gb * (row["work_bytes"] or 0) / 1e9, 1)
                 row.update(run_optimize(app, mid, a.budget, limit), seconds_limit=limit)
             headroom(row, a.hbm_gbs)
+            if not a.keep_data:
+                drop_data(app / ".mepgen" / "meps" / mid)
             rows.append(row)
             print(f"{group:7} {row['kernel']:44} {row.get('speedup', '-')!s:>8}  "
                   f"{(row.get('change') or row.get('status') or '')[:80]}", flush=True)

@@ -27,14 +27,18 @@ def test_groups_geomeans_skips_and_deadline(bench, monkeypatch, tmp_path):
     speed = {"k1": 4.0, "k2": 1.0, "hellinger": 9.0}
     prepared = []
 
-    def prepare(path, work, sizes, name=None):
+    def prepare(path, work, sizes, name=None, ids=None):
         prepared.append((path.name, name, tuple(sizes)))
+        if ids is not None:
+            assert ids == ["hellinger"]              # a corpus app: only its listed kernels are cut
         if path.name == "own_app":
             return [(path, "k1"), (path, "k2"), (path, "k3"), (path, "k4")]
         return [(path, "hellinger"), (path, "other")]
 
     monkeypatch.setattr(bench, "prepare", prepare)
     monkeypatch.setattr(bench, "open_todo", lambda app, mid: 2 if mid == "k3" else 0)
+    dropped = []
+    monkeypatch.setattr(bench, "drop_data", lambda mep: dropped.append(mep.name))
     monkeypatch.setattr(bench, "work_bytes", lambda app, mid: 3_000_000 if mid == "k1" else None)
     calls = []
 
@@ -52,6 +56,7 @@ def test_groups_geomeans_skips_and_deadline(bench, monkeypatch, tmp_path):
     # every kernel of an own app; only the listed kernels of a corpus app; the todo one skipped, not run
     assert [c[0] for c in calls] == ["k1", "k2", "k4", "hellinger"]
     assert calls[0][1:] == (5, 10.0) and calls[1][1:] == (5, 7.0)     # k1's 3 MB add 3 s at 1000 s per GB
+    assert dropped == ["k1", "k2", "k3", "k4", "hellinger"]            # each MEP's data freed once it is done
     assert ("own_app", f"own.{tmp_path.name}.own_app", ("N=64",)) in prepared
     data = json.loads((out / "library_speedup.json").read_text())
     assert data["geomean_per_group"]["own"] == pytest.approx(2.0)          # sqrt(4 * 1); k4 failed, k3 skipped
