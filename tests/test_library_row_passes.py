@@ -80,6 +80,13 @@ def test_c89_column_sum_with_a_clamped_block_is_split(plans):
     assert "float before = rank[j]; change[j] = fabsf(total - before);" in body
     cand = next(c for c in p.candidates if c["name"] == "split_columns")
     assert cand["launch"]["grid"][0] == "(N + (16) - 1) / (16)"
+    # launch_config reads the clamped block the same way: the grid keeps dividing by the block it launches
+    from mepgen.optimize.library.base import current_launch
+    from mepgen.optimize.library.launch_config import LaunchConfig
+    src = KernelSource((mep / "kernel.cu").read_text(), spec)
+    assert 128 in LaunchConfig().space(src, spec, current_launch(spec, None))["block"]
+    rw = LaunchConfig().apply(src, spec, current_launch(spec, None), {"block": 128})
+    assert rw.launch["grid"] == ["(N + (128) - 1) / (128)"] and rw.launch["block"] == ["128"]
 
 
 @pytest.mark.nvcc
