@@ -2,7 +2,7 @@
 """GPU: `mepgen optimize` with the transformation library alone, per kernel, and the geometric-mean speedup per group.
 
     python3 bench/library_speedup.py OUT [PATH...] [--corpus ROOT] [--budget 16] [--seconds 12] [--deadline 420]
-                                     [--size SYM=N ...] [--work DIR] [--jobs 8]
+                                     [--size SYM=N ...] [--work DIR] [--jobs 8] [--hbm-gbs 3000]
 
 Group "own": each PATH, an application folder (copied into --work DIR/, extracted and cut into MEPs with
 `mepgen mep --all`, unless it already holds .mepgen/meps/) or one MEP folder (`APP/.mepgen/meps/ID`).
@@ -17,9 +17,15 @@ For every MEP without open todo items it runs, as a user would,
 and records the best verified speedup (1.0 where nothing verified was faster: the original is kept), the winning
 change and the run folder. A kernel with open todo items is listed as skipped (with the count), one whose run
 failed as failed; neither enters a geometric mean. Kernels are run in order until --deadline seconds have passed
-since the first; the rest are listed as not run. Writes OUT/library_speedup.json and OUT/library_speedup.md
-(per-kernel table, geometric mean per group and over all, the GPU, the command). Every win is the evaluator's
-verdict: verified on every input set and timed against the original.
+since the first; the rest are listed as not run. Writes OUT/library_speedup.json and OUT/library_speedup.md after
+every kernel (per-kernel table, geometric mean per group, per class of the corpus's kernels (LA, stencil) and over
+all, the GPU, the command). Every win is the evaluator's verdict: verified on every input set and timed against the
+original. Per kernel also the memory bound: mep.yaml's work.bytes at --hbm-gbs GB/s, and how many times that the
+original and the best take (a kernel already near its bound cannot gain much, whatever the rewrite).
+
+Time: the preparation (extract + mep of each app, --jobs in parallel) then at most --deadline seconds of starts,
+each run limited to --seconds plus --seconds-per-gb per GB of work.bytes (the baseline of a large kernel: making,
+running and checking its input sets, counts in the limit).
 """
 from __future__ import annotations
 
@@ -35,17 +41,27 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: the corpus's naive dense linear-algebra and stencil kernels (not those already tiled in shared memory, see
-#: bench/results/library_sweep.md): (app folder under ROOT, kernel ids of that app)
+#: the corpus's naive dense linear-algebra ("LA") and stencil kernels whose MEPs mepgen completes without a person
+#: (bench/results/library_sweep_corpus.md lists them with what the library offers on each, and those left out and
+#: why): (app folder under ROOT, [(kernel id, class)]). Run in this order (classes interleaved, so a deadline cuts
+#: both alike).
 CORPUS = [
-    ("hecbench/src/hellinger-cuda", ["hellinger"]),
-    ("hecbench/src/minkowski-cuda", ["minkowski"]),
-    ("hecbench/src/heat-cuda", ["solve"]),
-    ("hecbench/src/heat2d-cuda", ["dev_lapl_iter"]),
-    ("hecbench/src/laplace-cuda", ["red_kernel", "black_kernel"]),
-    ("hecbench/src/tensorAccessor-cuda", ["raw_accessor_kernel"]),
-    ("rodinia/cuda/gaussian", ["Fan1", "Fan2"]),
-    ("rodinia/cuda/hotspot3D", ["hotspotOpt1"]),
+    ("hecbench/src/hellinger-cuda", [("hellinger", "LA")]),
+    ("hecbench/src/heat-cuda", [("solve", "stencil")]),
+    ("hecbench/src/attention-cuda", [("attention_kernel1", "LA"), ("attention_kernel3", "LA")]),
+    ("hecbench/src/burger-cuda", [("core", "stencil")]),
+    ("hecbench/src/page-rank-cuda", [("reduce", "LA")]),
+    ("hecbench/src/rtm8-cuda", [("rtm8", "stencil")]),
+    ("hecbench/src/softmax-cuda", [("softMax", "LA")]),
+    ("hecbench/src/heat2d-cuda", [("dev_lapl_iter", "stencil")]),
+    ("hecbench/src/matrix-rotate-cuda", [("rotate_matrix_parallel", "LA")]),
+    ("hecbench/src/hotspot3D-cuda", [("hotspot3d", "stencil")]),
+    ("hecbench/src/minkowski-cuda", [("minkowski", "LA")]),
+    ("rodinia/cuda/hotspot3D", [("hotspotOpt1", "stencil")]),
+    ("hecbench/src/ising-cuda", [("update_lattice", "stencil")]),
+    ("hecbench/src/srad-cuda", [("srad2", "stencil")]),
+    ("rodinia/cuda/srad", [("srad2", "stencil")]),
+    ("hecbench/src/match-cuda", [("Match1", "LA")]),
 ]
 
 
@@ -57,8 +73,10 @@ def cli(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProce
         return subprocess.CompletedProcess(args, 124, "", f"timed out after {timeout:.0f} s")
 
 
-def prepare(path: Path, work: Path, sizes: list[str], name: str | None = None) -> list[tuple[Path, str]]:
-    """(application folder, MEP id) of every MEP PATH names (an app is copied to `work` and cut first)."""
+def prepare(path: Path, work: Path, sizes: list[str], name: str | None = None,
+            ids: list[str] | None = None) -> list[tuple[Path, str]]:
+    """(application folder, MEP id) of every MEP PATH names (an app is copied to `work` and cut first: every
+    kernel, or only `ids` where given: an MEP's input data can take GBs)."""
     if (path / "mep.yaml").is_file():
         return [(path.parents[2], path.name)]
     app = path
@@ -69,7 +87,8 @@ def prepare(path: Path, work: Path, sizes: list[str], name: str | None = None) -
         app.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(path, app, ignore=shutil.ignore_patterns(".mepgen", "build", "*.o"))
         extra = [a for s in sizes for a in ("--size", s)]
-        for args in (["extract", "."], ["mep", "--all", *extra]):
+        steps = [["mep", "--all", *extra]] if ids is None else [["mep", i, *extra] for i in ids]
+        for args in (["extract", "."], *steps):
             cli(args, app, 300)
     meps = app / ".mepgen" / "meps"
     return [(app, d.name) for d in sorted(meps.iterdir()) if (d / "mep.yaml").is_file()] if meps.is_dir() else []
@@ -82,6 +101,36 @@ def open_todo(app: Path, mid: str) -> int:
         return len(load_spec(app / ".mepgen" / "meps" / mid / "mep.yaml").todo)
     except Exception:
         return -1
+
+
+def drop_data(mep: Path) -> None:
+    """The MEP's input sets, reference outputs and scratch outputs (`data/in`, `eval/inputs|ref|work`), removed once
+    its run is over: several GB per large kernel would fill a small disk. Results, builds and the run folder stay."""
+    for sub in ("data", "eval/inputs", "eval/ref", "eval/work"):
+        shutil.rmtree(mep / sub, ignore_errors=True)
+
+
+def work_bytes(app: Path, mid: str) -> int | None:
+    """mep.yaml's work.bytes at the MEP's sizes (the bytes the kernel must move at least once), None if unknown."""
+    sys.path.insert(0, str(REPO))
+    from mepgen.spec import load_spec
+    try:
+        spec = load_spec(app / ".mepgen" / "meps" / mid / "mep.yaml")
+        return spec.size(spec.work.bytes) if spec.work.bytes else None
+    except Exception:
+        return None
+
+
+def headroom(row: dict, gbs: float) -> None:
+    """The time the kernel's bytes take at `gbs` GB/s (the memory bound) and how far the original and the best
+    are from it; a kernel near the bound cannot get much faster whatever the rewrite."""
+    b = row.get("work_bytes")
+    if not b:
+        return
+    row["bound_ms"] = b / (gbs * 1e9) * 1e3
+    if row.get("baseline_ms"):
+        row["baseline_over_bound"] = row["baseline_ms"] / row["bound_ms"]
+        row["best_over_bound"] = row["baseline_ms"] / (row.get("speedup") or 1.0) / row["bound_ms"]
 
 
 def run_optimize(app: Path, mid: str, budget: int, seconds: float) -> dict:
@@ -113,34 +162,62 @@ def gpu_name() -> str:
         return "no nvidia-smi"
 
 
-def jobs_of(a) -> list[tuple[str, Path, str | None, list[str] | None]]:
-    """(group, path, name in the work folder, kernel ids to keep or None for all)."""
+def jobs_of(a) -> list[tuple[str, Path, str | None, dict | None]]:
+    """(group, path, name in the work folder, {kernel id: class} to keep, or None for all)."""
     jobs = [("own", p.resolve(), f"own.{p.resolve().parent.name}.{p.resolve().name}", None) for p in a.paths]
     if a.corpus is not None:
         for rel, ids in CORPUS:
             p = (a.corpus / rel).resolve()
-            jobs.append(("corpus", p, f"corpus.{p.name}", ids))
+            jobs.append(("corpus", p, f"corpus.{rel.split('/')[0]}.{p.name}", dict(ids)))
     return jobs
 
 
-def table(rows: list[dict], gpu: str, command: str) -> list[str]:
-    groups = list(dict.fromkeys(r["group"] for r in rows))
+def sets_of(rows: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The sets a geometric mean is reported for: each group, each (group, class) where kernels have a class,
+    and all kernels."""
+    out = []
+    for g in dict.fromkeys(r["group"] for r in rows):
+        out.append((g, [r for r in rows if r["group"] == g]))
+        for c in dict.fromkeys(r["class"] for r in rows if r["group"] == g and r.get("class")):
+            out.append((f"{g} {c}", [r for r in rows if r["group"] == g and r.get("class") == c]))
+    return out + [("all", rows)]
+
+
+def table(rows: list[dict], gpu: str, command: str, gbs: float) -> list[str]:
     lines = [f"# mepgen optimize, library alone ({gpu})", "", f"`{command}`", ""]
-    for g in groups + ["all"]:
-        ok = [r["speedup"] for r in rows if (g == "all" or r["group"] == g) and r.get("status") == "ok"]
-        others = [r for r in rows if (g == "all" or r["group"] == g) and r.get("status") != "ok"]
+    for g, sel in sets_of(rows):
+        ok = [r["speedup"] for r in sel if r.get("status") == "ok"]
+        others = [r for r in sel if r.get("status") != "ok"]
         geo = geomean(ok)
         lines.append(f"- {g}: geometric-mean speedup over {len(ok)} kernel(s): "
                      + (f"**{geo:.2f}x**" if geo else "n/a") + (f"; {len(others)} not timed (skipped, failed or "
                                                                  "not run; listed below)" if others else ""))
-    lines += ["", "| group | kernel | speedup | baseline ms | evaluated | winning change |", "|---|---|---|---|---|---|"]
+    lines += ["", f"Memory bound: mep.yaml's work.bytes at {gbs:.0f} GB/s (`--hbm-gbs`); x bound: the time over it "
+                  "(1.0 = at the bound: no rewrite can make such a kernel much faster).", "",
+              "| group | class | kernel | speedup | baseline ms | bound ms | original x bound | best x bound | "
+              "evaluated | winning change |", "|---|---|---|---|---|---|---|---|---|---|"]
+    num = lambda v, f: format(v, f) if isinstance(v, (int, float)) else ""
     for r in rows:
+        cls = r.get("class") or ""
+        bound = num(r.get("bound_ms"), ".4g")
         if r.get("status") != "ok":
             why = " ".join(r.get("error", []))[:80].replace("|", "/")
-            lines.append(f"| {r['group']} | {r['kernel']} | {r.get('status')} {why} | | | |")
+            lines.append(f"| {r['group']} | {cls} | {r['kernel']} | {r.get('status')} {why} | | {bound} | | | | |")
             continue
-        lines.append(f"| {r['group']} | {r['kernel']} | {r['speedup']:.2f}x | {r.get('baseline_ms') or 0:.4g} | "
+        lines.append(f"| {r['group']} | {cls} | {r['kernel']} | {r['speedup']:.2f}x | {r.get('baseline_ms') or 0:.4g} | "
+                     f"{bound} | {num(r.get('baseline_over_bound'), '.2f')} | {num(r.get('best_over_bound'), '.2f')} | "
                      f"{r.get('evaluations')} | {(r.get('change') or 'none faster').replace('|', '/')[:140]} |")
+    return lines
+
+
+def write(out: Path, rows: list[dict], gpu: str, command: str, gbs: float, t0: float) -> list[str]:
+    """JSON and markdown of the rows so far (written after every kernel: a cut-off run keeps what it measured)."""
+    geo = {g: geomean([r["speedup"] for r in sel if r.get("status") == "ok"]) for g, sel in sets_of(rows)}
+    (out / "library_speedup.json").write_text(json.dumps(
+        {"gpu": gpu, "command": command, "hbm_gbs": gbs, "geomean": geo.pop("all", None), "geomean_per_group": geo,
+         "seconds": round(time.time() - t0), "kernels": rows}, indent=1))
+    lines = table(rows, gpu, command, gbs)
+    (out / "library_speedup.md").write_text("\n".join(lines) + "\n")
     return lines
 
 
@@ -151,11 +228,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", type=Path, help="folder holding hecbench/src/ and rodinia/cuda/ (group \"corpus\")")
     ap.add_argument("--budget", type=int, default=16, help="candidates per kernel")
     ap.add_argument("--seconds", type=float, default=12, help="wall-time limit per kernel")
+    ap.add_argument("--seconds-per-gb", type=float, default=12.0,
+                    help="added to a kernel's limit per GB of its work.bytes (its inputs are made, run and checked "
+                         "on 3 input sets before the first candidate)")
     ap.add_argument("--deadline", type=float, default=420, help="start no kernel after this many seconds of runs")
     ap.add_argument("--size", action="append", default=[], help="SYM=N for `mepgen mep` (repeatable)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/mepgen-library-speedup"),
                     help="where application folders are copied and cut into MEPs")
     ap.add_argument("--jobs", type=int, default=8, help="applications prepared in parallel")
+    ap.add_argument("--keep-data", action="store_true",
+                    help="keep each MEP's input sets and reference outputs after its run (default: removed)")
+    ap.add_argument("--hbm-gbs", type=float, default=3000.0,
+                    help="memory bandwidth for the bound column (GB/s; H100 SXM HBM3: 3350 nominal, ~3000 reached)")
     a = ap.parse_args(argv)
     for p in a.paths:
         if not p.is_dir():
@@ -171,22 +255,25 @@ def main(argv: list[str] | None = None) -> int:
     jobs = jobs_of(a)
     t0 = time.time()
     with ThreadPoolExecutor(max(1, a.jobs)) as pool:
-        prepared = list(pool.map(lambda j: prepare(j[1], a.work.resolve(), a.size, j[2]) if j[1].is_dir() else [],
-                                 jobs))
+        prepared = list(pool.map(lambda j: prepare(j[1], a.work.resolve(), a.size, j[2],
+                                                   list(j[3]) if j[3] else None) if j[1].is_dir() else [], jobs))
     print(f"prepared {len(jobs)} application(s) in {time.time() - t0:.0f} s", flush=True)
+    gpu = gpu_name()
+    command = " ".join(["python3", "bench/library_speedup.py", *(argv if argv is not None else sys.argv[1:])])
     rows, t1 = [], time.time()
     for (group, path, _, ids), meps in zip(jobs, prepared):
         if not meps:
             rows.append({"group": group, "kernel": path.name, "status": "no MEP",
                          "error": ["not a folder" if not path.is_dir() else "mepgen cut no MEP from it"]})
         found = {mid for _, mid in meps}
-        for mid in ids or []:
+        for mid in ids or {}:
             if mid not in found and meps:
-                rows.append({"group": group, "kernel": f"{path.name}/{mid}", "status": "no MEP"})
+                rows.append({"group": group, "class": ids[mid], "kernel": f"{path.name}/{mid}", "status": "no MEP"})
         for app, mid in meps:
             if ids is not None and mid not in ids:
                 continue
-            row = {"group": group, "kernel": f"{path.name}/{mid}"}
+            row = {"group": group, "class": ids[mid] if ids else None, "kernel": f"{path.name}/{mid}",
+                   "work_bytes": work_bytes(app, mid)}
             todo = open_todo(app, mid)
             if todo:
                 row.update(status="skipped", error=[f"mep.yaml has {todo} open todo item(s)" if todo > 0
@@ -194,20 +281,17 @@ def main(argv: list[str] | None = None) -> int:
             elif time.time() - t1 > a.deadline:
                 row.update(status="not run", error=[f"past the {a.deadline:.0f} s deadline"])
             else:
-                row.update(run_optimize(app, mid, a.budget, a.seconds))
+                limit = round(a.seconds + a.seconds_per_gb * (row["work_bytes"] or 0) / 1e9, 1)
+                row.update(run_optimize(app, mid, a.budget, limit), seconds_limit=limit)
+            headroom(row, a.hbm_gbs)
+            if not a.keep_data:
+                drop_data(app / ".mepgen" / "meps" / mid)
             rows.append(row)
             print(f"{group:7} {row['kernel']:44} {row.get('speedup', '-')!s:>8}  "
                   f"{(row.get('change') or row.get('status') or '')[:80]}", flush=True)
-    gpu = gpu_name()
-    command = " ".join(["python3", "bench/library_speedup.py", *(argv if argv is not None else sys.argv[1:])])
-    groups = {g: geomean([r["speedup"] for r in rows if r["group"] == g and r.get("status") == "ok"])
-              for g in dict.fromkeys(r["group"] for r in rows)}
-    (a.out / "library_speedup.json").write_text(json.dumps(
-        {"gpu": gpu, "command": command, "geomean": geomean([r["speedup"] for r in rows if r.get("status") == "ok"]),
-         "geomean_per_group": groups, "seconds": round(time.time() - t0), "kernels": rows}, indent=1))
-    lines = table(rows, gpu, command)
-    (a.out / "library_speedup.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines[:4 + len(groups) + 1]))
+            write(a.out, rows, gpu, command, a.hbm_gbs, t0)
+    lines = write(a.out, rows, gpu, command, a.hbm_gbs, t0)
+    print("\n".join(lines[:4 + len(sets_of(rows))]))
     return 0
 
 

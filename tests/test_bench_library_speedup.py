@@ -27,14 +27,19 @@ def test_groups_geomeans_skips_and_deadline(bench, monkeypatch, tmp_path):
     speed = {"k1": 4.0, "k2": 1.0, "hellinger": 9.0}
     prepared = []
 
-    def prepare(path, work, sizes, name=None):
+    def prepare(path, work, sizes, name=None, ids=None):
         prepared.append((path.name, name, tuple(sizes)))
+        if ids is not None:
+            assert ids == ["hellinger"]              # a corpus app: only its listed kernels are cut
         if path.name == "own_app":
             return [(path, "k1"), (path, "k2"), (path, "k3"), (path, "k4")]
         return [(path, "hellinger"), (path, "other")]
 
     monkeypatch.setattr(bench, "prepare", prepare)
     monkeypatch.setattr(bench, "open_todo", lambda app, mid: 2 if mid == "k3" else 0)
+    dropped = []
+    monkeypatch.setattr(bench, "drop_data", lambda mep: dropped.append(mep.name))
+    monkeypatch.setattr(bench, "work_bytes", lambda app, mid: 3_000_000 if mid == "k1" else None)
     calls = []
 
     def run(app, mid, budget, seconds):
@@ -47,21 +52,26 @@ def test_groups_geomeans_skips_and_deadline(bench, monkeypatch, tmp_path):
     monkeypatch.setattr(bench, "run_optimize", run)
     out = tmp_path / "out"
     assert bench.main([str(out), str(own), "--corpus", str(corpus), "--budget", "5", "--seconds", "7",
-                       "--size", "N=64"]) == 0
+                       "--size", "N=64", "--hbm-gbs", "2000", "--seconds-per-gb", "1000"]) == 0
     # every kernel of an own app; only the listed kernels of a corpus app; the todo one skipped, not run
-    assert [c[0] for c in calls] == ["k1", "k2", "k4", "hellinger"] and calls[0][1:] == (5, 7.0)
+    assert [c[0] for c in calls] == ["k1", "k2", "k4", "hellinger"]
+    assert calls[0][1:] == (5, 10.0) and calls[1][1:] == (5, 7.0)     # k1's 3 MB add 3 s at 1000 s per GB
+    assert dropped == ["k1", "k2", "k3", "k4", "hellinger"]            # each MEP's data freed once it is done
     assert ("own_app", f"own.{tmp_path.name}.own_app", ("N=64",)) in prepared
     data = json.loads((out / "library_speedup.json").read_text())
     assert data["geomean_per_group"]["own"] == pytest.approx(2.0)          # sqrt(4 * 1); k4 failed, k3 skipped
     assert data["geomean_per_group"]["corpus"] == pytest.approx(9.0)
+    assert data["geomean_per_group"]["corpus LA"] == pytest.approx(9.0)      # hellinger's class
     assert data["geomean"] == pytest.approx((4 * 1 * 9) ** (1 / 3))
     md = (out / "library_speedup.md").read_text()
     assert "- own: geometric-mean speedup over 2 kernel(s): **2.00x**; 2 not timed" in md
-    assert "| own | own_app/k3 | skipped mep.yaml has 2 open todo item(s) | | | |" in md
-    assert "| own | own_app/k1 | 4.00x | 1.5 | 3 | tile / things |" in md
-    assert "| own | own_app/k2 | 1.00x | 1.5 | 3 | none faster |" in md
+    assert "- corpus LA: geometric-mean speedup over 1 kernel(s): **9.00x**" in md
+    assert "| own |  | own_app/k3 | skipped mep.yaml has 2 open todo item(s) | |  | | | | |" in md
+    # 3 MB at 2000 GB/s: 1.5 us; the original's 1.5 ms is 1000x that, the best (4x faster) 250x
+    assert "| own |  | own_app/k1 | 4.00x | 1.5 | 0.0015 | 1000.00 | 250.00 | 3 | tile / things |" in md
+    assert "| own |  | own_app/k2 | 1.00x | 1.5 |  |  |  | 3 | none faster |" in md
     # corpus apps missing from ROOT are listed, not silently dropped
-    assert "| corpus | minkowski-cuda | no MEP not a folder | | | |" in md
+    assert "| corpus |  | minkowski-cuda | no MEP not a folder | |  | | | | |" in md
 
     calls.clear()
     assert bench.main([str(tmp_path / "late"), str(own), "--deadline", "-1"]) == 0

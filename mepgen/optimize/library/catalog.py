@@ -1,6 +1,7 @@
 """The library's transformations, in the order of their usual payoff (structural rewrites first)."""
 from __future__ import annotations
 
+from .after_unflatten import AfterUnflatten
 from .base import AfterScalarReplace
 from .coarsen import Coarsen
 from .compiler_flags import CompilerFlags
@@ -20,9 +21,10 @@ from .unflatten import Unflatten
 from .unroll import Unroll
 from .vector_loads import VectorLoads
 from .warp_row import WarpPerRow
+from .warp_row_passes import WarpRowPasses
 
 
 def all_transformations():
-    return [AfterScalarReplace(TileMatmul()), TileStencil(), StencilRows(), TileWindow(),
-            WarpPerRow(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), SwapAxes(), Unflatten(), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
+    return [AfterScalarReplace(TileMatmul()), AfterUnflatten(TileStencil()), StencilRows(), TileWindow(),
+            WarpPerRow(), WarpRowPasses(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), SwapAxes(), Unflatten(), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
             Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]

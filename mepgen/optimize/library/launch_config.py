@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from .base import Rewrite, Transformation
+from .block_expr import expression_block, substitute
 from .source import Refused
 
 SHAPES_1D = [64, 128, 256, 512, 1024]
@@ -48,11 +49,16 @@ class LaunchConfig(Transformation):
     def __init__(self):
         super().__init__("launch_config", "block size / shape with the grid derived from it", {"block": 256})
 
-    def _tokens(self, src, launch) -> list[str]:
+    def _tokens(self, src, launch, spec=None) -> list[str]:
         tokens = [_token(b) for b in launch["block"]]
         if len(tokens) > 3:
             raise Refused(f"a block of {len(tokens)} dimensions")
         for d, t in enumerate(tokens):
+            expr = expression_block(launch["block"][d], launch["grid"][d], spec, src.head + src.src(src.body)) \
+                if spec is not None and len(tokens) == 1 and d < len(launch["grid"]) else None
+            if expr is not None:        # `n < B ? n : B`, which the grid divides by: replaced there as a whole
+                tokens[d] = expr
+                continue
             if not (t.isidentifier() or t.isdigit()):
                 raise Refused(f"block dimension `{launch['block'][d]}` is not a macro or a literal")
             if not re.search(rf"(?<![\w.]){re.escape(t)}(?![\w.])", launch["grid"][d] if d < len(launch["grid"]) else ""):
@@ -72,7 +78,7 @@ class LaunchConfig(Transformation):
         return tokens
 
     def space(self, src, spec, launch):
-        tokens = self._tokens(src, launch)
+        tokens = self._tokens(src, launch, spec)
         shapes = SHAPES[len(tokens)]
         if src.has_launch_bounds():      # a block larger than the bound would not launch
             from .warp_row import _bounds_value
@@ -83,15 +89,15 @@ class LaunchConfig(Transformation):
         return {"block": shapes}
 
     def apply(self, src, spec, launch, params):
-        tokens = self._tokens(src, launch)
+        tokens = self._tokens(src, launch, spec)
         value = params["block"]
         dims = [int(value)] if len(tokens) == 1 else [int(v) for v in str(value).split("x")]
-        current = [int(t) if t.isdigit() else spec.sizes.get(t) for t in tokens]
+        current = [int(t) if t.isdigit() else spec.sizes.get(t, spec.size(t)) for t in tokens]
         if current == dims:          # the same launch spelled with a literal: a candidate that changes nothing
             raise Refused(f"the block is already {'x'.join(map(str, dims))} threads")
         grid, shared = list(launch["grid"]), str(launch.get("shared_mem", "0"))
         for d, (t, v) in enumerate(zip(tokens, dims)):
-            grid[d] = _sub(grid[d], t, v)
+            grid[d] = _sub(grid[d], t, v) if t.isidentifier() or t.isdigit() else substitute(grid[d], t, v)
             if d == 0 and t.isidentifier():
                 shared = _sub(shared, t, v)
         new = {"grid": grid, "block": [str(v) for v in dims], "shared_mem": shared}

@@ -28,6 +28,7 @@ import re
 
 from .analysis import array_accesses, body_statements, canonical_loop, check_pure, is_global_index, squash, \
     unit_stride_in
+from .block_expr import expression_block, substitute
 from .base import Rewrite, Transformation
 from .source import KernelSource, Refused, kind, walk
 
@@ -50,7 +51,7 @@ def _threads(shape: str) -> int:
 
 
 def _sub_token(expr: str, token: str, value: int) -> str:
-    return re.sub(rf"(?<![\w.]){re.escape(token)}(?![\w.])", str(value), expr)
+    return substitute(expr, token, value)
 
 
 class SplitColumns(Transformation):
@@ -64,7 +65,10 @@ class SplitColumns(Transformation):
         if len(launch["block"]) != 1:
             raise Refused("the launch is not 1D (one thread per column along x)")
         token = launch["block"][0].strip().strip("()").strip()
-        if not (token.isidentifier() or token.isdigit()) or \
+        expr = expression_block(launch["block"][0], launch["grid"][0], spec, src.head + src.src(src.body))
+        if expr is not None:        # `N < BS ? N : BS` that the grid divides by: replaced there as a whole
+            token = expr
+        elif not (token.isidentifier() or token.isdigit()) or \
                 not re.search(rf"(?<![\w.]){re.escape(token)}(?![\w.])", launch["grid"][0]):
             raise Refused(f"the grid `{launch['grid'][0]}` is not derived from the block size `{token}`")
         if src.nodes("RETURN_STMT"):

@@ -7,6 +7,11 @@ the thread indices. Every read of the tiled array (an `in` buffer the kernel nev
 or a pass of `u` to a `__device__` helper in kernel.cu whose reads of its pointer are of that form over
 its parameters, which the call binds to i, j, k and the strides. The largest offset per axis is the
 radius the halo needs; it is proven from the index expressions, never assumed.
+
+A thread index may start at an interior point (`blockIdx.x*blockDim.x+threadIdx.x + 1`: its origin). A read under
+a condition that keeps it inside the guard's box (`x > 0 ? u[x-1] : 0`, `if (y < ny - 1) s += u[...]`, the guard
+bounding y by ny) is served from the tile without a halo beyond the box: only the reads without such a condition
+decide how far the tile's loads may reach outside it (`near`), and so what the guard's bounds must leave room for.
 """
 from __future__ import annotations
 
@@ -32,6 +37,30 @@ def global_index(expr: str, axis: str) -> bool:
     return any(re.fullmatch(f, e) for f in forms)
 
 
+def index_origin(expr: str, axis: str) -> int | None:
+    """c where `expr` is the global thread index along `axis` plus a literal c >= 0 (`... + threadIdx.y + 1`, the
+    spelling of a grid whose first point is an interior one), 0 for the index itself, None otherwise."""
+    if global_index(expr, axis):
+        return 0
+    e = squash(expr).replace(" ", "")
+    while e.startswith("(") and e.endswith(")") and _balanced(e[1:-1]):
+        e = e[1:-1]
+    m = re.fullmatch(r"(.+)\+(\d+)[uU]?", e) or re.fullmatch(r"(\d+)[uU]?\+(.+)", e)
+    if m is None:
+        return None
+    g, c = (m.group(1), m.group(2)) if m.group(2).isdigit() else (m.group(2), m.group(1))
+    return int(c) if global_index(g, axis) else None
+
+
+def _balanced(e: str) -> bool:
+    depth = 0
+    for ch in e:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
 @dataclass
 class Read:
     cursor: object                  # the `u[...]` subscript, or the helper call
@@ -45,7 +74,7 @@ class Stencil:
     index: list[str]                # thread index names, x first
     index_stmts: list               # their declarations
     guard: object                   # the IF_STMT
-    lo: list[int]                   # literal lower bounds per axis
+    lo: list[int]                   # literal lower bounds per axis (the guard's, or the origin's if larger)
     hi: list[str]                   # upper bounds (exclusive) as C text
     array: str                      # the tiled pointer parameter
     ctype: str                      # its element type
@@ -53,6 +82,9 @@ class Stencil:
     radius: list[int]               # per axis
     reads: list[Read]
     offsets: set
+    origin: list[int] = field(default_factory=list)   # per axis: the index is the global thread index + origin
+    near: list[int] = field(default_factory=list)     # per axis: how far beyond the guard's box a read may reach
+    conditional: int = 0            # reads kept inside the guard's box by a condition (`i > 0 ? u[i-1] : 0`)
 
 
 def _conjuncts(src, c) -> list:
@@ -71,6 +103,7 @@ def _unwrap(c):
 
 def _bounds(src, guard_cond, index: list[str], params: set[str]):
     lo, hi = [0] * len(index), [None] * len(index)
+    hi_at = [None] * len(index)
     for t in _conjuncts(src, guard_cond):
         if kind(t) != "BINARY_OPERATOR" or len(list(t.get_children())) != 2:
             raise Refused(f"the guard term `{squash(src.src(t))}` is not a bound on a thread index")
@@ -93,6 +126,7 @@ def _bounds(src, guard_cond, index: list[str], params: set[str]):
             lo[d] = v + (1 if op == ">" else 0)
         elif op in ("<", "<="):
             hi[d] = bound if op == "<" else f"({bound}) + 1"
+            hi_at[d] = (other, 0 if op == "<" else 1)
             if d == 0:
                 x_hi = (other, 0 if op == "<" else 1)
         else:
@@ -100,7 +134,7 @@ def _bounds(src, guard_cond, index: list[str], params: set[str]):
     for d, h in enumerate(hi):
         if h is None:
             raise Refused(f"the guard has no upper bound on {index[d]}")
-    return lo, hi, x_hi
+    return lo, hi, x_hi, hi_at
 
 
 def decompose(p: dict, index: list[str], what: str) -> tuple[tuple, list[tuple]]:
@@ -135,14 +169,16 @@ def m_count(m: tuple, v: str) -> int:
 
 def match_stencil(src: KernelSource, spec) -> Stencil:
     stmts = body_statements(src.body)
-    index, index_stmts = [], []
+    index, index_stmts, origin = [], [], []
     for axis in AXES:
         for s in stmts:
             decls = list(s.get_children()) if kind(s) == "DECL_STMT" else []
-            if len(decls) == 1 and kind(decls[0]) == "VAR_DECL" and list(decls[0].get_children()) and \
-                    global_index(src.src(list(decls[0].get_children())[-1]), axis):
+            o = index_origin(src.src(list(decls[0].get_children())[-1]), axis) \
+                if len(decls) == 1 and kind(decls[0]) == "VAR_DECL" and list(decls[0].get_children()) else None
+            if o is not None:
                 index.append(decls[0].spelling)
                 index_stmts.append(s)
+                origin.append(o)
                 break
         else:
             break
@@ -160,21 +196,30 @@ def match_stencil(src: KernelSource, spec) -> Stencil:
     if len(kids) != 2:
         raise Refused("the stencil guard has an else branch")
     params = src.invariants()
-    lo, hi, x_hi = _bounds(src, kids[0], index, params | set(index))
+    lo, hi, x_hi, hi_at = _bounds(src, kids[0], index, params | set(index))
     array = _tiled_array(src, spec, guard)
     env = local_constants(src, src.body, set(index))
     reads, offsets, strides = [], set(), None
+    guarded = conditions_of_reads(src, kids[1], array)
+    reach = set()                   # offsets read without a condition that keeps them inside the guard's box
+    conditional = 0
     for c in walk(src.body):
         if kind(c) == "ARRAY_SUBSCRIPT_EXPR" and squash(src.src(list(c.get_children())[0])) == array:
             off, st = decompose(poly(src, list(c.get_children())[1], env), index, f"`{squash(src.src(c))}`")
             strides = _same(strides, st, c, src)
             reads.append(Read(c, off))
             offsets.add(off)
+            if any(off) and inside_box(src, off, guarded.get(src.span(c), []), index, lo, hi_at,
+                                       params | set(index)):
+                conditional += 1
+            else:
+                reach.add(off)
         elif kind(c) == "CALL_EXPR" and any(squash(src.src(a)) == array for a in c.get_arguments()):
             read, offs, st = _helper(src, c, array, index, env)
             strides = _same(strides, st, c, src)
             reads.append(read)
             offsets |= offs
+            reach |= offs
     inside = set(src.span(n) for n in walk(kids[1]))
     for r in reads:
         if src.span(r.cursor) not in inside:
@@ -183,23 +228,27 @@ def match_stencil(src: KernelSource, spec) -> Stencil:
     covered = [n for n in uses if any(src.span(r.cursor)[0] <= src.span(n)[0] < src.span(r.cursor)[1] for r in reads)]
     if len(covered) != len(uses):
         raise Refused(f"{array} is used other than read as {array}[index] or passed to a helper")
+    lo = [max(lo[d], origin[d]) for d in range(len(index))]     # the index never is below its origin
     radius = [max(abs(o[d]) for o in offsets) for d in range(len(index))]
+    # the tile's cells beyond the guard's box are loaded (and must lie in the array) only as far as a read
+    # without a bounding condition reaches; a conditional read stays inside the box, proven by its condition
+    near = [max([abs(o[d]) for o in reach] or [0]) for d in range(len(index))]
     if not any(radius):
         raise Refused(f"every read of {array} is at the thread's own point: nothing to share between threads")
     if max(radius) > 4:
         raise Refused(f"stencil radius {max(radius)} is too large for a shared-memory tile")
     for d, v in enumerate(index):
-        if lo[d] < radius[d]:
-            raise Refused(f"the guard lets {v} reach {lo[d]}, but the stencil reads {radius[d]} below it: "
-                          f"the halo would start before index 0")
+        if lo[d] < near[d]:
+            raise Refused(f"the guard lets {v} reach {lo[d]}, but a read without a condition that keeps it inside "
+                          f"the guard's box lies {near[d]} away along {v}: the halo would start before index 0")
     s_poly = {strides[0]: 1}
     hi_x = add(poly(src, x_hi[0], {}), {(): x_hi[1]})
-    if add(hi_x, s_poly, -1).keys() - {()} or add(hi_x, s_poly, -1).get((), 0) > -radius[0]:
+    if add(hi_x, s_poly, -1).keys() - {()} or add(hi_x, s_poly, -1).get((), 0) > -near[0]:
         raise Refused(f"cannot prove the halo stays inside a row: the bound on {index[0]} is not "
-                      f"`{text(s_poly)} - c` with c >= {radius[0]}")
+                      f"`{text(s_poly)} - c` with c >= {near[0]}")
     ctype = _elem(spec, array)
     return Stencil(len(index), index, index_stmts, guard, lo, hi, array, ctype,
-                   [text({s: 1}) for s in strides], radius, reads, offsets)
+                   [text({s: 1}) for s in strides], radius, reads, offsets, origin, near, conditional)
 
 
 def _same(known, new, c, src):
@@ -300,3 +349,72 @@ def _helper(src, call, array, index, env):
                 raise Refused(f"`{call.spelling}` uses {h} outside its reads of {ptr}")
         roles[src.span(a)] = role
     return Read(call, None, roles), offsets, strides
+
+
+def conditions_of_reads(src, root, array: str) -> dict:
+    """span of each `array[...]` read under `root` -> the condition cursors that hold whenever it runs: the
+    condition of every `c ? read : ...` and `if (c) read...` (then branch) around it. A read in an else branch
+    or a `:` branch gets nothing from that condition (its negation is not used)."""
+    out: dict = {}
+
+    def visit(c, held):
+        k = kind(c)
+        kids = list(c.get_children())
+        if k == "CONDITIONAL_OPERATOR" and len(kids) == 3:
+            visit(kids[0], held)
+            visit(kids[1], held + [kids[0]])
+            visit(kids[2], held)
+            return
+        if k == "IF_STMT" and len(kids) >= 2:
+            visit(kids[0], held)
+            visit(kids[1], held + [kids[0]])
+            for e in kids[2:]:
+                visit(e, held)
+            return
+        if k == "ARRAY_SUBSCRIPT_EXPR" and kids and squash(src.src(kids[0])) == array:
+            out[src.span(c)] = held
+        for ch in kids:
+            visit(ch, held)
+
+    visit(root, [])
+    return out
+
+
+def inside_box(src, off: tuple, conds: list, index: list[str], lo: list[int], hi_at: list, names: set) -> bool:
+    """Whether the conditions prove that the point at `off` from the thread's own lies inside the guard's box
+    (lo <= index + off < hi on every axis with a non-zero offset): `i > 0` for -1, `i < n - 1` for +1 where the
+    guard says `i < n`. Terms: `index OP bound` or `bound OP index`, conjunctions of them; anything else proves
+    nothing (the read then counts as unconditional)."""
+    terms = [t for c in conds for t in _conjuncts(src, c)]
+    for d, o in enumerate(off):
+        if o == 0:
+            continue
+        ok = False
+        for t in terms:
+            if kind(t) != "BINARY_OPERATOR" or len(list(t.get_children())) != 2:
+                continue
+            a, b = list(t.get_children())
+            name, op, other = squash(src.src(a)), src.operator(t), b
+            if name != index[d] and squash(src.src(b)) == index[d]:
+                name, op, other = index[d], MIRROR.get(op, op), a
+            if name != index[d] or {n.spelling for n in walk(other) if kind(n) == "DECL_REF_EXPR"} - names:
+                continue
+            try:
+                bound = poly(src, other, {})
+            except Refused:
+                continue
+            if o < 0 and op in (">", ">="):              # index >= L: index + o >= L + o >= lo
+                v = bound.get((), 0) if set(bound) <= {()} else None
+                ok = v is not None and v + (1 if op == ">" else 0) + o >= lo[d]
+            elif o > 0 and op in ("<", "<=") and hi_at[d] is not None:   # index <= B - 1: index + o < hi
+                try:
+                    hi = add(poly(src, hi_at[d][0], {}), {(): hi_at[d][1]})
+                except Refused:
+                    continue
+                gap = add(hi, bound, -1)                 # hi - B
+                ok = set(gap) <= {()} and gap.get((), 0) - (1 if op == "<=" else 0) >= o
+            if ok:
+                break
+        if not ok:
+            return False
+    return True

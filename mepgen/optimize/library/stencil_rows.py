@@ -82,6 +82,9 @@ class StencilRows(Transformation):
 
     def _plan(self, src, spec, launch, vec: int = 1) -> _Plan:
         st = match_stencil(src, spec)
+        if st.conditional:
+            raise Refused(f"{st.conditional} read(s) of {st.array} run only under a condition: a strip's shared "
+                          f"loads would read them unconditionally, beyond the array's edge")
         a = st.ndim - 1
         axis, name = AXES[a], st.index[a]
         if len(launch["grid"]) < st.ndim:
@@ -207,12 +210,14 @@ class StencilRows(Transformation):
                  *[f"    {ln}" for ln in loop(f"if ({cond}) {then_text}".splitlines())],
                  "}"]
         edits = restrict_edits(src, restrict)
-        start = f"(blockIdx.{axis} * blockDim.{axis} + threadIdx.{axis}) * {rows}"
+        org = st.origin or [0] * st.ndim       # an index spelled `global + c` keeps its c
+        start = f"(blockIdx.{axis} * blockDim.{axis} + threadIdx.{axis}) * {rows}" + (f" + {org[a]}" if org[a] else "")
         edits.append((d0, d1 + (1 if src.text[d1:d1 + 1] == ";" else 0), f"const int mepgen_{axis}0 = {start};"))
         if vec > 1:
             x0, x1 = src.span(plan.xdecl)
             edits.append((x0, x1 + (1 if src.text[x1:x1 + 1] == ";" else 0),
-                          f"const int mepgen_x0 = (blockIdx.x * blockDim.x + threadIdx.x) * {vec};"))
+                          f"const int mepgen_x0 = (blockIdx.x * blockDim.x + threadIdx.x) * {vec}"
+                          + (f" + {org[0]};" if org[0] else ";")))
         for s in per_point:
             s0, s1 = src.span(s)
             edits.append((s0, s1 + (1 if src.text[s1:s1 + 1] == ";" else 0), ""))

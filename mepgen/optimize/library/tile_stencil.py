@@ -37,6 +37,8 @@ class TileStencil(Transformation):
         for d, t in enumerate(tokens):
             if not (t.isidentifier() or t.isdigit()):
                 raise Refused(f"block dimension `{launch['block'][d]}` is not a macro or a literal")
+            if t == "1" and d < len(launch["grid"]):
+                continue            # one thread per plane along d (`grid.z = nz`): a deeper block divides it up
             if d >= len(launch["grid"]) or not re.search(rf"(?<![\w.]){re.escape(t)}(?![\w.])", launch["grid"][d]):
                 raise Refused(f"the grid `{launch['grid']}` is not derived from the block dimension `{t}`")
             if t.isidentifier() and re.search(rf"\b{re.escape(t)}\b", src.head + src.src(src.body)):
@@ -89,8 +91,12 @@ class TileStencil(Transformation):
         for d in range(st.ndim):
             local = f"mepgen_e % {w[0]}" if d == 0 else (f"mepgen_e / {pitch[d]}" if d == st.ndim - 1
                                                           else f"mepgen_e / {pitch[d]} % {w[d]}")
-            lines.append(f"    const int mepgen_g{ax[d]} = (int)(blockIdx.{ax[d]} * {b[d]}) + {local} - {r[d]};")
-            coords.append(f"mepgen_g{ax[d]} >= {st.lo[d] - r[d]} && mepgen_g{ax[d]} < ({st.hi[d]}) + {r[d]}")
+            shift = r[d] - (st.origin[d] if st.origin else 0)       # the index's origin moves the tile with it
+            lines.append(f"    const int mepgen_g{ax[d]} = (int)(blockIdx.{ax[d]} * {b[d]}) + {local}"
+                         + (f" - {shift};" if shift > 0 else f" + {-shift};" if shift < 0 else ";"))
+            near = st.near[d] if st.near else r[d]       # conditional reads stay inside the guard's box
+            coords.append(f"mepgen_g{ax[d]} >= {st.lo[d] - near} && mepgen_g{ax[d]} < ({st.hi[d]})"
+                          + (f" + {near}" if near else ""))
         addr = " + ".join([f"mepgen_g{ax[d]} * ({st.strides[d - 1]})" for d in range(st.ndim - 1, 0, -1)] + ["mepgen_gx"])
         lines += [f"    if ({' && '.join(coords)}) {{",
                   f"        {tile}[mepgen_e] = {st.array}[{addr}];", "    }", "}", "__syncthreads();",
@@ -120,7 +126,12 @@ class TileStencil(Transformation):
         text = src.replace(edits)
         grid = list(launch["grid"])
         for d, t in enumerate(tokens):
-            grid[d] = _sub(grid[d], t, b[d])
+            if t == "1" and not re.search(r"(?<![\w.])1(?![\w.])", grid[d]):
+                # the grid counted one block per point along d: it now rounds up to blocks of b[d] (the guard bounds
+                # every axis, so the threads past the end do nothing)
+                grid[d] = grid[d] if b[d] == 1 else f"(({grid[d]}) + {b[d] - 1}) / {b[d]}"
+            else:
+                grid[d] = _sub(grid[d], t, b[d])
         via = f", {helpers} helper call(s) given the tile" if helpers else ""
         return Rewrite(text, f"tile_stencil: {st.array} staged in a {'x'.join(map(str, w))} shared-memory tile "
                              f"(halo {'/'.join(map(str, r))}, loaded once per block), {direct} neighbour read(s) "
