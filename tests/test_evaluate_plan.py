@@ -91,6 +91,11 @@ def test_auto_runs_host_arithmetic_in_the_launch_on_the_native_harness(mep, monk
     name, why = devices.choose_backend("auto", spec)
     assert name == "native" and "floorf()" in why
     assert devices.runtime_calls(spec) == ["floorf"]
+    spec.launch.grid = ["N / 256"]
+    scalar = next(p for p in spec.params if p.role == "scalar")
+    scalar.dtype, scalar.ctype, scalar.value = None, "Payoff", "4.00"   # a functor built from 4.0 by its constructor
+    name, why = devices.choose_backend("auto", spec)
+    assert name == "native" and "by a constructor" in why
 
 
 def test_the_default_backend_is_auto(mep):

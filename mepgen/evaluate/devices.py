@@ -68,6 +68,12 @@ def pycuda_unsupported(spec: Spec) -> str | None:
             return f"scalar parameter {p.name} has no value"
     if spec.buffers or any(p.relocate for p in spec.params):
         return "the MEP holds captured pointers (mep.yaml `buffers`, `relocate`)"
+    from ..cbytes import captured_bytes
+    for p in spec.params:
+        if p.role == "scalar" and p.dtype is None and p.value is not None and captured_bytes(str(p.value)) is None \
+                and not str(p.value).lstrip().startswith("{"):
+            return (f"scalar parameter {p.name} ({p.ctype}) is built from `{p.value}` by a constructor, which a "
+                    "`__device__` variable's constant initializer cannot run")
     calls = runtime_calls(spec)
     if calls:
         return (f"its launch or scalar values call {', '.join(calls)}(), which a `__device__` variable's constant "

@@ -10,6 +10,7 @@ from . import counts, infer, records
 from .access import analyze
 from .buildcfg import build_config
 from .launch import LaunchCursors, dims, find_launches
+from .limits import launch_beyond_limits
 from .origins import constant_source
 from .project import Project
 from .records import record_of, record_of_element, scaled
@@ -207,6 +208,12 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         if banded is not None:
             p.init.args["band"] = banded[0]
             p.note = re.sub(r"init: [^;]*$", f"init: {banded[1]}", p.note)
+    # (with placeholder sizes a launch beyond the limits says nothing: those sizes are todos already)
+    beyond = launch_beyond_limits(grid, block, sizes, project.macros) \
+        if grid and block and not launch_todo and not any(t.field.startswith("sizes.") for t in todo) else None
+    if beyond is not None:
+        launch_todo.append(Todo("launch", f"the launch at {site['file']}:{site['line']} cannot run: {beyond}; the "
+                                "application's own launch fails at this size too: set sizes the launch can take"))
     todo = sorted(targ_todo + launch_todo + todo, key=lambda t: _FIELD_ORDER.index(re.split(r"[.\[]", t.field)[0]))
     spec = Spec(
         kernel=KernelRef(kernel["qualified_name"], kernel["id"], kernel["file"],
