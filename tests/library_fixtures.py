@@ -76,3 +76,34 @@ def ptx_of(mep, spec, rw, tmp_path) -> str:
                            "-x", "cu", str(f), "-o", str(ptx)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return ptx.read_text()
+
+
+def dry_run_plans(app_src: Path, work: Path) -> dict:
+    """kernel -> (mep folder, spec, dry-run plan) of every MEP of an app of our own (copied to `work`, extracted,
+    `mep --all`): each MEP must come out complete."""
+    from mepgen.optimize.dry_run import plan
+    app = work / app_src.name
+    shutil.copytree(app_src, app)
+    for args in (["extract", "."], ["mep", "--all"]):
+        done = subprocess.run([sys.executable, "-m", "mepgen.cli", *args], cwd=app, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+    out = {}
+    for mep in sorted((app / ".mepgen" / "meps").iterdir()):
+        spec = load_spec(mep / "mep.yaml")
+        assert not spec.todo, (mep.name, spec.todo)
+        out[mep.name] = (mep, spec, plan(spec, (mep / "kernel.cu").read_text(), app / "dryrun" / mep.name))
+    return out
+
+
+def assert_structural_rewrites_compile(plans: dict, tmp_path: Path) -> None:
+    """Every structural candidate of every plan compiles with its MEP's flags (nvcc -c)."""
+    if shutil.which(mepbuild.nvcc_executable()) is None:
+        pytest.skip("no nvcc")
+    for kernel, (mep, spec, p) in plans.items():
+        for cand in p.candidates:
+            if cand["name"] not in p.structural:
+                continue
+            cu = Path(cand["folder"]) / "kernel.cu"
+            done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), f"-I{mep}", "-c", "-x",
+                                   "cu", str(cu), "-o", str(tmp_path / f"{kernel}.o")], capture_output=True, text=True)
+            assert done.returncode == 0, (kernel, cand["name"], done.stderr[-2000:])

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from mepgen import mepbuild
 from mepgen.optimize.dry_run import plan
 from mepgen.optimize.library.base import apply_chain, current_launch
 from mepgen.optimize.library.catalog import all_transformations
@@ -22,6 +21,7 @@ from mepgen.optimize.library.launch_config import _sub
 from mepgen.optimize.library.source import KernelSource, Refused
 from mepgen.optimize.library.swap_axes import SwapAxes
 from mepgen.spec import load_spec
+from library_fixtures import assert_structural_rewrites_compile
 
 APPS = Path(__file__).parent / "library_idioms"
 
@@ -134,13 +134,4 @@ def test_a_flattened_2d_grid_is_launched_as_2d(plans):
 
 @pytest.mark.nvcc
 def test_idiom_rewrites_compile(plans, tmp_path):
-    if shutil.which(mepbuild.nvcc_executable()) is None:
-        pytest.skip("no nvcc")
-    for kernel, (mep, spec, p) in plans.items():
-        for cand in p.candidates:
-            if cand["name"] not in p.structural:
-                continue
-            cu = Path(cand["folder"]) / "kernel.cu"
-            done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), f"-I{mep}", "-c", "-x",
-                                   "cu", str(cu), "-o", str(tmp_path / f"{kernel}.o")], capture_output=True, text=True)
-            assert done.returncode == 0, (kernel, cand["name"], done.stderr[-2000:])
+    assert_structural_rewrites_compile(plans, tmp_path)

@@ -6,35 +6,20 @@ flags. A read whose condition does not keep it on the grid (wrong_side) is refus
 """
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from mepgen import mepbuild
-from mepgen.optimize.dry_run import plan
 from mepgen.optimize.library.source import KernelSource
 from mepgen.optimize.library.stencil_match import index_origin, match_stencil
-from mepgen.spec import load_spec
+from library_fixtures import assert_structural_rewrites_compile, dry_run_plans
 
 APP = Path(__file__).parent / "library_idioms" / "stencil_borders"
 
 
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory):
-    app = tmp_path_factory.mktemp("borders") / "app"
-    shutil.copytree(APP, app)
-    for args in (["extract", "."], ["mep", "--all"]):
-        done = subprocess.run([sys.executable, "-m", "mepgen.cli", *args], cwd=app, capture_output=True, text=True)
-        assert done.returncode == 0, done.stdout + done.stderr
-    out = {}
-    for mep in sorted((app / ".mepgen" / "meps").iterdir()):
-        spec = load_spec(mep / "mep.yaml")
-        assert not spec.todo, (mep.name, spec.todo)
-        out[mep.name] = (mep, spec, plan(spec, (mep / "kernel.cu").read_text(), app / "dryrun" / mep.name))
-    return out
+    return dry_run_plans(APP, tmp_path_factory.mktemp("borders"))
 
 
 def _text(p, name):
@@ -106,13 +91,4 @@ def test_a_read_its_condition_does_not_bound_is_refused(plans):
 
 @pytest.mark.nvcc
 def test_border_rewrites_compile(plans, tmp_path):
-    if shutil.which(mepbuild.nvcc_executable()) is None:
-        pytest.skip("no nvcc")
-    for kernel, (mep, spec, p) in plans.items():
-        for cand in p.candidates:
-            if cand["name"] not in p.structural:
-                continue
-            cu = Path(cand["folder"]) / "kernel.cu"
-            done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), f"-I{mep}", "-c", "-x",
-                                   "cu", str(cu), "-o", str(tmp_path / f"{kernel}.o")], capture_output=True, text=True)
-            assert done.returncode == 0, (kernel, cand["name"], done.stderr[-2000:])
+    assert_structural_rewrites_compile(plans, tmp_path)

@@ -10,21 +10,15 @@ from __future__ import annotations
 
 import re
 
+from ...cexpr import is_one_group
+
 
 def _bare(expr: str) -> str:
     e = " ".join(str(expr).split())
-    while e.startswith("(") and e.endswith(")") and _balanced(e[1:-1]):
+    while is_one_group(e):
         e = e[1:-1].strip()
     return e
 
-
-def _balanced(e: str) -> bool:
-    depth = 0
-    for ch in e:
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if depth < 0:
-            return False
-    return depth == 0
 
 
 def in_grid(token: str, grid: str) -> bool:

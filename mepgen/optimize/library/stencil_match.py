@@ -16,6 +16,8 @@ decide how far the tile's loads may reach outside it (`near`), and so what the g
 from __future__ import annotations
 
 import re
+
+from ...cexpr import is_one_group
 from dataclasses import dataclass, field
 
 from .affine import add, int_value, local_constants, poly, substitute, text
@@ -43,7 +45,7 @@ def index_origin(expr: str, axis: str) -> int | None:
     if global_index(expr, axis):
         return 0
     e = squash(expr).replace(" ", "")
-    while e.startswith("(") and e.endswith(")") and _balanced(e[1:-1]):
+    while is_one_group(e):
         e = e[1:-1]
     m = re.fullmatch(r"(.+)\+(\d+)[uU]?", e) or re.fullmatch(r"(\d+)[uU]?\+(.+)", e)
     if m is None:
@@ -51,14 +53,6 @@ def index_origin(expr: str, axis: str) -> int | None:
     g, c = (m.group(1), m.group(2)) if m.group(2).isdigit() else (m.group(2), m.group(1))
     return int(c) if global_index(g, axis) else None
 
-
-def _balanced(e: str) -> bool:
-    depth = 0
-    for ch in e:
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if depth < 0:
-            return False
-    return depth == 0
 
 
 @dataclass
