@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -18,11 +19,13 @@ INVENTORY_FILE = "inventory.json"
 def _umask() -> int:
     """The process's umask, read without changing it (os.umask sets it: a race with other threads)."""
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        status = ""
+    m = re.search(r"^Umask:\s*([0-7]+)", status, re.M)
+    if m:
+        return int(m.group(1), 8)
+    # no /proc (not Linux): read it by setting it and putting it back
     mask = os.umask(0o022)
     os.umask(mask)
     return mask

@@ -21,17 +21,20 @@ def _inside(inner, outer) -> bool:
     return outer[0] <= inner[0] and inner[1] <= outer[1]
 
 
+def _single_var_decls(stmts: list):
+    """(index, statement, VAR_DECL) of each statement among `stmts` that declares exactly one variable."""
+    for n, stmt in enumerate(stmts):
+        if kind(stmt) == "DECL_STMT":
+            decls = list(stmt.get_children())
+            if len(decls) == 1 and kind(decls[0]) == "VAR_DECL":
+                yield n, stmt, decls[0]
+
+
 def sunk_declarations(src) -> list:
     """Edits for the first top-level declaration that can move to its first assignment; [] when none can."""
     from .normalize import _unwrap, _whole_lines
     blocks = [c for c in walk(src.body) if kind(c) == "COMPOUND_STMT" and src.span(c) != src.span(src.body)]
-    for stmt in list(src.body.get_children()):
-        if kind(stmt) != "DECL_STMT":
-            continue
-        decls = list(stmt.get_children())
-        if len(decls) != 1 or kind(decls[0]) != "VAR_DECL":
-            continue
-        d = decls[0]
+    for _, stmt, d in _single_var_decls(list(src.body.get_children())):
         if [k for k in d.get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]:
             continue                                     # declared with a value (or array extents)
         text = src.text[slice(*src.span(stmt))]
@@ -69,13 +72,7 @@ def deferred_declarations(src) -> list:
     from .source import Refused
     for block in (c for c in walk(src.body) if kind(c) == "COMPOUND_STMT"):
         stmts = list(block.get_children())
-        for n, stmt in enumerate(stmts):
-            if kind(stmt) != "DECL_STMT":
-                continue
-            decls = list(stmt.get_children())
-            if len(decls) != 1 or kind(decls[0]) != "VAR_DECL":
-                continue
-            d = decls[0]
+        for n, stmt, d in _single_var_decls(stmts):
             init = [k for k in d.get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")]
             if not init or "__shared__" in src.src(stmt) or "static" in src.src(stmt):
                 continue
