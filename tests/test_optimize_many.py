@@ -73,6 +73,10 @@ def test_one_worker_per_visible_gpu_never_two_kernels_on_one(tmp_path, gpus, mon
         spans = sorted((e["start"], e["end"]) for e in log if e["gpu"] == gpu)
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
     assert all("--budget" in e["args"] and "5" in e["args"] for e in log)
+    rows = many.Batch(many.Workspace(app), "night").rows()      # the rows alone show it too (a run's own record)
+    for gpu in (0, 2):
+        spans = sorted((r["started"], r["finished"]) for r in rows.values() if r["device"] == gpu)
+        assert len(spans) >= 1 and all(a[0] < a[1] <= b[0] for a, b in zip(spans, spans[1:]))
     table = (app / ".mepgen" / "batches" / "night" / "table.md").read_text()
     assert "| kernel | original ms | best ms | speedup | % of roofline | winning change | status |" in table
     assert "unroll x4 of k3" in table and "6/6 kernel(s) done" in table

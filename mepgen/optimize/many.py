@@ -180,8 +180,13 @@ def worker_command(ws: Workspace, kernel: str, name: str, resume: bool, options:
             *options, *(["--resume", name] if resume else ["--run-name", name])]
 
 
-def row_from(kernel: str, name: str, device, code: int | None, stdout: str, seconds: float, tail: str) -> dict:
+def row_from(kernel: str, name: str, device, code: int | None, stdout: str, seconds: float, tail: str,
+             started: float | None = None) -> dict:
+    """One kernel's row. `started` (epoch seconds) and `finished` let anyone check from the rows alone that no two
+    kernels ran on one GPU at once."""
     row = {"kernel": kernel, "name": name, "device": device, "seconds": round(seconds, 1), "status": "failed",
+           "started": None if started is None else round(started, 3),
+           "finished": None if started is None else round(started + seconds, 3),
            "error": None, "original_ms": None, "best_ms": None, "speedup": None, "pct_roofline": None, "change": None,
            "run": None, "evaluations": None, "stop_reason": None}
     doc = None
@@ -228,7 +233,7 @@ def subprocess_runner(ws: Workspace, batch: Batch, options: list[str]) -> Callab
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(device), CUDA_DEVICE_ORDER="PCI_BUS_ID")
         log = batch.folder / "logs" / f"{kid}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        start = time.monotonic()
+        start, started = time.monotonic(), time.time()
         tail: list[str] = []
         with open(log, "a") as fh:
             proc = subprocess.Popen(worker_command(ws, kid, batch.name, resume, options), stdout=subprocess.PIPE,
@@ -245,7 +250,8 @@ def subprocess_runner(ws: Workspace, batch: Batch, options: list[str]) -> Callab
             code = proc.wait()
             RUNNING.discard(proc)
             reader.join()
-        return row_from(kid, mep["name"], device, code, "".join(out_chunks), time.monotonic() - start, "".join(tail))
+        return row_from(kid, mep["name"], device, code, "".join(out_chunks), time.monotonic() - start, "".join(tail),
+                        started)
     return run_one
 
 
