@@ -32,7 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import MepgenError
-from . import seccomp_filter
+from . import gpu_probe, seccomp_filter
 
 MODES = ("auto", "require", "off")
 LEVELS = ("bwrap", "unshare", "rlimits", "off")        # strongest first
@@ -277,7 +277,8 @@ def _works(cmd: list[str], pass_fds=()) -> bool:
 
 @lru_cache(maxsize=None)
 def strongest() -> tuple[str, str]:
-    """(level, why not stronger): the strongest level whose probe runs `true` on this machine."""
+    """(level, why not stronger): the strongest level whose probe runs `true` on this machine (and, for
+    `unshare`, a CUDA context where the GPU works unconfined: gpu_probe)."""
     why = []
     if bwrap_executable() is None:
         why.append("bwrap is not installed")
@@ -292,7 +293,9 @@ def strongest() -> tuple[str, str]:
     if shutil.which("unshare") is None:
         why.append("unshare is not installed")
     elif _works(unshare_prefix() + ["--", "true"]):
-        return "unshare", "; ".join(why)
+        if not gpu_probe.refuses(unshare_prefix() + ["--"]):
+            return "unshare", "; ".join(why)
+        why.append("the GPU driver refuses a CUDA context in a user namespace here (cuInit fails under unshare)")
     else:
         why.append("unshare cannot create user namespaces here")
     return "rlimits", "; ".join(why)

@@ -1,0 +1,47 @@
+"""The sandbox level is chosen with the GPU in mind: a level under which the driver refuses a CUDA context
+(cuInit fails in a user namespace on some virtual machines) is passed over, with the reason, instead of failing
+every candidate and the original. CPU only: the driver and the probes are stood in for."""
+from __future__ import annotations
+
+import pytest
+
+from mepgen.evaluate import gpu_probe, sandbox
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    sandbox.strongest.cache_clear()
+    gpu_probe.usable_here.cache_clear()
+    monkeypatch.setattr(sandbox, "bwrap_executable", lambda: None)          # as on a machine without bubblewrap
+    monkeypatch.setattr(sandbox, "_works", lambda cmd, pass_fds=(): True)    # unshare runs `true`
+    yield
+    sandbox.strongest.cache_clear()
+    gpu_probe.usable_here.cache_clear()
+
+
+def test_unshare_refused_when_cuda_fails_only_inside_it(fresh, monkeypatch):
+    monkeypatch.setattr(gpu_probe, "driver_present", lambda: True)
+    monkeypatch.setattr(gpu_probe, "cuda_works", lambda prefix, pass_fds=(): not prefix)   # fine unconfined only
+    level, why = sandbox.strongest()
+    assert level == "rlimits"
+    assert "bwrap is not installed" in why and "cuInit fails under unshare" in why
+
+
+def test_unshare_kept_when_cuda_works_inside_it(fresh, monkeypatch):
+    monkeypatch.setattr(gpu_probe, "driver_present", lambda: True)
+    monkeypatch.setattr(gpu_probe, "cuda_works", lambda prefix, pass_fds=(): True)
+    assert sandbox.strongest()[0] == "unshare"
+
+
+def test_no_driver_no_gpu_reason_to_refuse(fresh, monkeypatch):
+    monkeypatch.setattr(gpu_probe, "driver_present", lambda: False)
+    seen = []
+    monkeypatch.setattr(gpu_probe, "cuda_works", lambda prefix, pass_fds=(): seen.append(prefix) or False)
+    assert sandbox.strongest()[0] == "unshare" and seen == []               # no probe at all without a driver
+
+
+def test_the_probe_really_runs_python_behind_the_prefix():
+    # a prefix that fails stands for a level the driver refuses; a transparent prefix (`env`) answers as no prefix
+    # does: True on a machine with a usable GPU, False here without one
+    assert gpu_probe.cuda_works(["false"]) is False
+    assert gpu_probe.cuda_works(["env"]) == gpu_probe.cuda_works([]) == gpu_probe.usable_here()
