@@ -163,7 +163,11 @@ class Confinement:
         if self.level == "bwrap":
             return limits + bwrap_prefix(self) + ["--", *args]
         if self.level == "unshare":
-            return limits + unshare_prefix() + ["--", *args]
+            # a shell as the namespace's init (PID 1): the kernel drops signals that init sends itself without a
+            # handler, so a candidate run as PID 1 that raises SIGSEGV or SIGABRT on itself would carry on; under
+            # the shell it dies as anywhere else, and the shell exits with 128 + N (process.Completed.via_init)
+            return limits + unshare_prefix() + ["--", shutil.which("sh") or "/bin/sh", "-c", '"$@"; exit $?',
+                                                "mepgen-init", *args]
         return limits + list(args)
 
     def close(self) -> None:

@@ -1,4 +1,4 @@
-"""The sandbox level is chosen with the GPU in mind: a level under which the driver refuses a CUDA context
+"""Sandbox levels on machines without bubblewrap. The level is chosen with the GPU in mind: a level under which the driver refuses a CUDA context
 (cuInit fails in a user namespace on some virtual machines) is passed over, with the reason, instead of failing
 every candidate and the original. CPU only: the driver and the probes are stood in for."""
 from __future__ import annotations
@@ -45,3 +45,15 @@ def test_the_probe_really_runs_python_behind_the_prefix():
     # does: True on a machine with a usable GPU, False here without one
     assert gpu_probe.cuda_works(["false"]) is False
     assert gpu_probe.cuda_works(["env"]) == gpu_probe.cuda_works([]) == gpu_probe.usable_here()
+
+
+@pytest.mark.skipif(sandbox.unshare_prefix()[0] is None or not sandbox._works(sandbox.unshare_prefix() + ["--", "true"]),
+                    reason="unshare cannot create user namespaces on this machine")
+def test_a_candidate_that_signals_itself_under_unshare_dies_of_it():
+    # as its namespace's PID 1 it would survive its own SIGSEGV (the kernel drops it); a shell is init instead
+    import sys
+
+    from mepgen.evaluate import process
+    code = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV); print('survived')"
+    done = process.run([sys.executable, "-c", code], timeout=30, confine=sandbox.Confinement("unshare"))
+    assert done.signal_name == "SIGSEGV" and "survived" not in done.stdout
