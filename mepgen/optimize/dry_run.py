@@ -55,7 +55,7 @@ def plan(spec: Spec, text: str, out: Path | None = None, transformations=None) -
     for t in transformations if transformations is not None else all_transformations():
         try:
             space = t.space(src, spec, launch)
-            points = suggest(space, {}, 1, random.Random(0), "hillclimb", t.defaults)
+            points = suggest(space, {}, 1, random.Random(0), "hillclimb", t.first_point(src, spec, launch))
             if not points:
                 raise Refused("no legal parameter point")
             rw = t.apply(src, spec, launch, points[0])

@@ -35,6 +35,11 @@ class Transformation:
     def apply(self, src: KernelSource, spec: Spec, launch: dict, params: dict) -> Rewrite:
         raise NotImplementedError
 
+    def first_point(self, src: KernelSource, spec: Spec, launch: dict) -> dict:
+        """The point tried first where the rewrite applies (the tuning starts its walk there): the defaults, unless
+        a transformation derives a better start from the kernel and its sizes."""
+        return self.defaults
+
 
 class AfterScalarReplace(Transformation):
     """`inner`, also where the kernel accumulates into global memory (`y[i] = 0; for (...) y[i] += ...`, the
@@ -67,6 +72,9 @@ class AfterScalarReplace(Transformation):
 
     def space(self, src, spec, launch):
         return self._source(src, spec, launch)[0]
+
+    def first_point(self, src, spec, launch):
+        return self.inner.first_point(self._source(src, spec, launch)[1], spec, launch)
 
     def apply(self, src, spec, launch, params):
         _, s, first = self._source(src, spec, launch)
