@@ -57,6 +57,16 @@ def test_out_of_place_transpose_by_rows_is_spread(plans):
     assert cand["launch"]["grid"][0] == "((W) + 128 - 1) / 128"
 
 
+def test_a_block_macro_and_a_launch_of_dim3_objects_are_read_as_the_plain_spelling(plans):
+    """`r = threadIdx.x + TB * blockIdx.x` launched `<<<dim3(H / TB), dim3(TB)>>>` (mep.yaml keeps the dim3 objects):
+    the macro is the launch's block size, so the index is the global index, and the y grid keeps its threads."""
+    _, spec, p = plans["flip_rows_tb"]
+    assert spec.launch.block == ["(dim3(TB))"]
+    assert "spread_loop" in p.structural, p.refusals
+    cand, _ = _cand(p)
+    assert cand["launch"]["grid"] == ["((W) + 128 - 1) / 128", "(H / TB) * ((TB) / 2)"]
+
+
 def test_dependent_iterations_are_refused(plans):
     for kernel in ("running_rows", "shift_row"):
         why = plans[kernel][2].refusals["spread_loop"]

@@ -428,7 +428,8 @@ def _block_size_spelled(src) -> list:
     """`blockIdx.x * TX` (or `TX * blockIdx.x`) where the launch's block x is spelled `TX`: TX becomes
     `blockDim.x` (the same value at this launch, both unsigned products), so a global index is recognised in
     any spelling and a new block shape stays consistent with the kernel."""
-    block = [" ".join(str(b).split()).strip("() ") for b in src.spec.launch.block]
+    from .base import dim3_components
+    block = [" ".join(str(b).split()).strip("() ") for b in dim3_components(src.spec.launch.block)]
     start, end = src.span(src.body)
     body = src.text[start:end]
     edits = []
