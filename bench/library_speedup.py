@@ -2,8 +2,7 @@
 """GPU: `mepgen optimize` with the transformation library alone, per kernel, and the geometric-mean speedup per group.
 
     python3 bench/library_speedup.py OUT [PATH...] [--corpus ROOT] [--budget 8] [--seconds 16] [--seconds-per-gb 30]
-                                     [--deadline 440]
-                                     [--size SYM=N ...] [--work DIR] [--jobs 8] [--hbm-gbs 3000]
+                                     [--deadline 440] [--size SYM=N ...] [--work DIR] [--jobs 8] [--hbm-gbs 3000]
 
 Group "own": each PATH, an application folder (copied into --work DIR/, extracted and cut into MEPs with
 `mepgen mep --all`, unless it already holds .mepgen/meps/) or one MEP folder (`APP/.mepgen/meps/ID`).
