@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """GPU: `mepgen optimize` with the transformation library alone, per kernel, and the geometric-mean speedup per group.
 
-    python3 bench/library_speedup.py OUT [PATH...] [--corpus ROOT] [--budget 16] [--seconds 12] [--deadline 420]
-                                     [--size SYM=N ...] [--work DIR] [--jobs 8] [--hbm-gbs 3000]
+    python3 bench/library_speedup.py OUT [PATH...] [--corpus ROOT] [--budget 8] [--seconds 16] [--seconds-per-gb 30]
+                                     [--deadline 440] [--size SYM=N ...] [--work DIR] [--jobs 8] [--hbm-gbs 3000]
 
 Group "own": each PATH, an application folder (copied into --work DIR/, extracted and cut into MEPs with
 `mepgen mep --all`, unless it already holds .mepgen/meps/) or one MEP folder (`APP/.mepgen/meps/ID`).
@@ -135,15 +135,16 @@ def headroom(row: dict, gbs: float) -> None:
 
 def run_optimize(app: Path, mid: str, budget: int, seconds: float) -> dict:
     """One `mepgen optimize` with the library alone: {"status": "ok", speedup, change, ...} or a failure."""
+    t0 = time.time()
     done = cli(["optimize", mid, "-C", str(app), "--proposer", "library", "--no-inherit", "--budget", str(budget),
                 "--time-limit", str(seconds), "--json"], app, seconds * 4 + 120)
-    row = {"rc": done.returncode}
+    row = {"rc": done.returncode, "seconds": round(time.time() - t0, 1)}
     try:
         res = json.loads(done.stdout)
         best = res.get("best")
         row.update(status="ok", baseline_ms=res.get("baseline_ms"), evaluations=res.get("evaluations"),
                    speedup=best["speedup"] if best else 1.0, change=best["change"] if best else "",
-                   run=res.get("run"))
+                   run=res.get("run"), stop_reason=res.get("stop_reason"))
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
         row.update(status="failed", error=(done.stderr or done.stdout).strip().splitlines()[-1:])
     return row
@@ -195,18 +196,22 @@ def table(rows: list[dict], gpu: str, command: str, gbs: float) -> list[str]:
     lines += ["", f"Memory bound: mep.yaml's work.bytes at {gbs:.0f} GB/s (`--hbm-gbs`); x bound: the time over it "
                   "(1.0 = at the bound: no rewrite can make such a kernel much faster).", "",
               "| group | class | kernel | speedup | baseline ms | bound ms | original x bound | best x bound | "
-              "evaluated | winning change |", "|---|---|---|---|---|---|---|---|---|---|"]
+              "evaluated | s (limit) | stopped | winning change |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     num = lambda v, f: format(v, f) if isinstance(v, (int, float)) else ""
     for r in rows:
         cls = r.get("class") or ""
         bound = num(r.get("bound_ms"), ".4g")
+        spent = f"{num(r.get('seconds'), '.0f')} ({num(r.get('seconds_limit'), '.0f')})" if r.get("seconds") else ""
+        stopped = (r.get("stop_reason") or "").split(":")[0].replace("|", "/")[:40]
         if r.get("status") != "ok":
             why = " ".join(r.get("error", []))[:80].replace("|", "/")
-            lines.append(f"| {r['group']} | {cls} | {r['kernel']} | {r.get('status')} {why} | | {bound} | | | | |")
+            lines.append(f"| {r['group']} | {cls} | {r['kernel']} | {r.get('status')} {why} | | {bound} | | | | "
+                         f"{spent} | | |")
             continue
         lines.append(f"| {r['group']} | {cls} | {r['kernel']} | {r['speedup']:.2f}x | {r.get('baseline_ms') or 0:.4g} | "
                      f"{bound} | {num(r.get('baseline_over_bound'), '.2f')} | {num(r.get('best_over_bound'), '.2f')} | "
-                     f"{r.get('evaluations')} | {(r.get('change') or 'none faster').replace('|', '/')[:140]} |")
+                     f"{r.get('evaluations')} | {spent} | {stopped} | "
+                     f"{(r.get('change') or 'none faster').replace('|', '/')[:140]} |")
     return lines
 
 
@@ -226,12 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("paths", nargs="*", type=Path, help="own apps or MEP folders (group \"own\")")
     ap.add_argument("--corpus", type=Path, help="folder holding hecbench/src/ and rodinia/cuda/ (group \"corpus\")")
-    ap.add_argument("--budget", type=int, default=16, help="candidates per kernel")
-    ap.add_argument("--seconds", type=float, default=12, help="wall-time limit per kernel")
-    ap.add_argument("--seconds-per-gb", type=float, default=12.0,
-                    help="added to a kernel's limit per GB of its work.bytes (its inputs are made, run and checked "
-                         "on 3 input sets before the first candidate)")
-    ap.add_argument("--deadline", type=float, default=420, help="start no kernel after this many seconds of runs")
+    ap.add_argument("--budget", type=int, default=8, help="candidates per kernel")
+    ap.add_argument("--seconds", type=float, default=16, help="wall-time limit per kernel")
+    ap.add_argument("--seconds-per-gb", type=float, default=30.0,
+                    help="added to a kernel's limit per GB of its work.bytes: its inputs are made, run and checked "
+                         "on 3 input sets before the first candidate, and each candidate runs on all of them again "
+                         "(at 12 s per GB, kernels of 0.5-1.3 GB evaluated no candidate on an H100: the baseline took "
+                         "the time, and mepgen starts no candidate that cannot finish)")
+    ap.add_argument("--deadline", type=float, default=440, help="start no kernel after this many seconds of runs")
     ap.add_argument("--size", action="append", default=[], help="SYM=N for `mepgen mep` (repeatable)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/mepgen-library-speedup"),
                     help="where application folders are copied and cut into MEPs")

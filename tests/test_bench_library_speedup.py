@@ -47,7 +47,9 @@ def test_groups_geomeans_skips_and_deadline(bench, monkeypatch, tmp_path):
         if mid == "k4":
             return {"status": "failed", "error": ["mepgen: build failed"]}
         return {"status": "ok", "speedup": speed[mid], "baseline_ms": 1.5, "evaluations": 3,
-                "change": "tile | things" if mid == "k1" else ""}
+                "change": "tile | things" if mid == "k1" else "", "seconds": 9.6 if mid == "k1" else None,
+                "stop_reason": "time limit reached (10 s): 2 s left, one candidate takes about 4 s" if mid == "k1"
+                else "candidate budget reached (5)"}
 
     monkeypatch.setattr(bench, "run_optimize", run)
     out = tmp_path / "out"
@@ -66,12 +68,14 @@ def test_groups_geomeans_skips_and_deadline(bench, monkeypatch, tmp_path):
     md = (out / "library_speedup.md").read_text()
     assert "- own: geometric-mean speedup over 2 kernel(s): **2.00x**; 2 not timed" in md
     assert "- corpus LA: geometric-mean speedup over 1 kernel(s): **9.00x**" in md
-    assert "| own |  | own_app/k3 | skipped mep.yaml has 2 open todo item(s) | |  | | | | |" in md
+    assert "| own |  | own_app/k3 | skipped mep.yaml has 2 open todo item(s) | |  | | | |  | | |" in md
     # 3 MB at 2000 GB/s: 1.5 us; the original's 1.5 ms is 1000x that, the best (4x faster) 250x
-    assert "| own |  | own_app/k1 | 4.00x | 1.5 | 0.0015 | 1000.00 | 250.00 | 3 | tile / things |" in md
-    assert "| own |  | own_app/k2 | 1.00x | 1.5 |  |  |  | 3 | none faster |" in md
+    # the seconds a run took against its limit, and why it stopped (a kernel that evaluated few candidates says why)
+    assert "| own |  | own_app/k1 | 4.00x | 1.5 | 0.0015 | 1000.00 | 250.00 | 3 | 10 (10) | time limit reached (10 s) | " \
+           "tile / things |" in md
+    assert "| own |  | own_app/k2 | 1.00x | 1.5 |  |  |  | 3 |  | candidate budget reached (5) | none faster |" in md
     # corpus apps missing from ROOT are listed, not silently dropped
-    assert "| corpus |  | minkowski-cuda | no MEP not a folder | |  | | | | |" in md
+    assert "| corpus |  | minkowski-cuda | no MEP not a folder | |  | | | |  | | |" in md
 
     calls.clear()
     assert bench.main([str(tmp_path / "late"), str(own), "--deadline", "-1"]) == 0

@@ -66,6 +66,21 @@ def test_pycuda_cubin_has_the_entry_and_argument_bytes(tmp_path):
     assert "_ZN2cg4axpyIfEEviT_PKS1_PS1_" in Cubin.load(built.artifact).entries()
 
 
+def test_pycuda_cubin_reads_a_launch_spelled_as_dim3_objects_like_the_harness(tmp_path):
+    """`kernel<<<dim3(N / 128), dim3(128)>>>`: mep.yaml keeps each side as one dim3 expression; the harness builds
+    `dim3 grid((dim3(N / 128)))` from it, and the pycuda entry must read the same x, y and z (it cast the dim3 to an
+    integer: "no suitable conversion function from dim3", and such an MEP's baseline did not build)."""
+    spec = load_spec(FIXTURES / "axpy" / "mep.yaml")
+    spec.launch.grid = ["dim3((N + 255) / 256)"]
+    spec.launch.block = ["dim3(128, 2)"]
+    built = build_cubin(spec, FIXTURES / "axpy", FIXTURES / "axpy" / "kernel.cu", tmp_path, 300)
+    assert not isinstance(built, CompileFailed), built
+    assert built.extra["grid"] == [4096, 1, 1] and built.extra["block"] == [128, 2, 1]
+    spec.launch.grid, spec.launch.block = ["64", "(N + 255) / 256 / 64"], ["256"]
+    built = build_cubin(spec, FIXTURES / "axpy", FIXTURES / "axpy" / "kernel.cu", tmp_path, 300)
+    assert built.extra["grid"] == [64, 64, 1] and built.extra["block"] == [256, 1, 1]
+
+
 def test_pycuda_cubin_struct_scalar_and_constants(tmp_path):
     spec = load_spec(FIXTURES / "heat" / "mep.yaml")
     built = build_cubin(spec, FIXTURES / "heat", FIXTURES / "heat" / "kernel.cu", tmp_path, 300)

@@ -53,6 +53,19 @@ def test_fast_math_only_within_tolerances(meps):
         t.space(src, spec, launch)
 
 
+def test_fast_math_comes_first_where_the_kernel_calls_what_it_approximates(meps):
+    """A kernel that calls powf (a `powf` per term of a sum bounds such a kernel) tries -use_fast_math before
+    `-Xptxas -O3` (ptxas's default level at nvcc -O3); without such a call the order stays."""
+    from mepgen.optimize.library.source import KernelSource
+    t = CompilerFlags()
+    src, spec, launch = load(meps["analysis.column_mean"])
+    line = next(ln for ln in src.text.splitlines() if "mean[col] =" in ln)
+    powered = KernelSource(src.text.replace(line, line.replace("mean[col] =", "mean[col] = powf(2.0f, 0.5f) *")), spec)
+    assert "powf" in powered.calls()
+    assert t.space(powered, spec, launch)["flags"][0] == "-use_fast_math"
+    assert t.space(src, spec, launch)["flags"][0] == "-Xptxas -O3"
+
+
 def test_library_proposer_carries_flags(meps):
     src, spec, _ = load(meps["analysis.column_mean"])
     ctx = Context(spec=spec, mep_dir=meps["analysis.column_mean"], original=src.text, gpu={})

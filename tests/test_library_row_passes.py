@@ -64,7 +64,8 @@ def test_c89_column_sum_with_a_clamped_block_is_split(plans):
     assert "if (j < n) { float total = 0.0f; for (int i = 0; i < n; i++)" in body
     assert "float before = rank[j]; change[j] = fabsf(total - before);" in body
     cand = next(c for c in p.candidates if c["name"] == "split_columns")
-    assert cand["launch"]["grid"][0] == "(N + (16) - 1) / (16)"
+    # the first shape gives the launch enough threads: 4096 columns in 32x32 blocks (32 slices: 131072 threads)
+    assert cand["params"]["shape"] == "32x32" and cand["launch"]["grid"][0] == "(N + (32) - 1) / (32)"
     # launch_config reads the clamped block the same way: the grid keeps dividing by the block it launches
     from mepgen.optimize.library.base import current_launch
     from mepgen.optimize.library.launch_config import LaunchConfig
@@ -72,6 +73,22 @@ def test_c89_column_sum_with_a_clamped_block_is_split(plans):
     assert 128 in LaunchConfig().space(src, spec, current_launch(spec, None))["block"]
     rw = LaunchConfig().apply(src, spec, current_launch(spec, None), {"block": 128})
     assert rw.launch["grid"] == ["(N + (128) - 1) / (128)"] and rw.launch["block"] == ["128"]
+
+
+def test_split_columns_starts_with_more_slices_where_there_are_fewer_columns(plans):
+    """The first shape is the widest whose slices give at least 131072 threads: few columns need many slices
+    (2048 columns: 8x64), many columns few (a million: 32x4)."""
+    from mepgen.optimize.library.base import current_launch
+    from mepgen.optimize.library.split_columns import SplitColumns
+    from mepgen.spec import load_spec
+    mep = plans["col_rank"][0]
+    spec = load_spec(mep / "mep.yaml")              # its own copy: the sizes change below
+    src = KernelSource((mep / "kernel.cu").read_text(), spec)
+    shapes = {}
+    for n in (2048, 4096, 1 << 20):
+        spec.sizes["N"] = n
+        shapes[n] = SplitColumns().first_point(src, spec, current_launch(spec, None))["shape"]
+    assert shapes == {2048: "8x64", 4096: "32x32", 1 << 20: "32x4"}
 
 
 @pytest.mark.nvcc

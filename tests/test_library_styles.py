@@ -1,7 +1,7 @@
 """The library acts on what a kernel computes, not on how it is spelled (issue 22).
 
-tests/library_styles/ holds the same four kernels (a product with a reduction loop, a row-wise matrix-vector
-product, a column sum, a 5-point stencil) in four spellings: the examples' style; C89 counters with bounds
+tests/library_styles/ holds the same five kernels (a product with a reduction loop, a row-wise matrix-vector
+product, a column sum, a 5-point stencil, an in-place quarter turn of a square grid by rings) in four spellings: the examples' style; C89 counters with bounds
 through macros and a `DATA_TYPE` macro; early returns, nested guards and 1D work on a 256x1-block 2D launch;
 a typedef'd element type with `T *a` pointers. Each is extracted and cut into MEPs as a user would, and every
 spelling must get the same structural rewrites, each compiling with the MEP's flags.
@@ -27,7 +27,7 @@ from mepgen.spec import load_spec
 
 STYLES = Path(__file__).parent / "library_styles"
 KERNELS = {"prod": {"tile_matmul"}, "rowdot": {"warp_per_row"}, "colsum": {"split_columns"},
-           "relax": {"tile_stencil", "stencil_rows"}}
+           "relax": {"tile_stencil", "stencil_rows"}, "turn": {"spread_loop"}}
 
 
 @pytest.fixture(scope="module")

@@ -62,8 +62,11 @@ def entry_source(spec: Spec, kernel_file: Path) -> str:
     for j, c in enumerate(spec.constants):
         if c.init is None and c.value is not None:
             lines.append(_variable(f"decltype({c.name})", f"mepgen_const_{j}", c.value, b))
-    dims = [b(d) for d in [*(spec.launch.grid + ["1"] * 3)[:3], *(spec.launch.block + ["1"] * 3)[:3],
-                           spec.launch.shared_mem or "0"]]
+    # grid and block built as the harness builds them (`const dim3 grid(e0, e1)`), so that a component that is
+    # itself a dim3 (`dim3(NPTS / M1W)`, as some launches spell it) means the same here as there
+    shape = lambda es: f"dim3({', '.join(b(e) for e in es) or '1'})"
+    grid, block = shape(spec.launch.grid), shape(spec.launch.block)
+    dims = [f"{grid}.{c}" for c in "xyz"] + [f"{block}.{c}" for c in "xyz"] + [b(spec.launch.shared_mem or "0")]
     lines.append("__device__ unsigned long long mepgen_launch[7] = {"
                  + ", ".join(f"(unsigned long long)({d})" for d in dims) + "};")
     lines.append("void mepgen_instantiate() { (void)&MEPGEN_KERNEL; }")

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..spec import Spec
 
 #: transformations that change what a thread does or how data moves (not a flag, qualifier or launch tweak)
-STRUCTURAL = {"tile_matmul", "tile_stencil", "stencil_rows", "tile_window", "warp_per_row", "warp_row_passes",
+STRUCTURAL = {"tile_matmul", "tile_stencil", "stencil_rows", "tile_window", "warp_per_row", "warp_row_passes", "spread_loop", "split_argmax",
               "privatize_histogram",
               "split_columns", "swap_axes", "unflatten", "scalar_replace", "vector_loads", "coarsen", "grid_stride"}
 
@@ -55,7 +55,7 @@ def plan(spec: Spec, text: str, out: Path | None = None, transformations=None) -
     for t in transformations if transformations is not None else all_transformations():
         try:
             space = t.space(src, spec, launch)
-            points = suggest(space, {}, 1, random.Random(0), "hillclimb", t.defaults)
+            points = suggest(space, {}, 1, random.Random(0), "hillclimb", t.first_point(src, spec, launch))
             if not points:
                 raise Refused("no legal parameter point")
             rw = t.apply(src, spec, launch, points[0])

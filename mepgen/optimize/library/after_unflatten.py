@@ -35,6 +35,12 @@ class AfterUnflatten(Transformation):
     def space(self, src, spec, launch):
         return self._source(src, spec, launch)[0]
 
+    def first_point(self, src, spec, launch):
+        if type(self.inner).first_point is Transformation.first_point:     # the defaults: no analysis needed
+            return self.inner.defaults
+        _, s, l2, _ = self._source(src, spec, launch)
+        return self.inner.first_point(s, spec, l2)
+
     def apply(self, src, spec, launch, params):
         _, s, l2, first = self._source(src, spec, launch)
         rw = self.inner.apply(s, spec, l2, params)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ...cexpr import is_one_group, split_top_level
 from ...spec import Spec
 from .source import KernelSource, Refused
 
@@ -33,6 +34,11 @@ class Transformation:
 
     def apply(self, src: KernelSource, spec: Spec, launch: dict, params: dict) -> Rewrite:
         raise NotImplementedError
+
+    def first_point(self, src: KernelSource, spec: Spec, launch: dict) -> dict:
+        """The point tried first where the rewrite applies (the tuning starts its walk there): the defaults, unless
+        a transformation derives a better start from the kernel and its sizes."""
+        return self.defaults
 
 
 class AfterScalarReplace(Transformation):
@@ -67,6 +73,11 @@ class AfterScalarReplace(Transformation):
     def space(self, src, spec, launch):
         return self._source(src, spec, launch)[0]
 
+    def first_point(self, src, spec, launch):
+        if type(self.inner).first_point is Transformation.first_point:     # the defaults: no analysis needed
+            return self.inner.defaults
+        return self.inner.first_point(self._source(src, spec, launch)[1], spec, launch)
+
     def apply(self, src, spec, launch, params):
         _, s, first = self._source(src, spec, launch)
         rw = self.inner.apply(s, spec, launch, params)
@@ -79,7 +90,24 @@ def current_launch(spec: Spec, launch: dict | None) -> dict:
     """The launch a rewrite starts from: the parent's override, else mep.yaml's."""
     base = {"grid": list(spec.launch.grid), "block": list(spec.launch.block),
             "shared_mem": str(spec.launch.shared_mem or "0")}
-    return one_dimensional({**base, **(launch or {})}, spec)
+    merged = {**base, **(launch or {})}
+    merged["grid"], merged["block"] = dim3_components(merged["grid"]), dim3_components(merged["block"])
+    return one_dimensional(merged, spec)
+
+
+def dim3_components(dims: list) -> list[str]:
+    """A side of a launch spelled as one dim3 object (`dim3(NPTS / M1W)`, `(dim3(bx, by))`) as its components
+    (`NPTS / M1W`; `bx, by`): the harness builds `dim3 grid(dim3(a, b))`, the same launch as `dim3 grid(a, b)`.
+    Anything else is kept as written."""
+    if len(dims) != 1:
+        return list(dims)
+    e = str(dims[0]).strip()
+    while is_one_group(e):
+        e = e[1:-1].strip()
+    if not e.startswith("dim3") or not is_one_group(e[4:].strip()):
+        return list(dims)
+    parts = split_top_level(e[4:].strip()[1:-1])
+    return parts if 1 <= len(parts) <= 3 else list(dims)
 
 
 def one_dimensional(launch: dict, spec: Spec) -> dict:

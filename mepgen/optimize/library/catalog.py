@@ -12,6 +12,8 @@ from .privatize import Privatize
 from .restrict import Restrict
 from .scalar_replace import ScalarReplace
 from .split_columns import SplitColumns
+from .split_argmax import SplitArgmax
+from .spread_loop import SpreadLoop
 from .swap_axes import SwapAxes
 from .stencil_rows import StencilRows
 from .tile_matmul import TileMatmul
@@ -26,5 +28,5 @@ from .warp_row_passes import WarpRowPasses
 
 def all_transformations():
     return [AfterScalarReplace(TileMatmul()), AfterUnflatten(TileStencil()), StencilRows(), TileWindow(),
-            WarpPerRow(), WarpRowPasses(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), SwapAxes(), Unflatten(), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
+            WarpPerRow(), WarpRowPasses(), SpreadLoop(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), SplitArgmax(), SwapAxes(), Unflatten(), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
             Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]

@@ -4,7 +4,10 @@ stated explicitly). The kernel text stays as it is; the candidate is built with 
 (Proposal.nvcc_flags) and judged against the baseline built with mep.yaml's own.
 
 `-use_fast_math` changes float results, so it is offered only when every output of the MEP has a
-tolerance of at least 1e-4 relative in mep.yaml; a flag mep.yaml already passes is not offered again.
+tolerance of at least 1e-4 relative in mep.yaml; a flag mep.yaml already passes is not offered again. Where the
+kernel calls a function fast math replaces by a hardware approximation (`powf`, `expf`, `logf`, `sinf`, ...), fast
+math is the first point tried: there it can change what bounds the kernel (a `powf` per term of a sum), while
+`-Xptxas -O3` restates ptxas's default level at nvcc's -O3.
 `mepgen patch` cannot write flags into the application's build system: it prints them for the user.
 """
 from __future__ import annotations
@@ -15,11 +18,15 @@ from .source import Refused
 FAST_MATH = "-use_fast_math"
 PTXAS_O3 = "-Xptxas -O3"
 MIN_RTOL = 1e-4
+#: float functions that -use_fast_math computes with the hardware's approximations (and their double spellings,
+#: which a float argument may reach through overloads)
+APPROXIMATED = {"powf", "expf", "exp2f", "exp10f", "logf", "log2f", "log10f", "sinf", "cosf", "tanf", "sincosf",
+                "pow", "exp", "log", "sin", "cos", "tan"}
 
 
 class CompilerFlags(Transformation):
     def __init__(self):
-        super().__init__("nvcc_flags", "extra nvcc flags (fast math, ptxas -O3)", {"flags": PTXAS_O3})
+        super().__init__("nvcc_flags", "extra nvcc flags (fast math, ptxas -O3)", {})
 
     @staticmethod
     def _fast_math_refusal(spec) -> str:
@@ -30,7 +37,7 @@ class CompilerFlags(Transformation):
                         f"{'no tolerance' if tol is None else f'rtol {tol.rtol:g}'}")
         return ""
 
-    def _options(self, spec) -> tuple[list[str], list[str]]:
+    def _options(self, spec, src=None) -> tuple[list[str], list[str]]:
         own = " ".join(spec.build.nvcc_flags)
         why = []
         fast = FAST_MATH not in own and "--use_fast_math" not in own
@@ -42,16 +49,19 @@ class CompilerFlags(Transformation):
             why.append(f"mep.yaml already passes {PTXAS_O3}")
         options = ([PTXAS_O3] if o3 else []) + ([FAST_MATH] if fast else []) + \
             ([f"{FAST_MATH} {PTXAS_O3}"] if fast and o3 else [])
+        if fast and src is not None and APPROXIMATED & set(src.calls()):
+            options.remove(FAST_MATH)
+            options.insert(0, FAST_MATH)
         return options, why
 
     def space(self, src, spec, launch):
-        options, why = self._options(spec)
+        options, why = self._options(spec, src)
         if not options:
             raise Refused("; ".join(why) or "no compiler flag to try")
         return {"flags": options}
 
     def apply(self, src, spec, launch, params):
-        options, why = self._options(spec)
+        options, why = self._options(spec, src)
         value = str(params.get("flags", PTXAS_O3))
         if value not in options:
             raise Refused(f"`{value}` is not offered here" + (f": {'; '.join(why)}" if why else ""))

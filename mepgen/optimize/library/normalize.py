@@ -7,9 +7,9 @@ signature, macros or types, so a rewrite still reads as the application's code a
 - a local declared without a value and set once by a later statement of the same block from parameters and
   literals only (C89 `float c1, c2; c1 = 0.2; c2 = 0.5;`) is declared with that value;
 - a local declared without a value at the top, all of whose uses lie in one nested block that first sets it
-  (`float acc; if (j < n) { acc = 0; ... }`), is declared where it is first set, and a declaration that a loop
-  right after it does not use moves past the loop when nothing the loop does can change its value
-  (normalize_sink.py);
+  (`float acc; if (j < n) { acc = 0; ... }`), is declared where it is first set (`int lo, hi;` split first), and a
+  declaration that a loop right after it does not use moves past the loop when nothing the loop does can change
+  its value (normalize_sink.py);
 - an early return at the top of the work (`if (i >= n) return; rest`) becomes the guard around the rest
   (`if (i < n) { rest }`), the condition negated term by term;
 - a thread-index declaration at the start of a guarded block (`if (i < n) { int j = ...threadIdx.y; ... }`)
@@ -36,8 +36,8 @@ ROUNDS = 8
 
 def normalized(src) -> str:
     """The text of `src` (a KernelSource) after one applicable normalization step; `src.text` when none applies."""
-    from .normalize_sink import deferred_declarations, sunk_declarations
-    for step in (_c89_counters, _late_initializers, sunk_declarations, deferred_declarations, _early_return, _hoist_indices, _merge_guards,
+    from .normalize_sink import deferred_declarations, split_declarations, sunk_declarations
+    for step in (_c89_counters, _late_initializers, split_declarations, sunk_declarations, deferred_declarations, _early_return, _hoist_indices, _merge_guards,
                  _pointer_offsets, _block_size_spelled, _braced_guards):
         edits = step(src)
         if edits:
@@ -428,7 +428,8 @@ def _block_size_spelled(src) -> list:
     """`blockIdx.x * TX` (or `TX * blockIdx.x`) where the launch's block x is spelled `TX`: TX becomes
     `blockDim.x` (the same value at this launch, both unsigned products), so a global index is recognised in
     any spelling and a new block shape stays consistent with the kernel."""
-    block = [" ".join(str(b).split()).strip("() ") for b in src.spec.launch.block]
+    from .base import dim3_components
+    block = [" ".join(str(b).split()).strip("() ") for b in dim3_components(src.spec.launch.block)]
     start, end = src.span(src.body)
     body = src.text[start:end]
     edits = []

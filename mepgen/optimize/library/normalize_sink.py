@@ -30,34 +30,69 @@ def _single_var_decls(stmts: list):
                 yield n, stmt, decls[0]
 
 
+def _sink_target(src, stmt, d, blocks):
+    """The statement `d = value;` that first sets the value-less local `d` (declared by `stmt` at the top of the
+    body) inside the one nested block holding all its uses, where the declaration can move; None otherwise."""
+    from .normalize import _unwrap
+    if [k for k in d.get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]:
+        return None                                      # declared with a value (or array extents)
+    text = src.text[slice(*src.span(stmt))]
+    head = src.text[d.extent.start.offset:d.location.offset]
+    if any(ch in text for ch in "*&[(") or any(w in head for w in ("__shared__", "static", "extern")):
+        return None
+    uses = [src.span(c) for c in walk(src.body) if kind(c) == "DECL_REF_EXPR" and _same(c.referenced, d)]
+    if not uses:
+        return None
+    holding = [b for b in blocks if all(_inside(u, src.span(b)) for u in uses)]
+    if not holding:
+        return None
+    block = min(holding, key=lambda b: src.span(b)[1] - src.span(b)[0])
+    if src.span(block)[0] < src.span(stmt)[1]:
+        return None
+    first = next((s for s in block.get_children() if any(_inside(u, src.span(s)) for u in uses)), None)
+    kids = list(first.get_children()) if first is not None else []
+    if first is None or kind(first) != "BINARY_OPERATOR" or src.operator(first) != "=" or \
+            kind(_unwrap(kids[0])) != "DECL_REF_EXPR" or not _same(_unwrap(kids[0]).referenced, d) or \
+            any(_inside(u, src.span(kids[1])) for u in uses):
+        return None
+    return first
+
+
+def _nested_blocks(src) -> list:
+    return [c for c in walk(src.body) if kind(c) == "COMPOUND_STMT" and src.span(c) != src.span(src.body)]
+
+
 def sunk_declarations(src) -> list:
     """Edits for the first top-level declaration that can move to its first assignment; [] when none can."""
-    from .normalize import _unwrap, _whole_lines
-    blocks = [c for c in walk(src.body) if kind(c) == "COMPOUND_STMT" and src.span(c) != src.span(src.body)]
+    from .normalize import _whole_lines
+    blocks = _nested_blocks(src)
     for _, stmt, d in _single_var_decls(list(src.body.get_children())):
-        if [k for k in d.get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]:
-            continue                                     # declared with a value (or array extents)
-        text = src.text[slice(*src.span(stmt))]
+        first = _sink_target(src, stmt, d, blocks)
+        if first is None:
+            continue
         head = src.text[d.extent.start.offset:d.location.offset]
-        if any(ch in text for ch in "*&[(") or any(w in head for w in ("__shared__", "static", "extern")):
-            continue
-        uses = [src.span(c) for c in walk(src.body) if kind(c) == "DECL_REF_EXPR" and _same(c.referenced, d)]
-        if not uses:
-            continue
-        holding = [b for b in blocks if all(_inside(u, src.span(b)) for u in uses)]
-        if not holding:
-            continue
-        block = min(holding, key=lambda b: src.span(b)[1] - src.span(b)[0])
-        if src.span(block)[0] < src.span(stmt)[1]:
-            continue
-        first = next((s for s in block.get_children() if any(_inside(u, src.span(s)) for u in uses)), None)
-        kids = list(first.get_children()) if first is not None else []
-        if first is None or kind(first) != "BINARY_OPERATOR" or src.operator(first) != "=" or \
-                kind(_unwrap(kids[0])) != "DECL_REF_EXPR" or not _same(_unwrap(kids[0]).referenced, d) or \
-                any(_inside(u, src.span(kids[1])) for u in uses):
-            continue
         a, b = src.span(first)
         return [(*_whole_lines(src, stmt), ""), (a, b, f"{head.strip()} {src.text[a:b].strip()}")]
+    return []
+
+
+def split_declarations(src) -> list:
+    """`int lo, hi, back;` at the top of the body, value-less scalars of which one could move to where it is first
+    set (as sunk_declarations moves one), written as one declaration per variable (`int lo; int hi; int back;`),
+    so that each can move on its own."""
+    blocks = _nested_blocks(src)
+    for stmt in src.body.get_children():
+        decls = list(stmt.get_children()) if kind(stmt) == "DECL_STMT" else []
+        if len(decls) < 2 or any(kind(d) != "VAR_DECL" for d in decls):
+            continue
+        if not any(_sink_target(src, stmt, d, blocks) is not None for d in decls):
+            continue
+        if any([k for k in d.get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")] for d in decls):
+            continue
+        head = src.text[decls[0].extent.start.offset:decls[0].location.offset].strip()
+        a, b = src.span(stmt)
+        end = ";" if src.text[b - 1] == ";" else ""
+        return [(a, b, " ".join(f"{head} {d.spelling};" for d in decls).rstrip(";") + end)]
     return []
 
 

@@ -74,19 +74,23 @@ class LibraryProposer:
             except Refused as e:
                 self.refusals[t.name] = str(e)
                 continue
-            plans.append((t, space, self._seen(ctx, chain, t.name)))
+            try:
+                start = t.first_point(src, ctx.spec, launch)
+            except Refused:
+                start = t.defaults
+            plans.append((t, space, self._seen(ctx, chain, t.name), start))
         out, taken = [], {(text, repr(base_launch), repr(base_flags))}
         # round-robin: every applicable transformation's next point before any gets a second one
-        pending = {t.name: [] for t, _, _ in plans}
+        pending = {t.name: [] for t, _, _, _ in plans}
         rounds = 0
         while len(out) < budget and plans and rounds < budget + 1:
             rounds += 1
             progressed = False
-            for t, space, seen in plans:
+            for t, space, seen, start in plans:
                 if len(out) >= budget:
                     break
                 pts = suggest(space, {**seen, **{key(p): (p, None) for p in pending[t.name]}}, 1, rng,
-                              self.strategy, t.defaults)
+                              self.strategy, start)
                 if not pts:
                     continue
                 p = pts[0]

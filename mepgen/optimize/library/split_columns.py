@@ -43,6 +43,9 @@ CHUNKS = [1, 8, 32, 128]
 UNROLLS = [8, 4, 16]      # 8 first: column_mean 32x32 at 4 / 8 / 16 ran 64.7% / 77.3% / 61.7% of peak (H200,
 #                            bench/results/variant_profile_split_columns_unroll.md)
 ATOMIC_RTOL = 1e-4
+#: threads the first shape should give the launch: column_mean's 4096 columns at 32x32 (131072 threads) ran 77% of
+#: an H200's peak at unroll 8 (bench/results/variant_profile_split_columns_unroll.md)
+TARGET_THREADS = 131072
 
 
 def _threads(shape: str) -> int:
@@ -269,6 +272,20 @@ class SplitColumns(Transformation):
             raise Refused("__launch_bounds__ (with a minimum of blocks) leaves no 2D block to try")
         stmt, _ = self._atomic(src, spec, m)
         return {"shape": shapes, "unroll": UNROLLS, **({"chunks": CHUNKS} if stmt is not None else {})}
+
+    def first_point(self, src, spec, launch):
+        """The shape tried first: the widest (coalescing) whose row slices give the launch at least TARGET_THREADS
+        threads (few columns need many slices: 2048 columns in 16x16 blocks are 128 blocks of 256 threads, too few
+        loads in flight for a GPU's memory); the most slices when none does. The defaults where the number of
+        columns has no value for the MEP's sizes."""
+        shapes = self.space(src, spec, launch)["shape"]
+        cols = spec.size(f"({launch['grid'][0]}) * ({launch['block'][0]})")
+        if cols is None:
+            return self.defaults
+        enough = [x for x in shapes if cols * int(x.split("x")[1]) >= TARGET_THREADS]
+        best = max(enough, key=lambda x: (int(x.split("x")[0]), -int(x.split("x")[1]))) if enough else \
+            max(shapes, key=lambda x: (int(x.split("x")[1]), int(x.split("x")[0])))
+        return {**self.defaults, "shape": best}
 
     def apply(self, src, spec, launch, params):
         m = self._match(src, spec, launch)

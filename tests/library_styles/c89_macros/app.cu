@@ -83,6 +83,27 @@ __global__ void scaled(int nr, int nc, int nk, DATA_TYPE alpha, DATA_TYPE beta, 
 	}
 }
 
+__global__ void turn(int nc, DATA_TYPE *G)
+{
+	int ring = blockIdx.x * blockDim.x + threadIdx.x;
+	int k, lo, hi, back;
+	DATA_TYPE keep;
+	if (ring < COLS_B / 2)
+	{
+		lo = ring;
+		hi = COLS_B - 1 - ring;
+		for (k = lo; k < hi; k++)
+		{
+			back = hi - (k - lo);
+			keep = G[lo * NC + k];
+			G[lo * NC + k] = G[back * NC + lo];
+			G[back * NC + lo] = G[hi * NC + back];
+			G[hi * NC + back] = G[k * NC + hi];
+			G[k * NC + hi] = keep;
+		}
+	}
+}
+
 int main(void)
 {
 	DATA_TYPE *X, *Y, *Z, *v, *w;
@@ -98,6 +119,7 @@ int main(void)
 	colsum<<<(NC + 255) / 256, 256>>>(NC, X, w);
 	relax<<<grid, block>>>(NR, NC, Z, X);
 	scaled<<<grid, block>>>(NR, NC, NK, 1.5f, 0.5f, X, Y, Z);
+	turn<<<(NC / 2 + 127) / 128, 128>>>(NC, X);
 	cudaDeviceSynchronize();
 	printf("done\n");
 	return 0;

@@ -46,6 +46,23 @@ __global__ void relax(const float* u, float* v, int nx, int ny)
     }
 }
 
+__global__ void turn(float* g, int n)
+{
+    int ring = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ring < n / 2) {
+        int lo = ring;
+        int hi = n - 1 - ring;
+        for (int k = lo; k < hi; ++k) {
+            int back = hi - (k - lo);
+            float keep = g[lo * n + k];
+            g[lo * n + k] = g[back * n + lo];
+            g[back * n + lo] = g[hi * n + back];
+            g[hi * n + back] = g[k * n + hi];
+            g[k * n + hi] = keep;
+        }
+    }
+}
+
 int main()
 {
     float *X, *Y, *Z, *v, *w;
@@ -59,6 +76,7 @@ int main()
     rowdot<<<(N + 255) / 256, 256>>>(X, v, w, N);
     colsum<<<(N + 255) / 256, 256>>>(X, w, N, N);
     relax<<<g2, b2>>>(X, Z, N, N);
+    turn<<<(N / 2 + 127) / 128, 128>>>(X, N);
     cudaDeviceSynchronize();
     std::printf("done\n");
     return 0;

@@ -47,6 +47,22 @@ __global__ void relax(const float* u, float* v, int nx, int ny)
     }
 }
 
+__global__ void turn(float* g, int n)
+{
+    const int ring = threadIdx.x + blockDim.x * blockIdx.x;
+    if (ring >= n / 2)
+        return;
+    const int lo = ring, hi = n - 1 - ring;
+    for (int k = lo; k < hi; ++k) {
+        const int back = hi - (k - lo);
+        const float keep = g[lo * n + k];
+        g[lo * n + k] = g[back * n + lo];
+        g[back * n + lo] = g[hi * n + back];
+        g[hi * n + back] = g[k * n + hi];
+        g[k * n + hi] = keep;
+    }
+}
+
 int main()
 {
     float *X, *Y, *Z, *v, *w;
@@ -61,6 +77,7 @@ int main()
     rowdot<<<g1, b1>>>(X, v, w, N);
     colsum<<<g1, b1>>>(X, w, N, N);
     relax<<<g2, b2>>>(X, Z, N, N);
+    turn<<<g1, b1>>>(X, N);
     cudaDeviceSynchronize();
     std::printf("done\n");
     return 0;

@@ -45,6 +45,23 @@ __global__ void relax(real *u, real *v, int nx, int ny)
     }
 }
 
+__global__ void turn(real *g, int n)
+{
+    int ring = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ring < n / 2) {
+        int lo = ring;
+        int hi = n - 1 - ring;
+        for (int k = lo; k < hi; k++) {
+            int back = hi - (k - lo);
+            real keep = g[lo * n + k];
+            g[lo * n + k] = g[back * n + lo];
+            g[back * n + lo] = g[hi * n + back];
+            g[hi * n + back] = g[k * n + hi];
+            g[k * n + hi] = keep;
+        }
+    }
+}
+
 int main()
 {
     real *X, *Y, *Z, *v, *w;
@@ -58,6 +75,7 @@ int main()
     rowdot<<<(N + 127) / 128, 128>>>(X, v, w, N);
     colsum<<<(N + 127) / 128, 128>>>(X, w, N, N);
     relax<<<g2, b2>>>(X, Z, N, N);
+    turn<<<(N / 2 + 127) / 128, 128>>>(X, N);
     cudaDeviceSynchronize();
     std::printf("done\n");
     return 0;

@@ -1,0 +1,102 @@
+"""A thread per output scanning a loop for its best element gets slices of the scan combined in the loop's order
+(split_argmax). tests/library_idioms/best_match holds the kernels, written here; the app is extracted and cut into
+MEPs as a user would; every structural rewrite compiles with the MEP's flags, and best_match's rewrite is run on the
+CPU (the combining thread of each block last, as the barrier orders it) on inputs full of ties: the same scores and
+the same (first) indices as the original.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from library_fixtures import assert_structural_rewrites_compile, dry_run_plans
+
+APP = Path(__file__).parent / "library_idioms" / "best_match"
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory):
+    return dry_run_plans(APP, tmp_path_factory.mktemp("argmax"))
+
+
+def _cand(p):
+    cand = next(c for c in p.candidates if c["name"] == "split_argmax")
+    return cand, (Path(cand["folder"]) / "kernel.cu").read_text()
+
+
+def test_max_and_min_scans_are_sliced(plans):
+    for kernel, op in (("best_match", ">"), ("closest", "<")):
+        _, _, p = plans[kernel]
+        assert "split_argmax" in p.structural, (kernel, p.refusals)
+        cand, text = _cand(p)
+        assert f"the kernel's own `{op}`" in cand["change"]
+        body = " ".join(text[text.index("__global__"):].split())
+        assert "__syncthreads(); if (threadIdx.y == 0) {" in body
+    cand, _ = _cand(plans["best_match"][2])
+    # the grid keeps the original's NA threads along x: NA / 128 blocks of 128 become (NA / 128) * 16 blocks of 8
+    assert cand["launch"] == {"grid": ["(NA / 128) * ((128) / 8)"], "block": ["8", "32"], "shared_mem": "0"}
+
+
+def test_a_guard_or_a_last_best_rule_is_refused(plans):
+    assert "every thread must reach the combining barrier" in plans["guarded_best"][2].refusals["split_argmax"]
+    assert "strict" in plans["last_best"][2].refusals["split_argmax"]
+
+
+@pytest.mark.nvcc
+def test_argmax_rewrites_compile(plans, tmp_path):
+    assert_structural_rewrites_compile(plans, tmp_path)
+
+
+SIM = """#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#define NA 256
+#define NB 1000
+#define DIM 16
+struct D { unsigned x = 0, y = 0, z = 0; };
+D blockIdx, threadIdx, blockDim, gridDim;
+#define __global__
+#define __shared__ static
+#define __syncthreads()
+namespace before {
+%s
+}
+namespace after {
+%s
+}
+int main() {
+    std::vector<float> a(NA * DIM), b(NB * DIM), s0(NA), s1(NA);
+    std::vector<int> w0(NA), w1(NA);
+    for (auto &v : a) v = float(rand() %% 3 - 1);          // small integers: many exactly equal products
+    for (auto &v : b) v = float(rand() %% 3 - 1);
+    blockDim = {128, 1, 1};
+    for (unsigned g = 0; g < NA / 128; g++)
+        for (unsigned t = 0; t < 128; t++) { blockIdx = {g, 0, 0}; threadIdx = {t, 0, 0}; before::best_match(a.data(), b.data(), s0.data(), w0.data()); }
+    blockDim = {8, 32, 1};
+    for (unsigned g = 0; g < (NA / 128) * (128 / 8); g++)
+        for (unsigned ty = 32; ty-- > 0;)                   // y == 0 (the combining thread) after the others
+            for (unsigned tx = 0; tx < 8; tx++) {
+                blockIdx = {g, 0, 0}; threadIdx = {tx, ty, 0}; after::best_match(a.data(), b.data(), s1.data(), w1.data());
+            }
+    for (int i = 0; i < NA; i++) if (w0[i] != w1[i] || s0[i] != s1[i]) { printf("differ at %%d\\n", i); return 1; }
+    return 0;
+}
+"""
+
+
+def test_sliced_scan_keeps_the_first_best_on_ties(plans, tmp_path):
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    mep, _, p = plans["best_match"]
+    _, text = _cand(p)
+    kernel = lambda t: t[t.index("__global__ void best_match"):].split("\n}\n")[0] + "\n}\n"
+    (tmp_path / "sim.cpp").write_text(SIM % (kernel((mep / "kernel.cu").read_text()), kernel(text)))
+    built = subprocess.run([cxx, "-O1", "-o", str(tmp_path / "sim"), str(tmp_path / "sim.cpp")], capture_output=True,
+                           text=True)
+    assert built.returncode == 0, built.stderr[-2000:]
+    ran = subprocess.run([str(tmp_path / "sim")], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout
