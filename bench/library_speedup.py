@@ -143,7 +143,9 @@ def run_optimize(app: Path, mid: str, budget: int, seconds: float) -> dict:
         res = json.loads(done.stdout)
         best = res.get("best")
         row.update(status="ok", baseline_ms=res.get("baseline_ms"), evaluations=res.get("evaluations"),
-                   speedup=best["speedup"] if best else 1.0, change=best["change"] if best else "",
+                   speedup=best["speedup"] if best else 1.0,
+                   change=(best["change"] if not best or len(best.get("chain") or []) < 2
+                           else f"{' + '.join(best['chain'])}; last: {best['change']}") if best else "",
                    run=res.get("run"), stop_reason=res.get("stop_reason"))
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
         row.update(status="failed", error=(done.stderr or done.stdout).strip().splitlines()[-1:])
