@@ -107,3 +107,38 @@ def assert_structural_rewrites_compile(plans: dict, tmp_path: Path) -> None:
             done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), f"-I{mep}", "-c", "-x",
                                    "cu", str(cu), "-o", str(tmp_path / f"{kernel}.o")], capture_output=True, text=True)
             assert done.returncode == 0, (kernel, cand["name"], done.stderr[-2000:])
+
+
+#: the start of a C++ program that runs a kernel's threads one after another on the CPU: the kernel's own text and
+#: its rewrite go into namespaces `before` and `after` (CPU_SIM % (defines, before, after, main's body))
+CPU_SIM = """#include <cstdio>
+#include <cstdlib>
+#include <vector>
+%s
+struct D { unsigned x = 0, y = 0, z = 0; };
+D blockIdx, threadIdx, blockDim, gridDim;
+#define __global__
+namespace before {
+%s
+}
+namespace after {
+%s
+}
+int main() {
+%s
+}
+"""
+
+
+def assert_same_on_cpu(tmp_path: Path, before: str, after: str, main_body: str, defines: str = "") -> None:
+    """Builds CPU_SIM with g++ and runs it: `main_body` runs both kernels' threads in an order of its choice and
+    returns non-zero (printing where) when their results differ."""
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    (tmp_path / "sim.cpp").write_text(CPU_SIM % (defines, before, after, main_body))
+    built = subprocess.run([cxx, "-O1", "-o", str(tmp_path / "sim"), str(tmp_path / "sim.cpp")], capture_output=True,
+                           text=True)
+    assert built.returncode == 0, built.stderr[-2000:]
+    ran = subprocess.run([str(tmp_path / "sim")], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout
