@@ -199,7 +199,7 @@ class Resolver:
         if fn is not None and fn.kind.name == "FUNCTION_TEMPLATE":
             # `sizeof(T)` in `template <typename T> void run()`: T as the application instantiates run
             from .targs import enclosing_instantiation, substitute
-            mapping, _ = enclosing_instantiation(self.p, fn)
+            mapping, _ = enclosing_instantiation(self.p, fn, resolver=self)
             m = re.fullmatch(r"\s*(sizeof|alignof)\s*\(\s*([A-Za-z_]\w*)\s*\)\s*", text)
             if m and m.group(2) in mapping:
                 return substitute(f"{m.group(1)}({m.group(2)})", mapping)
@@ -324,7 +324,9 @@ class Resolver:
                   x.kind.name.endswith("PARAMETER")]
         index = next((i for i, x in enumerate(params) if x.get_usr() == d.get_usr()), None)
         values: list[tuple[int, object]] = []
-        for call, _ in self.p.calls.get(tmpl.get_usr(), []):
+        from .reach import keep_reached
+        calls, decided = keep_reached(self, self.p.calls.get(tmpl.get_usr(), []))
+        for call, _ in calls:
             spec = call.referenced
             try:
                 if index is None or spec is None or index >= spec.get_num_template_arguments() or \
@@ -337,7 +339,12 @@ class Resolver:
             return None
         value, call = values[0]
         others = sorted({v for v, _ in values} - {value})
-        if others:
+        if decided:
+            self.choices.append(f"`{d.spelling}` is the template argument {value} of {tmpl.spelling}() as called at "
+                                f"{self.where(call)}, the call the run reaches: the others are under conditions "
+                                "that are false with the values mepgen derived"
+                                + (f" (candidates left: {', '.join(map(str, others))})" if others else ""))
+        elif others:
             self.choices.append(f"`{d.spelling}` is the template argument {value} of {tmpl.spelling}() as called at "
                                 f"{self.where(call)}, the first of its instantiations (others: "
                                 f"{', '.join(map(str, others))})")
@@ -393,7 +400,8 @@ class Resolver:
             if option is not None and len({o for _, _, o in argv}) > 1:
                 self.unsure.append(f"`{d.spelling}` is set by several command-line options")
                 return True, None
-            text = self.p.text(m.rhs if m.rhs is not None else m.call)     # `sscanf(argv[2], "%d", &n)`
+            from .cstrings import expanded      # `pos = strchr(optarg, 'x'); h = atoi(pos + 1);`: through pos
+            text = expanded(self.p, fn, m) if m.rhs is not None else self.p.text(m.call)   # `sscanf(argv[2], ..)`
             return True, self._argv_symbol(d, text, self.where(m.node), default, option)
         return self._value_from(d, fn, steps)
 
@@ -602,13 +610,16 @@ class Resolver:
             return None
         mark = len(self.unsure)
         here = fn.location.file.name if fn.location.file is not None else None
-        callers = self.p.callers(fn)        # the plain C/C++ sources that name it are read now (mep/hostsrc.py)
+        from .recursion import outer_calls, outermost_note
+        callers, recursive = outer_calls(fn, self.p.callers(fn))    # plain C/C++ sources are read now (hostsrc.py)
         calls = sorted(callers,                                 # callers of the same file (program) first
                        key=lambda cc: (cc[1].location.file.name if cc[1].location.file is not None else None) != here)
         for call, caller in calls:
             with self.inside(caller, call.extent.start.offset):
                 value = self.call_arg(call, index)
             if value is not None:
+                if recursive:
+                    self.choices.append(outermost_note(d.spelling, fn.spelling, self.where(call)))
                 return value
         why = next((w for w in reversed(self.unsure[mark:]) if kind_of(w) is not None), None)
         if why is not None:     # the callers pass a value read from input: say so at this parameter
@@ -789,6 +800,12 @@ class Resolver:
             callee = self.p.text(c).split("(")[0].strip() or name     # `std::ceil` as written
             return f"{callee}(" + ", ".join(vals) + ")"
         fn = self.p.find_function(ref.get_usr()) if ref is not None else None
+        if fn is None and ref is not None and ref.kind.name == "FUNCTION_DECL" and "<" not in \
+                self.p.text(c).split("(")[0]:
+            # `divUp(n, 4 * W)` of `template <typename T> T divUp(T a, T b)`: the template's body, its T deduced
+            # from the arguments (so their arithmetic is T's); explicit template arguments are not inlined
+            tmpl = clang.specialized_template(ref)
+            fn = self.p.find_function(tmpl.get_usr()) if tmpl is not None else None
         ret = _single_return(fn) if fn is not None else None
         arms = _guarded_returns(fn) if fn is not None and ret is None else None
         if ret is None and not arms:

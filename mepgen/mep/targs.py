@@ -106,7 +106,8 @@ def _type_word(w: str) -> bool:
     return w in _TYPE_WORDS or _VECTOR.fullmatch(w) is not None
 
 
-def enclosing_instantiation(project: Project, enclosing, depth: int = 0) -> tuple[dict[str, str], str | None]:
+def enclosing_instantiation(project: Project, enclosing, depth: int = 0, resolver=None) \
+        -> tuple[dict[str, str], str | None]:
     """The enclosing function template's parameters -> the arguments of its first instantiation the
     application calls, with a note when it calls several; else of its first explicit instantiation
     (`template void f<float>(...);`). A call from another template's body (`f<T, 4>(x)` inside `g<T>`) counts
@@ -116,7 +117,9 @@ def enclosing_instantiation(project: Project, enclosing, depth: int = 0) -> tupl
         return {}, None
     seen: list[list[str]] = []
     dependent = []
-    for call, caller in project.calls.get(enclosing.get_usr(), []):
+    from .reach import keep_reached
+    calls, decided = keep_reached(resolver, project.calls.get(enclosing.get_usr(), []))
+    for call, caller in calls:
         if call.referenced is None:
             dependent.append((call, caller))
             continue
@@ -141,6 +144,10 @@ def enclosing_instantiation(project: Project, enclosing, depth: int = 0) -> tupl
     if len(seen) > 1:
         note = (f"{enclosing.spelling}() is instantiated as "
                 f"{', '.join('<' + ', '.join(s) + '>' for s in seen)}; this MEP uses <{', '.join(seen[0])}>")
+    if decided:
+        note = (f"{enclosing.spelling}() is instantiated as <{', '.join(seen[0])}> by the call the run reaches: "
+                "the others are under conditions that are false with the values mepgen derived"
+                + (f" (candidates left: {', '.join('<' + ', '.join(s) + '>' for s in seen)})" if len(seen) > 1 else ""))
     return dict(zip(names, seen[0])), note
 
 
@@ -177,7 +184,7 @@ def substitute(text: str, mapping: dict[str, str]) -> str:
     return text
 
 
-def site_template_args(project: Project, kernel: dict, kernel_cursor, site: dict, lc, enclosing) \
+def site_template_args(project: Project, kernel: dict, kernel_cursor, site: dict, lc, enclosing, resolver=None) \
         -> tuple[list[str], list[str], bool]:
     """The kernel's template arguments at this launch (as many as mepgen could derive, in order), notes, and
     whether clang made them (a specialisation, whose types the extraction's closure already holds).
@@ -196,7 +203,7 @@ def site_template_args(project: Project, kernel: dict, kernel_cursor, site: dict
     if len(out) < len(names) and not written and kernel.get("instantiations"):
         out = list(kernel["instantiations"][0])
     if enclosing is not None and enclosing.kind.name == "FUNCTION_TEMPLATE":
-        mapping, note = enclosing_instantiation(project, enclosing)
+        mapping, note = enclosing_instantiation(project, enclosing, resolver=resolver)
         if mapping:
             out = [substitute(a, mapping) for a in out]
             if note:
