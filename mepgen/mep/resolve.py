@@ -609,6 +609,12 @@ class Resolver:
         if fn is None:
             return None
         mark = len(self.unsure)
+        if self._changed_param(d, fn):
+            # `void run(char* f, unsigned n) { init(f, n); k<<<n, ..>>>(); }` with `init(.., unsigned& n)`: the
+            # value at the point is the one the function gave it, not what its caller passed
+            handled, value = self._followed(d)
+            if value is not None or len(self.unsure) > mark:
+                return value if value is not None else self._symbol_for(d, None, unsure=True)
         here = fn.location.file.name if fn.location.file is not None else None
         from .recursion import outer_calls, outermost_note
         callers, recursive = outer_calls(fn, self.p.callers(fn))    # plain C/C++ sources are read now (hostsrc.py)
@@ -631,6 +637,14 @@ class Resolver:
             return self._symbol_for(d, None, why=Why(f"`{d.spelling}` is a parameter of {fn.spelling}(), which no "
                                                      f"source mepgen parsed calls{detail}"))
         return self._symbol_for(d, None)
+
+    def _changed_param(self, d, fn) -> bool:
+        """Whether the function whose parameter `d` is changes it before the point the value is wanted at."""
+        from . import flow
+        body = fn if fn.is_definition() else self.p.find_function(fn.get_usr())
+        at = self._point(body) if body is not None else None
+        return at is not None and d.get_usr() in modified_locals(self.p, body) and any(
+            m.node.extent.start.offset < at for m in flow.modifications(body, d.get_usr()))
 
     def param_index(self, d):
         fn = d.semantic_parent

@@ -34,6 +34,9 @@ def _spelled_args(spec) -> list[str] | None:
     if n <= 0:
         return None
     out = []
+    tmpl = specialized_template(spec)
+    params = [x for x in tmpl.get_children() if x.kind.name.startswith("TEMPLATE_") and
+              x.kind.name.endswith("PARAMETER")] if tmpl is not None else []
     for i in range(n):
         try:
             kind = spec.get_template_argument_kind(i).name
@@ -42,7 +45,15 @@ def _spelled_args(spec) -> list[str] | None:
         if kind == "TYPE":
             out.append(spec.get_template_argument_type(i).get_canonical().spelling)
         elif kind in ("INTEGRAL", "DECLARATION", "NULLPTR"):
-            out.append(str(spec.get_template_argument_value(i)))
+            # libclang gives a value sign-extended from its width: `true` of a `bool` parameter is -1
+            ptype = params[i].type.get_canonical().kind.name if i < len(params) and \
+                params[i].kind.name == "TEMPLATE_NON_TYPE_PARAMETER" else ""
+            if ptype == "BOOL":
+                out.append("true" if spec.get_template_argument_value(i) else "false")
+            elif ptype.startswith("U") or ptype == "CHAR_U":
+                out.append(str(spec.get_template_argument_unsigned_value(i)))
+            else:
+                out.append(str(spec.get_template_argument_value(i)))
         else:
             return None
     return out
