@@ -349,7 +349,10 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
     for m in modifications(fn, usr):
         off = m.node.extent.start.offset
         if m.op == "?":
-            why = stored(m.node) if stored is not None and m.node.kind.name in ("CALL_EXPR", "BINARY_OPERATOR") \
+            node = m.node
+            if node.kind.name == "UNARY_OPERATOR":      # `f(.., &n)`: the call that gets the address
+                node = next((x for x in reversed(m.path) if x.kind.name == "CALL_EXPR"), node)
+            why = stored(node) if stored is not None and node.kind.name in ("CALL_EXPR", "BINARY_OPERATOR") \
                 else None
             raise Unsure(why or f"`{name}` is passed by reference or its address is taken at {where(m.node)}")
         # the innermost ancestor shared with the launch

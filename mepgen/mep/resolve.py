@@ -29,7 +29,8 @@ _INTEGRAL = {"INT", "UINT", "LONG", "ULONG", "LONGLONG", "ULONGLONG", "SHORT", "
 _MINMAX = ("max", "min")
 #: functions of the C/C++ standard library whose value depends only on their arguments (launch arithmetic)
 PURE_FUNCTIONS = {f + sfx for f in ("ceil", "floor", "round", "trunc", "sqrt", "cbrt", "pow", "log2", "log10", "log",
-                                    "exp2", "exp", "fabs", "fmin", "fmax", "fmod", "lround", "llround")
+                                    "exp2", "exp", "fabs", "fmin", "fmax", "fmod", "lround", "llround", "sin", "cos",
+                                    "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "hypot")
                   for sfx in ("", "f", "l")} | {"abs", "labs", "llabs"}
 
 
@@ -161,6 +162,8 @@ class Resolver:
             size = self._sizeof(c)
             if size is not None:
                 return size
+        if k in ("CXX_NEW_EXPR", "CXX_DELETE_EXPR"):
+            return None         # a fresh host buffer (`new double[n]`): an address, and its elements are data
         if k in _LITERALS or not self._has_refs(c):
             return self.p.text(c) or None
         if k == "DECL_REF_EXPR":
@@ -627,6 +630,11 @@ class Resolver:
                 if recursive:
                     self.choices.append(outermost_note(d.spelling, fn.spelling, self.where(call)))
                 return value
+            args = list(call.get_arguments())
+            read = origin(self.p, args[index], self.p.text(args[index]), self.where(call)) \
+                if 0 <= index < len(args) else None
+            if read is not None:        # `step(t[k])`: the caller passes an element of its data
+                self.unsure.append(read)
         why = next((w for w in reversed(self.unsure[mark:]) if kind_of(w) is not None), None)
         if why is not None:     # the callers pass a value read from input: say so at this parameter
             name = fn.spelling
