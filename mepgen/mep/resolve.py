@@ -338,8 +338,15 @@ class Resolver:
                 values.append((spec.get_template_argument_value(index), call))
             except (AttributeError, ValueError):
                 continue
-        if not values:
-            return None
+        if not values:      # called only from other templates' bodies (`f<T, 64>(..)`, maybe through a macro)
+            from .targs import enclosing_instantiation
+            mapping, note = enclosing_instantiation(self.p, tmpl, resolver=self)
+            value = mapping.get(d.spelling)
+            if value is None or not re.fullmatch(r"-?\d+", value.strip()):
+                return None
+            if note:
+                self.choices.append(note)
+            return value.strip()
         value, call = values[0]
         others = sorted({v for v, _ in values} - {value})
         if decided:

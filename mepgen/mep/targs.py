@@ -105,7 +105,34 @@ def _written(project: Project, call) -> list[str] | None:
     from ..extract.launches import _template_args
     kids = list(call.get_children())
     text = project.text(kids[0]) if kids else ""
-    return _template_args(text) if re.fullmatch(r"[\w:]+\s*<.*>", text.strip(), re.S) else None
+    if re.fullmatch(r"[\w:]+\s*<.*>", text.strip(), re.S):
+        return _template_args(text)
+    return _in_macro(project, call)
+
+
+def _in_macro(project: Project, call) -> list[str] | None:
+    """`f<T, n>` of a dependent call that a function-like macro of the application makes (`#define RUN(n)
+    f<T, n>(x)` used as `RUN(64)`): the arguments as the invocation expands them, when it makes one call of `f`."""
+    from . import fnmacro
+    from ..extract.launches import _template_args
+    macros = getattr(project, "function_macros", {})
+    text = project.text(call)
+    toks = fnmacro.tokens(text)
+    if not macros or not toks or toks[0] not in macros or not fnmacro.invocation(toks, macros):
+        return None
+    expanded = fnmacro.expand(toks, macros)
+    name = (call.spelling or next((n.spelling for n in walk(call) if n.kind.name == "OVERLOADED_DECL_REF"), "")
+            ).split("::")[-1]
+    at = [i for i, t in enumerate(expanded or []) if t == name and i + 1 < len(expanded) and expanded[i + 1] == "<"]
+    if not name or len(at) != 1:
+        return None
+    depth, j = 0, at[0] + 1
+    for j in range(at[0] + 1, len(expanded)):
+        depth += expanded[j] == "<"
+        depth -= expanded[j] == ">"
+        if depth == 0:
+            break
+    return _template_args(name + " ".join(expanded[at[0] + 1:j + 1])) if depth == 0 else None
 
 
 def _derived(arg: str, project: Project) -> bool:
