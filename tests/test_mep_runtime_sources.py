@@ -91,3 +91,25 @@ def test_the_applications_own_setter_stays_a_value(tmp_path):
         }
     """)
     assert _todos(app) == []
+
+
+def test_a_counter_the_gpu_increments(tmp_path):
+    """`__managed__ int kept;` counted up with atomicAdd by one kernel, then the size of the next launch: the GPU
+    computed it."""
+    app = make_app(tmp_path, _KERNEL + """
+        __managed__ int kept;
+        __global__ void count(const float* v, int n) { int i = threadIdx.x; if (i < n && v[i] > 0) atomicAdd(&kept, 1); }
+        int main()
+        {
+            float* v;
+            cudaMalloc(&v, 4096 * sizeof(float));
+            kept = 0;
+            count<<<16, 256>>>(v, 4096);
+            cudaDeviceSynchronize();
+            turn<<<(kept + 255) / 256, 256>>>(v, kept, 0.5);
+            return 0;
+        }
+    """)
+    todos = _todos(app)
+    assert any(t.kind == "runtime" and "changed by device code, in count()" in t.reason for t in todos), \
+        [(t.field, t.kind, t.reason) for t in todos]

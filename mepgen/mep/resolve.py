@@ -526,6 +526,11 @@ class Resolver:
         writes = flow.global_writes(self.p).get(d.get_usr(), [])
         if not writes:
             return False, None
+        from .members import device_written
+        gpu = device_written(self.p, d.spelling, writes, self.where)
+        if gpu is not None:         # `atomicAdd(&N, 1)` in a kernel: the host reads what the GPU computed
+            self.unsure.append(gpu)
+            return True, None
         fn, m = writes[0]
         if all(f == fn for f, _ in writes) and self._point(fn) is not None:
             # `num_blocks = n / 16; k<<<num_blocks, 16>>>(...)` in the one function that sets the global
