@@ -70,3 +70,18 @@ def test_bool_template_arguments_are_true_and_false(tmp_path):
     assert r.exit_code == 0, r.output
     s = _spec(app, "edge")
     assert s.launch.callee == "edge<true, false>"
+
+
+def test_an_address_stored_for_cuda_launch_kernel_changes_nothing(tmp_path):
+    """`void* args[] = {&d, &n}; cudaLaunchKernel(..., args, ...)`: n is read, not changed; it is the caller's."""
+    app = make_app(tmp_path, _KERNEL + """
+        void launch(float* d, unsigned n)
+        {
+            void* args[] = {&d, &n};
+            cudaLaunchKernel((const void*)halve, dim3((n + 127) / 128), dim3(128), args, 0, 0);
+        }
+        int main() { float* d; cudaMalloc(&d, 2048 * sizeof(float)); launch(d, 2048); return 0; }
+    """)
+    r = run("halve", "-C", app)
+    assert r.exit_code == 0, r.output
+    assert _spec(app, "halve").param("n").value == "2048"

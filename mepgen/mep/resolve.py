@@ -206,6 +206,17 @@ class Resolver:
             m = re.fullmatch(r"\s*(sizeof|alignof)\s*\(\s*([A-Za-z_]\w*)\s*\)\s*", text)
             if m and m.group(2) in mapping:
                 return substitute(f"{m.group(1)}({m.group(2)})", mapping)
+        from .classtmpl import class_instantiation, class_of
+        cls = class_of(fn)
+        if cls is not None and cls.kind.name == "CLASS_TEMPLATE":
+            # `sizeof(K)` in a method of `Table<K>`: K as the calls of the method instantiate the class
+            from .targs import substitute
+            mapping, _ = class_instantiation(self.p, fn)
+            m = re.fullmatch(r"\s*(sizeof|alignof)\s*\(\s*([A-Za-z_]\w*)\s*\)\s*", text)
+            if m and m.group(2) in mapping:
+                return substitute(f"{m.group(1)}({m.group(2)})", mapping)
+            if m and m.group(2) in {c.spelling for c in cls.get_children()}:
+                return None         # a parameter of the class template mepgen did not derive: no text as written
         own = any(n.kind.name == "TYPE_REF" and n.referenced is not None and self.p.in_app(n.referenced)
                   or n.kind.name == "DECL_REF_EXPR" for n in walk(c))    # `sizeof(*d_x)`: of an expression
         value = clang.evaluate_int(c) if own else None
@@ -663,8 +674,10 @@ class Resolver:
         from . import flow
         body = fn if fn.is_definition() else self.p.find_function(fn.get_usr())
         at = self._point(body) if body is not None else None
+        # an address stored for a launch (`void* args[] = {&n, ..}; cudaLaunchKernel(..)`) changes nothing
         return at is not None and d.get_usr() in modified_locals(self.p, body) and any(
-            m.node.extent.start.offset < at for m in flow.modifications(body, d.get_usr()))
+            m.node.extent.start.offset < at and (m.op != "?" or m.node.kind.name == "CALL_EXPR" or any(
+                x.kind.name == "CALL_EXPR" for x in m.path)) for m in flow.modifications(body, d.get_usr()))
 
     def param_index(self, d):
         fn = d.semantic_parent
@@ -789,6 +802,14 @@ class Resolver:
             return None
         mark = len(self.unsure)
         base = self.expr(kids[0]) if kids else None       # no child: `count` inside a method (this->count)
+        this = not kids or strip(kids[0]) is not None and strip(kids[0]).kind.name == "CXX_THIS_EXPR"
+        if base is None and this and self.scope:     # set by the constructor of the object (mep/classtmpl.py)
+            from .classtmpl import member_value
+            method = self.scope[-1]
+            value = member_value(self, c, method) if method is not None else None
+            if value is not None:
+                del self.unsure[mark:]
+                return value
         if base is None:
             said = len(self.unsure)
             if kids:            # `net->n` of a struct a create function made (mep/fields.py)

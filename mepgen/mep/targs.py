@@ -246,8 +246,18 @@ def site_template_args(project: Project, kernel: dict, kernel_cursor, site: dict
             out = [substitute(a, mapping) for a in out]
             if note:
                 notes.append(note)
+    from .classtmpl import class_instantiation, class_of
+    cls = class_of(enclosing)
+    if cls is not None and cls.kind.name == "CLASS_TEMPLATE":     # a method of `Table<K>` called on a Table<int>
+        mapping, note = class_instantiation(project, enclosing, resolver)
+        if mapping:
+            out = [substitute(a, mapping) for a in out]
+            if note:
+                notes.append(note)
     # a type still spelled with the enclosing template's own parameters is not derived
     pending = set(_enclosing_params(enclosing)) if enclosing is not None else set()
+    if cls is not None and cls.kind.name == "CLASS_TEMPLATE":
+        pending |= set(_enclosing_params(cls))
     kept = []
     for a in out:
         if pending and re.search(rf"\b({'|'.join(map(re.escape, pending))})\b", a):
