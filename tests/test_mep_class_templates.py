@@ -66,3 +66,42 @@ def test_a_member_changed_elsewhere_is_not_the_constructors(tmp_path):
     zap, _ = _mep(app, "zap")
     fields = {t.field for t in zap.todo}
     assert "params[1].value" in fields and "launch" in fields, fields
+
+
+def test_an_object_sized_from_the_input_is_the_inputs(tmp_path):
+    """`this->capacity = capacity;` in the template's constructor (a member access libclang leaves unresolved), the
+    object made from a count read with fscanf: the launch's size is the input's, a todo of kind `file`."""
+    app = make_app(tmp_path, """
+        #include <cstdio>
+        template <typename K>
+        __global__ void mark(int* flags, const K* keys, const int capacity)
+        { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < capacity) flags[i] = keys[i] != K(0); }
+        template <typename K>
+        class Table {
+        public:
+            Table(int capacity) { this->capacity = capacity; cudaMalloc(&keys, capacity * sizeof(K)); }
+            int count_all();
+            K* keys;
+            int capacity;
+        };
+        template <typename K>
+        int Table<K>::count_all()
+        {
+            int* flags;
+            cudaMalloc(&flags, capacity * sizeof(int));
+            mark<K><<<(capacity + 255) / 256, 256>>>(flags, this->keys, capacity);
+            return 0;
+        }
+        int main(int argc, char** argv)
+        {
+            int n = 0;
+            FILE* f = fopen(argv[1], "r");
+            fscanf(f, "%d", &n);
+            Table<unsigned> t(n * 2);
+            return t.count_all();
+        }
+    """)
+    run("mark", "-C", app)
+    spec, _ = _mep(app, "mark")
+    assert spec.launch.callee == "mark<unsigned int>"
+    assert [t.kind for t in spec.todo] == ["file"], [(t.field, t.reason) for t in spec.todo]

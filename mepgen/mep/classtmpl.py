@@ -74,8 +74,7 @@ def _stores(ctor, field) -> list:
         if len(ch) != 2 or operator_of(n, ch) != "=":
             continue
         lhs = _strip(ch[0])
-        if lhs is None or lhs.kind.name != "MEMBER_REF_EXPR" or lhs.referenced is None \
-                or lhs.referenced.get_usr() != field.get_usr():
+        if lhs is None or not _names(lhs, field):
             continue
         base = _strip(next(iter(lhs.get_children()), None))
         if base is None or base.kind.name == "CXX_THIS_EXPR":
@@ -83,16 +82,49 @@ def _stores(ctor, field) -> list:
     return out
 
 
+def _names(lhs, field) -> bool:
+    """Whether `lhs` is the member `field`: resolved, or `this->field` in a template's body, which libclang leaves
+    unresolved (its `this` depends on the template's parameters)."""
+    if lhs.kind.name != "MEMBER_REF_EXPR":
+        return False
+    if lhs.referenced is not None:
+        return lhs.referenced.get_usr() == field.get_usr()
+    base = _strip(next(iter(lhs.get_children()), None))
+    if base is None or base.kind.name != "CXX_THIS_EXPR":
+        return False
+    words = [t.spelling for t in lhs.get_tokens()]
+    return (lhs.spelling or (words[-1] if words else "")) == field.spelling
+
+
+def _class_writes(project, cls, field) -> list:
+    """The changes of member `field` anywhere in the application (mep/members.py's), and those its class's own
+    methods make through an unresolved `this->field`."""
+    from .members import member_writes
+    from .resolve import operator_of
+    out = list(member_writes(project).get(field.get_usr(), []))
+    for fn in project.functions.values():
+        if fn.semantic_parent is None or fn.semantic_parent.get_usr() != cls.get_usr():
+            continue
+        for n in walk(fn):
+            if n.kind.name not in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
+                continue
+            ch = list(n.get_children())
+            lhs = _strip(ch[0]) if ch else None
+            if lhs is not None and lhs.referenced is None and _names(lhs, field) and n not in out and (
+                    n.kind.name == "COMPOUND_ASSIGNMENT_OPERATOR" or operator_of(n, ch) in ("=", "++", "--")):
+                out.append(n)
+    return out
+
+
 def member_value(r, member, method) -> str | None:
     """The value of member `member` (a MEMBER_REF_EXPR on the implicit or explicit `this`) read in `method`, as
     resolver `r` writes values, or None."""
-    from .members import member_writes
     from .recursion import outer_calls
     field = member.referenced
     cls = class_of(method)
     if field is None or cls is None:
         return None
-    writes = member_writes(r.p).get(field.get_usr(), [])
+    writes = _class_writes(r.p, cls, field)
     if method.kind.name in _CTORS:      # read in the constructor itself (`cudaMalloc(&slots, capacity * ..)`)
         stores = _stores(method, field)
         if len(stores) != 1 or any(not _inside(w, method) for w in writes) or len(writes) > 1:
