@@ -77,7 +77,7 @@ GRID = """
 
 def _app(tmp_path, source, files):
     app = tmp_path / "app"
-    app.mkdir()
+    app.mkdir(parents=True)
     (app / "main.cu").write_text(textwrap.dedent(source))
     for name, text in files.items():
         (app / name).write_text(text)
@@ -117,8 +117,14 @@ def test_a_size_above_the_threshold_takes_the_other_instantiation(tmp_path):
 
 
 def test_a_field_set_under_a_condition_is_not_taken(tmp_path):
-    """`if (argc > 3) s->cols = 64;` after the option loop may or may not run: no value, a todo."""
-    source = GRID.replace("s->rows = rows;", "s->rows = rows;\n        if (argc > 3) s->cols = 64;")
+    """`s->cols = cols;` under `if (argc > 3)` may or may not run, and `cond ? (s->cols = cols) : 0` too: no
+    value, a todo."""
+    source = GRID.replace("s->cols = cols;", "if (argc > 3) s->cols = cols;")
+    app = _app(tmp_path / "if", source, {"run.sh": "./main -g 640x120\n"})
+    assert run("smooth", "-C", app).exit_code == 3
+    spec, _ = _mep(app, "smooth")
+    assert spec.todo
+    source = GRID.replace("s->cols = cols;", "argc > 3 ? (s->cols = cols) : 0;")
     app = _app(tmp_path, source, {"run.sh": "./main -g 640x120\n"})
     r = run("smooth", "-C", app)
     assert r.exit_code == 3, r.output

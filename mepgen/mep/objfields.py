@@ -54,12 +54,14 @@ def _certain(fn, node, at: int) -> bool:
         return False
     target = flow.path_to(fn, at)
     own = flow.path_to(fn, node.extent.start.offset)
+    if node not in own:
+        return False
+    own = own[:own.index(node)]          # the store's ancestors (path_to goes on into its left-hand side)
     common = 0
     while common < len(own) and common < len(target) and own[common] == target[common]:
         common += 1
-    # below the innermost block it shares with the point: only plain statements up to the store itself
-    return all(x.kind.name in _PLAIN or x == node or x.kind.name.endswith("_EXPR") or x.kind.name.endswith("OPERATOR")
-               for x in own[common:])
+    # below the innermost block it shares with the point: only plain statements (no branch, loop, `?:`, lambda)
+    return all(x.kind.name in _PLAIN + ("PAREN_EXPR",) for x in own[common:])
 
 
 def local_field(r, var, field):
