@@ -95,6 +95,7 @@ class ClosureBuilder:
         self.macro_all: dict[str, list] = defaultdict(list)  # name -> every MACRO_DEFINITION in app files, in order
         self.expansions: dict[str, list[tuple[int, str]]] = defaultdict(list)  # file -> (offset, name)
         self.device_by_name: dict[str, list] = defaultdict(list)
+        self.consts_by_name: dict[str, list] = defaultdict(list)   # namespace-scope `const`/`constexpr` variables
         self.includes: dict[str, list[dict]] = defaultdict(list)  # file -> its #include directives
         self.usings: list = []          # file-scope `using namespace X;` / `using X::name;`
         self._index()
@@ -126,7 +127,21 @@ class ClosureBuilder:
                     visit(c.get_children())
                 elif c.kind.name in FUNCTION_KINDS and c.is_definition() and is_device_function(c):
                     self.device_by_name[c.spelling].append(c)
+                elif c.kind.name == "VAR_DECL" and _global_space(c) == "host_const":
+                    self.consts_by_name[c.spelling].append(c)
         visit(self.tops)
+
+    def _attribute_names(self, kernel) -> list:
+        """The namespace-scope constants the kernel's declaration names outside its body, where libclang shows
+        no cursor (`__launch_bounds__(W, SHM_SIZE / sizeof(T))`): found by name in the kernel's namespaces."""
+        body = next((c for c in kernel.get_children() if c.kind.name == "COMPOUND_STMT"), None)
+        end = body.extent.start.offset if body is not None else kernel.extent.end.offset
+        names = {t.spelling for t in kernel.get_tokens() if t.kind.name == "IDENTIFIER"
+                 and t.extent.start.offset < end}
+        spaces = qualified_name(kernel).split("::")[:-1]
+        scopes = {"::".join(spaces[:i]) for i in range(len(spaces) + 1)}
+        return [c for n in sorted(names) for c in self.consts_by_name.get(n, ())
+                if "::".join(qualified_name(c).split("::")[:-1]) in scopes]
 
     def _outside(self, path: str) -> bool:
         """A header of the application's that lies outside its folder (a sibling `../common`, a folder the
@@ -176,6 +191,11 @@ class ClosureBuilder:
         macros: list[tuple[str, str, int]] = []
         todo = [kernel]
         seen: set[str] = set()
+        for decl in self._attribute_names(kernel):
+            f = decl.location.file
+            if f is not None and self.src.in_app(f.name) and decl.get_usr() not in members:
+                members[decl.get_usr()] = self._member(decl, "global")
+                todo.append(decl)
         for decl in instantiated_with:
             decl = _top_entity(_definition(decl))
             f = decl.location.file

@@ -100,6 +100,9 @@ def from_run(project, name: str, text: str, integral: bool, default: str | None,
     where = f"option {flag(option)}" if option is not None else f"argv[{k}]"
     if arg is not None:
         value = number(arg, integral)
+        if value is None:       # `atoi(optarg)` of `1024x768`: the number the word starts with, as C reads it
+            from .cstrings import convert
+            value = convert(text, arg, integral)
         if value is None:
             what = "a file" if "/" in arg or "." in arg and not arg[0].isdigit() else "not a number"
             return ArgValue(None, f"{rc.describe()} passes `{arg}` there ({what}); {CAPTURE}")

@@ -51,10 +51,10 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
                           f"rerun `mepgen extract`")
     site, lc = choose_launch(project, kernel, site)
     enclosing = project.find_function(site["enclosing_usr"], site.get("file"))
-    targs_list, targ_notes, exact = site_template_args(project, kernel, cursor, site, lc, enclosing)
-    notes += targ_notes
     symbols = symbols if symbols is not None else Symbols()
     resolver = Resolver(project, symbols, set(project.macros))
+    targs_list, targ_notes, exact = site_template_args(project, kernel, cursor, site, lc, enclosing, resolver)
+    notes += targ_notes
     param_cursors = [c for c in cursor.get_children() if c.kind.name == "PARM_DECL"]
     args = list(lc.args) + [None] * (len(kernel["params"]) - len(lc.args))
     for prm, arg in zip(kernel["params"], args):

@@ -44,6 +44,13 @@ def _trace(r, e, field, depth: int) -> str | None:
     if e is None or depth > _DEPTH:
         return None
     k = e.kind.name
+    if k == "UNARY_OPERATOR" and r_operator(e, list(e.get_children())) == "&":    # `run(&o)`: the object o
+        inner = _strip(next(iter(e.get_children()), None))
+        if inner is not None and inner.kind.name == "DECL_REF_EXPR" and inner.referenced is not None \
+                and inner.referenced.kind.name == "VAR_DECL":
+            from .objfields import local_field
+            return local_field(r, inner.referenced, field)
+        return None
     if k == "CALL_EXPR":
         return _built_by(r, e, field, depth)
     if k != "DECL_REF_EXPR" or e.referenced is None:
@@ -57,7 +64,8 @@ def _trace(r, e, field, depth: int) -> str | None:
         if fn is None:
             return None
         here = fn.location.file.name if fn.location.file is not None else None
-        calls = sorted(r.p.callers(fn), key=lambda cc: (cc[1].location.file.name if cc[1].location.file
+        from .recursion import outer_calls
+        calls = sorted(outer_calls(fn, r.p.callers(fn))[0], key=lambda cc: (cc[1].location.file.name if cc[1].location.file
                                                         is not None else None) != here)
         for call, caller in calls:
             args = list(call.get_arguments())
@@ -69,6 +77,10 @@ def _trace(r, e, field, depth: int) -> str | None:
         return None
     if d.kind.name == "VAR_DECL" and d.semantic_parent is not None \
             and d.semantic_parent.kind.name not in ("NAMESPACE", "TRANSLATION_UNIT"):
+        from .objfields import local_field
+        value = local_field(r, d, field)        # `o = malloc(..); o->w = w; run(o);` in this very function
+        if value is not None:
+            return value
         source = _held(r, d)
         return _trace(r, source, field, depth + 1) if source is not None else None
     return None

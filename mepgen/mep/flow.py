@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 from .readers import data_read, stream_target
 
+from .cstrings import from_optarg
+
 if TYPE_CHECKING:
     from .project import Project
 
@@ -219,9 +221,19 @@ def _named_option(own: list, off: int) -> str | None:
     return flags[0]
 
 
-def _option_letter(own: list) -> str | None:
-    """The option letter of the innermost `case 'n':` holding a change (getopt's switch), else None."""
+def _option_letter(own: list, off: int | None = None) -> str | None:
+    """The option letter of the innermost `case 'n':` holding a change (getopt's switch), else None. A change in a
+    later statement of the case (`case 'd': w = atoi(optarg); h = ...; break;`: libclang puts only the first one
+    under the label) has the last label before it in the switch's body, when no other label falls through to it."""
     case = next((x for x in reversed(own) if x.kind.name == "CASE_STMT"), None)
+    switch = next((x for x in reversed(own) if x.kind.name == "SWITCH_STMT"), None)
+    if case is None and switch is not None and off is not None:
+        body = next((x for x in switch.get_children() if x.kind.name == "COMPOUND_STMT"), None)
+        stmts = [x for x in body.get_children() if x.extent.start.offset <= off] if body is not None else []
+        labels = [i for i, x in enumerate(stmts) if x.kind.name in ("CASE_STMT", "DEFAULT_STMT")]
+        if labels and stmts[labels[-1]].kind.name == "CASE_STMT" and (len(labels) == 1 or any(
+                x.kind.name in ("BREAK_STMT", "RETURN_STMT") for x in stmts[labels[-2] + 1:labels[-1]])):
+            case = stmts[labels[-1]]
     toks = [t.spelling for t in case.get_tokens()][:3] if case is not None else []
     if len(toks) >= 2 and re.fullmatch(r"'[A-Za-z0-9]'", toks[1]):
         return toks[1][1]
@@ -337,7 +349,10 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
     for m in modifications(fn, usr):
         off = m.node.extent.start.offset
         if m.op == "?":
-            why = stored(m.node) if stored is not None and m.node.kind.name in ("CALL_EXPR", "BINARY_OPERATOR") \
+            node = m.node
+            if node.kind.name == "UNARY_OPERATOR":      # `f(.., &n)`: the call that gets the address
+                node = next((x for x in reversed(m.path) if x.kind.name == "CALL_EXPR"), node)
+            why = stored(node) if stored is not None and node.kind.name in ("CALL_EXPR", "BINARY_OPERATOR") \
                 else None
             raise Unsure(why or f"`{name}` is passed by reference or its address is taken at {where(m.node)}")
         # the innermost ancestor shared with the launch
@@ -368,9 +383,9 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
             if loop is not None:
                 later.append((m, loop))
             continue
-        if argv is not None and _mentions(m.rhs, "optarg"):
+        if argv is not None and m.rhs is not None and from_optarg(fn, m):
             # `while ((c = getopt(argc, argv, "n:")) != -1) switch (c) { case 'n': n = atoi(optarg); ... }`
-            letter = _option_letter(own)
+            letter = _option_letter(own, off)
             if letter is None or not any(x.kind.name in LOOPS and (_mentions(x, "getopt") or
                                                                    _mentions(x, "getopt_long")) for x in own):
                 raise Unsure(f"`{name}` is set from a command-line option at {where(m.node)} in a way mepgen "

@@ -52,3 +52,15 @@ def changing_member(project: Project, ref, where: str) -> Why | None:
     owner = field.semantic_parent.spelling if field.semantic_parent is not None else "?"
     return Why(f"`{ref.spelling}` at {where} is the member {owner}::{field.spelling}, which the application changes "
                f"in {len(writes)} places: state the program computes while it runs", "runtime")
+
+
+def device_written(project: Project, name: str, writes: list, where) -> Why | None:
+    """Why a namespace-scope variable is a value the GPU computes: device code changes it (`atomicAdd(&count, 1)`
+    in a kernel on a `__managed__` or `__device__` counter), so what the host reads after a launch is the run's.
+    `writes`: its changes as (function, change) pairs (mep/flow.py's global_writes)."""
+    from ..extract.kernels import has_attr, is_kernel
+    for fn, m in writes:
+        if is_kernel(fn) or has_attr(fn, "CUDADEVICE_ATTR") and not has_attr(fn, "CUDAHOST_ATTR"):
+            return Why(f"`{name}` is changed by device code, in {fn.spelling}() at {where(m.node)}: a value the GPU "
+                       "computes while the application runs", "runtime")
+    return None

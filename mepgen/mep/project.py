@@ -127,7 +127,7 @@ class Project:
 
     def _index_decl(self, c) -> None:
         k = c.kind.name
-        if k in ("NAMESPACE", "LINKAGE_SPEC", "STRUCT_DECL", "CLASS_DECL"):
+        if k in ("NAMESPACE", "LINKAGE_SPEC", "STRUCT_DECL", "CLASS_DECL", "CLASS_TEMPLATE"):
             for ch in c.get_children():
                 self._index_decl(ch)
         elif k == "VAR_DECL":
@@ -145,7 +145,9 @@ class Project:
                 elif node.kind.name == "CALL_EXPR" and node.referenced is not None:
                     self.calls[node.referenced.get_usr()].append((node, c))
                     ref = node.referenced
-                    if ref.kind.name == "FUNCTION_DECL":
+                    if ref.kind.name in ("FUNCTION_DECL", "CXX_METHOD", "CONSTRUCTOR"):
+                        # a function template's specialisation, or a method of a class template's instantiation
+                        # (`t.put(x)` on a `Table<int>`): indexed under the template's own function too
                         tmpl = clang.specialized_template(ref)
                         if tmpl is not None and tmpl.get_usr() != ref.get_usr():
                             self.calls[tmpl.get_usr()].append((node, c))

@@ -118,7 +118,42 @@ def stored_by(project, call, name: str, where: str) -> Why | None:
     read = reader_call(project, call)
     if read is not None:
         return Why(f"`{name}` is read from the application's input by {read} at {where} ({_what(read)})", "file")
+    callee = _library_callee(project, call) if call.kind.name == "CALL_EXPR" else None
+    if callee is not None and callee not in _NOT_OUTPUTS and _address_of(call, name):
+        # `cublasIsamax(h, n, x, 1, &i)`, `cudaGetDeviceCount(&n)`: a library writes it while the program runs
+        return Why(f"`{name}` is written through its address by {callee}() at {where}, a library function: "
+                   "a value it computes while the application runs", "runtime")
     return None
+
+
+def _library_callee(project, call) -> str | None:
+    """The name of the function a call calls when it is a library's: declared outside the application, or not
+    declared in what mepgen parsed (a library header it does not carry) and defined in no source of the
+    application; None for the application's own functions."""
+    ref = call.referenced
+    if ref is not None:
+        return call.spelling if ref.location.file is not None and not project.in_app(ref) else None
+    toks = [t.spelling for t in call.get_tokens()]
+    name = toks[0] if len(toks) > 1 and toks[1] == "(" and re.fullmatch(r"[A-Za-z_]\w*", toks[0]) else None
+    if name is None:
+        return None
+    project.read_host_files(name)
+    if any(fn.spelling == name for fn in project.functions.values()):
+        return None
+    return name
+
+
+#: library calls given an address whose value they do not compute from the run (parsing a string, clearing)
+_NOT_OUTPUTS = {"sscanf", "memset", "bzero", "std::memset"}
+
+
+def _address_of(call, name: str) -> bool:
+    """Whether one of the call's arguments is `&name` (through casts and parentheses)."""
+    for a in call.get_arguments():
+        toks = [t.spelling for t in a.get_tokens() if t.spelling not in ("(", ")")]
+        if len(toks) >= 2 and toks[-2:] == ["&", name] and all(t not in (",", "[", ".", "->") for t in toks):
+            return True
+    return False
 
 
 def _what(read: str) -> str:

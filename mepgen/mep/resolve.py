@@ -29,7 +29,8 @@ _INTEGRAL = {"INT", "UINT", "LONG", "ULONG", "LONGLONG", "ULONGLONG", "SHORT", "
 _MINMAX = ("max", "min")
 #: functions of the C/C++ standard library whose value depends only on their arguments (launch arithmetic)
 PURE_FUNCTIONS = {f + sfx for f in ("ceil", "floor", "round", "trunc", "sqrt", "cbrt", "pow", "log2", "log10", "log",
-                                    "exp2", "exp", "fabs", "fmin", "fmax", "fmod", "lround", "llround")
+                                    "exp2", "exp", "fabs", "fmin", "fmax", "fmod", "lround", "llround", "sin", "cos",
+                                    "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "hypot")
                   for sfx in ("", "f", "l")} | {"abs", "labs", "llabs"}
 
 
@@ -161,6 +162,8 @@ class Resolver:
             size = self._sizeof(c)
             if size is not None:
                 return size
+        if k in ("CXX_NEW_EXPR", "CXX_DELETE_EXPR"):
+            return None         # a fresh host buffer (`new double[n]`): an address, and its elements are data
         if k in _LITERALS or not self._has_refs(c):
             return self.p.text(c) or None
         if k == "DECL_REF_EXPR":
@@ -199,10 +202,21 @@ class Resolver:
         if fn is not None and fn.kind.name == "FUNCTION_TEMPLATE":
             # `sizeof(T)` in `template <typename T> void run()`: T as the application instantiates run
             from .targs import enclosing_instantiation, substitute
-            mapping, _ = enclosing_instantiation(self.p, fn)
+            mapping, _ = enclosing_instantiation(self.p, fn, resolver=self)
             m = re.fullmatch(r"\s*(sizeof|alignof)\s*\(\s*([A-Za-z_]\w*)\s*\)\s*", text)
             if m and m.group(2) in mapping:
                 return substitute(f"{m.group(1)}({m.group(2)})", mapping)
+        from .classtmpl import class_instantiation, class_of
+        cls = class_of(fn)
+        if cls is not None and cls.kind.name == "CLASS_TEMPLATE":
+            # `sizeof(K)` in a method of `Table<K>`: K as the calls of the method instantiate the class
+            from .targs import substitute
+            mapping, _ = class_instantiation(self.p, fn)
+            m = re.fullmatch(r"\s*(sizeof|alignof)\s*\(\s*([A-Za-z_]\w*)\s*\)\s*", text)
+            if m and m.group(2) in mapping:
+                return substitute(f"{m.group(1)}({m.group(2)})", mapping)
+            if m and m.group(2) in {c.spelling for c in cls.get_children()}:
+                return None         # a parameter of the class template mepgen did not derive: no text as written
         own = any(n.kind.name == "TYPE_REF" and n.referenced is not None and self.p.in_app(n.referenced)
                   or n.kind.name == "DECL_REF_EXPR" for n in walk(c))    # `sizeof(*d_x)`: of an expression
         value = clang.evaluate_int(c) if own else None
@@ -324,7 +338,9 @@ class Resolver:
                   x.kind.name.endswith("PARAMETER")]
         index = next((i for i, x in enumerate(params) if x.get_usr() == d.get_usr()), None)
         values: list[tuple[int, object]] = []
-        for call, _ in self.p.calls.get(tmpl.get_usr(), []):
+        from .reach import keep_reached
+        calls, decided = keep_reached(self, self.p.calls.get(tmpl.get_usr(), []))
+        for call, _ in calls:
             spec = call.referenced
             try:
                 if index is None or spec is None or index >= spec.get_num_template_arguments() or \
@@ -333,11 +349,23 @@ class Resolver:
                 values.append((spec.get_template_argument_value(index), call))
             except (AttributeError, ValueError):
                 continue
-        if not values:
-            return None
+        if not values:      # called only from other templates' bodies (`f<T, 64>(..)`, maybe through a macro)
+            from .targs import enclosing_instantiation
+            mapping, note = enclosing_instantiation(self.p, tmpl, resolver=self)
+            value = mapping.get(d.spelling)
+            if value is None or not re.fullmatch(r"-?\d+", value.strip()):
+                return None
+            if note:
+                self.choices.append(note)
+            return value.strip()
         value, call = values[0]
         others = sorted({v for v, _ in values} - {value})
-        if others:
+        if decided:
+            self.choices.append(f"`{d.spelling}` is the template argument {value} of {tmpl.spelling}() as called at "
+                                f"{self.where(call)}, the call the run reaches: the others are under conditions "
+                                "that are false with the values mepgen derived"
+                                + (f" (candidates left: {', '.join(map(str, others))})" if others else ""))
+        elif others:
             self.choices.append(f"`{d.spelling}` is the template argument {value} of {tmpl.spelling}() as called at "
                                 f"{self.where(call)}, the first of its instantiations (others: "
                                 f"{', '.join(map(str, others))})")
@@ -393,7 +421,8 @@ class Resolver:
             if option is not None and len({o for _, _, o in argv}) > 1:
                 self.unsure.append(f"`{d.spelling}` is set by several command-line options")
                 return True, None
-            text = self.p.text(m.rhs if m.rhs is not None else m.call)     # `sscanf(argv[2], "%d", &n)`
+            from .cstrings import expanded      # `pos = strchr(optarg, 'x'); h = atoi(pos + 1);`: through pos
+            text = expanded(self.p, fn, m) if m.rhs is not None else self.p.text(m.call)   # `sscanf(argv[2], ..)`
             return True, self._argv_symbol(d, text, self.where(m.node), default, option)
         return self._value_from(d, fn, steps)
 
@@ -508,6 +537,11 @@ class Resolver:
         writes = flow.global_writes(self.p).get(d.get_usr(), [])
         if not writes:
             return False, None
+        from .members import device_written
+        gpu = device_written(self.p, d.spelling, writes, self.where)
+        if gpu is not None:         # `atomicAdd(&N, 1)` in a kernel: the host reads what the GPU computed
+            self.unsure.append(gpu)
+            return True, None
         fn, m = writes[0]
         if all(f == fn for f, _ in writes) and self._point(fn) is not None:
             # `num_blocks = n / 16; k<<<num_blocks, 16>>>(...)` in the one function that sets the global
@@ -601,15 +635,29 @@ class Resolver:
         if fn is None:
             return None
         mark = len(self.unsure)
+        if self._changed_param(d, fn):
+            # `void run(char* f, unsigned n) { init(f, n); k<<<n, ..>>>(); }` with `init(.., unsigned& n)`: the
+            # value at the point is the one the function gave it, not what its caller passed
+            handled, value = self._followed(d)
+            if value is not None or len(self.unsure) > mark:
+                return value if value is not None else self._symbol_for(d, None, unsure=True)
         here = fn.location.file.name if fn.location.file is not None else None
-        callers = self.p.callers(fn)        # the plain C/C++ sources that name it are read now (mep/hostsrc.py)
+        from .recursion import outer_calls, outermost_note
+        callers, recursive = outer_calls(fn, self.p.callers(fn))    # plain C/C++ sources are read now (hostsrc.py)
         calls = sorted(callers,                                 # callers of the same file (program) first
                        key=lambda cc: (cc[1].location.file.name if cc[1].location.file is not None else None) != here)
         for call, caller in calls:
             with self.inside(caller, call.extent.start.offset):
                 value = self.call_arg(call, index)
             if value is not None:
+                if recursive:
+                    self.choices.append(outermost_note(d.spelling, fn.spelling, self.where(call)))
                 return value
+            args = list(call.get_arguments())
+            read = origin(self.p, args[index], self.p.text(args[index]), self.where(call)) \
+                if 0 <= index < len(args) else None
+            if read is not None:        # `step(t[k])`: the caller passes an element of its data
+                self.unsure.append(read)
         why = next((w for w in reversed(self.unsure[mark:]) if kind_of(w) is not None), None)
         if why is not None:     # the callers pass a value read from input: say so at this parameter
             name = fn.spelling
@@ -620,6 +668,16 @@ class Resolver:
             return self._symbol_for(d, None, why=Why(f"`{d.spelling}` is a parameter of {fn.spelling}(), which no "
                                                      f"source mepgen parsed calls{detail}"))
         return self._symbol_for(d, None)
+
+    def _changed_param(self, d, fn) -> bool:
+        """Whether the function whose parameter `d` is changes it before the point the value is wanted at."""
+        from . import flow
+        body = fn if fn.is_definition() else self.p.find_function(fn.get_usr())
+        at = self._point(body) if body is not None else None
+        # an address stored for a launch (`void* args[] = {&n, ..}; cudaLaunchKernel(..)`) changes nothing
+        return at is not None and d.get_usr() in modified_locals(self.p, body) and any(
+            m.node.extent.start.offset < at and (m.op != "?" or m.node.kind.name == "CALL_EXPR" or any(
+                x.kind.name == "CALL_EXPR" for x in m.path)) for m in flow.modifications(body, d.get_usr()))
 
     def param_index(self, d):
         fn = d.semantic_parent
@@ -744,6 +802,14 @@ class Resolver:
             return None
         mark = len(self.unsure)
         base = self.expr(kids[0]) if kids else None       # no child: `count` inside a method (this->count)
+        this = not kids or strip(kids[0]) is not None and strip(kids[0]).kind.name == "CXX_THIS_EXPR"
+        if base is None and this and self.scope:     # set by the constructor of the object (mep/classtmpl.py)
+            from .classtmpl import member_value
+            method = self.scope[-1]
+            value = member_value(self, c, method) if method is not None else None
+            if value is not None:
+                del self.unsure[mark:]
+                return value
         if base is None:
             said = len(self.unsure)
             if kids:            # `net->n` of a struct a create function made (mep/fields.py)
@@ -789,6 +855,12 @@ class Resolver:
             callee = self.p.text(c).split("(")[0].strip() or name     # `std::ceil` as written
             return f"{callee}(" + ", ".join(vals) + ")"
         fn = self.p.find_function(ref.get_usr()) if ref is not None else None
+        if fn is None and ref is not None and ref.kind.name == "FUNCTION_DECL" and "<" not in \
+                self.p.text(c).split("(")[0]:
+            # `divUp(n, 4 * W)` of `template <typename T> T divUp(T a, T b)`: the template's body, its T deduced
+            # from the arguments (so their arithmetic is T's); explicit template arguments are not inlined
+            tmpl = clang.specialized_template(ref)
+            fn = self.p.find_function(tmpl.get_usr()) if tmpl is not None else None
         ret = _single_return(fn) if fn is not None else None
         arms = _guarded_returns(fn) if fn is not None and ret is None else None
         if ret is None and not arms:

@@ -34,6 +34,9 @@ def _spelled_args(spec) -> list[str] | None:
     if n <= 0:
         return None
     out = []
+    tmpl = specialized_template(spec)
+    params = [x for x in tmpl.get_children() if x.kind.name.startswith("TEMPLATE_") and
+              x.kind.name.endswith("PARAMETER")] if tmpl is not None else []
     for i in range(n):
         try:
             kind = spec.get_template_argument_kind(i).name
@@ -42,7 +45,15 @@ def _spelled_args(spec) -> list[str] | None:
         if kind == "TYPE":
             out.append(spec.get_template_argument_type(i).get_canonical().spelling)
         elif kind in ("INTEGRAL", "DECLARATION", "NULLPTR"):
-            out.append(str(spec.get_template_argument_value(i)))
+            # libclang gives a value sign-extended from its width: `true` of a `bool` parameter is -1
+            ptype = params[i].type.get_canonical().kind.name if i < len(params) and \
+                params[i].kind.name == "TEMPLATE_NON_TYPE_PARAMETER" else ""
+            if ptype == "BOOL":
+                out.append("true" if spec.get_template_argument_value(i) else "false")
+            elif ptype.startswith("U") or ptype == "CHAR_U":
+                out.append(str(spec.get_template_argument_unsigned_value(i)))
+            else:
+                out.append(str(spec.get_template_argument_value(i)))
         else:
             return None
     return out
@@ -94,7 +105,34 @@ def _written(project: Project, call) -> list[str] | None:
     from ..extract.launches import _template_args
     kids = list(call.get_children())
     text = project.text(kids[0]) if kids else ""
-    return _template_args(text) if re.fullmatch(r"[\w:]+\s*<.*>", text.strip(), re.S) else None
+    if re.fullmatch(r"[\w:]+\s*<.*>", text.strip(), re.S):
+        return _template_args(text)
+    return _in_macro(project, call)
+
+
+def _in_macro(project: Project, call) -> list[str] | None:
+    """`f<T, n>` of a dependent call that a function-like macro of the application makes (`#define RUN(n)
+    f<T, n>(x)` used as `RUN(64)`): the arguments as the invocation expands them, when it makes one call of `f`."""
+    from . import fnmacro
+    from ..extract.launches import _template_args
+    macros = getattr(project, "function_macros", {})
+    text = project.text(call)
+    toks = fnmacro.tokens(text)
+    if not macros or not toks or toks[0] not in macros or not fnmacro.invocation(toks, macros):
+        return None
+    expanded = fnmacro.expand(toks, macros)
+    name = (call.spelling or next((n.spelling for n in walk(call) if n.kind.name == "OVERLOADED_DECL_REF"), "")
+            ).split("::")[-1]
+    at = [i for i, t in enumerate(expanded or []) if t == name and i + 1 < len(expanded) and expanded[i + 1] == "<"]
+    if not name or len(at) != 1:
+        return None
+    depth, j = 0, at[0] + 1
+    for j in range(at[0] + 1, len(expanded)):
+        depth += expanded[j] == "<"
+        depth -= expanded[j] == ">"
+        if depth == 0:
+            break
+    return _template_args(name + " ".join(expanded[at[0] + 1:j + 1])) if depth == 0 else None
 
 
 def _derived(arg: str, project: Project) -> bool:
@@ -106,7 +144,8 @@ def _type_word(w: str) -> bool:
     return w in _TYPE_WORDS or _VECTOR.fullmatch(w) is not None
 
 
-def enclosing_instantiation(project: Project, enclosing, depth: int = 0) -> tuple[dict[str, str], str | None]:
+def enclosing_instantiation(project: Project, enclosing, depth: int = 0, resolver=None) \
+        -> tuple[dict[str, str], str | None]:
     """The enclosing function template's parameters -> the arguments of its first instantiation the
     application calls, with a note when it calls several; else of its first explicit instantiation
     (`template void f<float>(...);`). A call from another template's body (`f<T, 4>(x)` inside `g<T>`) counts
@@ -116,7 +155,9 @@ def enclosing_instantiation(project: Project, enclosing, depth: int = 0) -> tupl
         return {}, None
     seen: list[list[str]] = []
     dependent = []
-    for call, caller in project.calls.get(enclosing.get_usr(), []):
+    from .reach import keep_reached
+    calls, decided = keep_reached(resolver, project.calls.get(enclosing.get_usr(), []))
+    for call, caller in calls:
         if call.referenced is None:
             dependent.append((call, caller))
             continue
@@ -141,6 +182,10 @@ def enclosing_instantiation(project: Project, enclosing, depth: int = 0) -> tupl
     if len(seen) > 1:
         note = (f"{enclosing.spelling}() is instantiated as "
                 f"{', '.join('<' + ', '.join(s) + '>' for s in seen)}; this MEP uses <{', '.join(seen[0])}>")
+    if decided:
+        note = (f"{enclosing.spelling}() is instantiated as <{', '.join(seen[0])}> by the call the run reaches: "
+                "the others are under conditions that are false with the values mepgen derived"
+                + (f" (candidates left: {', '.join('<' + ', '.join(s) + '>' for s in seen)})" if len(seen) > 1 else ""))
     return dict(zip(names, seen[0])), note
 
 
@@ -177,7 +222,7 @@ def substitute(text: str, mapping: dict[str, str]) -> str:
     return text
 
 
-def site_template_args(project: Project, kernel: dict, kernel_cursor, site: dict, lc, enclosing) \
+def site_template_args(project: Project, kernel: dict, kernel_cursor, site: dict, lc, enclosing, resolver=None) \
         -> tuple[list[str], list[str], bool]:
     """The kernel's template arguments at this launch (as many as mepgen could derive, in order), notes, and
     whether clang made them (a specialisation, whose types the extraction's closure already holds).
@@ -196,13 +241,23 @@ def site_template_args(project: Project, kernel: dict, kernel_cursor, site: dict
     if len(out) < len(names) and not written and kernel.get("instantiations"):
         out = list(kernel["instantiations"][0])
     if enclosing is not None and enclosing.kind.name == "FUNCTION_TEMPLATE":
-        mapping, note = enclosing_instantiation(project, enclosing)
+        mapping, note = enclosing_instantiation(project, enclosing, resolver=resolver)
+        if mapping:
+            out = [substitute(a, mapping) for a in out]
+            if note:
+                notes.append(note)
+    from .classtmpl import class_instantiation, class_of
+    cls = class_of(enclosing)
+    if cls is not None and cls.kind.name == "CLASS_TEMPLATE":     # a method of `Table<K>` called on a Table<int>
+        mapping, note = class_instantiation(project, enclosing, resolver)
         if mapping:
             out = [substitute(a, mapping) for a in out]
             if note:
                 notes.append(note)
     # a type still spelled with the enclosing template's own parameters is not derived
     pending = set(_enclosing_params(enclosing)) if enclosing is not None else set()
+    if cls is not None and cls.kind.name == "CLASS_TEMPLATE":
+        pending |= set(_enclosing_params(cls))
     kept = []
     for a in out:
         if pending and re.search(rf"\b({'|'.join(map(re.escape, pending))})\b", a):
