@@ -219,8 +219,18 @@ def main() -> int:
                         dst = (work / cand.relative_to(src)) if cand.is_relative_to(src) else work.parent / shared
                         if not dst.exists():
                             shutil.copytree(cand, dst)
+            partial = None
+            if args.out:                       # one line per app as it ends: a sweep cut short keeps what it did
+                args.out.mkdir(parents=True, exist_ok=True)
+                partial = args.out / f"corpus_sweep-{args.label or 'run'}-{name}.partial.jsonl"
+                partial.write_text("")
             with cf.ThreadPoolExecutor(args.jobs) as pool:
-                recs = list(pool.map(lambda a: sweep_app(a, args), copies))
+                futures = {pool.submit(sweep_app, a, args): a for a in copies}
+                for fut in cf.as_completed(futures):
+                    if partial is not None:
+                        with open(partial, "a") as fh:
+                            fh.write(json.dumps(dict(fut.result(), app=futures[fut].name)) + "\n")
+                recs = [f.result() for f in futures]
             for r in recs:
                 r["app"] = str(Path(r["app"]).relative_to(work))
                 print(f"{name}/{r['app']}: {r['kernels_extracted']}/{r['kernels_in_source']} kernels, "
