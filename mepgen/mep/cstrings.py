@@ -19,7 +19,7 @@ _TOKEN = re.compile(r'\s*(?:(?P<str>"(?:[^"\\]|\\.)*")|(?P<chr>\'(?:[^\'\\]|\\.)
 
 
 class _NoValue(Exception):
-    pass
+    """A part of the expression this reader gives no value for (the message names it): never a guessed value."""
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:

@@ -18,13 +18,7 @@ from .project import walk
 _PLAIN = ("COMPOUND_STMT", "EXPR_STMT", "UNEXPOSED_STMT")
 
 
-def _strip(c):
-    while c is not None and c.kind.name in ("UNEXPOSED_EXPR", "PAREN_EXPR"):
-        kids = list(c.get_children())
-        if len(kids) != 1:
-            break
-        c = kids[0]
-    return c
+_strip = flow._strip       # an expression without its implicit casts and parentheses
 
 
 def _stores(fn, var_usr: str, field_usr: str) -> list:
