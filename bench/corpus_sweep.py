@@ -23,7 +23,7 @@ follow: "gets no traceable value from its callers") counts in scope, so the in-s
 Never copies the corpus into this repository: the corpus path is an argument, the work folder a temporary one.
 
     python3 bench/corpus_sweep.py --suite rodinia=/path/rodinia/cuda --suite hecbench=/path/HeCBench/src \
-        [--sample 40] [--build] [--gpu] [--out bench/results/corpus_sweep] [--label before]
+        [--sample 40] [--build] [--gpu] [--out bench/results/corpus_sweep] [--label before] [--scrub]
 """
 from __future__ import annotations
 
@@ -160,6 +160,25 @@ def sweep_app(app: Path, args) -> dict:
     return rec
 
 
+#: an app record's fields whose texts can quote the application's code (parse errors, reasons, run errors)
+QUOTING = ("error", "cannot_reasons", "files_not_understood", "run_err")
+
+
+def scrubbed(report: dict) -> dict:
+    """The report with every text that may quote the corpus's code replaced by a count, and paths by their role:
+    what may be committed (fetched code never is, not even in an error message)."""
+    out = json.loads(json.dumps(report))
+    out["command"] = re.sub(r"--suite (\w+)=\S+", r"--suite \1=CORPUS/\1", out.get("command", ""))
+    out["command"] = re.sub(r"--out \S+", "--out OUT", out["command"])
+    for suite in out.get("suites", {}).values():
+        for rec in suite.get("apps", []):
+            for key in QUOTING:
+                if rec.get(key):
+                    n = len(rec[key]) if isinstance(rec[key], list) else 1
+                    rec[key] = f"(left out: quotes the fetched code; {n} item(s))"
+    return out
+
+
 def summarize(recs: list[dict]) -> dict:
     s = {k: sum(r.get(k, 0) or 0 for r in recs) for k in
          ("kernels_in_source", "kernels_extracted", "meps", "complete", "built", "built_complete", "verified",
@@ -195,6 +214,8 @@ def main() -> int:
     ap.add_argument("--build-limit", type=float, default=180)
     ap.add_argument("--run-limit", type=float, default=300)
     ap.add_argument("--label", default="")
+    ap.add_argument("--scrub", action="store_true",
+                    help="write the JSON record without texts that may quote the corpus (a record to commit)")
     ap.add_argument("--out", type=Path, default=None, help="folder for corpus_sweep[-LABEL].json and .md")
     args = ap.parse_args()
     report = {"date": datetime.date.today().isoformat(), "label": args.label,
@@ -241,7 +262,7 @@ def main() -> int:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         stem = "corpus_sweep" + (f"-{args.label}" if args.label else "")
-        (args.out / f"{stem}.json").write_text(json.dumps(report, indent=1))
+        (args.out / f"{stem}.json").write_text(json.dumps(scrubbed(report) if args.scrub else report, indent=1))
         (args.out / f"{stem}.md").write_text(markdown(report))
     print(markdown(report))
     return 0
