@@ -142,3 +142,9 @@ def assert_same_on_cpu(tmp_path: Path, before: str, after: str, main_body: str, 
     assert built.returncode == 0, built.stderr[-2000:]
     ran = subprocess.run([str(tmp_path / "sim")], capture_output=True, text=True)
     assert ran.returncode == 0, ran.stdout
+
+
+def planned(plan, name: str) -> tuple[dict, str]:
+    """The dry run's candidate of transformation `name` and the kernel.cu it wrote."""
+    cand = next(c for c in plan.candidates if c["name"] == name)
+    return cand, (Path(cand["folder"]) / "kernel.cu").read_text()

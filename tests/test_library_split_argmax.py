@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from library_fixtures import assert_same_on_cpu, assert_structural_rewrites_compile, dry_run_plans
+from library_fixtures import assert_same_on_cpu, assert_structural_rewrites_compile, dry_run_plans, planned
 
 APP = Path(__file__).parent / "library_idioms" / "best_match"
 
@@ -21,8 +21,7 @@ def plans(tmp_path_factory):
 
 
 def _cand(p):
-    cand = next(c for c in p.candidates if c["name"] == "split_argmax")
-    return cand, (Path(cand["folder"]) / "kernel.cu").read_text()
+    return planned(p, "split_argmax")
 
 
 def test_max_and_min_scans_are_sliced(plans):

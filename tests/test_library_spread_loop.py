@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from library_fixtures import assert_same_on_cpu, assert_structural_rewrites_compile, dry_run_plans
+from library_fixtures import assert_same_on_cpu, assert_structural_rewrites_compile, dry_run_plans, planned
 from mepgen.optimize.library.dependence import feasible, linear
 
 APP = Path(__file__).parent / "library_idioms" / "loop_spread"
@@ -23,8 +23,7 @@ def plans(tmp_path_factory):
 
 
 def _cand(p):
-    cand = next(c for c in p.candidates if c["name"] == "spread_loop")
-    return cand, (Path(cand["folder"]) / "kernel.cu").read_text()
+    return planned(p, "spread_loop")
 
 
 def test_fourier_motzkin_decides_small_integer_systems():
