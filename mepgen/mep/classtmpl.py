@@ -13,18 +13,13 @@ Anything else is not a value here; the todo says why.
 """
 from __future__ import annotations
 
-from .project import walk
+from .project import unwrap, walk
 
 _CTORS = ("CONSTRUCTOR",)
 
 
 def _strip(c):
-    while c is not None and c.kind.name in ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR"):
-        kids = list(c.get_children())
-        if len(kids) != 1:
-            break
-        c = kids[0]
-    return c
+    return unwrap(c, ("CSTYLE_CAST_EXPR",))
 
 
 def class_of(method):

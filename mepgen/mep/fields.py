@@ -11,7 +11,7 @@ assigns a field of that name; anything else is unsure, with the reason.
 from __future__ import annotations
 
 from . import flow
-from .project import walk
+from .project import unwrap, walk
 from .readers import stored_by
 
 _NULLS = ("CXX_NULL_PTR_LITERAL_EXPR", "GNU_NULL_EXPR")
@@ -19,13 +19,7 @@ _DEPTH = 8
 
 
 def _strip(c):
-    while c is not None and c.kind.name in ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR",
-                                            "CXX_STATIC_CAST_EXPR", "CXX_REINTERPRET_CAST_EXPR"):
-        kids = [k for k in c.get_children() if k.kind.name != "TYPE_REF"]
-        if len(kids) != 1:
-            break
-        c = kids[0]
-    return c
+    return unwrap(c, ("CSTYLE_CAST_EXPR", "CXX_STATIC_CAST_EXPR", "CXX_REINTERPRET_CAST_EXPR"), skip_type_refs=True)
 
 
 def field_value(r, member) -> str | None:

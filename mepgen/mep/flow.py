@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .project import unwrap
 from .readers import data_read, stream_target
 
 from .cstrings import from_optarg
@@ -46,12 +47,7 @@ class Unsure(Exception):
 
 
 def _strip(c):
-    while c is not None and c.kind.name in ("UNEXPOSED_EXPR", "PAREN_EXPR"):
-        kids = list(c.get_children())
-        if len(kids) != 1:
-            break
-        c = kids[0]
-    return c
+    return unwrap(c)
 
 
 def _target(c) -> tuple[str | None, str | None]:

@@ -31,6 +31,22 @@ def walk(cursor):
     return clang.walk(cursor)
 
 
+#: what every unwrap below looks through: libclang's implicit-conversion nodes and parentheses
+WRAPPERS = ("UNEXPOSED_EXPR", "PAREN_EXPR")
+
+
+def unwrap(c, also: tuple[str, ...] = (), skip_type_refs: bool = False):
+    """The expression inside `c`'s wrappers (WRAPPERS plus the cursor kinds `also` names, casts say), down to the
+    first node with not exactly one child; with `skip_type_refs`, a cast's TYPE_REF child does not count."""
+    kinds = WRAPPERS + tuple(also)
+    while c is not None and c.kind.name in kinds:
+        kids = [k for k in c.get_children() if not (skip_type_refs and k.kind.name == "TYPE_REF")]
+        if len(kids) != 1:
+            break
+        c = kids[0]
+    return c
+
+
 class Project:
     """Parsed translation units of one application and what they define and call."""
 
