@@ -62,6 +62,10 @@ CORPUS = [
     ("hecbench/src/srad-cuda", [("srad2", "stencil")]),
     ("rodinia/cuda/srad", [("srad2", "stencil")]),
     ("hecbench/src/match-cuda", [("Match1", "LA")]),
+    # complete since the mep stage of 2026-11-26 (library_sweep_corpus_2026-11-27.md)
+    ("hecbench/src/convolution3D-cuda", [("conv3d_s1", "stencil"), ("conv3d_s2", "stencil"), ("conv3d_s3", "stencil")]),
+    ("hecbench/src/spmv-cuda", [("mv_dense", "LA")]),
+    ("hecbench/src/simpleSpmv-cuda", [("mv_dense", "LA")]),
 ]
 
 
@@ -152,6 +156,27 @@ def run_optimize(app: Path, mid: str, budget: int, seconds: float) -> dict:
     return row
 
 
+def capture_inputs(app: Path, mid: str, arch: str) -> str | None:
+    """What the error tells a user whose original writes NaN/Inf on mepgen's generated inputs: build the application
+    (`make ARCH=...`) and record the kernel's first launch from the application's own run command
+    (`mepgen capture MID --use --exit-after -- CMD`). None when the MEP now holds the captured inputs, else why not."""
+    sys.path.insert(0, str(REPO))
+    from mepgen.extract.runcommand import find_run_command
+    run = find_run_command(app)
+    if run is None:
+        return "no run command in the application's build files"
+    try:
+        built = subprocess.run(["make", "-s", f"ARCH={arch}", Path(run.program).name], cwd=app, capture_output=True,
+                               text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        return "make timed out"
+    if built.returncode:
+        return f"make failed: {(built.stderr or built.stdout).strip().splitlines()[-1:]}"
+    done = cli(["capture", mid, "--use", "--exit-after", "--timeout", "300", "--", run.program, *run.args], app, 900)
+    return None if done.returncode == 0 else \
+        f"capture failed: {' '.join((done.stderr or done.stdout).strip().splitlines()[-1:])[:200]}"
+
+
 def geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
@@ -170,6 +195,8 @@ def jobs_of(a) -> list[tuple[str, Path, str | None, dict | None]]:
     jobs = [("own", p.resolve(), f"own.{p.resolve().parent.name}.{p.resolve().name}", None) for p in a.paths]
     if a.corpus is not None:
         for rel, ids in CORPUS:
+            if a.apps and Path(rel).name not in a.apps.split(","):
+                continue
             p = (a.corpus / rel).resolve()
             jobs.append(("corpus", p, f"corpus.{rel.split('/')[0]}.{p.name}", dict(ids)))
     return jobs
@@ -214,7 +241,8 @@ def table(rows: list[dict], gpu: str, command: str, gbs: float) -> list[str]:
                      f"{bound} | {num(r.get('baseline_over_bound'), '.2f')} | {num(r.get('best_over_bound'), '.2f')} | "
                      f"{r.get('evaluations')} | {spent} | {stopped} | "
                      f"{(r.get('change') or 'none faster').replace('|', '/')[:140]} |")
-    return lines
+    notes = [f"- {r['kernel']}: {r['inputs']}" for r in rows if r.get("inputs")]
+    return lines + (["", "Inputs:", *notes] if notes else [])
 
 
 def write(out: Path, rows: list[dict], gpu: str, command: str, gbs: float, t0: float) -> list[str]:
@@ -233,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("paths", nargs="*", type=Path, help="own apps or MEP folders (group \"own\")")
     ap.add_argument("--corpus", type=Path, help="folder holding hecbench/src/ and rodinia/cuda/ (group \"corpus\")")
+    ap.add_argument("--apps", default="", help="only these apps of the corpus (comma-separated folder names, e.g. "
+                                               "spmv-cuda,srad): a run split over several calls")
     ap.add_argument("--budget", type=int, default=8, help="candidates per kernel")
     ap.add_argument("--seconds", type=float, default=16, help="wall-time limit per kernel")
     ap.add_argument("--seconds-per-gb", type=float, default=30.0,
@@ -247,6 +277,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=8, help="applications prepared in parallel")
     ap.add_argument("--keep-data", action="store_true",
                     help="keep each MEP's input sets and reference outputs after its run (default: removed)")
+    ap.add_argument("--capture-nonfinite", action="store_true",
+                    help="where the original writes NaN/Inf on mepgen's generated inputs, do what the error says: build "
+                         "the app and record its own inputs with `mepgen capture --use` (its run command), then rerun")
+    ap.add_argument("--arch", default="sm_90", help="ARCH=... for the applications' Makefiles (--capture-nonfinite)")
     ap.add_argument("--hbm-gbs", type=float, default=3000.0,
                     help="memory bandwidth for the bound column (GB/s; H100 SXM HBM3: 3350 nominal, ~3000 reached)")
     a = ap.parse_args(argv)
@@ -257,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--corpus {a.corpus}: holds neither hecbench/ nor rodinia/")
     if not a.paths and a.corpus is None:
         ap.error("nothing to run: give app folders, MEP folders or --corpus")
+    unknown = set(filter(None, a.apps.split(","))) - {Path(rel).name for rel, _ in CORPUS}
+    if unknown:
+        ap.error(f"--apps: not in the corpus list: {', '.join(sorted(unknown))}")
     for s in a.size:
         if "=" not in s:
             ap.error(f"--size {s}: not SYM=N")
@@ -292,6 +329,11 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 limit = round(a.seconds + a.seconds_per_gb * (row["work_bytes"] or 0) / 1e9, 1)
                 row.update(run_optimize(app, mid, a.budget, limit), seconds_limit=limit)
+                if a.capture_nonfinite and row.get("status") == "failed" and "NaN/Inf" in " ".join(row.get("error", [])):
+                    why = capture_inputs(app, mid, a.arch)
+                    row["inputs"] = f"generated inputs gave NaN/Inf; captured: {why or 'yes'}"
+                    if why is None:
+                        row.update(run_optimize(app, mid, a.budget, limit))
             headroom(row, a.hbm_gbs)
             if not a.keep_data:
                 drop_data(app / ".mepgen" / "meps" / mid)

@@ -1,7 +1,7 @@
 """The library acts on what a kernel computes, not on how it is spelled (issue 22).
 
-tests/library_styles/ holds the same five kernels (a product with a reduction loop, a row-wise matrix-vector
-product, a column sum, a 5-point stencil, an in-place quarter turn of a square grid by rings) in four spellings: the examples' style; C89 counters with bounds
+tests/library_styles/ holds the same six kernels (a product with a reduction loop, a row-wise matrix-vector
+product, one that skips the matrix's zeros (`if (M[..] != 0) t += ...`), a column sum, a 5-point stencil, an in-place quarter turn of a square grid by rings) in four spellings: the examples' style; C89 counters with bounds
 through macros and a `DATA_TYPE` macro; early returns, nested guards and 1D work on a 256x1-block 2D launch;
 a typedef'd element type with `T *a` pointers. Each is extracted and cut into MEPs as a user would, and every
 spelling must get the same structural rewrites, each compiling with the MEP's flags.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from library_fixtures import load
+from library_fixtures import load, planned
 from mepgen import mepbuild
 from mepgen.optimize.dry_run import STRUCTURAL, plan
 from mepgen.optimize.library.base import one_dimensional
@@ -26,7 +26,7 @@ from mepgen.optimize.library.source import KernelSource
 from mepgen.spec import load_spec
 
 STYLES = Path(__file__).parent / "library_styles"
-KERNELS = {"prod": {"tile_matmul"}, "rowdot": {"warp_per_row"}, "colsum": {"split_columns"},
+KERNELS = {"prod": {"tile_matmul"}, "rowdot": {"warp_per_row"}, "maskdot": {"warp_per_row"}, "colsum": {"split_columns"},
            "relax": {"tile_stencil", "stencil_rows"}, "turn": {"spread_loop"}}
 
 
@@ -163,6 +163,25 @@ def test_warp_per_row_over_several_sums(plans, tmp_path):
             done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), f"-I{mep}", "-c", "-x",
                                    "cu", str(cu), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
             assert done.returncode == 0, done.stderr
+
+
+def test_warp_per_row_keeps_the_sums_guard(plans):
+    """A row sum under `if (M[..] != 0)`: each lane tests its own elements (the guard stays around its own
+    accumulation), the counter keeps its declared type (`size_t`), and no 128-bit loads are offered (each element is
+    tested on its own)."""
+    for style, guard, counter in (("examples", "if (M[r * n + c] != 0.0f) mepgen_part += M[r * n + c] * v[c];",
+                                   "for (int c = (0) + mepgen_lane;"),
+                                  ("typedef_ptr", "if (M[r * n + c] != (real)0) mepgen_part += M[r * n + c] * v[c];",
+                                   "for (size_t c = (0) + mepgen_lane;"),
+                                  ("c89_macros", "if (M[r * NC + c] != 0) mepgen_part += M[r * NC + c] * v[c];",
+                                   "mepgen_lane;")):
+        _, _, p = plans[style, "maskdot"]
+        cand, text = planned(p, "warp_per_row")
+        body = " ".join(text[text.index("mepgen warp_per_row"):].split())
+        assert guard in body and counter in body, (style, body)
+        assert cand["params"]["vec"] == 1
+        assert all(c["params"].get("vec", 1) == 1 for c in p.candidates if c["name"] == "warp_per_row")
+        assert "tile_matmul" not in p.structural
 
 
 def test_restrict_after_the_star_of_t_star_a(plans):

@@ -74,7 +74,8 @@ def reference_problem(name: str, ref: np.ndarray, input_set: int, poisoned: bool
         bad = int((~np.isfinite(flat.astype(np.float64)) & ~poisoned).sum())
         if bad:
             return (f"the original kernel writes {bad} NaN/Inf values into '{name}' (input set {input_set}): "
-                    "change the inputs' init in mep.yaml so the reference is finite")
+                    "change the inputs' init in mep.yaml so the reference is finite, or record the application's "
+                    "own inputs with `mepgen capture KERNEL --use -- ./app ARGS`")
     return None
 
 

@@ -41,6 +41,7 @@ class Loop:
     step: str          # "1" or the stride expression
     body: object       # the statement
     has_decl: bool     # `for (int j = ...)`
+    ctype: str = "int"  # the counter's declared type (`size_t` of `for (size_t j = ...)`)
 
 
 def canonical_loop(src: KernelSource, c) -> Loop:
@@ -78,7 +79,15 @@ def canonical_loop(src: KernelSource, c) -> Loop:
         target = list(w.get_children())[0] if list(w.get_children()) else w
         if var in src.refs(target) and squash(src.src(target)) == var:
             raise Refused(f"the loop body assigns its counter {var}")
-    return Loop(c, var, src.src(lo_c), src.src(right), step, body, has_decl)
+    return Loop(c, var, src.src(lo_c), src.src(right), step, body, has_decl, _counter_type(init))
+
+
+def _counter_type(init) -> str:
+    """The loop counter's type as declared (`size_t`, `long`), `int` where the declaration gives none usable."""
+    decl = list(init.get_children())[0]
+    spelled = decl.type.spelling
+    return spelled if spelled and "type-parameter" not in spelled and not decl.type.get_canonical().spelling.startswith(
+        ("const ", "volatile ")) else "int"
 
 
 def size_expr(src: KernelSource, spec, text: str) -> str | None:

@@ -74,6 +74,8 @@ def match_matmul(src: KernelSource, spec) -> Matmul:
     if len(loops) != 1:
         raise Refused("the guarded block does not hold exactly one loop")
     s = sum_loop(src, inner[loops[0]])
+    if s.guard is not None:
+        raise Refused(f"the product's sum is guarded (`if ({squash(src.src(s.guard))[:40]})`): tiles load whole rows")
     if s.global_target:
         raise Refused("the product accumulates into global memory: scalar_replace first")
     if loops[0] != 1 or kind(inner[0]) != "DECL_STMT":

@@ -1,6 +1,8 @@
 """Find sum-reduction loops: `for (int j = lo; j < hi; ++j) TARGET += ADDEND;` where TARGET is a local
 scalar or an element of global memory whose index does not change in the loop, and ADDEND is a pure
 expression that does not read TARGET's array (a read of it could see the loop's own partial sums).
+The sum may be guarded: `if (COND) TARGET += ADDEND;` (a sparse-skipping `if (a[i] != 0)`, a mask), COND pure
+and not reading TARGET; a rewrite keeps the guard around its own accumulation (`SumLoop.accumulate`).
 """
 from __future__ import annotations
 
@@ -19,17 +21,31 @@ class SumLoop:
     global_target: bool     # TARGET is `p[i]` (global memory), not a local variable
     target_base: str        # `y` of `y[row]`, or the local variable's name
     ctype: str              # the accumulator's type
+    guard: object = None    # cursor of COND in `if (COND) TARGET += ADDEND;`, or None
+
+    def accumulate(self, src: KernelSource, acc: str, addend: str | None = None) -> str:
+        """`acc += ADDEND;` (or `addend` in its place), inside the loop's guard where it has one."""
+        add = f"{acc} += {src.src(self.addend) if addend is None else addend};"
+        return add if self.guard is None else f"if ({src.src(self.guard)}) {add}"
 
 
 def sum_loop(src: KernelSource, for_cursor) -> SumLoop:
     loop = canonical_loop(src, for_cursor)
     stmts = body_statements(loop.body)
+    guard = None
+    if len(stmts) == 1 and kind(stmts[0]) == "IF_STMT":
+        parts = list(stmts[0].get_children())
+        then = body_statements(parts[1]) if len(parts) == 2 else []
+        if len(then) == 1:          # `if (COND) TARGET += ADDEND;`: no else, no declaration in the condition
+            guard, stmts = parts[0], then
+            check_pure(src, guard, "the sum's guard")
     if len(stmts) != 1 or kind(stmts[0]) != "COMPOUND_ASSIGNMENT_OPERATOR" or src.operator(stmts[0]) != "+=":
-        raise Refused("the loop body is not a single `target += addend` statement")
+        raise Refused("the loop body is not a single `target += addend` statement (or one under an `if`)")
     stmt = stmts[0]
     target, addend = list(stmt.get_children())
     check_pure(src, addend, "the addend")
     check_pure(src, target, "the accumulation target")
+    guard_refs = src.refs(guard) if guard is not None else set()
     t = target
     while kind(t) == "UNEXPOSED_EXPR" and len(list(t.get_children())) == 1:
         t = list(t.get_children())[0]
@@ -38,15 +54,16 @@ def sum_loop(src: KernelSource, for_cursor) -> SumLoop:
         base_name = squash(src.src(base))
         if loop.var in src.refs(index):
             raise Refused(f"the accumulation target `{src.src(target)}` moves with the loop counter {loop.var}")
-        if base_name in src.refs(addend):
-            raise Refused(f"the addend reads {base_name}, the array accumulated into (possible aliasing)")
+        if base_name in src.refs(addend) | guard_refs:
+            raise Refused(f"the addend or its guard reads {base_name}, the array accumulated into (possible "
+                          f"aliasing)")
         if not base_name.isidentifier() or src.param(base_name) is None:
             raise Refused(f"the accumulation target `{src.src(target)}` is not an element of a kernel parameter")
-        return SumLoop(loop, stmt, target, addend, True, base_name, target.type.spelling)
+        return SumLoop(loop, stmt, target, addend, True, base_name, target.type.spelling, guard)
     if kind(t) == "DECL_REF_EXPR":
-        if t.spelling in src.refs(addend):
-            raise Refused(f"the addend reads the accumulator {t.spelling}")
-        return SumLoop(loop, stmt, target, addend, False, t.spelling, target.type.spelling)
+        if t.spelling in src.refs(addend) | guard_refs:
+            raise Refused(f"the addend or its guard reads the accumulator {t.spelling}")
+        return SumLoop(loop, stmt, target, addend, False, t.spelling, target.type.spelling, guard)
     raise Refused(f"the accumulation target `{src.src(target)}` is neither a local variable nor an array element")
 
 

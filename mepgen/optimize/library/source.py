@@ -80,8 +80,10 @@ class KernelSource:
         self.text = text
         self.spec = spec
         self.name = spec.kernel.name.split("::")[-1]
-        args = [f"-D{k}={v}" for k, v in spec.sizes.items()]
-        args += [d if d.startswith("-D") else f"-D{d}" for d in spec.build.defines]
+        # the build's own defines (mepbuild.build_flags): sizes as -DMEPGEN_SIZE_<SYM>, which kernel.cu maps onto
+        # the application's macros; a bare -D<SYM> would also rename a parameter or local spelled like a size
+        from ...mepbuild import build_flags
+        args = [f for f in build_flags(spec) if f.startswith("-D")]
         key = (text, tuple(args))
         if key in _PARSED:               # the same text parsed again (each proposal round re-reads its parents)
             self.tu, self.path = _PARSED[key]

@@ -110,7 +110,7 @@ class WarpPerRow(Transformation):
 
     def _apply_group(self, src, m, tpr, block) -> Rewrite:
         group, loop, ind, lane = m["group"], m["group"][0].loop, "    ", "mepgen_lane"
-        row_type = src.src(m["row_decl"]).rstrip().rstrip(";").split(m["row"])[0].strip() or "const int"
+        row_type = _decl_type(src.src(m["row_decl"]), m["row"])
         accs = [f"mepgen_part{n}" for n in range(len(group))]
         types = [element_type(src.param(s.target_base).type) for s in group]
         body = ["{", f"{ind}// mepgen warp_per_row: {tpr} lanes per row, {len(group)} partial sums combined with shuffles",
@@ -176,6 +176,8 @@ class WarpPerRow(Transformation):
         """How `vec=4` loads the row: the accesses that walk it, their 128-bit loads, and the run-time guard."""
         loop = m["loop"].loop
         var = loop.var
+        if m["loop"].guard is not None:
+            raise Refused("vector loads: the sum is guarded (`if (...)`): each element is tested on its own")
         try:
             lo = poly(src, _init_expr(src, loop), {})
         except (Refused, ValueError) as e:
@@ -252,7 +254,7 @@ class WarpPerRow(Transformation):
         s = m["loop"]
         acc, lane = "mepgen_part", "mepgen_lane"
         row_text = src.src(m["row_decl"]).rstrip().rstrip(";")
-        row_type = row_text.split(m["row"])[0].strip() or "const int"
+        row_type = _decl_type(row_text, m["row"])
         loop = s.loop
         ind = "    "
         post = []
@@ -263,8 +265,8 @@ class WarpPerRow(Transformation):
             total = acc if squash(m["init"]) in _ZERO else f"({m['init']}) + {acc}"
             post.append(f"{s.ctype} {s.target_base} = {total};")
         post += [src.src(st) + ("" if src.src(st).rstrip().endswith(("}", ";")) else ";") for st in m["after"]]
-        scalar = [f"for (int {loop.var} = ({loop.lo}) + {lane}; {loop.var} < {loop.hi}; {loop.var} += {tpr}) {{",
-                  f"{ind}{acc} += {src.src(s.addend)};",
+        scalar = [f"for ({loop.ctype} {loop.var} = ({loop.lo}) + {lane}; {loop.var} < {loop.hi}; {loop.var} += {tpr}) {{",
+                  f"{ind}{s.accumulate(src, acc)}",
                   "}"]
         inner = scalar if plan is None else self._vector_loop(src, m, plan, tpr, lane, acc, scalar)
         body = [
@@ -356,6 +358,11 @@ class WarpPerRow(Transformation):
                 *[f"{ind}{line}" for line in scalar],
                 "}"]
         return out
+
+
+def _decl_type(decl: str, name: str) -> str:
+    """The type of `TYPE name = ...` as written (`size_t` of `size_t i = ...`), `const int` where none is."""
+    return re.split(rf"\b{re.escape(name)}\b", decl.rstrip().rstrip(";"), maxsplit=1)[0].strip() or "const int"
 
 
 def _subscripts(src: KernelSource, expr) -> list:

@@ -41,6 +41,23 @@ __global__ void rowdot(int nr, DATA_TYPE *M, DATA_TYPE *v, DATA_TYPE *w)
 	}
 }
 
+__global__ void maskdot(int nr, DATA_TYPE *M, DATA_TYPE *v, DATA_TYPE *w)
+{
+	int r = blockIdx.x * blockDim.x + threadIdx.x;
+	int c;
+	if (r < ROWS_B)
+	{
+		w[r] = 0;
+		for (c = 0; c < COLS_B; c++)
+		{
+			if (M[r * NC + c] != 0)
+			{
+				w[r] += M[r * NC + c] * v[c];
+			}
+		}
+	}
+}
+
 __global__ void colsum(int nc, DATA_TYPE *M, DATA_TYPE *s)
 {
 	int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -116,6 +133,7 @@ int main(void)
 	dim3 grid((NC + 31) / 32, (NR + 7) / 8);
 	prod<<<grid, block>>>(NR, NC, NK, X, Y, Z);
 	rowdot<<<(NR + 255) / 256, 256>>>(NR, X, v, w);
+	maskdot<<<(NR + 255) / 256, 256>>>(NR, X, v, w);
 	colsum<<<(NC + 255) / 256, 256>>>(NC, X, w);
 	relax<<<grid, block>>>(NR, NC, Z, X);
 	scaled<<<grid, block>>>(NR, NC, NK, 1.5f, 0.5f, X, Y, Z);

@@ -26,6 +26,18 @@ __global__ void rowdot(const float* M, const float* v, float* w, int n)
     }
 }
 
+// the row sum skips the matrix's zeros (a sparse-minded dense product)
+__global__ void maskdot(const float* M, const float* v, float* w, int n)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < n) {
+        float t = 0.0f;
+        for (int c = 0; c < n; ++c)
+            if (M[r * n + c] != 0.0f) t += M[r * n + c] * v[c];
+        w[r] = t;
+    }
+}
+
 __global__ void colsum(const float* M, float* s, int nr, int nc)
 {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -74,6 +86,7 @@ int main()
     dim3 b2(16, 16), g2((N + 15) / 16, (N + 15) / 16);
     prod<<<g2, b2>>>(X, Y, Z, N, N, N);
     rowdot<<<(N + 255) / 256, 256>>>(X, v, w, N);
+    maskdot<<<(N + 255) / 256, 256>>>(X, v, w, N);
     colsum<<<(N + 255) / 256, 256>>>(X, w, N, N);
     relax<<<g2, b2>>>(X, Z, N, N);
     turn<<<(N / 2 + 127) / 128, 128>>>(X, N);

@@ -24,6 +24,20 @@ __global__ void rowdot(const float* M, const float* v, float* w, int n)
     w[r] = t;
 }
 
+__global__ void maskdot(const float* M, const float* v, float* w, int n)
+{
+    int r = threadIdx.x + blockIdx.x * blockDim.x;
+    if (r >= n)
+        return;
+    float t = 0.0f;
+    for (int c = 0; c < n; c++) {
+        if (M[r * n + c] != 0.0f) {
+            t += M[r * n + c] * v[c];
+        }
+    }
+    w[r] = t;
+}
+
 __global__ void colsum(const float* M, float* s, int nr, int nc)
 {
     int c = blockDim.x * blockIdx.x + threadIdx.x;
@@ -75,6 +89,7 @@ int main()
     dim3 b1(256, 1), g1((N + 255) / 256, 1);
     prod<<<g2, b2>>>(X, Y, Z, N, N, N);
     rowdot<<<g1, b1>>>(X, v, w, N);
+    maskdot<<<g1, b1>>>(X, v, w, N);
     colsum<<<g1, b1>>>(X, w, N, N);
     relax<<<g2, b2>>>(X, Z, N, N);
     turn<<<g1, b1>>>(X, N);

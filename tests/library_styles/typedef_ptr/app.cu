@@ -25,6 +25,17 @@ __global__ void rowdot(real *M, real *v, real *w, int n)
     }
 }
 
+__global__ void maskdot(real *M, real *v, real *w, size_t n)
+{
+    size_t r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < n) {
+        real t = 0;
+        for (size_t c = 0; c < n; c++)
+            if (M[r * n + c] != (real)0) t += M[r * n + c] * v[c];
+        w[r] = t;
+    }
+}
+
 __global__ void colsum(real *M, real *s, int nr, int nc)
 {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -73,6 +84,7 @@ int main()
     dim3 b2(16, 16), g2((N + 15) / 16, (N + 15) / 16);
     prod<<<g2, b2>>>(X, Y, Z, N, N, N);
     rowdot<<<(N + 127) / 128, 128>>>(X, v, w, N);
+    maskdot<<<(N + 127) / 128, 128>>>(X, v, w, N);
     colsum<<<(N + 127) / 128, 128>>>(X, w, N, N);
     relax<<<g2, b2>>>(X, Z, N, N);
     turn<<<(N / 2 + 127) / 128, 128>>>(X, N);
