@@ -864,7 +864,8 @@ class Resolver:
         ret = _single_return(fn) if fn is not None else None
         arms = _guarded_returns(fn) if fn is not None and ret is None else None
         if ret is None and not arms:
-            return None
+            from .selfcontained import helper_value
+            return helper_value(self, c, fn, args) if fn is not None else None
         parms = [x for x in fn.get_children() if x.kind.name == "PARM_DECL"]
         self.bindings.append({p.get_usr(): (a, None) for p, a in zip(parms, args)})
         try:
