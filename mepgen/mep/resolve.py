@@ -836,6 +836,11 @@ class Resolver:
         if compared is not None:
             self.choices.append(compared[1])
             return compared[0]
+        if ref is None:
+            from .tmplcast import template_cast
+            cast = template_cast(self, c)      # `fp(2.0)` in `template <typename fp> void run()`
+            if cast is not None:
+                return cast
         if ref is not None and ref.kind.name == "CONSTRUCTOR" and name == "dim3":
             vals = [self.expr(a) for a in args if self.p.text(a)]
             return None if None in vals else "dim3(" + ", ".join(vals) + ")"
