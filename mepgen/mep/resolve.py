@@ -491,6 +491,10 @@ class Resolver:
             mark = len(self.unsure)
             with self.inside(fn, d.extent.start.offset):
                 value = self.expr(init)
+                if value is None and any(n.kind.name == "DECL_REF_EXPR" and n.spelling == "argv"
+                                             for n in walk(init)):
+                    # `int w = atoi(argv[1]); w = (w + 255) / 256 * 256;`: the run command's value, then changed
+                    value = self._argv_init(d, init)
             if value is None and not (steps and steps[0].op == "=" and steps[0].member is None):
                 said = f"`{d.spelling}` in {fn.spelling}() is `{self._written(d, init)}`"
                 self.unsure.append(origin(self.p, init, d.spelling, self.where(d)) or self._depends(said, mark)
