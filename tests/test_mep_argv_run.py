@@ -262,3 +262,29 @@ def test_sscanf_of_argv_and_options_compared_by_name_take_the_run_commands_value
     assert spec.sizes[spec.param("reps").value] == 7
     assert 128 in spec.sizes.values()                 # -block not given: the code's default
     assert "(option -alpha) = 0.25" in text and "(option --reps) = 7" in text
+
+
+def test_a_command_line_value_rounded_up_after_it_is_read_keeps_the_run_commands_value(tmp_path):
+    """`int w = atoi(argv[1]); w = (w + 63) / 64 * 64;`: the run command's value, then the assignment that
+    rounds it, not a placeholder for a value mepgen could not trace."""
+    app = app_with(tmp_path, {"Makefile": "run: main\n\t./main 1000 5\n"}, """
+        #include <cstdlib>
+        #define QUANT 64
+        __global__ void halve(float* v, int n)
+        { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) v[i] *= 0.5f; }
+        int main(int argc, char** argv)
+        {
+            int width = atoi(argv[1]);
+            width = (width + QUANT - 1) / QUANT * QUANT;
+            float* v;
+            cudaMalloc(&v, width * sizeof(float));
+            halve<<<width / QUANT, QUANT>>>(v, width);
+            return 0;
+        }
+    """)
+    r = run("halve", "-C", app)
+    assert r.exit_code == 0, r.output
+    s, text = mep_of(app, "halve")
+    assert s.sizes == {"N": 1000, "QUANT": 64}          # named after the kernel's parameter it becomes
+    assert s.param("n").value == "(N + QUANT - 1) / QUANT * QUANT" and s.todo == []
+    assert "`width` = atoi(argv[1]) = 1000, from the Makefile's run target" in text

@@ -15,6 +15,7 @@ from .origins import constant_source
 from .project import Project
 from .records import record_of, record_of_element, scaled
 from .resolve import Resolver, Symbols, strip
+from .reach import keep_reached
 from .targs import settle, site_template_args
 
 _FIELD_ORDER = ["sizes", "params", "constants", "launch"]   # todos in the order mep.yaml shows the fields
@@ -28,11 +29,23 @@ ATOMIC_FLOAT_TOL = {"float32": (1e-4, 1e-3), "float64": (1e-10, 1e-10), "float16
 
 
 def choose_launch(project: Project, kernel: dict, only: dict | None = None) -> tuple[dict, LaunchCursors]:
-    """The first launch site mepgen can read (the inventory lists them in source order); `only`: that site."""
+    """The first launch site mepgen can read (the inventory lists them in source order) that the run reaches:
+    of `if (t <= 2) k<2><<<..>>>(..); else if (t <= 32) k<32><<<..>>>(..);` the one whose condition holds when
+    mepgen decides them (reach.py); `only`: that site."""
+    readable = []
     for site in [only] if only is not None else kernel["launch_sites"]:
         found = find_launches(project, kernel["usr"], site["enclosing_usr"], site.get("file"))
         if found:
-            return site, next((f for f in found if f.line == site["line"]), found[0])
+            readable.append((site, next((f for f in found if f.line == site["line"]), found[0])))
+    if len(readable) > 1:
+        resolver = Resolver(project, Symbols(), set(project.macros))
+        pairs = [(lc.callee or lc.grid, project.find_function(site["enclosing_usr"], site.get("file")), site, lc)
+                 for site, lc in readable]
+        if all(p[0] is not None for p in pairs):
+            kept, _ = keep_reached(resolver, pairs)
+            readable = [(site, lc) for _, _, site, lc in kept]
+    if readable:
+        return readable[0]
     where = ", ".join(f"{s['file']}:{s['line']}" for s in kernel["launch_sites"]) or "none in the sources"
     raise MepgenError(f"{kernel['qualified_name']}: no launch site mepgen can read (sites: {where}); an MEP "
                       f"reproduces a kernel as the application launches it")

@@ -150,8 +150,8 @@ def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()
     d = spec.to_dict()
 
     def marked(place: str) -> list[str]:
-        return [f"  # {text}" for f, text in marks if _at(f, place)]
-    lines = [f"# {h}" for h in header]
+        return [_comment(text, "  ") for f, text in marks if _at(f, place)]
+    lines = [_comment(h) for h in header]
     lines += [f"version: {d['version']}", f"kernel: {_flow(d['kernel'])}"]
     sizes = d.get("sizes", {})            # to_dict leaves out an empty mapping: a launch of literals has none
     lines.append("sizes:                 # size symbols: passed to nvcc as -DMEPGEN_SIZE_<SYM>=<value>; scale them freely"
@@ -160,8 +160,8 @@ def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()
         mark = [t.reason for t in spec.todo if t.field == f"sizes.{name}"]
         mark += [f"a placeholder: see the todo of {t.field}" for t in spec.todo
                  if t.field != f"sizes.{name}" and re.search(rf"\bsizes\.{re.escape(name)}\b", t.reason)]
-        lines += [f"  # TODO(mepgen): {_one_line(r)}" for r in mark] + marked(f"sizes.{name}")
-        lines.append(f"  {name}: {value}")
+        lines += [_comment(f"TODO(mepgen): {r}", "  ") for r in mark] + marked(f"sizes.{name}")
+        lines.append(f"  {_flow({name: value})[1:-1]}")
     for group in ("params", "constants"):
         items = d.get(group, [])
         if not items:                     # a kernel without parameters, or without constants
@@ -171,11 +171,11 @@ def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()
         for i, item in enumerate(items):
             note = item.pop("note", None)
             if note:
-                lines.append(f"  # {item['name']}: {note}")
-            lines += [f"  # TODO(mepgen): {_one_line(t.reason)}" for t in spec.todo if _at(t.field, f"{group}[{i}]")]
+                lines.append(_comment(f"{item['name']}: {note}", "  "))
+            lines += [_comment(f"TODO(mepgen): {t.reason}", "  ") for t in spec.todo if _at(t.field, f"{group}[{i}]")]
             lines += marked(f"{group}[{i}]")
             lines.append(f"  - {_flow(item)}")
-    lines += [f"  # TODO(mepgen): {_one_line(t.reason)}" for t in spec.todo if _at(t.field, "launch")]
+    lines += [_comment(f"TODO(mepgen): {t.reason}", "  ") for t in spec.todo if _at(t.field, "launch")]
     lines += [line.strip() for line in marked("launch")]
     for key in ("launch", "build", "verify", "timing", "work"):
         if key in d:
@@ -185,7 +185,7 @@ def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()
         lines.append("# write into the target's inputs is their `init: {kind: chain}` (docs/mep-format.md)")
         lines.append("chain:")
         for i, step in enumerate(d["chain"]):
-            lines += [f"  # TODO(mepgen): {_one_line(t.reason)}" for t in spec.todo if t.field == f"chain[{i}]"]
+            lines += [_comment(f"TODO(mepgen): {t.reason}", "  ") for t in spec.todo if t.field == f"chain[{i}]"]
             args = step.pop("args")
             for j, (key, value) in enumerate(step.items()):
                 text = _flow(value) if isinstance(value, (dict, list)) else _flow([value])[1:-1]
@@ -197,7 +197,7 @@ def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()
         for b in d["buffers"]:
             note = b.pop("note", None)
             if note:
-                lines.append(f"  # {b['name']}: {note}")
+                lines.append(_comment(f"{b['name']}: {note}", "  "))
             lines.append(f"  - {_flow(b)}")
     lines.append("# what mepgen could not infer; `mepgen mep` exits 3 while this is not empty. Fix the fields, then")
     lines.append("# empty this list and run `mepgen mep KERNEL --refresh`.")
@@ -210,6 +210,12 @@ def render_yaml(spec: Spec, header: list[str], marks: list[tuple[str, str]] = ()
 def _one_line(text: str) -> str:
     """A reason as one comment line: a newline inside it would end the YAML comment."""
     return " ".join(str(text).split())
+
+
+def _comment(text, indent: str = "") -> str:
+    """One YAML comment line whatever `text` holds (a note quoting a condition written over several lines of
+    the application's source): its own line breaks would end the comment and leave the rest as YAML."""
+    return f"{indent}# {_one_line(text)}"
 
 
 def _pointee(ctype: str | None) -> str | None:

@@ -491,6 +491,10 @@ class Resolver:
             mark = len(self.unsure)
             with self.inside(fn, d.extent.start.offset):
                 value = self.expr(init)
+                if value is None and any(n.kind.name == "DECL_REF_EXPR" and n.spelling == "argv"
+                                             for n in walk(init)):
+                    # `int w = atoi(argv[1]); w = (w + 255) / 256 * 256;`: the run command's value, then changed
+                    value = self._argv_init(d, init)
             if value is None and not (steps and steps[0].op == "=" and steps[0].member is None):
                 said = f"`{d.spelling}` in {fn.spelling}() is `{self._written(d, init)}`"
                 self.unsure.append(origin(self.p, init, d.spelling, self.where(d)) or self._depends(said, mark)
@@ -836,6 +840,11 @@ class Resolver:
         if compared is not None:
             self.choices.append(compared[1])
             return compared[0]
+        if ref is None:
+            from .tmplcast import template_cast
+            cast = template_cast(self, c)      # `fp(2.0)` in `template <typename fp> void run()`
+            if cast is not None:
+                return cast
         if ref is not None and ref.kind.name == "CONSTRUCTOR" and name == "dim3":
             vals = [self.expr(a) for a in args if self.p.text(a)]
             return None if None in vals else "dim3(" + ", ".join(vals) + ")"
@@ -864,7 +873,8 @@ class Resolver:
         ret = _single_return(fn) if fn is not None else None
         arms = _guarded_returns(fn) if fn is not None and ret is None else None
         if ret is None and not arms:
-            return None
+            from .selfcontained import helper_value
+            return helper_value(self, c, fn, args) if fn is not None else None
         parms = [x for x in fn.get_children() if x.kind.name == "PARM_DECL"]
         self.bindings.append({p.get_usr(): (a, None) for p, a in zip(parms, args)})
         try:

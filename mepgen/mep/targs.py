@@ -167,19 +167,28 @@ def enclosing_instantiation(project: Project, enclosing, depth: int = 0, resolve
     for args in explicit_instantiations(project, enclosing.spelling) if not seen else ():
         if len(args) == len(names) and all(_derived(a, project) for a in args) and args not in seen:
             seen.append(args)
+    outer = []
     for call, caller in dependent if not seen and depth < 3 else ():
         args = _written(project, call)
+        if args is None:        # `run(d_a, n)` of `template <class T> void run(T *a, int n)`: C++ deduces T
+            args = _deduced_at(enclosing, names, call)
         if args is None or len(args) != len(names):
             continue
         if caller.kind.name == "FUNCTION_TEMPLATE":
-            mapping, _ = enclosing_instantiation(project, caller, depth + 1)
+            mapping, said = enclosing_instantiation(project, caller, depth + 1)
             args = [substitute(a, mapping) for a in args]
+            if said and said not in outer:
+                outer.append(said)
         if all(_derived(a, project) for a in args) and args not in seen:
             seen.append(args)
     if not seen:
         return {}, None
     note = None
-    if len(seen) > 1:
+    if outer:       # `run(d_a, ..)` deduced in the body of `example<fp>`, which main instantiates
+        note = (f"{enclosing.spelling}() is instantiated as "
+                f"{', '.join('<' + ', '.join(s) + '>' for s in seen)} by its calls in other templates: "
+                + "; ".join(outer))
+    elif len(seen) > 1:
         note = (f"{enclosing.spelling}() is instantiated as "
                 f"{', '.join('<' + ', '.join(s) + '>' for s in seen)}; this MEP uses <{', '.join(seen[0])}>")
     if decided:
@@ -187,6 +196,16 @@ def enclosing_instantiation(project: Project, enclosing, depth: int = 0, resolve
                 "the others are under conditions that are false with the values mepgen derived"
                 + (f" (candidates left: {', '.join('<' + ', '.join(s) + '>' for s in seen)})" if len(seen) > 1 else ""))
     return dict(zip(names, seen[0])), note
+
+
+def _deduced_at(template, names: list[str], call) -> list[str] | None:
+    """The arguments C++ deduces for `template`'s parameters `names` at a dependent call that writes none, from
+    the types of the call's arguments as the caller spells them (`fp *` inside the caller's own template); None
+    unless every parameter is deduced."""
+    kids = list(call.get_children())
+    args = list(call.get_arguments()) or kids[1:]
+    deduced = deduce_from_types(template, names, args)
+    return [deduced[n] for n in names] if all(n in deduced for n in names) else None
 
 
 _SOURCES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh")
