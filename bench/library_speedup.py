@@ -66,6 +66,9 @@ CORPUS = [
     ("hecbench/src/convolution3D-cuda", [("conv3d_s1", "stencil"), ("conv3d_s2", "stencil"), ("conv3d_s3", "stencil")]),
     ("hecbench/src/spmv-cuda", [("mv_dense", "LA")]),
     ("hecbench/src/simpleSpmv-cuda", [("mv_dense", "LA")]),
+    ("hecbench/src/iso2dfd-cuda", [("iso_2dfd_kernel", "stencil")]),
+    ("hecbench/src/blas-gemm-cuda", [("matrix_mul", "LA")]),
+    ("hecbench/src/convolution1D-cuda", [("conv1d", "stencil")]),
 ]
 
 

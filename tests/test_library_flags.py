@@ -66,6 +66,28 @@ def test_fast_math_comes_first_where_the_kernel_calls_what_it_approximates(meps)
     assert t.space(src, spec, launch)["flags"][0] == "-Xptxas -O3"
 
 
+def test_fast_math_is_tried_second_where_the_kernel_calls_what_it_approximates(meps):
+    """Where fast math is the first flag (a `powf`/`sqrtf` call), the proposer and the dry run try it right after
+    the catalog's first applicable transformation (a short limit per kernel still reaches it), not last; a sqrtf
+    counts like powf. Without such a call the catalog's order stays (flags last)."""
+    from mepgen.optimize.dry_run import plan
+    from mepgen.optimize.library.catalog import all_transformations, in_order
+    from mepgen.optimize.library.source import KernelSource
+    src, spec, launch = load(meps["analysis.column_mean"])
+    line = next(ln for ln in src.text.splitlines() if "mean[col] =" in ln)
+    rooted = KernelSource(src.text.replace(line, line.replace("mean[col] =", "mean[col] = sqrtf(2.0f) *")), spec)
+    assert CompilerFlags().leads(rooted, spec) and not CompilerFlags().leads(src, spec)
+    names = [c["name"] for c in plan(spec, rooted.text).candidates]
+    assert len(names) > 2 and names[1] == "nvcc_flags", names
+    assert [c["name"] for c in plan(spec, src.text).candidates][-1] == "nvcc_flags"
+    ctx = Context(spec=spec, mep_dir=meps["analysis.column_mean"], original=rooted.text, gpu={})
+    props = LibraryProposer().propose(ctx, None, 3)
+    assert [p.transformations[0]["name"] for p in props][1] == "nvcc_flags"
+    assert props[1].nvcc_flags == ["-use_fast_math"]
+    catalog = all_transformations()
+    assert in_order(catalog, src, spec) == catalog
+
+
 def test_library_proposer_carries_flags(meps):
     src, spec, _ = load(meps["analysis.column_mean"])
     ctx = Context(spec=spec, mep_dir=meps["analysis.column_mean"], original=src.text, gpu={})

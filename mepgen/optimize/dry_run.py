@@ -40,7 +40,7 @@ class Plan:
 def plan(spec: Spec, text: str, out: Path | None = None, transformations=None) -> Plan:
     """The library's first candidates for `text` (kernel.cu) and its refusals; candidates written under `out`."""
     from .library.base import current_launch
-    from .library.catalog import all_transformations
+    from .library.catalog import all_transformations, in_order
     from .library.source import KernelSource, Refused
     from .library.tuning import suggest
     result = Plan(spec.kernel.id, todo=len(spec.todo))
@@ -52,17 +52,18 @@ def plan(spec: Spec, text: str, out: Path | None = None, transformations=None) -
     launch = current_launch(spec, None)
     if out is not None and out.exists():
         shutil.rmtree(out)
+    applicable = []
     for t in transformations if transformations is not None else all_transformations():
         try:
             space = t.space(src, spec, launch)
             points = suggest(space, {}, 1, random.Random(0), "hillclimb", t.first_point(src, spec, launch))
             if not points:
                 raise Refused("no legal parameter point")
-            rw = t.apply(src, spec, launch, points[0])
+            applicable.append((t, points[0], t.apply(src, spec, launch, points[0])))
         except Refused as e:
             result.refusals[t.name] = str(e)
-            continue
-        cand = {"name": t.name, "params": points[0], "change": rw.explanation, "launch": rw.launch,
+    for t, point, rw in in_order(applicable, src, spec, of=lambda a: a[0]):
+        cand = {"name": t.name, "params": point, "change": rw.explanation, "launch": rw.launch,
                 "nvcc_flags": list(rw.nvcc_flags), "folder": None}
         if out is not None:
             folder = out / f"{len(result.candidates):02d}-{t.name}"

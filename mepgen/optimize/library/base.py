@@ -40,6 +40,11 @@ class Transformation:
         a transformation derives a better start from the kernel and its sizes."""
         return self.defaults
 
+    def leads(self, src: KernelSource, spec: Spec) -> bool:
+        """Whether this kernel's own text puts the transformation forward (catalog.in_order: right after the
+        catalog's first): a limited time per kernel may leave room for only a few candidates."""
+        return False
+
 
 class AfterScalarReplace(Transformation):
     """`inner`, also where the kernel accumulates into global memory (`y[i] = 0; for (...) y[i] += ...`, the

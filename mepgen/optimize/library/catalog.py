@@ -30,3 +30,13 @@ def all_transformations():
     return [AfterScalarReplace(TileMatmul()), AfterUnflatten(TileStencil()), StencilRows(), TileWindow(),
             WarpPerRow(), WarpRowPasses(), SpreadLoop(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), SplitArgmax(), SwapAxes(), Unflatten(), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
             Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]
+
+
+def in_order(applicable: list, src, spec, of=lambda item: item) -> list:
+    """The applicable transformations (or items holding one: `of` finds it) in the order they are tried on this
+    kernel: the catalog's order, except that one the kernel's text puts forward (`Transformation.leads`: fast math
+    where a `powf` or `sqrtf` is computed in a loop) comes second, right after the catalog's first, so that a
+    limited time per kernel still reaches it and the best structural rewrite alike."""
+    lead = [a for a in applicable if of(a).leads(src, spec)]
+    rest = [a for a in applicable if a not in lead]
+    return rest[:1] + lead + rest[1:]

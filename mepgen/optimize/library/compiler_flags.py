@@ -5,7 +5,7 @@ stated explicitly). The kernel text stays as it is; the candidate is built with 
 
 `-use_fast_math` changes float results, so it is offered only when every output of the MEP has a
 tolerance of at least 1e-4 relative in mep.yaml; a flag mep.yaml already passes is not offered again. Where the
-kernel calls a function fast math replaces by a hardware approximation (`powf`, `expf`, `logf`, `sinf`, ...), fast
+kernel calls a function fast math replaces by a hardware approximation (`powf`, `expf`, `logf`, `sinf`, `sqrtf`, ...), fast
 math is the first point tried: there it can change what bounds the kernel (a `powf` per term of a sum), while
 `-Xptxas -O3` restates ptxas's default level at nvcc's -O3.
 `mepgen patch` cannot write flags into the application's build system: it prints them for the user.
@@ -21,7 +21,7 @@ MIN_RTOL = 1e-4
 #: float functions that -use_fast_math computes with the hardware's approximations (and their double spellings,
 #: which a float argument may reach through overloads)
 APPROXIMATED = {"powf", "expf", "exp2f", "exp10f", "logf", "log2f", "log10f", "sinf", "cosf", "tanf", "sincosf",
-                "pow", "exp", "log", "sin", "cos", "tan"}
+                "sqrtf", "pow", "exp", "log", "sin", "cos", "tan", "sqrt"}
 
 
 class CompilerFlags(Transformation):
@@ -53,6 +53,12 @@ class CompilerFlags(Transformation):
             options.remove(FAST_MATH)
             options.insert(0, FAST_MATH)
         return options, why
+
+    def leads(self, src, spec) -> bool:
+        """Fast math leads where the kernel calls a function it approximates: such a call per term of a sum
+        (`powf`, `sqrtf`) is what bounds the kernel, and no source rewrite removes it."""
+        options, _ = self._options(spec, src)
+        return bool(options) and options[0] == FAST_MATH
 
     def space(self, src, spec, launch):
         options, why = self._options(spec, src)

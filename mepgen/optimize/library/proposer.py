@@ -14,7 +14,7 @@ import random
 
 from ..proposer import Attempt, Context, Proposal
 from .base import current_launch
-from .catalog import all_transformations
+from .catalog import all_transformations, in_order
 from .source import KernelSource, Refused
 from .tuning import key, suggest
 
@@ -79,6 +79,7 @@ class LibraryProposer:
             except Refused:
                 start = t.defaults
             plans.append((t, space, self._seen(ctx, chain, t.name), start))
+        plans = in_order(plans, src, ctx.spec, of=lambda plan: plan[0])
         out, taken = [], {(text, repr(base_launch), repr(base_flags))}
         # round-robin: every applicable transformation's next point before any gets a second one
         pending = {t.name: [] for t, _, _, _ in plans}
