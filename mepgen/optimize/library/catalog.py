@@ -6,6 +6,7 @@ from .base import AfterScalarReplace
 from .coarsen import Coarsen
 from .compiler_flags import CompilerFlags
 from .grid_stride import GridStride
+from .int_division import IntDivision
 from .launch_bounds import LaunchBounds
 from .launch_config import LaunchConfig
 from .privatize import Privatize
@@ -29,7 +30,7 @@ from .warp_row_passes import WarpRowPasses
 def all_transformations():
     return [AfterScalarReplace(TileMatmul()), AfterUnflatten(TileStencil()), StencilRows(), TileWindow(),
             WarpPerRow(), WarpRowPasses(), SpreadLoop(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), SplitArgmax(), SwapAxes(), Unflatten(), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
-            Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]
+            IntDivision(), Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]
 
 
 def in_order(applicable: list, src, spec, of=lambda item: item) -> list:

@@ -1,0 +1,114 @@
+"""Integer division by a run-time value, made cheap where its operands allow, with the exact result everywhere.
+
+A GPU has no integer divider: `a / n` and `a % n` by a value known only at run time are a sequence of about 20
+instructions in 32 bits, and a call of about 70 in 64 bits. Index arithmetic is full of them: the flat index split
+into row and column (`tid / ny`, `tid % ny` with a `long long` tid), periodic neighbours (`(x + 1) % L`,
+`(L + x - 1) % L`). Two exact rewrites, each through a small device function so every operand is evaluated once:
+
+- 64-bit `a / n` and `a % n` (the operator's type is `long long` or `long`): where at run time `0 <= a` and
+  `0 < n` and both fit in 32 bits, the 32-bit unsigned division gives the same quotient and remainder; else the
+  64-bit one runs as before.
+- 32-bit `a % n` (type `int`): where `0 <= a < n` the remainder is `a`; where `n <= a < 2n` it is `a - n` (the
+  wrap of a periodic neighbour); else `a % n` as before. Both tests imply `n > 0`, so `n <= 0` takes the operator.
+  Not where the kernel also computes `a / n` (a flat index split in two): one division gives both.
+
+A divisor that is a literal is left alone (the compiler already multiplies by its inverse), and so is every
+other type (unsigned, char, floating point): their conversions differ and there is nothing to gain.
+"""
+from __future__ import annotations
+
+from .analysis import squash
+from .base import Rewrite, Transformation
+from .source import KernelSource, Refused, kind, walk
+
+WIDE = {"long long", "long"}
+HELPERS = {
+    "div64": ("static __device__ __forceinline__ long long mepgen_div64(long long a, long long n)\n"
+              "{\n    return (a >= 0 && n > 0 && a <= 0xffffffffLL && n <= 0xffffffffLL)\n"
+              "        ? (long long)((unsigned int)a / (unsigned int)n) : a / n;\n}\n"),
+    "mod64": ("static __device__ __forceinline__ long long mepgen_mod64(long long a, long long n)\n"
+              "{\n    return (a >= 0 && n > 0 && a <= 0xffffffffLL && n <= 0xffffffffLL)\n"
+              "        ? (long long)((unsigned int)a % (unsigned int)n) : a % n;\n}\n"),
+    "wrap32": ("static __device__ __forceinline__ int mepgen_wrap32(int a, int n)\n"
+               "{\n    return (a >= 0 && a < n) ? a : (a >= n && a - n < n) ? a - n : a % n;\n}\n"),
+}
+
+
+def _literal(c) -> bool:
+    """Whether the divisor is an integer constant (`2`, `(4)`, `2u`), which the compiler divides by cheaply."""
+    while kind(c) in ("PAREN_EXPR", "UNEXPOSED_EXPR") and len(list(c.get_children())) == 1:
+        c = list(c.get_children())[0]
+    return kind(c) in ("INTEGER_LITERAL", "CHARACTER_LITERAL")
+
+
+def _sites(src: KernelSource) -> list[tuple[object, str]]:
+    """(operator cursor, helper) of every division the rewrite makes cheap."""
+    out = []
+    quotients = set()                 # `a / n` in 32 bits: its `a % n` comes from the same division, left alone
+    for c in src.nodes("BINARY_OPERATOR"):
+        kids = list(c.get_children())
+        if src.operator(c) == "/" and len(kids) == 2:
+            quotients.add(tuple(squash(src.src(k)) for k in kids))
+    for c in src.nodes("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR"):
+        if kind(c) != "BINARY_OPERATOR":
+            continue
+        op = src.operator(c)
+        kids = list(c.get_children())
+        if op not in ("/", "%") or len(kids) != 2 or _literal(kids[1]):
+            continue
+        ty = c.type.get_canonical().spelling
+        operands = [k.type.get_canonical().spelling for k in kids]
+        if any(t not in WIDE | {"int"} for t in operands):
+            continue                  # unsigned, char, enum, floating point: other conversions
+        if ty in WIDE:
+            out.append((c, "div64" if op == "/" else "mod64"))
+        elif ty == "int" and op == "%" and tuple(squash(src.src(k)) for k in kids) not in quotients:
+            out.append((c, "wrap32"))
+    return out
+
+
+class IntDivision(Transformation):
+    def __init__(self):
+        super().__init__("int_division", "integer division by run-time values on a cheap exact path", {})
+
+    def space(self, src, spec, launch):
+        if not _sites(src):
+            raise Refused("no `/` or `%` by a run-time value in 64 bits, and no `%` by one in 32 bits")
+        return {}
+
+    def apply(self, src, spec, launch, params):
+        sites = _sites(src)
+        if not sites:
+            raise Refused("no `/` or `%` by a run-time value in 64 bits, and no `%` by one in 32 bits")
+        which = {id(c): h for c, h in sites}
+        spans = {id(c): src.span(c) for c, _ in sites}
+
+        def text_of(c) -> str:
+            """The expression's text with every site inside it (itself included) through its helper."""
+            start, end = src.span(c)
+            if id(c) in which:
+                a, b = list(c.get_children())
+                return f"mepgen_{which[id(c)]}({text_of(a)}, {text_of(b)})"
+            inner = sorted((spans[id(k)], k) for k in list(walk(c))[1:] if id(k) in which)
+            out, pos, last = [], start, -1
+            for (s, e), k in inner:
+                if s < last:
+                    continue                      # inside a site already taken
+                out += [src.text[pos:s], text_of(k)]
+                pos = last = e
+            return "".join(out) + src.text[pos:end]
+
+        outer = []
+        for c, _ in sorted(sites, key=lambda s: spans[id(s[0])]):
+            s, e = spans[id(c)]
+            if outer and s < outer[-1][1]:
+                continue
+            outer.append((s, e, text_of(c)))
+        used = sorted({h for _, h in sites})
+        at = src.fn.extent.start.offset
+        text = src.replace(outer + [(at, at, "".join(HELPERS[h] for h in used))])
+        kinds = {"div64": "64-bit `/`", "mod64": "64-bit `%`", "wrap32": "32-bit `%`"}
+        counts = {h: sum(1 for _, k in sites if k == h) for h in used}
+        return Rewrite(text, "integer division: " + ", ".join(f"{n} {kinds[h]}" for h, n in counts.items())
+                       + " by run-time values through an exact cheap path (32-bit unsigned division where both "
+                         "operands fit; a periodic wrap `a - n` where n <= a < 2n), the operator as before elsewhere")
