@@ -15,7 +15,7 @@ from ..parsing import clang
 from ..parsing.clang import specialized_template
 from .kernels import FUNCTION_KINDS, is_device_function, is_kernel
 from .source import SourceFiles, extent_json, qualified_name
-from .vartemplates import template_usr, variable_templates
+from ..parsing.vartemplates import template_usr, variable_templates
 
 TYPE_KINDS = {"STRUCT_DECL": "type", "CLASS_DECL": "type", "UNION_DECL": "type", "CLASS_TEMPLATE": "type",
               "CLASS_TEMPLATE_PARTIAL_SPECIALIZATION": "type", "ENUM_DECL": "enum",

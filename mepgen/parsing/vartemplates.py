@@ -5,6 +5,7 @@ UNEXPOSED_DECL (usr `c:@taps`), its implicit specializations are UNEXPOSED_DECLs
 with the instantiated type, `double[8]`). A template kernel names it through an OVERLOADED_DECL_REF
 (`taps<T>[j]`), an ordinary kernel through a DECL_REF_EXPR to a specialization (`taps<float>[j]`). The
 closure follows both to the template's own declaration, which kernel.cu copies like a plain global.
+Shared by extract (the closure) and mep (the instantiation an MEP uploads to, mep/vartmpl.py).
 """
 from __future__ import annotations
 
