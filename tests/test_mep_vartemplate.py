@@ -102,6 +102,17 @@ def test_a_read_inside_a_device_function_is_a_todo(tmp_path):
     assert "scale[2]" in (app / ".mepgen/meps/apply/kernel.cu").read_text()
 
 
+def test_capture_says_it_cannot_look_up_an_instantiation(tmp_path):
+    from mepgen.capture.names import KernelChoice
+    from mepgen.capture.plan import make_plan
+    from mepgen.errors import MepgenError
+    app = make_app(tmp_path, SMOOTH)
+    inv = json.loads((app / ".mepgen" / "inventory.json").read_text())
+    kernel = next(k for k in inv["kernels"] if k["name"] == "smooth")
+    with pytest.raises(MepgenError, match="variable template weights"):
+        make_plan(KernelChoice(kernel), tmp_path / "cap", app_root=app)
+
+
 @pytest.mark.nvcc
 def test_the_mep_and_its_pycuda_entry_compile(tmp_path):
     from mepgen.evaluate.cubin import Cubin
