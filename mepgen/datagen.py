@@ -8,6 +8,7 @@ person with a notebook see exactly the same bytes; each buffer draws from its ow
 from __future__ import annotations
 
 import os
+import re
 import zlib
 from pathlib import Path
 
@@ -19,8 +20,9 @@ from .spec import Buffer, Constant, Init, Param, Spec
 
 
 def const_file_name(symbol: str) -> str:
-    """`heat::c_grid` -> `const.heat.c_grid.npy` (the harness protocol's name for a constant's input)."""
-    return f"const.{symbol.replace('::', '.')}.npy"
+    """`heat::c_grid` -> `const.heat.c_grid.npy` (the harness protocol's name for a constant's input); an
+    instantiation of a variable template, `taps<double>` -> `const.taps.double.npy`."""
+    return f"const.{re.sub(r'[^A-Za-z0-9_]+', '.', symbol).strip('.')}.npy"
 
 
 #: the most bytes an MEP's buffers (inputs, outputs, chain buffers, constants) may take together: above it

@@ -155,6 +155,10 @@ def make_plan(choice: KernelChoice, out_dir: Path, *, app_root: Path | None = No
         if space == "managed":
             raise MepgenError(f"cannot capture {q}: it uses the __managed__ variable {g['qualified_name']}, "
                               "which a replay cannot place the same way")
+        if space in ("constant", "device") and g.get("variable_template"):
+            raise MepgenError(f"cannot capture {q}: it reads the variable template {g['qualified_name']}, whose "
+                              "instantiations' symbols capture does not look up yet (`mepgen mep` completes it "
+                              "statically)")
         if space in ("constant", "device"):
             constants.append(PlanConstant(g["qualified_name"], variable_symbols(g["qualified_name"]), space,
                                           _declaration(app_root, g)))

@@ -20,6 +20,7 @@ from pathlib import Path
 from .. import mepbuild
 from ..errors import MepgenError
 from ..cbytes import captured_bytes
+from ..datagen import const_file_name
 from ..spec import Spec
 from . import process, sandbox
 from .backend import Built
@@ -27,7 +28,7 @@ from .cubin import Cubin, mangle_variable
 from .native import compile_message
 from .ptxas import kernel_info
 from .results import CompileFailed
-from .symbols import callee, find_kernel
+from .symbols import callee, demangle, find_kernel
 
 _PARAM_TYPES = """
 template <int MEPGEN_I, typename... MEPGEN_A> struct mepgen_nth;
@@ -103,17 +104,25 @@ def describe(spec: Spec, cubin: Cubin) -> dict:
     constants = []
     for j, c in enumerate(spec.constants):
         symbol = next((m for m in mangle_variable(c.name) if m in names), None)
+        if symbol is None and "<" in c.name:      # an instantiation of a variable template: `taps<double>`
+            symbol = _instantiation_symbol(c.name, [s.name for s in cubin.symbols if s.name.startswith("_Z")])
         if symbol is None:
             raise KeyError(f"constant {c.name} is not in the cubin")
         item = {"name": c.name, "symbol": symbol, "size": cubin.symbol(symbol).size}
         if c.init is None and c.value is not None:
             item["bytes"] = cubin.initial_bytes(f"mepgen_const_{j}").hex()
         else:
-            item["file"] = "const." + c.name.replace("::", ".")
+            item["file"] = const_file_name(c.name)[:-len(".npy")]
         constants.append(item)
     geometry = _u64s(cubin.initial_bytes("mepgen_launch"))
     return {"entry": entry, "params": params, "constants": constants,
             "grid": geometry[0:3], "block": geometry[3:6], "shared": geometry[6]}
+
+
+def _instantiation_symbol(name: str, mangled: list[str]) -> str | None:
+    """The mangled symbol whose demangled name is `name` (spaces aside): `_Z4maskIdE` for `mask<double>`."""
+    want = name.replace(" ", "")
+    return next((m for m, d in demangle(mangled).items() if d.replace(" ", "") == want), None)
 
 
 def build_cubin(spec: Spec, mep_dir: Path, kernel_file: Path, build_dir: Path, timeout: float,

@@ -15,6 +15,7 @@ from ..parsing import clang
 from ..parsing.clang import specialized_template
 from .kernels import FUNCTION_KINDS, is_device_function, is_kernel
 from .source import SourceFiles, extent_json, qualified_name
+from ..parsing.vartemplates import template_usr, variable_templates
 
 TYPE_KINDS = {"STRUCT_DECL": "type", "CLASS_DECL": "type", "UNION_DECL": "type", "CLASS_TEMPLATE": "type",
               "CLASS_TEMPLATE_PARTIAL_SPECIALIZATION": "type", "ENUM_DECL": "enum",
@@ -98,6 +99,10 @@ class ClosureBuilder:
         self.consts_by_name: dict[str, list] = defaultdict(list)   # namespace-scope `const`/`constexpr` variables
         self.includes: dict[str, list[dict]] = defaultdict(list)  # file -> its #include directives
         self.usings: list = []          # file-scope `using namespace X;` / `using X::name;`
+        self.var_templates = {usr: c for usr, (c, _) in variable_templates(tops).items()}
+        self.var_templates_by_name: dict[str, list] = defaultdict(list)
+        for c in self.var_templates.values():
+            self.var_templates_by_name[c.spelling].append(c)
         self._index()
 
     def _index(self):
@@ -224,6 +229,8 @@ class ClosureBuilder:
                         members[usr] = self._member(decl, kind)
                         if kind == "device_function" and not decl.is_definition():
                             members[usr]["declaration_only"] = True   # defined in another file: see run._link
+                        if usr in self.var_templates:
+                            members[usr]["variable_template"] = True   # `taps<T>`: mep/vartmpl.py
                         todo.append(decl)
         macro_cursors = self._macro_closure(macros, kernel)
         for u in self._usings_for(kernel, members):
@@ -279,12 +286,16 @@ class ClosureBuilder:
         k = c.kind.name
         if k in ("DECL_REF_EXPR", "MEMBER_REF_EXPR", "TYPE_REF", "TEMPLATE_REF", "CALL_EXPR", "NAMESPACE_REF"):
             ref = c.referenced
-            if ref is not None:
+            if ref is not None and ref.kind.name == "UNEXPOSED_DECL" and ref.get_usr():
+                tmpl = self.var_templates.get(template_usr(ref.get_usr()))   # `taps<float>`: its template's
+                yield tmpl if tmpl is not None else ref
+            elif ref is not None:
                 yield ref
             elif k == "CALL_EXPR" and c.spelling in self.device_by_name:
                 yield from self.device_by_name[c.spelling]
         elif k == "OVERLOADED_DECL_REF":
             yield from self.device_by_name.get(c.spelling, ())
+            yield from self.var_templates_by_name.get(c.spelling, ())    # `taps<T>` in a template
         elif k in ("VAR_DECL", "PARM_DECL", "FIELD_DECL"):
             decl = c.type.get_canonical().get_declaration()
             if decl is not None and decl.kind.name != "NO_DECL_FOUND":
@@ -304,6 +315,8 @@ class ClosureBuilder:
             return "typedef"
         if k == "ENUM_CONSTANT_DECL":
             return "enum"
+        if k == "UNEXPOSED_DECL" and decl.get_usr() in self.var_templates:
+            return "global"
         if k == "VAR_DECL" and decl.semantic_parent is not None and \
                 decl.semantic_parent.kind.name in ("NAMESPACE", "TRANSLATION_UNIT", "LINKAGE_SPEC"):
             space = _global_space(decl)
@@ -391,6 +404,7 @@ def global_spaces(tops: list) -> dict[str, str]:
                     out[c.get_usr()] = space
 
     visit(tops)
+    out.update({usr: space for usr, (_, space) in variable_templates(tops).items()})
     return out
 
 

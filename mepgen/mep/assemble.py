@@ -6,7 +6,7 @@ import re
 from .. import cexpr
 from ..errors import MepgenError
 from ..spec import (Constant, Init, KernelRef, Launch, Param, Spec, Timing, Todo, Tolerance, Verify, Work, itemsize)
-from . import counts, infer, records
+from . import counts, infer, records, vartmpl
 from .access import analyze
 from .buildcfg import build_config
 from .launch import LaunchCursors, dims, find_launches
@@ -199,7 +199,7 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
             if why:
                 p.note = f"{p.note}; init: {why}"
 
-    constants = _constants(project, kernel, resolver, todo)
+    constants = _constants(project, kernel, resolver, todo, cursor, targs)
     launch_todo = []
     written = [project.text(c) or "?" for c, v in ((lc.grid, grid), (lc.block, block)) if c is not None and v is None]
     grid, block, why = _checked_launch(grid, block, project, symbols, sizes_override, written)
@@ -314,10 +314,14 @@ def _access_summary(name: str, facts) -> str:
     return f"`{name}` is accessed at {', '.join(f'[{i}]' for i in idx)}" if idx else f"`{name}` is never indexed"
 
 
-def _constants(project: Project, kernel: dict, resolver: Resolver, todo: list[Todo]) -> list[Constant]:
+def _constants(project: Project, kernel: dict, resolver: Resolver, todo: list[Todo], cursor=None,
+               targs: dict[str, str] | None = None) -> list[Constant]:
     out = []
     for g in kernel["closure"]["globals"]:
         if g.get("space") not in ("constant", "device"):
+            continue
+        if g.get("variable_template"):
+            out += _template_constants(project, g, resolver, todo, cursor, targs or {}, len(out))
             continue
         decl = project.find_global(g["qualified_name"])
         if decl is None:
@@ -357,6 +361,30 @@ def _constants(project: Project, kernel: dict, resolver: Resolver, todo: list[To
             nums = _numbers(value)
             init = Init("values", {"values": nums}) if nums else _random_init(dtype)
             out.append(Constant(g["qualified_name"], ctype, dtype, "1", init))
+    return out
+
+
+def _template_constants(project: Project, g: dict, resolver: Resolver, todo: list[Todo], cursor,
+                        targs: dict[str, str], at: int) -> list[Constant]:
+    """The instantiations of a variable template the launched kernel reads (`taps<double>`), as arrays."""
+    out = []
+    for inst in vartmpl.instances(project, g, cursor, targs):
+        i = at + len(out)
+        dtype = infer.dtype_of(inst.element, {}) if inst.element else None
+        if inst.why or dtype is None:
+            why = inst.why or f"{inst.symbol} holds {inst.element} elements, which mepgen cannot generate; give " \
+                              "its bytes as an init of kind file"
+            todo.append(Todo(f"constants[{i}]" if inst.why else f"constants[{i}].init", why))
+            out.append(Constant(inst.symbol, inst.ctype or "?", "uint8", "0", Init("zeros"),
+                                note="not derived: see the todo"))
+            continue
+        value = constant_source(resolver, g["usr"], names=lambda a: vartmpl.refers_to(a, g, inst))
+        nums = _numbers(value)
+        if nums is not None and len(nums) and int(inst.count) % len(nums) == 0:
+            init, note = Init("values", {"values": nums}), "values copied in by the application"
+        else:
+            init, note = _random_init(dtype), "the application computes it at run time: random values"
+        out.append(Constant(inst.symbol, inst.ctype, dtype, inst.count, init, note=note))
     return out
 
 

@@ -7,12 +7,13 @@ from .project import walk
 from .resolve import Resolver
 
 
-def constant_source(r: Resolver, symbol_usr: str) -> str | None:
-    """The value the application copies into a `__constant__` symbol (cudaMemcpyToSymbol's source)."""
+def constant_source(r: Resolver, symbol_usr: str, names=None) -> str | None:
+    """The value the application copies into a `__constant__` symbol (cudaMemcpyToSymbol's source).
+    `names`: whether the call's first argument names the symbol (default: a reference to `symbol_usr`)."""
     for name in ("cudaMemcpyToSymbol", "cudaMemcpyToSymbolAsync"):
         for call, caller in r.p.calls_named(name):
             args = list(call.get_arguments())
-            if not args or not _refers_to(args[0], symbol_usr):
+            if not args or not (names(args[0]) if names else _refers_to(args[0], symbol_usr)):
                 continue
             toks = r.call_arg_tokens(call, 1)
             if toks[:1] == ["&"]:

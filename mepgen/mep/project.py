@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .. import cexpr
 from ..parsing import clang
+from ..parsing.vartemplates import space_of
 from . import fnmacro
 from .fnmacro import FunctionMacro
 from .hostsrc import HostSources
@@ -65,6 +66,7 @@ class Project:
         self.macro_param_names: dict[str, set] = {}        # function-like macro -> its parameters' names
         self.function_macros: dict[str, FunctionMacro] = {}   # function-like macro -> parameters and body
         self.globals: dict[str, object] = {}              # usr -> namespace-scope VAR_DECL (definition)
+        self.var_templates: dict[str, object] = {}        # usr -> namespace-scope variable template (mep/vartmpl.py)
         for tu in translation_units:
             if only is not None and tu["file"] not in only:
                 continue
@@ -149,6 +151,8 @@ class Project:
         elif k == "VAR_DECL":
             if c.is_definition() or c.get_usr() not in self.globals:
                 self.globals[c.get_usr()] = c
+        elif k == "UNEXPOSED_DECL" and space_of(c) is not None:
+            self.var_templates.setdefault(c.get_usr(), c)
         elif k in FUNCTION_KINDS and c.is_definition():
             self.functions.setdefault(c.get_usr(), c)
             same = self.definitions[c.get_usr()]
