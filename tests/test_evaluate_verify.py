@@ -228,3 +228,35 @@ def test_changed_elements_counts_bitwise_differences():
     d = c.copy()
     d[3] = 1j
     assert changed_elements(c, d) == 1
+
+
+def test_an_output_written_in_part_is_decided_slice_by_slice(monkeypatch):
+    """Unwritten elements are a NaN pattern: an output the original writes only in part (a border left alone) must
+    still be decided chunk by chunk, not by the slow whole-array evidence (float64 copies of every element), and with
+    the same verdicts: both unwritten there -> a match, a reassociated sum within tolerance -> a match, writing
+    an element the original leaves alone or leaving one unwritten -> a mismatch."""
+    monkeypatch.setattr(verify, "CHUNK", 16)
+    ref = poison_f32(100)
+    ref[10:90] = np.linspace(1.0, 2.0, 80, dtype=np.float32)
+    slow = []
+    real_astype = np.ndarray.astype
+
+    class Spy(np.ndarray):
+        def astype(self, *a, **k):
+            if self.size == 100:
+                slow.append(1)
+            return real_astype(np.asarray(self), *a, **k)
+
+    close = ref.copy()
+    close[10:90] *= np.float32(1 + 2e-6)
+    for got in (ref.copy(), close):
+        assert compare("u", got.view(Spy), ref, TOL, 0) is None
+    assert not slow
+    spills = ref.copy()
+    spills[3] = 0.5
+    assert compare("u", spills, ref, TOL, 0).bad == 1
+    misses = ref.copy()
+    misses[40] = poison_f32(1)[0]
+    m = compare("u", misses, ref, TOL, 0)
+    assert (m.bad, m.unwritten) == (1, 1)
+    assert compare("u", ref.copy(), ref, TOL, 0, poisoned=False) is not None       # an inout buffer: NaN is data
