@@ -1,6 +1,7 @@
 """wire.py, the pycuda worker's messages: JSON and .npy frames, capped, never pickle."""
 from __future__ import annotations
 
+import io
 import os
 import pickle
 from multiprocessing import Pipe
@@ -69,3 +70,37 @@ def test_descriptors_pass_after_a_message(tmp_path):
     assert wire.recv(b) == ["next"]
     for fd in files + got:
         os.close(fd)
+
+
+def test_arrays_of_every_shape_cross_without_copies_and_as_connection_frames():
+    """Empty, 0-d, Fortran-ordered, structured and multi-megabyte arrays come back equal (the large one from a
+    thread: a socket holds less than a frame); the frames are multiprocessing.Connection's, so a plain
+    Connection reads what wire sends and the other way round; a frame whose length disagrees with its .npy
+    header is a protocol error."""
+    import threading
+    a, b = Pipe()
+    big = np.arange(3 << 20, dtype=np.float32)
+    arrays = {"empty": np.zeros((0, 3), np.float64), "scalar": np.array(2.5), "fortran": np.asfortranarray(
+        np.arange(6, dtype=np.int16).reshape(2, 3)), "rec": np.array([(1, 2.0)], dtype=[("i", "<i4"), ("x", "<f8")]),
+        "big": big}
+    sender = threading.Thread(target=wire.send, args=(a, ["ok", arrays]))
+    sender.start()
+    got = wire.recv(b, wire.Limit(blob_bytes=big.nbytes + 1024))
+    sender.join()
+    for name, arr in arrays.items():
+        assert got[1][name].shape == arr.shape and got[1][name].dtype == arr.dtype, name
+        assert np.array_equal(got[1][name], arr), name
+    assert got[1]["big"].flags.writeable
+    a.send_bytes(b'{"body": ["ok"], "blobs": 0}')                    # a plain Connection's frame
+    assert wire.recv(b) == ["ok"]
+    wire.send(a, ["ok", b"raw"])
+    assert b.recv_bytes() == b'{"body": ["ok", {"bytes:": 0}], "blobs": 1}' and b.recv_bytes() == b"raw"
+    a.send_bytes(b'{"body": {"npy:": 0}, "blobs": 1}')
+    buf = io.BytesIO()
+    np.save(buf, np.arange(4, dtype=np.int32))
+    a.send_bytes(buf.getvalue()[:-4])                                  # one element short
+    with pytest.raises(wire.ProtocolError, match="length does not match"):
+        wire.recv(b)
+    a.close()
+    with pytest.raises(EOFError):
+        wire.recv(b)
