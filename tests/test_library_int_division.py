@@ -85,17 +85,18 @@ SPLIT64 = """{
 def test_periodic_neighbours_and_a_wide_split(stencil, tmp_path):
     src, spec, launch = _with_body(stencil, "const float* in, float* out, int w, int h", PERIODIC)
     rw = IntDivision().apply(src, spec, launch, {})
+    wrap, div, mod = (f"mepgen_{h}_{src.name}" for h in ("wrap32", "div64", "mod64"))      # named after the kernel
     body = " ".join(rw.text[rw.text.index("int t = blockIdx.x"):].split())
     # the neighbours' wraps go through the helper; `t % w` shares its division with `t / w`; `t % 2` is a literal
     assert "int c = t % w; int r = t / w;" in body
-    assert "in[r * w + mepgen_wrap32((c + 1), w)] + in[r * w + mepgen_wrap32((w + c - 1), w)]" in body
-    assert "mepgen_wrap32((r + 1), h)" in body and "in[t % 2]" in body
-    assert "mepgen_div64" not in rw.text and rw.text.count("int mepgen_wrap32(int a, int n)") == 1
+    assert f"in[r * w + {wrap}((c + 1), w)] + in[r * w + {wrap}((w + c - 1), w)]" in body
+    assert f"{wrap}((r + 1), h)" in body and "in[t % 2]" in body
+    assert "mepgen_div64" not in rw.text and rw.text.count(f"int {wrap}(int a, int n)") == 1
     assert "3 32-bit `%`" in rw.explanation
     src, spec, launch = _with_body(stencil, "const float* in, float* out, long long cols, int h", SPLIT64)
     rw = IntDivision().apply(src, spec, launch, {})
     body = " ".join(rw.text[rw.text.index("const long long t"):].split())
-    assert "const int r = mepgen_div64(t, cols); const int c = mepgen_mod64(t, cols);" in body
+    assert f"const int r = {div}(t, cols); const int c = {mod}(t, cols);" in body
     assert "unsigned int u = threadIdx.x % blockDim.x;" in body            # unsigned: left alone
     if shutil.which(mepbuild.nvcc_executable()):
         cu = tmp_path / "kernel.cu"

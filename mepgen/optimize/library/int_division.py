@@ -3,7 +3,8 @@
 A GPU has no integer divider: `a / n` and `a % n` by a value known only at run time are a sequence of about 20
 instructions in 32 bits, and a call of about 70 in 64 bits. Index arithmetic is full of them: the flat index split
 into row and column (`tid / ny`, `tid % ny` with a `long long` tid), periodic neighbours (`(x + 1) % L`,
-`(L + x - 1) % L`). Two exact rewrites, each through a small device function so every operand is evaluated once:
+`(L + x - 1) % L`). Two exact rewrites, each through a small device function so every operand is evaluated once
+(named after the kernel, `mepgen_div64_KERNEL`, so two patched kernels of one file do not define it twice):
 
 - 64-bit `a / n` and `a % n` (the operator's type is `long long` or `long`): where at run time `0 <= a` and
   `0 < n` and both fit in 32 bits, the 32-bit unsigned division gives the same quotient and remainder; else the
@@ -81,6 +82,8 @@ class IntDivision(Transformation):
         if not sites:
             raise Refused("no `/` or `%` by a run-time value in 64 bits, and no `%` by one in 32 bits")
         which = {id(c): h for c, h in sites}
+        # named after the kernel: two kernels of one file patched with this rewrite each bring their own
+        names = {h: f"mepgen_{h}_{src.name}" for h in HELPERS}
         spans = {id(c): src.span(c) for c, _ in sites}
 
         def text_of(c) -> str:
@@ -88,7 +91,7 @@ class IntDivision(Transformation):
             start, end = src.span(c)
             if id(c) in which:
                 a, b = list(c.get_children())
-                return f"mepgen_{which[id(c)]}({text_of(a)}, {text_of(b)})"
+                return f"{names[which[id(c)]]}({text_of(a)}, {text_of(b)})"
             inner = sorted((spans[id(k)], k) for k in list(walk(c))[1:] if id(k) in which)
             out, pos, last = [], start, -1
             for (s, e), k in inner:
@@ -106,7 +109,8 @@ class IntDivision(Transformation):
             outer.append((s, e, text_of(c)))
         used = sorted({h for _, h in sites})
         at = src.fn.extent.start.offset
-        text = src.replace(outer + [(at, at, "".join(HELPERS[h] for h in used))])
+        helpers = "".join(HELPERS[h].replace(f"mepgen_{h}(", f"{names[h]}(") for h in used)
+        text = src.replace(outer + [(at, at, helpers)])
         kinds = {"div64": "64-bit `/`", "mod64": "64-bit `%`", "wrap32": "32-bit `%`"}
         counts = {h: sum(1 for _, k in sites if k == h) for h in used}
         return Rewrite(text, "integer division: " + ", ".join(f"{n} {kinds[h]}" for h, n in counts.items())
