@@ -1,20 +1,18 @@
-"""Integer division by a run-time value, made cheap where its operands allow, with the exact result everywhere.
+"""A remainder by a run-time value, made cheap where its operands allow, with the exact result everywhere.
 
-A GPU has no integer divider: `a / n` and `a % n` by a value known only at run time are a sequence of about 20
-instructions in 32 bits, and a call of about 70 in 64 bits. Index arithmetic is full of them: the flat index split
-into row and column (`tid / ny`, `tid % ny` with a `long long` tid), periodic neighbours (`(x + 1) % L`,
-`(L + x - 1) % L`). Two exact rewrites, each through a small device function so every operand is evaluated once
-(named after the kernel, `mepgen_div64_KERNEL`, so two patched kernels of one file do not define it twice):
+A GPU has no integer divider: `a % n` by a value known only at run time is a sequence of about 20 instructions.
+Periodic neighbours are full of them: `(x + 1) % L`, `(L + x - 1) % L`, where the left side is almost always in
+[0, n) or in [n, 2n). The rewrite, through a small device function so every operand is evaluated once (named after
+the kernel, `mepgen_wrap32_KERNEL`, so two patched kernels of one file do not define it twice):
 
-- 64-bit `a / n` and `a % n` (the operator's type is `long long` or `long`): where at run time `0 <= a` and
-  `0 < n` and both fit in 32 bits, the 32-bit unsigned division gives the same quotient and remainder; else the
-  64-bit one runs as before.
 - 32-bit `a % n` (type `int`): where `0 <= a < n` the remainder is `a`; where `n <= a < 2n` it is `a - n` (the
   wrap of a periodic neighbour); else `a % n` as before. Both tests imply `n > 0`, so `n <= 0` takes the operator.
   Not where the kernel also computes `a / n` (a flat index split in two): one division gives both.
 
 A divisor that is a literal is left alone (the compiler already multiplies by its inverse), and so is every
-other type (unsigned, char, floating point): their conversions differ and there is nothing to gain.
+other type (unsigned, 64-bit, char, floating point). 64-bit operands were tried the same way (32-bit unsigned
+division where both fit) and gave nothing on the corpus's flat-index splits (ising, H100, 2026-11-26): nvcc's own
+64-bit division already takes a 32-bit path for such operands.
 """
 from __future__ import annotations
 
@@ -22,14 +20,7 @@ from .analysis import squash
 from .base import Rewrite, Transformation
 from .source import KernelSource, Refused, kind, walk
 
-WIDE = {"long long", "long"}
 HELPERS = {
-    "div64": ("static __device__ __forceinline__ long long mepgen_div64(long long a, long long n)\n"
-              "{\n    return (a >= 0 && n > 0 && a <= 0xffffffffLL && n <= 0xffffffffLL)\n"
-              "        ? (long long)((unsigned int)a / (unsigned int)n) : a / n;\n}\n"),
-    "mod64": ("static __device__ __forceinline__ long long mepgen_mod64(long long a, long long n)\n"
-              "{\n    return (a >= 0 && n > 0 && a <= 0xffffffffLL && n <= 0xffffffffLL)\n"
-              "        ? (long long)((unsigned int)a % (unsigned int)n) : a % n;\n}\n"),
     "wrap32": ("static __device__ __forceinline__ int mepgen_wrap32(int a, int n)\n"
                "{\n    return (a >= 0 && a < n) ? a : (a >= n && a - n < n) ? a - n : a % n;\n}\n"),
 }
@@ -43,7 +34,7 @@ def _literal(c) -> bool:
 
 
 def _sites(src: KernelSource) -> list[tuple[object, str]]:
-    """(operator cursor, helper) of every division the rewrite makes cheap."""
+    """(operator cursor, helper) of every remainder the rewrite makes cheap."""
     out = []
     quotients = set()                 # `a / n` in 32 bits: its `a % n` comes from the same division, left alone
     for c in src.nodes("BINARY_OPERATOR"):
@@ -55,32 +46,29 @@ def _sites(src: KernelSource) -> list[tuple[object, str]]:
             continue
         op = src.operator(c)
         kids = list(c.get_children())
-        if op not in ("/", "%") or len(kids) != 2 or _literal(kids[1]):
+        if op != "%" or len(kids) != 2 or _literal(kids[1]):
             continue
-        ty = c.type.get_canonical().spelling
-        operands = [k.type.get_canonical().spelling for k in kids]
-        if any(t not in WIDE | {"int"} for t in operands):
-            continue                  # unsigned, char, enum, floating point: other conversions
-        if ty in WIDE:
-            out.append((c, "div64" if op == "/" else "mod64"))
-        elif ty == "int" and op == "%" and tuple(squash(src.src(k)) for k in kids) not in quotients:
+        if c.type.get_canonical().spelling != "int" or \
+                any(k.type.get_canonical().spelling != "int" for k in kids):
+            continue                  # unsigned, 64-bit, char, enum: other conversions, or nothing to gain
+        if tuple(squash(src.src(k)) for k in kids) not in quotients:
             out.append((c, "wrap32"))
     return out
 
 
 class IntDivision(Transformation):
     def __init__(self):
-        super().__init__("int_division", "integer division by run-time values on a cheap exact path", {})
+        super().__init__("int_division", "remainders by run-time values on a cheap exact path", {})
 
     def space(self, src, spec, launch):
         if not _sites(src):
-            raise Refused("no `/` or `%` by a run-time value in 64 bits, and no `%` by one in 32 bits")
+            raise Refused("no `%` by a run-time value on ints (other than one that shares its division with a `/`)")
         return {}
 
     def apply(self, src, spec, launch, params):
         sites = _sites(src)
         if not sites:
-            raise Refused("no `/` or `%` by a run-time value in 64 bits, and no `%` by one in 32 bits")
+            raise Refused("no `%` by a run-time value on ints (other than one that shares its division with a `/`)")
         which = {id(c): h for c, h in sites}
         # named after the kernel: two kernels of one file patched with this rewrite each bring their own
         names = {h: f"mepgen_{h}_{src.name}" for h in HELPERS}
@@ -111,8 +99,5 @@ class IntDivision(Transformation):
         at = src.fn.extent.start.offset
         helpers = "".join(HELPERS[h].replace(f"mepgen_{h}(", f"{names[h]}(") for h in used)
         text = src.replace(outer + [(at, at, helpers)])
-        kinds = {"div64": "64-bit `/`", "mod64": "64-bit `%`", "wrap32": "32-bit `%`"}
-        counts = {h: sum(1 for _, k in sites if k == h) for h in used}
-        return Rewrite(text, "integer division: " + ", ".join(f"{n} {kinds[h]}" for h, n in counts.items())
-                       + " by run-time values through an exact cheap path (32-bit unsigned division where both "
-                         "operands fit; a periodic wrap `a - n` where n <= a < 2n), the operator as before elsewhere")
+        return Rewrite(text, f"integer division: {len(sites)} `%` by run-time values through an exact cheap path (`a` "
+                             f"where 0 <= a < n, the periodic wrap `a - n` where n <= a < 2n), the operator elsewhere")
