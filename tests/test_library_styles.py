@@ -27,7 +27,8 @@ from mepgen.spec import load_spec
 
 STYLES = Path(__file__).parent / "library_styles"
 KERNELS = {"prod": {"tile_matmul"}, "rowdot": {"warp_per_row"}, "maskdot": {"warp_per_row"}, "colsum": {"split_columns"},
-           "relax": {"tile_stencil", "stencil_rows"}, "turn": {"spread_loop"}}
+           "relax": {"tile_stencil", "stencil_rows"}, "turn": {"spread_loop"},
+           "hprod": {"tile_matmul"}}      # hprod: only in the examples' style (a template launched on __half)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .affine import local_constants, poly
-from .analysis import check_pure, size_expr, body_statements, squash, uses_block_geometry
+from .analysis import ARITHMETIC_OPERATORS, check_pure, size_expr, body_statements, squash, uses_block_geometry
 from .reduction import sum_loop
 from .source import KernelSource, Refused, kind, walk
 from .stencil_match import MIRROR, _conjuncts, _unwrap, global_index
@@ -108,8 +108,8 @@ def match_matmul(src: KernelSource, spec) -> Matmul:
         if len(reads) != 2 or any(src.span(a)[0] < src.span(b)[0] < src.span(a)[1] for a in reads for b in reads
                                   if a is not b):
             raise Refused(f"the addend `{squash(src.src(s.addend))}` does not read exactly two array elements")
-        stray = {n.spelling for n in walk(addend) if kind(n) == "DECL_REF_EXPR" and
-                 not any(src.span(r)[0] <= src.span(n)[0] < src.span(r)[1] for r in reads)} - params
+        stray = {n.spelling for n in walk(addend) if kind(n) == "DECL_REF_EXPR" and n.spelling and
+                 not any(src.span(r)[0] <= src.span(n)[0] < src.span(r)[1] for r in reads)} - params - ARITHMETIC_OPERATORS
         stray = {n for n in stray if src.param(n) is not None or not _is_function(src, addend, n)}
         if stray:
             raise Refused(f"the addend `{squash(src.src(s.addend))}` uses {', '.join(sorted(stray))} besides its "

@@ -1,6 +1,7 @@
 // Style A: const indices, declared loop counters, parameters as bounds.
 #include <cstdio>
 #include <cuda_runtime.h>
+#include <cuda_fp16.h>
 #define N 1024
 
 __global__ void prod(const float* X, const float* Y, float* Z, int m, int n, int q)
@@ -75,6 +76,20 @@ __global__ void turn(float* g, int n)
     }
 }
 
+// the element type a template parameter, launched in half precision: `a * b` is cuda_fp16's operator*
+template <typename T>
+__global__ void hprod(const T* X, const T* Y, T* Z, int m, int n, int q)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    const int r = blockIdx.y * blockDim.y + threadIdx.y;
+    if (r < m && c < n) {
+        T t = 0;
+        for (int p = 0; p < q; ++p)
+            t += X[r * q + p] * Y[p * n + c];
+        Z[r * n + c] = t;
+    }
+}
+
 int main()
 {
     float *X, *Y, *Z, *v, *w;
@@ -85,6 +100,11 @@ int main()
     cudaMalloc(&w, sizeof(float) * N);
     dim3 b2(16, 16), g2((N + 15) / 16, (N + 15) / 16);
     prod<<<g2, b2>>>(X, Y, Z, N, N, N);
+    __half *HX, *HY, *HZ;
+    cudaMalloc(&HX, sizeof(__half) * N * N);
+    cudaMalloc(&HY, sizeof(__half) * N * N);
+    cudaMalloc(&HZ, sizeof(__half) * N * N);
+    hprod<__half><<<g2, b2>>>(HX, HY, HZ, N, N, N);
     rowdot<<<(N + 255) / 256, 256>>>(X, v, w, N);
     maskdot<<<(N + 255) / 256, 256>>>(X, v, w, N);
     colsum<<<(N + 255) / 256, 256>>>(X, w, N, N);
