@@ -3,6 +3,8 @@
 
     python3 bench/library_speedup.py OUT [PATH...] [--corpus ROOT] [--budget 8] [--seconds 16] [--seconds-per-gb 30]
                                      [--deadline 440] [--size SYM=N ...] [--work DIR] [--jobs 8] [--hbm-gbs 3000]
+                                     [--apps A,B] [--capture-nonfinite]
+    python3 bench/library_speedup.py merge OUT PART/library_speedup.json...     # one table from a split run
 
 Group "own": each PATH, an application folder (copied into --work DIR/, extracted and cut into MEPs with
 `mepgen mep --all`, unless it already holds .mepgen/meps/) or one MEP folder (`APP/.mepgen/meps/ID`).
@@ -259,7 +261,37 @@ def write(out: Path, rows: list[dict], gpu: str, command: str, gbs: float, t0: f
     return lines
 
 
+def merge(out: Path, parts: list[Path]) -> list[str]:
+    """One table from the JSON of a run split over several calls (`--apps`): each kernel's row from the part that ran
+    it (a part's "not run" row gives way to another part's), in the corpus list's order; every part's command and
+    GPU are kept."""
+    docs = [json.loads(p.read_text()) for p in parts]
+    order = {f"{Path(rel).name}/{mid}": i for i, (rel, ids) in enumerate(CORPUS) for mid, _ in ids}
+    rows: dict[str, dict] = {}
+    for d in docs:
+        for r in d["kernels"]:
+            if r["kernel"] not in rows or rows[r["kernel"]].get("status") == "not run":
+                rows[r["kernel"]] = r
+    merged = sorted(rows.values(), key=lambda r: order.get(r["kernel"], len(order)))
+    gpus = sorted({d["gpu"] for d in docs})
+    command = "; ".join(d["command"] for d in docs)
+    out.mkdir(parents=True, exist_ok=True)
+    return write(out, merged, " / ".join(gpus), command, docs[0].get("hbm_gbs", 3000.0), time.time())
+
+
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["merge"]:
+        if len(args) < 3:
+            print("usage: library_speedup.py merge OUT PART.json...", file=sys.stderr)
+            return 2
+        missing = [p for p in args[2:] if not Path(p).is_file()]
+        if missing:
+            print(f"library_speedup.py merge: no such file: {', '.join(missing)}", file=sys.stderr)
+            return 2
+        lines = merge(Path(args[1]), [Path(p) for p in args[2:]])
+        print("\n".join(lines[:8]))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("paths", nargs="*", type=Path, help="own apps or MEP folders (group \"own\")")
@@ -336,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
                     why = capture_inputs(app, mid, a.arch)
                     row["inputs"] = f"generated inputs gave NaN/Inf; captured: {why or 'yes'}"
                     if why is None:
+                        row.pop("error", None)
                         row.update(run_optimize(app, mid, a.budget, limit))
             headroom(row, a.hbm_gbs)
             if not a.keep_data:
