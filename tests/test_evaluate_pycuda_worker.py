@@ -93,3 +93,40 @@ def test_the_worker_reads_an_input_set_from_its_files(tmp_path):
         want = np.load(path)
         assert state.sets[0]["host"][name].tobytes() == want.tobytes()
     assert sorted(a.tobytes() for a in uploaded) == sorted(np.load(p).tobytes() for p in paths.values())
+
+
+def test_inputs_a_run_wrote_are_found_and_restored_through_one_scratch_buffer():
+    """After a run the worker copies each `in` buffer back and compares it bit for bit with its input: a buffer the
+    kernel changed (one byte, in the word-aligned part or in the tail) is named and uploaded again; an unchanged
+    one is not; one scratch buffer serves every check (a GB input is not allocated per run); -0.0 against 0.0 is a
+    change (bits, not values)."""
+    import numpy as np
+    device = {}
+
+    class Cuda:
+        def memcpy_dtoh(self, out, buf):
+            out[...] = device[buf].reshape(-1).view(np.uint8)
+
+        def memcpy_htod(self, buf, arr):
+            device[buf] = arr.copy()
+
+    x = np.arange(1001, dtype=np.float32)          # 4004 bytes: 500 words and a 4-byte tail
+    y = np.zeros(3, np.float32)
+    state = object.__new__(pycuda_worker.State)
+    state.cuda, state._scratch = Cuda(), None
+    state.params = [{"name": "x", "role": "in"}, {"name": "y", "role": "in"}, {"name": "o", "role": "out"}]
+    state.sets = {0: {"host": {"x": x, "y": y}, "dev": {"x": "dx", "y": "dy"}}}
+    device.update(dx=x.copy(), dy=y.copy())
+    assert state._inputs_changed(0) == []
+    scratch = state._scratch
+    device["dx"].view(np.uint8)[4003] ^= 1         # the tail
+    device["dy"][1] = -0.0
+    assert state._inputs_changed(0) == ["x", "y"]
+    assert device["dx"].tobytes() == x.tobytes() and device["dy"].tobytes() == y.tobytes()
+    device["dx"].view(np.uint8)[8] ^= 0x80         # inside the words
+    assert state._inputs_changed(0) == ["x"] and state._scratch is scratch
+    a = np.zeros(20, np.uint8)
+    assert pycuda_worker.same_bytes(a, a.copy(), chunk=8)
+    b = a.copy()
+    b[17] = 1
+    assert not pycuda_worker.same_bytes(a, b, chunk=8) and not pycuda_worker.same_bytes(a, a[:19])
