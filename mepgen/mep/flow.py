@@ -344,6 +344,8 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
     loops = [n for n in launch_path if n.kind.name in LOOPS]
     for m in modifications(fn, usr):
         off = m.node.extent.start.offset
+        if m.op == "?" and off >= launch_offset and not any(_contains(lp, off) for lp in loops):
+            continue        # the address is taken after the launch, in no loop that repeats it: it cannot reach it
         if m.op == "?":
             node = m.node
             if node.kind.name == "UNARY_OPERATOR":      # `f(.., &n)`: the call that gets the address
