@@ -73,6 +73,7 @@ CORPUS = [
     ("hecbench/src/convolution1D-cuda", [("conv1d", "stencil")]),
     # complete since a size passed by reference after the launch no longer blocks it (not in the 2026-11-26b run)
     ("hecbench/src/qkv-cuda", [("matmul_forward_kernel1", "LA")]),
+    ("hecbench/src/laplace-cuda", [("red_kernel", "stencil"), ("black_kernel", "stencil")]),
 ]
 
 
