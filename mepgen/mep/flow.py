@@ -342,10 +342,16 @@ def steps_before(fn, usr: str, name: str, launch_path: list, launch_offset: int,
     later: list = []          # changes after the launch inside a loop that repeats it: carried to the next round
     pending = _Pending()      # changes that may or may not run, unless a later certain assignment overwrites them
     loops = [n for n in launch_path if n.kind.name in LOOPS]
+    # where the statement holding the launch (or the call leading to it) ends: a reference taken from there on, in no
+    # loop that repeats the launch, cannot reach it (`run(g)` itself passes `g` before its launch runs)
+    after_stmt = None
+    for parent, child in zip(launch_path, launch_path[1:]):
+        if parent.kind.name == "COMPOUND_STMT":
+            after_stmt = child.extent.end.offset
     for m in modifications(fn, usr):
         off = m.node.extent.start.offset
-        if m.op == "?" and off >= launch_offset and not any(_contains(lp, off) for lp in loops):
-            continue        # the address is taken after the launch, in no loop that repeats it: it cannot reach it
+        if m.op == "?" and after_stmt is not None and off >= after_stmt and not any(_contains(lp, off) for lp in loops):
+            continue        # the address is taken after the launch's statement, in no loop that repeats it
         if m.op == "?":
             node = m.node
             if node.kind.name == "UNARY_OPERATOR":      # `f(.., &n)`: the call that gets the address
