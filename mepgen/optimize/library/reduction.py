@@ -23,9 +23,9 @@ class SumLoop:
     ctype: str              # the accumulator's type
     guard: object = None    # cursor of COND in `if (COND) TARGET += ADDEND;`, or None
 
-    def accumulate(self, src: KernelSource, acc: str, addend: str | None = None) -> str:
-        """`acc += ADDEND;` (or `addend` in its place), inside the loop's guard where it has one."""
-        add = f"{acc} += {src.src(self.addend) if addend is None else addend};"
+    def accumulate(self, src: KernelSource, acc: str) -> str:
+        """`acc += ADDEND;`, inside the loop's guard where it has one."""
+        add = f"{acc} += {src.src(self.addend)};"
         return add if self.guard is None else f"if ({src.src(self.guard)}) {add}"
 
 
