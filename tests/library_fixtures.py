@@ -130,15 +130,58 @@ int main() {
 """
 
 
-def assert_same_on_cpu(tmp_path: Path, before: str, after: str, main_body: str, defines: str = "") -> None:
-    """Builds CPU_SIM with g++ and runs it: `main_body` runs both kernels' threads in an order of its choice and
-    returns non-zero (printing where) when their results differ."""
+#: the same with a block's threads run at once (std::thread each), `__syncthreads()` a real barrier and `__shared__`
+#: arrays static (one per kernel, the blocks run one after another): for rewrites with barriers inside loops.
+#: `launch(grid, bx, by, [&] { after::k(...); })` runs a kernel.
+CPU_SIM_BLOCKS = """#include <barrier>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+%s
+struct D { unsigned x = 0, y = 0, z = 0; };
+thread_local D threadIdx;
+D blockIdx, blockDim, gridDim;
+std::barrier<> *block_barrier;
+#define __global__
+#define __shared__ static
+#define __syncthreads() block_barrier->arrive_and_wait()
+namespace before {
+%s
+}
+namespace after {
+%s
+}
+template <class F> void launch(unsigned grid, unsigned bx, unsigned by, F kernel) {
+    blockDim = {bx, by, 1};
+    gridDim = {grid, 1, 1};
+    for (unsigned g = 0; g < grid; g++) {
+        blockIdx = {g, 0, 0};
+        std::barrier<> bar(bx * by);
+        block_barrier = &bar;
+        std::vector<std::thread> threads;
+        for (unsigned y = 0; y < by; y++)
+            for (unsigned x = 0; x < bx; x++)
+                threads.emplace_back([=] { threadIdx = {x, y, 0}; kernel(); });
+        for (auto &t : threads) t.join();
+    }
+}
+int main() {
+%s
+}
+"""
+
+
+def assert_same_on_cpu(tmp_path: Path, before: str, after: str, main_body: str, defines: str = "",
+                       blocks: bool = False) -> None:
+    """Builds CPU_SIM (CPU_SIM_BLOCKS where `blocks`) with g++ and runs it: `main_body` runs both kernels' threads
+    in an order of its choice and returns non-zero (printing where) when their results differ."""
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         pytest.skip("no C++ compiler")
-    (tmp_path / "sim.cpp").write_text(CPU_SIM % (defines, before, after, main_body))
-    built = subprocess.run([cxx, "-O1", "-o", str(tmp_path / "sim"), str(tmp_path / "sim.cpp")], capture_output=True,
-                           text=True)
+    (tmp_path / "sim.cpp").write_text((CPU_SIM_BLOCKS if blocks else CPU_SIM) % (defines, before, after, main_body))
+    built = subprocess.run([cxx, "-O1", *(["-std=c++20", "-pthread"] if blocks else []), "-o", str(tmp_path / "sim"),
+                            str(tmp_path / "sim.cpp")], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-2000:]
     ran = subprocess.run([str(tmp_path / "sim")], capture_output=True, text=True)
     assert ran.returncode == 0, ran.stdout

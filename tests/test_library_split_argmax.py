@@ -1,8 +1,10 @@
 """A thread per output scanning a loop for its best element gets slices of the scan combined in the loop's order
-(split_argmax). tests/library_idioms/best_match holds the kernels, written here; the app is extracted and cut into
-MEPs as a user would; every structural rewrite compiles with the MEP's flags, and best_match's rewrite is run on the
-CPU (the combining thread of each block last, as the barrier orders it) on inputs full of ties: the same scores and
-the same (first) indices as the original.
+(split_argmax), and where the compared value is an inner product of a row of each side, a register-tiled product
+with the scan as its epilogue (tile_argmax). tests/library_idioms/best_match holds the kernels, written here; the app
+is extracted and cut into MEPs as a user would; every structural rewrite compiles with the MEP's flags, and the
+rewrites are run on the CPU on inputs full of ties (split_argmax: the combining thread of each block last, as the
+barrier orders it; tile_argmax: each block's threads at once with a real barrier), at sizes that are no multiple of
+the tiles: the same scores and the same (first) indices as the original.
 """
 from __future__ import annotations
 
@@ -76,3 +78,50 @@ def test_sliced_scan_keeps_the_first_best_on_ties(plans, tmp_path):
     _, text = _cand(p)
     kernel = lambda t: t[t.index("__global__ void best_match"):].split("\n}\n")[0] + "\n}\n"
     assert_same_on_cpu(tmp_path, kernel((mep / "kernel.cu").read_text()), kernel(text), SIM_MAIN, SIM_DEFINES)
+
+
+def test_inner_product_scans_are_tiled(plans):
+    for kernel, op in (("best_match", ">"), ("closest", "<"), ("guarded_best", ">")):
+        _, _, p = plans[kernel]
+        assert "tile_argmax" in p.structural, (kernel, p.refusals)
+        cand, text = planned(p, "tile_argmax")
+        assert f"with the kernel's own `{op}`" in cand["change"]
+        assert cand["launch"]["block"] == ["16", "16"]
+    # 64 rows per block of 16x16 threads: NA / 128 blocks of 128 become (NA / 128) * 2 blocks
+    assert planned(plans["best_match"][2], "tile_argmax")[0]["launch"]["grid"] == ["(NA / 128) * ((128) / 64)"]
+    # the guard keeps its rows: staged as zeros, no epilogue for them
+    _, text = planned(plans["guarded_best"][2], "tile_argmax")
+    assert "if (!((i < na))) continue;" in text
+    assert "strict" in plans["last_best"][2].refusals["tile_argmax"]
+
+
+TILE_DEFINES = """#define NA 256
+#define NB 1000
+#define DIM 20
+"""
+TILE_MAIN = """    std::vector<float> a(NA * DIM), b(NB * DIM), s0(NA, 7.f), s1(NA, 7.f);
+    std::vector<int> w0(NA, 7), w1(NA, 7);
+    for (auto &v : a) v = float(rand() % 3 - 1);          // small integers: many exactly equal scores
+    for (auto &v : b) v = float(rand() % 3 - 1);
+    float *A = a.data(), *B = b.data();
+    launch(GRID_BEFORE, [&] { before::CALL_BEFORE; });
+    launch(GRID_AFTER, [&] { after::CALL_AFTER; });
+    for (int i = 0; i < NA; i++) if (w0[i] != w1[i] || s0[i] != s1[i]) { printf("differ at %d\\n", i); return 1; }
+    return 0;
+"""
+
+
+@pytest.mark.parametrize("kernel,before,after,call", [
+    ("best_match", "NA / 128, 128, 1", "(NA / 128) * 2, 16, 16", "best_match(A, B, {s}.data(), {w}.data())"),
+    ("closest", "NA / 256, 256, 1", "(NA / 256) * 4, 16, 16", "closest(A, B, {w}.data())"),
+    ("guarded_best", "(NA + 127) / 128, 128, 1", "((NA + 127) / 128) * 2, 16, 16",
+     "guarded_best(A, B, {w}.data(), NA - 37)"),
+])
+def test_tiled_scan_keeps_the_first_best_on_ties(plans, tmp_path, kernel, before, after, call):
+    mep, _, p = plans[kernel]
+    cand, text = planned(p, "tile_argmax")
+    assert cand["launch"]["block"] == ["16", "16"] and "64" in cand["launch"]["grid"][0]
+    cut = lambda t: t[t.index(f"__global__ void {kernel}"):].split("\n}\n")[0] + "\n}\n"
+    main = TILE_MAIN.replace("GRID_BEFORE", before).replace("GRID_AFTER", after) \
+        .replace("CALL_BEFORE", call.format(s="s0", w="w0")).replace("CALL_AFTER", call.format(s="s1", w="w1"))
+    assert_same_on_cpu(tmp_path, cut((mep / "kernel.cu").read_text()), cut(text), main, TILE_DEFINES, blocks=True)

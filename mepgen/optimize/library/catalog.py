@@ -14,6 +14,7 @@ from .restrict import Restrict
 from .scalar_replace import ScalarReplace
 from .split_columns import SplitColumns
 from .split_argmax import SplitArgmax
+from .tile_argmax import TileArgmax
 from .spread_loop import SpreadLoop
 from .swap_axes import SwapAxes
 from .stencil_rows import StencilRows
@@ -29,7 +30,7 @@ from .warp_row_passes import WarpRowPasses
 
 def all_transformations():
     return [AfterScalarReplace(TileMatmul()), AfterUnflatten(TileStencil()), StencilRows(), TileWindow(),
-            WarpPerRow(), WarpRowPasses(), SpreadLoop(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), SplitArgmax(), SwapAxes(), Unflatten(), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
+            WarpPerRow(), WarpRowPasses(), SpreadLoop(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), TileArgmax(), SplitArgmax(), SwapAxes(), Unflatten(), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
             IntDivision(), Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]
 
 
