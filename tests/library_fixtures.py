@@ -132,7 +132,7 @@ int main() {
 
 #: the same with a block's threads run at once (std::thread each), `__syncthreads()` a real barrier and `__shared__`
 #: arrays static (one per kernel, the blocks run one after another): for rewrites with barriers inside loops.
-#: `launch(grid, bx, by, [&] { after::k(...); })` runs a kernel.
+#: `launch(grid, bx, by, [&] { after::k(...); })` runs a kernel; `launch2(gx, gy, bx, by, ...)` on a 2D grid.
 CPU_SIM_BLOCKS = """#include <barrier>
 #include <cstdio>
 #include <cstdlib>
@@ -145,18 +145,21 @@ D blockIdx, blockDim, gridDim;
 std::barrier<> *block_barrier;
 #define __global__
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 #define __syncthreads() block_barrier->arrive_and_wait()
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(16) double2 { double x, y; };
 namespace before {
 %s
 }
 namespace after {
 %s
 }
-template <class F> void launch(unsigned grid, unsigned bx, unsigned by, F kernel) {
+template <class F> void launch2(unsigned gx, unsigned gy, unsigned bx, unsigned by, F kernel) {
     blockDim = {bx, by, 1};
-    gridDim = {grid, 1, 1};
-    for (unsigned g = 0; g < grid; g++) {
-        blockIdx = {g, 0, 0};
+    gridDim = {gx, gy, 1};
+    for (unsigned g = 0; g < gx * gy; g++) {
+        blockIdx = {g %% gx, g / gx, 0};
         std::barrier<> bar(bx * by);
         block_barrier = &bar;
         std::vector<std::thread> threads;
@@ -166,6 +169,7 @@ template <class F> void launch(unsigned grid, unsigned bx, unsigned by, F kernel
         for (auto &t : threads) t.join();
     }
 }
+template <class F> void launch(unsigned grid, unsigned bx, unsigned by, F kernel) { launch2(grid, 1, bx, by, kernel); }
 int main() {
 %s
 }

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from library_fixtures import assert_same_on_cpu, assert_structural_rewrites_compile, dry_run_plans, planned
+from library_fixtures import assert_same_on_cpu, assert_structural_rewrites_compile, dry_run_plans, load, planned
+
+from mepgen.optimize.library.tile_argmax import TileArgmax
 
 APP = Path(__file__).parent / "library_idioms" / "best_match"
 
@@ -111,17 +113,18 @@ TILE_MAIN = """    std::vector<float> a(NA * DIM), b(NB * DIM), s0(NA, 7.f), s1(
 """
 
 
-@pytest.mark.parametrize("kernel,before,after,call", [
-    ("best_match", "NA / 128, 128, 1", "(NA / 128) * 2, 16, 16", "best_match(A, B, {s}.data(), {w}.data())"),
-    ("closest", "NA / 256, 256, 1", "(NA / 256) * 4, 16, 16", "closest(A, B, {w}.data())"),
-    ("guarded_best", "(NA + 127) / 128, 128, 1", "((NA + 127) / 128) * 2, 16, 16",
-     "guarded_best(A, B, {w}.data(), NA - 37)"),
+@pytest.mark.parametrize("params", [{}, {"layout": "packed"}, {"layout": "packed", "rm": 8, "rn": 2, "bk": 8},
+                                    {"tile": 32, "rm": 2, "rn": 4, "bk": 32}])
+@pytest.mark.parametrize("kernel,before,call", [
+    ("best_match", "NA / 128, 128, 1", "best_match(A, B, {s}.data(), {w}.data())"),
+    ("closest", "NA / 256, 256, 1", "closest(A, B, {w}.data())"),
+    ("guarded_best", "(NA + 127) / 128, 128, 1", "guarded_best(A, B, {w}.data(), NA - 37)"),
 ])
-def test_tiled_scan_keeps_the_first_best_on_ties(plans, tmp_path, kernel, before, after, call):
+def test_tiled_scan_keeps_the_first_best_on_ties(plans, tmp_path, kernel, before, call, params):
     mep, _, p = plans[kernel]
-    cand, text = planned(p, "tile_argmax")
-    assert cand["launch"]["block"] == ["16", "16"] and "64" in cand["launch"]["grid"][0]
+    rw = TileArgmax().apply(*load(mep), {**TileArgmax().defaults, **params})
+    after = ", ".join([rw.launch["grid"][0], *rw.launch["block"]])
     cut = lambda t: t[t.index(f"__global__ void {kernel}"):].split("\n}\n")[0] + "\n}\n"
     main = TILE_MAIN.replace("GRID_BEFORE", before).replace("GRID_AFTER", after) \
         .replace("CALL_BEFORE", call.format(s="s0", w="w0")).replace("CALL_AFTER", call.format(s="s1", w="w1"))
-    assert_same_on_cpu(tmp_path, cut((mep / "kernel.cu").read_text()), cut(text), main, TILE_DEFINES, blocks=True)
+    assert_same_on_cpu(tmp_path, cut((mep / "kernel.cu").read_text()), cut(rw.text), main, TILE_DEFINES, blocks=True)

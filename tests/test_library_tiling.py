@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from library_fixtures import build_tiling_meps, load, refusal, rewrite
+from library_fixtures import assert_same_on_cpu, build_tiling_meps, load, refusal, rewrite
 from mepgen.evaluate.launchcfg import launch_from
 from mepgen.evaluate.native import NativeBackend
 from mepgen.evaluate.results import CompileFailed
@@ -105,6 +105,34 @@ def test_tile_matmul_register_tile(meps):
     assert "4x4 outputs per thread" in rw.explanation
     with pytest.raises(Refused):
         TileMatmul().apply(*load(meps["matmul"]), {"tile": 128, "rm": 16, "rn": 8, "bk": 8})   # 128 accumulators
+
+
+MATMUL_MAIN = """    const int m = 37, n = 45, k = 29;                    // no multiple of any tile
+    std::vector<float> a(m * k), b(k * n), c0(m * n, 7.f), c1(m * n, 7.f);
+    for (auto &v : a) v = float(rand()) / RAND_MAX - 0.5f;  // rounding makes the order of the sum visible
+    for (auto &v : b) v = float(rand()) / RAND_MAX - 0.5f;
+    launch2((n + 15) / 16, (m + 15) / 16, 16, 16, [&] { before::matmul(a.data(), b.data(), c0.data(), m, n, k); });
+    launch2(GRID_AFTER, [&] { after::matmul(a.data(), b.data(), c1.data(), m, n, k); });
+    for (int i = 0; i < m * n; i++) if (c0[i] != c1[i]) { printf("differ at %d\\n", i); return 1; }
+    return 0;
+"""
+
+
+@pytest.mark.parametrize("params", [{"tile": 32, "rm": 4, "rn": 4, "bk": 16, "layout": "packed"},
+                                    {"tile": 32, "rm": 4, "rn": 4, "bk": 8, "layout": "strided"},
+                                    {"tile": 64, "rm": 8, "rn": 4, "bk": 16, "layout": "packed"}])
+def test_tile_matmul_register_layouts_sum_in_the_original_order(meps, tmp_path, params):
+    """Both register layouts on the CPU (each block's threads at once, real barriers) at sizes no tile divides:
+    every output the same float as the original's, so each is summed over k in the original order."""
+    rw = rewrite(meps, "matmul", TileMatmul(), params)
+    t = params["tile"]
+    grid = f"(n + {t - 1}) / {t}, (m + {t - 1}) / {t}, {', '.join(rw.launch['block'])}"
+    cut = lambda text: text[text.index("__global__ void matmul"):].split("\n}\n")[0] + "\n}\n"
+    assert_same_on_cpu(tmp_path, cut(meps["matmul"].joinpath("kernel.cu").read_text()), cut(rw.text),
+                       MATMUL_MAIN.replace("GRID_AFTER", grid), blocks=True)
+    if params["layout"] == "packed":
+        assert "reinterpret_cast<const float4 *>(&mepgen_Bs[mepgen_kk][(int)threadIdx.x * 4 + mepgen_u])" in rw.text
+        assert "__shared__ __align__(16) float mepgen_As" in rw.text
 
 
 def test_tile_matmul_refuses(meps):

@@ -24,13 +24,14 @@ from .base import Rewrite, Transformation, block_threads
 from .matmul_match import spec_role
 from .source import Refused, kind, walk
 from .split_argmax import SplitArgmax
+from .tile_matmul import LAYOUTS, _layout, col_of, register_loads, row_of, shared_tiles
 from .stencil_match import _conjuncts
 
 
 class TileArgmax(Transformation):
     def __init__(self):
         super().__init__("tile_argmax", "a best-element scan over inner products as a register-tiled product",
-                         {"tile": 64, "rm": 4, "rn": 4, "bk": 16})
+                         {"tile": 64, "rm": 4, "rn": 4, "bk": 16, "layout": "strided"})
 
     def space(self, src, spec, launch):
         m = self._match(src, spec, launch)
@@ -39,7 +40,7 @@ class TileArgmax(Transformation):
         if not tiles:
             raise Refused(f"the original block (`{launch['block'][0]}`) is not a multiple of 32, 64 or 128 threads")
         del m
-        return {"tile": tiles, "rm": [4, 8, 2], "rn": [4, 8, 2], "bk": [16, 8, 32]}
+        return {"tile": tiles, "rm": [4, 8, 2], "rn": [4, 8, 2], "bk": [16, 8, 32], "layout": list(LAYOUTS)}
 
     def _match(self, src, spec, launch) -> dict:
         if len(launch["grid"]) != 1 or len(launch["block"]) != 1:
@@ -182,6 +183,7 @@ class TileArgmax(Transformation):
     def apply(self, src, spec, launch, params):
         m = self._match(src, spec, launch)
         t, rm, rn, bk = (int(params.get(k, d)) for k, d in (("tile", 64), ("rm", 4), ("rn", 4), ("bk", 16)))
+        packed = _layout(params) == "packed"
         threads = block_threads(spec, launch)
         if threads is None or threads % t or t % rm or t % rn or bk not in (8, 16, 32):
             raise Refused(f"tile {t}, rm {rm}, rn {rn}, bk {bk} is not a legal shape for the original block")
@@ -200,7 +202,7 @@ class TileArgmax(Transformation):
         B0, K0 = src.src(m["inits"][m["best"]]), src.src(m["inits"][m["at"]])
         L = ["{", f"{i}// mepgen tile_argmax: {t} rows x {t} candidates per step, {bk}-deep slices of both factors in "
              f"shared memory, {rm}x{rn} scores per thread; the scan as the epilogue",
-             f"{i}__shared__ {T} mepgen_As[{bk}][{t + 1}];", f"{i}__shared__ {T} mepgen_Bs[{bk}][{t + 1}];",
+             *shared_tiles(T, bk, t, packed, i),
              f"{i}__shared__ {BT} mepgen_sb[{t}][{tx}];", f"{i}__shared__ {AT} mepgen_sk[{t}][{tx}];",
              f"{i}__shared__ bool mepgen_sh[{t}][{tx}];",
              f"{i}const int mepgen_tid = (int)threadIdx.y * {tx} + (int)threadIdx.x;",
@@ -233,29 +235,24 @@ class TileArgmax(Transformation):
         L += [f"{i * 3}__syncthreads();", f"{i * 3}#pragma unroll",
               f"{i * 3}for (int mepgen_kk = 0; mepgen_kk < {bk}; ++mepgen_kk) {{",
               f"{i * 4}if ((({dhi}) - ({dlo})) % {bk} != 0 && mepgen_k0 + mepgen_kk >= {dhi}) break;",
-              f"{i * 4}{T} mepgen_a[{rm}], mepgen_b[{rn}];", f"{i * 4}#pragma unroll",
-              f"{i * 4}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) "
-              f"mepgen_a[mepgen_q] = mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * {ty}];",
-              f"{i * 4}#pragma unroll",
-              f"{i * 4}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) "
-              f"mepgen_b[mepgen_w] = mepgen_Bs[mepgen_kk][(int)threadIdx.x + mepgen_w * {tx}];",
+              *register_loads(T, rm, rn, tx, ty, packed, i * 4),
               f"{i * 4}#pragma unroll", f"{i * 4}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q)",
               f"{i * 5}#pragma unroll", f"{i * 5}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) {{ {step} }}",
               f"{i * 3}}}", f"{i * 3}__syncthreads();", f"{i * 2}}}",
               f"{i * 2}#pragma unroll", f"{i * 2}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q)",
               f"{i * 3}#pragma unroll", f"{i * 3}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) {{",
-              f"{i * 4}const {jt} mepgen_j = mepgen_c0 + (int)threadIdx.x + mepgen_w * {tx};",
+              f"{i * 4}const {jt} mepgen_j = mepgen_c0 + {col_of('mepgen_w', rn, tx, packed)};",
               f"{i * 4}if (mepgen_j < {jhi} && mepgen_acc[mepgen_q][mepgen_w] {m['op']} mepgen_best[mepgen_q]) {{",
               f"{i * 5}mepgen_best[mepgen_q] = mepgen_acc[mepgen_q][mepgen_w]; mepgen_at[mepgen_q] = mepgen_j; "
               f"mepgen_hit[mepgen_q] = true;", f"{i * 4}}}", f"{i * 3}}}", f"{i}}}",
               f"{i}#pragma unroll", f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) {{",
-              f"{i * 2}mepgen_sb[(int)threadIdx.y + mepgen_q * {ty}][threadIdx.x] = mepgen_best[mepgen_q];",
-              f"{i * 2}mepgen_sk[(int)threadIdx.y + mepgen_q * {ty}][threadIdx.x] = mepgen_at[mepgen_q];",
-              f"{i * 2}mepgen_sh[(int)threadIdx.y + mepgen_q * {ty}][threadIdx.x] = mepgen_hit[mepgen_q];", f"{i}}}",
+              f"{i * 2}mepgen_sb[{row_of('mepgen_q', rm, ty, packed)}][threadIdx.x] = mepgen_best[mepgen_q];",
+              f"{i * 2}mepgen_sk[{row_of('mepgen_q', rm, ty, packed)}][threadIdx.x] = mepgen_at[mepgen_q];",
+              f"{i * 2}mepgen_sh[{row_of('mepgen_q', rm, ty, packed)}][threadIdx.x] = mepgen_hit[mepgen_q];", f"{i}}}",
               f"{i}__syncthreads();",
               f"{i}if (threadIdx.x == 0) {{",
               f"{i * 2}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) {{",
-              f"{i * 3}const int mepgen_r = (int)threadIdx.y + mepgen_q * {ty};",
+              f"{i * 3}const int mepgen_r = {row_of('mepgen_q', rm, ty, packed)};",
               f"{i * 3}const {rtype} {row} = mepgen_r0 + mepgen_r;"]
         if bound:
             L.append(f"{i * 3}if (!({bound})) continue;")

@@ -25,7 +25,7 @@ from .source import Refused, kind, walk
 class TileMatmul(Transformation):
     def __init__(self):
         super().__init__("tile_matmul", "shared-memory and register tiling of matrix products",
-                         {"tile": 64, "rm": 4, "rn": 4, "bk": 16})
+                         {"tile": 64, "rm": 4, "rn": 4, "bk": 16, "layout": "strided"})
 
     def space(self, src, spec, launch):
         bound_sizes(spec, match_matmul(src, spec), src)
@@ -36,13 +36,15 @@ class TileMatmul(Transformation):
             raise Refused("__launch_bounds__ leaves no legal tile shape")
         return {"tile": sorted({x[0] for x in shapes}, key=(64, 128, 32, 16).index),
                 "rm": sorted({x[1] for x in shapes}, key=(4, 8, 2, 1).index),
-                "rn": sorted({x[2] for x in shapes}, key=(4, 8, 1, 2).index), "bk": [16, 8, 32]}
+                "rn": sorted({x[2] for x in shapes}, key=(4, 8, 1, 2).index), "bk": [16, 8, 32],
+                "layout": list(LAYOUTS)}
 
     def apply(self, src, spec, launch, params):
         m = match_matmul(src, spec)
         sizes = bound_sizes(spec, m, src)
         t, rm, bk = int(params.get("tile", 32)), int(params.get("rm", 4)), int(params.get("bk", 16))
         rn = int(params.get("rn", 1))
+        packed = rn > 1 and _layout(params) == "packed"
         cap = _thread_cap(src, spec)
         if not _legal(t, rm, cap, rn) or bk not in (8, 16, 32):
             raise Refused(f"tile {t}, rm {rm}, rn {rn}, bk {bk} is not a legal shape here")
@@ -60,11 +62,11 @@ class TileMatmul(Transformation):
             body.append(f"{i}if (blockIdx.x > blockIdx.y) return;   // the whole tile lies above the diagonal")
         elif m.triangle == "upper":
             body.append(f"{i}if (blockIdx.x < blockIdx.y) return;   // the whole tile lies below the diagonal")
-        body += [f"{i}__shared__ {T} mepgen_As[{bk}][{t + 1}];", f"{i}__shared__ {T} mepgen_Bs[{bk}][{t + 1}];",
+        body += [*shared_tiles(T, bk, t, packed, i),
                  f"{i}const int mepgen_tid = (int)threadIdx.y * {tx} + (int)threadIdx.x;",
                  f"{i}const int mepgen_r0 = (int)blockIdx.y * {t};",
                  f"{i}const int mepgen_c0 = (int)blockIdx.x * {t};",
-                 *(_per_output_init(src, m, T, rm, rn, tx, ty, i) if m.init_per_output else
+                 *(_per_output_init(src, m, T, rm, rn, tx, ty, i, packed) if m.init_per_output else
                    [f"{i}{T} mepgen_acc[{rm}];", f"{i}#pragma unroll",
                     f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) mepgen_acc[mepgen_q] = {m.init};"]
                    if rn == 1 else
@@ -92,7 +94,7 @@ class TileMatmul(Transformation):
             "mepgen_b * mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * %d]" % ty
         prod = _addend(src, m, "mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * %d]" % ty, "mepgen_b") or prod
         if rn > 1:
-            body += _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i)
+            body += _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i, packed)
             body += [f"{i * 2}}}", f"{i}}}", "}"]
             return self._rewrite(src, m, sizes, body, t, bk, tx, ty, per_thread)
         body += [f"{i * 2}__syncthreads();", f"{i * 2}#pragma unroll",
@@ -124,29 +126,73 @@ class TileMatmul(Transformation):
                        {"grid": grid, "block": [str(tx), str(ty)], "shared_mem": "0"})
 
 
-def _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i) -> list[str]:
+#: where a thread's RM x RN outputs lie in the block's tile: "strided" (rows threadIdx.y + q * TY, columns
+#: threadIdx.x + w * TX: one value per shared-memory read) or "packed" (rows threadIdx.y * RM + q, columns
+#: threadIdx.x * RN + w: contiguous, read 16 bytes at a time from 16-byte aligned rows, fewer shared-memory
+#: instructions per FMA). Either way each output is summed over k in the original order.
+LAYOUTS = ("strided", "packed")
+
+
+def _layout(params) -> str:
+    layout = str(params.get("layout", "strided"))
+    if layout not in LAYOUTS:
+        raise Refused(f"layout {layout!r} is not one of {', '.join(LAYOUTS)}")
+    return layout
+
+
+def shared_tiles(T: str, bk: int, t: int, packed: bool, i: str) -> list[str]:
+    """The two staged slices: rows padded by 1 against bank conflicts (strided), or by 4 elements with 16-byte
+    alignment (packed: vector reads need aligned rows)."""
+    if packed:
+        return [f"{i}__shared__ __align__(16) {T} mepgen_As[{bk}][{t + 4}];",
+                f"{i}__shared__ __align__(16) {T} mepgen_Bs[{bk}][{t + 4}];"]
+    return [f"{i}__shared__ {T} mepgen_As[{bk}][{t + 1}];", f"{i}__shared__ {T} mepgen_Bs[{bk}][{t + 1}];"]
+
+
+def row_of(q: str, rm: int, ty: int, packed: bool) -> str:
+    return f"(int)threadIdx.y * {rm} + {q}" if packed else f"(int)threadIdx.y + {q} * {ty}"
+
+
+def col_of(w: str, rn: int, tx: int, packed: bool) -> str:
+    return f"(int)threadIdx.x * {rn} + {w}" if packed else f"(int)threadIdx.x + {w} * {tx}"
+
+
+def register_loads(T: str, rm: int, rn: int, tx: int, ty: int, packed: bool, i: str) -> list[str]:
+    """`mepgen_a[RM]`, `mepgen_b[RN]` declared and read from the staged slices at step mepgen_kk."""
+    out = [f"{i}{T} mepgen_a[{rm}], mepgen_b[{rn}];"]
+    for arr, tile, n, of in (("mepgen_a", "mepgen_As", rm, lambda v: row_of(v, rm, ty, packed)),
+                             ("mepgen_b", "mepgen_Bs", rn, lambda v: col_of(v, rn, tx, packed))):
+        vec = {"float": ("float4", 4), "double": ("double2", 2)}.get(T) if packed else None
+        if vec and n % vec[1] == 0:
+            parts = "xyzw"[:vec[1]]
+            out += [f"{i}#pragma unroll", f"{i}for (int mepgen_u = 0; mepgen_u < {n}; mepgen_u += {vec[1]}) {{",
+                    f"{i}    const {vec[0]} mepgen_v = *reinterpret_cast<const {vec[0]} *>(&{tile}[mepgen_kk][{of('mepgen_u')}]);",
+                    f"{i}    " + " ".join(f"{arr}[mepgen_u + {k}] = mepgen_v.{c};" for k, c in enumerate(parts)),
+                    f"{i}}}"]
+        else:
+            idx = "mepgen_q" if arr == "mepgen_a" else "mepgen_w"
+            out += [f"{i}#pragma unroll",
+                    f"{i}for (int {idx} = 0; {idx} < {n}; ++{idx}) {arr}[{idx}] = {tile}[mepgen_kk][{of(idx)}];"]
+    return out
+
+
+def _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i, packed=False) -> list[str]:
     """The inner product step and the epilogue of an RM x RN register tile per thread."""
     prod = "mepgen_a[mepgen_q] * mepgen_b[mepgen_w]" if a_first else "mepgen_b[mepgen_w] * mepgen_a[mepgen_q]"
     prod = _addend(src, m, "mepgen_a[mepgen_q]", "mepgen_b[mepgen_w]") or prod
     lines = [f"{i * 2}__syncthreads();", f"{i * 2}#pragma unroll",
              f"{i * 2}for (int mepgen_kk = 0; mepgen_kk < {bk}; ++mepgen_kk) {{",
              *_in_range(m, i * 3),
-             f"{i * 3}{T} mepgen_a[{rm}], mepgen_b[{rn}];",
-             f"{i * 3}#pragma unroll",
-             f"{i * 3}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) "
-             f"mepgen_a[mepgen_q] = mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * {ty}];",
-             f"{i * 3}#pragma unroll",
-             f"{i * 3}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) "
-             f"mepgen_b[mepgen_w] = mepgen_Bs[mepgen_kk][(int)threadIdx.x + mepgen_w * {tx}];",
+             *register_loads(T, rm, rn, tx, ty, packed, i * 3),
              f"{i * 3}#pragma unroll",
              f"{i * 3}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q)",
              f"{i * 4}#pragma unroll",
              f"{i * 4}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) mepgen_acc[mepgen_q][mepgen_w] += {prod};",
              f"{i * 2}}}", f"{i * 2}__syncthreads();", f"{i}}}",
              f"{i}#pragma unroll", f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) {{",
-             f"{i * 2}{_decl_type(src, m.row_stmt, m.row)} {m.row} = mepgen_r0 + (int)threadIdx.y + mepgen_q * {ty};",
+             f"{i * 2}{_decl_type(src, m.row_stmt, m.row)} {m.row} = mepgen_r0 + {row_of('mepgen_q', rm, ty, packed)};",
              f"{i * 2}#pragma unroll", f"{i * 2}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) {{",
-             f"{i * 3}{_decl_type(src, m.col_stmt, m.col)} {m.col} = mepgen_c0 + (int)threadIdx.x + mepgen_w * {tx};",
+             f"{i * 3}{_decl_type(src, m.col_stmt, m.col)} {m.col} = mepgen_c0 + {col_of('mepgen_w', rn, tx, packed)};",
              f"{i * 3}if ({src.src(list(m.guard.get_children())[0])}) {{"]
     for st in m.after:
         line = _renamed(src, st, {m.acc: "mepgen_acc[mepgen_q][mepgen_w]"})
@@ -155,16 +201,16 @@ def _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i) -> list[str]:
     return lines
 
 
-def _per_output_init(src, m, T, rm, rn, tx, ty, i) -> list[str]:
+def _per_output_init(src, m, T, rm, rn, tx, ty, i, packed=False) -> list[str]:
     """An initial value that depends on the output (`C[row*n+col] * beta`, `bias[col]`): evaluated for each output
     of the thread at its own row and column, where the original guard admits it (the others are never stored)."""
     cond = src.src(list(m.guard.get_children())[0])
-    row = f"{_decl_type(src, m.row_stmt, m.row)} {m.row} = mepgen_r0 + (int)threadIdx.y + mepgen_q * {ty};"
+    row = f"{_decl_type(src, m.row_stmt, m.row)} {m.row} = mepgen_r0 + {row_of('mepgen_q', rm, ty, packed)};"
     if rn == 1:
         return [f"{i}{T} mepgen_acc[{rm}];", f"{i}#pragma unroll",
                 f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) {{", f"{i * 2}{row}",
                 f"{i * 2}mepgen_acc[mepgen_q] = ({cond}) ? ({m.init}) : {T}(0);", f"{i}}}"]
-    col = f"{_decl_type(src, m.col_stmt, m.col)} {m.col} = mepgen_c0 + (int)threadIdx.x + mepgen_w * {tx};"
+    col = f"{_decl_type(src, m.col_stmt, m.col)} {m.col} = mepgen_c0 + {col_of('mepgen_w', rn, tx, packed)};"
     return [f"{i}{T} mepgen_acc[{rm}][{rn}];", f"{i}#pragma unroll",
             f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) {{", f"{i * 2}{row}", f"{i * 2}#pragma unroll",
             f"{i * 2}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) {{", f"{i * 3}{col}",
