@@ -31,16 +31,24 @@ from .stencil_match import _conjuncts
 class TileArgmax(Transformation):
     def __init__(self):
         super().__init__("tile_argmax", "a best-element scan over inner products as a register-tiled product",
-                         {"tile": 64, "rm": 4, "rn": 4, "bk": 16, "layout": "strided"})
+                         {"tile": 64, "rm": 4, "rn": 4, "bk": 16, "layout": "packed"})
+
+    def first_point(self, src, spec, launch):
+        """128 x 128 tiles of 8 x 8 packed scores per thread where the original block is a multiple of 128 rows (the
+        fastest of eight shapes on Match1, 52x against 39x for 64 x 64 of 4 x 4; H100), else the defaults."""
+        threads = block_threads(spec, launch)
+        if threads is not None and threads % 128 == 0:
+            return {**self.defaults, "tile": 128, "rm": 8, "rn": 8}
+        return self.defaults
 
     def space(self, src, spec, launch):
         m = self._match(src, spec, launch)
         threads = block_threads(spec, launch)
-        tiles = [t for t in (64, 32, 128) if threads is not None and threads % t == 0]
+        tiles = [t for t in (128, 64, 32) if threads is not None and threads % t == 0]
         if not tiles:
             raise Refused(f"the original block (`{launch['block'][0]}`) is not a multiple of 32, 64 or 128 threads")
         del m
-        return {"tile": tiles, "rm": [4, 8, 2], "rn": [4, 8, 2], "bk": [16, 8, 32], "layout": list(LAYOUTS)}
+        return {"tile": tiles, "rm": [8, 4, 2], "rn": [8, 4, 2], "bk": [16, 8, 32], "layout": list(LAYOUTS)}
 
     def _match(self, src, spec, launch) -> dict:
         if len(launch["grid"]) != 1 or len(launch["block"]) != 1:
