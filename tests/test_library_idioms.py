@@ -132,6 +132,28 @@ def test_a_flattened_2d_grid_is_launched_as_2d(plans):
             Unflatten().space(KernelSource(src_text.replace(old, new), spec), spec, launch)
 
 
+def test_a_64_bit_flat_index_guarded_on_its_coordinates_is_launched_as_2d(plans):
+    """`id = static_cast<long long>(blockDim.x) * blockIdx.x + threadIdx.x; r = id / cols; c = id % cols;
+    if (r >= rows || c >= cols) return;`: no 64-bit division per thread; the guard bounds the coordinates."""
+    mep, spec, p = plans["flip_sites"]
+    assert "unflatten" in p.structural, p.refusals.get("unflatten")
+    cand = _candidate(p, "unflatten")
+    body = " ".join((Path(cand["folder"]) / "kernel.cu").read_text().split())
+    assert "const int c = blockIdx.x * blockDim.x + threadIdx.x; const int r = blockIdx.y * blockDim.y + threadIdx.y;" \
+        in body and "if (c < (cols) && r < (rows)) {" in body
+    assert "id / cols" not in body and "id % cols" not in body and "long long id" not in body   # id no longer read
+    assert cand["launch"]["grid"] == ["((GY / 2) + 32 - 1) / 32", "((GX) + 8 - 1) / 8"]
+    src_text = (mep / "kernel.cu").read_text()
+    from mepgen.optimize.library.unflatten import Unflatten
+    launch = current_launch(spec, None)
+    for old, new, why in (("c >= cols) return;", "c >= rows) return;", "not the width `cols`"),
+                          ("r >= rows ||", "r >= rows + 1 ||", "guard bounds the y coordinate twice")):
+        if old == "r >= rows ||":
+            new = "r >= rows || r >= rows + 1 ||"
+        with pytest.raises(Refused, match=why):
+            Unflatten().space(KernelSource(src_text.replace(old, new), spec), spec, launch)
+
+
 @pytest.mark.nvcc
 def test_idiom_rewrites_compile(plans, tmp_path):
     assert_structural_rewrites_compile(plans, tmp_path)

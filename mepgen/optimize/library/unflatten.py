@@ -41,6 +41,46 @@ def _strip(c):
     return c
 
 
+_CAST = re.compile(r"static_cast<\s*(?:unsigned\s+|signed\s+)?(?:long\s+long|long|int|size_t|int64_t|uint64_t|"
+                   r"ptrdiff_t)(?:\s+int)?\s*>\s*\(\s*(\w+\.[xyz])\s*\)|\(\s*(?:unsigned\s+|signed\s+)?(?:long\s+long|"
+                   r"long|int|size_t|int64_t|uint64_t|ptrdiff_t)(?:\s+int)?\s*\)\s*(\w+\.[xyz])")
+
+
+def _uncast(text: str) -> str:
+    """A flat index with an integer cast of one of its geometry terms (`static_cast<long long>(blockDim.x) *
+    blockIdx.x + threadIdx.x`, `(size_t)blockIdx.x * blockDim.x + threadIdx.x`: a 64-bit index) without the cast;
+    the rewrite replaces that index by 2D coordinates each below its bound, and keeps the type where it is read."""
+    return squash(_CAST.sub(lambda m: m.group(1) or m.group(2), squash(text)))
+
+
+def _coordinate_guard(src, cond, idx: str, coords: dict, width: str, invariants: set):
+    """`y < H` or `y < H && x < W` over the coordinates (any order): the cursor of H. The x bound, where given, must
+    be the width itself (x = idx % W is below it anyway)."""
+    from .stencil_match import MIRROR, _conjuncts
+    names = {v.spelling: axis for axis, (v, _) in coords.items()}
+    height = None
+    for t in _conjuncts(src, cond):
+        kids = list(t.get_children()) if kind(t) == "BINARY_OPERATOR" else []
+        op = src.operator(t) if len(kids) == 2 else ""
+        if len(kids) == 2 and squash(src.src(kids[1])) in names and op in MIRROR:
+            kids, op = kids[::-1], MIRROR[op]
+        if len(kids) != 2 or op != "<" or squash(src.src(kids[0])) not in names or src.refs(kids[1]) - invariants:
+            raise Refused(f"the guard is not `{idx} < bound` nor bounds on the coordinates "
+                          f"({', '.join(sorted(names))}): `{squash(src.src(t))[:50]}`")
+        axis = names[squash(src.src(kids[0]))]
+        if axis == "x":
+            if squash(src.src(kids[1])) != width:
+                raise Refused(f"the guard bounds the x coordinate by `{squash(src.src(kids[1]))}`, not the width "
+                              f"`{width}` it is taken modulo")
+        elif height is not None:
+            raise Refused("the guard bounds the y coordinate twice")
+        else:
+            height = kids[1]
+    if height is None:
+        raise Refused("the guard does not bound the y coordinate (the flat index's quotient)")
+    return height
+
+
 class Unflatten(Transformation):
     def __init__(self):
         super().__init__("unflatten", "a 2D grid flattened into a 1D launch launched as 2D (no division per thread)",
@@ -53,7 +93,7 @@ class Unflatten(Transformation):
         idx = idx_stmt = None
         for s in stmts:
             v, init = _decl(s)
-            if v is not None and is_global_index(src.src(init)):
+            if v is not None and is_global_index(_uncast(src.src(init))):
                 idx, idx_stmt = v, s
                 break
         if idx is None:
@@ -64,8 +104,7 @@ class Unflatten(Transformation):
         guard = ifs[0]
         cond, then = list(guard.get_children())
         kids = list(cond.get_children()) if kind(cond) == "BINARY_OPERATOR" else []
-        if len(kids) != 2 or src.operator(cond) != "<" or squash(src.src(kids[0])) != idx.spelling:
-            raise Refused(f"the guard is not `{idx.spelling} < bound`")
+        on_index = len(kids) == 2 and src.operator(cond) == "<" and squash(src.src(kids[0])) == idx.spelling
         if "__syncthreads" in src.calls() or src.shared_arrays() or src.nodes("RETURN_STMT"):
             raise Refused("the kernel uses shared memory, barriers or early returns")
         if uses_block_geometry(src, skip=[idx_stmt]):
@@ -100,20 +139,23 @@ class Unflatten(Transformation):
         for axis, (v, s) in coords.items():
             if s in inner and inner.index(s) > 1:
                 raise Refused(f"the coordinate {v.spelling} is not declared at the start of the guarded block")
-        bound = poly(src, kids[1], {})
         w_poly = poly(src, divisor, {})
         if len(w_poly) != 1 or list(w_poly.values())[0] != 1 or not list(w_poly)[0]:
             raise Refused(f"the width `{width}` is not a single parameter or product of parameters")
         (wm,) = w_poly
-        height = {}
-        for m, c in bound.items():
-            rest = list(m)
-            for a in wm:
-                if a not in rest:
-                    raise Refused(f"the guard bound `{squash(src.src(kids[1]))}` is not a multiple of the width "
-                                  f"`{width}`")
-                rest.remove(a)
-            height[tuple(rest)] = c
+        if on_index:
+            bound = poly(src, kids[1], {})
+            height = {}
+            for m, c in bound.items():
+                rest = list(m)
+                for a in wm:
+                    if a not in rest:
+                        raise Refused(f"the guard bound `{squash(src.src(kids[1]))}` is not a multiple of the width "
+                                      f"`{width}`")
+                    rest.remove(a)
+                height[tuple(rest)] = c
+        else:
+            height = poly(src, _coordinate_guard(src, cond, idx.spelling, coords, width, invariants), {})
         h_text = poly_text(height)
         sizes = {}
         for name, t in (("width", width), ("height", h_text)):
@@ -155,7 +197,10 @@ class Unflatten(Transformation):
         skip = [m["idx_stmt"], m["cond"], sx, sy]
         inside = lambda c: any(src.span(k)[0] <= src.span(c)[0] < src.span(k)[1] for k in skip)
         if any(kind(c) == "DECL_REF_EXPR" and c.spelling == idx.spelling and not inside(c) for c in walk(src.body)):
-            lines.append(declared(idx, f"{vy.spelling} * ({m['width']}) + {vx.spelling}"))   # still read: same value
+            # still read: the same value, in the index's own type (a 64-bit index stays 64-bit)
+            wide = f"({idx.type.spelling.replace('const ', '')})" if _uncast(src.src(_decl(m['idx_stmt'])[1])) != \
+                squash(src.src(_decl(m['idx_stmt'])[1])) else ""
+            lines.append(declared(idx, f"{wide}{vy.spelling} * ({m['width']}) + {vx.spelling}"))
         a, b = _whole_lines(src, m["idx_stmt"])
         indent = re.match(r"[ \t]*", src.text[a:]).group(0)
         edits = [(a, b, "".join(f"{indent}{ln}\n" for ln in lines))]

@@ -3,7 +3,9 @@
 //    with the centre value and the neighbour sum held in temporaries (several statements);
 //  - two_fields: a 5-point stencil over the sum of two fields (both read at the neighbours);
 //  - box7: a 7-point 3D stencil, bounds through macros, the z plane walked by a 2D launch's third axis;
-//  - flat_blur: a 2D grid given to a 1D launch, its coordinates recovered with % and / of the flat index.
+//  - flat_blur: a 2D grid given to a 1D launch, its coordinates recovered with % and / of the flat index;
+//  - flip_sites: the same with a 64-bit flat index (a cast in it), the guard an early return on both coordinates,
+//    and neighbours that wrap around the edges (a lattice update by colour).
 // Builds alone: nvcc -O3 -arch=sm_90 app.cu
 #include <cstdio>
 #include <cuda_runtime.h>
@@ -59,6 +61,21 @@ __global__ void flat_blur(int w, int h, const float *src, float *dst)
     }
 }
 
+__global__ void flip_sites(signed char *spin, const signed char *other, const float *noise, float beta,
+                           long long rows, long long cols)
+{
+    const long long id = static_cast<long long>(blockDim.x) * blockIdx.x + threadIdx.x;
+    const int r = id / cols;
+    const int c = id % cols;
+    if (r >= rows || c >= cols) return;
+    int up = (r > 0) ? r - 1 : rows - 1;
+    int down = (r + 1 < rows) ? r + 1 : 0;
+    int side = (r % 2) ? ((c + 1 < cols) ? c + 1 : 0) : ((c > 0) ? c - 1 : cols - 1);
+    signed char sum = other[up * cols + c] + other[r * cols + c] + other[down * cols + c] + other[r * cols + side];
+    signed char s = spin[r * cols + c];
+    if (noise[r * cols + c] < expf(-2.0f * beta * sum * s)) spin[r * cols + c] = -s;
+}
+
 int main()
 {
     float *f0, *f1, *f2, *v0, *v1;
@@ -75,11 +92,17 @@ int main()
     heat_source<<<g2, b2>>>(GX, GY, 0.1f, f0, f1, f2);
     two_fields<<<g2, b2>>>(GX, GY, f0, f1, f2);
     flat_blur<<<(GX * GY + 255) / 256, 256>>>(GX, GY, f0, f2);
+    signed char *s0, *s1;
+    cudaMalloc(&s0, GX * GY);
+    cudaMalloc(&s1, GX * GY);
+    cudaMemset(s0, 1, GX * GY);
+    cudaMemset(s1, 1, GX * GY);
+    flip_sites<<<(GX * (GY / 2) + 127) / 128, 128>>>(s0, s1, f0, 0.4f, GX, GY / 2);
     dim3 b3(32, 4, 2);
     dim3 g3(DX / 32, DY / 4, DZ / 2);
     box7<<<g3, b3>>>(v0, v1);
     cudaError_t e = cudaDeviceSynchronize();
     printf("%s\n", e == cudaSuccess ? "ok" : cudaGetErrorString(e));
-    cudaFree(f0); cudaFree(f1); cudaFree(f2); cudaFree(v0); cudaFree(v1);
+    cudaFree(f0); cudaFree(f1); cudaFree(f2); cudaFree(v0); cudaFree(v1); cudaFree(s0); cudaFree(s1);
     return e == cudaSuccess ? 0 : 1;
 }
