@@ -14,6 +14,8 @@ import pytest
 
 from library_fixtures import assert_same_on_cpu, assert_structural_rewrites_compile, dry_run_plans, load, planned
 
+from mepgen.optimize.library.base import current_launch
+from mepgen.optimize.library.source import KernelSource, Refused
 from mepgen.optimize.library.tile_argmax import TileArgmax
 
 APP = Path(__file__).parent / "library_idioms" / "best_match"
@@ -83,7 +85,7 @@ def test_sliced_scan_keeps_the_first_best_on_ties(plans, tmp_path):
 
 
 def test_inner_product_scans_are_tiled(plans):
-    for kernel, op in (("best_match", ">"), ("closest", "<"), ("guarded_best", ">")):
+    for kernel, op in (("best_match", ">"), ("closest", "<"), ("guarded_best", ">"), ("nearest_centroid", "<")):
         _, _, p = plans[kernel]
         assert "tile_argmax" in p.structural, (kernel, p.refusals)
         cand, text = planned(p, "tile_argmax")
@@ -97,11 +99,22 @@ def test_inner_product_scans_are_tiled(plans):
     _, text = planned(plans["guarded_best"][2], "tile_argmax")
     assert "if (!((i < na))) continue;" in text
     assert "strict" in plans["last_best"][2].refusals["tile_argmax"]
+    # 100 centroids: tiles of at most 2 x 100 candidates; the points' transposed reads staged along the points
+    cand, text = planned(plans["nearest_centroid"][2], "tile_argmax")
+    assert "(mepgen_gk < NF && (mepgen_gr < npts)) ? pts[mepgen_gk * npts + mepgen_gr] : float(0)" in text
+    assert "mepgen_acc[mepgen_q][mepgen_w] += (mepgen_a[mepgen_q] - mepgen_b[mepgen_w]) * " \
+           "(mepgen_a[mepgen_q] - mepgen_b[mepgen_w]);" in text
+    mep, spec, _ = plans["nearest_centroid"]
+    few = KernelSource((mep / "kernel.cu").read_text().replace("c < NC", "c < 8"), spec)
+    with pytest.raises(Refused, match="8 candidates over c: a tile of 32 or more would mostly compute nothing"):
+        TileArgmax().space(few, spec, current_launch(spec, None))
 
 
 TILE_DEFINES = """#define NA 256
 #define NB 1000
 #define DIM 20
+#define NC 100
+#define NF 20
 """
 TILE_MAIN = """    std::vector<float> a(NA * DIM), b(NB * DIM), s0(NA, 7.f), s1(NA, 7.f);
     std::vector<int> w0(NA, 7), w1(NA, 7);
@@ -121,6 +134,7 @@ TILE_MAIN = """    std::vector<float> a(NA * DIM), b(NB * DIM), s0(NA, 7.f), s1(
     ("best_match", "NA / 128, 128, 1", "best_match(A, B, {s}.data(), {w}.data())"),
     ("closest", "NA / 256, 256, 1", "closest(A, B, {w}.data())"),
     ("guarded_best", "(NA + 127) / 128, 128, 1", "guarded_best(A, B, {w}.data(), NA - 37)"),
+    ("nearest_centroid", "(NA + 255) / 256, 256, 1", "nearest_centroid(A, B, {w}.data(), NA - 37)"),
 ])
 def test_tiled_scan_keeps_the_first_best_on_ties(plans, tmp_path, kernel, before, call, params):
     mep, _, p = plans[kernel]

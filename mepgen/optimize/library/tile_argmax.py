@@ -17,8 +17,8 @@ then keeps exactly its rows); a guard on i skips the rows it excluded.
 """
 from __future__ import annotations
 
-from .analysis import PURE_CALLS, body_statements, canonical_loop, check_pure, pure_function, squash, strip, \
-    thread_index_var, uses_block_geometry
+from .analysis import PURE_CALLS, body_statements, canonical_loop, check_pure, pure_function, size_expr, squash, \
+    strip, thread_index_var, uses_block_geometry
 from .affine import local_constants, poly
 from .base import Rewrite, Transformation, block_threads
 from .matmul_match import spec_role
@@ -37,17 +37,20 @@ class TileArgmax(Transformation):
         """128 x 128 tiles of 8 x 8 packed scores per thread where the original block is a multiple of 128 rows (the
         fastest of eight shapes on Match1, 52x against 39x for 64 x 64 of 4 x 4; H100), else the defaults."""
         threads = block_threads(spec, launch)
-        if threads is not None and threads % 128 == 0:
+        count = _candidates(src, spec, self._match(src, spec, launch)["scan"])
+        if threads is not None and threads % 128 == 0 and (count is None or count >= 256):
             return {**self.defaults, "tile": 128, "rm": 8, "rn": 8}
         return self.defaults
 
     def space(self, src, spec, launch):
         m = self._match(src, spec, launch)
         threads = block_threads(spec, launch)
-        tiles = [t for t in (128, 64, 32) if threads is not None and threads % t == 0]
+        count = _candidates(src, spec, m["scan"])
+        if count is not None and count < 32:
+            raise Refused(f"{count} candidates over {m['scan'].var}: a tile of 32 or more would mostly compute nothing")
+        tiles = [t for t in (128, 64, 32) if threads is not None and threads % t == 0 and (count is None or t <= 2 * count)]
         if not tiles:
             raise Refused(f"the original block (`{launch['block'][0]}`) is not a multiple of 32, 64 or 128 threads")
-        del m
         return {"tile": tiles, "rm": [8, 4, 2], "rn": [8, 4, 2], "bk": [16, 8, 32], "layout": list(LAYOUTS)}
 
     def _match(self, src, spec, launch) -> dict:
@@ -116,49 +119,80 @@ class TileArgmax(Transformation):
                 "dloop": dloop, "steps": steps, "reads": reads}
 
     def _score(self, src, body, score, params, row, j):
-        """`T s = S0; for (d ...) { [locals;] s += g; }` before the update, S0 constant: (s, T, S0, Loop, steps)."""
+        """`T s = S0; [T v = ...;] for (d ...) { [locals;] s += g; } [v = s;]` before the update, S0 constant, the
+        compared value s or a copy v of it of the same type: (s, T, S0, Loop, steps)."""
         if kind(strip(score)) != "DECL_REF_EXPR":
             raise Refused("the compared value is not a variable holding a sum")
-        acc = strip(score).spelling
-        if len(body) != 3 or kind(body[0]) != "DECL_STMT" or kind(body[1]) != "FOR_STMT":
-            raise Refused(f"the loop over {j} is not `T {acc} = init; for (...) {acc} += ...; if (...) {{...}}`")
-        decls = list(body[0].get_children())
-        kids = [x for x in decls[0].get_children() if kind(x) not in ("TYPE_REF", "NAMESPACE_REF")] if decls else []
-        if len(decls) != 1 or decls[0].spelling != acc or not kids:
-            raise Refused(f"{acc} is not declared with an initial value at the top of the loop over {j}")
-        if src.refs(kids[-1]) - params:
-            raise Refused(f"the sum's initial value depends on {', '.join(sorted(src.refs(kids[-1]) - params))}")
-        dloop = canonical_loop(src, body[1])
+        fors = [n for n, st in enumerate(body[:-1]) if kind(st) == "FOR_STMT"]
+        if len(fors) != 1:
+            raise Refused(f"the loop over {j} does not hold exactly one loop (the sum) before its update")
+        f = fors[0]
+        inits, types = {}, {}
+        for st in body[:f]:
+            if kind(st) != "DECL_STMT":
+                raise Refused(f"`{squash(src.src(st))[:50]}` before the sum is not a declaration")
+            for d in st.get_children():
+                kids = [x for x in d.get_children() if kind(x) not in ("TYPE_REF", "NAMESPACE_REF")]
+                if kind(d) != "VAR_DECL" or not kids:
+                    raise Refused(f"`{squash(src.src(st))[:50]}` before the sum declares no value")
+                if src.refs(kids[-1]) - params:
+                    raise Refused(f"the initial value of {d.spelling} depends on "
+                                  f"{', '.join(sorted(src.refs(kids[-1]) - params))}")
+                inits[d.spelling], types[d.spelling] = kids[-1], d.type.spelling.replace("const ", "")
+        dloop = canonical_loop(src, body[f])
         if squash(dloop.step) != "1":
             raise Refused(f"the loop over {dloop.var} does not step by 1")
         steps = body_statements(dloop.body)
         last = steps[-1] if steps else None
         if last is None or kind(last) != "COMPOUND_ASSIGNMENT_OPERATOR" or src.operator(last) != "+=" or \
-                squash(src.src(list(last.get_children())[0])) != acc:
-            raise Refused(f"the loop over {dloop.var} does not end with `{acc} += ...`")
+                kind(strip(list(last.get_children())[0])) != "DECL_REF_EXPR":
+            raise Refused(f"the loop over {dloop.var} does not end with `sum += ...`")
+        acc = strip(list(last.get_children())[0]).spelling
+        if acc not in inits:
+            raise Refused(f"the sum {acc} is not declared with an initial value before its loop")
+        copies = {acc}
+        for st in body[f + 1:-1]:           # `v = s;`: the compared value may be a copy of the sum
+            kids = list(st.get_children())
+            if kind(st) == "DECL_STMT" and len(kids) == 1 and kind(kids[0]) == "VAR_DECL":
+                init = [x for x in kids[0].get_children() if kind(x) not in ("TYPE_REF", "NAMESPACE_REF")]
+                t = kids[0].type.spelling.replace("const ", "")
+                if init and kind(strip(init[-1])) == "DECL_REF_EXPR" and strip(init[-1]).spelling in copies and \
+                        t == types[acc]:
+                    copies.add(kids[0].spelling)            # `T v = s;`
+                    continue
+                if init and not src.refs(init[-1]) - params:
+                    types[kids[0].spelling] = t             # `T v = 0;` (set from the sum below)
+                    continue
+            if kind(st) != "BINARY_OPERATOR" or src.operator(st) != "=" or len(kids) != 2 or \
+                    kind(strip(kids[0])) != "DECL_REF_EXPR" or kind(strip(kids[1])) != "DECL_REF_EXPR" or \
+                    strip(kids[1]).spelling not in copies or types.get(strip(kids[0]).spelling) != types[acc]:
+                raise Refused(f"`{squash(src.src(st))[:50]}` after the sum is not a copy of it of the same type")
+            copies.add(strip(kids[0]).spelling)
+        if strip(score).spelling not in copies:
+            raise Refused(f"the compared value {strip(score).spelling} is not the sum {acc} or a copy of it")
         for s in steps[:-1]:
             if kind(s) != "DECL_STMT":
                 raise Refused(f"`{squash(src.src(s))[:50]}` in the sum is neither a local declaration nor the sum")
         for s in steps:
             check_pure(src, s if s is not last else list(last.get_children())[1], "the sum's step")
-            if acc in src.refs(s if s is not last else list(last.get_children())[1]):
+            if copies & src.refs(s if s is not last else list(last.get_children())[1]):
                 raise Refused(f"the sum's step reads {acc}")
             for c in walk(s):
                 if kind(c) == "CALL_EXPR" and c.spelling not in PURE_CALLS and not pure_function(src, c):
                     raise Refused(f"the sum calls `{c.spelling}`, which may have side effects")
-        return acc, decls[0].type.spelling.replace("const ", ""), src.src(kids[-1]), dloop, steps
+        return acc, types[acc], src.src(inits[acc]), dloop, steps
 
     def _operands(self, src, spec, steps, dloop, row, j, params, acc) -> dict:
         """The array reads of the sum: exactly two distinct elements, one of a row-side input (indexed by the row and
         d), one of a candidate-side input (j and d). -> squashed read text -> ("row"|"col", cursor of one of them)."""
-        reads, locals_ = {}, set()
+        reads, locals_, spans = {}, set(), []
         for s in steps:
             for c in walk(s):
                 if kind(c) == "VAR_DECL":
                     locals_.add(c.spelling)
-                if kind(c) == "ARRAY_SUBSCRIPT_EXPR" and not any(src.span(r)[0] <= src.span(c)[0] < src.span(r)[1]
-                                                                   for r in reads.values()):
+                if kind(c) == "ARRAY_SUBSCRIPT_EXPR" and not any(a <= src.span(c)[0] < b for a, b in spans):
                     reads.setdefault(squash(src.src(c)), c)
+                    spans.append(src.span(c))
         if len(reads) != 2:
             raise Refused(f"the sum reads {len(reads)} distinct array elements, not one of each factor")
         env = local_constants(src, src.body, {row, j, dloop.var})
@@ -182,7 +216,7 @@ class TileArgmax(Transformation):
         for s in steps:         # nothing but the two reads, locals, parameters and functions
             for c in walk(s):
                 if kind(c) == "DECL_REF_EXPR" and c.spelling not in locals_ | params and \
-                        not any(src.span(r)[0] <= src.span(c)[0] < src.span(r)[1] for _, r, _ in out.values()) and \
+                        not any(a <= src.span(c)[0] < b for a, b in spans) and \
                         c.spelling != acc and \
                         not (c.referenced is not None and kind(c.referenced) in ("FUNCTION_DECL", "FUNCTION_TEMPLATE")):
                     raise Refused(f"the sum's step uses {c.spelling} outside its two reads")
@@ -282,6 +316,12 @@ class TileArgmax(Transformation):
                              f"ascending {j} with the kernel's own `{m['op']}`; the threads of a row combined (greater "
                              f"wins, the smaller {j} on ties: the first best, as before); launch {tx}x{ty} blocks",
                        {"grid": [grid], "block": [str(tx), str(ty)], "shared_mem": launch["shared_mem"]})
+
+
+def _candidates(src, spec, scan) -> int | None:
+    """How many values the scan's counter takes at the MEP's sizes (None: unknown)."""
+    lo, hi = size_expr(src, spec, scan.lo), size_expr(src, spec, scan.hi)
+    return spec.size(f"({hi}) - ({lo})") if lo is not None and hi is not None else None
 
 
 def _step(src, m, reads: dict[str, str], acc: str) -> str:

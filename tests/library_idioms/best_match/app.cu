@@ -3,7 +3,9 @@
 //    no guard, launched on exactly NA threads (split_argmax applies);
 //  - closest: the nearest point of B by squared distance, a running minimum with `<` (applies);
 //  - guarded_best: best_match inside `if (i < na)` (the combining barrier would sit under a guard: refused);
-//  - last_best: `>=` keeps the last best, not the first (refused: the combine keeps the first).
+//  - last_best: `>=` keeps the last best, not the first (refused: the combine keeps the first);
+//  - nearest_centroid: points stored feature by feature, the squared distance summed into a local and copied into
+//    the compared variable (declared after the sum), under a guard (tile_argmax applies).
 // Builds alone: nvcc -O3 -arch=sm_90 app.cu
 #include <cstdio>
 #include <cuda_runtime.h>
@@ -11,6 +13,8 @@
 #define NA 4096
 #define NB 8192
 #define DIM 16
+#define NC 100
+#define NF 20
 
 __global__ void best_match(const float *A, const float *B, float *score, int *where)
 {
@@ -85,6 +89,26 @@ __global__ void last_best(const float *A, const float *B, int *where)
     where[i] = pick;
 }
 
+__global__ void nearest_centroid(const float *pts, const float *cent, int *label, int npts)
+{
+    int p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p < npts) {
+        int best = 0;
+        float bestd = 3.0e38f;
+        for (int c = 0; c < NC; c++) {
+            float acc = 0.0f;
+            for (int f = 0; f < NF; f++)
+                acc += (pts[f * npts + p] - cent[c * NF + f]) * (pts[f * npts + p] - cent[c * NF + f]);
+            float d = acc;
+            if (d < bestd) {
+                bestd = d;
+                best = c;
+            }
+        }
+        label[p] = best;
+    }
+}
+
 int main()
 {
     float *a, *b, *s;
@@ -97,6 +121,7 @@ int main()
     closest<<<NA / 256, 256>>>(a, b, w);
     guarded_best<<<(NA + 127) / 128, 128>>>(a, b, w, NA);
     last_best<<<NA / 128, 128>>>(a, b, w);
+    nearest_centroid<<<(NA + 255) / 256, 256>>>(a, b, w, NA);
     cudaDeviceSynchronize();
     printf("done\n");
     return 0;
