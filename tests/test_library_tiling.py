@@ -120,16 +120,20 @@ MATMUL_MAIN = """    const int m = 37, n = 45, k = 29;                    // no 
 
 @pytest.mark.parametrize("params", [{"tile": 32, "rm": 4, "rn": 4, "bk": 16, "layout": "packed"},
                                     {"tile": 32, "rm": 4, "rn": 4, "bk": 8, "layout": "strided"},
-                                    {"tile": 64, "rm": 8, "rn": 4, "bk": 16, "layout": "packed"}])
+                                    {"tile": 64, "rm": 8, "rn": 4, "bk": 16, "layout": "packed"},
+                                    {"tile": 32, "rm": 4, "rn": 4, "bk": 8, "layout": "packed", "prefetch": 1},
+                                    {"tile": 64, "rm": 4, "rn": 4, "bk": 16, "layout": "strided", "prefetch": 1}])
 def test_tile_matmul_register_layouts_sum_in_the_original_order(meps, tmp_path, params):
-    """Both register layouts on the CPU (each block's threads at once, real barriers) at sizes no tile divides:
-    every output the same float as the original's, so each is summed over k in the original order."""
+    """Both register layouts, with and without the next slice prefetched into registers, on the CPU (each block's
+    threads at once, real barriers) at sizes no tile divides: every output the same float as the original's, so each
+    is summed over k in the original order."""
     rw = rewrite(meps, "matmul", TileMatmul(), params)
     t = params["tile"]
     grid = f"(n + {t - 1}) / {t}, (m + {t - 1}) / {t}, {', '.join(rw.launch['block'])}"
     cut = lambda text: text[text.index("__global__ void matmul"):].split("\n}\n")[0] + "\n}\n"
     assert_same_on_cpu(tmp_path, cut(meps["matmul"].joinpath("kernel.cu").read_text()), cut(rw.text),
                        MATMUL_MAIN.replace("GRID_AFTER", grid), blocks=True)
+    assert ("if (mepgen_more) {" in rw.text) == bool(params.get("prefetch"))
     if params["layout"] == "packed":
         assert "reinterpret_cast<const float4 *>(&mepgen_Bs[mepgen_kk][(int)threadIdx.x * 4 + mepgen_u])" in rw.text
         assert "__shared__ __align__(16) float mepgen_As" in rw.text

@@ -24,14 +24,15 @@ from .base import Rewrite, Transformation, block_threads
 from .matmul_match import spec_role
 from .source import Refused, kind, walk
 from .split_argmax import SplitArgmax
-from .tile_matmul import LAYOUTS, _layout, col_of, register_loads, row_of, shared_tiles
+from .tile_matmul import LAYOUTS, _layout, _prefetch, col_of, register_loads, row_of, shared_tiles, slice_coords, \
+    staged_slices
 from .stencil_match import _conjuncts
 
 
 class TileArgmax(Transformation):
     def __init__(self):
         super().__init__("tile_argmax", "a best-element scan over inner products as a register-tiled product",
-                         {"tile": 64, "rm": 4, "rn": 4, "bk": 16, "layout": "packed"})
+                         {"tile": 64, "rm": 4, "rn": 4, "bk": 16, "layout": "packed", "prefetch": 0})
 
     def first_point(self, src, spec, launch):
         """128 x 128 tiles of 8 x 8 packed scores per thread where the original block is a multiple of 128 rows (the
@@ -51,7 +52,8 @@ class TileArgmax(Transformation):
         tiles = [t for t in (128, 64, 32) if threads is not None and threads % t == 0 and (count is None or t <= 2 * count)]
         if not tiles:
             raise Refused(f"the original block (`{launch['block'][0]}`) is not a multiple of 32, 64 or 128 threads")
-        return {"tile": tiles, "rm": [8, 4, 2], "rn": [8, 4, 2], "bk": [16, 8, 32], "layout": list(LAYOUTS)}
+        return {"tile": tiles, "rm": [8, 4, 2], "rn": [8, 4, 2], "bk": [16, 8, 32], "layout": list(LAYOUTS),
+                "prefetch": [0, 1]}
 
     def _match(self, src, spec, launch) -> dict:
         if len(launch["grid"]) != 1 or len(launch["block"]) != 1:
@@ -226,6 +228,7 @@ class TileArgmax(Transformation):
         m = self._match(src, spec, launch)
         t, rm, rn, bk = (int(params.get(k, d)) for k, d in (("tile", 64), ("rm", 4), ("rn", 4), ("bk", 16)))
         packed = _layout(params) == "packed"
+        prefetch = _prefetch(params)
         threads = block_threads(spec, launch)
         if threads is None or threads % t or t % rm or t % rn or bk not in (8, 16, 32):
             raise Refused(f"tile {t}, rm {rm}, rn {rn}, bk {bk} is not a legal shape for the original block")
@@ -233,6 +236,8 @@ class TileArgmax(Transformation):
         if not 64 <= tx * ty <= 1024:
             raise Refused(f"a {tx}x{ty} block is not a legal shape")
         nt, i = tx * ty, "    "
+        if prefetch and (t * bk) % nt:
+            raise Refused(f"a {t}x{bk} slice does not divide among {nt} threads: no prefetch")
         row, j, d = m["row"], m["scan"].var, m["dloop"].var
         T, BT, AT = m["acc_type"], m["types"][m["best"]], m["types"][m["at"]]
         jt = m["scan"].ctype
@@ -257,30 +262,27 @@ class TileArgmax(Transformation):
              f"{i * 2}{T} mepgen_acc[{rm}][{rn}];", f"{i * 2}#pragma unroll",
              f"{i * 2}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q)", f"{i * 3}#pragma unroll",
              f"{i * 3}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) mepgen_acc[mepgen_q][mepgen_w] = {m['s0']};",
-             f"{i * 2}for (int mepgen_k0 = {dlo}; mepgen_k0 < {dhi}; mepgen_k0 += {bk}) {{"]
+             ]
         names = {row: "mepgen_gr", j: "mepgen_gc", d: "mepgen_gk"}
+        slices = []
         for text, (side, x, fast) in sorted(m["reads"].items(), key=lambda kv: kv[1][0] != "row"):
             tile, tv, base = ("mepgen_As", "mepgen_gr", "mepgen_r0") if side == "row" else \
                 ("mepgen_Bs", "mepgen_gc", "mepgen_c0")
             ok = [f"mepgen_gk < {dhi}"] + ([staged_bound] if side == "row" and bound else []) + \
                 ([f"mepgen_gc < {jhi}"] if side == "col" else [])
-            coords = [f"const int mepgen_kk = mepgen_e % {bk};", f"const int mepgen_m = mepgen_e / {bk};"] \
-                if fast == "k" else [f"const int mepgen_m = mepgen_e % {t};", f"const int mepgen_kk = mepgen_e / {t};"]
-            vtype = rtype if side == "row" else jt
-            L += [f"{i * 3}for (int mepgen_e = mepgen_tid; mepgen_e < {t * bk}; mepgen_e += {nt}) {{",
-                  *[i * 4 + c for c in coords], f"{i * 4}const {vtype} {tv} = {base} + mepgen_m;",
-                  f"{i * 4}const int mepgen_gk = mepgen_k0 + mepgen_kk;",
-                  f"{i * 4}{tile}[mepgen_kk][mepgen_m] = ({' && '.join(ok)}) ? {_renamed(src, x, names)} : {T}(0);",
-                  f"{i * 3}}}"]
+            slices.append((tile, tv, base, slice_coords(fast == "k", t, bk), " && ".join(ok),
+                           _renamed(src, x, names), rtype if side == "row" else jt))
+        pre, top, bottom = staged_slices(slices, dlo, dhi, bk, t, nt, T, i, prefetch, depth=2)
+        L += pre + [f"{i * 2}for (int mepgen_k0 = {dlo}; mepgen_k0 < {dhi}; mepgen_k0 += {bk}) {{"] + top
         step = _step(src, m, {k: ("mepgen_a[mepgen_q]" if v[0] == "row" else "mepgen_b[mepgen_w]")
                               for k, v in m["reads"].items()}, "mepgen_acc[mepgen_q][mepgen_w]")
-        L += [f"{i * 3}__syncthreads();", f"{i * 3}#pragma unroll",
+        L += [f"{i * 3}#pragma unroll",
               f"{i * 3}for (int mepgen_kk = 0; mepgen_kk < {bk}; ++mepgen_kk) {{",
               f"{i * 4}if ((({dhi}) - ({dlo})) % {bk} != 0 && mepgen_k0 + mepgen_kk >= {dhi}) break;",
               *register_loads(T, rm, rn, tx, ty, packed, i * 4),
               f"{i * 4}#pragma unroll", f"{i * 4}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q)",
               f"{i * 5}#pragma unroll", f"{i * 5}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) {{ {step} }}",
-              f"{i * 3}}}", f"{i * 3}__syncthreads();", f"{i * 2}}}",
+              f"{i * 3}}}", *bottom, f"{i * 2}}}",
               f"{i * 2}#pragma unroll", f"{i * 2}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q)",
               f"{i * 3}#pragma unroll", f"{i * 3}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) {{",
               f"{i * 4}const {jt} mepgen_j = mepgen_c0 + {col_of('mepgen_w', rn, tx, packed)};",

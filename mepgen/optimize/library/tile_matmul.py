@@ -25,7 +25,7 @@ from .source import Refused, kind, walk
 class TileMatmul(Transformation):
     def __init__(self):
         super().__init__("tile_matmul", "shared-memory and register tiling of matrix products",
-                         {"tile": 64, "rm": 4, "rn": 4, "bk": 16, "layout": "packed"})
+                         {"tile": 64, "rm": 4, "rn": 4, "bk": 16, "layout": "packed", "prefetch": 0})
 
     def space(self, src, spec, launch):
         bound_sizes(spec, match_matmul(src, spec), src)
@@ -37,7 +37,7 @@ class TileMatmul(Transformation):
         return {"tile": sorted({x[0] for x in shapes}, key=(64, 128, 32, 16).index),
                 "rm": sorted({x[1] for x in shapes}, key=(4, 8, 2, 1).index),
                 "rn": sorted({x[2] for x in shapes}, key=(4, 8, 1, 2).index), "bk": [16, 8, 32],
-                "layout": list(LAYOUTS)}
+                "layout": list(LAYOUTS), "prefetch": [0, 1]}
 
     def apply(self, src, spec, launch, params):
         m = match_matmul(src, spec)
@@ -45,11 +45,14 @@ class TileMatmul(Transformation):
         t, rm, bk = int(params.get("tile", 32)), int(params.get("rm", 4)), int(params.get("bk", 16))
         rn = int(params.get("rn", 1))
         packed = rn > 1 and _layout(params) == "packed"
+        prefetch = _prefetch(params, rn > 1)
         cap = _thread_cap(src, spec)
         if not _legal(t, rm, cap, rn) or bk not in (8, 16, 32):
             raise Refused(f"tile {t}, rm {rm}, rn {rn}, bk {bk} is not a legal shape here")
         tx, ty = t // rn, t // rm
         nt = tx * ty
+        if prefetch and (t * bk) % nt:
+            raise Refused(f"a {t}x{bk} slice does not divide among {nt} threads: no prefetch")
         T = m.acc_type
         lo, hi = m.loop.lo, m.loop.hi
         names = {m.row: "mepgen_gr", m.col: "mepgen_gc", m.loop.var: "mepgen_gk"}
@@ -72,29 +75,23 @@ class TileMatmul(Transformation):
                    if rn == 1 else
                    [f"{i}{T} mepgen_acc[{rm}][{rn}];", f"{i}#pragma unroll",
                     f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q)",
-                    f"{i * 2}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) mepgen_acc[mepgen_q][mepgen_w] = {m.init};"]),
-                 f"{i}for (int mepgen_k0 = {lo}; mepgen_k0 < {hi}; mepgen_k0 += {bk}) {{"]
+                    f"{i * 2}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) mepgen_acc[mepgen_q][mepgen_w] = {m.init};"])]
+        slices = []
         for op in m.operands:
             tile, tv, base = ("mepgen_As", "mepgen_gr", "mepgen_r0") if op.side == "row" else \
                 ("mepgen_Bs", "mepgen_gc", "mepgen_c0")
             bound = m.bounds[op.side]
-            if op.fast == "k":
-                coords = [f"const int mepgen_kk = mepgen_e % {bk};", f"const int mepgen_m = mepgen_e / {bk};"]
-            else:
-                coords = [f"const int mepgen_m = mepgen_e % {t};", f"const int mepgen_kk = mepgen_e / {t};"]
-            body += [f"{i * 2}for (int mepgen_e = mepgen_tid; mepgen_e < {t * bk}; mepgen_e += {nt}) {{",
-                     *[i * 3 + c for c in coords],
-                     f"{i * 3}const int {tv} = {base} + mepgen_m;",
-                     f"{i * 3}const int mepgen_gk = mepgen_k0 + mepgen_kk;",
-                     f"{i * 3}{tile}[mepgen_kk][mepgen_m] = ({tv} < {bound} && mepgen_gk < {hi}) ? "
-                     f"{_renamed(src, op.cursor, names)} : {T}(0);",
-                     f"{i * 2}}}"]
+            slices.append((tile, tv, base, slice_coords(op.fast == "k", t, bk), f"{tv} < {bound} && mepgen_gk < {hi}",
+                           _renamed(src, op.cursor, names), "int"))
+        pre, top, bottom = staged_slices(slices, lo, hi, bk, t, nt, T, i, prefetch)
+        body += pre + [f"{i}for (int mepgen_k0 = {lo}; mepgen_k0 < {hi}; mepgen_k0 += {bk}) {{"] + top[:-1] \
+            if rn == 1 else pre + [f"{i}for (int mepgen_k0 = {lo}; mepgen_k0 < {hi}; mepgen_k0 += {bk}) {{"] + top
         a_first = m.operands[0].side == "row"
         prod = "mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * %d] * mepgen_b" % ty if a_first else \
             "mepgen_b * mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * %d]" % ty
         prod = _addend(src, m, "mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * %d]" % ty, "mepgen_b") or prod
         if rn > 1:
-            body += _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i, packed)
+            body += _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i, packed, bottom)
             body += [f"{i * 2}}}", f"{i}}}", "}"]
             return self._rewrite(src, m, sizes, body, t, bk, tx, ty, per_thread)
         body += [f"{i * 2}__syncthreads();", f"{i * 2}#pragma unroll",
@@ -132,6 +129,23 @@ class TileMatmul(Transformation):
 #: instructions per FMA; first: 1.15x faster than strided on qkv's matmul and 1.07x on Match1, H100,
 #: bench/results/library_speedup_corpus_2026-11-27.md). Either way each output is summed over k in the original order.
 LAYOUTS = ("packed", "strided")
+
+
+def _prefetch(params, register_tile: bool = True) -> bool:
+    """`prefetch` 1: the next step's slices are loaded into registers during the current step (staged_slices);
+    only with a register tile (RN > 1)."""
+    v = int(params.get("prefetch", 0))
+    if v not in (0, 1):
+        raise Refused(f"prefetch {v} is not 0 or 1")
+    return bool(v) and register_tile
+
+
+def slice_coords(k_fast: bool, t: int, bk: int) -> list[str]:
+    """Element mepgen_e of a t x bk slice: consecutive threads along k where the factor is contiguous in k (`A[row *
+    K + k]`), else along the tile's rows or columns (`A[k * M + row]`): coalesced global reads either way."""
+    if k_fast:
+        return [f"const int mepgen_kk = mepgen_e % {bk};", f"const int mepgen_m = mepgen_e / {bk};"]
+    return [f"const int mepgen_m = mepgen_e % {t};", f"const int mepgen_kk = mepgen_e / {t};"]
 
 
 def _layout(params) -> str:
@@ -177,11 +191,54 @@ def register_loads(T: str, rm: int, rn: int, tx: int, ty: int, packed: bool, i: 
     return out
 
 
-def _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i, packed=False) -> list[str]:
-    """The inner product step and the epilogue of an RM x RN register tile per thread."""
+def staged_slices(slices: list[tuple], lo: str, hi: str, bk: int, t: int, nt: int, T: str, i: str,
+                  prefetch: bool, depth: int = 1) -> tuple[list[str], list[str], list[str]]:
+    """The lines that stage each step's bk-deep slices into shared memory: (before the loop over mepgen_k0, at the
+    top of its body, at its bottom; the step's computation goes between). `slices`: (tile, index variable, its
+    base, coordinate lines over mepgen_e, load condition, value, index type) per factor.
+
+    Without prefetch the threads load the slice at the top of the step and wait at both ends. With it (the tile
+    divides among the threads), the next step's elements are loaded into registers at the top of a step, their
+    global latency hidden behind the current step's products, and written to shared memory after the step's
+    barrier: the same values in the same places, one step ahead."""
+    def load(k0: str, into) -> list[str]:
+        out = []
+        for n, (tile, tv, base, coords, cond, value, vtype) in enumerate(slices):
+            head = ([f"#pragma unroll", f"for (int mepgen_u = 0; mepgen_u < {t * bk // nt}; ++mepgen_u) {{",
+                     f"    const int mepgen_e = mepgen_tid + mepgen_u * {nt};"] if prefetch else
+                    [f"for (int mepgen_e = mepgen_tid; mepgen_e < {t * bk}; mepgen_e += {nt}) {{"])
+            out += head + [f"    {c}" for c in coords] + [
+                f"    const {vtype} {tv} = {base} + mepgen_m;", f"    const int mepgen_gk = {k0} + mepgen_kk;",
+                f"    {into(n, tile)} = ({cond}) ? {value} : {T}(0);", "}"]
+        return out
+
+    def store() -> list[str]:
+        out = []
+        for n, (tile, _, _, coords, _, _, _) in enumerate(slices):
+            out += ["#pragma unroll", f"for (int mepgen_u = 0; mepgen_u < {t * bk // nt}; ++mepgen_u) {{",
+                    f"    const int mepgen_e = mepgen_tid + mepgen_u * {nt};", *[f"    {c}" for c in coords],
+                    f"    {tile}[mepgen_kk][mepgen_m] = mepgen_p{n}[mepgen_u];", "}"]
+        return out
+
+    ind = lambda lines, k: [i * k + ln for ln in lines]
+    if not prefetch:
+        return [], ind(load("mepgen_k0", lambda n, tile: f"{tile}[mepgen_kk][mepgen_m]") + ["__syncthreads();"],
+                       depth + 1), ind(["__syncthreads();"], depth + 1)
+    reg = lambda n, tile: f"mepgen_p{n}[mepgen_u]"
+    pre = [f"{T} mepgen_p{n}[{t * bk // nt}];   // the next step's elements of this thread" for n in
+           range(len(slices))] + load(f"({lo})", reg) + store() + ["__syncthreads();"]
+    top = [f"const bool mepgen_more = mepgen_k0 + {bk} < {hi};", "if (mepgen_more) {",
+           *["    " + ln for ln in load(f"(mepgen_k0 + {bk})", reg)], "}"]
+    bottom = ["__syncthreads();", "if (mepgen_more) {", *["    " + ln for ln in store()], "}", "__syncthreads();"]
+    return ind(pre, depth), ind(top, depth + 1), ind(bottom, depth + 1)
+
+
+def _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i, packed=False, bottom=()) -> list[str]:
+    """The inner product step (then `bottom`, the staging's end of the step) and the epilogue of an RM x RN register
+    tile per thread."""
     prod = "mepgen_a[mepgen_q] * mepgen_b[mepgen_w]" if a_first else "mepgen_b[mepgen_w] * mepgen_a[mepgen_q]"
     prod = _addend(src, m, "mepgen_a[mepgen_q]", "mepgen_b[mepgen_w]") or prod
-    lines = [f"{i * 2}__syncthreads();", f"{i * 2}#pragma unroll",
+    lines = [f"{i * 2}#pragma unroll",
              f"{i * 2}for (int mepgen_kk = 0; mepgen_kk < {bk}; ++mepgen_kk) {{",
              *_in_range(m, i * 3),
              *register_loads(T, rm, rn, tx, ty, packed, i * 3),
@@ -189,7 +246,7 @@ def _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i, packed=False) -> l
              f"{i * 3}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q)",
              f"{i * 4}#pragma unroll",
              f"{i * 4}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) mepgen_acc[mepgen_q][mepgen_w] += {prod};",
-             f"{i * 2}}}", f"{i * 2}__syncthreads();", f"{i}}}",
+             f"{i * 2}}}", *bottom, f"{i}}}",
              f"{i}#pragma unroll", f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) {{",
              f"{i * 2}{_decl_type(src, m.row_stmt, m.row)} {m.row} = mepgen_r0 + {row_of('mepgen_q', rm, ty, packed)};",
              f"{i * 2}#pragma unroll", f"{i * 2}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) {{",
