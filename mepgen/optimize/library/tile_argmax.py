@@ -32,7 +32,7 @@ from .stencil_match import _conjuncts
 class TileArgmax(Transformation):
     def __init__(self):
         super().__init__("tile_argmax", "a best-element scan over inner products as a register-tiled product",
-                         {"tile": 64, "rm": 4, "rn": 4, "bk": 16, "layout": "packed", "prefetch": 0})
+                         {"tile": 64, "rm": 4, "rn": 4, "bk": 16, "layout": "packed", "prefetch": 1})
 
     def first_point(self, src, spec, launch):
         """128 x 128 tiles of 8 x 8 packed scores per thread where the original block is a multiple of 128 rows (the
@@ -53,7 +53,7 @@ class TileArgmax(Transformation):
         if not tiles:
             raise Refused(f"the original block (`{launch['block'][0]}`) is not a multiple of 32, 64 or 128 threads")
         return {"tile": tiles, "rm": [8, 4, 2], "rn": [8, 4, 2], "bk": [16, 8, 32], "layout": list(LAYOUTS),
-                "prefetch": [0, 1]}
+                "prefetch": [1, 0]}
 
     def _match(self, src, spec, launch) -> dict:
         if len(launch["grid"]) != 1 or len(launch["block"]) != 1:
