@@ -147,7 +147,8 @@ def test_a_64_bit_flat_index_guarded_on_its_coordinates_is_launched_as_2d(plans)
     from mepgen.optimize.library.unflatten import Unflatten
     launch = current_launch(spec, None)
     for old, new, why in (("c >= cols) return;", "c >= rows) return;", "not the width `cols`"),
-                          ("r >= rows ||", "r >= rows + 1 ||", "guard bounds the y coordinate twice")):
+                          ("r >= rows ||", "r >= rows + 1 ||", "guard bounds the y coordinate twice"),
+                          ("signed char s = spin", "__syncwarp(); signed char s = spin", "warp-level operations")):
         if old == "r >= rows ||":
             new = "r >= rows || r >= rows + 1 ||"
         with pytest.raises(Refused, match=why):

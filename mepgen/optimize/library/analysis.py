@@ -290,3 +290,17 @@ def array_stores(src: KernelSource, block) -> list[tuple]:
 def only_use(src: KernelSource, name: str) -> bool:
     """`name` is referred to exactly once in the kernel's body."""
     return sum(1 for c in walk(src.body) if kind(c) == "DECL_REF_EXPR" and c.spelling == name) == 1
+
+
+#: calls whose result depends on which threads form a warp
+WARP_LEVEL = ("__shfl", "__ballot", "__any", "__all", "__activemask", "__syncwarp", "__match", "__reduce_",
+              "tiled_partition", "this_thread_block", "coalesced_threads")
+
+
+def warp_level(src: KernelSource) -> list[str]:
+    """What in the kernel depends on which threads form a warp: warp-level calls, `warpSize`, `volatile` (the
+    warp-synchronous idiom); a rewrite that changes the block's shape must refuse where this is not empty."""
+    body = src.src(src.body)
+    return sorted({c for c in src.calls() if c.startswith(WARP_LEVEL)} |
+                  ({"warpSize"} if re.search(r"\bwarpSize\b", body) else set()) |
+                  ({"volatile"} if re.search(r"\bvolatile\b", body) else set()))

@@ -16,13 +16,11 @@ from __future__ import annotations
 import re
 
 from .affine import local_constants, poly
-from .analysis import squash
+from .analysis import squash, warp_level
 from .base import Rewrite, Transformation
 from .source import Refused, kind, walk
 
 BUILTIN = re.compile(r"\b(threadIdx|blockIdx|blockDim|gridDim)(\s*\.\s*)([xy])\b")
-WARP_LEVEL = ("__shfl", "__ballot", "__any", "__all", "__activemask", "__syncwarp", "__match", "__reduce_",
-              "tiled_partition", "this_thread_block", "coalesced_threads")
 GRID_Y_MAX = 65535
 
 
@@ -54,10 +52,7 @@ class SwapAxes(Transformation):
         body = src.src(src.body)
         if not BUILTIN.search(body):
             raise Refused("the kernel does not read its thread geometry along x or y")
-        calls = src.calls()
-        warp = sorted({c for c in calls if c.startswith(WARP_LEVEL)} |
-                      ({"warpSize"} if re.search(r"\bwarpSize\b", body) else set()) |
-                      ({"volatile"} if re.search(r"\bvolatile\b", body) else set()))
+        warp = warp_level(src)
         if warp:
             raise Refused(f"the kernel uses warp-level operations ({', '.join(warp)}): swapping x and y changes "
                           "which threads form a warp")

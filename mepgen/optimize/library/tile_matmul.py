@@ -206,7 +206,7 @@ def staged_slices(slices: list[tuple], lo: str, hi: str, bk: int, t: int, nt: in
     def load(k0: str, into) -> list[str]:
         out = []
         for n, (tile, tv, base, coords, cond, value, vtype) in enumerate(slices):
-            head = ([f"#pragma unroll", f"for (int mepgen_u = 0; mepgen_u < {t * bk // nt}; ++mepgen_u) {{",
+            head = (["#pragma unroll", f"for (int mepgen_u = 0; mepgen_u < {t * bk // nt}; ++mepgen_u) {{",
                      f"    const int mepgen_e = mepgen_tid + mepgen_u * {nt};"] if prefetch else
                     [f"for (int mepgen_e = mepgen_tid; mepgen_e < {t * bk}; mepgen_e += {nt}) {{"])
             out += head + [f"    {c}" for c in coords] + [

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from .affine import poly, text as poly_text
-from .analysis import body_statements, is_global_index, size_expr, squash, uses_block_geometry
+from .analysis import body_statements, is_global_index, size_expr, squash, uses_block_geometry, warp_level
 from .base import Rewrite, Transformation
 from .normalize import _whole_lines
 from .source import Refused, kind, walk
@@ -109,6 +109,9 @@ class Unflatten(Transformation):
             raise Refused("the kernel uses shared memory, barriers or early returns")
         if uses_block_geometry(src, skip=[idx_stmt]):
             raise Refused("the kernel uses the thread geometry beyond its flat index")
+        if warp_level(src):
+            raise Refused(f"the kernel uses warp-level operations ({', '.join(warp_level(src))}): a 2D block changes "
+                          "which threads form a warp")
         inner = body_statements(then) if kind(then) == "COMPOUND_STMT" else []
         coords, width = {}, None
         invariants = src.invariants()
