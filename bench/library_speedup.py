@@ -159,9 +159,32 @@ def run_optimize(app: Path, mid: str, budget: int, seconds: float) -> dict:
                    change=(best["change"] if not best or len(best.get("chain") or []) < 2
                            else f"{' + '.join(best['chain'])}; last: {best['change']}") if best else "",
                    run=res.get("run"), stop_reason=res.get("stop_reason"))
+        row["attempts"] = attempts(res.get("run"))
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
         row.update(status="failed", error=(done.stderr or done.stdout).strip().splitlines()[-1:])
     return row
+
+
+def attempts(run: str | None) -> list[dict]:
+    """The search's path from the run's trajectory.jsonl, in evaluation order: each attempt's parent, its chain of
+    transformations with their parameters, extra nvcc flags, status and speedup; the run folder itself stays where
+    the benchmark ran (a GPU machine's /tmp), so this is what shows afterwards why a search stopped where it did."""
+    path = Path(run) / "trajectory.jsonl" if run else None
+    if path is None or not path.is_file():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if rec.get("kind") != "attempt":
+            continue
+        out.append({"id": rec.get("id"), "parent": rec.get("parent"),
+                    "chain": [[t.get("name"), t.get("params")] for t in rec.get("transformations") or []],
+                    "nvcc_flags": rec.get("nvcc_flags") or [], "status": rec.get("status"),
+                    "speedup": rec.get("speedup"), "decision": rec.get("decision")})
+    return out
 
 
 def capture_inputs(app: Path, mid: str, arch: str) -> str | None:

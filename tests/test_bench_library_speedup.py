@@ -91,3 +91,23 @@ def test_bad_arguments_are_one_line_errors(bench, tmp_path, capsys):
         assert e.value.code == 2
     err = capsys.readouterr().err
     assert "not a folder" in err and "nothing to run" in err and "holds neither" in err and "not SYM=N" in err
+
+
+def test_each_row_keeps_the_search_path_of_its_run(bench, tmp_path):
+    """The run folder stays on the machine that ran the benchmark: the row keeps, from its trajectory.jsonl, each
+    attempt's parent, chain with parameters, flags, status and speedup (events and broken lines are skipped)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = [{"kind": "attempt", "id": "c0001", "parent": None, "transformations": [{"name": "tile_matmul",
+              "params": {"tile": 64}}], "nvcc_flags": [], "status": "ok", "speedup": 0.9, "decision": "slower"},
+             {"kind": "event", "event": "stopped", "message": "time limit"},
+             {"kind": "attempt", "id": "c0002", "parent": "c0001", "transformations": [
+                 {"name": "nvcc_flags", "params": {"flags": "-use_fast_math"}}], "nvcc_flags": ["-use_fast_math"],
+              "status": "wrong_result", "speedup": None, "decision": None}]
+    (run / "trajectory.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n{not json\n")
+    got = bench.attempts(str(run))
+    assert got == [{"id": "c0001", "parent": None, "chain": [["tile_matmul", {"tile": 64}]], "nvcc_flags": [],
+                    "status": "ok", "speedup": 0.9, "decision": "slower"},
+                   {"id": "c0002", "parent": "c0001", "chain": [["nvcc_flags", {"flags": "-use_fast_math"}]],
+                    "nvcc_flags": ["-use_fast_math"], "status": "wrong_result", "speedup": None, "decision": None}]
+    assert bench.attempts(None) == [] and bench.attempts(str(tmp_path / "missing")) == []
