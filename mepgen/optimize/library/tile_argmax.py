@@ -5,7 +5,8 @@ The shape: `i = global index; [if (i < BOUND)] { B = B0; K = K0; for (j = LO; j 
 for (d = DLO; d < DHI; d++) { [T t = f(X[i, d], Y[j, d]);] s += g(...); } if (s > B) { B = s; K = j; } } TAIL }`
 (or `<`). A thread per output reads a whole row of Y per candidate j; HeCBench's Match1 is this kernel. The rewrite
 computes the scores of a TM x TN tile of (i, j) pairs per block from TM x BK and TN x BK slices of X and Y staged in
-shared memory, RM x RN scores per thread in registers (tile_matmul's scheme), then scans each of its RN candidates of
+shared memory, RM x RN scores per thread in registers (tile_matmul's scheme, with its `layout` and `prefetch`; first
+128 x 128 tiles of 8 x 8 where the original block allows), then scans each of its RN candidates of
 each of its RM rows in ascending j with the kernel's own strict comparison. The TN/RN threads that share a row then
 hold the first best element of their own subsets of j; one of them combines them: the greater value wins, and of
 equal values the smaller j, which is the first best element over all j (what the original's strict comparison

@@ -5,9 +5,11 @@ times); a block computing a TILE x TILE output tile stages TILE x BK slices of b
 memory (loaded cooperatively, coalesced along whichever index is contiguous in memory, so the
 transposed variant `A[p*M + row]` loads as well as `A[row*K + p]`), then each thread accumulates RM
 outputs of one column in registers, reusing each B value RM times; with RN > 1, an RM x RN block of
-outputs (rows and columns strided by the thread counts, so shared-memory reads are broadcasts or
-consecutive), loading RM values of A and RN of B from shared memory per step for RM*RN FMAs: the
-register tiling that brings a product near the FP32 roofline. Sizes not divisible by the tile are
+outputs, loading RM values of A and RN of B from shared memory per step for RM*RN FMAs: the register
+tiling that brings a product near the FP32 roofline. The block of outputs is contiguous per thread
+(`layout` packed, first: 16-byte shared reads) or strided by the thread counts (one value per read), and
+the next slice can be loaded into registers while the current one is used (`prefetch`, first:
+staged_slices). Sizes not divisible by the tile are
 handled by zero-filling out-of-range tile elements (adding 0*x leaves a sum unchanged) and by the
 original guard around the epilogue. The triangular (rank-k update) variant skips the blocks that lie
 entirely outside the triangle. The accumulation order over p is the original's, so the sums are the
