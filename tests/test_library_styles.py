@@ -1,7 +1,8 @@
 """The library acts on what a kernel computes, not on how it is spelled (issue 22).
 
-tests/library_styles/ holds the same six kernels (a product with a reduction loop, a row-wise matrix-vector
-product, one that skips the matrix's zeros (`if (M[..] != 0) t += ...`), a column sum, a 5-point stencil, an in-place quarter turn of a square grid by rings) in four spellings: the examples' style; C89 counters with bounds
+tests/library_styles/ holds the same seven kernels (a product with a reduction loop, a row-wise matrix-vector
+product, one that skips the matrix's zeros (`if (M[..] != 0) t += ...`), a column sum, a 5-point stencil, an in-place
+quarter turn of a square grid by rings, the nearest row by squared distance) in four spellings: the examples' style; C89 counters with bounds
 through macros and a `DATA_TYPE` macro; early returns, nested guards and 1D work on a 256x1-block 2D launch;
 a typedef'd element type with `T *a` pointers. Each is extracted and cut into MEPs as a user would, and every
 spelling must get the same structural rewrites, each compiling with the MEP's flags.
@@ -27,7 +28,7 @@ from mepgen.spec import load_spec
 
 STYLES = Path(__file__).parent / "library_styles"
 KERNELS = {"prod": {"tile_matmul"}, "rowdot": {"warp_per_row"}, "maskdot": {"warp_per_row"}, "colsum": {"split_columns"},
-           "relax": {"tile_stencil", "stencil_rows"}, "turn": {"spread_loop"},
+           "relax": {"tile_stencil", "stencil_rows"}, "turn": {"spread_loop"}, "nearest": {"tile_argmax"},
            "hprod": {"tile_matmul"}}      # hprod: only in the examples' style (a template launched on __half)
 
 

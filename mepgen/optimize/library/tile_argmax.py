@@ -364,8 +364,12 @@ def _written(src, name: str) -> bool:
 
 
 def _decl_type(src, stmt, name) -> str:
-    text = src.src(stmt)
-    t = text[:text.find(name)].strip().replace("const ", "").strip()
+    """The declared type of `name` without const (the rewrite declares its own row values of that type)."""
+    from .tile_matmul import _decl_type as declared
+    t = declared(src, stmt, name)
+    if "auto" in t.split():             # `const auto i = ...`: the type the compiler deduced
+        t = next((c.type.spelling for c in stmt.get_children() if kind(c) == "VAR_DECL" and c.spelling == name), "int")
+    t = " ".join(w for w in t.split() if w != "const")
     return t or "int"
 
 

@@ -315,8 +315,10 @@ def _legal(t: int, rm: int, cap, rn: int = 1) -> bool:
 
 
 def _decl_type(src, stmt, name) -> str:
-    text = src.src(stmt)
-    return text[:text.find(name)].strip() or "const int"
+    """The type a declaration statement gives `name`, as written (`const int` of `const int i = ...`): the text before
+    the name as a whole word, not before its first letters (`i` inside `int`)."""
+    m = re.search(rf"(?<![\w.]){re.escape(name)}\b", src.src(stmt))
+    return src.src(stmt)[:m.start()].strip() if m and src.src(stmt)[:m.start()].strip() else "const int"
 
 
 def _renamed(src, c, names: dict[str, str]) -> str:

@@ -121,6 +121,34 @@ __global__ void turn(int nc, DATA_TYPE *G)
 	}
 }
 
+__global__ void nearest(int nr, DATA_TYPE *P, DATA_TYPE *C, DATA_TYPE *s, int *at)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	int j, k, pick;
+	DATA_TYPE d, t, best;
+	if (i < ROWS_B)
+	{
+		best = 3.0e38f;
+		pick = -1;
+		for (j = 0; j < COLS_B; j++)
+		{
+			d = 0;
+			for (k = 0; k < 16; k++)
+			{
+				t = P[i * 16 + k] - C[j * 16 + k];
+				d += t * t;
+			}
+			if (d < best)
+			{
+				best = d;
+				pick = j;
+			}
+		}
+		s[i] = best;
+		at[i] = pick;
+	}
+}
+
 int main(void)
 {
 	DATA_TYPE *X, *Y, *Z, *v, *w;
@@ -129,6 +157,8 @@ int main(void)
 	cudaMalloc((void **)&Z, sizeof(DATA_TYPE) * NR * NC);
 	cudaMalloc((void **)&v, sizeof(DATA_TYPE) * NC);
 	cudaMalloc((void **)&w, sizeof(DATA_TYPE) * NR);
+	int *lab;
+	cudaMalloc((void **)&lab, sizeof(int) * NR);
 	dim3 block(32, 8);
 	dim3 grid((NC + 31) / 32, (NR + 7) / 8);
 	prod<<<grid, block>>>(NR, NC, NK, X, Y, Z);
@@ -138,6 +168,7 @@ int main(void)
 	relax<<<grid, block>>>(NR, NC, Z, X);
 	scaled<<<grid, block>>>(NR, NC, NK, 1.5f, 0.5f, X, Y, Z);
 	turn<<<(NC / 2 + 127) / 128, 128>>>(NC, X);
+	nearest<<<(NR + 255) / 256, 256>>>(NR, X, Y, w, lab);
 	cudaDeviceSynchronize();
 	printf("done\n");
 	return 0;

@@ -90,6 +90,29 @@ __global__ void hprod(const T* X, const T* Y, T* Z, int m, int n, int q)
     }
 }
 
+// the nearest row of C to each row of P by squared distance (the first on ties): a best-element scan
+__global__ void nearest(const float* P, const float* C, float* s, int* at, int np, int nc, int nf)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < np) {
+        float best = 3.0e38f;
+        int pick = -1;
+        for (int j = 0; j < nc; ++j) {
+            float d = 0.0f;
+            for (int k = 0; k < nf; ++k) {
+                const float t = P[i * nf + k] - C[j * nf + k];
+                d += t * t;
+            }
+            if (d < best) {
+                best = d;
+                pick = j;
+            }
+        }
+        s[i] = best;
+        at[i] = pick;
+    }
+}
+
 int main()
 {
     float *X, *Y, *Z, *v, *w;
@@ -104,12 +127,15 @@ int main()
     cudaMalloc(&HX, sizeof(__half) * N * N);
     cudaMalloc(&HY, sizeof(__half) * N * N);
     cudaMalloc(&HZ, sizeof(__half) * N * N);
+    int *lab;
+    cudaMalloc(&lab, sizeof(int) * N);
     hprod<__half><<<g2, b2>>>(HX, HY, HZ, N, N, N);
     rowdot<<<(N + 255) / 256, 256>>>(X, v, w, N);
     maskdot<<<(N + 255) / 256, 256>>>(X, v, w, N);
     colsum<<<(N + 255) / 256, 256>>>(X, w, N, N);
     relax<<<g2, b2>>>(X, Z, N, N);
     turn<<<(N / 2 + 127) / 128, 128>>>(X, N);
+    nearest<<<(N + 255) / 256, 256>>>(X, Y, w, lab, N, N, 16);
     cudaDeviceSynchronize();
     std::printf("done\n");
     return 0;

@@ -77,6 +77,28 @@ __global__ void turn(float* g, int n)
     }
 }
 
+__global__ void nearest(const float* P, const float* C, float* s, int* at, int np, int nc, int nf)
+{
+    int i = threadIdx.x + blockIdx.x * blockDim.x;
+    if (i >= np)
+        return;
+    float best = 3.0e38f;
+    int pick = -1;
+    for (int j = 0; j < nc; j++) {
+        float d = 0.0f;
+        for (int k = 0; k < nf; k++) {
+            float t = P[i * nf + k] - C[j * nf + k];
+            d += t * t;
+        }
+        if (d < best) {
+            best = d;
+            pick = j;
+        }
+    }
+    s[i] = best;
+    at[i] = pick;
+}
+
 int main()
 {
     float *X, *Y, *Z, *v, *w;
@@ -85,6 +107,8 @@ int main()
     cudaMalloc(&Z, sizeof(float) * N * N);
     cudaMalloc(&v, sizeof(float) * N);
     cudaMalloc(&w, sizeof(float) * N);
+    int *lab;
+    cudaMalloc(&lab, sizeof(int) * N);
     dim3 b2(32, 8), g2((N + 31) / 32, (N + 7) / 8);
     dim3 b1(256, 1), g1((N + 255) / 256, 1);
     prod<<<g2, b2>>>(X, Y, Z, N, N, N);
@@ -93,6 +117,7 @@ int main()
     colsum<<<g1, b1>>>(X, w, N, N);
     relax<<<g2, b2>>>(X, Z, N, N);
     turn<<<g1, b1>>>(X, N);
+    nearest<<<g1, b1>>>(X, Y, w, lab, N, N, 16);
     cudaDeviceSynchronize();
     std::printf("done\n");
     return 0;

@@ -73,6 +73,28 @@ __global__ void turn(real *g, int n)
     }
 }
 
+__global__ void nearest(real *P, real *C, real *s, int *at, int np, int nc, int nf)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < np) {
+        real best = 3.0e38f;
+        int pick = -1;
+        for (int j = 0; j < nc; ++j) {
+            real d = 0;
+            for (int k = 0; k < nf; ++k) {
+                real t = P[k + i * nf] - C[k + j * nf];
+                d += t * t;
+            }
+            if (d < best) {
+                best = d;
+                pick = j;
+            }
+        }
+        s[i] = best;
+        at[i] = pick;
+    }
+}
+
 int main()
 {
     real *X, *Y, *Z, *v, *w;
@@ -81,6 +103,8 @@ int main()
     cudaMalloc(&Z, sizeof(real) * N * N);
     cudaMalloc(&v, sizeof(real) * N);
     cudaMalloc(&w, sizeof(real) * N);
+    int *lab;
+    cudaMalloc(&lab, sizeof(int) * N);
     dim3 b2(16, 16), g2((N + 15) / 16, (N + 15) / 16);
     prod<<<g2, b2>>>(X, Y, Z, N, N, N);
     rowdot<<<(N + 127) / 128, 128>>>(X, v, w, N);
@@ -88,6 +112,7 @@ int main()
     colsum<<<(N + 127) / 128, 128>>>(X, w, N, N);
     relax<<<g2, b2>>>(X, Z, N, N);
     turn<<<(N / 2 + 127) / 128, 128>>>(X, N);
+    nearest<<<(N + 255) / 256, 256>>>(X, Y, w, lab, N, N, 16);
     cudaDeviceSynchronize();
     std::printf("done\n");
     return 0;
