@@ -55,6 +55,7 @@ class TileMatmul(Transformation):
         nt = tx * ty
         if prefetch and (t * bk) % nt:
             raise Refused(f"a {t}x{bk} slice does not divide among {nt} threads: no prefetch")
+        check_shared(slices_bytes(m.acc_type, bk, t, packed), f"a {t}x{bk} tile of {m.acc_type}")
         T = m.acc_type
         lo, hi = m.loop.lo, m.loop.hi
         names = {m.row: "mepgen_gr", m.col: "mepgen_gc", m.loop.var: "mepgen_gk"}
@@ -157,6 +158,26 @@ def _layout(params) -> str:
     if layout not in LAYOUTS:
         raise Refused(f"layout {layout!r} is not one of {', '.join(LAYOUTS)}")
     return layout
+
+
+MAX_SHARED = 48 * 1024      # static __shared__ per block
+
+
+def type_bytes(ctype: str) -> int:
+    """The size of an element type for the shared-memory budget; 8 where it is not one of the common ones."""
+    t = " ".join(w for w in ctype.split() if w not in ("const", "volatile"))
+    return {"float": 4, "int": 4, "unsigned": 4, "unsigned int": 4, "double": 8, "bool": 1, "char": 1,
+            "signed char": 1, "unsigned char": 1, "short": 2, "unsigned short": 2, "__half": 2, "half": 2,
+            "__nv_bfloat16": 2, "nv_bfloat16": 2}.get(t, 8)
+
+
+def check_shared(bytes_: int, what: str) -> None:
+    if bytes_ > MAX_SHARED:
+        raise Refused(f"{what} needs {bytes_} bytes of shared memory, over the {MAX_SHARED} a block may declare")
+
+
+def slices_bytes(T: str, bk: int, t: int, packed: bool) -> int:
+    return 2 * bk * (t + (4 if packed else 1)) * type_bytes(T)
 
 
 def shared_tiles(T: str, bk: int, t: int, packed: bool, i: str) -> list[str]:
