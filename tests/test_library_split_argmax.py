@@ -108,6 +108,9 @@ def test_inner_product_scans_are_tiled(plans):
     few = KernelSource((mep / "kernel.cu").read_text().replace("c < NC", "c < 8"), spec)
     with pytest.raises(Refused, match="8 candidates over c: a tile of 32 or more would mostly compute nothing"):
         TileArgmax().space(few, spec, current_launch(spec, None))
+    # 128 rows with 32-deep slices and 32 partial bests per row: over the 48 KB a block may declare
+    with pytest.raises(Refused, match="bytes of shared memory, over the 49152"):
+        TileArgmax().apply(*load(plans["best_match"][0]), {"tile": 128, "rm": 8, "rn": 4, "bk": 32})
 
 
 TILE_DEFINES = """#define NA 256
