@@ -25,7 +25,7 @@ from .base import Rewrite, Transformation, block_threads
 from .matmul_match import spec_role
 from .source import Refused, kind, walk
 from .split_argmax import SplitArgmax
-from .tile_matmul import LAYOUTS, _layout, _prefetch, check_shared, col_of, register_loads, row_of, shared_tiles, \
+from .tile_matmul import LAYOUTS, _layout, _prefetch, canonical_type, check_shared, col_of, register_loads, row_of, shared_tiles, \
     slice_coords, slices_bytes, staged_slices, type_bytes
 from .stencil_match import _conjuncts
 
@@ -239,7 +239,9 @@ class TileArgmax(Transformation):
         nt, i = tx * ty, "    "
         if prefetch and (t * bk) % nt:
             raise Refused(f"a {t}x{bk} slice does not divide among {nt} threads: no prefetch")
-        T0, B0t, A0t = m["acc_type"], m["types"][m["best"]], m["types"][m["at"]]
+        T0, B0t, A0t = (canonical_type(src, m[k], t0) for k, t0 in (("acc", m["acc_type"]),
+                                                                       ("best", m["types"][m["best"]]),
+                                                                       ("at", m["types"][m["at"]])))
         check_shared(slices_bytes(T0, bk, t, packed) + t * tx * (type_bytes(B0t) + type_bytes(A0t) + 1),
                      f"a {t}x{bk} tile with {t}x{tx} partial bests")
         row, j, d = m["row"], m["scan"].var, m["dloop"].var

@@ -55,7 +55,8 @@ class TileMatmul(Transformation):
         nt = tx * ty
         if prefetch and (t * bk) % nt:
             raise Refused(f"a {t}x{bk} slice does not divide among {nt} threads: no prefetch")
-        check_shared(slices_bytes(m.acc_type, bk, t, packed), f"a {t}x{bk} tile of {m.acc_type}")
+        check_shared(slices_bytes(canonical_type(src, m.acc, m.acc_type), bk, t, packed),
+                     f"a {t}x{bk} tile of {m.acc_type}")
         T = m.acc_type
         lo, hi = m.loop.lo, m.loop.hi
         names = {m.row: "mepgen_gr", m.col: "mepgen_gc", m.loop.var: "mepgen_gk"}
@@ -169,6 +170,15 @@ def type_bytes(ctype: str) -> int:
     return {"float": 4, "int": 4, "unsigned": 4, "unsigned int": 4, "double": 8, "bool": 1, "char": 1,
             "signed char": 1, "unsigned char": 1, "short": 2, "unsigned short": 2, "__half": 2, "half": 2,
             "__nv_bfloat16": 2, "nv_bfloat16": 2}.get(t, 8)
+
+
+def canonical_type(src, name: str, spelled: str) -> str:
+    """The type of the kernel's local or parameter `name` after typedefs and macros (`real` -> `float`), for sizes;
+    `spelled` where it is not found."""
+    for c in walk(src.fn):
+        if kind(c) in ("VAR_DECL", "PARM_DECL") and c.spelling == name:
+            return c.type.get_canonical().spelling
+    return spelled
 
 
 def check_shared(bytes_: int, what: str) -> None:
