@@ -260,3 +260,29 @@ def test_an_output_written_in_part_is_decided_slice_by_slice(monkeypatch):
     m = compare("u", misses, ref, TOL, 0)
     assert (m.bad, m.unwritten) == (1, 1)
     assert compare("u", ref.copy(), ref, TOL, 0, poisoned=False) is not None       # an inout buffer: NaN is data
+
+
+def test_unwritten_border_columns_in_every_slice_take_the_bit_identical_path(monkeypatch):
+    """A 2D grid whose original leaves each row's first and last element unwritten (a border) has poison in every
+    slice: an output bit for bit the reference must still be decided without float64 copies, with the same
+    verdicts (a NaN both sides wrote is no match; poison where the reference has a written value is unwritten)."""
+    monkeypatch.setattr(verify, "CHUNK", 16)
+    rows, cols = 12, 10
+    ref = np.linspace(-1.0, 1.0, rows * cols, dtype=np.float32).reshape(rows, cols)
+    ref[:, 0] = ref[:, -1] = poison_f32(rows)
+    ref = ref.reshape(-1)
+    slow = []
+    real_astype = np.ndarray.astype
+
+    class Spy(np.ndarray):
+        def astype(self, *a, **k):
+            slow.append(1)
+            return real_astype(np.asarray(self), *a, **k)
+
+    assert compare("u", ref.copy().view(Spy), ref, TOL, 0) is None
+    assert not slow
+    both_nan = ref.copy()
+    both_nan[25] = np.float32(np.nan)          # a NaN the kernel wrote (quiet NaN bits, not the poison's)
+    m = compare("u", both_nan.copy(), both_nan, TOL, 0)
+    assert m is not None and m.bad == 1 and m.first_bad_index == 25
+    assert compare("u", ref.copy(), ref, TOL, 0, poisoned=False) is not None       # inout: the NaN bits are data

@@ -147,9 +147,13 @@ def _floats_match(g: np.ndarray, r: np.ndarray, tol: Tolerance, poisoned: bool =
     same = _UINT.get(g.dtype.itemsize)
     for lo in range(0, g.size, CHUNK):
         gc, rc = g[lo:lo + CHUNK], r[lo:lo + CHUNK]
-        # the common case first: bit for bit the reference, all finite (two passes instead of ten)
-        if same is not None and np.array_equal(gc.view(same), rc.view(same)) and np.isfinite(rc).all():
-            continue
+        # the common case first: bit for bit the reference, all finite (two passes instead of ten); where the
+        # original leaves elements unwritten in every slice (a grid's border columns), bit for bit the reference
+        # with every non-finite element the poison is the same verdict: unwritten in both
+        if same is not None and np.array_equal(gc.view(same), rc.view(same)):
+            finite = np.isfinite(rc)
+            if finite.all() or poisoned and _poisoned(rc[~finite]).all():
+                continue
         g64 = gc.astype(np.float64)
         r64 = rc.astype(np.float64)
         with np.errstate(invalid="ignore", over="ignore"):
