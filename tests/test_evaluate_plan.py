@@ -8,6 +8,7 @@ from mepgen.errors import MepgenError
 from mepgen.evaluate import Evaluator, Options
 from mepgen.evaluate import devices, plan
 from mepgen.evaluate.batch import evaluate_many
+from mepgen.evaluate.summary import render
 from mepgen.optimize.search import Budget, Search
 from mepgen.optimize import strategies
 from mepgen.optimize.trajectory import Trajectory
@@ -179,9 +180,14 @@ def test_the_baseline_estimate_and_a_candidate_session_that_cannot_fit(mep):
         ev.first_ms = None
         ev.set_time_limit(time.monotonic(), 1.5)
         (res,) = evaluate_many(ev, [("slow", variant(mep, "slow_probe"))])
+        # verified, not timed: no fault of the candidate's, nothing to repair, and not kept in the result cache
+        assert res.status == "not_timed" and res.fault.kind == "time_limit" and "not timed" in res.fault.message
+        assert "VERIFIED, NOT TIMED" in render(res)
+        ev.set_time_limit(time.monotonic(), 3600)
+        (again,) = evaluate_many(ev, [("slow", variant(mep, "slow_probe"))])
+        assert again.status == "ok" and again.timed is not None
     finally:
         ev.close()
-    assert res.status == "runtime_fault" and res.fault.kind == "timeout" and "not timed" in res.fault.message
 
 
 def test_input_set_size_and_presence_for_the_time_estimates(mep):

@@ -33,7 +33,8 @@ def evaluate_many(ev: Evaluator, candidates: list[tuple], journal: Journal | Non
             if fresh:
                 if journal is not None:
                     journal.append(res)
-                if cache is not None and res.status != "runtime_fault":   # a fault may be the machine's
+                if cache is not None and res.status not in ("runtime_fault", "not_timed"):   # a fault may be the
+                    # machine's; an untimed candidate is timed under a longer limit
                     cache.put(res)
             if on_result:
                 on_result(res)
@@ -44,6 +45,8 @@ def evaluate_many(ev: Evaluator, candidates: list[tuple], journal: Journal | Non
         flags = tuple(rest[1]) if len(rest) > 1 and rest[1] else ()
         res = ev.new_result(name, Path(path), launch, flags)
         seen = (journal.get(res.key) if journal else None) or (cache.get(res.key) if cache else None)
+        if seen is not None and seen.status == "not_timed":     # a resumed run's limit may leave room to time it
+            seen = None
         if seen is not None:
             seen.name = name
             finish(i, seen, fresh=journal is not None and journal.get(res.key) is None)

@@ -395,8 +395,8 @@ class Evaluator:
                                         self.backend_name == "native")
         left = self.deadline[1] - (time.monotonic() - self.deadline[0]) if self.deadline else None
         if left is not None and est_s > left:      # a session that cannot finish in the time limit is not started
-            res.status = "runtime_fault"
-            res.fault = RuntimeFault("timeout", f"not timed: timing it would take about {est_s:.0f} s ({plan.how}), "
+            res.status = "not_timed"
+            res.fault = RuntimeFault("time_limit", f"not timed: timing it would take about {est_s:.0f} s ({plan.how}), "
                                                 f"{max(left, 0):.0f} s left in the time limit", input_set=self.sets[0].index)
             return self._done(res, start)
         if est_s > 3:       # a phase longer than a few seconds says what it is doing

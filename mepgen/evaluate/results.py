@@ -11,8 +11,11 @@ from dataclasses import asdict, dataclass, field, fields
 #: how far a candidate got; "done" means it passed everything and was timed
 STAGES = ("lint", "compile", "run", "verify", "time", "done")
 #: the verdict; only "ok" candidates may be compared for speed
-STATUSES = ("ok", "rejected_by_rules", "compile_failed", "runtime_fault", "wrong_result", "impossible", "mep_error")
-FAULT_KINDS = ("crash", "timeout", "cuda_error", "illegal_address", "harness_error")
+#: "not_timed": verified on every input set, but the time limit left no room to time it (no verdict on speed, and
+#: no fault: the same candidate under a longer limit is timed)
+STATUSES = ("ok", "rejected_by_rules", "compile_failed", "runtime_fault", "wrong_result", "impossible", "mep_error",
+            "not_timed")
+FAULT_KINDS = ("crash", "timeout", "cuda_error", "illegal_address", "harness_error", "time_limit")
 DECISIONS = ("faster", "same", "slower", "baseline")
 
 

@@ -5,7 +5,8 @@ from .results import EvalResult
 
 _VERDICT = {"rejected_by_rules": "REJECTED (source rules)", "compile_failed": "COMPILE FAILED",
             "runtime_fault": "RUNTIME FAULT", "wrong_result": "WRONG RESULT", "impossible": "IMPOSSIBLE TIMING",
-            "mep_error": "MEP PROBLEM"}
+            "mep_error": "MEP PROBLEM",
+            "not_timed": "VERIFIED, NOT TIMED (time limit)"}
 
 
 def _compile_line(r: EvalResult) -> str | None:

@@ -75,7 +75,7 @@ def write(traj: Trajectory, outcome: Outcome, kernel: str, baseline=None, comman
         lines.append(f"| {rec['id']} | {origin} | {rec['proposer']} | {change} | {status} | "
                      f"{_fmt(rec.get('median_ms'), '{:.4g}')} | {_fmt(rec.get('speedup'), '{:.2f}x')} | "
                      f"{_fmt(rec.get('pct_roofline'), '{:.0f}%')} |")
-    failures = [r for r in traj.attempts() if r["status"] not in ("ok",) and r.get("feedback")]
+    failures = [r for r in traj.attempts() if r["status"] not in ("ok", "not_timed") and r.get("feedback")]
     if failures:
         lines += ["", "## Evidence of failures", ""]
         for rec in failures:
