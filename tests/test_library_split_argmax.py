@@ -133,7 +133,9 @@ TILE_MAIN = """    std::vector<float> a(NA * DIM), b(NB * DIM), s0(NA, 7.f), s1(
 
 @pytest.mark.parametrize("params", [{}, {"layout": "strided", "prefetch": 0, "rm": 8, "rn": 2, "bk": 8},
                                     {"tile": 32, "rm": 2, "rn": 4, "bk": 32, "prefetch": 0},
-                                    {"tile": 64, "rm": 8, "rn": 8, "bk": 8, "layout": "strided"}])
+                                    {"tile": 64, "rm": 8, "rn": 8, "bk": 8, "layout": "strided"},
+                                    {"tile": 128, "rm": 8, "rn": 8, "bk": 16, "layout": "quads"},
+                                    {"tile": 64, "rm": 4, "rn": 8, "bk": 8, "layout": "quads", "prefetch": 0}])
 @pytest.mark.parametrize("kernel,before,call", [
     ("best_match", "NA / 128, 128, 1", "best_match(A, B, {s}.data(), {w}.data())"),
     ("closest", "NA / 256, 256, 1", "closest(A, B, {w}.data())"),

@@ -25,8 +25,8 @@ from .base import Rewrite, Transformation, block_threads
 from .matmul_match import spec_role
 from .source import Refused, kind, walk
 from .split_argmax import SplitArgmax
-from .tile_matmul import LAYOUTS, _layout, _prefetch, canonical_type, check_shared, col_of, register_loads, row_of, shared_tiles, \
-    slice_coords, slices_bytes, staged_slices, type_bytes
+from .tile_matmul import LAYOUTS, _layout, _prefetch, canonical_type, check_layout, check_shared, col_of, quad, \
+    register_loads, row_of, shared_tiles, slice_coords, slices_bytes, staged_slices, type_bytes
 from .stencil_match import _conjuncts
 
 
@@ -228,7 +228,7 @@ class TileArgmax(Transformation):
     def apply(self, src, spec, launch, params):
         m = self._match(src, spec, launch)
         t, rm, rn, bk = (int(params.get(k, d)) for k, d in (("tile", 64), ("rm", 4), ("rn", 4), ("bk", 16)))
-        packed = _layout(params) == "packed"
+        layout = _layout(params)
         prefetch = _prefetch(params)
         threads = block_threads(spec, launch)
         if threads is None or threads % t or t % rm or t % rn or bk not in (8, 16, 32):
@@ -242,11 +242,13 @@ class TileArgmax(Transformation):
         T0, B0t, A0t = (canonical_type(src, m[k], t0) for k, t0 in (("acc", m["acc_type"]),
                                                                        ("best", m["types"][m["best"]]),
                                                                        ("at", m["types"][m["at"]])))
-        check_shared(slices_bytes(T0, bk, t, packed) + t * tx * (type_bytes(B0t) + type_bytes(A0t) + 1),
+        check_layout(layout, T0, rm, rn)
+        check_shared(slices_bytes(T0, bk, t, layout) + t * tx * (type_bytes(B0t) + type_bytes(A0t) + 1),
                      f"a {t}x{bk} tile with {t}x{tx} partial bests")
         row, j, d = m["row"], m["scan"].var, m["dloop"].var
         T, BT, AT = m["acc_type"], m["types"][m["best"]], m["types"][m["at"]]
         jt = m["scan"].ctype
+        g = quad(T0)
         jlo, jhi, dlo, dhi = m["scan"].lo, m["scan"].hi, m["dloop"].lo, m["dloop"].hi
         rtype = _decl_type(src, m["decl"], row)
         terms = _conjuncts(src, m["guard"]) if m["guard"] is not None else []
@@ -255,7 +257,7 @@ class TileArgmax(Transformation):
         B0, K0 = src.src(m["inits"][m["best"]]), src.src(m["inits"][m["at"]])
         L = ["{", f"{i}// mepgen tile_argmax: {t} rows x {t} candidates per step, {bk}-deep slices of both factors in "
              f"shared memory, {rm}x{rn} scores per thread; the scan as the epilogue",
-             *shared_tiles(T, bk, t, packed, i),
+             *shared_tiles(T, bk, t, layout, i),
              f"{i}__shared__ {BT} mepgen_sb[{t}][{tx}];", f"{i}__shared__ {AT} mepgen_sk[{t}][{tx}];",
              f"{i}__shared__ bool mepgen_sh[{t}][{tx}];",
              f"{i}const int mepgen_tid = (int)threadIdx.y * {tx} + (int)threadIdx.x;",
@@ -285,24 +287,24 @@ class TileArgmax(Transformation):
         L += [f"{i * 3}#pragma unroll",
               f"{i * 3}for (int mepgen_kk = 0; mepgen_kk < {bk}; ++mepgen_kk) {{",
               f"{i * 4}if ((({dhi}) - ({dlo})) % {bk} != 0 && mepgen_k0 + mepgen_kk >= {dhi}) break;",
-              *register_loads(T, rm, rn, tx, ty, packed, i * 4),
+              *register_loads(T, rm, rn, tx, ty, layout, i * 4, g),
               f"{i * 4}#pragma unroll", f"{i * 4}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q)",
               f"{i * 5}#pragma unroll", f"{i * 5}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) {{ {step} }}",
               f"{i * 3}}}", *bottom, f"{i * 2}}}",
               f"{i * 2}#pragma unroll", f"{i * 2}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q)",
               f"{i * 3}#pragma unroll", f"{i * 3}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) {{",
-              f"{i * 4}const {jt} mepgen_j = mepgen_c0 + {col_of('mepgen_w', rn, tx, packed)};",
+              f"{i * 4}const {jt} mepgen_j = mepgen_c0 + {col_of('mepgen_w', rn, tx, layout, g)};",
               f"{i * 4}if (mepgen_j < {jhi} && mepgen_acc[mepgen_q][mepgen_w] {m['op']} mepgen_best[mepgen_q]) {{",
               f"{i * 5}mepgen_best[mepgen_q] = mepgen_acc[mepgen_q][mepgen_w]; mepgen_at[mepgen_q] = mepgen_j; "
               f"mepgen_hit[mepgen_q] = true;", f"{i * 4}}}", f"{i * 3}}}", f"{i}}}",
               f"{i}#pragma unroll", f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) {{",
-              f"{i * 2}mepgen_sb[{row_of('mepgen_q', rm, ty, packed)}][threadIdx.x] = mepgen_best[mepgen_q];",
-              f"{i * 2}mepgen_sk[{row_of('mepgen_q', rm, ty, packed)}][threadIdx.x] = mepgen_at[mepgen_q];",
-              f"{i * 2}mepgen_sh[{row_of('mepgen_q', rm, ty, packed)}][threadIdx.x] = mepgen_hit[mepgen_q];", f"{i}}}",
+              f"{i * 2}mepgen_sb[{row_of('mepgen_q', rm, ty, layout, g)}][threadIdx.x] = mepgen_best[mepgen_q];",
+              f"{i * 2}mepgen_sk[{row_of('mepgen_q', rm, ty, layout, g)}][threadIdx.x] = mepgen_at[mepgen_q];",
+              f"{i * 2}mepgen_sh[{row_of('mepgen_q', rm, ty, layout, g)}][threadIdx.x] = mepgen_hit[mepgen_q];", f"{i}}}",
               f"{i}__syncthreads();",
               f"{i}if (threadIdx.x == 0) {{",
               f"{i * 2}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) {{",
-              f"{i * 3}const int mepgen_r = {row_of('mepgen_q', rm, ty, packed)};",
+              f"{i * 3}const int mepgen_r = {row_of('mepgen_q', rm, ty, layout, g)};",
               f"{i * 3}const {rtype} {row} = mepgen_r0 + mepgen_r;"]
         if bound:
             L.append(f"{i * 3}if (!({bound})) continue;")

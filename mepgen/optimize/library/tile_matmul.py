@@ -46,7 +46,7 @@ class TileMatmul(Transformation):
         sizes = bound_sizes(spec, m, src)
         t, rm, bk = int(params.get("tile", 32)), int(params.get("rm", 4)), int(params.get("bk", 16))
         rn = int(params.get("rn", 1))
-        packed = rn > 1 and _layout(params) == "packed"
+        layout = _layout(params) if rn > 1 else "strided"
         prefetch = _prefetch(params, rn > 1)
         cap = _thread_cap(src, spec)
         if not _legal(t, rm, cap, rn) or bk not in (8, 16, 32):
@@ -55,9 +55,11 @@ class TileMatmul(Transformation):
         nt = tx * ty
         if prefetch and (t * bk) % nt:
             raise Refused(f"a {t}x{bk} slice does not divide among {nt} threads: no prefetch")
-        check_shared(slices_bytes(canonical_type(src, m.acc, m.acc_type), bk, t, packed),
+        check_shared(slices_bytes(canonical_type(src, m.acc, m.acc_type), bk, t, layout),
                      f"a {t}x{bk} tile of {m.acc_type}")
         T = m.acc_type
+        g = quad(canonical_type(src, m.acc, T))
+        check_layout(layout, canonical_type(src, m.acc, T), rm, rn)
         lo, hi = m.loop.lo, m.loop.hi
         names = {m.row: "mepgen_gr", m.col: "mepgen_gc", m.loop.var: "mepgen_gk"}
         i = "    "
@@ -69,11 +71,11 @@ class TileMatmul(Transformation):
             body.append(f"{i}if (blockIdx.x > blockIdx.y) return;   // the whole tile lies above the diagonal")
         elif m.triangle == "upper":
             body.append(f"{i}if (blockIdx.x < blockIdx.y) return;   // the whole tile lies below the diagonal")
-        body += [*shared_tiles(T, bk, t, packed, i),
+        body += [*shared_tiles(T, bk, t, layout, i),
                  f"{i}const int mepgen_tid = (int)threadIdx.y * {tx} + (int)threadIdx.x;",
                  f"{i}const int mepgen_r0 = (int)blockIdx.y * {t};",
                  f"{i}const int mepgen_c0 = (int)blockIdx.x * {t};",
-                 *(_per_output_init(src, m, T, rm, rn, tx, ty, i, packed) if m.init_per_output else
+                 *(_per_output_init(src, m, T, rm, rn, tx, ty, i, layout, g) if m.init_per_output else
                    [f"{i}{T} mepgen_acc[{rm}];", f"{i}#pragma unroll",
                     f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) mepgen_acc[mepgen_q] = {m.init};"]
                    if rn == 1 else
@@ -95,7 +97,7 @@ class TileMatmul(Transformation):
             "mepgen_b * mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * %d]" % ty
         prod = _addend(src, m, "mepgen_As[mepgen_kk][(int)threadIdx.y + mepgen_q * %d]" % ty, "mepgen_b") or prod
         if rn > 1:
-            body += _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i, packed, bottom)
+            body += _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i, layout, bottom, g)
             body += [f"{i * 2}}}", f"{i}}}", "}"]
             return self._rewrite(src, m, sizes, body, t, bk, tx, ty, per_thread)
         body += [f"{i * 2}__syncthreads();", f"{i * 2}#pragma unroll",
@@ -128,11 +130,14 @@ class TileMatmul(Transformation):
 
 
 #: where a thread's RM x RN outputs lie in the block's tile: "strided" (rows threadIdx.y + q * TY, columns
-#: threadIdx.x + w * TX: one value per shared-memory read) or "packed" (rows threadIdx.y * RM + q, columns
+#: threadIdx.x + w * TX: one value per shared-memory read), "packed" (rows threadIdx.y * RM + q, columns
 #: threadIdx.x * RN + w: contiguous, read 16 bytes at a time from 16-byte aligned rows, fewer shared-memory
-#: instructions per FMA; first: 1.15x faster than strided on qkv's matmul and 1.07x on Match1, H100,
-#: bench/results/library_speedup_corpus_2026-11-27.md). Either way each output is summed over k in the original order.
-LAYOUTS = ("packed", "strided")
+#: instructions per FMA; 1.15x faster than strided on qkv's matmul and 1.07x on Match1, H100,
+#: bench/results/library_speedup_corpus_2026-11-27.md) or "quads" (groups of G = 16 bytes of consecutive rows or
+#: columns, the thread's groups TY * G or TX * G apart: the 16-byte reads of a warp's consecutive threads are
+#: consecutive, where packed 8-wide rows put two threads of each quarter warp on the same banks). Either way each
+#: output is summed over k in the original order.
+LAYOUTS = ("packed", "quads", "strided")
 
 
 def _prefetch(params, register_tile: bool = True) -> bool:
@@ -186,33 +191,54 @@ def check_shared(bytes_: int, what: str) -> None:
         raise Refused(f"{what} needs {bytes_} bytes of shared memory, over the {MAX_SHARED} a block may declare")
 
 
-def slices_bytes(T: str, bk: int, t: int, packed: bool) -> int:
-    return 2 * bk * (t + (4 if packed else 1)) * type_bytes(T)
+def slices_bytes(T: str, bk: int, t: int, layout: str) -> int:
+    return 2 * bk * (t + (1 if layout == "strided" else 4)) * type_bytes(T)
 
 
-def shared_tiles(T: str, bk: int, t: int, packed: bool, i: str) -> list[str]:
+def shared_tiles(T: str, bk: int, t: int, layout: str, i: str) -> list[str]:
     """The two staged slices: rows padded by 1 against bank conflicts (strided), or by 4 elements with 16-byte
-    alignment (packed: vector reads need aligned rows)."""
-    if packed:
+    alignment (packed, quads: vector reads need aligned rows)."""
+    if layout != "strided":
         return [f"{i}__shared__ __align__(16) {T} mepgen_As[{bk}][{t + 4}];",
                 f"{i}__shared__ __align__(16) {T} mepgen_Bs[{bk}][{t + 4}];"]
     return [f"{i}__shared__ {T} mepgen_As[{bk}][{t + 1}];", f"{i}__shared__ {T} mepgen_Bs[{bk}][{t + 1}];"]
 
 
-def row_of(q: str, rm: int, ty: int, packed: bool) -> str:
-    return f"(int)threadIdx.y * {rm} + {q}" if packed else f"(int)threadIdx.y + {q} * {ty}"
+def quad(T: str) -> int:
+    """Elements per 16-byte group of the quads layout."""
+    return max(1, 16 // type_bytes(T))
 
 
-def col_of(w: str, rn: int, tx: int, packed: bool) -> str:
-    return f"(int)threadIdx.x * {rn} + {w}" if packed else f"(int)threadIdx.x + {w} * {tx}"
+def check_layout(layout: str, T: str, rm: int, rn: int) -> None:
+    g = quad(T)
+    if layout == "quads" and (rm % g or rn % g):
+        raise Refused(f"quads of {g} {T} need rm and rn multiples of {g} (rm {rm}, rn {rn})")
 
 
-def register_loads(T: str, rm: int, rn: int, tx: int, ty: int, packed: bool, i: str) -> list[str]:
-    """`mepgen_a[RM]`, `mepgen_b[RN]` declared and read from the staged slices at step mepgen_kk."""
+def _place(idx: str, thread: str, per: int, count: int, layout: str, g: int) -> str:
+    if layout == "packed":
+        return f"(int)threadIdx.{thread} * {per} + {idx}"
+    if layout == "quads":
+        return f"({idx}) / {g} * {count * g} + (int)threadIdx.{thread} * {g} + ({idx}) % {g}"
+    return f"(int)threadIdx.{thread} + {idx} * {count}"
+
+
+def row_of(q: str, rm: int, ty: int, layout: str, g: int = 4) -> str:
+    """The block-tile row of the thread's q-th row of outputs (g: quad(T), for the quads layout)."""
+    return _place(q, "y", rm, ty, layout, g)
+
+
+def col_of(w: str, rn: int, tx: int, layout: str, g: int = 4) -> str:
+    return _place(w, "x", rn, tx, layout, g)
+
+
+def register_loads(T: str, rm: int, rn: int, tx: int, ty: int, layout: str, i: str, g: int = 4) -> list[str]:
+    """`mepgen_a[RM]`, `mepgen_b[RN]` declared and read from the staged slices at step mepgen_kk (g: quad() of the
+    element type after typedefs, as for the epilogue's row_of/col_of)."""
     out = [f"{i}{T} mepgen_a[{rm}], mepgen_b[{rn}];"]
-    for arr, tile, n, of in (("mepgen_a", "mepgen_As", rm, lambda v: row_of(v, rm, ty, packed)),
-                             ("mepgen_b", "mepgen_Bs", rn, lambda v: col_of(v, rn, tx, packed))):
-        vec = {"float": ("float4", 4), "double": ("double2", 2)}.get(T) if packed else None
+    for arr, tile, n, of in (("mepgen_a", "mepgen_As", rm, lambda v: row_of(v, rm, ty, layout, g)),
+                             ("mepgen_b", "mepgen_Bs", rn, lambda v: col_of(v, rn, tx, layout, g))):
+        vec = {"float": ("float4", 4), "double": ("double2", 2)}.get(T) if layout != "strided" else None
         if vec and n % vec[1] == 0:
             parts = "xyzw"[:vec[1]]
             out += [f"{i}#pragma unroll", f"{i}for (int mepgen_u = 0; mepgen_u < {n}; mepgen_u += {vec[1]}) {{",
@@ -268,7 +294,7 @@ def staged_slices(slices: list[tuple], lo: str, hi: str, bk: int, t: int, nt: in
     return ind(pre, depth), ind(top, depth + 1), ind(bottom, depth + 1)
 
 
-def _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i, packed=False, bottom=()) -> list[str]:
+def _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i, layout="strided", bottom=(), g=4) -> list[str]:
     """The inner product step (then `bottom`, the staging's end of the step) and the epilogue of an RM x RN register
     tile per thread."""
     prod = "mepgen_a[mepgen_q] * mepgen_b[mepgen_w]" if a_first else "mepgen_b[mepgen_w] * mepgen_a[mepgen_q]"
@@ -276,16 +302,16 @@ def _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i, packed=False, bott
     lines = [f"{i * 2}#pragma unroll",
              f"{i * 2}for (int mepgen_kk = 0; mepgen_kk < {bk}; ++mepgen_kk) {{",
              *_in_range(m, i * 3),
-             *register_loads(T, rm, rn, tx, ty, packed, i * 3),
+             *register_loads(T, rm, rn, tx, ty, layout, i * 3, g),
              f"{i * 3}#pragma unroll",
              f"{i * 3}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q)",
              f"{i * 4}#pragma unroll",
              f"{i * 4}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) mepgen_acc[mepgen_q][mepgen_w] += {prod};",
              f"{i * 2}}}", *bottom, f"{i}}}",
              f"{i}#pragma unroll", f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) {{",
-             f"{i * 2}{_decl_type(src, m.row_stmt, m.row)} {m.row} = mepgen_r0 + {row_of('mepgen_q', rm, ty, packed)};",
+             f"{i * 2}{_decl_type(src, m.row_stmt, m.row)} {m.row} = mepgen_r0 + {row_of('mepgen_q', rm, ty, layout, g)};",
              f"{i * 2}#pragma unroll", f"{i * 2}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) {{",
-             f"{i * 3}{_decl_type(src, m.col_stmt, m.col)} {m.col} = mepgen_c0 + {col_of('mepgen_w', rn, tx, packed)};",
+             f"{i * 3}{_decl_type(src, m.col_stmt, m.col)} {m.col} = mepgen_c0 + {col_of('mepgen_w', rn, tx, layout, g)};",
              f"{i * 3}if ({src.src(list(m.guard.get_children())[0])}) {{"]
     for st in m.after:
         line = _renamed(src, st, {m.acc: "mepgen_acc[mepgen_q][mepgen_w]"})
@@ -294,16 +320,16 @@ def _register_tile(m, src, T, bk, rm, rn, tx, ty, a_first, i, packed=False, bott
     return lines
 
 
-def _per_output_init(src, m, T, rm, rn, tx, ty, i, packed=False) -> list[str]:
+def _per_output_init(src, m, T, rm, rn, tx, ty, i, layout="strided", g=4) -> list[str]:
     """An initial value that depends on the output (`C[row*n+col] * beta`, `bias[col]`): evaluated for each output
     of the thread at its own row and column, where the original guard admits it (the others are never stored)."""
     cond = src.src(list(m.guard.get_children())[0])
-    row = f"{_decl_type(src, m.row_stmt, m.row)} {m.row} = mepgen_r0 + {row_of('mepgen_q', rm, ty, packed)};"
+    row = f"{_decl_type(src, m.row_stmt, m.row)} {m.row} = mepgen_r0 + {row_of('mepgen_q', rm, ty, layout, g)};"
     if rn == 1:
         return [f"{i}{T} mepgen_acc[{rm}];", f"{i}#pragma unroll",
                 f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) {{", f"{i * 2}{row}",
                 f"{i * 2}mepgen_acc[mepgen_q] = ({cond}) ? ({m.init}) : {T}(0);", f"{i}}}"]
-    col = f"{_decl_type(src, m.col_stmt, m.col)} {m.col} = mepgen_c0 + {col_of('mepgen_w', rn, tx, packed)};"
+    col = f"{_decl_type(src, m.col_stmt, m.col)} {m.col} = mepgen_c0 + {col_of('mepgen_w', rn, tx, layout, g)};"
     return [f"{i}{T} mepgen_acc[{rm}][{rn}];", f"{i}#pragma unroll",
             f"{i}for (int mepgen_q = 0; mepgen_q < {rm}; ++mepgen_q) {{", f"{i * 2}{row}", f"{i * 2}#pragma unroll",
             f"{i * 2}for (int mepgen_w = 0; mepgen_w < {rn}; ++mepgen_w) {{", f"{i * 3}{col}",
