@@ -6,8 +6,9 @@ memory (loaded cooperatively, coalesced along whichever index is contiguous in m
 transposed variant `A[p*M + row]` loads as well as `A[row*K + p]`), then each thread accumulates RM
 outputs of one column in registers, reusing each B value RM times; with RN > 1, an RM x RN block of
 outputs, loading RM values of A and RN of B from shared memory per step for RM*RN FMAs: the register
-tiling that brings a product near the FP32 roofline. The block of outputs is contiguous per thread
-(`layout` packed, first: 16-byte shared reads) or strided by the thread counts (one value per read), and
+tiling that brings a product near the FP32 roofline. The block of outputs is in 16-byte groups per thread
+(`layout` quads, first: consecutive threads read consecutive 16-byte groups), contiguous per thread (packed) or
+strided by the thread counts (one value per read), and
 the next slice can be loaded into registers while the current one is used (`prefetch`, first:
 staged_slices). Sizes not divisible by the tile are
 handled by zero-filling out-of-range tile elements (adding 0*x leaves a sum unchanged) and by the
@@ -17,6 +18,7 @@ same up to the compiler's FMA contraction. Launch: TILE/RN x TILE/RM threads, on
 """
 from __future__ import annotations
 
+import math
 import re
 
 from .base import Rewrite, Transformation
@@ -27,7 +29,7 @@ from .source import Refused, kind, walk
 class TileMatmul(Transformation):
     def __init__(self):
         super().__init__("tile_matmul", "shared-memory and register tiling of matrix products",
-                         {"tile": 64, "rm": 4, "rn": 4, "bk": 16, "layout": "packed", "prefetch": 1})
+                         {"tile": 64, "rm": 4, "rn": 4, "bk": 16, "layout": "quads", "prefetch": 1})
 
     def space(self, src, spec, launch):
         bound_sizes(spec, match_matmul(src, spec), src)
@@ -59,7 +61,6 @@ class TileMatmul(Transformation):
                      f"a {t}x{bk} tile of {m.acc_type}")
         T = m.acc_type
         g = quad(canonical_type(src, m.acc, T))
-        check_layout(layout, canonical_type(src, m.acc, T), rm, rn)
         lo, hi = m.loop.lo, m.loop.hi
         names = {m.row: "mepgen_gr", m.col: "mepgen_gc", m.loop.var: "mepgen_gk"}
         i = "    "
@@ -135,9 +136,12 @@ class TileMatmul(Transformation):
 #: instructions per FMA; 1.15x faster than strided on qkv's matmul and 1.07x on Match1, H100,
 #: bench/results/library_speedup_corpus_2026-11-27.md) or "quads" (groups of G = 16 bytes of consecutive rows or
 #: columns, the thread's groups TY * G or TX * G apart: the 16-byte reads of a warp's consecutive threads are
-#: consecutive, where packed 8-wide rows put two threads of each quarter warp on the same banks). Either way each
-#: output is summed over k in the original order.
-LAYOUTS = ("packed", "quads", "strided")
+#: consecutive, where packed 8-wide rows put two threads of each quarter warp on the same banks; first: the same
+#: as packed at 4 x 4, faster at 8 wide, H100 through the evaluator: qkv's matmul 30.0x -> 35.1x at 128 x 128 of
+#: 8 x 8 and 33.5x -> 35.1x at 64 x 64 of 8 x 4, Match1 73.4x -> 76.9x at 128 x 128 of 8 x 8,
+#: bench/results/library_speedup_corpus_2026-11-27b.md). Either way each output is summed over k in the original
+#: order.
+LAYOUTS = ("quads", "packed", "strided")
 
 
 def _prefetch(params, register_tile: bool = True) -> bool:
@@ -209,16 +213,15 @@ def quad(T: str) -> int:
     return max(1, 16 // type_bytes(T))
 
 
-def check_layout(layout: str, T: str, rm: int, rn: int) -> None:
-    g = quad(T)
-    if layout == "quads" and (rm % g or rn % g):
-        raise Refused(f"quads of {g} {T} need rm and rn multiples of {g} (rm {rm}, rn {rn})")
-
-
 def _place(idx: str, thread: str, per: int, count: int, layout: str, g: int) -> str:
+    """Where the thread's idx-th of `per` rows (columns) lies among the block tile's `count * per`. A quad is g
+    elements, or fewer where `per` is not a multiple of g (2 outputs per thread: pairs; 1: strided)."""
     if layout == "packed":
         return f"(int)threadIdx.{thread} * {per} + {idx}"
     if layout == "quads":
+        g = math.gcd(g, per)
+        if g == 1:
+            return f"(int)threadIdx.{thread} + {idx} * {count}"
         return f"({idx}) / {g} * {count * g} + (int)threadIdx.{thread} * {g} + ({idx}) % {g}"
     return f"(int)threadIdx.{thread} + {idx} * {count}"
 
