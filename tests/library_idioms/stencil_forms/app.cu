@@ -6,6 +6,8 @@
 //  - flat_blur: a 2D grid given to a 1D launch, its coordinates recovered with % and / of the flat index;
 //  - flip_sites: the same with a 64-bit flat index (a cast in it), the guard an early return on both coordinates,
 //    and neighbours that wrap around the edges (a lattice update by colour).
+//  - wave_pair: two wavefields stepped together, each through a radius-2 star stencil weighted by a small
+//    coefficient array, a thread per point with one plane per grid z (a block of depth 1), unsigned indices.
 // Builds alone: nvcc -O3 -arch=sm_90 app.cu
 #include <cstdio>
 #include <cuda_runtime.h>
@@ -76,6 +78,26 @@ __global__ void flip_sites(signed char *spin, const signed char *other, const fl
     if (noise[r * cols + c] < expf(-2.0f * beta * sum * s)) spin[r * cols + c] = -s;
 }
 
+__global__ void wave_pair(const float *p, const float *r, const float *w, const float *vel, float *p_next,
+                          float *r_next)
+{
+    unsigned x = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned y = blockIdx.y * blockDim.y + threadIdx.y;
+    unsigned z = blockIdx.z * blockDim.z + threadIdx.z;
+    if (x >= 2 && x < DX - 2 && y >= 2 && y < DY - 2 && z >= 2 && z < DZ - 2) {
+        float lp = w[0] * p[AT3(x, y, z)]
+                 + w[1] * (p[AT3(x - 1, y, z)] + p[AT3(x + 1, y, z)] + p[AT3(x, y - 1, z)] + p[AT3(x, y + 1, z)]
+                           + p[AT3(x, y, z - 1)] + p[AT3(x, y, z + 1)])
+                 + w[2] * (p[AT3(x - 2, y, z)] + p[AT3(x + 2, y, z)] + p[AT3(x, y - 2, z)] + p[AT3(x, y + 2, z)]
+                           + p[AT3(x, y, z - 2)] + p[AT3(x, y, z + 2)]);
+        float lr = w[0] * r[AT3(x, y, z)]
+                 + w[1] * (r[AT3(x, y, z - 1)] + r[AT3(x, y, z + 1)] + r[AT3(x - 1, y, z)] + r[AT3(x + 1, y, z)]
+                           + r[AT3(x, y - 1, z)] + r[AT3(x, y + 1, z)]);
+        p_next[AT3(x, y, z)] = 2.0f * p[AT3(x, y, z)] - p_next[AT3(x, y, z)] + vel[AT3(x, y, z)] * lp;
+        r_next[AT3(x, y, z)] = 2.0f * r[AT3(x, y, z)] - r_next[AT3(x, y, z)] + vel[AT3(x, y, z)] * lr;
+    }
+}
+
 int main()
 {
     float *f0, *f1, *f2, *v0, *v1;
@@ -101,8 +123,17 @@ int main()
     dim3 b3(32, 4, 2);
     dim3 g3(DX / 32, DY / 4, DZ / 2);
     box7<<<g3, b3>>>(v0, v1);
+    float *v2, *v3, *v4, *wts;
+    cudaMalloc(&v2, sizeof(float) * DX * DY * DZ);
+    cudaMalloc(&v3, sizeof(float) * DX * DY * DZ);
+    cudaMalloc(&v4, sizeof(float) * DX * DY * DZ);
+    cudaMalloc(&wts, sizeof(float) * 3);
+    dim3 b4(16, 16, 1);
+    dim3 g4((DX + 15) / 16, (DY + 15) / 16, DZ);
+    wave_pair<<<g4, b4>>>(v0, v1, wts, v2, v3, v4);
     cudaError_t e = cudaDeviceSynchronize();
     printf("%s\n", e == cudaSuccess ? "ok" : cudaGetErrorString(e));
     cudaFree(f0); cudaFree(f1); cudaFree(f2); cudaFree(v0); cudaFree(v1); cudaFree(s0); cudaFree(s1);
+    cudaFree(v2); cudaFree(v3); cudaFree(v4); cudaFree(wts);
     return e == cudaSuccess ? 0 : 1;
 }
