@@ -30,7 +30,7 @@ from .warp_row_passes import WarpRowPasses
 
 
 def all_transformations():
-    return [AfterScalarReplace(TileMatmul()), MarchZ(), AfterUnflatten(TileStencil()), StencilRows(), TileWindow(),
+    return [AfterScalarReplace(TileMatmul()), AfterUnflatten(TileStencil()), StencilRows(), MarchZ(), TileWindow(),
             WarpPerRow(), WarpRowPasses(), SpreadLoop(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), TileArgmax(), SplitArgmax(), SwapAxes(), Unflatten(), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
             IntDivision(), Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]
 

@@ -18,6 +18,13 @@ the guard's box and a z within the radius of its z range; a tile element only in
 (the x bound proven to leave the halo inside a row, as for tile_stencil). The guarded statement runs unchanged for
 each plane of the chunk, reading registers and shared memory instead of global memory, so every point computes
 the same value the same way. Two barriers per plane; all threads of a block run the same number of planes.
+
+Measured (H100, through the evaluator, HeCBench rtm8, radius 4 on two fields; bench/results/
+library_speedup_corpus_2026-11-27b.md): 0.77-1.02x over six block shapes and chunks. Such a stencil is bound by
+load instructions, not DRAM (the original runs at 2.6x its byte bound with its neighbours hitting L1), and shared
+memory reads go through the same pipe: the queue removes only the 2 rz z reads per point. Hence tried after
+tile_stencil and stencil_rows; what would pay is fewer load instructions per point (several x per thread, 16-byte
+reads of the tile), not done.
 """
 from __future__ import annotations
 
