@@ -149,6 +149,7 @@ std::barrier<> *block_barrier;
 #define __align__(n) __attribute__((aligned(n)))
 #define __syncthreads() block_barrier->arrive_and_wait()
 struct alignas(16) float4 { float x, y, z, w; };
+inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 struct alignas(16) double2 { double x, y; };
 namespace before {
 %s

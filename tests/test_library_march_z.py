@@ -34,8 +34,9 @@ def meps(tmp_path_factory):
 def test_both_fields_march_with_their_own_radius(meps):
     src, spec, launch = load(meps["wave_pair"])
     t = MarchZ()
-    assert t.space(src, spec, launch) == {"block": ["32x8", "32x4", "64x4", "32x16", "16x16"], "chunk": [32, 16, 64]}
-    rw = t.apply(src, spec, launch, {"block": "32x8", "chunk": 32})
+    assert t.space(src, spec, launch) == {"block": ["32x8", "32x4", "64x4", "32x16", "16x16"], "chunk": [32, 16, 64],
+                                          "vec": [4, 1]}
+    rw = t.apply(src, spec, launch, {"block": "32x8", "chunk": 32, "vec": 1})
     body = " ".join(rw.text[rw.text.index("void wave_pair"):].split())
     # p: radius 2 (a 5-value queue, a 36 x 12 tile), r: radius 1 (3 values, 34 x 10); w and vel stay global reads
     assert "float mepgen_q0[5];" in body and "__shared__ float mepgen_s0[432];" in body
@@ -47,8 +48,16 @@ def test_both_fields_march_with_their_own_radius(meps):
     assert rw.launch == {"grid": ["(DX + 31) / 32", "(DY + 7) / 8", "((DZ) + 31) / 32"],
                          "block": ["32", "8", "1"], "shared_mem": "0"}
     assert "p: 5-value queue along z, 36x12 tile of the plane (14 reads)" in rw.explanation
+    # 4 x per thread: the tile's rows read 16 bytes at a time into registers, each point one lane of them; the x
+    # halo rounded up to 4 (136 = 4 * 32 + 2 * 4) so that the rows stay aligned
+    v4 = " ".join(t.apply(src, spec, launch, {"block": "32x8", "chunk": 32, "vec": 4}).text.split())
+    assert "__shared__ __align__(16) float mepgen_s0[1632];" in v4 and "float4 mepgen_q0[5];" in v4
+    assert "const float4 mepgen_r0_0_m1 = *reinterpret_cast<const float4 *>(&mepgen_s0[((int)threadIdx.y + 2) * " \
+           "136 + 4 + (int)threadIdx.x * 4 + -4]);" in v4
+    assert "unsigned x = mepgen_x0 + 3;" in v4 and v4.count("unsigned x = mepgen_x0 +") == 4
+    assert "w[2] * (mepgen_r0_0_m1.z + mepgen_r0_0_0.z + mepgen_r0_m2_0.x" in v4        # point 0: x - 2, x + 2, y - 2
     # a deeper original block: the grid's z threads (blocks times depth) are what the chunks cover
-    box = MarchZ().apply(*load(meps["box7"]), {"block": "32x4", "chunk": 16})
+    box = MarchZ().apply(*load(meps["box7"]), {"block": "32x4", "chunk": 16, "vec": 1})
     assert box.launch["grid"][2] == "((DZ / 2) * (2) + 15) / 16" and box.launch["block"] == ["32", "4", "1"]
 
 
@@ -68,7 +77,8 @@ WAVE_MAIN = """
 """
 
 
-@pytest.mark.parametrize("params", [{"block": "32x8", "chunk": 16}, {"block": "16x16", "chunk": 32}])
+@pytest.mark.parametrize("params", [{"block": "32x8", "chunk": 16, "vec": 1}, {"block": "16x16", "chunk": 32, "vec": 1},
+                                    {"block": "32x8", "chunk": 16, "vec": 4}, {"block": "16x16", "chunk": 32, "vec": 4}])
 def test_the_march_computes_every_point_as_before(meps, tmp_path, params):
     src, spec, launch = load(meps["wave_pair"])
     rw = MarchZ().apply(src, spec, launch, params)

@@ -36,6 +36,7 @@ from .launch_config import _sub
 from .source import Refused, kind, walk
 from .stencil_match import match_stencil, read_only_inputs
 from .tile_matmul import _decl_type, check_shared, type_bytes
+from .march_z_vec import apply_vec4, tile_bytes
 from .tile_stencil import TileStencil
 
 BLOCKS = ["32x8", "32x4", "64x4", "32x16", "16x16"]
@@ -45,7 +46,7 @@ CHUNKS = [32, 16, 64]
 class MarchZ(Transformation):
     def __init__(self):
         super().__init__("march_z", "a 3D stencil marched along z: register queue along z, shared tile in the plane",
-                         {"block": "32x8", "chunk": 32})
+                         {"block": "32x8", "chunk": 32, "vec": 4})
 
     def _plan(self, src, spec, launch):
         st, tokens = TileStencil()._plan(src, spec, launch)
@@ -81,15 +82,22 @@ class MarchZ(Transformation):
         ok = [b for b in BLOCKS if _shared(arrays, b) <= 48 * 1024]
         if not ok:
             raise Refused("no block shape fits the planes' tiles in shared memory")
-        return {"block": ok, "chunk": list(CHUNKS)}
+        vec = [4, 1] if all(a.ctype == "float" for a in arrays) and _vec_ok(src, st) else [1]
+        return {"block": ok, "chunk": list(CHUNKS), "vec": vec}
 
     def apply(self, src, spec, launch, params):
         st, tokens, arrays = self._plan(src, spec, launch)
         shape, cz = str(params.get("block", "32x8")), int(params.get("chunk", 32))
         if shape not in BLOCKS or cz not in CHUNKS:
             raise Refused(f"block {shape}, chunk {cz} is not a legal point")
-        check_shared(_shared(arrays, shape), f"the planes' tiles at {shape}")
         bx, by = (int(v) for v in shape.split("x"))
+        vec = int(params.get("vec", 1))
+        if vec == 4:
+            check_shared(tile_bytes(arrays, bx, by), f"the planes' tiles at {shape} x 4")
+            return apply_vec4(src, spec, launch, st, arrays, bx, by, cz, _edited, _addr)
+        if vec != 1:
+            raise Refused(f"vec {vec} is not 1 or 4")
+        check_shared(_shared(arrays, shape), f"the planes' tiles at {shape}")
         x, y, z = st.index
         i = "    "
         zdecl = st.index_stmts[2]
@@ -169,6 +177,13 @@ class MarchZ(Transformation):
         return Rewrite(text, f"march_z: each thread walks {cz} planes along {z} ({what}); launch {bx}x{by}x1 blocks, "
                              f"grid.z / {cz}",
                        {"grid": grid, "block": [str(bx), str(by), "1"], "shared_mem": str(launch.get("shared_mem", "0"))})
+
+
+def _vec_ok(src, st) -> bool:
+    """Whether nothing but the x index reads the x thread or block index (4 points per thread move them)."""
+    index = [src.span(t) for t in st.index_stmts]
+    rest = " ".join(src.src(c) for c in body_statements(src.body) if src.span(c) not in index)
+    return re.search(r"\b(threadIdx|blockIdx|blockDim|gridDim)\.x\b", rest) is None
 
 
 def _w(a, b: int, d: int) -> int:
