@@ -132,8 +132,7 @@ int main() {
 
 #: the same with a block's threads run at once (std::thread each), `__syncthreads()` a real barrier and `__shared__`
 #: arrays static (one per kernel, the blocks run one after another): for rewrites with barriers inside loops.
-#: `launch(grid, bx, by, [&] { after::k(...); })` runs a kernel; `launch2(gx, gy, bx, by, ...)` on a 2D grid,
-#: `launch3(gx, gy, gz, bx, by, bz, ...)` on a 3D one.
+#: `launch(grid, bx, by, [&] { after::k(...); })` runs a kernel; `launch2(gx, gy, bx, by, ...)` on a 2D grid.
 CPU_SIM_BLOCKS = """#include <barrier>
 #include <cstdio>
 #include <cstdlib>
@@ -149,7 +148,6 @@ std::barrier<> *block_barrier;
 #define __align__(n) __attribute__((aligned(n)))
 #define __syncthreads() block_barrier->arrive_and_wait()
 struct alignas(16) float4 { float x, y, z, w; };
-inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 struct alignas(16) double2 { double x, y; };
 namespace before {
 %s
@@ -172,21 +170,6 @@ template <class F> void launch2(unsigned gx, unsigned gy, unsigned bx, unsigned 
     }
 }
 template <class F> void launch(unsigned grid, unsigned bx, unsigned by, F kernel) { launch2(grid, 1, bx, by, kernel); }
-template <class F> void launch3(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, F kernel) {
-    blockDim = {bx, by, bz};
-    gridDim = {gx, gy, gz};
-    for (unsigned g = 0; g < gx * gy * gz; g++) {
-        blockIdx = {g %% gx, g / gx %% gy, g / (gx * gy)};
-        std::barrier<> bar(bx * by * bz);
-        block_barrier = &bar;
-        std::vector<std::thread> threads;
-        for (unsigned z = 0; z < bz; z++)
-            for (unsigned y = 0; y < by; y++)
-                for (unsigned x = 0; x < bx; x++)
-                    threads.emplace_back([=] { threadIdx = {x, y, z}; kernel(); });
-        for (auto &t : threads) t.join();
-    }
-}
 int main() {
 %s
 }

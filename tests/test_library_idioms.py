@@ -106,8 +106,9 @@ def test_block_size_macros_and_template_bounds_are_tiled(plans):
 
 def test_stencils_with_a_source_term_two_fields_and_a_3d_macro_index(plans):
     """Several statements (temporaries), a second field read at the centre or at every neighbour, a 3D index
-    through a function-like macro with macro bounds: each is tiled and strip-mined."""
-    for kernel in ("heat_source", "two_fields", "box7"):
+    through a function-like macro with macro bounds, two fields stepped together with unsigned indices and a block of
+    depth 1: each is tiled and strip-mined."""
+    for kernel in ("heat_source", "two_fields", "box7", "wave_pair"):
         _, _, p = plans[kernel]
         assert {"tile_stencil", "stencil_rows"} <= set(p.structural), (kernel, p.refusals)
     assert "halo 1/1/1" in _candidate(plans["box7"][2], "tile_stencil")["change"]

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..spec import Spec
 
 #: transformations that change what a thread does or how data moves (not a flag, qualifier or launch tweak)
-STRUCTURAL = {"tile_matmul", "march_z", "tile_stencil", "stencil_rows", "tile_window", "warp_per_row", "warp_row_passes", "spread_loop", "split_argmax", "tile_argmax",
+STRUCTURAL = {"tile_matmul", "tile_stencil", "stencil_rows", "tile_window", "warp_per_row", "warp_row_passes", "spread_loop", "split_argmax", "tile_argmax",
               "privatize_histogram",
               "split_columns", "swap_axes", "unflatten", "scalar_replace", "vector_loads", "coarsen", "grid_stride"}
 

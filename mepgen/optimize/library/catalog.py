@@ -9,7 +9,6 @@ from .grid_stride import GridStride
 from .int_division import IntDivision
 from .launch_bounds import LaunchBounds
 from .launch_config import LaunchConfig
-from .march_z import MarchZ
 from .privatize import Privatize
 from .restrict import Restrict
 from .scalar_replace import ScalarReplace
@@ -30,7 +29,7 @@ from .warp_row_passes import WarpRowPasses
 
 
 def all_transformations():
-    return [AfterScalarReplace(TileMatmul()), AfterUnflatten(TileStencil()), StencilRows(), MarchZ(), TileWindow(),
+    return [AfterScalarReplace(TileMatmul()), AfterUnflatten(TileStencil()), StencilRows(), TileWindow(),
             WarpPerRow(), WarpRowPasses(), SpreadLoop(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), TileArgmax(), SplitArgmax(), SwapAxes(), Unflatten(), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
             IntDivision(), Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]
 

@@ -161,8 +161,7 @@ def m_count(m: tuple, v: str) -> int:
     return sum(1 for a in m if a == v)
 
 
-def match_stencil(src: KernelSource, spec, array: str | None = None) -> Stencil:
-    """The stencil of `array` (default: the read-only input read most often inside the guard)."""
+def match_stencil(src: KernelSource, spec) -> Stencil:
     stmts = body_statements(src.body)
     index, index_stmts, origin = [], [], []
     for axis in AXES:
@@ -192,7 +191,7 @@ def match_stencil(src: KernelSource, spec, array: str | None = None) -> Stencil:
         raise Refused("the stencil guard has an else branch")
     params = src.invariants()
     lo, hi, x_hi, hi_at = _bounds(src, kids[0], index, params | set(index))
-    array = array or _tiled_array(src, spec, guard)
+    array = _tiled_array(src, spec, guard)
     env = local_constants(src, src.body, set(index))
     reads, offsets, strides = [], set(), None
     guarded = conditions_of_reads(src, kids[1], array)
@@ -253,12 +252,6 @@ def _same(known, new, c, src):
 
 
 def _tiled_array(src, spec, guard) -> str:
-    return read_only_inputs(src, spec, guard)[0]
-
-
-def read_only_inputs(src, spec, guard) -> list[str]:
-    """The pointer parameters of role `in` that the kernel never writes and reads inside `guard`, the most read
-    first; Refused when there is none."""
     roles = {p.name: p.role for p in spec.params}
     written = set()
     for w in src.writes():
@@ -277,7 +270,7 @@ def read_only_inputs(src, spec, guard) -> list[str]:
              and p.name in counts]
     if not cands:
         raise Refused("no read-only input array (role `in` in mep.yaml) is read inside the guard")
-    return sorted(cands, key=lambda n: -counts[n])
+    return max(cands, key=lambda n: counts[n])
 
 
 def _elem(spec, name) -> str:
