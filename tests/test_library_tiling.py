@@ -17,6 +17,7 @@ from mepgen.optimize.library.tile_stencil import TileStencil
 from mepgen.optimize.library.tile_window import TileWindow
 from mepgen.optimize.library.launch_config import LaunchConfig
 from mepgen.optimize.proposer import Context
+from mepgen.spec import load_spec
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +144,20 @@ def test_tile_matmul_register_layouts_sum_in_the_original_order(meps, tmp_path, 
     if params["layout"] == "quads" and params["rn"] % 4 == 0:     # consecutive threads, consecutive 16-byte groups
         assert ("reinterpret_cast<const float4 *>(&mepgen_Bs[mepgen_kk][(mepgen_u) / 4 * %d + (int)threadIdx.x * 4 + "
                 "(mepgen_u) %% 4])" % (params["tile"] // params["rn"] * 4)) in rw.text
+
+
+def test_tile_matmul_starts_at_8x4_for_a_large_plain_product(meps):
+    """A multiply-add product of 1024 x 1024 outputs starts at 8 x 4 per thread (fewer shared-memory reads per FMA);
+    a generalized step (a square root per term) and a small output keep the defaults' 4 x 4."""
+    src, spec, launch = load(meps["matmul"])
+    t = TileMatmul()
+    assert t.first_point(src, spec, launch) == {**t.defaults, "rm": 8}
+    g = KernelSource(src.text.replace("acc += A[row * k + p] * B[p * n + col];",
+                                      "acc += sqrtf(A[row * k + p] * B[p * n + col]);"), spec)
+    assert t.first_point(g, spec, launch) == t.defaults
+    small = load_spec(meps["matmul"] / "mep.yaml")
+    small.sizes.update({"MAT_M": 200})
+    assert t.first_point(KernelSource(src.text, small), small, launch) == t.defaults
 
 
 def test_tile_matmul_refuses(meps):
