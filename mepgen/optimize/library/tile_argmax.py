@@ -26,7 +26,7 @@ from .matmul_match import spec_role
 from .source import Refused, kind, walk
 from .split_argmax import SplitArgmax
 from .tile_matmul import LAYOUTS, _layout, _prefetch, canonical_type, check_shared, col_of, quad, \
-    register_loads, row_of, shared_tiles, slice_coords, slices_bytes, staged_slices, type_bytes
+    _decl_type as declared_type, _renamed, register_loads, row_of, shared_tiles, slice_coords, slices_bytes, staged_slices, type_bytes
 from .stencil_match import _conjuncts
 
 
@@ -372,14 +372,8 @@ def _written(src, name: str) -> bool:
 
 def _decl_type(src, stmt, name) -> str:
     """The declared type of `name` without const (the rewrite declares its own row values of that type)."""
-    from .tile_matmul import _decl_type as declared
-    t = declared(src, stmt, name)
+    t = declared_type(src, stmt, name)
     if "auto" in t.split():             # `const auto i = ...`: the type the compiler deduced
         t = next((c.type.spelling for c in stmt.get_children() if kind(c) == "VAR_DECL" and c.spelling == name), "int")
     t = " ".join(w for w in t.split() if w != "const")
     return t or "int"
-
-
-def _renamed(src, c, names: dict[str, str]) -> str:
-    from .tile_matmul import _renamed as renamed
-    return renamed(src, c, names)
