@@ -26,7 +26,8 @@ from .matmul_match import spec_role
 from .source import Refused, kind, walk
 from .split_argmax import SplitArgmax
 from .tile_matmul import LAYOUTS, _layout, _prefetch, canonical_type, check_shared, col_of, quad, \
-    _decl_type as declared_type, _renamed, register_loads, row_of, shared_tiles, slice_coords, slices_bytes, staged_slices, type_bytes
+    _decl_type as declared_type, _renamed, register_loads, row_of, shared_tiles, slice_coords, slices_bytes, \
+    staged_slices, type_bytes
 from .stencil_match import _conjuncts
 
 
