@@ -84,6 +84,15 @@ def test_fast_math_is_tried_second_where_the_kernel_calls_what_it_approximates(m
     props = LibraryProposer().propose(ctx, None, 3)
     assert [p.transformations[0]["name"] for p in props][1] == "nvcc_flags"
     assert props[1].nvcc_flags == ["-use_fast_math"]
+    # third: the first rewrite built with the flag (one round holds both and their pair); the round stays at 3
+    first, pair = props[0], props[2]
+    assert first.text != rooted.text and len(props) == 3
+    assert pair.text == first.text and pair.launch == first.launch and pair.nvcc_flags == ["-use_fast_math"]
+    assert [t["name"] for t in pair.transformations] == [first.transformations[0]["name"], "nvcc_flags"]
+    assert pair.change.startswith(first.change) and pair.change.endswith("built with `-use_fast_math`")
+    # without a call that fast math approximates, no pair
+    plain = Context(spec=spec, mep_dir=meps["analysis.column_mean"], original=src.text, gpu={})
+    assert all(len(p.transformations) == 1 for p in LibraryProposer().propose(plain, None, 8))
     catalog = all_transformations()
     assert in_order(catalog, src, spec) == catalog
 

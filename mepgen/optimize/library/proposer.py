@@ -113,7 +113,27 @@ class LibraryProposer:
                                     nvcc_flags=new_flags))
             if not progressed:
                 break
-        return out
+        return self._with_lead(out, plans, src, ctx, text, budget)
+
+    @staticmethod
+    def _with_lead(out: list[Proposal], plans, src, ctx: Context, text: str, budget: int) -> list[Proposal]:
+        """Where the kernel's text puts a flag forward (fast math for a `sqrtf` per term: catalog.in_order tries it
+        second), the first rewrite built with that flag comes third: flags and code changes compose, and a short
+        limit per kernel may not reach a second round (hellinger: the two apart, then the pair verified but left
+        untimed). The last proposal of the round gives way when the round is full."""
+        lead = next((t.name for t, *_ in plans if t.leads(src, ctx.spec)), None)
+        if lead is None or len(out) < 2 or out[0].transformations[-1]["name"] == lead:
+            return out
+        flag = next((q for q in out if q.transformations[-1]["name"] == lead and q.text == text), None)
+        first = out[0]
+        if flag is None or first.text == text:
+            return out
+        added = [f for f in flag.nvcc_flags if f not in first.nvcc_flags]
+        pair = Proposal(text=first.text, change=f"{first.change}; built with `{' '.join(added)}`", source="library",
+                        transformations=first.transformations + [flag.transformations[-1]], launch=first.launch,
+                        nvcc_flags=first.nvcc_flags + added)
+        at = out.index(flag) + 1
+        return (out[:at] + [pair] + out[at:])[:max(budget, at + 1)]
 
     def repair(self, ctx: Context, failed: Attempt) -> Proposal | None:
         """The library does not repair: a failed point is a cost of None, and the strategy moves elsewhere."""
