@@ -25,9 +25,9 @@ from .base import Rewrite, Transformation, block_threads
 from .matmul_match import spec_role
 from .source import Refused, kind, walk
 from .split_argmax import SplitArgmax
-from .tile_matmul import LAYOUTS, _layout, _prefetch, canonical_type, check_shared, col_of, quad, \
-    _decl_type as declared_type, _renamed, register_loads, row_of, shared_tiles, slice_coords, slices_bytes, \
-    staged_slices, type_bytes
+from .register_tile import LAYOUTS, canonical_type, check_shared, col_of, layout_param, prefetch_param, quad, \
+    register_loads, row_of, shared_tiles, slice_coords, slices_bytes, staged_slices, type_bytes
+from .tile_matmul import _decl_type as declared_type, _renamed
 from .stencil_match import _conjuncts
 
 
@@ -230,8 +230,8 @@ class TileArgmax(Transformation):
     def apply(self, src, spec, launch, params):
         m = self._match(src, spec, launch)
         t, rm, rn, bk = (int(params.get(k, d)) for k, d in (("tile", 64), ("rm", 4), ("rn", 4), ("bk", 16)))
-        layout = _layout(params)
-        prefetch = _prefetch(params)
+        layout = layout_param(params)
+        prefetch = prefetch_param(params)
         threads = block_threads(spec, launch)
         if threads is None or threads % t or t % rm or t % rn or bk not in (8, 16, 32):
             raise Refused(f"tile {t}, rm {rm}, rn {rn}, bk {bk} is not a legal shape for the original block")
