@@ -116,3 +116,34 @@ def test_a_recipe_that_runs_cmake_gives_no_macros(tmp_path):
     (tmp_path / "Makefile").write_text("all:\n\tmkdir -p b && cd b && cmake .. -DSM_ARCH=90 -DCMAKE_BUILD_TYPE=Release\n"
                                        "\tnvcc -DREAL_MACRO=1 -c k.cu\n")
     assert read_build_files(tmp_path).defines == ["REAL_MACRO=1"]
+
+
+def test_an_include_named_through_a_variable_brings_the_shared_rules_and_their_flags(tmp_path):
+    # a suite whose programs share one rules file two folders up: each program's Makefile only names its
+    # sources and where the shared folder is, and includes the rules through that variable
+    _write(tmp_path, {
+        "suite/support/lanes.cuh": SHARED_HEADER,
+        "suite/support/rules.mk": """
+            all:
+            \tnvcc -O2 $(SOURCES) -I$(SUPPORT) -DSCALE=2 -o $(PROGRAM)
+            clean:
+            \trm -f $(PROGRAM)
+        """.replace("\\t", "\t"),
+        "suite/group/widen/main.cu": KERNEL,
+        "suite/group/widen/Makefile": """
+            PROGRAM := widen.exe
+            SOURCES := main.cu
+            SUPPORT := ../../support
+            ifdef NEVER_SET
+            include $(SUPPORT)/missing.mk
+            endif
+            -include ${SUPPORT}/optional-and-absent.mk
+            include ${SUPPORT}/rules.mk
+        """,
+    })
+    app = tmp_path / "suite" / "group" / "widen"
+    build = read_build_files(app)
+    assert build.include_dirs == [str((tmp_path / "suite" / "support").resolve())]
+    assert build.defines == ["SCALE=2"]
+    inv = extract(app, ExtractOptions(jobs=1, use_cache=False))
+    assert [k["name"] for k in inv["kernels"]] == ["widen"] and inv["skipped"] == []

@@ -122,28 +122,33 @@ def _note(out: BuildFileFlags, text: str) -> None:
 
 # --- Makefile ---------------------------------------------------------------------------------------------
 
-def _logical_lines(path: Path, seen: set[Path]) -> list[str]:
-    """Lines with continuations joined and comments dropped; `include`d makefiles that exist inlined."""
-    path = path.resolve()
-    if path in seen:
-        return []
-    seen.add(path)
+def _logical_lines(path: Path) -> list[str]:
+    """Lines with continuations joined and comments dropped (`include` lines kept: their names may hold
+    variables, which only the parse knows at that point)."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
         return []
     text = re.sub(r"\\\r?\n[ \t]*", " ", text)
-    lines = []
-    for raw in text.splitlines():
-        line = re.sub(r"(?<!\\)#.*", "", raw).rstrip()
-        m = re.match(r"^-?s?include\s+(.+)$", line)
-        if m and not line.startswith("\t"):
-            for name in m.group(1).split():
-                if "$" not in name and (path.parent / name).is_file():
-                    lines += _logical_lines(path.parent / name, seen)
+    return [re.sub(r"(?<!\\)#.*", "", raw).rstrip() for raw in text.splitlines()]
+
+
+def _included(line: str, make: "_Make", top: Path) -> list[Path] | None:
+    """The makefiles an `include` line names (None when the line is not one): its words expanded with the
+    variables set so far, as make does, each relative to the folder make runs in (the top Makefile's); those
+    that do not exist are left out (`-include`, or an include make would have to build first)."""
+    m = re.match(r"^-?s?include\s+(.+)$", line)
+    if not m or line.startswith("\t"):
+        return None
+    paths = []
+    for name in make.expand(m.group(1)).split():
+        if _UNDEFINED in name:
             continue
-        lines.append(line)
-    return lines
+        p = Path(os.path.expanduser(name))
+        p = p if p.is_absolute() else top / p
+        if p.is_file():
+            paths.append(p.resolve())
+    return paths
 
 
 class _Make:
@@ -221,7 +226,11 @@ def parse_makefile(path: Path) -> _Make:
     active: list[bool] = []          # one per open conditional: whether its current branch is taken
     taken: list[bool] = []           # whether any branch of it was taken
     rule = None
-    for line in _logical_lines(path, set()):
+    top, seen = path.resolve().parent, {path.resolve()}
+    pending = _logical_lines(path)
+    pending.reverse()
+    while pending:
+        line = pending.pop()
         stripped = line.strip()
         head = stripped.split(None, 1)[0] if stripped else ""
         if not line.startswith("\t") and head in ("ifeq", "ifneq", "ifdef", "ifndef"):
@@ -243,6 +252,14 @@ def parse_makefile(path: Path) -> _Make:
                 taken.pop()
             continue
         if not all(active):
+            continue
+        included = _included(line, make, top)
+        if included is not None:
+            for inc in reversed(included):       # their lines come next, in order, as if written here
+                if inc not in seen:
+                    seen.add(inc)
+                    pending += reversed(_logical_lines(inc))
+            rule = None
             continue
         if line.startswith("\t"):
             if rule is not None:
