@@ -58,6 +58,41 @@ def test_float_launch_arithmetic_and_members_of_another_dim3_are_derived(tmp_pat
     assert [s.size(e) for e in s.launch.grid] == [41, 225] and [s.size(e) for e in s.launch.block] == [16, 4]
 
 
+@pytest.mark.parametrize("include", ["", "#include <math.h>", "#include <cmath>\n#include <math.h>"])
+def test_float_launch_arithmetic_without_including_math_h_as_nvcc_allows(tmp_path, include):
+    """nvcc's implicit cuda_runtime.h declares ceil/floor for host code: a file that calls them in its launch
+    arithmetic without any #include compiles, and its grid must be derived as well as with the #include."""
+    app = make_app(tmp_path, include + """
+        #define SIDE 700
+        #define TX 32
+        #define TY 8
+        __global__ void halve(float* m, int side)
+        {
+            int c = blockIdx.x * blockDim.x + threadIdx.x;
+            int r = blockIdx.y * blockDim.y + threadIdx.y;
+            if (r < side && c < side) m[r * side + c] *= 0.5f;
+        }
+        void on_gpu(float* m)
+        {
+            dim3 threads(TX, TY);
+            dim3 blocks((size_t)(ceil( ((float)SIDE) / ((float)threads.x) )), 1);
+            blocks.y = (size_t)floorf((SIDE + threads.y - 1.0f) / threads.y);
+            halve<<< blocks, threads >>>(m, SIDE);
+        }
+        int main()
+        {
+            float* m;
+            cudaMalloc((void**)&m, sizeof(float) * SIDE * SIDE);
+            on_gpu(m);
+            return 0;
+        }
+    """)
+    r = run("--all", "-C", app)
+    assert r.exit_code == 0, r.output
+    s = spec_of(app, "halve")
+    assert [s.size(e) for e in s.launch.grid] == [22, 88, 1] and [s.size(e) for e in s.launch.block] == [32, 8]
+
+
 def test_a_grid_set_member_by_member_after_its_declaration_is_followed(tmp_path):
     """`dim3 grid(1, 1, 1); grid.x = ...;` must not launch one block."""
     app = make_app(tmp_path, """

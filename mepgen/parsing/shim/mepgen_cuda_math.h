@@ -157,6 +157,30 @@ extern "C" __device__ void __assertfail(const char *, const char *, unsigned, co
 
 #undef MEPGEN_MATH1
 #undef MEPGEN_MATH2
+/* host code: nvcc's cuda_runtime.h brings <math.h> into every file, so a launch written
+ * `dim3 grid((size_t)ceil((float)N / block.x))` compiles without an #include; here the C library's
+ * declarations of the functions such launch arithmetic calls stand in for it (the same declarations as
+ * glibc's, so a later #include <math.h> or <cmath> redeclares them without conflict) */
+#if defined(__cplusplus) && defined(__GLIBC__)
+#if __cplusplus >= 201103L
+#define MEPGEN_NOTHROW noexcept(true)
+#else
+#define MEPGEN_NOTHROW throw()
+#endif
+#define MEPGEN_HOSTMATH1(name) double name(double) MEPGEN_NOTHROW; float name##f(float) MEPGEN_NOTHROW;
+#define MEPGEN_HOSTMATH2(name) double name(double, double) MEPGEN_NOTHROW; float name##f(float, float) MEPGEN_NOTHROW;
+extern "C" {
+MEPGEN_HOSTMATH1(ceil) MEPGEN_HOSTMATH1(floor) MEPGEN_HOSTMATH1(round) MEPGEN_HOSTMATH1(trunc)
+MEPGEN_HOSTMATH1(sqrt) MEPGEN_HOSTMATH1(cbrt) MEPGEN_HOSTMATH1(log2) MEPGEN_HOSTMATH1(log10) MEPGEN_HOSTMATH1(log)
+MEPGEN_HOSTMATH1(exp2) MEPGEN_HOSTMATH1(exp) MEPGEN_HOSTMATH1(fabs)
+MEPGEN_HOSTMATH2(pow) MEPGEN_HOSTMATH2(fmin) MEPGEN_HOSTMATH2(fmax) MEPGEN_HOSTMATH2(fmod)
+long lround(double) MEPGEN_NOTHROW; long lroundf(float) MEPGEN_NOTHROW;
+long long llround(double) MEPGEN_NOTHROW; long long llroundf(float) MEPGEN_NOTHROW;
+}
+#undef MEPGEN_NOTHROW
+#undef MEPGEN_HOSTMATH1
+#undef MEPGEN_HOSTMATH2
+#endif
 #undef MEPGEN_MATH3
 #undef MEPGEN_ROUNDED
 #undef MEPGEN_CVT
