@@ -53,6 +53,18 @@ def substitute(p: Poly, env: dict[str, Poly]) -> Poly:
     return out
 
 
+def param_sizes(spec) -> dict[str, str]:
+    """Scalar parameter -> the size symbol mep.yaml gives it (`nj` -> `NJ` where the launch passes NJ): a bound
+    written through the parameter (`_PB_NJ - 1` expanding to `nj - 1`) compared with a stride written through the
+    size (`i * NJ + j`) is the same quantity."""
+    out = {}
+    for prm in spec.params:
+        v = str(prm.value or "").strip()
+        if prm.role == "scalar" and v.isidentifier() and v in spec.sizes:
+            out[prm.name] = v
+    return out
+
+
 def text(p: Poly) -> str:
     """C text of a polynomial (for strides in the generated code)."""
     parts = []
@@ -149,10 +161,9 @@ def _index_helper(src: KernelSource, call, env, depth: int) -> Poly | None:
 def _uses_macro(src: KernelSource, t: str) -> bool:
     """Whether the text uses a macro of kernel.cu other than the MEP's size symbols (cursors inside such an
     expansion have extents that do not say what they compute)."""
-    from .macros import definitions, tokens
-    if not hasattr(src, "_macros"):
-        src._macros = definitions(src.text)
-    return any(tok in src._macros and tok not in src.spec.sizes for tok in tokens(t))
+    from .macros import tokens
+    macros = src.macros()
+    return any(tok in macros and tok not in src.spec.sizes for tok in tokens(t))
 
 
 def text_poly(src: KernelSource, t: str, env: dict[str, object], depth: int = 0) -> Poly:

@@ -28,6 +28,30 @@ def definitions(text: str) -> dict[str, tuple[list[str] | None, str]]:
     return out
 
 
+def active_definitions(tu, skip_file: str) -> dict[str, tuple[list[str] | None, str]]:
+    """The definitions of the headers kernel.cu includes (`polybench.h`'s `BOUND(x, y)`), as the compiler took them:
+    libclang records only the `#define`s of the branches it took. System headers and `skip_file` (kernel.cu, whose
+    own text `definitions` reads) are left out."""
+    out: dict[str, tuple[list[str] | None, str]] = {}
+    for c in tu.cursor.get_children():
+        if c.kind.name != "MACRO_DEFINITION" or c.location.file is None or c.location.file.name == skip_file \
+                or c.location.is_in_system_header:
+            continue
+        toks = list(c.get_tokens())
+        if not toks or toks[0].spelling != c.spelling:
+            continue
+        params = None
+        rest = toks[1:]
+        if rest and rest[0].spelling == "(" and rest[0].extent.start.offset == toks[0].extent.end.offset:
+            close = next((i for i, t in enumerate(rest) if t.spelling == ")"), None)
+            if close is None:
+                continue
+            params = [t.spelling for t in rest[1:close] if t.spelling != ","]
+            rest = rest[close + 1:]
+        out[c.spelling] = (params, " ".join(t.spelling for t in rest))
+    return out
+
+
 def tokens(text: str) -> list[str]:
     return _TOKEN.findall(text)
 

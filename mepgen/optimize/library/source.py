@@ -60,6 +60,7 @@ class Param:
 #: a few are kept (each holds the CUDA headers, tens of MB)
 _PARSED: dict[tuple, tuple] = {}
 _PARSED_KEEP = 8
+_MACROS: dict[tuple, dict] = {}         # the macros of each kept translation unit (KernelSource.macros)
 
 
 class KernelSource:
@@ -174,10 +175,7 @@ class KernelSource:
         j = end
         while j < len(t) and (t[j].isalnum() or t[j] == "_"):
             j += 1
-        if not hasattr(self, "_macros"):
-            from .macros import definitions
-            self._macros = definitions(t)
-        d = self._macros.get(t[end:j])
+        d = self.macros().get(t[end:j])
         if d is None:
             return end
         if d[0] is not None:                        # function-like: through its balanced argument list
@@ -249,10 +247,21 @@ class KernelSource:
     def expand(self, text: str) -> str:
         """`text` (source as written) with kernel.cu's macros expanded, the MEP's size symbols kept: what an
         analysis compares (`ROWS_B` -> `NR`); the rewrites keep writing `text` itself."""
-        from .macros import definitions, expand, simplified
+        from .macros import expand, simplified
+        return simplified(expand(text, self.macros(), set(self.spec.sizes)))
+
+    def macros(self) -> dict:
+        """name -> (parameters, body) of the macros the kernel's text may use: kernel.cu's own `#define`s, and
+        those of the application's headers it includes as the compiler took them (macros.py)."""
         if not hasattr(self, "_macros"):
-            self._macros = definitions(self.text)
-        return simplified(expand(text, self._macros, set(self.spec.sizes)))
+            from .macros import active_definitions, definitions
+            key = (self.text, self.path)
+            if key not in _MACROS:
+                _MACROS[key] = {**active_definitions(self.tu, self.path), **definitions(self.text)}
+                while len(_MACROS) > _PARSED_KEEP:
+                    _MACROS.pop(next(iter(_MACROS)))
+            self._macros = _MACROS[key]
+        return self._macros
 
     def has_launch_bounds(self) -> bool:
         return "__launch_bounds__" in self.head
