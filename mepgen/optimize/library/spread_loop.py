@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from itertools import product
 
-from .affine import local_constants, poly, text_poly
+from .affine import local_constants, param_sizes, poly, text_poly
 from .analysis import PURE_CALLS, body_statements, canonical_loop, guarded_thread, pure_function, size_expr, \
     squash, strip
 from .base import Rewrite, Transformation, block_threads
@@ -157,6 +157,9 @@ class SpreadLoop(Transformation):
         allowed = uniform | {g.var, loop.var}
         widths = {n for n in uniform if not (src.param(n) and src.param(n).pointer)}
         dom = self._domain(src, g, loop, env, allowed)
+        for a, v in param_sizes(spec).items():     # nc = NC where the launch passes NC: a bound and a row width
+            if a in allowed:
+                dom += [combine((1, {a: 1}), (-1, {v: 1})), combine((1, {v: 1}), (-1, {a: 1}))]
         pointers = {p.name for p in src.params if p.pointer}
         writes = {src.span(strip(list(w.get_children())[0])) for w in src.writes(loop.body) if list(w.get_children())}
         accesses: dict[str, list] = {}

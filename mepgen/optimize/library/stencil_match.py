@@ -20,7 +20,7 @@ import re
 from ...cexpr import is_one_group
 from dataclasses import dataclass, field
 
-from .affine import add, int_value, local_constants, poly, substitute, text
+from .affine import add, int_value, local_constants, param_sizes, poly, substitute, text
 from .analysis import body_statements, squash
 from .source import KernelSource, Refused, kind, walk
 
@@ -236,13 +236,20 @@ def match_stencil(src: KernelSource, spec) -> Stencil:
             raise Refused(f"the guard lets {v} reach {lo[d]}, but a read without a condition that keeps it inside "
                           f"the guard's box lies {near[d]} away along {v}: the halo would start before index 0")
     s_poly = {strides[0]: 1}
-    hi_x = add(poly(src, x_hi[0], {}), {(): x_hi[1]})
-    if add(hi_x, s_poly, -1).keys() - {()} or add(hi_x, s_poly, -1).get((), 0) > -near[0]:
+    hi_x = _in_sizes(add(poly(src, x_hi[0], {}), {(): x_hi[1]}), spec)
+    bound_gap = add(hi_x, _in_sizes(s_poly, spec), -1)
+    if bound_gap.keys() - {()} or bound_gap.get((), 0) > -near[0]:
         raise Refused(f"cannot prove the halo stays inside a row: the bound on {index[0]} is not "
                       f"`{text(s_poly)} - c` with c >= {near[0]}")
     ctype = _elem(spec, array)
     return Stencil(len(index), index, index_stmts, guard, lo, hi, array, ctype,
                    [text({s: 1}) for s in strides], radius, reads, offsets, origin, near, conditional)
+
+
+def _in_sizes(p: dict, spec) -> dict:
+    """`p` with each scalar parameter written as the size symbol mep.yaml gives it (affine.param_sizes)."""
+    env = {a: {(v,): 1} for a, v in param_sizes(spec).items()}
+    return substitute(p, env) if env else p
 
 
 def _same(known, new, c, src):
