@@ -10,6 +10,7 @@ from .int_division import IntDivision
 from .launch_bounds import LaunchBounds
 from .launch_config import LaunchConfig
 from .privatize import Privatize
+from .replicas import DropReplicas, OnOneDimension
 from .restrict import Restrict
 from .scalar_replace import ScalarReplace
 from .split_columns import SplitColumns
@@ -29,8 +30,12 @@ from .warp_row_passes import WarpRowPasses
 
 
 def all_transformations():
+    # OnOneDimension: those that need a 1D launch also apply to 1D work on a 2D launch (replicas.py)
     return [AfterScalarReplace(TileMatmul()), AfterUnflatten(TileStencil()), StencilRows(), TileWindow(),
-            WarpPerRow(), WarpRowPasses(), SpreadLoop(), Privatize(), AfterScalarReplace(SplitColumns(), start="zero"), TileArgmax(), SplitArgmax(), SwapAxes(), Unflatten(), ScalarReplace(), VectorLoads(), Coarsen(), GridStride(), LaunchConfig(),
+            WarpPerRow(), WarpRowPasses(), OnOneDimension(SpreadLoop()), Privatize(),
+            OnOneDimension(AfterScalarReplace(SplitColumns(), start="zero")), OnOneDimension(TileArgmax()),
+            OnOneDimension(SplitArgmax()), SwapAxes(), OnOneDimension(Unflatten()), DropReplicas(), ScalarReplace(),
+            VectorLoads(), OnOneDimension(Coarsen()), OnOneDimension(GridStride()), LaunchConfig(),
             IntDivision(), Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]
 
 
