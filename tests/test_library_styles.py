@@ -4,8 +4,10 @@ tests/library_styles/ holds the same seven kernels (a product with a reduction l
 product, one that skips the matrix's zeros (`if (M[..] != 0) t += ...`), a column sum, a 5-point stencil, an in-place
 quarter turn of a square grid by rings, the nearest row by squared distance) in four spellings: the examples' style; C89 counters with bounds
 through macros and a `DATA_TYPE` macro; early returns, nested guards and 1D work on a 256x1-block 2D launch;
-a typedef'd element type with `T *a` pointers. Each is extracted and cut into MEPs as a user would, and every
-spelling must get the same structural rewrites, each compiling with the MEP's flags.
+a typedef'd element type with `T *a` pointers; bounds through a macro of a shared header that picks the run-time
+argument (found through a Makefile that includes shared rules by a variable), launch grids in float arithmetic
+without <math.h>, and 1D work on 32x8 blocks whose threads along y repeat it. Each is extracted and cut into MEPs
+as a user would, and every spelling must get the same structural rewrites, each compiling with the MEP's flags.
 """
 from __future__ import annotations
 
