@@ -70,6 +70,11 @@ def test_threads_along_y_that_repeat_the_work_are_not_launched(meps):
     rw = DropReplicas().apply(src, spec, launch, {})
     assert rw.text == src.text and rw.launch["block"] == ["BX"] and rw.launch["grid"] == [launch["grid"][0]]
     assert "block.y = BY" in rw.explanation
+    # a y extent written as a size that is 1 here has no replicas to drop, but the 1D rewrites still see a 1D launch
+    flat = {**launch, "block": ["BX", "LEN / LEN"]}
+    assert replicated_dims(src, flat) == [1]
+    with pytest.raises(Refused, match="1 at the MEP's sizes"):
+        DropReplicas().space(src, spec, flat)
 
 
 def test_a_transformation_that_needs_a_1d_launch_applies_without_the_replicas(meps):

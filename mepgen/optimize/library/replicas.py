@@ -93,8 +93,14 @@ class DropReplicas(Transformation):
         super().__init__("drop_replicas", "1D work on a 2D launch: the threads that repeat it are not launched", {})
 
     def space(self, src, spec, launch):
-        if not replicated_dims(src, launch):
+        dims = replicated_dims(src, launch)
+        if not dims:
             raise Refused("every launch dimension is read by the kernel (or is 1)")
+        # a y extent written as a size that is 1 here (`DIM_Y` = 1): the launch without it is the same launch; the
+        # 1D rewrites still apply through OnOneDimension, which does not depend on its value
+        if all(spec.size(str(side[d])) == 1 for d in dims for side in (launch["grid"], launch["block"])
+               if d < len(side)):
+            raise Refused("the dimensions no code reads are 1 at the MEP's sizes: no replicas to drop")
         return {}
 
     def apply(self, src, spec, launch, params):
