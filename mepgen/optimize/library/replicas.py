@@ -120,9 +120,9 @@ class OnOneDimension(Transformation):
         self.inner = inner
 
     def _launch(self, src, spec, launch):
+        """(inner's space, the launch it applies to, the dimensions dropped or None)."""
         try:
-            self.inner.space(src, spec, launch)
-            return launch, None
+            return self.inner.space(src, spec, launch), launch, None
         except Refused as first:
             try:
                 dims = replicated_dims(src, launch)
@@ -132,22 +132,21 @@ class OnOneDimension(Transformation):
                 raise first from None
             reduced = without(launch, dims)
             try:
-                self.inner.space(src, spec, reduced)
+                return self.inner.space(src, spec, reduced), reduced, dims
             except Refused as again:
                 raise Refused(f"{first} (without the replicas along y/z: {again})") from None
-            return reduced, dims
 
     def space(self, src, spec, launch):
-        return self.inner.space(src, spec, self._launch(src, spec, launch)[0])
+        return self._launch(src, spec, launch)[0]
 
     def first_point(self, src, spec, launch):
-        return self.inner.first_point(src, spec, self._launch(src, spec, launch)[0])
+        return self.inner.first_point(src, spec, self._launch(src, spec, launch)[1])
 
     def leads(self, src, spec):
         return self.inner.leads(src, spec)
 
     def apply(self, src, spec, launch, params):
-        reduced, dims = self._launch(src, spec, launch)
+        _, reduced, dims = self._launch(src, spec, launch)
         rw = self.inner.apply(src, spec, reduced, params)
         if dims:
             rw.launch = rw.launch if rw.launch is not None else reduced
