@@ -19,6 +19,7 @@ DEFAULTS: dict = {
                  "fidelity_tolerance": 0.25, "fidelity_floor_us": 5.0},
     "mep": {"arch": None, "ask_llm": False},
     "patch": {"validate_command": None},
+    "tune": {"build_command": None, "check_command": None, "runs": 3, "time_limit_s": 60.0, "timeout_s": 1800.0},
     "llm": {"base_url": None, "model": None, "api_key_env": "OPENAI_API_KEY", "temperature": 0.2,
             "timeout_s": 120.0, "max_retries": 3},
 }
@@ -51,6 +52,10 @@ _SCHEMA = record({
         "fidelity_tolerance": (_positive(float), False), "fidelity_floor_us": (_nonnegative(float), False)}), False),
     "mep": (record({"arch": (optional(of_type(str)), False), "ask_llm": (of_type(bool), False)}), False),
     "patch": (record({"validate_command": (optional(of_type(str)), False)}), False),
+    "tune": (record({
+        "build_command": (optional(of_type(str)), False), "check_command": (optional(of_type(str)), False),
+        "runs": (_positive(int), False), "time_limit_s": (_positive(float), False),
+        "timeout_s": (_positive(float), False)}), False),
     "llm": (record({
         "base_url": (optional(of_type(str)), False), "model": (optional(of_type(str)), False),
         "api_key_env": (of_type(str), False), "temperature": (of_type(float), False),
