@@ -24,6 +24,7 @@ grep -q crash bin.txt && exit 1
 n=$(grep -c slow bin.txt)
 sleep $(awk "BEGIN { print 0.05 + $n * 0.12 }")
 if grep -q wrong bin.txt; then echo bad > out.txt; else echo ok > out.txt; fi
+grep -q wrong bin.txt && echo FAIL || echo PASS
 """
 
 
@@ -127,10 +128,11 @@ def test_a_patch_that_breaks_the_build_is_reverted_alone(tmp_path, monkeypatch):
     assert (app / "src.txt").read_text() == "a=fast\nb=slow\n"
 
 
-def test_a_patch_that_fails_the_check_is_found_and_reverted(tmp_path, monkeypatch):
+@pytest.mark.parametrize("check", ["grep -q ok out.txt", 'grep -q PASS "$MEPGEN_TUNE_LOG"'])
+def test_a_patch_that_fails_the_check_is_found_and_reverted(tmp_path, monkeypatch, check):
     app = make_app(tmp_path)
     stages = Stages(app, {"a": (3.0, "wrong"), "b": (2.0, "fast")})
-    r = tune(app, stages, monkeypatch)
+    r = tune(app, stages, monkeypatch, "--check", check)
     assert r.exit_code == 0, r.output
     d = report(app)
     rows = {k["id"]: k for k in d["kernels"]}

@@ -6,6 +6,7 @@ and keeps each output in a log file under `.mepgen/tune/logs/`.
 """
 from __future__ import annotations
 
+import os
 import shlex
 import statistics
 import subprocess
@@ -46,13 +47,13 @@ def _tail(text: str, lines: int = 8) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def run_step(command: str | list[str], cwd: Path, log: Path, timeout: float | None) -> Step:
+def run_step(command: str | list[str], cwd: Path, log: Path, timeout: float | None, env: dict | None = None) -> Step:
     """Run a shell string or an argument vector; never raises for the command's own failure."""
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     try:
         r = subprocess.run(command, shell=isinstance(command, str), cwd=cwd, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, timeout=timeout)
+                           stderr=subprocess.STDOUT, timeout=timeout, env=None if env is None else {**os.environ, **env})
         out, code = r.stdout.decode(errors="replace"), r.returncode
     except subprocess.TimeoutExpired as e:
         out = (e.stdout or b"").decode(errors="replace") + f"\n[mepgen tune: stopped after {timeout:g} s]"
@@ -102,14 +103,16 @@ class Timing:
 
 def measure(app_command: list[str], cwd: Path, logs: Path, tag: str, runs: int, check: str | None,
             timeout: float | None, stop_on_failure: bool = True) -> Timing:
-    """`runs` runs of the application, each followed by its check (when one is configured)."""
+    """`runs` runs of the application, each followed by its check (when one is configured): a shell command in
+    `cwd` whose environment has MEPGEN_TUNE_LOG, the file holding the run's output (`grep -q PASS "$MEPGEN_TUNE_LOG"`)."""
     t = Timing()
     for i in range(runs):
         step = run_step(app_command, cwd, logs / f"{tag}-run{i + 1}.log", timeout)
         row = {"seconds": step.seconds, "exit_code": step.exit_code, "log": step.log, "check": None}
         ok = step.ok
         if ok and check:
-            c = run_step(check, cwd, logs / f"{tag}-check{i + 1}.log", timeout)
+            # the check may read what the run printed (many applications print their own PASS/FAIL)
+            c = run_step(check, cwd, logs / f"{tag}-check{i + 1}.log", timeout, env={"MEPGEN_TUNE_LOG": step.log})
             row["check"] = c.to_dict()
             ok = c.ok
         row["ok"] = ok

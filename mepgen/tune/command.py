@@ -86,7 +86,8 @@ class State:
                    "tune.build_command, else `make` beside a Makefile or `cmake --build` of its one build folder).")
 @click.option("--check", "check_cmd", default=None,
               help="The application's own check, run through the shell after each run (default: tune.check_command, "
-                   "else patch.validate_command); the application's exit code always counts.")
+                   "else patch.validate_command); $MEPGEN_TUNE_LOG names the file holding the run's output "
+                   "(--check 'grep -q PASS \"$MEPGEN_TUNE_LOG\"'); the application's exit code always counts.")
 @click.option("--runs", type=click.IntRange(min=1), default=None, help="Timed runs before and after (default 3).")
 @click.option("--time-limit", type=click.FloatRange(min=1), default=None,
               help="Seconds of search per kernel, its baseline included (default: tune.time_limit_s, 60).")
