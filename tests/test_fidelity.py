@@ -36,7 +36,7 @@ def test_static_mep_has_no_ratio(tmp_path):
     assert f.ok is None and f.ratio is None and "static MEP" in f.why
     d = captured(tmp_path, -1.0)                          # the injector could not time the launch
     f = fidelity.of_mep(d, 1.0)
-    assert f.ok is None and "holds no kernel_ms" in f.why
+    assert f.ok is None and "holds neither app_gpu_ms nor kernel_ms" in f.why
 
 
 def test_optimize_refuses_an_mep_off_the_guard_unless_forced(tmp_path):
@@ -50,3 +50,12 @@ def test_optimize_refuses_an_mep_off_the_guard_unless_forced(tmp_path):
     assert f.forced and f.ok is False and f.ratio == 2.0
     f = check_fidelity(captured(tmp_path / "b", 0.9), baseline(), (0.25, 5.0, False), run_dir, "k", None)
     assert f.ok and not f.forced and f.ratio == pytest.approx(1 / 0.9, rel=1e-3)
+
+
+def test_the_gpu_time_of_the_launch_is_preferred_over_its_event_pair(tmp_path):
+    d = captured(tmp_path, 0.040)                          # events: submission included
+    m = json.loads((d / "data/captured/manifest.json").read_text())
+    m["app_gpu_ms"] = 0.0081                               # the activity record: the kernel alone
+    (d / "data/captured/manifest.json").write_text(json.dumps(m))
+    f = fidelity.of_mep(d, 0.0079)
+    assert f.ok and f.app_ms == 0.0081 and "its GPU time" in f.why

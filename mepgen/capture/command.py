@@ -177,7 +177,7 @@ def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_byte
                     spec = None
             try:
                 manifest = convert(raw / f"k{t}", plan, captured, spec=spec, typedefs=typedef_map(ws.app_root, k),
-                                   extra=extra, compress_above=compress_above)
+                                   extra={**extra, **gpu_times(run, t, raw / f"k{t}")}, compress_above=compress_above)
             except MepgenError as e:
                 outcomes.append({**out, "outcome": "refused", "reason": f"the record cannot be read: {e}"})
                 continue
@@ -190,6 +190,28 @@ def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_byte
     if run.exit_code and not exit_after:
         click.echo(f"mepgen: note: the application exited with {run.exit_code}", err=True)
     return outcomes
+
+
+def gpu_times(run, t: int, raw_dir: Path) -> dict:
+    """The recorded launch's own time on the GPU (CUPTI activity record: start to end of the kernel, without its
+    submission) and, for the function it launched, every launch's in the run: launches, total, min, max."""
+    gpu_ms = next((x["gpu_ms"] for x in run.target(t) if isinstance(x.get("gpu_ms"), (int, float)) and x["gpu_ms"] > 0),
+                   None)
+    name = ""
+    try:
+        name = json.loads((raw_dir / "capture.json").read_text()).get("demangled", "")
+    except (OSError, json.JSONDecodeError):
+        pass
+    launches = total = 0
+    lo, hi = None, None
+    for st in run.statuses:
+        v = ((st.get("gpu") or {}).get("kernels") or {}).get(name)
+        if v:
+            launches, total = launches + v[0], total + v[1]
+            lo = v[2] if lo is None else min(lo, v[2])
+            hi = v[3] if hi is None else max(hi, v[3])
+    every = {"launches": launches, "total_ms": total / 1e6, "min_ms": lo / 1e6, "max_ms": hi / 1e6} if launches else None
+    return {"app_gpu_ms": gpu_ms, "app_gpu": every}
 
 
 def _write_mep(ws, inv, kernel, manifest) -> dict:
@@ -300,7 +322,8 @@ def _report(outcomes: list[dict], as_json: bool) -> None:
 
 def _summary(m: dict) -> dict:
     return {"kernel": m["kernel"], "launched_as": m["launched_as"], "launch_index": m["launch_index"],
-            "selection": m.get("selection"), "kernel_ms": m.get("kernel_ms"),
+            "selection": m.get("selection"), "kernel_ms": m.get("kernel_ms"), "app_gpu_ms": m.get("app_gpu_ms"),
+            "app_gpu": m.get("app_gpu"),
             "grid": m["grid"], "block": m["block"], "shared_mem": m["shared_mem"],
             "bytes_captured": m["bytes_captured"], "capture_ms": m["capture_ms"],
             "allocations": len(m.get("allocations", [])), "relocations": len(m.get("relocations", [])),
