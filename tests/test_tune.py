@@ -59,9 +59,15 @@ class Stages:
         if args[0] == "extract":
             (ws / "inventory.json").write_text(json.dumps({"files": {}}))
             return StageResult(0, {}, "")
+        if args[0] == "capture" and "--gpu-times" in args:
+            slow = (self.app / "bin.txt").read_text().count("slow")
+            return StageResult(0, {"gpu_total_ms": 1.0 + slow, "kernels": {
+                f"{k}(float*)": {"launches": 2, "total_ms": 1.0 if f"{k}=slow" in (self.app / "bin.txt").read_text()
+                                 else 0.25} for k in "ab"}}, "")
         if args[0] == "capture":
             return StageResult(0, [{"kernel": f"app::{k}", "outcome": "captured", "mep": str(ws / "meps" / f"app.{k}"),
-                                    "complete": True, "kernel_ms": 1.0} for k in self.captured], "")
+                                    "complete": True, "kernel_ms": 1.0, "launched_as": f"{k}(float*)"}
+                                   for k in self.captured], "")
         if args[0] == "optimize":
             if self.fail_optimize:
                 raise KeyboardInterrupt          # the tune is killed in the middle of the batch
@@ -113,7 +119,9 @@ def test_wins_are_patched_rebuilt_checked_and_the_application_is_faster(tmp_path
     assert rows["app.a"]["mep_speedup"] == 3.0 and rows["app.a"]["fidelity_ratio"] == 1.01
     assert rows["app.a"]["patch"] == "applied"
     md = (app / ".mepgen" / "tune" / "report.md").read_text()
-    assert "| app::a | captured | 1 | 1.01 | done | 3.00x | tile | applied |" in md
+    assert "| app::a | captured | 1 | 1.01 | done | 3.00x | tile | applied | 1 / 0.25 (4.00x) |" in md
+    assert rows["app.b"]["app_gpu_total_ms_before"] == 1.0 and rows["app.b"]["app_kernel_speedup"] == 4.0
+    assert d["app_gpu_ms_before"] == 3.0 and d["app_gpu_ms_after"] == 1.0 and d["app_gpu_speedup"] == 3.0
 
 
 def test_a_patch_that_breaks_the_build_is_reverted_alone(tmp_path, monkeypatch):

@@ -54,10 +54,13 @@ def parse_bytes(text: str, option: str = "--max-bytes") -> int:
               help="Also run the application without the injector and report the capture's cost in wall time.")
 @click.option("--timeout", type=float, default=None, help="Stop the application after this many seconds.")
 @click.option("--rebuild", is_flag=True, help="Rebuild the injector even if a cached build exists.")
+@click.option("--gpu-times", "gpu_times_only", is_flag=True,
+              help="Record nothing: run the application once and print every kernel's launches and time on the GPU "
+                   "(CUPTI activity records), as `mepgen tune` measures the application before and after patching.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome per kernel as JSON.")
 @click.pass_obj
 def capture(obj, kernel, command, app, kernel_list, every, launch, longest, after_ms, max_bytes, compress_above, use,
-            compare_only, exit_after, measure, timeout, rebuild, as_json):
+            compare_only, exit_after, measure, timeout, rebuild, gpu_times_only, as_json):
     """Run the application once and record, for one launch of each chosen kernel (KERNEL, --kernels K1,K2 or
     --all), its exact launch, its argument bytes and every device allocation reachable from them (pointer
     arguments, pointers inside structs passed by value and inside buffers), before and after the launch, into
@@ -71,6 +74,13 @@ def capture(obj, kernel, command, app, kernel_list, every, launch, longest, afte
     from ..workspace import Workspace
     from .names import choose_kernel
 
+    if gpu_times_only:
+        from .gpuprofile import print_profile, profile_run
+        command = [kernel, *command] if kernel is not None else list(command)
+        if not command:
+            raise MepgenError("--gpu-times runs the application: give it after `--`")
+        print_profile(profile_run(command, timeout, rebuild, log=obj.log if obj is not None else None), as_json)
+        return
     ws = Workspace(app) if app else Workspace.find()
     inv = inventory_mod.load(ws.inventory_path)
     command = list(command)

@@ -136,7 +136,7 @@ def tune(command, app, build_cmd, check_cmd, runs, time_limit, top, timeout, for
         before = appruns.measure(command, cwd, logs, "before", runs, check_cmd, timeout)
         if not before.ok:
             raise MepgenError(f"the application fails before any change: {before.first_failure()}", exit_code=5)
-        state.put("before", before.to_dict())
+        state.put("before", {**before.to_dict(), "gpu": _gpu_times(command, cwd, logs / "gpu-before.log", timeout)})
         say(f"before: {before.median():.3f} s median over {runs} run(s)")
     rep.before = state["before"]
 
@@ -295,6 +295,7 @@ def _after(app_root, state, command, cwd, logs, runs, check_cmd, build_cmd, time
                 "note": note or "the patched application failed; every patch reverted"}
     before = appruns.Timing(state["before"]["runs"])
     cmp = appruns.compare(before, after)
+    gpu_after = _gpu_times(command, cwd, logs / "gpu-after.log", timeout)
     say(f"after: {after.median():.3f} s median; application speedup {cmp['speedup']}x ({cmp['verdict']}, noise "
         f"{cmp['noise']:.1%})")
     if cmp["verdict"] == "slower":
@@ -303,9 +304,19 @@ def _after(app_root, state, command, cwd, logs, runs, check_cmd, build_cmd, time
             patches[k].update(state="reverted", why="the application got slower with the patches")
         state.put("patch", patches)
         appruns.run_step(build_cmd, app_root, logs / "build-reverted.log", timeout)
-        return {"timing": after.to_dict(), "comparison": cmp, "kept": [],
+        return {"timing": {**after.to_dict(), "gpu": gpu_after}, "comparison": cmp, "kept": [],
                 "note": "the patched application was slower: every patch reverted"}
-    return {"timing": after.to_dict(), "comparison": cmp, "kept": kept, "note": note}
+    return {"timing": {**after.to_dict(), "gpu": gpu_after}, "comparison": cmp, "kept": kept, "note": note}
+
+
+def _gpu_times(command, cwd, log, timeout) -> dict | None:
+    """Every kernel's time on the GPU over one more run (`mepgen capture --gpu-times`); None where it cannot be had
+    (the reason is in the log), which costs the report a column, not the tune."""
+    r = mepgen(["capture", "--gpu-times", "--json", "--timeout", str(timeout), "--", *command], log, cwd=cwd, echo=False)
+    if r.code != 0 or not isinstance(r.doc, dict):
+        say(f"no GPU times of the kernels: {r.last_error}")
+        return None
+    return r.doc
 
 
 def _isolate(app_root, kept, rows, command, cwd, logs, check_cmd, build_cmd, timeout) -> list[str]:

@@ -31,6 +31,7 @@ class Report:
                 "id": kid, "kernel": o["kernel"], "capture": o.get("outcome"),
                 "capture_reason": o.get("reason") or o.get("mep_error"), "app_kernel_ms": o.get("kernel_ms"),
                 "mep_complete": bool(o.get("complete")), "todo": o.get("todo") or [],
+                "launched_as": o.get("launched_as"), "app_gpu_ms": o.get("app_gpu_ms"),
                 "optimize": None, "fidelity_ratio": None, "fidelity_ok": None, "forced": False,
                 "mep_speedup": None, "change": None, "patch": None, "patch_why": None}
 
@@ -50,6 +51,15 @@ class Report:
                                          nvcc_flags=p.get("nvcc_flags") or [])
         cmp = (self.after or {}).get("comparison") or {}
         timing = (self.after or {}).get("timing") or {}
+        gb = ((self.before or {}).get("gpu") or {}).get("kernels") or {}
+        ga = (timing.get("gpu") or {}).get("kernels") or {}
+        for k in self.kernels.values():
+            b, a = gb.get(k.get("launched_as") or ""), ga.get(k.get("launched_as") or "")
+            k["app_gpu_total_ms_before"] = b["total_ms"] if b else None
+            k["app_gpu_total_ms_after"] = a["total_ms"] if a else None
+            k["app_kernel_speedup"] = round(b["total_ms"] / a["total_ms"], 4) if b and a and a["total_ms"] > 0 else None
+        tb = ((self.before or {}).get("gpu") or {}).get("gpu_total_ms")
+        ta = (timing.get("gpu") or {}).get("gpu_total_ms")
         kept = (self.after or {}).get("kept") or []
         check_passed = None
         if self.before is not None:
@@ -57,6 +67,8 @@ class Report:
         return {"app": str(self.app_root), "command": self.command, "build": self.build, "check": self.check,
                 "runs": self.runs, "before": self.before, "after": timing or None,
                 "app_speedup": cmp.get("speedup") if kept else None, "app_noise": cmp.get("noise"),
+                "app_gpu_ms_before": tb, "app_gpu_ms_after": ta,
+                "app_gpu_speedup": round(tb / ta, 4) if tb and ta else None,
                 "app_verdict": cmp.get("verdict") if kept else None, "check_passed": check_passed,
                 "kept": kept, "note": (self.after or {}).get("note", ""), "outcome": self.outcome or self._outcome(kept, cmp),
                 "kernels": list(self.kernels.values())}
@@ -79,18 +91,22 @@ class Report:
                  f"- after: {_f(a.get('median_s'), '{:.3f}')} s median, spread {_f(a.get('spread'), '{:.1%}')}",
                  f"- application speedup: {_f(d['app_speedup'], '{:.3f}x')} ({d['app_verdict'] or '-'}); "
                  f"check passed: {d['check_passed']}",
+                 f"- all kernels' time on the GPU in the application: {_f(d['app_gpu_ms_before'], '{:.4g}')} ms before, "
+                 f"{_f(d['app_gpu_ms_after'], '{:.4g}')} ms after ({_f(d['app_gpu_speedup'], '{:.3f}x')})",
                  f"- outcome: {d['outcome']}", "",
-                 "| kernel | captured | app ms | MEP/app time | optimize | MEP speedup | change | patch |",
-                 "|---|---|---|---|---|---|---|---|"]
+                 "| kernel | captured | app ms | MEP/app time | optimize | MEP speedup | change | patch | in-app GPU ms before / after |",
+                 "|---|---|---|---|---|---|---|---|---|"]
         for k in d["kernels"]:
             cap = k.get("capture") or "-"
             if cap == "captured" and not k.get("mep_complete"):
                 cap = "captured, MEP incomplete"
             patch = (k.get("patch") or "-") + (f": {k['patch_why']}" if k.get("patch_why") else "")
             opt = (k.get("optimize") or "-") + (" (forced)" if k.get("forced") else "")
-            lines.append(f"| {k['kernel']} | {cap} | {_f(k.get('app_kernel_ms'), '{:.4g}')} | "
+            inapp = (f"{_f(k.get('app_gpu_total_ms_before'), '{:.4g}')} / {_f(k.get('app_gpu_total_ms_after'), '{:.4g}')}"
+                     + (f" ({k['app_kernel_speedup']:.2f}x)" if k.get("app_kernel_speedup") else ""))
+            lines.append(f"| {k['kernel']} | {cap} | {_f(k.get('app_gpu_ms') or k.get('app_kernel_ms'), '{:.4g}')} | "
                          f"{_f(k.get('fidelity_ratio'), '{:.2f}')} | {opt} | {_f(k.get('mep_speedup'), '{:.2f}x')} | "
-                         f"{(k.get('change') or '-').replace('|', '/')[:60]} | {patch.replace('|', '/')[:80]} |")
+                         f"{(k.get('change') or '-').replace('|', '/')[:60]} | {patch.replace('|', '/')[:80]} | {inapp} |")
         return "\n".join(lines) + "\n"
 
     def write(self, state, as_json: bool) -> dict:
