@@ -120,6 +120,11 @@ def summarize(rows: list[dict]) -> dict:
         "complete": sum(1 for k in ks if k.get("mep_complete")),
         "build_native": sum(1 for v in be if v["native"]["exit"] in (0, 1)),
         "build_pycuda": sum(1 for v in be if v["pycuda"]["exit"] in (0, 1)),
+        # the pycuda backend refuses some MEPs by design (captured device pointers): `auto` then takes native and
+        # says so; counted apart from MEPs that fail to build
+        "pycuda_unsupported": sum(1 for v in be if v["pycuda"]["exit"] == 2 and "unsupported by the pycuda backend"
+                                  in (v["pycuda"]["why"] or "")),
+        "fail_both": sum(1 for v in be if v["native"]["exit"] not in (0, 1) and v["pycuda"]["exit"] not in (0, 1)),
         "verify_both": sum(1 for v in be if v["native"]["exit"] == 0 and v["pycuda"]["exit"] == 0),
         "optimized": sum(1 for k in ks if k.get("optimize") == "done"),
         "refused_fidelity": sum(1 for k in ks if k.get("optimize") == "fidelity"),
@@ -139,11 +144,13 @@ def table(rows: list[dict], meta: dict) -> str:
              f"Command: `{meta['command']}`", "",
              f"Applications: {s['apps']} (tuned to the end: {s['apps_tuned']}); kernels launched {s['kernels_launched']}, "
              f"captured {s['captured']}, complete MEPs {s['complete']}; `mepgen run` of the complete MEPs: native "
-             f"builds {s['build_native']}, pycuda builds {s['build_pycuda']}, verified on both {s['verify_both']}; "
+             f"builds {s['build_native']}, pycuda builds {s['build_pycuda']} (refuses {s['pycuda_unsupported']} by design: "
+             f"captured device pointers, auto takes native), verified on both {s['verify_both']}, on neither "
+             f"{s['fail_both']}; "
              f"optimized {s['optimized']}, refused by the fidelity guard {s['refused_fidelity']} (forced: {s['forced']}); "
              f"patches kept {s['patched_kept']}; application checks passing {s['checks_passed']}.", "",
-             "| app | kernels captured/complete | build both | fidelity ratios | MEP wins | patches kept | app before s | app after s | app speedup | check | outcome |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| app | kernels captured/complete | build both | fidelity ratios | MEP wins | patches kept | app before s | app after s | app speedup | kernels' GPU ms before / after | check | outcome |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         rep = r.get("report") or {}
         ks = rep.get("kernels") or []
@@ -157,7 +164,8 @@ def table(rows: list[dict], meta: dict) -> str:
         outcome = r.get("error") or rep.get("outcome") or ""
         lines.append(f"| {r['app']} | {cap}/{comp} | {both}/{len(be)} | {ratios} | {wins} | {len(rep.get('kept') or [])} | "
                      f"{_f(b.get('median_s'), '{:.3f}')} | {_f(af.get('median_s'), '{:.3f}')} | "
-                     f"{_f(rep.get('app_speedup'), '{:.3f}x')} | {rep.get('check_passed')} | "
+                     f"{_f(rep.get('app_speedup'), '{:.3f}x')} | {_f(rep.get('app_gpu_ms_before'), '{:.4g}')} / "
+                     f"{_f(rep.get('app_gpu_ms_after'), '{:.4g}')} | {rep.get('check_passed')} | "
                      f"{str(outcome).replace('|', '/')[:160]} |")
     return "\n".join(lines) + "\n"
 
@@ -178,6 +186,9 @@ def main() -> int:
     a = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     names = [n for n in a.apps.split(",") if n]
+    a.out.mkdir(parents=True, exist_ok=True)
+    # applications run side by side (one per GPU), but never time their runs at the same moment
+    env["MEPGEN_TUNE_TIMING_LOCK"] = str(Path(tempfile.gettempdir()) / f"tune-sweep-{os.getpid()}.lock")
     roots = {"rodinia": a.rodinia, "hecbench": a.hecbench}
     smi = shutil.which("nvidia-smi")
     listed = subprocess.run([smi, "--query-gpu=index,name,driver_version", "--format=csv,noheader"],

@@ -102,10 +102,42 @@ class Timing:
 
 
 def measure(app_command: list[str], cwd: Path, logs: Path, tag: str, runs: int, check: str | None,
-            timeout: float | None, stop_on_failure: bool = True) -> Timing:
+            timeout: float | None, stop_on_failure: bool = True, warmup: int = 1) -> Timing:
     """`runs` runs of the application, each followed by its check (when one is configured): a shell command in
     `cwd` whose environment has MEPGEN_TUNE_LOG, the file holding the run's output (`grep -q PASS "$MEPGEN_TUNE_LOG"`)."""
     t = Timing()
+    with timing_lock():
+        for i in range(warmup):      # a first run pays for cold files and caches: untimed, but it must succeed
+            step = run_step(app_command, cwd, logs / f"{tag}-warmup{i + 1}.log", timeout)
+            if not step.ok:
+                t.runs.append({"seconds": step.seconds, "exit_code": step.exit_code, "log": step.log, "check": None,
+                               "ok": False, "warmup": True})
+                return t
+        _timed_runs(t, app_command, cwd, logs, tag, runs, check, timeout, stop_on_failure)
+    return t
+
+
+def timing_lock():
+    """Runs that are timed hold the lock file MEPGEN_TUNE_TIMING_LOCK names, when set: several tunes on one machine
+    (a sweep, one application per GPU) then never time their applications at the same moment."""
+    import contextlib
+    import fcntl
+    path = os.environ.get("MEPGEN_TUNE_TIMING_LOCK")
+    if not path:
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def held():
+        with open(path, "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+    return held()
+
+
+def _timed_runs(t, app_command, cwd, logs, tag, runs, check, timeout, stop_on_failure) -> None:
     for i in range(runs):
         step = run_step(app_command, cwd, logs / f"{tag}-run{i + 1}.log", timeout)
         row = {"seconds": step.seconds, "exit_code": step.exit_code, "log": step.log, "check": None}
@@ -119,7 +151,6 @@ def measure(app_command: list[str], cwd: Path, logs: Path, tag: str, runs: int, 
         t.runs.append(row)
         if not ok and stop_on_failure:
             break
-    return t
 
 
 def compare(before: Timing, after: Timing) -> dict:

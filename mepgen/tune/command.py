@@ -327,7 +327,7 @@ def _isolate(app_root, kept, rows, command, cwd, logs, check_cmd, build_cmd, tim
     for k in kept:
         _apply_again(app_root, k, rows[k], logs)
         ok = appruns.run_step(build_cmd, app_root, logs / f"build-{k}-alone.log", timeout).ok and \
-            appruns.measure(command, cwd, logs, f"alone-{k}", 1, check_cmd, timeout).ok
+            appruns.measure(command, cwd, logs, f"alone-{k}", 1, check_cmd, timeout, warmup=0).ok
         _revert(app_root, k, logs)
         if not ok:
             failing.append(k)
