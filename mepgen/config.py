@@ -16,7 +16,7 @@ from .strict_yaml import load_doc, of_type, one_of, optional, record
 DEFAULTS: dict = {
     "evaluate": {"backend": "auto", "timeout_s": 60.0, "compile_timeout_s": 300.0, "input_sets": 3,
                  "reps": 50, "warmup": 5, "min_gain": 0.02, "timing": "time", "sandbox": "auto",
-                 "fidelity_tolerance": 0.25, "fidelity_floor_us": 5.0},
+                 "fidelity_tolerance": 0.25, "fidelity_floor_us": 10.0},
     "mep": {"arch": None, "ask_llm": False},
     "patch": {"validate_command": None},
     "tune": {"build_command": None, "check_command": None, "runs": 3, "time_limit_s": 60.0, "timeout_s": 1800.0},

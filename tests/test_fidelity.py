@@ -26,7 +26,7 @@ def test_ratio_band_and_floor():
     fast = fidelity.judge(0.5, 1.0)                    # an MEP much faster than the application is off too
     assert fast.ok is False
     # a 4 us kernel read as 7 us (launch overhead in one event pair) stays inside the absolute floor
-    short = fidelity.judge(0.007, 0.004, tolerance=0.25, floor_us=5)
+    short = fidelity.judge(0.007, 0.004, tolerance=0.25, floor_us=5)  # the floor as given
     assert short.ok and short.ratio == 1.75
     assert fidelity.judge(0.007, 0.004, tolerance=0.25, floor_us=1).ok is False
 

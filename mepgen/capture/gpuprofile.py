@@ -31,7 +31,7 @@ def profile_run(command: list[str], timeout: float | None, rebuild: bool = False
     injector = build_injector(force=rebuild, log=log or (lambda msg, level=1: None))
     raw = Path(tempfile.mkdtemp(prefix="mepgen-gpu-times-"))
     try:
-        run = run_injected(command, injector.path, RunPlan(raw, []), raw, timeout)
+        run = run_injected(command, injector.path, RunPlan(raw, [], gpu_times_only=True), raw, timeout)
     finally:
         shutil.rmtree(raw, ignore_errors=True)
     if not run.statuses:

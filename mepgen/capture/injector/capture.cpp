@@ -102,6 +102,7 @@ struct Plan {
     unsigned long long max_bytes = 1ull << 32;
     bool exit_after = false;
     int scan_depth = 2;  // allocations found inside allocations are scanned again up to this depth
+    bool gpu_times_only = false;  // record nothing: every kernel's GPU time alone (mepgen capture --gpu-times)
     std::vector<Target> targets;
 };
 
@@ -362,6 +363,7 @@ bool read_plan(const char* path, Plan& p, std::string& err) {
         else if (k == "max_bytes") p.max_bytes = std::strtoull(f[1].c_str(), nullptr, 10);
         else if (k == "exit_after") p.exit_after = f[1] == "1";
         else if (k == "scan_depth") p.scan_depth = std::atoi(f[1].c_str());
+        else if (k == "gpu_times_only") p.gpu_times_only = f[1] == "1";
         else if (k == "target") {  // target T kernel targs mangled launch|longest
             if (!need(6)) break;
             if (std::strtoul(f[1].c_str(), nullptr, 10) != p.targets.size()) { err = "plan line " + std::to_string(lineno) + ": targets out of order"; break; }
@@ -384,7 +386,7 @@ bool read_plan(const char* path, Plan& p, std::string& err) {
     }
     std::fclose(fh);
     if (err.empty() && p.out.empty()) err = "the plan names no output folder";
-    if (err.empty() && p.targets.empty()) err = "the plan names no kernel";
+    if (err.empty() && p.targets.empty() && !p.gpu_times_only) err = "the plan names no kernel";
     return err.empty();
 }
 
