@@ -104,6 +104,8 @@ class NativeBackend(Backend):
         self.sandbox_level: str | None = None      # set by the evaluator (config evaluate.sandbox); None: auto
         #: what a harness process reads besides its arguments: the toolkit (a harness built with -cudart shared)
         self.runtime_read: list[Path] = [r for r in [sandbox.toolkit_root(mepbuild.nvcc_executable())] if r]
+        #: what a harness process may start besides itself (landlock level; nothing for a real harness)
+        self.runtime_programs: list[Path] = []
 
     def _level(self) -> str:
         if self.sandbox_level is None:
@@ -184,7 +186,8 @@ class NativeBackend(Backend):
         if self.check_inputs:
             args.append(CHECK_INPUTS_FLAG)
         timeout = self.run_timeout
-        confine = sandbox.for_run(self._level(), args, out_dir, self._file_limit(), read=self.runtime_read)
+        confine = sandbox.for_run(self._level(), args, out_dir, self._file_limit(), read=self.runtime_read,
+                                  programs=self.runtime_programs)
         done = process.run(args, timeout=timeout, cwd=out_dir, env=self._env(), confine=confine)
         record, fault = classify(done, timeout)
         result = RunOutput(record=record, fault=fault)

@@ -102,6 +102,7 @@ def run(args: list[str], timeout: float, cwd: Path | None = None, env: dict | No
     if confine is not None and confine.level != "off" and shutil.which(args[0]) is None:
         raise FileNotFoundError(args[0])          # as Popen would say without the sandbox (or prlimit) in front
     if confine is not None:
+        env = confine.environment(env)
         confine.prepare()
     argv = confine.command(args) if confine is not None else args
     preexec = confine.preexec() if confine is not None else None

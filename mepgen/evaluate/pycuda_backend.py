@@ -93,6 +93,7 @@ class PycudaBackend(Backend):
         env = process.candidate_env()
         env["PYTHONPATH"] = os.pathsep.join(str(p) for p in worker_path())
         self.log_file = tempfile.TemporaryFile()
+        env = confine.environment(env)
         confine.prepare()
         try:
             self.proc = subprocess.Popen(confine.command(argv), env=env, cwd="/", stdin=subprocess.DEVNULL,

@@ -1,0 +1,102 @@
+"""The `landlock` sandbox level: confinement without namespaces (docs/sandbox.md).
+
+Where bubblewrap is missing or unprivileged user namespaces are off (many clusters; GPU drivers that refuse a
+CUDA context inside a user namespace), a candidate's process still runs confined: `confine_exec.py` (a bare
+interpreter, in the child, before the exec) sets no_new_privs, a Landlock ruleset (Linux >= 5.13, no privilege
+needed) and the strict seccomp filter, then execs the command. What the process keeps:
+
+- reading: the files and folders its Confinement names (binary, input sets, toolkit; the worker's Python), the
+  system's libraries and data (`/usr/lib*`, `/lib*`, `/usr/share`, `/etc`), `/sys`, a few `/proc` files
+  and its own `/proc/self`; never the home folder, `/tmp`, a workspace or `/usr/bin` (the programs);
+- writing: its scratch folder(s) alone (also its HOME and TMPDIR), the GPU's device nodes (ioctl) and `/dev/shm`;
+- executing: the command's own file and its ELF interpreter; a compiler also the toolchain's (Confinement
+  `programs`: `/usr`, `/bin`, the toolkit);
+- sockets: AF_UNIX only (seccomp), no TCP (Landlock ABI >= 4), no abstract unix socket or signal outside its
+  own processes (ABI >= 6).
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import sys
+import time
+from functools import lru_cache
+from pathlib import Path
+
+from . import seccomp_filter
+
+LAUNCHER = Path(__file__).with_name("confine_exec.py")
+#: the system's libraries and read-only data every process may read (not the programs: /usr/bin, /bin)
+SYSTEM_READ = ("/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/libexec", "/lib", "/lib32", "/lib64",
+               "/libx32", "/usr/share", "/usr/local/lib", "/etc", "/sys", "/proc/cpuinfo", "/proc/meminfo",
+               "/proc/stat", "/proc/modules", "/proc/devices", "/proc/filesystems", "/proc/driver", "/proc/sys",
+               "/proc/loadavg", "/proc/version")
+#: what a compiler may run besides its own file: the toolchain (gcc, as, ld, the shell nvcc uses)
+TOOLCHAIN = ("/usr", "/bin", "/sbin")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+
+
+@lru_cache(maxsize=None)
+def abi() -> int:
+    """Landlock's ABI version here (0: none). Asked in a child: the launcher holds the syscall code."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    v = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return int(v) if v > 0 else 0
+
+
+def _resolve(program: str) -> str:
+    found = shutil.which(program)
+    return str(Path(found).resolve()) if found else program
+
+
+def library_folders() -> list[str]:
+    out = []
+    for e in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep):
+        if e and os.path.isdir(e):
+            out.append(str(Path(e).resolve()))
+    return out
+
+
+def policy(c, args: list[str], scratch: list[Path]) -> dict:
+    """What confine_exec.py allows the process of Confinement `c` running `args`."""
+    from .sandbox import workspace_of
+    read = [p for p in (*SYSTEM_READ, *library_folders()) if workspace_of(Path(p)) is None]
+    read += [str(Path(p).resolve()) for p in c.read]
+    write = [str(Path(p).resolve()) for p in [*c.write, *scratch]]
+    dev = list(DEVICES)
+    if c.gpu:
+        dev += sorted(glob.glob("/dev/nvidia*"))
+        write.append("/dev/shm")
+    exe = [_resolve(args[0])] + [str(Path(p).resolve()) for p in c.programs]
+    return {"program": exe[0], "read": read, "write": write, "exec": exe, "dev": dev, "abi_min": 1}
+
+
+def prefix(c, args: list[str], scratch: list[Path]) -> list[str]:
+    """The command prefix: a bare interpreter running confine_exec.py with the policy; the seccomp program goes in a
+    descriptor that `c.pass_fds` carries to the child."""
+    import json
+    pol = policy(c, args, scratch)
+    fd = seccomp_filter.open_fd(strict=True) if c.seccomp else None
+    if fd is not None:
+        c.pass_fds.append(fd)
+    pol["seccomp_fd"] = fd
+    return [sys.executable, "-I", "-S", "-B", str(LAUNCHER), json.dumps(pol), "--"]
+
+
+def setup_seconds(repeat: int = 10) -> tuple[float, float]:
+    """(seconds to start `true` under rlimits, under landlock) per process, the median of `repeat`: what this level
+    adds to each candidate process (`mepgen doctor` says it)."""
+    from . import process
+    from .sandbox import Confinement
+    times = {}
+    for level in ("rlimits", "landlock"):
+        runs = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            process.run(["true"], 30, confine=Confinement(level))
+            runs.append(time.perf_counter() - start)
+        times[level] = sorted(runs)[len(runs) // 2]
+    return times["rlimits"], times["landlock"]
