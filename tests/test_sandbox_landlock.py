@@ -81,7 +81,12 @@ def run_probe(probe, ws, level):
 
 @needs_landlock
 @needs_gxx
-def test_every_attempt_of_the_host_part_is_stopped(probe, layout):
+@pytest.mark.parametrize("which", ["c", "python"])
+def test_every_attempt_of_the_host_part_is_stopped(probe, layout, which, monkeypatch):
+    if which == "python":           # the launcher where no C compiler is found
+        monkeypatch.setattr(landlock_level, "launcher_binary", lambda: None)
+    elif landlock_level.launcher_binary() is None:
+        pytest.skip("no C compiler builds the launcher here")
     seen, done = run_probe(probe, layout, "landlock")
     expect = {"read-secret": "no", "write-outside": "no", "read-input": "yes", "write-scratch": "yes",
               "socket-inet": "no", "socket-udp6": "no", "socket-netlink": "no", "socket-unix": "yes", "exec": "no"}
@@ -114,12 +119,20 @@ def test_python_under_the_level_sees_only_what_it_is_given(layout):
     assert "mepgen-scratch-" in lines[1]
 
 
+def launchers() -> list[list[str]]:
+    native = landlock_level.launcher_binary()
+    return [[sys.executable, "-I", "-S", str(landlock_level.LAUNCHER)]] + ([[str(native)]] if native else [])
+
+
 @needs_landlock
-def test_a_failing_step_never_runs_the_command_half_confined(tmp_path):
-    pol = '{"program": "/bin/true", "read": [], "write": [], "exec": [], "dev": [], "abi_min": 99}'
-    done = subprocess.run([sys.executable, "-I", "-S", str(landlock_level.LAUNCHER), pol, "--", "true"],
-                          capture_output=True, text=True)
-    assert done.returncode == 111 and "Landlock is not available" in done.stderr
+@pytest.mark.parametrize("which", ["python", "c"])
+def test_a_failing_step_never_runs_the_command_half_confined(which, tmp_path):
+    head = dict(zip(["python", "c"], launchers())).get(which) or pytest.skip("no C compiler")
+    done = subprocess.run(head + ["-a", "99", "-p", "/bin/echo", "--", "echo", "ran"], capture_output=True, text=True)
+    assert done.returncode == 111 and "Landlock is not available" in done.stderr and "ran" not in done.stdout
+    done = subprocess.run(head + ["-s", "9999", "-p", "/bin/echo", "--", "echo", "ran"], capture_output=True,
+                          text=True)
+    assert done.returncode == 111 and "seccomp" in done.stderr and "ran" not in done.stdout
 
 
 def test_a_forced_level_that_does_not_work_is_refused(monkeypatch):

@@ -1,7 +1,9 @@
 """Confine this process without namespaces, then exec the command (the `landlock` sandbox level, docs/sandbox.md).
 
-Run as a script by a bare interpreter (`python -I -S -B confine_exec.py POLICY -- ARGV...`: the standard
-library only, nothing of mepgen imported, so that the few milliseconds it costs are an interpreter start):
+Where no C compiler builds confine_exec.c (the same steps in a millisecond), run as a script by a bare
+interpreter (`python -I -S -B confine_exec.py [-r|-w|-x|-d PATH]... [-s FD] [-a ABI] -p PROGRAM -- ARGV...`:
+the standard library only, nothing of mepgen imported; an interpreter start and ctypes cost tens of
+milliseconds):
 
 1. `PR_SET_NO_NEW_PRIVS`: no set-uid program can raise what follows;
 2. Landlock (Linux >= 5.13, unprivileged): a ruleset of the file system rights this process and every child keep:
@@ -9,15 +11,13 @@ library only, nothing of mepgen imported, so that the few milliseconds it costs 
    with ABI 4 no TCP bind or connect, with ABI 6 no abstract unix socket and no signal outside the domain;
    the rules are made here, in the child, so that `/proc/self` is this process (the exec keeps its pid);
 3. the seccomp program (BPF, compiled by mepgen with libseccomp: seccomp_filter.compiled(strict=True)) read from
-   the descriptor POLICY names: no sockets but local ones, no tracing, no namespaces, ...;
-4. execve ARGV: Landlock lets only the files POLICY names as executables (and their ELF interpreter) be run.
+   descriptor `-s`: no sockets but local ones, no tracing, no namespaces, ...;
+4. execv PROGRAM with ARGV: Landlock lets only the `-x` files (and their ELF interpreter) be run.
 
-It exits 111 with one line on stderr when a step fails: a half-confined candidate never runs.
-POLICY is JSON: {"program": path, "read": [...], "write": [...], "exec": [...], "dev": [...],
-"seccomp_fd": N | null, "abi_min": 1}; `program`: the file executed (ARGV[0] found on PATH by mepgen).
+-r read, -w read-write (no execute), -x read and execute, -d a device node (read, write, ioctl). It exits 111
+with one line on stderr when a step fails: a half-confined candidate never runs.
 """
 import ctypes
-import json
 import os
 import struct
 import sys
@@ -139,13 +139,18 @@ class _SockFprog(ctypes.Structure):
 
 
 def seccomp(fd: int) -> None:
+    """Load the seccomp program held by descriptor `fd`."""
     program = b""
-    while True:
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            break
-        program += chunk
-    os.close(fd)
+    try:
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            program += chunk
+        os.close(fd)
+    except OSError as e:
+        sys.stderr.write(f"mepgen confinement: seccomp program unreadable: {e.strerror}\n")
+        os._exit(EXIT_FAILED)
     if not program or len(program) % 8:
         _fail("seccomp program unreadable")
     buf = ctypes.create_string_buffer(program, len(program))
@@ -154,11 +159,28 @@ def seccomp(fd: int) -> None:
         _fail("seccomp filter")
 
 
+def parse(argv: list) -> tuple:
+    """(policy, args) from `[-r|-w|-x|-d PATH]... [-s FD] [-a ABI] -p PROGRAM -- ARGV...`."""
+    end = argv.index("--")
+    policy = {"read": [], "write": [], "exec": [], "dev": [], "seccomp_fd": None, "abi_min": 1, "program": None}
+    lists = {"-r": "read", "-w": "write", "-x": "exec", "-d": "dev"}
+    for flag, value in zip(argv[0:end:2], argv[1:end:2]):
+        if flag in lists:
+            policy[lists[flag]].append(value)
+        elif flag == "-s":
+            policy["seccomp_fd"] = int(value)
+        elif flag == "-a":
+            policy["abi_min"] = int(value)
+        elif flag == "-p":
+            policy["program"] = value
+    return policy, argv[end + 1:]
+
+
 def main(argv: list) -> None:
-    if len(argv) < 3 or argv[1] != "--":
-        sys.stderr.write("usage: confine_exec.py POLICY -- ARGV...\n")
+    if "--" not in argv or argv.index("--") == len(argv) - 1:
+        sys.stderr.write("usage: confine_exec.py [-r|-w|-x|-d PATH]... -p PROGRAM -- ARGV...\n")
         os._exit(2)
-    policy, args = json.loads(argv[0]), argv[2:]
+    policy, args = parse(argv)
     if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         _fail("no_new_privs")
     version = abi()
@@ -176,4 +198,8 @@ def main(argv: list) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    try:
+        main(sys.argv[1:])
+    except Exception as e:      # noqa: BLE001 (any step that breaks: never run the command half-confined)
+        sys.stderr.write(f"mepgen confinement: {type(e).__name__}: {e}\n")
+        os._exit(EXIT_FAILED)

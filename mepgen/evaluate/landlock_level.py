@@ -26,7 +26,7 @@ from pathlib import Path
 
 from . import seccomp_filter
 
-LAUNCHER = Path(__file__).with_name("confine_exec.py")
+LAUNCHER = Path(__file__).with_name("confine_exec.py")       # confine_exec.c beside it: the same, in C
 #: the system's libraries and read-only data every process may read (not the programs: /usr/bin, /bin)
 SYSTEM_READ = ("/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/libexec", "/lib", "/lib32", "/lib64",
                "/libx32", "/usr/share", "/usr/local/lib", "/etc", "/sys", "/proc/cpuinfo", "/proc/meminfo",
@@ -60,8 +60,8 @@ def library_folders() -> list[str]:
     return out
 
 
-def policy(c, args: list[str], scratch: list[Path]) -> dict:
-    """What confine_exec.py allows the process of Confinement `c` running `args`."""
+def policy(c, args: list[str], scratch: list[Path]) -> list[str]:
+    """The launcher's arguments for the process of Confinement `c` running `args` (confine_exec.c's usage)."""
     from .sandbox import workspace_of
     read = [p for p in (*SYSTEM_READ, *library_folders()) if workspace_of(Path(p)) is None]
     read += [str(Path(p).resolve()) for p in c.read]
@@ -71,19 +71,58 @@ def policy(c, args: list[str], scratch: list[Path]) -> dict:
         dev += sorted(glob.glob("/dev/nvidia*"))
         write.append("/dev/shm")
     exe = [_resolve(args[0])] + [str(Path(p).resolve()) for p in c.programs]
-    return {"program": exe[0], "read": read, "write": write, "exec": exe, "dev": dev, "abi_min": 1}
+    out = ["-p", exe[0]]
+    for flag, paths in (("-r", read), ("-w", write), ("-x", exe), ("-d", dev)):
+        for p in paths:
+            out += [flag, p]
+    return out
 
 
 def prefix(c, args: list[str], scratch: list[Path]) -> list[str]:
-    """The command prefix: a bare interpreter running confine_exec.py with the policy; the seccomp program goes in a
-    descriptor that `c.pass_fds` carries to the child."""
-    import json
-    pol = policy(c, args, scratch)
+    """The command prefix: the launcher (confine_exec.c built here, else confine_exec.py in a bare interpreter)
+    with the policy; the seccomp program goes in a descriptor that `c.pass_fds` carries to the child."""
+    flags = policy(c, args, scratch)
     fd = seccomp_filter.open_fd(strict=True) if c.seccomp else None
     if fd is not None:
         c.pass_fds.append(fd)
-    pol["seccomp_fd"] = fd
-    return [sys.executable, "-I", "-S", "-B", str(LAUNCHER), json.dumps(pol), "--"]
+        flags += ["-s", str(fd)]
+    native = launcher_binary()
+    head = [str(native)] if native is not None else [sys.executable, "-I", "-S", "-B", str(LAUNCHER)]
+    return head + flags + ["--"]
+
+
+@lru_cache(maxsize=None)
+def launcher_binary() -> Path | None:
+    """confine_exec.c built once per machine with the host compiler (the one nvcc uses: it is there wherever
+    mepgen builds), kept in the user's cache folder under the source's hash; None without a compiler."""
+    import hashlib
+    import subprocess
+    import tempfile
+    source = LAUNCHER.with_suffix(".c")
+    if not source.is_file():
+        return None
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mepgen"
+    for folder in (cache, Path(tempfile.gettempdir()) / f"mepgen-{os.getuid()}"):
+        target = folder / f"confine-exec-{digest}"
+        if target.is_file() and os.access(target, os.X_OK):
+            return target
+        compiler = next((shutil.which(c) for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
+        if compiler is None:
+            return None
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp = folder / f".confine-exec-{os.getpid()}.tmp"
+            done = subprocess.run([compiler, "-O2", "-o", str(tmp), str(source)], capture_output=True,
+                                  timeout=120, stdin=subprocess.DEVNULL)
+            if done.returncode != 0:
+                tmp.unlink(missing_ok=True)
+                return None
+            os.replace(tmp, target)
+            return target
+        except (OSError, subprocess.SubprocessError):
+            continue
+    return None
 
 
 def setup_seconds(repeat: int = 10) -> tuple[float, float]:
