@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import mepbuild
 from ..spec import Launch, Spec
-from . import process, sandbox
+from . import guards, process, sandbox
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
 from . import perturb
 from .launchcfg import candidate_harness, with_flags
@@ -73,6 +73,8 @@ def classify(done: process.Completed, timeout: float) -> tuple[dict, RuntimeFaul
         msg = f"{err}: {record.get('message', '')} (in {record.get('call', '?')})".strip()
         kind = "illegal_address" if err in _ILLEGAL or "illegal" in msg.lower() else "cuda_error"
         return record, RuntimeFault(kind, msg, log=tail)
+    if status == "memory_error":      # a write into a guard zone (templates/harness/guards.h)
+        return record, RuntimeFault("out_of_bounds", guards.describe(guards.hit_of_record(record)), log=tail)
     if done.returncode == 2:
         return record, RuntimeFault("harness_error", record.get("message") or _last_line(done.stderr)
                                     or "the harness rejected its inputs (exit 2)", log=tail)
