@@ -187,6 +187,9 @@ main.add_command(_run)
 from .optimize.command import optimize as _optimize  # noqa: E402
 
 main.add_command(_optimize)
+from .evaluate.doctor import doctor as _doctor  # noqa: E402
+
+main.add_command(_doctor)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -158,6 +158,7 @@ class EvalResult:
     input_sets: int = 0
     sandbox: str = ""                 # the confinement it ran under (evaluate/sandbox.py LEVELS)
     profile: dict | None = None
+    memcheck: dict | None = None      # compute-sanitizer's check before it was named best (memcheck.Report)
     notes: list[str] = field(default_factory=list)
 
     @property

@@ -260,6 +260,8 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
         raise
     finally:
         store.close()
+    from .winner_check import check_winner       # memory errors are verdicts before a winner is named
+    check_winner(ev, outcome, run_dir / "memcheck", traj.event, journal)
     best_path = summary.write(traj, outcome, spec.kernel.name, baseline, command=command)
     if outcome.best is not None and (outcome.best.proposal.launch or outcome.best.proposal.nvcc_flags):
         write_launch(spec, outcome.best.proposal.launch, run_dir / "best" / "mep.yaml", outcome.best.proposal.nvcc_flags)
