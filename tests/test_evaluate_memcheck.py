@@ -89,3 +89,17 @@ def test_no_sanitizer_or_a_failing_run_is_no_verdict(tmp_path, monkeypatch):
     clean = _fake_tool(tmp_path / "c", "echo '========= ERROR SUMMARY: 0 errors'\n")
     monkeypatch.setattr(memcheck, "executable", lambda: clean)
     assert memcheck.check(_Native(), built, InputSet(0, tmp_path), tmp_path / "out", "off", 30).clean is True
+
+
+def test_patch_skips_a_variant_optimize_found_clean_and_only_that_text(tmp_path, monkeypatch):
+    best = tmp_path / "best" / "kernel.cu"
+    best.parent.mkdir()
+    best.write_text("__global__ void k() {}\n")
+    memcheck.write_marker(best, memcheck.Report(True, 12.5).to_dict())
+    assert memcheck.checked_clean(best)
+    assert memcheck.check_variant(tmp_path, best).clean is True          # no sanitizer, no GPU needed
+    best.write_text("__global__ void k() { /* edited */ }\n")
+    assert not memcheck.checked_clean(best)
+    monkeypatch.setattr(memcheck, "executable", lambda: None)
+    r = memcheck.check_variant(tmp_path, best)
+    assert r.clean is None and "not found" in r.message

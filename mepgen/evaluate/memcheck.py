@@ -172,3 +172,61 @@ def check(native, built, inputs, out_dir: Path, level: str, timeout: float) -> R
         return Report(None, seconds, message=f"memcheck run failed (exit {done.returncode}): {tail[0][:300]}",
                       tool=str(tool))
     return Report(True, seconds, tool=str(tool))
+
+
+#: beside a winner's kernel.cu (optimize's best/): the memcheck verdict on exactly that text
+MARKER = "memcheck.json"
+
+
+def write_marker(kernel_file: Path, report: dict) -> None:
+    import hashlib
+    import json
+    data = dict(report, kernel_sha256=hashlib.sha256(Path(kernel_file).read_bytes()).hexdigest())
+    (Path(kernel_file).parent / MARKER).write_text(json.dumps(data, indent=1) + "\n")
+
+
+def checked_clean(kernel_file: Path) -> bool:
+    """Whether memcheck found `kernel_file`, exactly this text, clean already (optimize's marker beside it)."""
+    import hashlib
+    import json
+    marker = Path(kernel_file).parent / MARKER
+    try:
+        data = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return False
+    return (isinstance(data, dict) and data.get("clean") is True
+            and data.get("kernel_sha256") == hashlib.sha256(Path(kernel_file).read_bytes()).hexdigest())
+
+
+def check_variant(mep_dir: Path, variant: Path, launch=None, flags=(), level_mode: str = "auto",
+                  timeout: float = 600.0) -> Report:
+    """`patch` taking a variant: memcheck it on the MEP's first input set unless it was checked clean (its
+    marker); no verdict without compute-sanitizer or a GPU. `launch`, `flags`: the winner's, when they differ."""
+    if checked_clean(variant):
+        return Report(True, message="checked clean by mepgen optimize")
+    if executable() is None:
+        return Report(None, message="compute-sanitizer not found: out-of-bounds reads not checked")
+    from ..spec import load_spec
+    from . import sandbox
+    from .backend import InputSet
+    from .devices import list_gpus
+    from .native import NativeBackend
+    from .results import CompileFailed
+    from .store import Store
+    gpus, why = list_gpus()
+    if not gpus:
+        return Report(None, message=f"no memory check: no GPU here ({why})")
+    spec = load_spec(Path(mep_dir) / "mep.yaml")
+    store = Store(mep_dir, spec)
+    native = NativeBackend(spec, mep_dir, store.build_dir, gpus[0])
+    native.sandbox_level = level = sandbox.resolve(level_mode)
+    built = native.compile(Path(variant), launch=launch, flags=tuple(flags))
+    if isinstance(built, CompileFailed):
+        return Report(None, message=f"the native harness did not build for memcheck: {built.message[:300]}")
+    report = check(native, built, InputSet(0, store.input_set(0)), store.work_dir / "memcheck", level, timeout)
+    if report.clean is not None:
+        try:
+            write_marker(Path(variant), report.to_dict())
+        except OSError:
+            pass
+    return report
