@@ -103,3 +103,13 @@ def test_patch_skips_a_variant_optimize_found_clean_and_only_that_text(tmp_path,
     monkeypatch.setattr(memcheck, "executable", lambda: None)
     r = memcheck.check_variant(tmp_path, best)
     assert r.clean is None and "not found" in r.message
+
+
+def test_a_read_before_a_start_is_told_by_the_address_not_the_padding_owner():
+    # 256 bytes before y: the sanitizer's nearest allocation is x, whose padding lies there
+    text = ("========= Invalid __global__ read of size 4 bytes\n"
+            "=========     at axpy+0x10\n"
+            "=========     Address 0x7f00001fff00 is out of bounds\n"
+            "=========     and is 2,093,824 bytes after the nearest allocation at 0x7f0000000000 of size 4,096 bytes\n")
+    e = memcheck.parse(text, memcheck.buffers_of(BUFFERS))[0]
+    assert (e["buffer"], e["side"], e["distance"]) == ("y", "before", 256)

@@ -100,14 +100,14 @@ def parse(text: str, buffers: dict[str, tuple[int, int]]) -> list[dict]:
             name = next((n for n, (a, _) in buffers.items() if a == base), None)
             current.update(buffer=name, side=m.group(2), distance=int(m.group(1).replace(",", "")))
     errors = [e for e in errors if e["address"] is not None or _ACCESS.match(e["what"])]   # not the tool's own
-    for e in errors:
-        if e["buffer"] is None and e["address"] is not None:
+    for e in errors:            # the buffer nearest to the address (the sanitizer's `nearest allocation` may be
+        if e["address"] is not None:    # the padding's owner, another buffer, for an access before a start)
             _place(e, buffers)
     return errors
 
 
 def _place(e: dict, buffers: dict[str, tuple[int, int]]) -> None:
-    """Name the buffer an address outside every buffer is nearest to (within PADDING)."""
+    """Name the buffer an address is nearest to (within PADDING), with the side and the distance."""
     best = None
     for name, (start, size) in buffers.items():
         a = e["address"]
