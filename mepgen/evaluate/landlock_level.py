@@ -11,8 +11,9 @@ needed) and the strict seccomp filter, then execs the command. What the process 
 - writing: its scratch folder(s) alone (also its HOME and TMPDIR), the GPU's device nodes (ioctl) and `/dev/shm`;
 - executing: the command's own file and its ELF interpreter; a compiler also the toolchain's (Confinement
   `programs`: `/usr`, `/bin`, the toolkit);
-- sockets: AF_UNIX only (seccomp), no TCP (Landlock ABI >= 4), no abstract unix socket or signal outside its
-  own processes (ABI >= 6).
+- sockets: none (seccomp refuses `socket` for every family, AF_UNIX included: Landlock does not confine
+  connecting to a named unix socket such as the session bus; `socketpair` stays), no TCP (Landlock ABI >= 4, a
+  second net), no abstract unix socket or signal outside its own processes (ABI >= 6).
 """
 from __future__ import annotations
 

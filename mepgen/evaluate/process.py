@@ -82,12 +82,13 @@ def kill_group(proc: subprocess.Popen) -> None:
             pass
 
 
-_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL", re.I)
+_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH_SOCK|AGENT_INFO|DBUS_SESSION", re.I)
 
 
 def candidate_env(base: dict | None = None) -> dict:
     """The environment for compilers and candidates: mepgen's own, without anything that looks like a
-    secret (API keys, tokens): a candidate is untrusted code and needs none of them."""
+    secret (API keys, tokens) or leads to one (the ssh and gpg agents', the session bus's sockets): a candidate
+    is untrusted code and needs none of them."""
     return {k: v for k, v in (os.environ if base is None else base).items() if not _SECRET.search(k)}
 
 

@@ -11,8 +11,8 @@ through `Confinement.command()` + `Confinement.preexec()` (process.run does both
   candidate runs as `nobody` (root's task count has no limit, and root reads every file).
 - `landlock` (no namespaces: Linux >= 5.13, nothing to install; landlock_level.py, confine_exec.py): in the
   child before the exec, no_new_privs, a Landlock ruleset (reads: the files it needs and the system's
-  libraries; writes: its scratch folder; runs: its own binary) and a strict seccomp filter (no sockets but
-  AF_UNIX, no tracing, no namespaces); no network namespace, no PID namespace.
+  libraries; writes: its scratch folder; runs: its own binary) and a strict seccomp filter (no sockets at all,
+  no tracing, no namespaces); no network namespace, no PID namespace.
 - `unshare` (util-linux): new user, PID, IPC and network namespaces: no network and no view of other
   processes, but the file system is the user's (read and write).
 - `rlimits`: only the resource limits below.
