@@ -67,16 +67,16 @@ def compiled(strict: bool = False) -> bytes | None:
 
 
 def open_fd(strict: bool = False) -> int | None:
-    """A file descriptor holding the program, for `bwrap --seccomp FD` or confine_exec.py (the caller passes it
-    and closes it)."""
+    """A file descriptor holding the program, for `bwrap --seccomp FD` or confine_exec (the caller passes it and
+    closes it): the read end of a pipe holding the whole program (a few hundred bytes, far below a pipe's
+    buffer), its write end closed. Not a memfd: a child started with a memfd among its descriptors took ~7 ms
+    longer to run `true` (measured here), a pipe's read end nothing."""
     program = compiled(strict)
     if not program:
         return None
-    fd = os.memfd_create("mepgen-seccomp") if hasattr(os, "memfd_create") else None
-    if fd is None:
-        fh = tempfile.TemporaryFile()
-        fd = os.dup(fh.fileno())
-        fh.close()
-    os.write(fd, program)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
+    r, w = os.pipe()
+    try:
+        os.write(w, program)
+    finally:
+        os.close(w)
+    return r
