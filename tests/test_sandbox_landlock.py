@@ -4,9 +4,11 @@ while it still reads its inputs and writes its scratch folder. The level is forc
 it is installed). CPU only: g++ builds the program; one nvcc test shows a build under the level."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -171,3 +173,29 @@ def test_nvcc_builds_under_the_level_but_cannot_include_a_file_of_the_user(layou
             assert done.returncode == 0, done.stderr
         else:
             assert done.returncode != 0 and "id_key" in done.stderr
+
+
+@needs_landlock
+@pytest.mark.skipif(os.geteuid() != 0, reason="what root keeps: only when mepgen runs as root")
+@pytest.mark.parametrize("open_folder", [False, True])
+@pytest.mark.parametrize("which", ["c", "python"])
+def test_root_keeps_no_capability_and_becomes_nobody_where_it_can(tmp_path, open_folder, which, monkeypatch):
+    """As root, a candidate under landlock becomes `nobody` where every folder it uses is open to others, else it
+    stays root without any capability (no device node, no clock, no raw disk); never with root's powers."""
+    if which == "python":
+        monkeypatch.setattr(landlock_level, "launcher_binary", lambda: None)
+    base = Path("/tmp") if open_folder else tmp_path          # pytest's folder is closed to others (0700)
+    scratch = Path(tempfile.mkdtemp(dir=base, prefix="mepgen-root-"))
+    os.chmod(scratch, 0o755)
+    try:
+        c = sandbox.for_run("landlock", [], scratch / "run", 1 << 20, gpu=False)
+        done = process.run(["cat", "/proc/self/status"], 30, confine=c)
+        status = dict(line.split(":", 1) for line in done.stdout.splitlines() if ":" in line)
+        caps = [int(status[k].strip(), 16) for k in ("CapEff", "CapPrm", "CapBnd")]
+        assert caps == [0, 0, 0], done.stdout + done.stderr
+        uid = int(status["Uid"].split()[0])
+        assert uid == (sandbox.NOBODY if c.drops_root else 0)
+        if open_folder:
+            assert c.drops_root, "every folder is open to others here: it should run as nobody"
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -3,12 +3,15 @@
  * mepgen builds this file once with the host compiler (landlock_level.py) because a process start costs a
  * millisecond here and tens of milliseconds in an interpreter.
  *
- *   confine_exec [-r PATH]... [-w PATH]... [-x PATH]... [-d PATH]... [-s FD] [-a ABI] -p PROGRAM -- ARGV...
+ *   confine_exec [-r PATH]... [-w PATH]... [-x PATH]... [-d PATH]... [-s FD] [-a ABI] [-u UID] [-k 1]
+ *                -p PROGRAM -- ARGV...
  *
- * -r read, -w read-write (no execute), -x read and execute (with its ELF interpreter), -d a device node
- * (read, write, ioctl), -s the descriptor holding the seccomp program (BPF), -a the least Landlock ABI,
- * -p the file to execute with ARGV. Steps: no_new_privs, the Landlock ruleset (/proc/self and
- * /proc/thread-self readable), the seccomp filter, execv. Exit 111 with one line on stderr when a step fails. */
+ * -r read, -w read-write (no execute, no device nodes made), -x read and execute (with its ELF interpreter),
+ * -d a device node (read, write, ioctl), -s the descriptor holding the seccomp program (BPF), -a the least
+ * Landlock ABI, -u the user (and group) to become when started as root, -k 1: as root, keep the capabilities
+ * (Nsight Compute's counters), -p the file to execute with ARGV. Steps: no_new_privs, the Landlock ruleset
+ * (/proc/self and /proc/thread-self readable), as root: another user (-u) or no capability at all, the seccomp
+ * filter, execv. Exit 111 with one line on stderr when a step fails. */
 #define _GNU_SOURCE
 #include <elf.h>
 #include <errno.h>
@@ -20,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <linux/capability.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -30,7 +35,8 @@
 #define SYS_ADD_RULE 445
 #define SYS_RESTRICT_SELF 446
 
-enum { EXECUTE = 1 << 0, WRITE_FILE = 1 << 1, READ_FILE = 1 << 2, READ_DIR = 1 << 3, REFER = 1 << 13,
+enum { EXECUTE = 1 << 0, WRITE_FILE = 1 << 1, READ_FILE = 1 << 2, READ_DIR = 1 << 3, MAKE_CHAR = 1 << 6,
+       MAKE_BLOCK = 1 << 11, REFER = 1 << 13,
        TRUNCATE = 1 << 14, IOCTL_DEV = 1 << 15 };
 #define FILE_RIGHTS (EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV)
 
@@ -89,6 +95,25 @@ static int interpreter(const char* path, char* out, size_t size)
     return found;
 }
 
+/* as root: become `uid` (all capabilities go with root), or else drop every capability (bounding set too) */
+static void drop_root(long uid, int keep_caps)
+{
+    if (geteuid() != 0 || (keep_caps && uid < 0)) return;
+    for (int cap = 0; cap <= 63; ++cap) {
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) fail("dropping the bounding set");
+    }
+    if (uid >= 0) {
+        if (setgroups(0, NULL) != 0) fail("setgroups");
+        if (setresgid((gid_t)uid, (gid_t)uid, (gid_t)uid) != 0) fail("setresgid");
+        if (setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) != 0) fail("setresuid");
+        return;
+    }
+    struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2];
+    memset(data, 0, sizeof data);
+    if (syscall(SYS_capset, &hdr, data) != 0) fail("capset");
+}
+
 static void load_seccomp(int fd)
 {
     static unsigned char program[1 << 16];
@@ -107,12 +132,15 @@ int main(int argc, char** argv)
     while (end < argc && strcmp(argv[end], "--") != 0) end += 2;
     if (end >= argc - 1) { fprintf(stderr, "usage: confine_exec [-r|-w|-x|-d PATH]... -p PROGRAM -- ARGV...\n"); return 2; }
     const char* program = argv[end + 1];
-    int seccomp_fd = -1, abi_min = 1;
+    int seccomp_fd = -1, abi_min = 1, keep_caps = 0;
+    long uid = -1;
     for (int i = 1; i < end; i += 2) {
         if (i + 1 >= end) break;
         if (strcmp(argv[i], "-p") == 0) program = argv[i + 1];
         else if (strcmp(argv[i], "-s") == 0) seccomp_fd = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "-a") == 0) abi_min = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "-u") == 0) uid = atol(argv[i + 1]);
+        else if (strcmp(argv[i], "-k") == 0) keep_caps = atoi(argv[i + 1]);
     }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail("no_new_privs");
     long abi = syscall(SYS_CREATE_RULESET, NULL, 0, 1);
@@ -122,7 +150,7 @@ int main(int argc, char** argv)
     size_t attr_size = abi < 4 ? 8 : abi < 6 ? 16 : 24;
     int ruleset = (int)syscall(SYS_CREATE_RULESET, &attr, attr_size, 0);
     if (ruleset < 0) fail("landlock_create_ruleset");
-    const uint64_t read_rights = READ_FILE | READ_DIR, write_rights = fs & ~(uint64_t)(EXECUTE | IOCTL_DEV);
+    const uint64_t read_rights = READ_FILE | READ_DIR, write_rights = fs & ~(uint64_t)(EXECUTE | IOCTL_DEV | MAKE_CHAR | MAKE_BLOCK);
     for (int i = 1; i + 1 < end; i += 2) {
         const char* p = argv[i + 1];
         if (strcmp(argv[i], "-r") == 0) add(ruleset, p, read_rights);
@@ -141,6 +169,7 @@ int main(int argc, char** argv)
     }
     if (syscall(SYS_RESTRICT_SELF, ruleset, 0) != 0) fail("landlock_restrict_self");
     close(ruleset);
+    drop_root(uid, keep_caps);
     if (seccomp_fd >= 0) load_seccomp(seccomp_fd);
     execv(program, argv + end + 1);
     fprintf(stderr, "mepgen confinement: cannot run %s: %s\n", program, strerror(errno));

@@ -1,7 +1,8 @@
 """Confine this process without namespaces, then exec the command (the `landlock` sandbox level, docs/sandbox.md).
 
 Where no C compiler builds confine_exec.c (the same steps in a millisecond), run as a script by a bare
-interpreter (`python -I -S -B confine_exec.py [-r|-w|-x|-d PATH]... [-s FD] [-a ABI] -p PROGRAM -- ARGV...`:
+interpreter (`python -I -S -B confine_exec.py [-r|-w|-x|-d PATH]... [-s FD] [-a ABI] [-u UID] [-k 1]
+-p PROGRAM -- ARGV...`:
 the standard library only, nothing of mepgen imported; an interpreter start and ctypes cost tens of
 milliseconds):
 
@@ -12,6 +13,8 @@ milliseconds):
    the rules are made here, in the child, so that `/proc/self` is this process (the exec keeps its pid);
 3. the seccomp program (BPF, compiled by mepgen with libseccomp: seccomp_filter.compiled(strict=True)) read from
    descriptor `-s`: no sockets but local ones, no tracing, no namespaces, ...;
+3b. as root: become user `-u` (all capabilities go with root), or else drop every capability (`-k 1` keeps them:
+   Nsight Compute's counters);
 4. execv PROGRAM with ARGV: Landlock lets only the `-x` files (and their ELF interpreter) be run.
 
 -r read, -w read-write (no execute), -x read and execute, -d a device node (read, write, ioctl). It exits 111
@@ -115,7 +118,7 @@ def landlock(policy: dict, version: int) -> None:
     if ruleset < 0:
         _fail("landlock_create_ruleset")
     read = READ_FILE | READ_DIR
-    write = fs & ~EXECUTE & ~IOCTL_DEV
+    write = fs & ~EXECUTE & ~IOCTL_DEV & ~MAKE_CHAR & ~MAKE_BLOCK        # no device node made in a scratch folder
     for p in policy.get("read", []):
         _add(ruleset, p, read)
     for p in policy.get("write", []):
@@ -132,6 +135,32 @@ def landlock(policy: dict, version: int) -> None:
     if _libc.syscall(SYS_RESTRICT_SELF, ruleset, 0) != 0:
         _fail("landlock_restrict_self")
     os.close(ruleset)
+
+
+#: capset's number where it is known (the launcher fails closed elsewhere when it must drop root's capabilities)
+SYS_CAPSET = {"x86_64": 126, "aarch64": 91, "ppc64le": 184, "s390x": 185}
+
+
+def drop_root(uid, keep_caps: bool) -> None:
+    """As root: become `uid` (and group), or else drop every capability (bounding set too)."""
+    if os.geteuid() != 0 or (keep_caps and uid is None):
+        return
+    for cap in range(64):
+        if _libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:     # PR_CAPBSET_DROP; EINVAL: none
+            _fail("dropping the bounding set")
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+        return
+    number = SYS_CAPSET.get(os.uname().machine)
+    if number is None:
+        sys.stderr.write("mepgen confinement: cannot drop root's capabilities on this architecture\n")
+        os._exit(EXIT_FAILED)
+    header = struct.pack("=Ii", 0x20080522, 0)                                  # _LINUX_CAPABILITY_VERSION_3
+    hbuf, dbuf = ctypes.create_string_buffer(header, 8), ctypes.create_string_buffer(24)
+    if _libc.syscall(number, hbuf, dbuf) != 0:
+        _fail("capset")
 
 
 class _SockFprog(ctypes.Structure):
@@ -162,7 +191,8 @@ def seccomp(fd: int) -> None:
 def parse(argv: list) -> tuple:
     """(policy, args) from `[-r|-w|-x|-d PATH]... [-s FD] [-a ABI] -p PROGRAM -- ARGV...`."""
     end = argv.index("--")
-    policy = {"read": [], "write": [], "exec": [], "dev": [], "seccomp_fd": None, "abi_min": 1, "program": None}
+    policy = {"read": [], "write": [], "exec": [], "dev": [], "seccomp_fd": None, "abi_min": 1, "program": None,
+              "uid": None, "keep_caps": False}
     lists = {"-r": "read", "-w": "write", "-x": "exec", "-d": "dev"}
     for flag, value in zip(argv[0:end:2], argv[1:end:2]):
         if flag in lists:
@@ -173,6 +203,10 @@ def parse(argv: list) -> tuple:
             policy["abi_min"] = int(value)
         elif flag == "-p":
             policy["program"] = value
+        elif flag == "-u":
+            policy["uid"] = int(value)
+        elif flag == "-k":
+            policy["keep_caps"] = value == "1"
     return policy, argv[end + 1:]
 
 
@@ -188,6 +222,7 @@ def main(argv: list) -> None:
         sys.stderr.write("mepgen confinement: Landlock is not available in this kernel\n")
         os._exit(EXIT_FAILED)
     landlock(policy, version)
+    drop_root(policy["uid"], policy["keep_caps"])
     if policy.get("seccomp_fd") is not None:
         seccomp(int(policy["seccomp_fd"]))
     try:

@@ -11,6 +11,7 @@ needed) and the strict seccomp filter, then execs the command. What the process 
 - writing: its scratch folder(s) alone (also its HOME and TMPDIR), the GPU's device nodes (ioctl) and `/dev/shm`;
 - executing: the command's own file and its ELF interpreter; a compiler also the toolchain's (Confinement
   `programs`: `/usr`, `/bin`, the toolkit);
+- as root: `nobody` where every path it uses is open to others, else root without any capability;
 - sockets: none (seccomp refuses `socket` for every family, AF_UNIX included: Landlock does not confine
   connecting to a named unix socket such as the session bus; `socketpair` stays), no TCP (Landlock ABI >= 4, a
   second net), no abstract unix socket or signal outside its own processes (ABI >= 6).
@@ -73,10 +74,25 @@ def policy(c, args: list[str], scratch: list[Path]) -> list[str]:
         write.append("/dev/shm")
     exe = [_resolve(args[0])] + [str(Path(p).resolve()) for p in c.programs]
     out = ["-p", exe[0]]
+    if c.drops_root:
+        from .sandbox import NOBODY
+        out += ["-u", str(NOBODY)]
+    elif c.keep_caps:
+        out += ["-k", "1"]
     for flag, paths in (("-r", read), ("-w", write), ("-x", exe), ("-d", dev)):
         for p in paths:
             out += [flag, p]
     return out
+
+
+def nobody_can_use(paths, gpu: bool) -> bool:
+    """Whether `nobody` can use every path (read it, enter the folders above it) and, for a GPU process, the
+    device nodes: then a process started as root runs as `nobody` (root keeps no capability in any case)."""
+    from .sandbox import open_to_others
+    if gpu and not all(os.stat(n).st_mode & 0o006 == 0o006 for n in glob.glob("/dev/nvidia*")
+                       if not os.path.isdir(n)):
+        return False
+    return all(open_to_others(Path(p), []) for p in paths if Path(p).exists())
 
 
 def prefix(c, args: list[str], scratch: list[Path]) -> list[str]:

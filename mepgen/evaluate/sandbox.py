@@ -157,6 +157,7 @@ class Confinement:
     seccomp: bool = True                                 # the seccomp filter (Nsight Compute needs what it refuses)
     pass_fds: list[int] = field(default_factory=list)    # descriptors the command names (the seccomp program)
     programs: list[Path] = field(default_factory=list)   # landlock: what it may run besides its own binary
+    keep_caps: bool = False                              # landlock, as root: keep the capabilities (ncu)
     scratch: list[Path] = field(default_factory=list)    # landlock: its HOME and TMPDIR (read-write)
     python_site: Path | None = None                      # landlock: the worker's links to its packages
 
@@ -164,8 +165,11 @@ class Confinement:
     def drops_root(self) -> bool:
         """Whether the process runs as `nobody`: only when every file it must read is open to others (a
         workspace written by an older mepgen holds 0600 files; then it stays root inside the namespaces)."""
-        return (self.level == "bwrap" and os.geteuid() == 0 and not self.keep_root and nobody_can_run()
-                and all(_open_to_others(p) for p in self.read))
+        if os.geteuid() != 0 or self.keep_root:
+            return False
+        if self.level == "landlock":    # no mount namespace: every folder above what it uses must be open too
+            return landlock_level.nobody_can_use([*self.read, *self.write, *self.programs], self.gpu)
+        return self.level == "bwrap" and nobody_can_run() and all(_open_to_others(p) for p in self.read)
 
     def command(self, args: list[str]) -> list[str]:
         """The command line; under bwrap it may name a descriptor: pass `pass_fds` to the child, then close().
@@ -209,7 +213,7 @@ class Confinement:
     def prepare(self) -> None:
         """Before the start: the scratch folders exist (and belong to the user the candidate runs as)."""
         for p in [*self.write, *self.scratch]:
-            Path(p).mkdir(parents=True, exist_ok=True)
+            Path(p).mkdir(parents=True, exist_ok=True, mode=0o700 if p in self.scratch else 0o777)
             if self.drops_root:
                 os.chown(p, NOBODY, NOBODY)
 
@@ -563,7 +567,8 @@ def for_worker(level: str, hide=(), gpu: bool = True) -> Confinement:
     read = python_paths(hidden) + library_paths(hidden)
     # as root the worker runs as `nobody`, unless a folder it imports from is closed to other users (a wheel
     # unpacked into a folder of mode 0700): then as root inside its namespaces, without capabilities
-    keep_root = os.geteuid() == 0 and not all(open_to_others(p, hidden) for p in read)
+    keep_root = os.geteuid() == 0 and not all(open_to_others(p, hidden if level != "landlock" else [])
+                                              for p in read)
     c = Confinement(level, read=read, hide=hide, gpu=gpu, limits=Limits(file_bytes=WORKER_FILE_LIMIT),
                     keep_root=keep_root)
     if level == "landlock":
