@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from mepgen.evaluate import memcheck
 from mepgen.evaluate.results import EvalResult, Timed
 from mepgen.optimize import winner_check
@@ -32,6 +34,7 @@ def test_a_winner_with_a_memory_error_is_rejected_and_the_next_is_named(monkeypa
                                           "end of x"),
                 "c0002": memcheck.Report(True, 2.0)}
     monkeypatch.setattr(winner_check, "check_attempt", lambda ev, native, a, work: verdicts[a.id])
+    monkeypatch.setattr(winner_check, "check_original", lambda ev, native, work: memcheck.Report(True, 1.0))
     events, journal = [], SimpleNamespace(lines=[])
     journal.append = journal.lines.append
     ev = SimpleNamespace(sets=[SimpleNamespace(index=0)])
@@ -49,6 +52,7 @@ def test_every_winner_rejected_leaves_none(monkeypatch, tmp_path):
     monkeypatch.setattr(memcheck, "executable", lambda: tmp_path / "cs")
     monkeypatch.setattr(winner_check, "native_backend", lambda ev: None)
     monkeypatch.setattr(winner_check, "check_attempt", lambda ev, native, a, work: memcheck.Report(False, 1.0, [], "x"))
+    monkeypatch.setattr(winner_check, "check_original", lambda ev, native, work: memcheck.Report(True, 1.0))
     winner_check.check_winner(SimpleNamespace(sets=[SimpleNamespace(index=0)]), out, tmp_path, lambda k, m: None)
     assert out.best is None
 
@@ -60,3 +64,19 @@ def test_without_the_sanitizer_the_winner_stays_and_says_why(monkeypatch, tmp_pa
     events = []
     winner_check.check_winner(SimpleNamespace(), out, tmp_path, lambda k, m: events.append(m))
     assert out.best is best and best.result.memcheck["clean"] is None and "not found" in events[0]
+
+
+def test_an_original_with_memory_errors_gives_no_verdict_on_candidates(monkeypatch, tmp_path):
+    """The MEP's buffers may be smaller than the application's: a read the original makes too is no reason to
+    reject a winner; it stays, with the reason."""
+    best = attempt("c0001", 1.0)
+    out = outcome_of(best)
+    monkeypatch.setattr(memcheck, "executable", lambda: tmp_path / "cs")
+    monkeypatch.setattr(winner_check, "native_backend", lambda ev: None)
+    monkeypatch.setattr(winner_check, "check_original",
+                        lambda ev, native, work: memcheck.Report(False, 2.0, [{}], "memcheck: read past the end of x"))
+    monkeypatch.setattr(winner_check, "check_attempt", lambda *a: pytest.fail("no candidate is checked"))
+    events = []
+    winner_check.check_winner(SimpleNamespace(), out, tmp_path, lambda k, m: events.append(m))
+    assert out.best is best and best.result.status == "ok" and best.result.memcheck["clean"] is None
+    assert "original kernel has memory errors" in events[0]

@@ -4,8 +4,9 @@ The faster candidates are taken best first; each runs once in the native harness
 flags, whatever the backend that timed it) under memcheck on the first input set. A memory error rejects it
 (`runtime_fault`, fault `out_of_bounds`, the address, the buffer and the reason: in the journal and the
 trajectory) and the next is checked; the first clean one is the winner. Where there is no verdict (no
-compute-sanitizer, a build or a run that fails under it) the candidate stays the winner, with the reason in its
-record. Every check's cost is in the candidate's record (`memcheck.seconds`).
+compute-sanitizer, a build or a run that fails under it, an original kernel that has memory errors itself: its
+buffers may be smaller than the application's) the candidate stays the winner, with the reason in its record.
+Every check's cost is in the candidate's record (`memcheck.seconds`); the original is checked once first.
 """
 from __future__ import annotations
 
@@ -39,6 +40,15 @@ def check_attempt(ev, native, attempt, workdir: Path) -> memcheck.Report:
     return memcheck.check(native, built, ev.sets[0], Path(workdir) / "memcheck" / attempt.id, ev.sandbox, timeout)
 
 
+def check_original(ev, native, workdir: Path) -> memcheck.Report:
+    """The MEP's own kernel.cu under memcheck: a candidate is judged only where the original is clean."""
+    built = native.compile(ev.mep_dir / "kernel.cu")
+    if isinstance(built, CompileFailed):
+        return memcheck.Report(None, message=f"the original's native harness did not build: {built.message[:300]}")
+    timeout = max(120.0, 10 * float(ev.opts.run_timeout))
+    return memcheck.check(native, built, ev.sets[0], Path(workdir) / "memcheck" / "original", ev.sandbox, timeout)
+
+
 def check_winner(ev, outcome, workdir: Path, event, journal=None) -> None:
     """Set `outcome.best` to the best faster attempt that memcheck finds clean (or cannot judge); `event(kind,
     message)` tells the trajectory each check; rejected attempts' records are appended to `journal`."""
@@ -52,6 +62,14 @@ def check_winner(ev, outcome, workdir: Path, event, journal=None) -> None:
         ranked[0].result.memcheck = memcheck.Report(None, message=why).to_dict()
         return
     native = native_backend(ev)
+    original = check_original(ev, native, workdir)
+    if original.clean is False:      # the MEP's own kernel: its buffers may be smaller than the application's
+        why = (f"the original kernel has memory errors under memcheck too ({original.message}): no memory verdict "
+               "on candidates (are the MEP's buffer counts smaller than the application's?)")
+        event("memcheck", f"{ranked[0].id}: {why} (memcheck took {original.seconds:.1f} s)")
+        ranked[0].result.memcheck = memcheck.Report(None, original.seconds, [], why, original.tool).to_dict()
+        ranked[0].result.notes.append(f"memcheck: {why}")
+        return
     for a in ranked:
         report = check_attempt(ev, native, a, workdir)
         a.result.memcheck = report.to_dict()
