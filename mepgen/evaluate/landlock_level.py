@@ -156,3 +156,60 @@ def setup_seconds(repeat: int = 10) -> tuple[float, float]:
             runs.append(time.perf_counter() - start)
         times[level] = sorted(runs)[len(runs) // 2]
     return times["rlimits"], times["landlock"]
+
+
+def works() -> tuple[bool, str]:
+    """(whether the landlock level runs `true` here, why not)."""
+    from .sandbox import Confinement, _works
+    if abi() < 1:
+        return False, "the kernel has no Landlock (Linux >= 5.13 with the LSM enabled: lsm=...,landlock)"
+    probe = Confinement("landlock")
+    try:
+        if _works(probe.command(["true"]), probe.pass_fds):
+            return True, ""
+    finally:
+        probe.close()
+    return False, "a process cannot confine itself with Landlock here"
+
+
+def gpu_refuses(level: str) -> bool:
+    """Whether the GPU works here unconfined but not under `level` (a Python making a CUDA context behind it)."""
+    from . import gpu_probe
+    from .sandbox import Confinement, python_paths
+    probe = Confinement(level, gpu=True, read=python_paths([]))
+    probe.environment({})
+    probe.prepare()
+    try:
+        return gpu_probe.refuses(probe.command([sys.executable])[:-1], probe.pass_fds)
+    finally:
+        probe.close()
+
+
+@lru_cache(maxsize=None)
+def worker_scratch() -> str:
+    """One private folder (mode 0700) for the HOME and TMPDIR of this mepgen's workers under landlock."""
+    import atexit
+    import tempfile
+    path = tempfile.mkdtemp(prefix="mepgen-scratch-")
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+def worker_site(packages) -> Path:
+    """A folder of links to the packages the worker imports, first on its PYTHONPATH. Python lists a sys.path
+    folder before it imports from it, and a folder holding a workspace or the home folder is not readable under
+    landlock: its packages are found through these links (whose targets sandbox.python_paths allows)."""
+    import importlib.util
+    site = Path(worker_scratch()) / "site"
+    site.mkdir(exist_ok=True)
+    for name in packages:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        for loc in (spec.submodule_search_locations or []) if spec else []:
+            link = site / name
+            if not link.exists() and not link.is_symlink():
+                link.symlink_to(Path(loc).resolve(), target_is_directory=True)
+            break
+    return site

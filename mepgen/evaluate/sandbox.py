@@ -202,7 +202,7 @@ class Confinement:
             return env
         if not self.scratch:
             base = Path(self.write[0]) if self.write else None
-            self.scratch = [base / ".scratch"] if base is not None else [Path(_worker_scratch())]
+            self.scratch = [base / ".scratch"] if base is not None else [Path(landlock_level.worker_scratch())]
         env = dict(env)
         env["HOME"] = env["TMPDIR"] = str(self.scratch[0])
         if self.python_site is not None:
@@ -311,39 +311,13 @@ def _works(cmd: list[str], pass_fds=()) -> bool:
         return False
 
 
-@lru_cache(maxsize=None)
-def _worker_scratch() -> str:
-    """One private folder (mode 0700) for the HOME and TMPDIR of this mepgen's workers under landlock."""
-    import atexit
-    import tempfile
-    path = tempfile.mkdtemp(prefix="mepgen-scratch-")
-    atexit.register(shutil.rmtree, path, True)
-    return path
-
-
 def landlock_works() -> tuple[bool, str]:
-    """(whether the landlock level runs `true` here, why not)."""
-    if landlock_level.abi() < 1:
-        return False, "the kernel has no Landlock (Linux >= 5.13 with the LSM enabled: lsm=...,landlock)"
-    probe = Confinement("landlock")
-    try:
-        if _works(probe.command(["true"]), probe.pass_fds):
-            return True, ""
-    finally:
-        probe.close()
-    return False, "a process cannot confine itself with Landlock here"
+    """(whether the landlock level runs `true` here, why not): landlock_level.works."""
+    return landlock_level.works()
 
 
 def _gpu_refuses(level: str) -> bool:
-    """Whether the GPU works here unconfined but not under `level` (a Python making a CUDA context behind it)."""
-    import sys
-    probe = Confinement(level, gpu=True, read=python_paths([]))
-    probe.environment({})
-    probe.prepare()
-    try:
-        return gpu_probe.refuses(probe.command([sys.executable])[:-1], probe.pass_fds)
-    finally:
-        probe.close()
+    return landlock_level.gpu_refuses(level)
 
 
 @lru_cache(maxsize=None)
@@ -572,28 +546,8 @@ def for_worker(level: str, hide=(), gpu: bool = True) -> Confinement:
     c = Confinement(level, read=read, hide=hide, gpu=gpu, limits=Limits(file_bytes=WORKER_FILE_LIMIT),
                     keep_root=keep_root)
     if level == "landlock":
-        c.python_site = worker_site()
+        c.python_site = landlock_level.worker_site(WORKER_PACKAGES)
     return c
-
-
-def worker_site(packages=WORKER_PACKAGES) -> Path:
-    """Under landlock: a folder of links to the packages the worker imports, first on its PYTHONPATH. Python lists
-    a sys.path folder before it imports from it, and a folder holding a workspace or the home folder is not
-    readable there: its packages are found through these links (whose targets python_paths allows)."""
-    import importlib.util
-    site = Path(_worker_scratch()) / "site"
-    site.mkdir(exist_ok=True)
-    for name in packages:
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            continue
-        for loc in (spec.submodule_search_locations or []) if spec else []:
-            link = site / name
-            if not link.exists() and not link.is_symlink():
-                link.symlink_to(Path(loc).resolve(), target_is_directory=True)
-            break
-    return site
 
 
 def open_to_others(p: Path, hidden: list[Path]) -> bool:
