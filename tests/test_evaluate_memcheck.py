@@ -113,3 +113,12 @@ def test_a_read_before_a_start_is_told_by_the_address_not_the_padding_owner():
             "=========     and is 2,093,824 bytes after the nearest allocation at 0x7f0000000000 of size 4,096 bytes\n")
     e = memcheck.parse(text, memcheck.buffers_of(BUFFERS))[0]
     assert (e["buffer"], e["side"], e["distance"]) == ("y", "before", 256)
+
+
+def test_an_old_harness_without_exact_allocations_is_no_verdict(tmp_path, monkeypatch):
+    monkeypatch.setattr(memcheck, "executable", lambda: tmp_path / "cs")
+    old = _Native()
+    old.harness_text = "// a harness rendered before guards.h"
+    built = Built(tmp_path / "k.cu", tmp_path / "mep", "k", CompileInfo(), "")
+    r = memcheck.check(old, built, InputSet(0, tmp_path), tmp_path / "out", "off", 30)
+    assert r.clean is None and "--refresh" in r.message

@@ -145,6 +145,9 @@ def check(native, built, inputs, out_dir: Path, level: str, timeout: float) -> R
     if tool is None:
         return Report(None, message="compute-sanitizer not found (it ships with the CUDA toolkit): reads out of "
                                     "bounds not checked")
+    if "--exact-alloc" not in getattr(native, "harness_text", "--exact-alloc"):
+        return Report(None, message="the MEP's harness.cu has no --exact-alloc (rendered by an older mepgen): "
+                                    "`mepgen mep ID --refresh` renders it again, with guard zones")
     out_dir = Path(out_dir)
     if out_dir.exists():
         shutil.rmtree(out_dir)
