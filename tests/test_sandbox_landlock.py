@@ -199,3 +199,16 @@ def test_root_keeps_no_capability_and_becomes_nobody_where_it_can(tmp_path, open
             assert c.drops_root, "every folder is open to others here: it should run as nobody"
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_a_launcher_someone_else_could_replace_is_never_run(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)                            # as a folder in a shared /tmp made by another user would be
+    assert not landlock_level._ours(shared)
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    assert landlock_level._ours(mine)
+    link = tmp_path / "link"
+    link.symlink_to(mine)
+    assert not landlock_level._ours(link)

@@ -108,6 +108,15 @@ def prefix(c, args: list[str], scratch: list[Path]) -> list[str]:
     return head + flags + ["--"]
 
 
+def _ours(p: Path) -> bool:
+    """Owned by this user and writable by no one else (a launcher someone else could replace is never run)."""
+    try:
+        st = os.lstat(p)
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022 and not os.path.islink(p)
+
+
 @lru_cache(maxsize=None)
 def launcher_binary() -> Path | None:
     """confine_exec.c built once per machine with the host compiler (the one nvcc uses: it is there wherever
@@ -122,8 +131,12 @@ def launcher_binary() -> Path | None:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mepgen"
     for folder in (cache, Path(tempfile.gettempdir()) / f"mepgen-{os.getuid()}"):
         target = folder / f"confine-exec-{digest}"
+        if folder.is_dir() and not _ours(folder):
+            continue                # made by someone else (a shared /tmp): never run what it holds
         if target.is_file() and os.access(target, os.X_OK):
-            return target
+            if _ours(target):
+                return target
+            continue
         compiler = next((shutil.which(c) for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
         if compiler is None:
             return None
@@ -136,6 +149,8 @@ def launcher_binary() -> Path | None:
                 tmp.unlink(missing_ok=True)
                 return None
             os.replace(tmp, target)
+            if not _ours(folder):
+                continue
             return target
         except (OSError, subprocess.SubprocessError):
             continue
