@@ -8,8 +8,6 @@ compute-sanitizer (the memory check of a winner) is found.
 from __future__ import annotations
 
 import os
-import shutil
-from pathlib import Path
 
 import click
 
