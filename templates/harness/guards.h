@@ -35,8 +35,14 @@ void* mep_guarded_alloc(size_t bytes, long long offset, size_t span, void** wher
         return *where;
     }
     if (mep_guard_pattern.empty()) {
-        std::random_device rd;
-        const unsigned int word = rd() | 1u;
+        // drawn from the clock and this process's stack address (no <random>: a kernel file's macros, a
+        // `min(a, b)` say, would break it), mixed by splitmix64; odd, so never a poison byte repeated
+        unsigned long long z = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count())
+                               ^ (reinterpret_cast<unsigned long long>(&z) << 16);
+        z += 0x9e3779b97f4a7c15ull;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        const unsigned int word = static_cast<unsigned int>(z ^ (z >> 31)) | 1u;
         mep_guard_pattern.resize(mep_guard_bytes + 256);
         for (size_t i = 0; i < mep_guard_pattern.size(); ++i) mep_guard_pattern[i] = (unsigned char)(word >> (8 * (i % 4)));
     }
