@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -75,6 +76,11 @@ class TimingPlan:
     flush_l2: bool = True
     perturb_seed: int | None = None   # inputs change between launches, re-check after timing (perturb.py)
     how: str = ""                # how the counts were chosen (plan.py), for the result
+    # a candidate timed against the original's stored timing (decide.settled, decide.drift): the original's
+    # launches per round among the candidate's `reps` (None: both sides `reps`, the original timed afresh)
+    control: int | None = None
+    # sequential timing: asked with the candidate's rounds so far after each round; True ends the session there
+    stop: Callable[[list[list[float]]], bool] | None = None
 
 
 class Backend(abc.ABC):

@@ -23,14 +23,14 @@ from . import peaks as peaks_mod
 from . import perturb
 from . import plan as plan_mod
 from . import profile as profile_mod
-from . import rules, sandbox
+from . import rules, sandbox, session
 from .backend import Built, InputSet, TimingPlan
 from .decide import MIN_GAIN, decide, round_range, summarize, timer_escape
 from .devices import choose_backend, list_gpus, make_backend
 from .results import CompileFailed, EvalResult, Impossible, Mismatch, RuntimeFault, Timed, WrongResult
 from .store import Store, digest
 from .symbols import callee
-from .verify import changed_elements, compare, reference_problem, tolerance_for, unchanged, written_region
+from .verify import compare, reference_problem, tolerance_for, unchanged, written_region
 
 KERNEL_FILE = "kernel.cu"
 RESULT_VERSION = 1
@@ -56,6 +56,7 @@ class Options:
     use_cache: bool = True
     check_peaks: bool = True
     sandbox: str = "auto"                 # auto | require | off (config evaluate.sandbox; sandbox.py)
+    baseline_once: bool = True            # the original timed once per run, candidates against it (session.py)
 
 
 @dataclass
@@ -66,6 +67,7 @@ class Worker:
     baseline: Built | None = None
     peaks: peaks_mod.Peaks | None = None
     notes: list[str] = field(default_factory=list)
+    stored: session.Stored | None = None      # the original's timing on this GPU (session.py)
 
 
 class _LazyInputs(dict):
@@ -302,7 +304,7 @@ class Evaluator:
         """What decides the plan, for result keys (a time-based plan's counts are measured, not given)."""
         p = self.plan
         timing = ["time", self.opts.round_ms, plan_mod.MIN_REPS] if self.by_time else [p.warmup, p.reps]
-        return [*timing, p.rounds, p.flush_l2, self.opts.perturb]
+        return [*timing, p.rounds, p.flush_l2, self.opts.perturb] + (["once"] if self.opts.baseline_once else [])
 
     # --- keys and lint ------------------------------------------------------------------------------
 
@@ -390,9 +392,15 @@ class Evaluator:
         mark = self._phase(res, "verify", mark)
         res.stage = "time"
         recheck = self.sets[1] if len(self.sets) > 1 else None
-        plan = self.plan_for(Path(built.kernel_file).read_text(errors="replace"), first_ms)
-        est_s = plan_mod.timing_seconds(plan, max(first_ms or 0.0, self.first_ms or 0.0), self.run_s or 0.0, 2,
-                                        self.backend_name == "native")
+        text = Path(built.kernel_file).read_text(errors="replace")
+        if self.opts.baseline_once and worker.stored is not None:
+            plan = session.candidate_plan(self, text, first_ms, worker.stored)
+            est_s = plan_mod.timing_seconds(plan, first_ms or worker.stored.median_ms, self.run_s or 0.0, 2,
+                                            self.backend_name == "native", worker.stored.median_ms)
+        else:
+            plan = self.plan_for(text, first_ms)
+            est_s = plan_mod.timing_seconds(plan, max(first_ms or 0.0, self.first_ms or 0.0), self.run_s or 0.0, 2,
+                                            self.backend_name == "native")
         left = self.deadline[1] - (time.monotonic() - self.deadline[0]) if self.deadline else None
         if left is not None and est_s > left:      # a session that cannot finish in the time limit is not started
             res.status = "not_timed"
@@ -401,13 +409,19 @@ class Evaluator:
             return self._done(res, start)
         if est_s > 3:       # a phase longer than a few seconds says what it is doing
             self.log(f"{res.name}: timing for about {est_s:.0f} s ({plan.how})")
-        t = be.time(worker.baseline, built, self.sets[0], plan, work / "time", recheck=recheck)
+        if self.opts.baseline_once:
+            sess = session.time_candidate(self, worker, built, text, first_ms, recheck, work / "time")
+            t, base_rounds, plan = sess.timing, sess.baseline_rounds, sess.plan
+            res.notes += sess.notes
+        else:
+            t = be.time(worker.baseline, built, self.sets[0], plan, work / "time", recheck=recheck)
+            base_rounds = t.baseline_rounds
         mark = self._phase(res, "time", mark)
         res.notes += t.notes
         if self._failed_timing(res, t) or self._perturbation_failed(res, t, plan):
             return self._done(res, start)
         res.device = t.device or res.device
-        res.timed, impossible = self._timed(t.candidate_rounds, t.baseline_rounds, t.l2_bytes, worker)
+        res.timed, impossible = self._timed(t.candidate_rounds, base_rounds, t.l2_bytes, worker)
         res.timed.plan = plan.how
         impossible = impossible or timer_escape(res.timed.median_ms, t.sync_ms)
         if self.floor_broken and self.floor_broken not in res.notes:
@@ -432,45 +446,14 @@ class Evaluator:
         return False
 
     def _perturbation_failed(self, res: EvalResult, t, plan: TimingPlan) -> bool:
-        """The perturbation re-check (perturb.py): the candidate's outputs on the timed inputs changed in place
-        must equal the original kernel's on the same inputs; True (recorded in `res`) when they do not."""
+        """The perturbation re-check (perturb.recheck); True (recorded in `res`) when the candidate failed it."""
         if plan.perturb_seed is None:
             return False
-        k = self.sets[0].index                 # the timed input set, which the re-check perturbed
-        if not t.perturbed_buffers or not t.perturbed_ref:
-            if not any("--perturb-seed" in n for n in t.notes):
-                res.notes.append("perturbation: no input of this MEP can be changed safely (perturb.py: random "
-                                 "draws or captured floating-point values only), so timed launches saw the same "
-                                 "inputs and only the re-check on another input set guards against reuse")
-            return False
-        mismatches, followed = [], 0
-        broken = [name for name, ref in t.perturbed_ref.items() if ref.dtype.kind == "f" and name in self.refs[k]
-                  and (~np.isfinite(ref) & np.isfinite(self.refs[k][name])).any()]
-        if broken:         # the original itself breaks on the changed inputs: nothing to compare with
-            res.notes.append(f"perturbation re-check skipped: the original kernel's {', '.join(broken)} hold NaN or "
-                             "Inf on the changed inputs (its inputs are not free to change)")
-            return False
-        for p in self.spec.outputs:
-            ref, got = t.perturbed_ref.get(p.name), t.perturbed.get(p.name)
-            tol = tolerance_for(self.spec, p.name)
-            if ref is None:
-                continue
-            if got is None:
-                mismatches.append(Mismatch(p.name, k, "perturbed", int(ref.size), int(ref.size),
-                                           note="no output written in the perturbation re-check"))
-                continue
-            m = compare(p.name, got, ref, tol, k, "perturbed", p.role == "out")
-            if m:
-                mismatches.append(m)
-            followed += changed_elements(ref, self.refs[k][p.name])
-        if mismatches:
-            res.status, res.wrong = "wrong_result", WrongResult(mismatches)
+        wrong, notes = perturb.recheck(self.spec, self.refs[self.sets[0].index], t, self.sets[0].index)
+        res.notes += notes
+        if wrong is not None:
+            res.status, res.wrong = "wrong_result", wrong
             return True
-        what = (f"perturbation re-check: {t.perturbed_buffers} input buffer(s) changed in blocks of {perturb.BLOCK} "
-                f"elements before every timed launch and after timing")
-        res.notes.append(what + (f"; the candidate's outputs followed the original's ({followed} element(s) changed)"
-                                 if followed else "; the original's outputs did not change, so the re-check could "
-                                 "not tell a reused result from a computed one"))
         return False
 
     def _timed(self, cand: list[list[float]], base: list[list[float]] | None, l2: int | None,
@@ -562,10 +545,10 @@ class Evaluator:
                 return self._done(res, start)
         res.stage = "time"
         self.check_time()
-        plan = self.plan_for(None)       # alone: no perturbation re-check (nothing to compare it with)
+        plan = session.baseline_plan(self)      # alone: no perturbation re-check (nothing to compare it with)
         est = plan_mod.timing_seconds(plan, self.first_ms or 0.0, self.run_s or 0.0, 1, self.backend_name == "native")
         self.log(f"timing the original for about {est:.0f} s: {plan.how}")
-        t = worker.backend.time(worker.baseline, None, self.sets[0], plan, work / "time")
+        stored, t = session.time_baseline(self, worker, work / "time")     # kept: candidates are timed against it
         self.todo["time"] = 0
         if self._failed_timing(res, t):
             return self._done(res, start)

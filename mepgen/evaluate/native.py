@@ -248,11 +248,17 @@ class NativeBackend(Backend):
         timed_inputs = {n: np.load(Path(inputs.data_dir) / f"{n}.npy", allow_pickle=False) for n in in_names} \
             if self.check_inputs else {}
         last = last_base = None
+        # against the original's stored timing (plan.control), its control launches run in one process, the first
+        control = None if plan.control is None or candidate is None else max(1, plan.control)
+        base_flags = flags if control is None else ["--time", "--warmup", str(min(plan.warmup, control)), "--reps",
+                                                    str(control), *flags[5:]]
         for r in range(plan.rounds):
-            sides = [("baseline", baseline)] + ([("candidate", candidate)] if candidate is not None else [])
+            sides = [("baseline", baseline)] if control is None or r == 0 else []
+            sides += [("candidate", candidate)] if candidate is not None else []
             for side, built in sides:
                 folder = Path(out_dir) / f"round{r}-{side}"
-                record, out = self._launch(built, inputs, folder, flags + extra.get(side, []))
+                record, out = self._launch(built, inputs, folder, (base_flags if side == "baseline" else flags)
+                                           + extra.get(side, []))
                 if out.fault is not None:
                     if side == "baseline":
                         out.fault.message = f"baseline failed while timing: {out.fault.message}"
@@ -272,6 +278,8 @@ class NativeBackend(Backend):
                                               if n not in result.inputs_changed and not unchanged(timed_inputs[n], a)]
                     result.inputs_changed += [n for n in out.inputs_changed if n not in result.inputs_changed]
                     last = folder
+            if plan.stop is not None and candidate is not None and plan.stop(result.candidate_rounds):
+                break
         if last is not None and result.perturbed_buffers and candidate is not None:
             names = [p.name for p in self.spec.outputs]
             result.perturbed, missing = self._read(last / "perturbed", names)

@@ -43,6 +43,17 @@ def by_time(first_ms: float, rounds: int, flush_l2: bool, round_ms: float = ROUN
     return TimingPlan(warmup=warmup, reps=reps, rounds=rounds, flush_l2=flush_l2, how=how)
 
 
+#: the original's control launches in a candidate's session (decide.drift): about CONTROL_MS of kernel time a
+#: round, MIN_CONTROL to MAX_CONTROL launches (13 a round for a 1.6 ms original, 20 for a 20 us one)
+CONTROL_MS = 20.0
+MIN_CONTROL, MAX_CONTROL = 3, 20
+
+
+def controls(baseline_ms: float) -> int:
+    """The original's launches per round in a candidate's session timed against its stored timing."""
+    return _clamp(math.ceil(CONTROL_MS / max(float(baseline_ms), 1e-4)), MIN_CONTROL, MAX_CONTROL)
+
+
 def by_count(warmup: int, reps: int, rounds: int, flush_l2: bool) -> TimingPlan:
     return TimingPlan(warmup=warmup, reps=reps, rounds=rounds, flush_l2=flush_l2,
                       how=f"count-based: {rounds} round(s) of {reps} launches per side after {warmup} warm-up")
@@ -51,10 +62,19 @@ def by_count(warmup: int, reps: int, rounds: int, flush_l2: bool) -> TimingPlan:
 # --- what a phase will cost (optimize --time-limit) ------------------------------------------------------
 
 
-def timing_seconds(plan: TimingPlan, launch_ms: float, run_s: float, sides: int, per_process: bool) -> float:
-    """Wall time of one timing session of `plan`: its launches at `launch_ms`, plus the re-check after it
-    (one run, `run_s` as measured); with `per_process` (the native backend: one harness process per round and
-    side, each loading the inputs and warming up again) one run's overhead and the warm-up per process."""
+def timing_seconds(plan: TimingPlan, launch_ms: float, run_s: float, sides: int, per_process: bool,
+                   control_ms: float | None = None) -> float:
+    """Wall time of one timing session of `plan` (every round: an early verdict only shortens it): its launches
+    at `launch_ms`, plus the re-check after it (one run, `run_s` as measured); with `per_process` (the native
+    backend: one harness process per round and side, each loading the inputs and warming up again) one run's
+    overhead and the warm-up per process. With `plan.control` (a candidate against the original's stored timing)
+    the original's side is its control launches at `control_ms`, in one process on the native backend."""
+    if plan.control is not None and sides == 2:
+        processes = plan.rounds + 1 if per_process else 1
+        cand = plan.rounds * plan.reps + plan.warmup * (plan.rounds if per_process else 1)
+        base = plan.rounds * plan.control if not per_process else plan.control
+        base += min(plan.warmup, plan.control)
+        return (cand * launch_ms + base * (control_ms or launch_ms)) / 1000.0 + processes * run_s + run_s
     processes = plan.rounds * sides if per_process else 1
     launches = sides * plan.rounds * plan.reps + plan.warmup * (processes if per_process else sides)
     return launches * launch_ms / 1000.0 + processes * run_s + run_s

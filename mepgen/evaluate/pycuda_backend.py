@@ -269,16 +269,39 @@ class PycudaBackend(Backend):
 
     def time(self, baseline: Built, candidate: Built | None, inputs: InputSet, plan: TimingPlan,
              out_dir: Path, recheck: InputSet | None = None) -> TimingOutput:
+        """One call to the worker; with `plan.stop` (sequential timing) one call per round, asking `plan.stop`
+        after each whether the verdict is settled, then one that runs the re-checks."""
         self.pinned = baseline.key
         sets = [inputs] + ([recheck] if recheck is not None else [])
         fault = self._ensure(baseline, *sets) or (self._ensure(candidate, *sets) if candidate else None)
-        if fault is None:
-            budget = self.run_timeout * (1 + plan.rounds)
-            reply = self._call("time", baseline.key, candidate.key if candidate else None, inputs.index, plan.warmup,
-                               plan.reps, plan.rounds, plan.flush_l2, recheck.index if recheck else None,
-                               plan.perturb_seed, timeout=budget)
-        else:
-            reply = fault
+        if fault is not None:
+            fault.input_set = inputs.index
+            return TimingOutput(fault=fault)
+        cand = candidate.key if candidate else None
+        common = (baseline.key, cand, inputs.index)
+        tail = (plan.flush_l2, recheck.index if recheck else None, plan.perturb_seed, plan.control)
+        if plan.stop is None or candidate is None:
+            reply = self._call("time", *common, plan.warmup, plan.reps, plan.rounds, *tail,
+                               timeout=self.run_timeout * (1 + plan.rounds))
+            return self._timing(reply, inputs, plan)
+        base_rounds, cand_rounds, step = [], [], 0
+        for r in range(plan.rounds):
+            reply = self._call("time", *common, plan.warmup if r == 0 else 0, plan.reps, 1, *tail, False, step,
+                               timeout=self.run_timeout * 2)
+            if isinstance(reply, RuntimeFault):
+                return self._timing(reply, inputs, plan)
+            base_rounds += reply["baseline_rounds"]
+            cand_rounds += reply["candidate_rounds"]
+            step = reply["step"]
+            if plan.stop(cand_rounds):
+                break
+        reply = self._call("time", *common, 0, plan.reps, 0, *tail, True, step, timeout=self.run_timeout * 2)
+        if not isinstance(reply, RuntimeFault):
+            reply["baseline_rounds"], reply["candidate_rounds"] = base_rounds, cand_rounds
+        return self._timing(reply, inputs, plan)
+
+    @staticmethod
+    def _timing(reply, inputs: InputSet, plan: TimingPlan) -> TimingOutput:
         if isinstance(reply, RuntimeFault):
             reply.input_set = inputs.index
             return TimingOutput(fault=reply)

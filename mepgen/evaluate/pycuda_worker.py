@@ -250,34 +250,46 @@ class State:
             self.touched.append((k, name, pos, m))
 
     def op_time(self, base: str, cand: str | None, k: int, warmup: int, reps: int, rounds: int, flush: bool,
-                recheck: int | None, seed: int | None = None) -> dict:
+                recheck: int | None, seed: int | None = None, control: int | None = None, finish: bool = True,
+                step: int = 0) -> dict:
+        """Time `rounds` rounds, then (with `finish`) the re-checks. Without `control` both sides launch `reps`
+        times a round, alternating A B B A; with it (a candidate timed against the original's stored timing) the
+        candidate launches `reps` times a round and the original `control` times, spread among them. A session
+        in several calls (sequential timing: the parent decides after each round whether to go on) passes on
+        `step`, the perturbation step, which the reply returns; only the last call has `finish`."""
         cuda = self.cuda
         sides = [self.modules[base]] + ([self.modules[cand]] if cand else [])
-        step = 0
+        counts = [reps] * len(sides)
+        if cand and control is not None:
+            counts[0] = control
         for _ in range(warmup):
-            for m in sides:
+            for j, m in enumerate(sides):
+                if j == 0 and cand and control is not None and _ >= max(1, control):
+                    continue                 # the original's warm-up is no longer than its control launches
                 self._perturb(k, seed, step)
                 step += 1
                 self._prepare(m, k, flush)
                 self._launch(m, k)
         self.stream.synchronize()
-        events = [[(cuda.Event(), cuda.Event()) for _ in range(reps)] for _ in sides]
+        events = [[(cuda.Event(), cuda.Event()) for _ in range(n)] for n in counts]
         per_side: list[list[list[float]]] = [[] for _ in sides]
         for _ in range(rounds):
-            for i in range(reps):
-                order = range(len(sides)) if i % 2 == 0 else reversed(range(len(sides)))
-                for j in order:
-                    self._perturb(k, seed, step)
-                    step += 1
-                    self._prepare(sides[j], k, flush)
-                    start, end = events[j][i]
-                    start.record(self.stream)
-                    self._launch(sides[j], k)
-                    end.record(self.stream)
+            for i, j in _order(counts):
+                self._perturb(k, seed, step)
+                step += 1
+                self._prepare(sides[j], k, flush)
+                start, end = events[j][i]
+                start.record(self.stream)
+                self._launch(sides[j], k)
+                end.record(self.stream)
             self.stream.synchronize()
             for j in range(len(sides)):
                 per_side[j].append([start.time_till(end) for start, end in events[j]])
         cuda.Context.synchronize()
+        out = {"baseline_rounds": per_side[0], "candidate_rounds": per_side[-1] if cand else [],
+               "device": self.device_name, "l2_bytes": self.l2_bytes, "step": step}
+        if not finish:
+            return out
         perturbed, perturbed_ref = {}, {}
         if seed is not None and cand and self.perturbed:
             # the candidate first, then the original: each from poisoned outputs and the same changed inputs
@@ -300,10 +312,28 @@ class State:
         self.stream.synchronize()
         cuda.Context.synchronize()
         changed += [n for n in self._inputs_changed(rk) if n not in changed]
-        return {"baseline_rounds": per_side[0], "candidate_rounds": per_side[-1] if cand else [],
-                "after": self._outputs(), "after_input_set": rk, "inputs_changed": changed,
-                "device": self.device_name, "l2_bytes": self.l2_bytes, "perturbed": perturbed,
-                "perturbed_ref": perturbed_ref, "perturbed_buffers": len(self.perturbed) if seed is not None else 0}
+        out.update({"after": self._outputs(), "after_input_set": rk, "inputs_changed": changed,
+                    "perturbed": perturbed, "perturbed_ref": perturbed_ref,
+                    "perturbed_buffers": len(self.perturbed) if seed is not None else 0})
+        return out
+
+
+def _order(counts: list[int]) -> list[tuple[int, int]]:
+    """(launch index, side) in the order a round launches them. Two sides of equal counts alternate A B B A ...;
+    otherwise the side with fewer launches (the original's controls) is spread evenly among the other's."""
+    if len(counts) == 1:
+        return [(i, 0) for i in range(counts[0])]
+    if counts[0] == counts[1]:
+        return [(i, j) for i in range(counts[0]) for j in ((0, 1) if i % 2 == 0 else (1, 0))]
+    few, many = (0, 1) if counts[0] < counts[1] else (1, 0)
+    n, m = counts[few], counts[many]
+    at = {(q * m) // max(1, n) + (m // max(1, n)) // 2: q for q in range(n)}     # a control in the middle of its share
+    order = []
+    for i in range(m):
+        if i in at:
+            order.append((at[i], few))
+        order.append((i, many))
+    return order
 
 
 def _receive_files(conn, msg: list) -> list:
