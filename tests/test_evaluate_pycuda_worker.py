@@ -130,3 +130,51 @@ def test_inputs_a_run_wrote_are_found_and_restored_through_one_scratch_buffer():
     b = a.copy()
     b[17] = 1
     assert not pycuda_worker.same_bytes(a, b, chunk=8) and not pycuda_worker.same_bytes(a, a[:19])
+
+
+def fake_driver_state(tmp_path):
+    """The real worker State over tests/fake_pycuda's driver (host memory), axpy's set 0 loaded, modules b and c."""
+    import importlib.util
+    from pathlib import Path
+    where = Path(__file__).resolve().parent / "fake_pycuda" / "pycuda" / "driver.py"
+    found = importlib.util.spec_from_file_location("fake_pycuda_driver", where)   # not as `pycuda`: no other test
+    cuda = importlib.util.module_from_spec(found)                                   # may take it for the real one
+    found.loader.exec_module(cuda)
+    spec = load_spec(FIXTURES / "axpy" / "mep.yaml")
+    folder = Store(tmp_path, spec).input_set(0)
+    state = pycuda_worker.State(cuda, 0)
+    params = [{"name": p.name, "role": p.role, "dtype": p.dtype, "count": spec.count(p) if p.is_buffer else 0,
+               "placement": None, "perturb": None} for p in spec.params]
+    state.op_setup(params, b"flush")
+    state.op_load_set(0, {p.name: str(folder / f"{p.name}.npy") for p in spec.inputs}, {})
+    desc = {"entry": "k", "constants": [], "shared": 0, "grid": [1, 1, 1], "block": [1, 1, 1],
+            "params": [{"name": "n", "role": "scalar", "size": 4, "align": 4, "bytes": "00001000"},
+                       {"name": "a", "role": "scalar", "size": 4, "align": 4, "bytes": "0000003f"},
+                       {"name": "x", "role": "in", "size": 8, "align": 8}, {"name": "y", "role": "inout", "size": 8,
+                                                                             "align": 8}]}
+    state.op_load("b", b"cubin", desc)
+    state.op_load("c", b"cubin", desc)
+    launches = []
+    for key in ("b", "c"):
+        state.modules[key]["func"]._launch_kernel = lambda *a, key=key: launches.append(key)
+    return state, launches
+
+
+def test_a_session_in_rounds_launches_the_controls_and_only_its_last_call_rechecks(tmp_path):
+    """Sequential timing drives the worker a round per call: the candidate `reps` times and the original `control`
+    times a round, the perturbation step carried from call to call, the re-checks only with `finish`."""
+    state, launches = fake_driver_state(tmp_path)
+    first = state.op_time("b", "c", 0, 2, 10, 1, False, None, None, 3, False, 0)
+    assert [len(r) for r in first["candidate_rounds"]] == [10] and [len(r) for r in first["baseline_rounds"]] == [3]
+    assert "after" not in first and first["step"] == 2 + 2 + 13          # warm-up: 2 of each side, then 13 launches
+    assert launches.count("c") == 12 and launches.count("b") == 5
+    launches.clear()
+    second = state.op_time("b", "c", 0, 0, 10, 1, False, None, None, 3, False, first["step"])
+    assert second["step"] == first["step"] + 13 and launches.count("b") == 3
+    launches.clear()
+    last = state.op_time("b", "c", 0, 0, 10, 0, False, None, None, 3, True, second["step"])
+    assert last["candidate_rounds"] == [] and launches == ["c"]          # the re-check run of the candidate alone
+    assert set(last["after"]) == {"y"} and last["inputs_changed"] == []
+    launches.clear()
+    legacy = state.op_time("b", "c", 0, 1, 4, 2, False, None)            # no control: both sides alike, A B B A
+    assert [len(r) for r in legacy["baseline_rounds"]] == [4, 4] and launches[2:6] == ["b", "c", "c", "b"]
