@@ -341,7 +341,7 @@ class Evaluator:
         res.stage = "compile"
         be = self.workers[0].backend
         extra = {k: v for k, v in (("launch", launch), ("flags", tuple(flags))) if v}
-        built = be.compile(Path(kernel_file), **extra)
+        built = self._phase_of(res, "compile", lambda: be.compile(Path(kernel_file), **extra))
         if isinstance(built, CompileFailed):
             res.status, res.compile_failed = "compile_failed", built
             return None
@@ -374,7 +374,13 @@ class Evaluator:
         work = self.store.work_dir / f"w{worker.device if worker.device is not None else 0}"
         be = worker.backend
         first_ms = None
-        mark = start
+        res.stage = "run"
+        load = getattr(be, "load", None)      # the pycuda worker: cubin and input sets onto the GPU, apart
+        fault = self._phase_of(res, "load", lambda: load(built, *self.sets)) if load else None
+        if fault is not None:
+            res.status, res.fault = "runtime_fault", fault
+            return self._done(res, start)
+        mark = time.monotonic()
         for s in self.sets:
             res.stage = "run"
             out = be.run(built, s, work / f"set{s.index}")
@@ -494,9 +500,17 @@ class Evaluator:
         res.phases[name] = round(res.phases.get(name, 0.0) + now - since, 4)
         return now
 
+    @classmethod
+    def _phase_of(cls, res: EvalResult, name: str, call):
+        since = time.monotonic()
+        try:
+            return call()
+        finally:
+            cls._phase(res, name, since)
+
     def _done(self, res: EvalResult, start: float) -> EvalResult:
         res.seconds = round(res.seconds + time.monotonic() - start, 3)
-        spent = sum(v for k, v in res.phases.items() if k != "compile")
+        spent = sum(v for k, v in res.phases.items() if k not in ("compile", "checks"))
         res.phases["checks"] = round(max(0.0, res.seconds - spent), 4)
         return res
 

@@ -258,6 +258,13 @@ class PycudaBackend(Backend):
 
     # --- the interface ------------------------------------------------------------------------------
 
+    def load(self, built: Built, *sets: InputSet) -> RuntimeFault | None:
+        """The cubin and the input sets onto the GPU now (a run would load them itself): the `load` phase."""
+        fault = self._ensure(built, *sets)
+        if fault is not None and sets:
+            fault.input_set = sets[0].index
+        return fault
+
     def run(self, built: Built, inputs: InputSet, out_dir: Path) -> RunOutput:
         fault = self._ensure(built, inputs)
         reply = fault or self._call("run", built.key, inputs.index)
