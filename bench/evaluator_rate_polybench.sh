@@ -1,0 +1,31 @@
+#!/bin/sh
+# GPU, one call: PolyBench/GPU's 47 kernels cut into MEPs as a user would, then bench/evaluator_rate.py before and
+# after on them, the MEPs spread over every GPU of the machine.
+#
+#   sh bench/evaluator_rate_polybench.sh CORPUS_CUDA OUT BEFORE [SECONDS] [extra evaluator_rate.py arguments]
+#
+# CORPUS_CUDA: PolyBench-ACC's CUDA/ folder (holding utilities/ and the programs); OUT: where evaluator_rate.md/json
+# go; BEFORE: a tree of the mepgen to compare with (`git archive REV | tar -x -C DIR`) or `rev:REV` (git archive
+# here, needs .git), or `none` (after only); SECONDS: --time-limit of each optimize (default 30). The programs are
+# copied under $WORK (default /tmp/mepgen-rate-poly) and cut in place there once (a second call reuses them).
+# Budget: 47 MEPs x 2 modes x SECONDS over N GPUs, plus about a minute to cut them (16 cores): 8 GPUs at 30 s
+# take about 6-7 minutes; on one GPU pass --max-meps 6 (about 7 minutes at 30 s).
+set -eu
+corpus=$(cd "$1" && pwd); mkdir -p "$2"; out=$(cd "$2" && pwd); before=$3; seconds=${4:-30}
+shift 3; [ $# -gt 0 ] && shift
+work=${WORK:-/tmp/mepgen-rate-poly}
+here=$(cd "$(dirname "$0")/.." && pwd)
+if [ ! -d "$work/CUDA" ]; then
+    mkdir -p "$work"
+    cp -r "$corpus" "$work/CUDA"
+fi
+case "$before" in
+    none) modes="--modes after" ;;
+    rev:*) modes="--before-rev ${before#rev:}" ;;
+    *) modes="--before-tree $(cd "$before" && pwd)" ;;
+esac
+apps=$(ls -d "$work"/CUDA/*/* "$work"/CUDA/linear-algebra/*/* 2>/dev/null | while read -r d; do
+    ls "$d"/*.cu >/dev/null 2>&1 && echo "$d"; done)
+cd "$here"
+# shellcheck disable=SC2086
+exec python3 bench/evaluator_rate.py "$out" $apps --in-place --work "$work" --time-limit "$seconds" $modes "$@"
