@@ -47,7 +47,9 @@ PHASES = ("compile", "load", "verify", "time", "checks")
 
 
 def cli(tree: Path, args: list[str], cwd: Path, timeout: float, env: dict | None = None):
-    env = dict(env or os.environ, PYTHONPATH=str(tree))
+    env = dict(env or os.environ)      # this tree's mepgen first; the dependencies where PYTHONPATH had them
+    env["PYTHONPATH"] = os.pathsep.join([str(tree)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                                                       if p and Path(p).resolve() not in (REPO, Path(tree).resolve())])
     try:
         return subprocess.run([sys.executable, "-m", "mepgen.cli", *args], cwd=cwd, capture_output=True, text=True,
                               timeout=timeout, env=env)

@@ -178,3 +178,70 @@ def test_a_session_in_rounds_launches_the_controls_and_only_its_last_call_rechec
     launches.clear()
     legacy = state.op_time("b", "c", 0, 1, 4, 2, False, None)            # no control: both sides alike, A B B A
     assert [len(r) for r in legacy["baseline_rounds"]] == [4, 4] and launches[2:6] == ["b", "c", "c", "b"]
+
+
+class EmulatedCompare:
+    """device_compare.py's kernels over the fake driver's memory: the mask as the CUDA source draws it, the
+    comparison by verify.compare (the GPU's own parity with it is tests/test_evaluate_device_compare_gpu.py)."""
+
+    def __init__(self, cuda):
+        self.cuda = cuda
+
+    @staticmethod
+    def mask(key: int, n: int, size: int):
+        import numpy as np
+        c = lambda v: np.uint64(v)
+        with np.errstate(over="ignore"):          # uint64 arithmetic wraps as the CUDA source's does
+            z = c(key) + (np.arange(n, dtype=np.uint64) + c(1)) * c(0x9E3779B97F4A7C15)
+            z = (z ^ (z >> c(30))) * c(0xBF58476D1CE4E5B9)
+            z = (z ^ (z >> c(27))) * c(0x94D049BB133111EB)
+            z = z ^ (z >> c(31))
+        return z.astype({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[size])
+
+    def get_function(self, name):
+        import numpy as np
+        from mepgen.evaluate.verify import compare
+        from mepgen.spec import Tolerance
+        size = int(name[-1])
+        u = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[size]
+        view = lambda addr, n: np.frombuffer(self.cuda._at(int(addr), n * size), u)
+
+        def mask(buf, n, key, **launch):
+            view(buf, int(n))[:] ^= self.mask(int(key), int(n), size)
+
+        def check(got, ref, n, key, *rest, **launch):
+            counts = rest[-1]
+            plain = view(ref, int(n)) ^ self.mask(int(key), int(n), size)
+            dt = {2: np.float16, 4: np.float32, 8: np.float64}[size] if name.startswith("mepgen_close") else u
+            tol = Tolerance(float(rest[0]), float(rest[1])) if len(rest) == 4 else Tolerance(0.0, 0.0)
+            m = compare("o", view(got, int(n)).view(dt), plain.view(dt), tol, 0, "run", bool(rest[2]) if len(rest) == 4
+                        else True)
+            np.frombuffer(self.cuda._at(int(counts), 16), np.uint64)[:] = [m.bad, m.first_bad_index] if m else [0, 0]
+
+        return mask if name.startswith("mepgen_mask") else check
+
+
+def test_references_stay_masked_on_the_gpu_and_only_differing_outputs_come_back(tmp_path):
+    """load_refs keeps input set 0's reference of y on the GPU masked; a run with `check` sends no y when it equals
+    the reference there, and sends it (for the parent's evidence) when it differs; the re-check after timing alike."""
+    import numpy as np
+    state, launches = fake_driver_state(tmp_path)
+    state.op_compare(b"cubin")
+    state.compare = EmulatedCompare(state.cuda)
+    y = state.sets[0]["host"]["y"]                # an inout buffer: the fake launch leaves its input values
+    (tmp_path / "ref").mkdir()
+    np.save(tmp_path / "ref" / "y.npy", y)
+    held = state.op_load_refs(0, {"y": str(tmp_path / "ref" / "y.npy")}, {"y": ["mepgen_close4", 1e-5, 1e-6, False]})
+    assert held == ["y"]
+    ref_buf, n = state.refs[0]["y"][:2]
+    on_gpu = np.frombuffer(state.cuda._at(int(ref_buf), y.nbytes), np.float32)
+    assert n == y.size and not np.array_equal(on_gpu.view(np.uint32), y.view(np.uint32))
+    same = state.op_run("c", 0, True)
+    assert same["matched"] == ["y"] and same["outputs"] == {}
+    assert set(state.op_run("c", 0)["outputs"]) == {"y"}              # without `check`: as before
+    np.save(tmp_path / "ref" / "y.npy", y + 1)
+    state.op_load_refs(0, {"y": str(tmp_path / "ref" / "y.npy")}, {"y": ["mepgen_close4", 1e-5, 1e-6, False]})
+    differs = state.op_run("c", 0, True)
+    assert differs["matched"] == [] and np.array_equal(differs["outputs"]["y"], y)
+    after = state.op_time("b", "c", 0, 0, 3, 0, False, None, None, 2, True, 0, True)
+    assert after["after_matched"] == [] and set(after["after"]) == {"y"}

@@ -43,6 +43,9 @@ class RunOutput:
     inputs_changed: list[str] = field(default_factory=list)             # or: the backend compared them itself
     fault: RuntimeFault | None = None
     record: dict = field(default_factory=dict)   # the MEPGEN_RESULT line (native) or the worker's reply
+    # outputs the backend compared with the references itself, by verify.compare's rule, and found equal: they
+    # do not come back (the pycuda worker's device verification, device_compare.py)
+    matched: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -52,6 +55,7 @@ class TimingOutput:
     candidate_rounds: list[list[float]] = field(default_factory=list)
     after: dict[str, np.ndarray] = field(default_factory=dict)         # candidate, after timing
     after_input_set: int = 0                                           # the inputs `after` was computed from
+    after_matched: list[str] = field(default_factory=list)             # as RunOutput.matched, for `after`
     inputs_after: dict[str, np.ndarray] = field(default_factory=dict)
     inputs_changed: list[str] = field(default_factory=list)
     fault: RuntimeFault | None = None

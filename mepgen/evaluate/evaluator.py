@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import MepgenError
 from ..spec import Launch, Spec
-from . import launchcfg
+from . import device_compare, launchcfg
 from . import peaks as peaks_mod
 from . import perturb
 from . import plan as plan_mod
@@ -29,7 +29,6 @@ from .decide import MIN_GAIN, decide, round_range, summarize, timer_escape
 from .devices import choose_backend, list_gpus, make_backend
 from .results import CompileFailed, EvalResult, Impossible, Mismatch, RuntimeFault, Timed, WrongResult
 from .store import Store, digest
-from .symbols import callee
 from .verify import compare, reference_problem, tolerance_for, unchanged, written_region
 
 KERNEL_FILE = "kernel.cu"
@@ -57,6 +56,7 @@ class Options:
     check_peaks: bool = True
     sandbox: str = "auto"                 # auto | require | off (config evaluate.sandbox; sandbox.py)
     baseline_once: bool = True            # the original timed once per run, candidates against it (session.py)
+    verify_on_device: bool = True         # pycuda: outputs compared with the references on the GPU (device_compare)
 
 
 @dataclass
@@ -203,6 +203,11 @@ class Evaluator:
                 if region and region not in self.ref_notes:
                     self.log(region)
                     self.ref_notes.append(region)
+        if self.opts.verify_on_device:       # the pycuda worker compares outputs on the GPU (device_compare.py)
+            refs_of = lambda k: {p.name: self.store.ref_dir(self.ref_key, k) / f"{p.name}.npy"
+                                 for p in self.spec.outputs}
+            for worker in (w for w in self.workers if hasattr(w.backend, "use_references")):
+                worker.backend.use_references(refs_of, device_compare.rules_for(self.spec))
         stale = launchcfg.stale_harness(self.spec, self.mep_dir)
         for worker in self.workers:
             if stale and stale not in worker.notes:
@@ -263,7 +268,9 @@ class Evaluator:
             return None
         plan = self._baseline_plan()
         native = self.backend_name == "native"
-        timing = plan_mod.timing_seconds(plan, self.first_ms, self.run_s, 2, native)
+        if self.opts.baseline_once:        # against the stored timing: the original's side is its control launches
+            plan = dataclasses.replace(plan, control=plan_mod.controls(self.first_ms))
+        timing = plan_mod.timing_seconds(plan, self.first_ms, self.run_s, 2, native, self.first_ms)
         rechecks = 0 if native or not self.opts.perturb else 2
         build = self.workers[0].baseline.info.seconds if self.workers[0].baseline is not None else 0.0
         return self.k * self.run_s + timing + rechecks * self.run_s + (build or 0.0)
@@ -352,9 +359,10 @@ class Evaluator:
     # --- the GPU stages -----------------------------------------------------------------------------
 
     def _wrong(self, outputs: dict, k: int, phase: str, inputs_after: dict,
-               inputs_changed: list[str] = ()) -> WrongResult | None:
+               inputs_changed: list[str] = (), matched=()) -> WrongResult | None:
+        """`matched`: outputs the backend found equal to the references itself (verify.compare's rule, on the GPU)."""
         mismatches: list[Mismatch] = []
-        for p in self.spec.outputs:
+        for p in (p for p in self.spec.outputs if p.name not in matched):
             ref = self.refs[k][p.name]
             got = outputs.get(p.name)
             if got is None:
@@ -391,7 +399,7 @@ class Evaluator:
             if out.record.get("run_ms"):
                 first_ms = min(first_ms or float("inf"), float(out.record["run_ms"]))
             res.stage = "verify"
-            wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after, out.inputs_changed)
+            wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after, out.inputs_changed, out.matched)
             if wrong:
                 res.status, res.wrong = "wrong_result", wrong
                 return self._done(res, start)
@@ -445,7 +453,7 @@ class Evaluator:
         if t.fault is not None:
             res.status, res.fault = "runtime_fault", t.fault
             return True
-        wrong = self._wrong(t.after, t.after_input_set, "after", t.inputs_after, t.inputs_changed)
+        wrong = self._wrong(t.after, t.after_input_set, "after", t.inputs_after, t.inputs_changed, t.after_matched)
         if wrong:
             res.status, res.wrong = "wrong_result", wrong
             return True
@@ -515,19 +523,8 @@ class Evaluator:
         return res
 
     def profile(self, kernel_file: Path, worker: Worker, launch: Launch | None = None, flags=()) -> dict:
-        """Nsight Compute numbers for the kernel file, on a native build (whatever the timing backend) with
-        the candidate's own launch configuration and nvcc flags (the harness of mep.yaml's launch would run
-        another kernel: a warp-per-row rewrite on the thread-per-row grid covers 1/32 of the rows)."""
-        from .native import NativeBackend
-        be = worker.backend if isinstance(worker.backend, NativeBackend) else NativeBackend(
-            self.spec, self.mep_dir, self.store.build_dir, device=worker.device)
-        be.sandbox_level = self.sandbox
-        extra = {k: v for k, v in (("launch", launch), ("flags", tuple(flags))) if v}
-        built = be.compile(kernel_file, **extra)
-        if isinstance(built, CompileFailed):
-            return {"error": f"native build for profiling failed: {built.message}"}
-        return profile_mod.run_ncu(built.artifact, self.sets[0].data_dir, self.store.work_dir / "profile",
-                                   callee(self.spec), worker.device, level=self.sandbox)
+        """Nsight Compute numbers for the kernel file (profile.of_candidate: a native build with its launch)."""
+        return profile_mod.of_candidate(self, kernel_file, worker, launch, flags)
 
     def baseline_result(self) -> EvalResult:
         """The original kernel as a candidate of its own: re-verified (run to run), timed alone, peaks checked."""
@@ -549,7 +546,7 @@ class Evaluator:
                 return self._done(res, start)
             self._saw_baseline(out)
             res.stage = "verify"
-            wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after, out.inputs_changed)
+            wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after, out.inputs_changed, out.matched)
             self._saw_run(time.monotonic() - t0)
             self.todo["verify"] -= 1
             if wrong:

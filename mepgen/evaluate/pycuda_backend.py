@@ -20,7 +20,7 @@ from ..errors import MepgenError
 from ..spec import Launch, Spec
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
 from .launchcfg import with_flags, with_launch
-from . import l2_flush, perturb, process, sandbox, wire
+from . import device_compare, l2_flush, perturb, process, sandbox, wire
 from .pycuda_entry import build_cubin
 from .results import CompileFailed, RuntimeFault
 
@@ -63,6 +63,11 @@ class PycudaBackend(Backend):
         self.level: str | None = None           # the level the running worker got
         self.log_file = None                    # the worker's stdout and stderr
         self.entry: str | None = None           # another worker function, MODULE:FUNCTION (tests)
+        # device verification (device_compare.py): input set -> {output: reference .npy}, and per output
+        # [kernel, rtol, atol, poisoned]; set by the evaluator once the references exist (use_references)
+        self.refs_of = None
+        self.ref_rules: dict[str, list] = {}
+        self.refs_held: dict[int, list[str]] = {}      # input set -> outputs the worker holds references of
 
     def compile(self, kernel_file: Path, launch: Launch | None = None, flags=()) -> Built | CompileFailed:
         """The cubin; with `launch`, its launch geometry comes from that configuration instead of mep.yaml's;
@@ -104,7 +109,7 @@ class PycudaBackend(Backend):
             confine.close()
             os.close(child)
         self.level = level
-        self.sets_loaded, self.modules = set(), []
+        self.sets_loaded, self.modules, self.refs_held = set(), [], {}
         reply = self._receive(self.start_timeout, "starting the worker")
         if isinstance(reply, RuntimeFault):
             return reply
@@ -116,11 +121,32 @@ class PycudaBackend(Backend):
             flush_cubin = l2_flush.build_cubin(self.spec.build.arch, self.build_dir, self.compile_timeout).read_bytes()
         except MepgenError as e:
             return RuntimeFault("harness_error", str(e))
-        reply = self._call("setup", params, flush_cubin)
+        reply = self._call("setup", params, flush_cubin, self._compare_cubin())
         if isinstance(reply, RuntimeFault):
             return reply
         self.info = reply
         return None
+
+    def use_references(self, refs_of, rules: dict[str, list]) -> None:
+        """Compare outputs with the references on the GPU from now on: `refs_of(k)` gives input set k's reference
+        files (name -> .npy), `rules` each output's [kernel, rtol, atol, poisoned] (device_compare.kernel_for,
+        verify.tolerance_for, role `out`); an output without a rule is compared in the parent."""
+        self.refs_of, self.ref_rules, self.refs_held = refs_of, dict(rules), {}
+        cubin = self._compare_cubin()
+        if cubin is not None and self._alive():
+            reply = self._call("compare", cubin)
+            if isinstance(reply, RuntimeFault):     # the worker restarts with them at its next request
+                self._kill()
+
+    def _compare_cubin(self) -> bytes | None:
+        """device_compare.py's kernels when the outputs are to be compared on the GPU; None: in the parent (also
+        when nvcc cannot build them: the parent's comparison is the same rule)."""
+        if self.refs_of is None or not self.ref_rules:
+            return None
+        try:
+            return device_compare.build_cubin(self.spec.build.arch, self.build_dir, self.compile_timeout).read_bytes()
+        except MepgenError:
+            return None
 
     def _alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -227,6 +253,11 @@ class PycudaBackend(Backend):
                 if isinstance(reply, RuntimeFault):
                     return reply
                 self.sets_loaded.add(s.index)
+            if self.refs_of is not None and self.ref_rules and s.index not in self.refs_held:
+                reply = self._send_refs(s.index)
+                if isinstance(reply, RuntimeFault):
+                    return reply
+                self.refs_held[s.index] = list(reply or [])
         if built.key not in self.modules:
             while len(self.modules) >= MAX_MODULES:
                 victim = next((k for k in self.modules if k != self.pinned), None)
@@ -256,6 +287,24 @@ class PycudaBackend(Backend):
             for fd in files:
                 os.close(fd)
 
+    def _send_refs(self, k: int):
+        """Input set k's references to the worker as descriptors; the names it holds on the GPU."""
+        paths = self.refs_of(k) or {}
+        names = [n for n in self.ref_rules if n in paths and Path(paths[n]).is_file()]
+        files = []
+        try:
+            for n in names:
+                files.append(os.open(paths[n], os.O_RDONLY))
+        except OSError as e:
+            for fd in files:
+                os.close(fd)
+            return RuntimeFault("harness_error", f"reference outputs of input set {k}: {e}")
+        try:
+            return self._call("load_refs", k, names, {n: self.ref_rules[n] for n in names}, files=files)
+        finally:
+            for fd in files:
+                os.close(fd)
+
     # --- the interface ------------------------------------------------------------------------------
 
     def load(self, built: Built, *sets: InputSet) -> RuntimeFault | None:
@@ -267,11 +316,12 @@ class PycudaBackend(Backend):
 
     def run(self, built: Built, inputs: InputSet, out_dir: Path) -> RunOutput:
         fault = self._ensure(built, inputs)
-        reply = fault or self._call("run", built.key, inputs.index)
+        reply = fault or self._call("run", built.key, inputs.index, bool(self.refs_held.get(inputs.index)))
         if isinstance(reply, RuntimeFault):
             reply.input_set = inputs.index
             return RunOutput(fault=reply)
         return RunOutput(outputs=reply["outputs"], inputs_changed=reply["inputs_changed"],
+                         matched=list(reply.get("matched") or []),
                          record={"device": reply["device"], "run_ms": reply.get("run_ms")})
 
     def time(self, baseline: Built, candidate: Built | None, inputs: InputSet, plan: TimingPlan,
@@ -287,8 +337,9 @@ class PycudaBackend(Backend):
         cand = candidate.key if candidate else None
         common = (baseline.key, cand, inputs.index)
         tail = (plan.flush_l2, recheck.index if recheck else None, plan.perturb_seed, plan.control)
+        check = bool(self.refs_held.get((recheck or inputs).index))   # the re-check's outputs compared on the GPU
         if plan.stop is None or candidate is None:
-            reply = self._call("time", *common, plan.warmup, plan.reps, plan.rounds, *tail,
+            reply = self._call("time", *common, plan.warmup, plan.reps, plan.rounds, *tail, True, 0, check,
                                timeout=self.run_timeout * (1 + plan.rounds))
             return self._timing(reply, inputs, plan)
         base_rounds, cand_rounds, step = [], [], 0
@@ -302,7 +353,7 @@ class PycudaBackend(Backend):
             step = reply["step"]
             if plan.stop(cand_rounds):
                 break
-        reply = self._call("time", *common, 0, plan.reps, 0, *tail, True, step, timeout=self.run_timeout * 2)
+        reply = self._call("time", *common, 0, plan.reps, 0, *tail, True, step, check, timeout=self.run_timeout * 2)
         if not isinstance(reply, RuntimeFault):
             reply["baseline_rounds"], reply["candidate_rounds"] = base_rounds, cand_rounds
         return self._timing(reply, inputs, plan)
@@ -314,6 +365,7 @@ class PycudaBackend(Backend):
             return TimingOutput(fault=reply)
         return TimingOutput(baseline_rounds=reply["baseline_rounds"], candidate_rounds=reply["candidate_rounds"],
                             after=reply["after"], after_input_set=reply["after_input_set"],
+                            after_matched=list(reply.get("after_matched") or []),
                             inputs_changed=reply["inputs_changed"], device=reply["device"],
                             l2_bytes=reply["l2_bytes"], perturbed=reply.get("perturbed") or {},
                             perturbed_ref=reply.get("perturbed_ref") or {},

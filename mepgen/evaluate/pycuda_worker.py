@@ -5,7 +5,7 @@ sandbox.for_worker) and driven over a socket (wire.py: JSON and .npy frames, no 
 `load`, `unload`, `run`, `time`, `exit`. Each reply is ["ok", payload], ["cuda_error", message] or
 ["error", message]. The worker sees no workspace: cubins come as bytes, input files as open descriptors.
 After a CUDA error the context is poisoned (errors are sticky), so the worker replies and exits; the parent
-starts a fresh one. Reference outputs never enter this process: it returns outputs and the parent compares them.
+starts a fresh one.
 
 Every launch follows the harness protocol: outputs poisoned (floats 0xFF bytes = NaN, integers 0xA5),
 in/out buffers reset from the input set's device copy, constants set, then optionally the L2 flushed (the
@@ -14,6 +14,10 @@ alternates baseline and candidate launch by launch (A B B A ...), each timed wit
 perturbation seed, every launch of the session sees its inputs changed in one block per perturbable buffer
 (perturb.py, the same blocks as the harness's perturb.h), and after timing the candidate and the original run
 once more at perturb.RECHECK_STEP: both outputs go back for the parent to compare.
+
+Reference outputs (`load_refs`, from the parent's store) stay on the GPU masked (device_compare.py): a run or a
+re-check with `check` compares the outputs with them there and sends back only those that differ, for the parent
+to take the evidence from (verify.compare); the perturbation re-check's outputs always go back.
 """
 from __future__ import annotations
 
@@ -78,10 +82,15 @@ class State:
 
     # --- state --------------------------------------------------------------------------------------
 
-    def op_setup(self, params: list[dict], flush_cubin: bytes) -> dict:
+    def op_setup(self, params: list[dict], flush_cubin: bytes, compare_cubin: bytes | None = None) -> dict:
         """params: name, role, dtype, count (in kernel order); flush_cubin: the L2 flush kernel (l2_flush.py),
-        its bytes (the worker sees no build folder)."""
+        its bytes (the worker sees no build folder); compare_cubin: device_compare.py's kernels (None: outputs
+        are compared in the parent)."""
         self.params = params
+        self.refs: dict[int, dict] = {}
+        self.compare = None
+        if compare_cubin:
+            self.op_compare(compare_cubin)
         self.perturbed = sorted((p for p in params if p.get("perturb") is not None), key=lambda p: p["perturb"])
         self.perturbed = [p["name"] for p in self.perturbed]
         self.flush_module = self.cuda.module_from_buffer(flush_cubin)
@@ -122,6 +131,51 @@ class State:
             cuda.memcpy_htod(buf, np.ascontiguousarray(arr))
             s["const"][stem] = (buf, arr.nbytes)
         self.sets[k] = s
+
+    def op_compare(self, cubin: bytes) -> None:
+        """device_compare.py's kernels, and the key that masks the references (never in device memory)."""
+        self.compare = self.cuda.module_from_buffer(cubin)
+        self.key = int.from_bytes(os.urandom(8), "little")
+        self.counts = self.cuda.mem_alloc(16)
+        self.refs = {}
+
+    def op_load_refs(self, k: int, refs: dict, rules: dict) -> list[str]:
+        """Input set k's reference outputs onto the GPU, masked (device_compare.py); refs: name -> .npy file (an open
+        file passed as a descriptor); rules: name -> [kernel, rtol, atol, poisoned]. The names held, those whose
+        dtype and size are the output buffer's."""
+        held = {}
+        for name, f in refs.items():
+            arr = np.ascontiguousarray(_load(f)).reshape(-1)
+            p = next((q for q in self.params if q["name"] == name), None)
+            if self.compare is None or name not in rules or p is None or name not in self.outputs \
+                    or arr.dtype != np.dtype(p["dtype"]) or arr.size != p["count"] or not arr.size:
+                continue
+            buf = self.cuda.mem_alloc(arr.nbytes)
+            self.cuda.memcpy_htod(buf, arr)
+            mask = self.compare.get_function(f"mepgen_mask{arr.itemsize}")
+            mask(np.uintp(int(buf)), np.uint64(arr.size), np.uint64(self.key), block=(256, 1, 1),
+                 grid=(_blocks(arr.size), 1))
+            held[name] = (buf, arr.size, *rules[name])
+        self.cuda.Context.synchronize()
+        self.refs[k] = held
+        return sorted(held)
+
+    def _matched(self, k: int) -> list[str]:
+        """Outputs equal to input set k's references by verify.compare's rule, compared on the GPU."""
+        out = []
+        for name, (ref, n, kernel, rtol, atol, poisoned) in self.refs.get(k, {}).items():
+            self.cuda.memcpy_htod(self.counts, np.array([0, 2**64 - 1], np.uint64))
+            fn = self.compare.get_function(kernel)
+            got = self.outputs[name][0]
+            args = (np.uintp(int(got)), np.uintp(int(ref)), np.uint64(n), np.uint64(self.key))
+            if kernel.startswith("mepgen_close"):
+                args += (np.float64(rtol), np.float64(atol), np.int32(1 if poisoned else 0))
+            fn(*args, np.uintp(int(self.counts)), block=(256, 1, 1), grid=(_blocks(n), 1))
+            counts = np.empty(2, np.uint64)
+            self.cuda.memcpy_dtoh(counts, self.counts)
+            if int(counts[0]) == 0:
+                out.append(name)
+        return out
 
     def op_load(self, key: str, cubin: bytes, desc: dict) -> None:
         """cubin: the module's bytes (the worker sees no build folder)."""
@@ -185,10 +239,10 @@ class State:
         d = m["desc"]
         m["func"]._launch_kernel(tuple(d["grid"]), tuple(d["block"]), self._args(m, k), d["shared"], self.stream)
 
-    def _outputs(self) -> dict:
+    def _outputs(self, skip=()) -> dict:
         out = {}
         for p in self.params:
-            if p["name"] in self.outputs:
+            if p["name"] in self.outputs and p["name"] not in skip:
                 arr = np.empty(p["count"], dtype=np.dtype(p["dtype"]))
                 self.cuda.memcpy_dtoh(arr, self.outputs[p["name"]][0])
                 out[p["name"]] = arr
@@ -213,7 +267,9 @@ class State:
                 self.cuda.memcpy_htod(s["dev"][p["name"]], host)
         return changed
 
-    def op_run(self, key: str, k: int) -> dict:
+    def op_run(self, key: str, k: int, check: bool = False) -> dict:
+        """One launch on input set k; with `check`, the outputs equal to the references on the GPU (`matched`) do
+        not come back."""
         m = self.modules[key]
         start, end = self.cuda.Event(), self.cuda.Event()
         self._prepare(m, k, flush=False)
@@ -222,8 +278,9 @@ class State:
         end.record(self.stream)
         self.stream.synchronize()
         self.cuda.Context.synchronize()
-        return {"outputs": self._outputs(), "inputs_changed": self._inputs_changed(k), "device": self.device_name,
-                "run_ms": start.time_till(end)}
+        matched = self._matched(k) if check else []
+        return {"outputs": self._outputs(matched), "matched": matched, "inputs_changed": self._inputs_changed(k),
+                "device": self.device_name, "run_ms": start.time_till(end)}
 
     # --- perturbation (perturb.py) ------------------------------------------------------------------
 
@@ -251,7 +308,7 @@ class State:
 
     def op_time(self, base: str, cand: str | None, k: int, warmup: int, reps: int, rounds: int, flush: bool,
                 recheck: int | None, seed: int | None = None, control: int | None = None, finish: bool = True,
-                step: int = 0) -> dict:
+                step: int = 0, check: bool = False) -> dict:
         """Time `rounds` rounds, then (with `finish`) the re-checks. Without `control` both sides launch `reps`
         times a round, alternating A B B A; with it (a candidate timed against the original's stored timing) the
         candidate launches `reps` times a round and the original `control` times, spread among them. A session
@@ -311,11 +368,18 @@ class State:
         self._launch(sides[-1], rk)
         self.stream.synchronize()
         cuda.Context.synchronize()
+        matched = self._matched(rk) if check else []
         changed += [n for n in self._inputs_changed(rk) if n not in changed]
-        out.update({"after": self._outputs(), "after_input_set": rk, "inputs_changed": changed,
+        out.update({"after": self._outputs(matched), "after_matched": matched, "after_input_set": rk,
+                    "inputs_changed": changed,
                     "perturbed": perturbed, "perturbed_ref": perturbed_ref,
                     "perturbed_buffers": len(self.perturbed) if seed is not None else 0})
         return out
+
+
+def _blocks(n: int) -> int:
+    """Blocks of 256 threads for a grid-stride loop over n elements (a few waves, not one thread per element)."""
+    return max(1, min((n + 255) // 256, 4096))
 
 
 def _order(counts: list[int]) -> list[tuple[int, int]]:
@@ -338,6 +402,10 @@ def _order(counts: list[int]) -> list[tuple[int, int]]:
 
 def _receive_files(conn, msg: list) -> list:
     """load_set's files come as descriptors after the message (wire.send_fds): name -> open file."""
+    if msg[0] == "load_refs":              # load_refs' files likewise: name -> open file
+        _, k, names, rules = msg
+        files = [os.fdopen(fd, "rb") for fd in wire.recv_fds(conn, len(names))]
+        return ["load_refs", k, dict(zip(names, files)), rules]
     _, k, inputs, consts = msg
     fds = wire.recv_fds(conn, len(inputs) + len(consts))
     files = [os.fdopen(fd, "rb") for fd in fds]
@@ -366,7 +434,7 @@ def main(conn, device: int) -> None:
         if msg[0] == "exit":
             break
         try:
-            if msg[0] == "load_set":
+            if msg[0] in ("load_set", "load_refs"):
                 msg = _receive_files(conn, msg)
             wire.send(conn, ["ok", getattr(state, "op_" + msg[0])(*msg[1:])])
         except cuda.Error as e:
