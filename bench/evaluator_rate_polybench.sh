@@ -24,8 +24,8 @@ case "$before" in
     rev:*) modes="--before-rev ${before#rev:}" ;;
     *) modes="--before-tree $(cd "$before" && pwd)" ;;
 esac
-apps=$(ls -d "$work"/CUDA/*/* "$work"/CUDA/linear-algebra/*/* 2>/dev/null | while read -r d; do
-    ls "$d"/*.cu >/dev/null 2>&1 && echo "$d"; done)
+apps=$(for d in "$work"/CUDA/*/* "$work"/CUDA/linear-algebra/*/*; do    # the programs: folders holding a .cu
+    if ls "$d"/*.cu >/dev/null 2>&1; then echo "$d"; fi; done)
 cd "$here"
 # shellcheck disable=SC2086
 exec python3 bench/evaluator_rate.py "$out" $apps --in-place --work "$work" --time-limit "$seconds" $modes "$@"

@@ -3,9 +3,16 @@ for a 3 us and a 1 s kernel (with a floor), instead of a fixed count (50 launche
 round would take minutes per candidate).
 
 Each side of a round times about ROUND_MS of kernel time (between MIN_REPS and MAX_REPS launches), after about
-WARMUP_MS of warm-up (between MIN_WARMUP and MAX_WARMUP launches). The first launch is the slower of the
-original's and the candidate's kernel time on their first verified run (event-timed on both backends), so a
-candidate 100x slower than the original does not run 100x longer than planned.
+WARMUP_MS of warm-up (between MIN_WARMUP and MAX_WARMUP launches), sized from a first launch (event-timed on both
+backends on the first verified run):
+- the original alone (timed once per run and GPU, session.py): its own first launch;
+- a candidate against that stored timing (the default): the candidate's own first launch, so a candidate 30x
+  faster than a 1.6 ms original runs 200 launches of 53 us a round (not 125 launches sized by the original), one
+  100x slower no longer than planned; the original's side is controls(): a few launches a round that detect
+  drift, about CONTROL_MS of its kernel time; and the session ends at the first round from decide.MIN_ROUNDS on
+  where decide.settled says the verdict cannot change, so `rounds` is a budget that close calls use up;
+- a candidate interleaved with the original launch by launch (Options.baseline_once off, or drift twice in a
+  session): the slower of the two first launches, both sides the same count.
 """
 from __future__ import annotations
 
