@@ -3,7 +3,7 @@
 included, per MEP, before and after a change of the evaluator, side by side on the same card.
 
     python3 bench/evaluator_rate.py OUT TARGET... [--before-tree DIR | --before-rev REV] [--modes before,after]
-        [--time-limit 30] [--budget 500] [--gpus 0,1] [--max-meps N] [--work DIR] [--jobs 8] [--in-place]
+        [--time-limit 30] [--budget 500] [--gpus 0,1] [--max-meps N] [--shard I/N] [--work DIR] [--jobs 8] [--in-place]
 
 TARGET: an application folder (its MEPs are .mepgen/meps/*; one without them is copied to --work and cut as a
 user would: `mepgen extract .`, `mepgen mep --all`, --jobs applications at a time; with --in-place where it is),
@@ -126,6 +126,11 @@ def run_one(tree: Path, app: Path, mid: str, mode: str, args, gpu: str | None) -
     recs = records(run)
     header = json.loads((run / "run.json").read_text()) if (run / "run.json").is_file() else {}
     verified = sum(1 for r in recs if r.get("status") == "ok")
+    notes = [" ".join(r["result"].get("notes") or []) for r in recs]
+    # the sequential sessions (session.py): how many ended early, how many saw the original's speed move
+    early = sum(1 for n in notes if "the verdict was settled" in n)
+    drift = sum(1 for n in notes if "timed again" in n)
+    interleaved = sum(1 for n in notes if "timed interleaved with it" in n)
     phases = {}
     for name in PHASES:
         vals = [r["result"].get("phases", {}).get(name) for r in recs]
@@ -134,7 +139,8 @@ def run_one(tree: Path, app: Path, mid: str, mode: str, args, gpu: str | None) -
             "evaluations": len(recs), "verified": verified, "verified_per_min": round(verified / wall * 60, 1),
             "baseline_ms": out.get("baseline_ms"), "backend": header.get("backend"),
             "speedup": (out.get("best") or {}).get("speedup"), "stop": out.get("stop_reason"),
-            "error": out.get("error"), "phases": phases, "stderr_tail": done.stderr.strip().splitlines()[-4:]}
+            "error": out.get("error"), "phases": phases, "early_stops": early, "drift_retimes": drift,
+            "interleaved": interleaved, "stderr_tail": done.stderr.strip().splitlines()[-4:]}
 
 
 def spread(values: list[float]) -> str:
@@ -174,7 +180,9 @@ def markdown(res: dict) -> str:
                 cells.append(f"exit {r['exit']}: {(r['error'] or '')[:80]}".replace("|", "/"))
             else:
                 cells.append(f"{r['backend']} / {r['wall_s']} / {r['verified']} of {r['evaluations']} / "
-                             f"**{r['verified_per_min']}** / " + ", ".join(str(r['phases'].get(p) or '-') for p in PHASES))
+                             f"**{r['verified_per_min']}** / " + ", ".join(str(r['phases'].get(p) or '-') for p in PHASES)
+                             + (f" (early {r['early_stops']}, drift {r['drift_retimes']}, interleaved "
+                                f"{r['interleaved']})" if r.get("early_stops") or r.get("drift_retimes") else ""))
         best = (row.get("after") or {}).get("speedup")
         lines.append(f"| {key} | {('%.4g' % ms) if ms else '-'} | " + " | ".join(cells)
                      + f" | {('%.2fx' % best) if best else '-'} |")
@@ -226,6 +234,7 @@ def main() -> int:
     ap.add_argument("--budget", type=int, default=500)
     ap.add_argument("--gpus", default=None, help="comma-separated nvidia-smi indices (default: all)")
     ap.add_argument("--max-meps", type=int, default=0, help="at most this many MEPs (0: all)")
+    ap.add_argument("--shard", default=None, help="I/N: only every N-th MEP from the I-th (0-based)")
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--jobs", type=int, default=8, help="applications cut into MEPs at a time")
     ap.add_argument("--in-place", action="store_true",
@@ -248,6 +257,9 @@ def main() -> int:
         found = [m for ms in pool.map(lambda t: prepare(t.resolve(), work, args.in_place), args.targets) for m in ms]
     skipped = [f"{app.name}/{mid} ({n})" for app, mid in found for n in [todo_count(app, mid)] if n != 0]
     meps = [(app, mid) for app, mid in found if todo_count(app, mid) == 0]
+    if args.shard:             # I/N: every N-th MEP from the I-th (0-based): a suite split over device calls
+        i, n = (int(v) for v in args.shard.split("/"))
+        meps = meps[i::n]
     if args.max_meps:
         meps = meps[:args.max_meps]
     rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
