@@ -245,3 +245,19 @@ def test_references_stay_masked_on_the_gpu_and_only_differing_outputs_come_back(
     assert differs["matched"] == [] and np.array_equal(differs["outputs"]["y"], y)
     after = state.op_time("b", "c", 0, 0, 3, 0, False, None, None, 2, True, 0, True)
     assert after["after_matched"] == [] and set(after["after"]) == {"y"}
+
+
+def test_with_the_comparison_kernels_an_input_the_kernel_wrote_is_found_on_the_gpu_and_restored(tmp_path):
+    import numpy as np
+    state, launches = fake_driver_state(tmp_path)
+    state.op_compare(b"cubin")
+    state.compare = EmulatedCompare(state.cuda)
+    x = state.sets[0]["host"]["x"]
+    dev = state.sets[0]["dev"]["x"]
+    assert state._inputs_changed(0) == [] and "x" in state.sets[0]["pristine"]
+    copy = np.frombuffer(state.cuda._at(int(state.sets[0]["pristine"]["x"]), x.nbytes), np.uint8)
+    assert not np.array_equal(copy, x.view(np.uint8))                    # the copy is masked
+    state.cuda._at(int(dev) + 4 * 1000, 4)[:] = b"\x00\x00\x80\x7f"       # the kernel wrote an Inf into x[1000]
+    assert state._inputs_changed(0) == ["x"]
+    assert bytes(state.cuda._at(int(dev), x.nbytes)) == x.tobytes()      # restored
+    assert state._inputs_changed(0) == []

@@ -8,6 +8,9 @@ unwritten), it matches only when it is unwritten in the candidate's output too; 
 bit. Every other dtype (complex, records) is compared on the host. A mismatch count above zero sends the outputs
 back to the parent, which computes the evidence with verify.compare: the device only says "all match" faster.
 
+The same kernels tell whether a run wrote into an `in` buffer: its bits against a copy of the input set's (the
+worker's _differs), instead of copying every input back to the host after every run.
+
 The references stay on the GPU across candidates, each element XORed with a mask drawn from a key the worker
 keeps in its own memory and passes to these kernels by value: a candidate kernel that reads device memory it was
 not given finds no reference outputs to copy.
