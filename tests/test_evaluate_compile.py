@@ -181,3 +181,17 @@ def test_pycuda_entry_folds_host_math_in_the_launch_to_the_host_s_values(tmp_pat
     subprocess.run([cxx, "-std=c++17", str(host), "-o", str(tmp_path / "host")], check=True)
     want = [int(v) for v in subprocess.run([str(tmp_path / "host")], capture_output=True, text=True).stdout.split()]
     assert built.extra["grid"] == want == [1049, 3 + 2 + 1, 7 * 2 + 3 + 174762]
+
+
+def test_folded_calls_do_not_meet_a_macro_of_the_same_name_in_the_kernel_s_headers(tmp_path):
+    """`#define min(a, b) ...` in the kernel file (as C-style code has it): the entry's `(mepgen_fold::min)(...)`
+    and its prelude (before the kernel file) are out of the macro's reach."""
+    kernel = tmp_path / "kernel.cu"
+    kernel.write_text("#define min(a, b) ((a) < (b) ? (a) : (b))\n#define ceil(x) oops\n"
+                      + (FIXTURES / "axpy" / "kernel.cu").read_text())
+    spec = load_spec(FIXTURES / "axpy" / "mep.yaml")
+    spec.launch.grid = ["min(N / 256, 100)"]
+    spec.launch.block = ["(unsigned)std::max(32, 64)"]
+    built = build_cubin(spec, FIXTURES / "axpy", kernel, tmp_path / "b", 300)
+    assert not isinstance(built, CompileFailed), built
+    assert built.extra["grid"] == [100, 1, 1] and built.extra["block"] == [64, 1, 1]

@@ -3,7 +3,7 @@
 The native harness computes `dim3 grid((size_t)ceil((float)NI / 32))` on the host at run time; the pycuda entry
 holds the same expression in a `__device__` variable's initializer, which must be a constant expression, and
 <cmath>'s `ceil` is no `constexpr` function (nvcc: "dynamic initialization is not supported"). So the entry calls
-`mepgen_fold::ceil` instead: a `constexpr` function with the same result type and value as the host one for
+`mepgen_fold::ceil` instead (PRELUDE, before the kernel file, so that its macros do not reach it): a `constexpr` function with the same result type and value as the host one for
 every argument a launch can have (finite, integral or not; an argument beyond 2^52 is already integral). Casts,
 `sizeof` and `?:` are constant expressions already. A call of anything else (a function of the application, `sqrt`,
 `pow`) stays a reason to run the MEP on the native harness (devices.runtime_calls).
@@ -66,8 +66,10 @@ template <typename A, typename B> __host__ __device__ constexpr auto max(A a, B 
 
 
 def rewrite(expr: str) -> str:
-    """`expr` with each folded function called through mepgen_fold (`ceil(` -> `mepgen_fold::ceil(`)."""
-    return _CALL.sub(lambda m: f"mepgen_fold::{m.group(1)}(", expr)
+    """`expr` with each folded function called through mepgen_fold (`ceil(` -> `(mepgen_fold::ceil)(`: in
+    parentheses, so that a function-like macro of the same name in the kernel's headers, `#define min(a, b) ...`,
+    does not expand there)."""
+    return _CALL.sub(lambda m: f"(mepgen_fold::{m.group(1)})(", expr)
 
 
 def folds(name: str) -> bool:

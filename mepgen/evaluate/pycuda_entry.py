@@ -52,8 +52,8 @@ def entry_source(spec: Spec, kernel_file: Path) -> str:
     """The translation unit that makes `kernel_file` launchable from a cubin."""
     # sizes are -DMEPGEN_SIZE_<SYM> in the build; ceil() and the like go through fold.PRELUDE's constexpr twins
     b = lambda e: fold.rewrite(mepbuild.in_build(e, spec.sizes))
-    lines = [*(f"#include <{h}>" for h in mepbuild.PRELUDE_HEADERS), f'#include "{Path(kernel_file).resolve()}"',
-             _PARAM_TYPES, fold.PRELUDE,
+    lines = [*(f"#include <{h}>" for h in mepbuild.PRELUDE_HEADERS), fold.PRELUDE,
+             f'#include "{Path(kernel_file).resolve()}"', _PARAM_TYPES,
              f"#define MEPGEN_KERNEL {_callee_in_build(callee(spec), spec.sizes)}", ""]
     n = len(spec.params)
     for i, p in enumerate(spec.params):
