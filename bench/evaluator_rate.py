@@ -15,7 +15,8 @@ e.g. `git archive main | tar -x -C DIR`) or of --before-rev REV (extracted here 
 
     python -m mepgen.cli optimize ID -C APP --proposer library --no-inherit --budget B --time-limit S --json
 
-with the defaults otherwise, each from the same state: the MEP's evaluator folder (eval/) emptied except its input
+with optimize's defaults otherwise (its budget of 25 candidates; the time limit is a guard for a device call),
+each from the same state: the MEP's evaluator folder (eval/) emptied except its input
 sets (made once, by whichever runs first), so no build, reference or result of another run is reused. The two
 modes of one MEP run back to back on one GPU (the order alternating from MEP to MEP); MEPs are spread over
 --gpus (default: every GPU nvidia-smi lists), one at a time per GPU.
@@ -230,8 +231,8 @@ def main() -> int:
     ap.add_argument("--before-tree")
     ap.add_argument("--before-rev")
     ap.add_argument("--modes", default="before,after")
-    ap.add_argument("--time-limit", type=float, default=30.0)
-    ap.add_argument("--budget", type=int, default=500)
+    ap.add_argument("--time-limit", type=float, default=60.0, help="a guard; the budget ends a run first")
+    ap.add_argument("--budget", type=int, default=25, help="optimize's default")
     ap.add_argument("--gpus", default=None, help="comma-separated nvidia-smi indices (default: all)")
     ap.add_argument("--max-meps", type=int, default=0, help="at most this many MEPs (0: all)")
     ap.add_argument("--shard", default=None, help="I/N: only every N-th MEP from the I-th (0-based)")
