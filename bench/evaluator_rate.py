@@ -25,7 +25,8 @@ Reported per run: wall time of the whole command (baseline included), candidates
 passed verification on every input set and timed), verified per minute over that wall time, the original's
 launch time, the backend, the median phases of a candidate (compile / load / verify / time / checks); then per mode
 the median, quartiles, min and max over the MEPs, overall and for originals under 200 us and under 2 ms.
-Writes OUT/evaluator_rate.json and OUT/evaluator_rate.md after every MEP.
+Writes OUT/evaluator_rate.json and OUT/evaluator_rate.md after every MEP;
+`python3 bench/evaluator_rate.py merge OUT PART/evaluator_rate.json...` makes one table of several calls' parts.
 """
 from __future__ import annotations
 
@@ -224,7 +225,22 @@ def before_tree(args, work: Path) -> Path | None:
     return None
 
 
+def merge(out: Path, parts: list[Path]) -> int:
+    """One table from the evaluator_rate.json of several calls (--shard I/N)."""
+    loaded = [json.loads(Path(p).read_text()) for p in parts]
+    res = dict(loaded[0], runs=[r for part in loaded for r in part["runs"]],
+               skipped=sorted({s for part in loaded for s in part.get("skipped", [])}),
+               command=" + ".join(part["command"] for part in loaded))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "evaluator_rate.json").write_text(json.dumps(res, indent=1) + "\n")
+    (out / "evaluator_rate.md").write_text(markdown(res))
+    print(markdown(res))
+    return 0
+
+
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "merge":      # evaluator_rate.py merge OUT PART.json...
+        return merge(Path(sys.argv[2]), [Path(p) for p in sys.argv[3:]])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("targets", nargs="+", type=Path)
