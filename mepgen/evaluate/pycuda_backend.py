@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -68,11 +69,14 @@ class PycudaBackend(Backend):
         self.refs_of = None
         self.ref_rules: dict[str, list] = {}
         self.refs_held: dict[int, list[str]] = {}      # input set -> outputs the worker holds references of
+        self._helpers = None     # the L2 flush and comparison cubins, built in the background (_build_helpers)
 
     def compile(self, kernel_file: Path, launch: Launch | None = None, flags=()) -> Built | CompileFailed:
         """The cubin; with `launch`, its launch geometry comes from that configuration instead of mep.yaml's;
         `flags`: extra nvcc flags (the cubin's cache key covers every flag)."""
         spec = with_flags(self.spec if launch is None else with_launch(self.spec, launch), flags)
+        if self._helpers is None:     # the first build (the original's): mepgen's own kernels meanwhile
+            self._helpers = _HELPERS.submit(_build_helpers, self.spec.build.arch, self.build_dir, self.compile_timeout)
         return build_cubin(spec, self.mep_dir, Path(kernel_file), self.build_dir, self.compile_timeout,
                            level=self.sandbox_level)
 
@@ -117,6 +121,8 @@ class PycudaBackend(Backend):
         params = [{"name": p.name, "role": p.role, "dtype": p.dtype, "count": self.spec.count(p) if p.is_buffer else 0,
                    "placement": p.placement, "perturb": order.index(p.name) if p.name in order else None}
                   for p in self.spec.params]
+        if self._helpers is not None:
+            self._helpers.result()
         try:
             flush_cubin = l2_flush.build_cubin(self.spec.build.arch, self.build_dir, self.compile_timeout).read_bytes()
         except MepgenError as e:
@@ -143,6 +149,8 @@ class PycudaBackend(Backend):
         when nvcc cannot build them: the parent's comparison is the same rule)."""
         if self.refs_of is None or not self.ref_rules:
             return None
+        if self._helpers is not None:
+            self._helpers.result()       # built in the background since the first compile: waits, then cached
         try:
             return device_compare.build_cubin(self.spec.build.arch, self.build_dir, self.compile_timeout).read_bytes()
         except MepgenError:
@@ -379,6 +387,20 @@ class PycudaBackend(Backend):
             except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
                 pass
         self._kill()
+
+
+_HELPERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mepgen-helpers")
+
+
+def _build_helpers(arch: str, build_dir: Path, timeout: float) -> None:
+    """The L2 flush and the comparison kernels for `arch` into the build folder's cache, while the original
+    compiles and its input sets and references are made (each costs an nvcc run of a second or two); a failure
+    is said again where the cubin is needed."""
+    for build in (l2_flush.build_cubin, device_compare.build_cubin):
+        try:
+            build(arch, build_dir, timeout)
+        except (MepgenError, OSError):
+            pass
 
 
 def worker_path() -> list[Path]:
