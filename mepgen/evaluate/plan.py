@@ -75,10 +75,13 @@ def timing_seconds(plan: TimingPlan, launch_ms: float, run_s: float, sides: int,
     at `launch_ms`, plus the re-check after it (one run, `run_s` as measured); with `per_process` (the native
     backend: one harness process per round and side, each loading the inputs and warming up again) one run's
     overhead and the warm-up per process. With `plan.control` (a candidate against the original's stored timing)
-    the original's side is its control launches at `control_ms`, in one process on the native backend."""
+    the original's side is its control launches at `control_ms`, in one process on the native backend, and the
+    candidate's rounds in one process there too unless a round is as short as MIN_REPS launches."""
     if plan.control is not None and sides == 2:
-        processes = plan.rounds + 1 if per_process else 1
-        cand = plan.rounds * plan.reps + plan.warmup * (plan.rounds if per_process else 1)
+        # native: the controls' process, then one for every round (native.py: one for all when rounds are long)
+        per_round = per_process and plan.reps <= MIN_REPS
+        processes = (plan.rounds + 1 if per_round else 2) if per_process else 1
+        cand = plan.rounds * plan.reps + plan.warmup * (plan.rounds if per_round else 1)
         base = plan.rounds * plan.control if not per_process else plan.control
         base += min(plan.warmup, plan.control)
         return (cand * launch_ms + base * (control_ms or launch_ms)) / 1000.0 + processes * run_s + run_s
