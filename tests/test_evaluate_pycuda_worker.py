@@ -209,6 +209,12 @@ class EmulatedCompare:
         def mask(buf, n, key, **launch):
             view(buf, int(n))[:] ^= self.mask(int(key), int(n), size)
 
+        def broken(now, ref, n, key, counts, **launch):
+            dt = {2: np.float16, 4: np.float32, 8: np.float64}[size]
+            plain = (view(ref, int(n)) ^ self.mask(int(key), int(n), size)).view(dt)
+            bad = ~np.isfinite(view(now, int(n)).view(dt)) & np.isfinite(plain)
+            np.frombuffer(self.cuda._at(int(counts), 16), np.uint64)[:] = [bad.sum(), 0]
+
         def check(got, ref, n, key, *rest, **launch):
             counts = rest[-1]
             plain = view(ref, int(n)) ^ self.mask(int(key), int(n), size)
@@ -218,7 +224,7 @@ class EmulatedCompare:
                         else True)
             np.frombuffer(self.cuda._at(int(counts), 16), np.uint64)[:] = [m.bad, m.first_bad_index] if m else [0, 0]
 
-        return mask if name.startswith("mepgen_mask") else check
+        return mask if name.startswith("mepgen_mask") else broken if name.startswith("mepgen_broken") else check
 
 
 def test_references_stay_masked_on_the_gpu_and_only_differing_outputs_come_back(tmp_path):
@@ -261,3 +267,29 @@ def test_with_the_comparison_kernels_an_input_the_kernel_wrote_is_found_on_the_g
     assert state._inputs_changed(0) == ["x"]
     assert bytes(state.cuda._at(int(dev), x.nbytes)) == x.tobytes()      # restored
     assert state._inputs_changed(0) == []
+
+
+def test_the_perturbation_recheck_runs_on_the_gpu_and_sends_back_outputs_only_when_they_differ(tmp_path):
+    """With every output's reference on the GPU, the candidate's outputs on the changed inputs are compared there with
+    the original's: a match sends back a summary (elements the change moved against the reference), a mismatch both
+    outputs for the parent's evidence (perturb.recheck)."""
+    import numpy as np
+    from mepgen.evaluate import perturb
+    state, launches = fake_driver_state(tmp_path)
+    state.op_compare(b"cubin")
+    state.compare = EmulatedCompare(state.cuda)
+    state.perturbed = ["x", "y"]
+    y = state.sets[0]["host"]["y"]
+    np.save(tmp_path / "y.npy", y)
+    state.op_load_refs(0, {"y": str(tmp_path / "y.npy")}, {"y": ["mepgen_close4", 1e-5, 1e-6, False]})
+    args = ("b", "c", 0, 0, 3, 1, False, None, 7, 2, True, 0, True)
+    same = state.op_time(*args)
+    moved = perturb.block(7, perturb.RECHECK_STEP, 1, y.size)[2]   # the fake kernels leave the changed y as it is
+    assert same["perturbed_summary"] == {"followed": moved, "outputs": ["y"]} and moved > 0
+    assert same["perturbed"] == {} and same["perturbed_ref"] == {}
+    out_y = state.outputs["y"][0]
+    state.modules["c"]["func"]._launch_kernel = lambda *a: state.cuda._at(int(out_y), 4).__setitem__(
+        slice(0, 4), b"\x00\x00\x80\x7f")                             # the candidate writes an Inf into y[0]
+    differs = state.op_time(*args)
+    assert differs["perturbed_summary"] is None
+    assert differs["perturbed"]["y"][0] == np.inf and np.isfinite(differs["perturbed_ref"]["y"][0])

@@ -68,6 +68,8 @@ class TimingOutput:
     perturbed: dict[str, np.ndarray] = field(default_factory=dict)
     perturbed_ref: dict[str, np.ndarray] = field(default_factory=dict)
     perturbed_buffers: int = 0
+    # or, compared on the GPU and all matching (device_compare.py): {"followed": n, "outputs": names}
+    perturbed_summary: dict | None = None
     warmup: int | None = None                            # what the session ran (a time-based plan may differ)
     reps: int | None = None
 

@@ -8,7 +8,10 @@ unwritten), it matches only when it is unwritten in the candidate's output too; 
 bit. Every other dtype (complex, records) is compared on the host. A mismatch count above zero sends the outputs
 back to the parent, which computes the evidence with verify.compare: the device only says "all match" faster.
 
-The same kernels tell whether a run wrote into an `in` buffer: its bits against a copy of the input set's (the
+The perturbation re-check (perturb.recheck) runs there too: the candidate's outputs on the changed inputs against
+the original's on the same inputs (the latter masked in place first), how many of the original's elements the
+change moved (`followed`, against the reference) and whether it made any non-finite (`broken`); only when all
+match does nothing come back. The same kernels tell whether a run wrote into an `in` buffer: its bits against a copy of the input set's (the
 worker's _differs), instead of copying every input back to the host after every run.
 
 The references stay on the GPU across candidates, each element XORed with a mask drawn from a key the worker
@@ -77,6 +80,17 @@ MEPGEN_BITS(1, unsigned char) MEPGEN_BITS(2, unsigned short) MEPGEN_BITS(4, unsi
                                                int poisoned, u64 *out) { \
         close_floats(g, r, n, key, rtol, atol, poisoned, out); }
 MEPGEN_CLOSE(2, unsigned short) MEPGEN_CLOSE(4, unsigned int) MEPGEN_CLOSE(8, u64)
+/* the perturbation re-check's guard: elements non-finite in `now` (the original on changed inputs) and finite in
+   the masked reference (perturb.recheck's `broken`) */
+template <typename U> __device__ void broken_floats(const U *now, const U *ref, u64 n, u64 key, u64 *out) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+        if (!isfinite(as_double(now[i])) && isfinite(as_double((U)(ref[i] ^ (U)mepgen_mask(key, i)))))
+            mepgen_bad(out, i);
+}
+#define MEPGEN_BROKEN(S, U) \
+    extern "C" __global__ void mepgen_broken##S(const U *now, const U *r, u64 n, u64 key, u64 *out) { \
+        broken_floats(now, r, n, key, out); }
+MEPGEN_BROKEN(2, unsigned short) MEPGEN_BROKEN(4, unsigned int) MEPGEN_BROKEN(8, u64)
 """
 
 

@@ -377,6 +377,7 @@ class PycudaBackend(Backend):
                             inputs_changed=reply["inputs_changed"], device=reply["device"],
                             l2_bytes=reply["l2_bytes"], perturbed=reply.get("perturbed") or {},
                             perturbed_ref=reply.get("perturbed_ref") or {},
+                            perturbed_summary=reply.get("perturbed_summary"),
                             perturbed_buffers=reply.get("perturbed_buffers") or 0, warmup=plan.warmup, reps=plan.reps)
 
     def close(self) -> None:

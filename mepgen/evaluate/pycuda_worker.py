@@ -296,6 +296,56 @@ class State:
         self.cuda.memcpy_dtoh(counts, self.counts)
         return int(counts[0]) != 0
 
+    def _keep_outputs(self) -> None:
+        """The outputs into scratch buffers on the GPU (kept between sessions), for _perturbed_on_gpu."""
+        self.scratch = getattr(self, "scratch", {})
+        for name, (buf, nbytes, _) in self.outputs.items():
+            if name not in self.scratch:
+                self.scratch[name] = self.cuda.mem_alloc(nbytes)
+            self.cuda.memcpy_dtod_async(self.scratch[name], buf, nbytes, self.stream)
+        self.stream.synchronize()
+
+    def _kept(self) -> dict:
+        out = {}
+        for p in self.params:
+            if p["name"] in self.outputs:
+                arr = np.empty(p["count"], dtype=np.dtype(p["dtype"]))
+                self.cuda.memcpy_dtoh(arr, self.scratch[p["name"]])
+                out[p["name"]] = arr
+        return out
+
+    def _count(self, kernel: str, *args, n: int) -> int:
+        self.cuda.memcpy_htod(self.counts, np.array([0, 2**64 - 1], np.uint64))
+        self.compare.get_function(kernel)(*args, np.uintp(int(self.counts)), block=(256, 1, 1), grid=(_blocks(n), 1))
+        counts = np.empty(2, np.uint64)
+        self.cuda.memcpy_dtoh(counts, self.counts)
+        return int(counts[0])
+
+    def _perturbed_on_gpu(self, k: int) -> dict | None:
+        """perturb.recheck on the GPU: the candidate's kept outputs against the original's (in the output buffers,
+        masked in place for the comparison and unmasked after), `followed` and `broken` against set k's
+        references. {"followed": n, "outputs": names} when every output matches and none broke, else None."""
+        followed = 0
+        for name, (ref, n, kernel, rtol, atol, poisoned) in self.refs[k].items():
+            now = self.outputs[name][0]
+            size = int(kernel[-1])
+            key = np.uint64(self.key)
+            if kernel.startswith("mepgen_close") and self._count(
+                    f"mepgen_broken{size}", np.uintp(int(now)), np.uintp(int(ref)), np.uint64(n), key, n=n):
+                return None
+            followed += self._count(f"mepgen_same{size}", np.uintp(int(now)), np.uintp(int(ref)), np.uint64(n), key,
+                                    n=n)
+            mask = self.compare.get_function(f"mepgen_mask{size}")
+            mask(np.uintp(int(now)), np.uint64(n), key, block=(256, 1, 1), grid=(_blocks(n), 1))
+            args = (np.uintp(int(self.scratch[name])), np.uintp(int(now)), np.uint64(n), key)
+            if kernel.startswith("mepgen_close"):
+                args += (np.float64(rtol), np.float64(atol), np.int32(1 if poisoned else 0))
+            bad = self._count(kernel, *args, n=n)
+            mask(np.uintp(int(now)), np.uint64(n), key, block=(256, 1, 1), grid=(_blocks(n), 1))
+            if bad:
+                return None
+        return {"followed": followed, "outputs": sorted(self.refs[k])}
+
     def op_run(self, key: str, k: int, check: bool = False) -> dict:
         """One launch on input set k; with `check`, the outputs equal to the references on the GPU (`matched`) do
         not come back."""
@@ -376,16 +426,23 @@ class State:
                "device": self.device_name, "l2_bytes": self.l2_bytes, "step": step}
         if not finish:
             return out
-        perturbed, perturbed_ref = {}, {}
+        perturbed, perturbed_ref, summary = {}, {}, None
         if seed is not None and cand and self.perturbed:
             # the candidate first, then the original: each from poisoned outputs and the same changed inputs
             self._perturb(k, seed, perturb.RECHECK_STEP)
+            on_gpu = check and set(self.refs.get(k, {})) == set(self.outputs)
             for m, into in ((sides[-1], "cand"), (sides[0], "ref")):
                 self._prepare(m, k, flush=False)
                 self._launch(m, k)
                 self.stream.synchronize()
-                if into == "cand":
+                if into == "cand" and on_gpu:
+                    self._keep_outputs()
+                elif into == "cand":
                     perturbed = self._outputs()
+                elif on_gpu:
+                    summary = self._perturbed_on_gpu(k)
+                    if summary is None:          # a mismatch, or the original broke: the parent takes the evidence
+                        perturbed, perturbed_ref = self._kept(), self._outputs()
                 else:
                     perturbed_ref = self._outputs()
         self._unperturb()
@@ -401,7 +458,7 @@ class State:
         changed += [n for n in self._inputs_changed(rk) if n not in changed]
         out.update({"after": self._outputs(matched), "after_matched": matched, "after_input_set": rk,
                     "inputs_changed": changed,
-                    "perturbed": perturbed, "perturbed_ref": perturbed_ref,
+                    "perturbed": perturbed, "perturbed_ref": perturbed_ref, "perturbed_summary": summary,
                     "perturbed_buffers": len(self.perturbed) if seed is not None else 0})
         return out
 
