@@ -97,3 +97,23 @@ def test_integers_and_bools_match_bit_for_bit(gpu, dtype):
         got.view(np.uint8)[9] = 0xA5                     # a poisoned bool does not read as True
         got.view(np.uint8)[8] = 2 if not ref[8] else 0xA5
     assert on_device(gpu, got, ref, Tolerance(0.0, 0.0), True) == host(got, ref, Tolerance(0.0, 0.0), True)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_broken_counts_what_perturb_recheck_counts(gpu, dtype):
+    """mepgen_broken: elements non-finite in the original's outputs on changed inputs and finite in the reference."""
+    cuda, module = gpu
+    rng = np.random.default_rng(5)
+    ref = rng.standard_normal(4000).astype(dtype)
+    ref[[3, 4]] = np.nan
+    now = ref.copy()
+    now[[4, 10, 11, 3999]] = [np.inf, np.nan, -np.inf, np.nan]
+    key = 0x0F0F_0F0F_1234_5678
+    r, g = cuda.to_device(ref), cuda.to_device(now)
+    n = np.uint64(ref.size)
+    module.get_function(f"mepgen_mask{ref.itemsize}")(r, n, np.uint64(key), block=(256, 1, 1), grid=(4, 1))
+    counts = cuda.to_device(np.array([0, 2**64 - 1], np.uint64))
+    module.get_function(f"mepgen_broken{ref.itemsize}")(g, r, n, np.uint64(key), counts, block=(256, 1, 1),
+                                                         grid=(4, 1))
+    got = cuda.from_device(counts, (2,), np.uint64)
+    assert int(got[0]) == int((~np.isfinite(now) & np.isfinite(ref)).sum()) == 3 and int(got[1]) == 10
