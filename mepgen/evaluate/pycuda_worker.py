@@ -17,7 +17,8 @@ once more at perturb.RECHECK_STEP: both outputs go back for the parent to compar
 
 Reference outputs (`load_refs`, from the parent's store) stay on the GPU masked (device_compare.py): a run or a
 re-check with `check` compares the outputs with them there and sends back only those that differ, for the parent
-to take the evidence from (verify.compare); the perturbation re-check's outputs always go back.
+to take the evidence from (verify.compare); the perturbation re-check likewise, when every output's reference is
+there (_perturbed_on_gpu).
 """
 from __future__ import annotations
 
