@@ -110,6 +110,7 @@ def median(values: list[float]) -> float | None:
 
 def run_one(tree: Path, app: Path, mid: str, mode: str, args, gpu: str | None) -> dict:
     reset(app / ".mepgen" / "meps" / mid)
+    shutil.rmtree(app / ".mepgen" / "runs" / mid / f"rate-{mode}", ignore_errors=True)   # else optimize resumes it
     env = dict(os.environ, MEPGEN_PATTERNS_DB=str(Path(tempfile.mkdtemp(prefix="mepgen-rate-db-")) / "p.sqlite"))
     for k in [k for k in env if k.endswith("API_KEY")]:
         env.pop(k)
