@@ -144,6 +144,13 @@ class PycudaBackend(Backend):
             if isinstance(reply, RuntimeFault):     # the worker restarts with them at its next request
                 self._kill()
 
+    def recheck_references(self, k: int, names: list[str]) -> None:
+        """Outputs the GPU called different from set k's references and the parent's comparison found equal: the
+        references on the GPU are not what they were (a candidate wrote past its buffers), so they are sent again
+        before the next run on set k."""
+        if any(n in self.refs_held.get(k, []) for n in names):
+            self.refs_held.pop(k, None)
+
     def _compare_cubin(self) -> bytes | None:
         """device_compare.py's kernels when the outputs are to be compared on the GPU; None: in the parent (also
         when nvcc cannot build them: the parent's comparison is the same rule)."""

@@ -263,9 +263,7 @@ class State:
             if getattr(self, "compare", None) is not None and host.nbytes:   # on the GPU, against a masked copy
                 if not self._differs(k, p["name"], host):
                     continue
-                changed.append(p["name"])
-                self.cuda.memcpy_htod(s["dev"][p["name"]], host)
-                continue
+                s["pristine"].pop(p["name"])     # confirmed below on the host: the copy itself may have been hit
             raw = host.reshape(-1).view(np.uint8)
             if getattr(self, "_scratch", None) is None or self._scratch.size < raw.size:
                 self._scratch = np.empty(raw.size, np.uint8)
