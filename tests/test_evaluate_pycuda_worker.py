@@ -293,3 +293,24 @@ def test_the_perturbation_recheck_runs_on_the_gpu_and_sends_back_outputs_only_wh
     differs = state.op_time(*args)
     assert differs["perturbed_summary"] is None
     assert differs["perturbed"]["y"][0] == np.inf and np.isfinite(differs["perturbed_ref"]["y"][0])
+
+
+def test_a_hit_copy_on_the_gpu_costs_a_host_comparison_not_a_wrong_verdict(tmp_path):
+    """A candidate that wrote past its buffers into the masked copy of an input: the GPU says the input changed,
+    the host's comparison says it did not, so nothing is reported and the copy is made again."""
+    state, launches = fake_driver_state(tmp_path)
+    state.op_compare(b"cubin")
+    state.compare = EmulatedCompare(state.cuda)
+    assert state._inputs_changed(0) == []
+    copy = state.sets[0]["pristine"]["x"]
+    state.cuda._at(int(copy), 8)[:] = b"\x01" * 8
+    assert state._inputs_changed(0) == [] and "x" not in state.sets[0]["pristine"]        # dropped
+    assert state._inputs_changed(0) == [] and "x" in state.sets[0]["pristine"]            # made again
+
+
+def test_references_the_parent_contradicts_are_sent_again(backend):
+    be, _ = backend
+    be.refs_held = {0: ["y"], 1: ["y"]}
+    be.recheck_references(0, ["y"])
+    be.recheck_references(1, ["z"])
+    assert be.refs_held == {1: ["y"]}
