@@ -95,6 +95,8 @@ def time_candidate(ev, worker, built, text: str, first_ms: float | None, recheck
                      + (": the verdict was settled" if rounds < plan.rounds else "") + f"; {d.why}")
         if not d.moved:
             return Session(t, stored.rounds, plan, notes)
+        if attempt:              # moved again right after the original was timed again: no third timing of it
+            break
         ev.log(f"{d.why}: timing the original again")
         stored, tb = time_baseline(ev, worker, out_dir / f"baseline{attempt + 1}")
         if stored is None:
