@@ -158,3 +158,4 @@ def test_a_speed_that_keeps_moving_falls_back_to_the_interleaved_session(tmp_pat
     s = session.time_candidate(ev, worker, object(), "text", 1.0, None, tmp_path)
     assert s.plan.control is None and s.plan.stop is None               # both sides launch by launch
     assert s.baseline_rounds == s.timing.baseline_rounds and "interleaved" in s.notes[-1]
+    assert be.alone == 2 and len(be.sessions) == 3        # the original timed once more, not twice; 2 + interleaved
