@@ -22,6 +22,7 @@ from . import guards, process, sandbox
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
 from . import perturb
 from .launchcfg import candidate_harness, with_flags
+from .plan import MIN_REPS
 from .ptxas import kernel_info
 from .results import CompileFailed, RuntimeFault
 from .symbols import callee
@@ -253,11 +254,23 @@ class NativeBackend(Backend):
         timed_inputs = {n: np.load(Path(inputs.data_dir) / f"{n}.npy", allow_pickle=False) for n in in_names} \
             if self.check_inputs else {}
         last = last_base = None
+        # against the original's stored timing (plan.control), its control launches run in one process, the first
+        control = None if plan.control is None or candidate is None else max(1, plan.control)
+        base_flags = flags if control is None else ["--time", "--warmup", str(min(plan.warmup, control)), "--reps",
+                                                    str(control), *flags[5:]]
+        # and a candidate whose round is many launches (a kernel under ROUND_MS / MIN_REPS) runs every round in one
+        # process: a process (context, inputs, outputs) costs more than such a round; a longer one keeps a process a
+        # round, so that plan.stop can end the session early
+        single = control is not None and plan.reps > MIN_REPS
+        cand_flags = flags if not single else ["--time", "--warmup", str(plan.warmup), "--reps",
+                                               str(plan.reps * plan.rounds), *flags[5:]]
         for r in range(plan.rounds):
-            sides = [("baseline", baseline)] + ([("candidate", candidate)] if candidate is not None else [])
+            sides = [("baseline", baseline)] if control is None or r == 0 else []
+            sides += [("candidate", candidate)] if candidate is not None else []
             for side, built in sides:
                 folder = Path(out_dir) / f"round{r}-{side}"
-                record, out = self._launch(built, inputs, folder, flags + extra.get(side, []))
+                record, out = self._launch(built, inputs, folder, (base_flags if side == "baseline" else cand_flags)
+                                           + extra.get(side, []))
                 if out.fault is not None:
                     if side == "baseline":
                         out.fault.message = f"baseline failed while timing: {out.fault.message}"
@@ -267,7 +280,10 @@ class NativeBackend(Backend):
                     last_base = folder
                 result.perturbed_buffers = int(record.get("perturbed") or 0)
                 times = [float(t) for t in record.get("times_ms", [])]
-                (result.baseline_rounds if side == "baseline" else result.candidate_rounds).append(times)
+                if side == "candidate" and single:          # the process's launches, a round per plan.reps
+                    result.candidate_rounds += [times[i:i + plan.reps] for i in range(0, len(times), plan.reps)]
+                else:
+                    (result.baseline_rounds if side == "baseline" else result.candidate_rounds).append(times)
                 result.device = record.get("device", result.device)
                 result.l2_bytes = record.get("l2_bytes", result.l2_bytes)
                 if built is checked:
@@ -277,6 +293,8 @@ class NativeBackend(Backend):
                                               if n not in result.inputs_changed and not unchanged(timed_inputs[n], a)]
                     result.inputs_changed += [n for n in out.inputs_changed if n not in result.inputs_changed]
                     last = folder
+            if single or plan.stop is not None and candidate is not None and plan.stop(result.candidate_rounds):
+                break
         if last is not None and result.perturbed_buffers and candidate is not None:
             names = [p.name for p in self.spec.outputs]
             result.perturbed, missing = self._read(last / "perturbed", names)
