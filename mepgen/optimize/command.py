@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from ..clioptions import renamed_flag
 from ..config import load_config
 from ..errors import MepgenError
 from ..evaluate.command import mep_folder
@@ -89,7 +90,9 @@ def gpu_info(ev: Evaluator, baseline) -> dict:
 @click.option("--resume", "resume", default=None, help="Continue the run (with --all: the batch) of this name.")
 @click.option("--run-name", default=None, help="Name of a new run (default: the date and time).")
 @click.option("--no-inherit", is_flag=True, help="Do not start from the wins of similar kernels (patterns database).")
-@click.option("--profile", is_flag=True, help="Nsight Compute metrics for every verified candidate (slow).")
+@click.option("--ncu-metrics", "profile", is_flag=True,
+              help="Nsight Compute metrics for every verified candidate (slow).")
+@renamed_flag("--profile", "--ncu-metrics")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @click.option("--dry-run", is_flag=True,
               help="No GPU: list what the library would try and why each other transformation refuses, and write "
@@ -97,13 +100,14 @@ def gpu_info(ev: Evaluator, baseline) -> dict:
 @click.pass_obj
 def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, proposer_kind, strategy, budget,
              time_limit, repairs, width, roofline, backend, reps, warmup, resume, run_name, no_inherit, profile,
-             as_json, dry_run):
+             profile_old, as_json, dry_run):
     """Search for the fastest verified variant of KERNEL's MEP; writes .mepgen/runs/KERNEL/RUN/.
 
     With --all, --top N or --only K1,K2: every chosen MEP, one worker per visible GPU, a table at the end
     (.mepgen/batches/NAME/); --resume NAME finishes what such a batch left.
     """
     started = time.monotonic()
+    profile = profile or profile_old
     _stop_on_sigterm()
     ws = Workspace(app) if app else Workspace.find()
     batch_resume = not kernel and resume is not None and (ws.root / "batches" / resume).is_dir()
@@ -117,7 +121,7 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
         forwarded = many.forward_options(proposer_kind=proposer_kind, strategy=strategy, budget=budget,
                                          time_limit=time_limit, repairs=repairs, width=width, roofline=roofline,
                                          backend=backend, reps=reps, warmup=warmup, no_inherit=no_inherit,
-                                         profile=profile)
+                                         ncu_metrics=profile)
         many.optimize_many(ws, all_kernels, top, only, run_name, resume, forwarded, list_only, as_json)
         return
     if not kernel:
