@@ -255,6 +255,9 @@ main.add_command(_run)
 from .optimize.command import optimize as _optimize  # noqa: E402
 
 main.add_command(_optimize)
+from .llm.command import llm as _llm  # noqa: E402
+
+main.add_command(_llm)
 
 
 if __name__ == "__main__":  # pragma: no cover

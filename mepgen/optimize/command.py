@@ -72,7 +72,7 @@ def gpu_info(ev: Evaluator, baseline) -> dict:
               help="Print and write the table of the batch of this name (rows written by several nodes).")
 @click.option("--list", "list_only", is_flag=True, help="With --all/--top/--only: print the kernel ids and stop.")
 @click.option("--proposer", "proposer_kind", type=click.Choice(["library", "llm", "both"]), default=None,
-              help="Who proposes variants (default: library, plus llm when llm.base_url is configured).")
+              help="Who proposes variants (default: library, plus llm when an endpoint is configured: docs/llm.md).")
 @click.option("--strategy", type=click.Choice(sorted(strategies.STRATEGIES)), default="elite", show_default=True)
 @click.option("--budget", type=click.IntRange(min=1), default=25, show_default=True, help="Candidates to evaluate at most.")
 @click.option("--time-limit", type=click.FloatRange(min=1), default=None,
@@ -142,7 +142,8 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
     kinds = {"library": ["library"], "llm": ["llm"], "both": ["library", "llm"]}[proposer_kind] if proposer_kind \
         else (["library", "llm"] if settings else ["library"])
     if "llm" in kinds and settings is None:
-        raise MepgenError("--proposer llm needs llm.base_url and llm.model in the configuration")
+        raise MepgenError("--proposer llm needs an LLM endpoint: export OPENAI_BASE_URL and MEPGEN_LLM_MODEL, or set "
+                          "llm.base_url and llm.model in the configuration (docs/llm.md)")
     run_dir = ws.root / "runs" / spec.kernel.id / (resume or run_name or time.strftime("%Y%m%d-%H%M%S"))
     e = cfg["evaluate"]
     opts = Options(backend=backend or e["backend"], min_gain=e["min_gain"], run_timeout=e["timeout_s"],
