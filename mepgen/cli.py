@@ -258,6 +258,9 @@ main.add_command(_optimize)
 from .llm.command import llm as _llm  # noqa: E402
 
 main.add_command(_llm)
+from .report.command import report as _report  # noqa: E402
+
+main.add_command(_report)
 
 
 if __name__ == "__main__":  # pragma: no cover
