@@ -233,9 +233,10 @@ def ready(obj: Context, app, compile_commands, include_dirs, defines, as_json):
         click.echo(render_text(report))
     not_ready = [k for k in report["kernels"] if k["outcome"] != READY]
     if not_ready or report["files_not_understood"]:
-        click.echo(f"mepgen: {len(not_ready)} of {len(report['kernels'])} kernel(s) not ready"
-                   + (f", {len(report['files_not_understood'])} file(s) not understood"
-                      if report["files_not_understood"] else ""), err=True)
+        if not as_json:     # under --json the document says it (and stdout stays one document even where mixed)
+            click.echo(f"mepgen: {len(not_ready)} of {len(report['kernels'])} kernel(s) not ready"
+                       + (f", {len(report['files_not_understood'])} file(s) not understood"
+                          if report["files_not_understood"] else ""), err=True)
         sys.exit(exitcodes.NEEDS_PERSON)
 
 
