@@ -211,13 +211,15 @@ def list_(obj: Context, app, as_json):
               help="For the extraction it runs: compile_commands.json, or the folder holding it.")
 @click.option("-I", "include_dirs", multiple=True, help="For the extraction it runs: extra include folder.")
 @click.option("-D", "defines", multiple=True, help="For the extraction it runs: extra macro NAME[=VALUE].")
+@click.option("--profile", type=click.Path(path_type=Path),
+              help="For the extraction it runs: an Nsight report (.nsys-rep, .ncu-rep) or its CSV to rank by.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts).")
 @click.pass_obj
-def ready(obj: Context, app, compile_commands, include_dirs, defines, as_json):
+def ready(obj: Context, app, compile_commands, include_dirs, defines, profile, as_json):
     """Per kernel: ready, needs a person (which field, why) or cannot (why). Run it first.
 
     Extracts when there is no inventory or the sources changed, then completes every kernel's MEP into
-    .mepgen/meps/ as `mepgen mep --all` does, one kernel at a time (-p/-I/-D extract again with them).
+    .mepgen/meps/ as `mepgen mep --all` does, one kernel at a time (-p/-I/-D/--profile extract again with them).
     Exits 0 when every kernel is ready, 3 (needs a person) otherwise.
     """
     from .extract import ExtractOptions
@@ -225,7 +227,8 @@ def ready(obj: Context, app, compile_commands, include_dirs, defines, as_json):
 
     if app is not None and not Path(app).is_dir():
         raise MepgenError(f"{app}: no such directory")
-    opts = ExtractOptions(compile_commands=compile_commands, include_dirs=list(include_dirs), defines=list(defines))
+    opts = ExtractOptions(compile_commands=compile_commands, include_dirs=list(include_dirs), defines=list(defines),
+                          profile=profile)
     report = run_ready(app, opts, log=obj.log)
     if as_json:
         _emit_json(report)

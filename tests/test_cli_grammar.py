@@ -88,9 +88,13 @@ def test_global_options_after_the_subcommand(app):
     (["optimize", "analysis::dense_matvec", "--dry-run", "--profile"], exitcodes.OK),   # old spelling
     (["patch", "analysis::dense_matvec", "--json"], exitcodes.USAGE),   # the MEP's kernel is the original
     (["capture", "analysis::dense_matvec"], exitcodes.USAGE),        # no application to run
+    (["report"], exitcodes.USAGE),                                   # no optimize run to report on yet
+    (["llm", "check"], exitcodes.USAGE),                             # no endpoint configured
 ])
 def test_documented_exit_codes_with_dash_C(app, args, code):
-    r = invoke(*args[:1], "-C", str(app), *args[1:], cwd=app.parent)
+    n = 2 if args[0] == "llm" else 1
+    r = invoke(*args[:n], "-C", str(app), *args[n:], cwd=app.parent,
+               env={"MEPGEN_CONFIG": "", "XDG_CONFIG_HOME": str(app / "no-config")})
     assert r.exit_code == code, (r.stdout, r.stderr)
     if code and "--json" not in args:
         assert r.stderr.strip(), "a non-zero exit says why on stderr"

@@ -106,3 +106,13 @@ def test_extract_ranks_from_an_nsys_report(heatcg_copy, tmp_path, bin_dir):
     assert out["ranking_basis"] == f"profile (nsys): {rep}"
     inv = json.loads((heatcg_copy / ".mepgen" / "inventory.json").read_text())
     assert inv["kernels"][0]["qualified_name"] == "heat::diffuse_step"
+
+
+def test_ready_ranks_from_a_report_too(heatcg_copy, tmp_path, bin_dir):
+    fake_tool(bin_dir, "nsys", NSYS_OUT)
+    rep = tmp_path / "report.nsys-rep"
+    rep.write_bytes(b"\0binary")
+    r = CliRunner().invoke(main, ["ready", "-C", str(heatcg_copy), "--profile", str(rep), "--json"])
+    assert r.exit_code == 3, r.output                  # the CG kernels still need a person
+    inv = json.loads((heatcg_copy / ".mepgen" / "inventory.json").read_text())
+    assert inv["ranking_basis"] == f"profile (nsys): {rep}"
