@@ -259,6 +259,9 @@ main.add_command(_run)
 from .optimize.command import optimize as _optimize  # noqa: E402
 
 main.add_command(_optimize)
+from .tune.command import tune as _tune  # noqa: E402
+
+main.add_command(_tune)
 from .llm.command import llm as _llm  # noqa: E402
 
 main.add_command(_llm)

@@ -44,12 +44,16 @@ def fake_workspace(app: Path, tune: bool = True) -> Path:
             attempt(5, "ok", 3.1, True, 2000.0, 500.0, "warp_per_row + vec=4")]
     write_run(ws, "analysis.dense_matvec", "solo", good, fidelity=0.98)
     write_run(ws, "analysis.dense_matvec", "batch-1", good)
-    write_run(ws, "heat.diffuse_step", "batch-1", [attempt(1, "ok", 1.1, True, 1500.0, None)])
+    write_run(ws, "heat.diffuse_step", "batch-1", [attempt(1, "ok", 1.1, True, 1500.0, None)],
+              fidelity={"app_ms": None, "mep_ms": None, "ratio": None, "ok": None, "why": "no capture: static MEP",
+                        "tolerance": 0.25, "floor_us": 10.0, "forced": False})
     rows = ws / "batches" / "batch-1" / "rows"
     rows.mkdir(parents=True)
     (rows / "analysis.dense_matvec.json").write_text(json.dumps(
         {"kernel": "analysis.dense_matvec", "name": "analysis::dense_matvec", "status": "done", "original_ms": 1.0,
-         "best_ms": 0.32, "speedup": 3.1, "pct_roofline": 67.0, "change": "warp_per_row + vec=4", "fidelity": 1.02}))
+         "best_ms": 0.32, "speedup": 3.1, "pct_roofline": 67.0, "change": "warp_per_row + vec=4", "fidelity_ratio": 1.02,
+         "fidelity": {"app_ms": 0.98, "mep_ms": 1.0, "ratio": 1.02, "ok": True, "why": "", "tolerance": 0.25,
+                      "floor_us": 10.0, "forced": False}}))
     (rows / "heat.diffuse_step.json").write_text(json.dumps(
         {"kernel": "heat.diffuse_step", "name": "heat::diffuse_step", "status": "done", "original_ms": 0.5,
          "best_ms": 0.45, "speedup": 1.1, "pct_roofline": 50.0, "change": "block 256"}))
@@ -68,7 +72,12 @@ def fake_workspace(app: Path, tune: bool = True) -> Path:
     if tune:
         (ws / "tune").mkdir()
         (ws / "tune" / "report.json").write_text(json.dumps(
-            {"app_speedup": 1.87, "check_passed": True, "command": "./heatcg 512",
-             "kernels": [{"kernel": "analysis::dense_matvec", "speedup": 3.1, "patched": True},
-                         {"kernel": "heat::diffuse_step", "speedup": 1.1, "patched": False}]}))
+            {"app": str(app), "command": ["./heatcg", "512"], "app_speedup": 1.87, "check_passed": True,
+             "app_gpu_speedup": 2.4, "app_verdict": "faster", "outcome": "1 patch kept", "before": {"runs": []},
+             "kernels": [{"id": "analysis.dense_matvec", "kernel": "analysis::dense_matvec", "capture": "captured",
+                          "todo": [], "optimize": "done", "fidelity_ratio": 1.02, "mep_speedup": 3.1,
+                          "app_kernel_speedup": 2.9, "change": "warp_per_row", "patch": "kept", "patch_why": None},
+                         {"id": "heat.diffuse_step", "kernel": "heat::diffuse_step", "capture": "captured",
+                          "optimize": "done", "mep_speedup": 1.1, "patch": "reverted",
+                          "patch_why": "the application got slower"}]}))
     return ws

@@ -33,10 +33,12 @@ def test_batch_page(tmp_path):
     assert html.count('<figure class="trajectory"><svg') == 2            # the failed kernel has no run folder
     assert html.count('<figure class="roofline"><svg') == 1              # diffuse_step recorded no GFLOP/s
     assert "no verified candidate has both GB/s and GFLOP/s" in html
-    assert "1.020" in html                                               # the row's fidelity
+    assert "fidelity (MEP vs application time) 1.020: within the guard (±25% or 10 us)" in html   # the row's
+    assert "fidelity not measured: no capture: static MEP" in html       # run.json's record without a ratio
     assert re.search(r"<td>applied</td>", html) and "not patched" in html
     assert "Application speedup: <strong>1.870x</strong>" in html and ">passed<" in html
-    assert '<table id="tune-table">' in html and "./heatcg 512" in html
+    assert '<table id="tune-table">' in html and "./heatcg 512" in html and "app_gpu_speedup: 2.4" in html
+    assert "<th>app_kernel_speedup</th>" in html and "the application got slower" in html and "<th>todo</th>" not in html
     # self-contained: no script, no stylesheet or image fetched from anywhere
     assert not re.search(r"<(script|link|img|iframe)\b", html)
     assert not re.search(r"""\b(src|href)=["'](?!#)""", html), "every reference stays inside the page"

@@ -48,9 +48,23 @@ def compile_command(toolkit: Toolkit, compiler: str, output: Path) -> list[str]:
     includes = [f"-I{toolkit.include}"]
     if toolkit.cupti_include != toolkit.include:
         includes.append(f"-I{toolkit.cupti_include}")
-    return [compiler, "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", *includes, str(SOURCE),
+    return [compiler, "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", *includes,
+            *kernel_record_flag(toolkit), str(SOURCE),
             f"-L{toolkit.cupti_lib}", "-lcupti", "-ldl", "-lpthread", f"-Wl,-rpath,{toolkit.cupti_lib}",
             "-o", str(output)]
+
+
+def kernel_record_flag(toolkit: Toolkit) -> list[str]:
+    """The kernel activity record of this CUPTI (the newest `CUpti_ActivityKernelN` its header declares: the version
+    its library returns), for the GPU time of each launch."""
+    import re
+    for folder in (toolkit.cupti_include, toolkit.include):
+        header = Path(folder) / "cupti_activity.h"
+        if header.is_file():
+            found = [int(n) for n in re.findall(r"\}\s*CUpti_ActivityKernel(\d+)\s*;", header.read_text(errors="replace"))]
+            if found:
+                return [f"-DMG_KERNEL_RECORD=CUpti_ActivityKernel{max(found)}"]
+    return []
 
 
 def _key(toolkit: Toolkit, compiler: str) -> str:

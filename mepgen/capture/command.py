@@ -55,10 +55,13 @@ def parse_bytes(text: str, option: str = "--max-bytes") -> int:
               help="Also run the application without the injector and report the capture's cost in wall time.")
 @click.option("--timeout", type=float, default=None, help="Stop the application after this many seconds.")
 @click.option("--rebuild", is_flag=True, help="Rebuild the injector even if a cached build exists.")
+@click.option("--gpu-times", "gpu_times_only", is_flag=True,
+              help="Record nothing: run the application once and print every kernel's launches and time on the GPU "
+                   "(CUPTI activity records), as `mepgen tune` measures the application before and after patching.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome per kernel as JSON.")
 @click.pass_obj
 def capture(obj, kernel, command, app, kernel_list, every, launch, longest, after_ms, max_bytes, compress_above, use,
-            compare_only, exit_after, measure, timeout, rebuild, as_json):
+            compare_only, exit_after, measure, timeout, rebuild, gpu_times_only, as_json):
     """Run the application once and record, for one launch of each chosen kernel (KERNEL, --kernels K1,K2 or
     --all), its exact launch, its argument bytes and every device allocation reachable from them (pointer
     arguments, pointers inside structs passed by value and inside buffers), before and after the launch, into
@@ -72,6 +75,13 @@ def capture(obj, kernel, command, app, kernel_list, every, launch, longest, afte
     from ..workspace import Workspace
     from .names import choose_kernel
 
+    if gpu_times_only:
+        from .gpuprofile import print_profile, profile_run
+        command = [kernel, *command] if kernel is not None else list(command)
+        if not command:
+            raise MepgenError("--gpu-times runs the application: give it after `--`")
+        print_profile(profile_run(command, timeout, rebuild, log=obj.log if obj is not None else None), as_json)
+        return
     ws = Workspace(app) if app else Workspace.find()
     inv = inventory_mod.load(ws.inventory_path)
     command = list(command)
@@ -195,13 +205,36 @@ def _one_record(ws, inv, raw: Path, run, t: int, plan, extra: dict, compress_abo
             spec = None
     try:
         manifest = convert(raw / f"k{t}", plan, captured, spec=spec, typedefs=typedef_map(ws.app_root, k),
-                           extra=extra, compress_above=compress_above)
+                           extra={**extra, **gpu_times(run, t, raw / f"k{t}")},
+                           compress_above=compress_above)
     except MepgenError as e:
         return {**out, "outcome": "refused", "reason": f"the record cannot be read: {e}"}
     out.update(_summary(manifest), manifest=str(captured / "manifest.json"))
     if use:
         out.update(_write_mep(ws, inv, k, manifest))
     return out
+
+
+def gpu_times(run, t: int, raw_dir: Path) -> dict:
+    """The recorded launch's own time on the GPU (CUPTI activity record: start to end of the kernel, without its
+    submission) and, for the function it launched, every launch's in the run: launches, total, min, max."""
+    gpu_ms = next((x["gpu_ms"] for x in run.target(t) if isinstance(x.get("gpu_ms"), (int, float)) and x["gpu_ms"] > 0),
+                   None)
+    name = ""
+    try:
+        name = json.loads((raw_dir / "capture.json").read_text()).get("demangled", "")
+    except (OSError, json.JSONDecodeError):
+        pass
+    launches = total = 0
+    lo, hi = None, None
+    for st in run.statuses:
+        v = ((st.get("gpu") or {}).get("kernels") or {}).get(name)
+        if v:
+            launches, total = launches + v[0], total + v[1]
+            lo = v[2] if lo is None else min(lo, v[2])
+            hi = v[3] if hi is None else max(hi, v[3])
+    every = {"launches": launches, "total_ms": total / 1e6, "min_ms": lo / 1e6, "max_ms": hi / 1e6} if launches else None
+    return {"app_gpu_ms": gpu_ms, "app_gpu": every}
 
 
 def _write_mep(ws, inv, kernel, manifest) -> dict:
@@ -312,7 +345,8 @@ def _report(outcomes: list[dict], as_json: bool) -> None:
 
 def _summary(m: dict) -> dict:
     return {"kernel": m["kernel"], "launched_as": m["launched_as"], "launch_index": m["launch_index"],
-            "selection": m.get("selection"), "kernel_ms": m.get("kernel_ms"),
+            "selection": m.get("selection"), "kernel_ms": m.get("kernel_ms"), "app_gpu_ms": m.get("app_gpu_ms"),
+            "app_gpu": m.get("app_gpu"),
             "grid": m["grid"], "block": m["block"], "shared_mem": m["shared_mem"],
             "bytes_captured": m["bytes_captured"], "capture_ms": m["capture_ms"],
             "allocations": len(m.get("allocations", [])), "relocations": len(m.get("relocations", [])),

@@ -14,6 +14,7 @@ import click
 
 from ..clioptions import renamed_flag
 from ..config import load_config
+from .. import fidelity
 from ..errors import MepgenError
 from ..spec import load_spec
 from ..workspace import Workspace, write_json
@@ -77,13 +78,15 @@ def run(obj, kernel, app, variants, backend, input_sets, reps, warmup, rounds, p
                    min_gain=cfg["min_gain"], run_timeout=cfg["timeout_s"], compile_timeout=cfg["compile_timeout_s"],
                    profile=profile, jobs=jobs, use_cache=not no_cache, timing=cfg["timing"], sandbox=cfg["sandbox"])
     ev = Evaluator(spec, mep_dir, opts, log=obj.log if obj is not None else None)
+    guard = (cfg["fidelity_tolerance"], cfg["fidelity_floor_us"])
     try:
-        _run(ev, spec, mep_dir, list(variants), results, as_json)
+        _run(ev, spec, mep_dir, list(variants), results, as_json, guard)
     finally:
         ev.close()
 
 
-def _run(ev: Evaluator, spec, mep_dir: Path, variants: list[Path], results_file: Path | None, as_json: bool) -> None:
+def _run(ev: Evaluator, spec, mep_dir: Path, variants: list[Path], results_file: Path | None, as_json: bool,
+         guard: tuple[float, float] = (fidelity.TOLERANCE, fidelity.FLOOR_US)) -> None:
     ev.compile_baseline()
     if not ev.has_gpu:
         for v in variants:   # compile errors are worth seeing without a GPU
@@ -96,14 +99,16 @@ def _run(ev: Evaluator, spec, mep_dir: Path, variants: list[Path], results_file:
     click.echo(f"backend: {ev.backend_name} ({ev.backend_why})", err=True)
     journal = Journal(results_file, spec.kernel.id, digest(spec.to_dict())) if results_file else None
     base = ev.baseline_result()
-    write_json(mep_dir / "baseline.json", base.to_dict())
+    fid = fidelity.of_mep(mep_dir, base.timed.median_ms if base.timed else None, *guard)
+    write_json(mep_dir / "baseline.json", {**base.to_dict(), "fidelity": fid.to_dict()})
     done = evaluate_many(ev, [(v.name, v) for v in variants], journal,
                          on_result=None if as_json else lambda r: ev.log(f"evaluated {r.name}: {r.status}"))
     if as_json:
-        click.echo(json.dumps({"kernel": spec.kernel.id, "baseline": base.to_dict(),
+        click.echo(json.dumps({"kernel": spec.kernel.id, "baseline": base.to_dict(), "fidelity": fid.to_dict(),
                                "variants": [r.to_dict() for r in done]}, indent=1))
     else:
         click.echo(render(base))
+        click.echo(fid.line())
         for r in done:
             click.echo(render(r))
         click.echo(f"wrote {mep_dir / 'baseline.json'}")

@@ -63,6 +63,8 @@ class KernelRun:
         for where in (self.row or {}, self.header, (self.best or {}).get("result") or {}):
             if where.get("fidelity") is not None:
                 return where["fidelity"]
+            if where.get("fidelity_ratio") is not None:
+                return where["fidelity_ratio"]
         return None
 
     @property

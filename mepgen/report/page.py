@@ -31,11 +31,7 @@ def kernel_view(k: KernelRun) -> dict:
                            "pct_roofline": (best or {}).get("pct_roofline")}
     best_ms, speedup, pct = src.get("best_ms"), src.get("speedup"), src.get("pct_roofline")
     fidelity = k.fidelity
-    if isinstance(fidelity, dict):
-        ratio = fidelity.get("ratio")
-        fidelity_text = _fmt(ratio, "{:.3f}") + (f" ({fidelity['basis']})" if fidelity.get("basis") else "")
-    else:
-        fidelity_text = _fmt(fidelity, "{:.3f}") if isinstance(fidelity, (int, float)) else None
+    fidelity_text, fidelity_note = fidelity_of(fidelity)
     return {
         "id": k.kernel, "name": k.name, "folder": str(k.folder) if k.folder else None,
         "status": row.get("status") or ("done" if k.attempts else "no attempts"), "error": row.get("error"),
@@ -44,7 +40,7 @@ def kernel_view(k: KernelRun) -> dict:
         ("no verified win" if k.attempts else "–"),
         "candidates": len(k.attempts), "verified": len(k.verified),
         "rejected": sum(1 for a in k.attempts if a.get("status") != "ok"),
-        "stop_reason": k.stop_reason, "fidelity": fidelity_text,
+        "stop_reason": k.stop_reason, "fidelity": fidelity_text, "fidelity_note": fidelity_note,
         "patch": {"state": k.patch.get("state"), "file": k.patch.get("file"), "when": k.patch.get("when"),
                   "diff": k.patch.get("diff")},
         "gpu": peaks.get("name") or "", "trajectory_svg": plots.trajectory(k), "roofline_svg": roof,
@@ -57,20 +53,45 @@ def kernel_view(k: KernelRun) -> dict:
     }
 
 
+def fidelity_of(fidelity) -> tuple[str | None, str | None]:
+    """(the ratio for the table, a sentence for the kernel's section) from what optimize recorded: the guard's
+    record (mepgen/fidelity.py: ratio, ok, why, tolerance, forced) or a bare ratio."""
+    if isinstance(fidelity, (int, float)):
+        return f"{fidelity:.3f}", None
+    if not isinstance(fidelity, dict):
+        return None, None
+    ratio = fidelity.get("ratio")
+    if ratio is None:
+        return None, f"fidelity not measured: {fidelity.get('why') or 'no application time recorded'}"
+    verdict = {True: "within the guard", False: "OUTSIDE the guard"}.get(fidelity.get("ok"), "")
+    if fidelity.get("forced"):
+        verdict += ", optimized anyway (--force)"
+    tol = fidelity.get("tolerance")
+    band = f" (±{tol:.0%}" + (f" or {fidelity['floor_us']:g} us" if fidelity.get("floor_us") else "") + ")" \
+        if isinstance(tol, (int, float)) else ""
+    note = f"fidelity (MEP vs application time) {ratio:.3f}" + (f": {verdict}{band}" if verdict else "")
+    return f"{ratio:.3f}" + ("" if fidelity.get("ok") is not False else " !"), note
+
+
+#: the per-kernel columns of `mepgen tune`'s report.json worth a table, in this order (mepgen/tune/report.py)
+TUNE_COLUMNS = ["kernel", "capture", "optimize", "fidelity_ratio", "mep_speedup", "app_kernel_speedup", "change",
+                "patch", "patch_why", "speedup", "patched"]
+
+
 def tune_view(tune: dict | None) -> dict | None:
     """`mepgen tune`'s report.json as it is: the application's speedup, its check, and its per-kernel rows."""
     if not tune:
         return None
     rows = next((tune[key] for key in ("kernels", "rows", "per_kernel") if isinstance(tune.get(key), list)), [])
-    columns: list[str] = []
-    for r in rows:
-        for c in (r if isinstance(r, dict) else {}):
-            if c not in columns and not isinstance(r[c], (dict, list)):
-                columns.append(c)
+    rows = [r for r in rows if isinstance(r, dict)]
+    present = {c for r in rows for c, v in r.items() if not isinstance(v, (dict, list))}
+    columns = [c for c in TUNE_COLUMNS if c in present] or sorted(present)
     scalars = {k: v for k, v in tune.items() if not isinstance(v, (dict, list))
-               and k not in ("app_speedup", "check_passed")}
+               and k not in ("app_speedup", "check_passed", "app")}
+    if isinstance(tune.get("command"), list):
+        scalars["command"] = " ".join(map(str, tune["command"]))
     return {"app_speedup": _fmt(tune.get("app_speedup"), "{:.3f}x"), "check_passed": tune.get("check_passed"),
-            "columns": columns, "rows": [[_cell(r.get(c)) for c in columns] for r in rows if isinstance(r, dict)],
+            "columns": columns, "rows": [[_cell(r.get(c)) for c in columns] for r in rows],
             "other": {k: _cell(v) for k, v in scalars.items()}}
 
 
