@@ -61,6 +61,8 @@ def test_run_page_and_defaults(tmp_path):
     (empty / ".mepgen" / "inventory.json").write_text("{}")
     r = CliRunner().invoke(main, ["report", "-C", str(empty)])
     assert r.exit_code == 2 and "nothing to report" in r.output
+    r = CliRunner().invoke(main, ["report", "-C", str(tmp_path / "nope")])
+    assert r.exit_code == 2 and "no such directory" in r.output
 
 
 def chromium() -> str | None:

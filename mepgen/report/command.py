@@ -20,10 +20,13 @@ def report(app, run, batch, output, as_json):
     """Write one self-contained HTML page for an optimize run or batch: the table, each kernel's trajectory
     (speedup per candidate, verified or rejected), its place on the roofline, the fidelity ratio and the patch
     state when recorded, and the application's speedup when `mepgen tune` ran."""
+    from ..errors import MepgenError
     from ..workspace import Workspace, write_atomic
     from .load import choose
     from .page import render
 
+    if app is not None and not Path(app).is_dir():
+        raise MepgenError(f"{app}: no such directory")
     ws = Workspace(app) if app else Workspace.find()
     rep = choose(ws, run, batch)
     html = render(rep)
