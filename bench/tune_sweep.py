@@ -10,7 +10,8 @@ never enters this repository):
    complete MEP, patch the wins, rebuild, check, time; HeCBench's check is its own output (no FAIL line; the
    programs print PASS/FAIL), Rodinia's programs have none: their exit code only;
 3. `mepgen run` of every captured complete MEP on the native and on the pycuda backend: does it build and verify.
-Applications run in parallel, one per GPU (CUDA_VISIBLE_DEVICES), so no two share a GPU. Writes OUT/tune_sweep.json
+Applications run in parallel, one per GPU (CUDA_VISIBLE_DEVICES), so no two share a GPU, and their timed runs never
+overlap; with --serial one at a time, each seeing every GPU (the numbers recorded are from --serial). Writes OUT/tune_sweep.json
 and OUT/tune_sweep.md as each application finishes, and OUT/apps/NAME/ (report.json, report.md, logs tail).
 
     python3 bench/tune_sweep.py --rodinia PACK/rodinia --hecbench PACK/hecbench --out OUT [--apps a,b] \\
@@ -181,6 +182,9 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=20)
     ap.add_argument("--app-timeout", type=float, default=1500)
     ap.add_argument("--gpus", default=None, help="GPU indices to spread the applications over (default: all)")
+    ap.add_argument("--serial", action="store_true",
+                    help="one application at a time, every GPU visible to it (its optimize batch spreads over them): "
+                         "nothing else runs while an application is timed")
     ap.add_argument("--no-backends", action="store_true")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
@@ -194,6 +198,8 @@ def main() -> int:
     listed = subprocess.run([smi, "--query-gpu=index,name,driver_version", "--format=csv,noheader"],
                             capture_output=True, text=True).stdout.strip().splitlines() if smi else []
     gpus = a.gpus.split(",") if a.gpus else [l.split(",")[0].strip() for l in listed] or ["0"]
+    if a.serial:
+        gpus = [",".join(gpus)]
     work = Path(tempfile.mkdtemp(prefix="tune-sweep-"))
     a.out.mkdir(parents=True, exist_ok=True)
     meta = {"date": datetime.date.today().isoformat(), "gpu": listed[0].split(",", 1)[1].strip() if listed else "?",

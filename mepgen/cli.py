@@ -262,6 +262,9 @@ main.add_command(_optimize)
 from .tune.command import tune as _tune  # noqa: E402
 
 main.add_command(_tune)
+from .evaluate.doctor import doctor as _doctor  # noqa: E402
+
+main.add_command(_doctor)
 from .llm.command import llm as _llm  # noqa: E402
 
 main.add_command(_llm)

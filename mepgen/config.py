@@ -48,7 +48,7 @@ _SCHEMA = record({
         "timeout_s": (_positive(float), False), "compile_timeout_s": (_positive(float), False),
         "input_sets": (_positive(int), False), "reps": (_positive(int), False), "warmup": (of_type(int), False),
         "min_gain": (of_type(float), False), "timing": (one_of("time", "count"), False),
-        "sandbox": (one_of("auto", "require", "off"), False),
+        "sandbox": (one_of("auto", "require", "off", "bwrap", "landlock", "unshare", "rlimits"), False),
         "fidelity_tolerance": (_positive(float), False), "fidelity_floor_us": (_nonnegative(float), False)}), False),
     "mep": (record({"arch": (optional(of_type(str)), False), "ask_llm": (of_type(bool), False)}), False),
     "patch": (record({"validate_command": (optional(of_type(str)), False)}), False),

@@ -86,7 +86,8 @@ def test_the_worker_reads_an_input_set_from_its_files(tmp_path):
             uploaded.append(arr.copy())
 
     state = object.__new__(pycuda_worker.State)
-    state.cuda, state.params, state.sets, state.held = Cuda(), [], {}, []
+    state.cuda, state.params, state.sets = Cuda(), [], {}
+    state.guards = type("Guards", (), {"allocate": lambda self, n, placement, span, name: 1 << 30})()
     paths = {p.name: str(folder / f"{p.name}.npy") for p in spec.inputs}
     state.op_load_set(0, paths, {})
     for name, path in paths.items():

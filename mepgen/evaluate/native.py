@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import mepbuild
 from ..spec import Launch, Spec
-from . import process, sandbox
+from . import guards, process, sandbox
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
 from . import perturb
 from .launchcfg import candidate_harness, with_flags
@@ -73,6 +73,8 @@ def classify(done: process.Completed, timeout: float) -> tuple[dict, RuntimeFaul
         msg = f"{err}: {record.get('message', '')} (in {record.get('call', '?')})".strip()
         kind = "illegal_address" if err in _ILLEGAL or "illegal" in msg.lower() else "cuda_error"
         return record, RuntimeFault(kind, msg, log=tail)
+    if status == "memory_error":      # a write into a guard zone (templates/harness/guards.h)
+        return record, RuntimeFault("out_of_bounds", guards.describe(guards.hit_of_record(record)), log=tail)
     if done.returncode == 2:
         return record, RuntimeFault("harness_error", record.get("message") or _last_line(done.stderr)
                                     or "the harness rejected its inputs (exit 2)", log=tail)
@@ -104,6 +106,8 @@ class NativeBackend(Backend):
         self.sandbox_level: str | None = None      # set by the evaluator (config evaluate.sandbox); None: auto
         #: what a harness process reads besides its arguments: the toolkit (a harness built with -cudart shared)
         self.runtime_read: list[Path] = [r for r in [sandbox.toolkit_root(mepbuild.nvcc_executable())] if r]
+        #: what a harness process may start besides itself (landlock level; nothing for a real harness)
+        self.runtime_programs: list[Path] = []
 
     def _level(self) -> str:
         if self.sandbox_level is None:
@@ -184,7 +188,8 @@ class NativeBackend(Backend):
         if self.check_inputs:
             args.append(CHECK_INPUTS_FLAG)
         timeout = self.run_timeout
-        confine = sandbox.for_run(self._level(), args, out_dir, self._file_limit(), read=self.runtime_read)
+        confine = sandbox.for_run(self._level(), args, out_dir, self._file_limit(), read=self.runtime_read,
+                                  programs=self.runtime_programs)
         done = process.run(args, timeout=timeout, cwd=out_dir, env=self._env(), confine=confine)
         record, fault = classify(done, timeout)
         result = RunOutput(record=record, fault=fault)

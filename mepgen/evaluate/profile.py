@@ -69,8 +69,11 @@ def run_ncu(binary: Path, data_dir: Path, out_dir: Path, callee: str, device: in
         env["CUDA_VISIBLE_DEVICES"] = str(device)
     args = [exe, "--csv", "--clock-control", "none", "--kernel-name", kernel_regex(callee), "--launch-count", "1",
             "--metrics", ",".join(METRICS), binary, "--data", data_dir, "--out", out_dir]
-    confine = sandbox.for_run(level, args, out_dir, sandbox.BUILD_FILE_LIMIT)   # `level`: the candidate's sandbox
+    tool_dir = Path(exe).resolve().parent.parent        # under landlock ncu runs the binary and its own programs
+    confine = sandbox.for_run(level, args, out_dir, sandbox.BUILD_FILE_LIMIT,   # `level`: the candidate's sandbox
+                              read=[tool_dir], programs=[tool_dir, Path(binary)])
     confine.keep_root = True          # GPU performance counters are for admins unless the driver says otherwise
+    confine.keep_caps = True          # (under landlock: root keeps its capabilities)
     confine.seccomp = False           # and Nsight Compute needs what the filter refuses
     done = process.run(args, timeout=timeout, env=env, confine=confine)
     if done.timed_out:

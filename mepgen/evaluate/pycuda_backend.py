@@ -20,7 +20,7 @@ from ..errors import MepgenError
 from ..spec import Launch, Spec
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
 from .launchcfg import with_flags, with_launch
-from . import l2_flush, perturb, process, sandbox, wire
+from . import guards, l2_flush, perturb, process, sandbox, wire
 from .pycuda_entry import build_cubin
 from .results import CompileFailed, RuntimeFault
 
@@ -93,6 +93,7 @@ class PycudaBackend(Backend):
         env = process.candidate_env()
         env["PYTHONPATH"] = os.pathsep.join(str(p) for p in worker_path())
         self.log_file = tempfile.TemporaryFile()
+        env = confine.environment(env)
         confine.prepare()
         try:
             self.proc = subprocess.Popen(confine.command(argv), env=env, cwd="/", stdin=subprocess.DEVNULL,
@@ -264,6 +265,8 @@ class PycudaBackend(Backend):
         if isinstance(reply, RuntimeFault):
             reply.input_set = inputs.index
             return RunOutput(fault=reply)
+        if reply.get("guard"):          # a write into a guard zone (guards.py): out of bounds
+            return RunOutput(fault=RuntimeFault("out_of_bounds", guards.describe(reply["guard"]), inputs.index))
         return RunOutput(outputs=reply["outputs"], inputs_changed=reply["inputs_changed"],
                          record={"device": reply["device"], "run_ms": reply.get("run_ms")})
 
@@ -282,6 +285,8 @@ class PycudaBackend(Backend):
         if isinstance(reply, RuntimeFault):
             reply.input_set = inputs.index
             return TimingOutput(fault=reply)
+        if reply.get("guard"):
+            return TimingOutput(fault=RuntimeFault("out_of_bounds", guards.describe(reply["guard"]), inputs.index))
         return TimingOutput(baseline_rounds=reply["baseline_rounds"], candidate_rounds=reply["candidate_rounds"],
                             after=reply["after"], after_input_set=reply["after_input_set"],
                             inputs_changed=reply["inputs_changed"], device=reply["device"],

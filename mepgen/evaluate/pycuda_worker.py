@@ -23,7 +23,7 @@ import sys
 import numpy as np
 
 from ..spec import PLACEMENT_SPAN
-from . import l2_flush, perturb, wire
+from . import guards, l2_flush, perturb, wire
 
 FLOAT_POISON, INT_POISON = 0xFF, 0xA5
 
@@ -59,7 +59,7 @@ class State:
         self.stream = cuda.Stream()
         self.params: list[dict] = []
         self.outputs: dict = {}                 # name -> (device address, nbytes, poison byte)
-        self.held: list = []                    # the DeviceAllocations behind placed buffers' addresses
+        self.guards = guards.DeviceGuards(cuda)  # every buffer inside guard zones (guards.py), holding the allocations
         self.sets: dict[int, dict] = {}
         self.modules: dict[str, dict] = {}
         attr = getattr(cuda.device_attribute, "L2_CACHE_SIZE", None)
@@ -91,19 +91,15 @@ class State:
                 dt = np.dtype(p["dtype"])
                 nbytes = max(1, dt.itemsize * p["count"])
                 poison = FLOAT_POISON if dt.kind == "f" else INT_POISON
-                self.outputs[p["name"]] = (self._alloc(nbytes, p.get("placement")), nbytes, poison)
+                self.outputs[p["name"]] = (self._alloc(nbytes, p.get("placement"), p["name"]), nbytes, poison)
         return {"device": self.device_name, "l2_bytes": self.l2_bytes}
 
-    def _alloc(self, nbytes: int, placement: int | None):
+    def _alloc(self, nbytes: int, placement: int | None, name: str) -> int:
         """Device memory for a buffer, placed as the harness places it (mep_alloc): `placement` bytes past a
         PLACEMENT_SPAN boundary; without one, a buffer of PLACEMENT_SPAN bytes or more on a boundary (as cudaMalloc
-        places an application's large buffers), a smaller one where mem_alloc puts it. A placed buffer is an
-        address inside a padded allocation that is kept alive."""
-        if placement is None and nbytes < PLACEMENT_SPAN:
-            return self.cuda.mem_alloc(nbytes)
-        raw = self.cuda.mem_alloc(nbytes + PLACEMENT_SPAN)
-        self.held.append(raw)
-        return (int(raw) + PLACEMENT_SPAN - 1) // PLACEMENT_SPAN * PLACEMENT_SPAN + (placement or 0)
+        places an application's large buffers), a smaller one where mem_alloc puts it; inside guard zones
+        (guards.DeviceGuards: the allocation is kept alive there)."""
+        return self.guards.allocate(nbytes, placement, PLACEMENT_SPAN, name)
 
     def op_load_set(self, k: int, inputs: dict, consts: dict) -> None:
         """inputs: name -> .npy file; consts: file stem -> .npy file (input set k's files: open files passed
@@ -114,7 +110,7 @@ class State:
         s = {"host": inputs, "dev": {}, "const": {}}
         placement = {p["name"]: p.get("placement") for p in self.params}
         for name, arr in inputs.items():
-            buf = self._alloc(max(1, arr.nbytes), placement.get(name))
+            buf = self._alloc(max(1, arr.nbytes), placement.get(name), name)
             cuda.memcpy_htod(buf, np.ascontiguousarray(arr))
             s["dev"][name] = buf
         for stem, arr in consts.items():
@@ -223,7 +219,7 @@ class State:
         self.stream.synchronize()
         self.cuda.Context.synchronize()
         return {"outputs": self._outputs(), "inputs_changed": self._inputs_changed(k), "device": self.device_name,
-                "run_ms": start.time_till(end)}
+                "run_ms": start.time_till(end), "guard": self.guards.check("the run")}
 
     # --- perturbation (perturb.py) ------------------------------------------------------------------
 
@@ -303,7 +299,8 @@ class State:
         return {"baseline_rounds": per_side[0], "candidate_rounds": per_side[-1] if cand else [],
                 "after": self._outputs(), "after_input_set": rk, "inputs_changed": changed,
                 "device": self.device_name, "l2_bytes": self.l2_bytes, "perturbed": perturbed,
-                "perturbed_ref": perturbed_ref, "perturbed_buffers": len(self.perturbed) if seed is not None else 0}
+                "perturbed_ref": perturbed_ref, "perturbed_buffers": len(self.perturbed) if seed is not None else 0,
+                "guard": self.guards.check("timing and the re-check")}
 
 
 def _receive_files(conn, msg: list) -> list:

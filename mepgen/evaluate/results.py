@@ -15,7 +15,7 @@ STAGES = ("lint", "compile", "run", "verify", "time", "done")
 #: no fault: the same candidate under a longer limit is timed)
 STATUSES = ("ok", "rejected_by_rules", "compile_failed", "runtime_fault", "wrong_result", "impossible", "mep_error",
             "not_timed")
-FAULT_KINDS = ("crash", "timeout", "cuda_error", "illegal_address", "harness_error", "time_limit")
+FAULT_KINDS = ("crash", "timeout", "cuda_error", "illegal_address", "harness_error", "time_limit", "out_of_bounds")
 DECISIONS = ("faster", "same", "slower", "baseline")
 
 
@@ -158,6 +158,7 @@ class EvalResult:
     input_sets: int = 0
     sandbox: str = ""                 # the confinement it ran under (evaluate/sandbox.py LEVELS)
     profile: dict | None = None
+    memcheck: dict | None = None      # compute-sanitizer's check before it was named best (memcheck.Report)
     notes: list[str] = field(default_factory=list)
 
     @property

@@ -100,6 +100,7 @@ def patch(kernel, variant, launch_from, do_apply, do_revert, force, no_validate,
         _say(as_json, result, f"{diff}\nwrote {result['diff']} (review it; --apply changes {k['file']})" +
              (f"\n{flags_note(flags)}" if flags else ""))
         return
+    result["memcheck"] = memory_check(ws, k, variant, winner_yaml, mep_yaml, flags)
     original = None if no_validate else compile_units(ws.app_root, inv, k["file"])   # before the patch
     msg = apply(ws, p, variant)
     result["message"] = msg
@@ -119,6 +120,21 @@ def patch(kernel, variant, launch_from, do_apply, do_revert, force, no_validate,
                            if not c["ok"] and not c.get("pre_existing"))
         raise MepgenError(f"the patched application failed validation ({failed}); `mepgen patch {k['id']} --revert` "
                           f"restores {k['file']}", exit_code=CHECK_FAILED)
+
+
+def memory_check(ws, k, variant: Path, winner_yaml: Path, mep_yaml: Path, flags: list[str]) -> dict:
+    """Before --apply: compute-sanitizer's memcheck on a variant it has not found clean yet (evaluate/memcheck.py);
+    a memory error refuses the patch (exit 3), no verdict (no sanitizer, no GPU) is said and recorded."""
+    from ..evaluate import memcheck
+    launch = load_spec(winner_yaml).launch if winner_yaml.is_file() and winner_yaml.resolve() != mep_yaml.resolve() \
+        else None
+    report = memcheck.check_variant(ws.mep_dir(k["id"]), variant, launch, flags,
+                                    load_config(ws.app_root)["evaluate"]["sandbox"])
+    if report.clean is False:
+        raise MepgenError(f"{variant} has a memory error, not patched: {report.message}", exit_code=3)
+    if report.clean is None:
+        click.echo(f"mepgen: {report.message}", err=True)
+    return report.to_dict()
 
 
 def extra_flags(mep, winner) -> list[str]:
