@@ -27,3 +27,16 @@ def test_doctor_says_how_to_get_more(monkeypatch):
     text = doctor.render(doctor.report())
     assert "apt-get install bubblewrap" in text and "Linux >= 5.13" in text and "compute-sanitizer NOT found" in text
     assert "auto takes: rlimits" in text and "landlock  no: not here" in text
+
+
+def test_doctor_says_what_the_applications_config_asks_for(tmp_path):
+    (tmp_path / ".mepgen").mkdir()
+    (tmp_path / ".mepgen" / "config.yaml").write_text("evaluate:\n  sandbox: require\n")
+    done = CliRunner().invoke(main, ["doctor", "-C", str(tmp_path), "--json"],
+                              env={"MEPGEN_CONFIG": "", "XDG_CONFIG_HOME": str(tmp_path / "none")})
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["configured"] == {"app": str(tmp_path.resolve()), "evaluate.sandbox": "require"}
+    text = CliRunner().invoke(main, ["doctor", "-C", str(tmp_path)],
+                              env={"MEPGEN_CONFIG": "", "XDG_CONFIG_HOME": str(tmp_path / "none")}).output
+    assert f"configured evaluate.sandbox: require (config of {tmp_path.resolve()})" in text
+    assert CliRunner().invoke(main, ["doctor", "-C", str(tmp_path / "nope")]).exit_code == 2

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import MepgenError
+from ..exitcodes import NO_GPU
 from .toolkit import Toolkit, find_toolkit
 
 SOURCE = Path(__file__).resolve().parent / "injector" / "capture.cpp"
@@ -40,7 +41,7 @@ def find_compiler() -> str:
     for cand in (os.environ.get("CXX"), "g++", "c++", "clang++"):
         if cand and shutil.which(cand):
             return shutil.which(cand)
-    raise MepgenError("capture builds its injector with a host C++ compiler: set $CXX or install g++")
+    raise MepgenError("capture builds its injector with a host C++ compiler: set $CXX or install g++", exit_code=NO_GPU)
 
 
 def compile_command(toolkit: Toolkit, compiler: str, output: Path) -> list[str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from ..errors import MepgenError
+from ..progress import progress
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -133,12 +134,10 @@ def _chosen_names(inv: dict, kernel: str | None, kernel_list: str | None, every:
 
 def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_bytes, compress_above, use, exit_after,
             measure, timeout, rebuild, single) -> list[dict]:
-    from ..spec import load_spec
     from .build import build_injector
-    from .convert import convert
-    from .launcher import explain_failure, outcome_kind, run_injected, run_plain
+    from .launcher import run_injected, run_plain
     from .names import choose_kernel
-    from .plan import RunPlan, make_plan, typedef_map
+    from .plan import RunPlan, make_plan
 
     log = obj.log if obj is not None else (lambda msg, level=1: None)
     outcomes, plans = [], []
@@ -153,7 +152,8 @@ def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_byte
             outcomes.append({"kernel": choice.kernel["qualified_name"], "outcome": "refused", "reason": str(e)})
     if not plans:
         return outcomes
-    injector = build_injector(force=rebuild, log=log)
+    with progress("building the capture injector (first use only)"):
+        injector = build_injector(force=rebuild, log=log)
     if injector.built:
         click.echo(f"built the capture injector for CUDA {injector.toolkit.version}: {injector.path}", err=True)
     ws.ensure()
@@ -170,36 +170,49 @@ def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_byte
             extra["overhead"] = {"wall_s_plain": round(plain.wall_s, 4), "wall_s_captured": round(run.wall_s, 4),
                                  "ratio": round(run.wall_s / plain.wall_s, 4) if plain.wall_s > 0 else None,
                                  "plain_exit_code": plain.exit_code}
-        for t, plan in enumerate(plans):
-            k = plan.choice.kernel
-            out = {"kernel": k["qualified_name"], "outcome": outcome_kind(run, t)}
-            if out["outcome"] != "captured":
-                out["reason"] = explain_failure(run, plan, t)
-                outcomes.append(out)
-                continue
-            mep_dir = ws.mep_dir(k["id"])
-            captured = mep_dir / "data" / "captured"
-            spec = None
-            if (mep_dir / "mep.yaml").is_file():
-                try:
-                    spec = load_spec(mep_dir / "mep.yaml")
-                except MepgenError:
-                    spec = None
-            try:
-                manifest = convert(raw / f"k{t}", plan, captured, spec=spec, typedefs=typedef_map(ws.app_root, k),
-                                   extra={**extra, **gpu_times(run, t, raw / f"k{t}")}, compress_above=compress_above)
-            except MepgenError as e:
-                outcomes.append({**out, "outcome": "refused", "reason": f"the record cannot be read: {e}"})
-                continue
-            out.update(_summary(manifest), manifest=str(captured / "manifest.json"))
-            if use:
-                out.update(_write_mep(ws, inv, k, manifest))
-            outcomes.append(out)
+        # the application's own output went straight to the terminal: no bar while it ran; one now, over the records
+        with progress(f"converting {len(plans)} record(s)", total=len(plans)) as bar:
+            for t, plan in enumerate(plans):
+                bar.note(f"converting the record of {plan.choice.kernel['qualified_name']}")
+                outcomes.append(_one_record(ws, inv, raw, run, t, plan, extra, compress_above, use))
+                bar.advance()
     finally:
         shutil.rmtree(raw, ignore_errors=True)
     if run.exit_code and not exit_after:
         click.echo(f"mepgen: note: the application exited with {run.exit_code}", err=True)
     return outcomes
+
+
+def _one_record(ws, inv, raw: Path, run, t: int, plan, extra: dict, compress_above: int, use: bool) -> dict:
+    """What became of kernel `t` of the run: its record converted into the MEP's data/captured/ (and its MEP with
+    --use), or why not."""
+    from ..spec import load_spec
+    from .convert import convert
+    from .launcher import explain_failure, outcome_kind
+    from .plan import typedef_map
+    k = plan.choice.kernel
+    out = {"kernel": k["qualified_name"], "outcome": outcome_kind(run, t)}
+    if out["outcome"] != "captured":
+        out["reason"] = explain_failure(run, plan, t)
+        return out
+    mep_dir = ws.mep_dir(k["id"])
+    captured = mep_dir / "data" / "captured"
+    spec = None
+    if (mep_dir / "mep.yaml").is_file():
+        try:
+            spec = load_spec(mep_dir / "mep.yaml")
+        except MepgenError:
+            spec = None
+    try:
+        manifest = convert(raw / f"k{t}", plan, captured, spec=spec, typedefs=typedef_map(ws.app_root, k),
+                           extra={**extra, **gpu_times(run, t, raw / f"k{t}")},
+                           compress_above=compress_above)
+    except MepgenError as e:
+        return {**out, "outcome": "refused", "reason": f"the record cannot be read: {e}"}
+    out.update(_summary(manifest), manifest=str(captured / "manifest.json"))
+    if use:
+        out.update(_write_mep(ws, inv, k, manifest))
+    return out
 
 
 def gpu_times(run, t: int, raw_dir: Path) -> dict:

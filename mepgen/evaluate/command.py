@@ -1,7 +1,7 @@
 """`mepgen run KERNEL`: evaluate the MEP as it stands (and variants of its kernel.cu against it).
 
-Exit codes: 0 everything evaluated and accepted; 1 a variant was rejected (the summary says why);
-3 the MEP itself is broken (its kernel.cu does not compile, its reference is NaN, ...); 4 no CUDA device
+Exit codes (mepgen/exitcodes.py): 0 everything evaluated and accepted; 1 a variant was rejected (the summary says
+why); 3 the MEP itself is broken (its kernel.cu does not compile, its reference is NaN, ...); 4 no CUDA device
 (after compiling, so compile errors still show); 2 a usage error.
 """
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from ..clioptions import renamed_flag
 from ..config import load_config
 from .. import fidelity
 from ..errors import MepgenError
@@ -49,7 +50,8 @@ def mep_folder(ws: Workspace, kernel: str) -> Path:
 @click.option("--warmup", type=click.IntRange(min=0), default=None, help="Warm-up launches (count-based timing).")
 @click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
               help="Alternating baseline/candidate timing rounds.")
-@click.option("--profile", is_flag=True, help="Add Nsight Compute metrics (needs ncu).")
+@click.option("--ncu-metrics", "profile", is_flag=True, help="Add Nsight Compute metrics (needs ncu).")
+@renamed_flag("--profile", "--ncu-metrics")
 @click.option("--results", type=click.Path(path_type=Path), default=None,
               help="Append-only results file (JSON lines) to resume from and add to.")
 @click.option("--no-cache", is_flag=True, help="Evaluate again even when a result for the same content is cached.")
@@ -57,12 +59,14 @@ def mep_folder(ws: Workspace, kernel: str) -> Path:
               help="Parallel compiles (0: one per core).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_obj
-def run(obj, kernel, app, variants, backend, input_sets, reps, warmup, rounds, profile, results, no_cache, jobs,
-        as_json):
+def run(obj, kernel, app, variants, backend, input_sets, reps, warmup, rounds, profile, profile_old, results,
+        no_cache, jobs, as_json):
     """Build, verify and time the MEP of KERNEL; with --variant, decide whether each variant is faster.
 
-    Writes baseline.json in the MEP folder.
+    Writes baseline.json in the MEP folder. Exits 1 when a variant is rejected, 3 when the MEP's own kernel
+    fails, 4 without a CUDA device.
     """
+    profile = profile or profile_old
     ws = Workspace(app) if app else Workspace.find()
     mep_dir = mep_folder(ws, kernel)
     spec = load_spec(mep_dir / "mep.yaml")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+from pathlib import Path
+
 import click
 
 from . import gpu_probe, landlock_level, memcheck, sandbox, seccomp_filter
@@ -85,11 +87,31 @@ def render(r: dict) -> str:
 
 
 @click.command()
+@click.option("-C", "--app", "app", type=click.Path(path_type=Path), default=None,
+              help="Also say what this application's config asks for (evaluate.sandbox); default: the application "
+                   "found from the current folder upwards, if any.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def doctor(as_json):
+def doctor(app, as_json):
     """What this machine allows to confine candidates (sandbox levels) and check memory, and how to get more."""
     import json
+    from ..config import load_config
+    from ..errors import MepgenError
+    from ..workspace import Workspace
+    if app is not None and not Path(app).is_dir():
+        raise MepgenError(f"{app}: no such directory")
+    if app is None:
+        try:
+            app = Workspace.find().app_root
+        except MepgenError:
+            app = None
     r = report()
-    click.echo(json.dumps(r, indent=1) if as_json else render(r))
+    r["configured"] = {"app": str(Path(app).resolve()) if app else None,
+                       "evaluate.sandbox": load_config(app)["evaluate"]["sandbox"]}
+    if as_json:
+        click.echo(json.dumps(r, indent=1))
+        return
+    c = r["configured"]
+    click.echo(render(r) + f"\nconfigured evaluate.sandbox: {c['evaluate.sandbox']} "
+               f"({'config of ' + c['app'] if c['app'] else 'no application here: the user config and defaults'})")
 
 

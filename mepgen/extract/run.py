@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import datetime
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,6 +12,7 @@ from ..errors import MepgenError
 from ..inventory import SCHEMA, VERSION
 from ..workspace import Workspace, write_json
 from ..parsing import clang
+from ..progress import progress
 from .cache import ExtractCache, FileHashes, flags_key
 from .buildfiles import read_build_files
 from .flags import DEFAULT_STD, HEADER_SUFFIXES, SOURCE_SUFFIXES, CompileFlags, default_flags, \
@@ -127,11 +128,19 @@ def plan_default_flags(app: Path, opts: ExtractOptions) -> tuple[CompileFlags, s
 def _parse_all(jobs: list[tuple[str, list[str]]], app: Path, workers: int) -> list[dict]:
     if not jobs:
         return []
-    if workers <= 1 or len(jobs) == 1:
-        return [tu_facts(path, args, str(app)) for path, args in jobs]
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-        futures = [pool.submit(tu_facts, path, args, str(app)) for path, args in jobs]
-        return [f.result() for f in futures]
+    with progress(f"parsing {len(jobs)} file(s)", total=len(jobs)) as bar:
+        if workers <= 1 or len(jobs) == 1:
+            out = []
+            for path, args in jobs:
+                bar.note(f"parsing {Path(path).name}")
+                out.append(tu_facts(path, args, str(app)))
+                bar.advance()
+            return out
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+            futures = [pool.submit(tu_facts, path, args, str(app)) for path, args in jobs]
+            for _ in as_completed(futures):
+                bar.advance()
+            return [f.result() for f in futures]
 
 
 def _kernel_id(qualified: str) -> str:

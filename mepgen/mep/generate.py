@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..progress import progress
 from .. import datagen
 from ..budget import time_budget
 from ..errors import MepgenError
@@ -101,18 +102,22 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
     results = []
     if host_report is not None:     # filled as the kernels are completed: the plain sources read (mep/hostsrc.py)
         host_report["host"] = project.host
-    for k in ok:
-        if failed is None:
-            results += _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask)
-            continue
-        try:
-            results += _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask)
-        except MepgenError as e:
-            failed.append(Failed(k["qualified_name"], str(e)))
-        except Exception as e:      # noqa: BLE001 -- a bug of mepgen's on one kernel: said, the others written
-            import traceback
-            log(traceback.format_exc())
-            failed.append(Failed(k["qualified_name"], f"{type(e).__name__}: {e}", internal=True))
+    with progress(f"completing {len(ok)} MEP(s)", total=len(ok) if len(ok) > 1 else None) as bar:
+        for k in ok:
+            bar.note(f"completing {k['qualified_name']}")
+            if failed is None:
+                results += _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask)
+                bar.advance()
+                continue
+            try:
+                results += _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask)
+            except MepgenError as e:
+                failed.append(Failed(k["qualified_name"], str(e)))
+            except Exception as e:      # noqa: BLE001 -- a bug of mepgen's on one kernel: said, the others written
+                import traceback
+                log(traceback.format_exc())
+                failed.append(Failed(k["qualified_name"], f"{type(e).__name__}: {e}", internal=True))
+            bar.advance()
     return results
 
 

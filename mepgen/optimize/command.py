@@ -15,8 +15,10 @@ from pathlib import Path
 import click
 
 from .. import fidelity
+from ..clioptions import renamed_flag
 from ..config import load_config
 from ..errors import MepgenError
+from ..exitcodes import UNSOUND_START
 from ..evaluate.command import mep_folder
 from ..evaluate.evaluator import Evaluator, Options
 from ..evaluate.journal import Journal
@@ -73,7 +75,7 @@ def gpu_info(ev: Evaluator, baseline) -> dict:
               help="Print and write the table of the batch of this name (rows written by several nodes).")
 @click.option("--list", "list_only", is_flag=True, help="With --all/--top/--only: print the kernel ids and stop.")
 @click.option("--proposer", "proposer_kind", type=click.Choice(["library", "llm", "both"]), default=None,
-              help="Who proposes variants (default: library, plus llm when llm.base_url is configured).")
+              help="Who proposes variants (default: library, plus llm when an endpoint is configured: docs/llm.md).")
 @click.option("--strategy", type=click.Choice(sorted(strategies.STRATEGIES)), default="elite", show_default=True)
 @click.option("--budget", type=click.IntRange(min=1), default=25, show_default=True, help="Candidates to evaluate at most.")
 @click.option("--time-limit", type=click.FloatRange(min=1), default=None,
@@ -91,7 +93,9 @@ def gpu_info(ev: Evaluator, baseline) -> dict:
 @click.option("--resume", "resume", default=None, help="Continue the run (with --all: the batch) of this name.")
 @click.option("--run-name", default=None, help="Name of a new run (default: the date and time).")
 @click.option("--no-inherit", is_flag=True, help="Do not start from the wins of similar kernels (patterns database).")
-@click.option("--profile", is_flag=True, help="Nsight Compute metrics for every verified candidate (slow).")
+@click.option("--ncu-metrics", "profile", is_flag=True,
+              help="Nsight Compute metrics for every verified candidate (slow).")
+@renamed_flag("--profile", "--ncu-metrics")
 @click.option("--force", is_flag=True,
               help="Optimize even when the MEP's time is outside the fidelity guard against the application's "
                    "(evaluate.fidelity_tolerance); the results say it was forced.")
@@ -102,13 +106,14 @@ def gpu_info(ev: Evaluator, baseline) -> dict:
 @click.pass_obj
 def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, proposer_kind, strategy, budget,
              time_limit, repairs, width, roofline, backend, reps, warmup, resume, run_name, no_inherit, profile,
-             force, as_json, dry_run):
+             profile_old, force, as_json, dry_run):
     """Search for the fastest verified variant of KERNEL's MEP; writes .mepgen/runs/KERNEL/RUN/.
 
     With --all, --top N or --only K1,K2: every chosen MEP, one worker per visible GPU, a table at the end
     (.mepgen/batches/NAME/); --resume NAME finishes what such a batch left.
     """
     started = time.monotonic()
+    profile = profile or profile_old
     _stop_on_sigterm()
     ws = Workspace(app) if app else Workspace.find()
     batch_resume = not kernel and resume is not None and (ws.root / "batches" / resume).is_dir()
@@ -122,7 +127,7 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
         forwarded = many.forward_options(proposer_kind=proposer_kind, strategy=strategy, budget=budget,
                                          time_limit=time_limit, repairs=repairs, width=width, roofline=roofline,
                                          backend=backend, reps=reps, warmup=warmup, no_inherit=no_inherit,
-                                         profile=profile, force=force)
+                                         ncu_metrics=profile, force=force)
         many.optimize_many(ws, all_kernels, top, only, run_name, resume, forwarded, list_only, as_json)
         return
     if not kernel:
@@ -143,7 +148,8 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
     kinds = {"library": ["library"], "llm": ["llm"], "both": ["library", "llm"]}[proposer_kind] if proposer_kind \
         else (["library", "llm"] if settings else ["library"])
     if "llm" in kinds and settings is None:
-        raise MepgenError("--proposer llm needs llm.base_url and llm.model in the configuration")
+        raise MepgenError("--proposer llm needs an LLM endpoint: export OPENAI_BASE_URL and MEPGEN_LLM_MODEL, or set "
+                          "llm.base_url and llm.model in the configuration (docs/llm.md)")
     run_dir = ws.root / "runs" / spec.kernel.id / (resume or run_name or time.strftime("%Y%m%d-%H%M%S"))
     e = cfg["evaluate"]
     opts = Options(backend=backend or e["backend"], min_gain=e["min_gain"], run_timeout=e["timeout_s"],
@@ -297,7 +303,7 @@ def check_fidelity(mep_dir, baseline, guard, run_dir, name, resume) -> fidelity.
 
 
 #: exit code of a run the fidelity guard refused
-FIDELITY_EXIT = 5
+FIDELITY_EXIT = UNSOUND_START     # mepgen/exitcodes.py
 
 
 def write_launch(spec, launch: dict | None, path: Path, flags=()) -> None:

@@ -19,11 +19,11 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Callable
 
 import click
 
+from ..progress import progress as bar_for
 from ..errors import MepgenError
 from ..evaluate.devices import list_gpus
 from ..workspace import Workspace, write_atomic, write_json
@@ -325,17 +325,19 @@ def optimize_many(ws: Workspace, all_kernels: bool, top: int | None, only: str |
     batch.write_table()
     start = time.monotonic()
 
-    def on_row(row: dict) -> None:
-        batch.put(row)
-        progress(f"{row['kernel']}: {row['status']}" + (f" ({row['error']})" if row.get("error") else "")
-                 + (f", best {row['speedup']:.2f}x" if row.get("speedup") else ""))
+    with bar_for(f"batch {name}", total=len(left)) as bar:
+        def on_row(row: dict) -> None:
+            batch.put(row)
+            progress(f"{row['kernel']}: {row['status']}" + (f" ({row['error']})" if row.get("error") else "")
+                     + (f", best {row['speedup']:.2f}x" if row.get("speedup") else ""))
+            bar.advance()
 
-    try:
-        run_pool(left, workers, run_one or subprocess_runner(ws, batch, options), on_row)
-    except KeyboardInterrupt:
-        stop_workers()     # each writes its summary.md; rows written so far stay
-        batch.write_table([m["id"] for m in meps])
-        raise
+        try:
+            run_pool(left, workers, run_one or subprocess_runner(ws, batch, options), on_row)
+        except KeyboardInterrupt:
+            stop_workers()     # each writes its summary.md; rows written so far stay
+            batch.write_table([m["id"] for m in meps])
+            raise
     text = batch.write_table([m["id"] for m in meps])
     rows = batch.rows()
     if as_json:

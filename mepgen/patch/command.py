@@ -8,6 +8,7 @@ import click
 
 from ..config import load_config
 from ..errors import MepgenError
+from ..exitcodes import CHECK_FAILED
 from ..inventory import find_kernel, load
 from ..workspace import Workspace, write_atomic
 from ..spec import load_spec
@@ -51,7 +52,8 @@ def patch(kernel, variant, launch_from, do_apply, do_revert, force, no_validate,
     application's root) and changes nothing. --apply changes the file, keeping a backup, then validates:
     recompiles the changed translation units with their compile_commands flags, re-extracts to check the
     kernel's signature and launch sites, and runs `patch.validate_command` from the config when set.
-    --revert restores the backup. Applying twice is a no-op.
+    --revert restores the backup. Applying twice is a no-op. Exits 1 when the patched application fails
+    validation.
     """
     if do_apply and do_revert:
         raise MepgenError("--apply and --revert exclude each other")
@@ -117,7 +119,7 @@ def patch(kernel, variant, launch_from, do_apply, do_revert, force, no_validate,
         failed = "; ".join(f"{c['check']}: {c['detail']}".rstrip(": ") for c in result["validation"]
                            if not c["ok"] and not c.get("pre_existing"))
         raise MepgenError(f"the patched application failed validation ({failed}); `mepgen patch {k['id']} --revert` "
-                          f"restores {k['file']}", exit_code=4)
+                          f"restores {k['file']}", exit_code=CHECK_FAILED)
 
 
 def memory_check(ws, k, variant: Path, winner_yaml: Path, mep_yaml: Path, flags: list[str]) -> dict:
