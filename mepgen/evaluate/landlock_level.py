@@ -21,6 +21,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import subprocess
 import sys
 import time
 from functools import lru_cache
@@ -54,11 +55,24 @@ def _resolve(program: str) -> str:
     return str(Path(found).resolve()) if found else program
 
 
+@lru_cache(maxsize=None)
 def library_folders() -> list[str]:
+    """LD_LIBRARY_PATH's folders, and wherever the dynamic loader finds the GPU driver's libraries (a container
+    mounts them outside /usr/lib, e.g. /usr/local/nvidia/lib64: without them cuInit fails under Landlock)."""
     out = []
     for e in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep):
         if e and os.path.isdir(e):
             out.append(str(Path(e).resolve()))
+    try:
+        listed = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        listed = ""
+    for line in listed.splitlines():
+        name, _, path = line.partition("=>")
+        if ("libcuda.so" in name or "libnvidia" in name) and path.strip():
+            for f in {Path(path.strip()).parent, Path(path.strip()).resolve().parent}:
+                if str(f) not in out:
+                    out.append(str(f))
     return out
 
 
