@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .. import inventory as inventory_mod
 from ..demangled import normalize_args, split_demangled  # noqa: F401  (used by the capture modules)
 from ..errors import MepgenError
+from ..kernelname import find_kernel
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def choose_kernel(inv: dict, name: str) -> KernelChoice:
     if name.endswith(">") and "<" in name:
         base, args = split_demangled(name)
         name = base
-    kernel = inventory_mod.find_kernel(inv, name)
+    kernel = find_kernel(inv, name)
     if args and not kernel.get("is_template"):
         raise MepgenError(f"{kernel['qualified_name']} is not a template: drop the <{args}>")
     return KernelChoice(kernel, template_args=args)

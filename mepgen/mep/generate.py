@@ -7,7 +7,8 @@ from pathlib import Path
 from .. import datagen
 from ..budget import time_budget
 from ..errors import MepgenError
-from ..inventory import find_kernel, load
+from ..inventory import load
+from ..kernelname import find_kernel
 from ..spec import Spec, Todo, load_spec
 from ..workspace import Workspace
 from . import writer

@@ -15,10 +15,10 @@ import click
 
 from ..config import load_config
 from ..errors import MepgenError
-from ..evaluate.command import mep_folder
 from ..evaluate.evaluator import Evaluator, Options
 from ..evaluate.journal import Journal
 from ..evaluate.store import digest
+from ..kernelname import mep_folder
 from ..spec import load_spec
 from ..workspace import Workspace
 from . import candidates, strategies, summary

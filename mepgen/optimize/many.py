@@ -26,6 +26,7 @@ import click
 
 from ..errors import MepgenError
 from ..evaluate.devices import list_gpus
+from ..kernelname import UnknownKernel, mep_record, resolve
 from ..workspace import Workspace, write_atomic, write_json
 
 #: rows of these statuses are final: a resumed batch does not run their kernels again
@@ -80,11 +81,13 @@ def choose(ws: Workspace, all_kernels: bool, top: int | None, only: str | None) 
     if only:
         wanted = [w.strip() for w in only.split(",") if w.strip()]
         chosen = []
+        records = [dict(mep_record(m["id"], m["name"] if m["name"] != m["id"] else None), mep=m) for m in meps]
         for w in wanted:
-            m = next((m for m in meps if w in (m["id"], m["name"], m["name"].split("::")[-1])), None)
-            if m is None:
+            try:
+                m = resolve(records, w, "the MEPs")["mep"]
+            except UnknownKernel:
                 raise MepgenError(f"--only: no MEP named '{w}' (known: {', '.join(x['id'] for x in meps)})",
-                                  exit_code=2)
+                                  exit_code=2) from None
             if m not in chosen:
                 chosen.append(m)
     else:
