@@ -291,7 +291,8 @@ def write_captured_mep(ws, inventory: dict, kernel: dict, manifest: dict, *, det
     completion's, or a person's) is kept as mep.yaml.before-capture."""
     from ..mep import writer
     from ..mep.kernelsrc import render_kernel_file
-    from ..mep.render import render_harness, render_makefile, render_yaml
+    from ..harness import render_harness, render_makefile
+    from ..mep.render import render_yaml
     from ..datagen import make_inputs
     from ..spec import load_spec
 

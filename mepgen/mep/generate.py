@@ -19,7 +19,8 @@ from ..config import load_config
 from .buildcfg import arch_source, configured_arch
 from .kernelsrc import render_kernel_file
 from .project import Project
-from .render import render_harness, render_makefile, render_yaml
+from ..harness import render_harness, render_makefile
+from .render import render_yaml
 
 #: kernel features an MEP cannot reproduce yet, with what to tell the user
 UNSUPPORTED = {"texture": "texture or surface objects", "dynamic_parallelism": "dynamic parallelism (launches "
