@@ -29,6 +29,12 @@ class KernelChoice:
         return f"{q}<{self.template_args}>" if self.template_args else q
 
 
+_QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct|class)\b|\*|&")
+
+
+def bare_type(spelling: str) -> str:
+    """`const float *__restrict` -> `float`."""
+    return " ".join(_QUALIFIERS.sub(" ", spelling or "").split())
 
 
 def split_template_args(args: str) -> list[str]:

@@ -16,16 +16,10 @@ from ..parsing import clang
 from ..parsing.vartemplates import space_of
 from . import fnmacro
 from .fnmacro import FunctionMacro
-from .hostsrc import HostSources
+from .hostsrc import HostSources, tu_parse_args
 
 FUNCTION_KINDS = ("FUNCTION_DECL", "FUNCTION_TEMPLATE", "CXX_METHOD", "CONSTRUCTOR")
 LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaLaunchKernelExC")
-
-
-def tu_parse_args(tu: dict) -> list[str]:
-    """libclang arguments of one inventory translation unit (what `mepgen extract` parsed it with)."""
-    return ([f"-I{d}" for d in tu.get("include_dirs", [])] + [f"-D{d}" for d in tu.get("defines", [])]
-            + [f"-std={tu.get('std', 'c++17')}"])
 
 
 def walk(cursor):
