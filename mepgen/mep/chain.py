@@ -23,7 +23,7 @@ from ..cexpr import split_top_level
 from ..errors import MepgenError
 from ..spec import Buffer, ChainArg, ChainStep, Init, Spec, Todo
 from .project import Project
-from .resolve import Symbols
+from .symbols import Symbols
 
 _VAR = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 _COPY = re.compile(r"\b(cudaMemcpy\w*)\s*\(")

@@ -14,6 +14,7 @@ Anything else is not a value here; the todo says why.
 from __future__ import annotations
 
 from .project import unwrap, walk
+from .syntax import operator_of, template_params
 
 _CTORS = ("CONSTRUCTOR",)
 
@@ -52,7 +53,6 @@ def _construction(obj):
 
 def _stores(ctor, field) -> list:
     """The expressions constructor `ctor` gives member `field`: its initializer-list entry, assignments in its body."""
-    from .resolve import operator_of
     out = []
     kids = list(ctor.get_children())
     for i, k in enumerate(kids):
@@ -95,7 +95,6 @@ def _class_writes(project, cls, field) -> list:
     """The changes of member `field` anywhere in the application (mep/members.py's), and those its class's own
     methods make through an unresolved `this->field`."""
     from .members import member_writes
-    from .resolve import operator_of
     out = list(member_writes(project).get(field.get_usr(), []))
     for fn in project.functions.values():
         if fn.semantic_parent is None or fn.semantic_parent.get_usr() != cls.get_usr():
@@ -173,11 +172,10 @@ def class_instantiation(project, method, resolver=None) -> tuple[dict[str, str],
     """The class template's parameters -> the arguments of the class of the method's first call (`t.put(..)` on a
     `Table<int>`: {K: int}), with a note when calls instantiate several; ({}, None) when none is known."""
     from .reach import keep_reached
-    from .targs import _enclosing_params
     cls = class_of(method)
     if cls is None or cls.kind.name != "CLASS_TEMPLATE":
         return {}, None
-    names = _enclosing_params(cls)
+    names = template_params(cls)
     seen: list[list[str]] = []
     calls, _ = keep_reached(resolver, project.calls.get(method.get_usr(), []))
     for call, _ in calls:

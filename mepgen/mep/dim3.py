@@ -3,6 +3,7 @@ them (`grid.x = ...`, followed by mep/flow.py) makes of it."""
 from __future__ import annotations
 
 from ..cexpr import is_one_group
+from .syntax import parens
 
 
 DIM3_TYPES = ("dim3", "uint3")
@@ -32,7 +33,6 @@ def dim3_component(value: str, member: str) -> str | None:
 
 def apply_step(value: str | None, st, rhs: str | None, vtype) -> str | None:
     """The value after one followed change (flow.Step), or None where mepgen does not follow it."""
-    from .resolve import parens
     if st.member is None:
         if st.op == "=":
             return rhs

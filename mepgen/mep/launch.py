@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .project import LAUNCH_APIS, Project, walk
-from .resolve import init_expr, strip
+from .syntax import init_expr, strip
 
 _CONFIG_CALLS = ("__cudaPushCallConfiguration", "cudaConfigureCall")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .project import Project, walk
 from .readers import Why
+from .syntax import operator_of, strip
 
 _WRITES = ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR")
 
@@ -16,7 +17,6 @@ def member_writes(project: Project) -> dict[str, list]:
     cached = project.__dict__.get("_member_writes")
     if cached is not None:
         return cached
-    from .resolve import operator_of, strip
     out: dict[str, list] = {}
     for fn in project.functions.values():
         for n in walk(fn):

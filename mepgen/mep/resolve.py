@@ -10,99 +10,16 @@ from __future__ import annotations
 
 import re
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 
-from ..cexpr import is_one_group
+from ..parsing import clang
 from .dim3 import DIM3_TYPES, apply_step, decl_name, dim3_component
 from .flow import element_writes, modified_locals
 from .project import Project, qualified_name, walk
 from .readers import Why, kind_of, origin, stored_by
-from ..parsing import clang
-
-_LITERALS = ("INTEGER_LITERAL", "FLOATING_LITERAL", "CXX_BOOL_LITERAL_EXPR", "CHARACTER_LITERAL",
-             "CXX_NULL_PTR_LITERAL_EXPR")
-_SPLICE = ("BINARY_OPERATOR", "UNARY_OPERATOR", "PAREN_EXPR", "CSTYLE_CAST_EXPR", "CXX_STATIC_CAST_EXPR",
-           "CXX_FUNCTIONAL_CAST_EXPR", "CONDITIONAL_OPERATOR", "UNEXPOSED_EXPR")
-_KEEP = ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")
-_INTEGRAL = {"INT", "UINT", "LONG", "ULONG", "LONGLONG", "ULONGLONG", "SHORT", "USHORT", "CHAR_S", "UCHAR",
-             "SCHAR", "CHAR_U", "BOOL"}
-_MINMAX = ("max", "min")
-#: functions of the C/C++ standard library whose value depends only on their arguments (launch arithmetic)
-PURE_FUNCTIONS = {f + sfx for f in ("ceil", "floor", "round", "trunc", "sqrt", "cbrt", "pow", "log2", "log10", "log",
-                                    "exp2", "exp", "fabs", "fmin", "fmax", "fmod", "lround", "llround", "sin", "cos",
-                                    "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "hypot")
-                  for sfx in ("", "f", "l")} | {"abs", "labs", "llabs"}
-
-
-@dataclass
-class Symbols:
-    """Size symbols that stand for host values mepgen could not follow, keyed by the expression they
-    replace (so `n = A.nrows` in two functions is one symbol), with the reason shown to the user."""
-    by_key: dict[str, str] = field(default_factory=dict)
-    reasons: dict[str, str] = field(default_factory=dict)
-    preferred: dict[str, str] = field(default_factory=dict)   # var usr -> name to use if it needs a symbol
-    defaults: dict[str, int] = field(default_factory=dict)    # symbol -> the application's own default (argv)
-    from_run: dict[str, int] = field(default_factory=dict)    # symbol -> value of the app's run command (argv)
-    kinds: dict[str, str] = field(default_factory=dict)       # symbol -> its todo's kind, where the reason knows it
-
-    def get(self, key: str, name: str, reason: str, taken: set[str]) -> str:
-        if key in self.by_key:
-            return self.by_key[key]
-        base = re.sub(r"\W", "_", name).upper() or "SIZE"
-        out, i = base, 2
-        while out in taken or out in self.reasons:
-            out, i = f"{base}_{i}", i + 1
-        self.by_key[key] = out
-        self.reasons[out] = reason
-        if kind_of(reason) is not None:
-            self.kinds[out] = kind_of(reason)
-        return out
-
-
-def strip(c):
-    """Skip implicit-conversion wrappers that libclang reports as UNEXPOSED_EXPR with one child."""
-    while c is not None and c.kind.name == "UNEXPOSED_EXPR":
-        kids = list(c.get_children())
-        if len(kids) != 1:
-            break
-        c = kids[0]
-    return c
-
-
-def is_integral(t) -> bool:
-    return t.get_canonical().kind.name in _INTEGRAL or t.get_canonical().kind.name == "ENUM"
-
-
-def parens(text: str) -> str:
-    """Wrap a substituted expression unless it is a single token or already one group."""
-    t = text.strip()
-    if re.fullmatch(r"[\w:.]+|\d[\w.]*|-?\d[\w.]*", t) or is_one_group(t):
-        return t
-    return f"({t})"
-
-
-def init_expr(var):
-    """The initializer of a VAR_DECL, or None: skips array bounds (`float coef[5]` has none)."""
-    toks = list(var.get_tokens())
-    names = [i for i, t in enumerate(toks) if t.spelling == var.spelling]
-    if not toks:
-        # no tokens: libclang gives none for a declaration that starts with a macro expanding to its type
-        # (`real_vec_t *p = (real_vec_t*) q;`): its last expression child is the initializer (an array's
-        # bound is not one)
-        kids = [c for c in var.get_children() if c.kind.name not in _KEEP and not c.kind.name.endswith("_ATTR")]
-        array = var.type.get_canonical().kind.name in ("CONSTANTARRAY", "VARIABLEARRAY", "INCOMPLETEARRAY")
-        return kids[-1] if kids and not (array and len(kids) == 1) else None
-    if not names:
-        return None
-    i, depth = names[0] + 1, 0
-    while i < len(toks) and (toks[i].spelling == "[" or depth):
-        depth += toks[i].spelling == "["
-        depth -= toks[i].spelling == "]"
-        i += 1
-    if i >= len(toks) or toks[i].spelling not in ("=", "{", "("):
-        return None
-    kids = [c for c in var.get_children() if c.kind.name not in _KEEP and not c.kind.name.endswith("_ATTR")]
-    return kids[-1] if kids else None
+from .symbols import Symbols
+from .syntax import (KEEP, LITERALS, MINMAX, PURE_FUNCTIONS, SPLICE, group_end, guarded_returns, init_expr,
+                     is_integral, join_tokens, operator_of, parens, single_return, sizeof_tokens, strip, struct_field,
+                     type_name)
 
 
 class Resolver:
@@ -164,7 +81,7 @@ class Resolver:
                 return size
         if k in ("CXX_NEW_EXPR", "CXX_DELETE_EXPR"):
             return None         # a fresh host buffer (`new double[n]`): an address, and its elements are data
-        if k in _LITERALS or not self._has_refs(c):
+        if k in LITERALS or not self._has_refs(c):
             return self.p.text(c) or None
         if k == "DECL_REF_EXPR":
             return self._decl_ref(c)
@@ -188,7 +105,7 @@ class Resolver:
                 m = re.fullmatch(r"\(?\s*&\s*\(?([\w:.]+)\)?\s*\)?", inner or "")
                 if m is not None:
                     return m.group(1)
-        if k in _SPLICE or k == "CXX_UNARY_EXPR":
+        if k in SPLICE or k == "CXX_UNARY_EXPR":
             return self._splice(c)
         return None
 
@@ -243,7 +160,7 @@ class Resolver:
         while inner.kind.name in ("PAREN_EXPR", "UNEXPOSED_EXPR") and len(list(inner.get_children())) == 1:
             inner = next(iter(inner.get_children()))
         k = inner.kind.name
-        form = f"ref:{inner.spelling}" if k == "DECL_REF_EXPR" else "literal" if k in _LITERALS else \
+        form = f"ref:{inner.spelling}" if k == "DECL_REF_EXPR" else "literal" if k in LITERALS else \
             f"call:{inner.spelling}" if k == "CALL_EXPR" else "expr"
         if expanded is None or (fnmacro.shape(expanded) != form and not (k == "CALL_EXPR" and inner.spelling in
                                                                           ("dim3", "uint3"))):
@@ -299,7 +216,7 @@ class Resolver:
             s, e = kid.extent.start.offset - base, kid.extent.end.offset - base
             if s < pos or e > len(text.encode()) or e <= s:
                 return None  # extents inside macro expansions: cannot splice safely
-            if kid.kind.name in _KEEP:
+            if kid.kind.name in KEEP:
                 continue
             value = self.expr(kid)
             if value is None:
@@ -616,7 +533,7 @@ class Resolver:
                 value = self.expr(init_expr(d))
             if value is not None and init_expr(d) is not None and strip(init_expr(d)).kind.name == "INIT_LIST_EXPR" \
                     and d.type.get_canonical().kind.name == "RECORD":
-                value = _type_name(d.type) + value
+                value = type_name(d.type) + value
         if value is None:
             init = init_expr(d)
             fn = d.semantic_parent.spelling if d.semantic_parent is not None else "?"
@@ -829,7 +746,7 @@ class Resolver:
             return None
         if field_decl.semantic_parent is not None and field_decl.semantic_parent.spelling in DIM3_TYPES:
             return dim3_component(base, field_decl.spelling)
-        return _field(base, field_decl.semantic_parent.type, field_decl.spelling)
+        return struct_field(base, field_decl.semantic_parent.type, field_decl.spelling)
 
     def _call(self, c) -> str | None:
         ref = c.referenced
@@ -850,7 +767,7 @@ class Resolver:
             return None if None in vals else "dim3(" + ", ".join(vals) + ")"
         if ref is not None and ref.kind.name == "CONSTRUCTOR" and len(args) == 1:
             return self.expr(args[0])   # an implicit conversion (int -> dim3, copy)
-        if name in _MINMAX:
+        if name in MINMAX:
             vals = [self.expr(a) for a in args]
             if None in vals:
                 return None
@@ -870,8 +787,8 @@ class Resolver:
             # from the arguments (so their arithmetic is T's); explicit template arguments are not inlined
             tmpl = clang.specialized_template(ref)
             fn = self.p.find_function(tmpl.get_usr()) if tmpl is not None else None
-        ret = _single_return(fn) if fn is not None else None
-        arms = _guarded_returns(fn) if fn is not None and ret is None else None
+        ret = single_return(fn) if fn is not None else None
+        arms = guarded_returns(fn) if fn is not None and ret is None else None
         if ret is None and not arms:
             from .selfcontained import helper_value
             return helper_value(self, c, fn, args) if fn is not None else None
@@ -943,8 +860,8 @@ class Resolver:
         while i < len(toks):
             t, prev = toks[i], toks[i - 1] if i else ""
             if t == "sizeof" and i + 1 < len(toks) and toks[i + 1] == "(":
-                end = _group_end(toks, i + 1)
-                size = _sizeof_tokens(toks[i + 2:end], decls)
+                end = group_end(toks, i + 1)
+                size = sizeof_tokens(toks[i + 2:end], decls)
                 if size is False:
                     return None
                 out += [str(size)] if size is not None else toks[i:end + 1]   # an operand is not evaluated
@@ -954,7 +871,7 @@ class Resolver:
                 d = decls[t]
                 value = self._var(d) if d.kind.name == "VAR_DECL" else self._param(d)
                 if value is not None and i + 2 < len(toks) and toks[i + 1] == ".":
-                    value = _field(value, d.type, toks[i + 2])
+                    value = struct_field(value, d.type, toks[i + 2])
                     i += 2
                 if value is None:
                     return None
@@ -962,7 +879,7 @@ class Resolver:
             else:
                 out.append(t)
             i += 1
-        return _join(out)
+        return join_tokens(out)
 
     def _scope_decls(self, fn) -> dict:
         if fn is None:
@@ -973,120 +890,5 @@ class Resolver:
         return self._decls[key]
 
 
-def operator_of(node, kids) -> str:
-    """The operator token of a unary/binary operator cursor."""
-    known = clang.operator_spelling(node)   # without tokenizing the expression (quadratic when nested)
-    if known is not None:
-        return known
-    toks = [t.spelling for t in node.get_tokens()]
-    if node.kind.name == "UNARY_OPERATOR":
-        return toks[0] if toks and toks[0] in ("&", "*", "++", "--", "-", "!", "~", "+") else \
-            (toks[-1] if toks else "")
-    lhs_end = kids[0].extent.end.offset
-    for t in node.get_tokens():
-        if t.extent.start.offset >= lhs_end:
-            return t.spelling
-    return ""
 
 
-
-def _group_end(toks: list[str], open_at: int) -> int:
-    """Index of the `)` closing the `(` at `open_at` (the last token when unbalanced)."""
-    depth = 0
-    for j in range(open_at, len(toks)):
-        depth += toks[j] == "("
-        depth -= toks[j] == ")"
-        if depth == 0:
-            return j
-    return len(toks) - 1
-
-
-def _sizeof_tokens(inner: list[str], decls: dict):
-    """The byte size of `sizeof(x)`, `sizeof(*p)` or `sizeof(p[0])` over a variable of the function (from its
-    declared type); None when the operand names no variable (a type: kept as written); False when it names one
-    whose size mepgen cannot tell."""
-    names = [t for t in inner if t in decls]
-    if not names:
-        return None
-    t = decls[names[0]].type.get_canonical()
-    if inner == [names[0]]:
-        size = t.get_size()
-    elif inner == ["*", names[0]] or (len(inner) >= 4 and inner[0] == names[0] and inner[1] == "[" and
-                                      inner[-1] == "]"):
-        pointee = t.get_pointee() if t.kind.name == "POINTER" else t.element_type
-        size = pointee.get_size() if pointee is not None and pointee.kind.name != "INVALID" else -1
-    else:
-        return False
-    return size if size > 0 else False
-
-
-def _single_return(fn):
-    """The returned expression of a function whose body is one `return expr;` (inlinable helpers)."""
-    body = next((c for c in fn.get_children() if c.kind.name == "COMPOUND_STMT"), None)
-    stmts = list(body.get_children()) if body is not None else []
-    if len(stmts) == 1 and stmts[0].kind.name == "RETURN_STMT":
-        kids = list(stmts[0].get_children())
-        return kids[0] if kids else None
-    return None
-
-
-def _guarded_returns(fn) -> list[tuple] | None:
-    """[(condition, returned), ..., (None, returned)] of a helper whose body is only `if (c) return a;` statements
-    (an `else return b;` too) ending in `return z;`; None for any other body."""
-    def single(stmt):
-        if stmt.kind.name == "COMPOUND_STMT":
-            inner = list(stmt.get_children())
-            stmt = inner[0] if len(inner) == 1 else None
-        if stmt is None or stmt.kind.name != "RETURN_STMT":
-            return None
-        kids = list(stmt.get_children())
-        return kids[0] if kids else None
-    body = next((c for c in fn.get_children() if c.kind.name == "COMPOUND_STMT"), None)
-    stmts = list(body.get_children()) if body is not None else []
-    arms: list[tuple] = []
-    for i, st in enumerate(stmts):
-        last = i == len(stmts) - 1
-        if st.kind.name == "IF_STMT":
-            kids = list(st.get_children())
-            if len(kids) not in (2, 3) or single(kids[1]) is None:
-                return None
-            arms.append((kids[0], single(kids[1])))
-            if len(kids) == 3:
-                if not last or single(kids[2]) is None:
-                    return None
-                arms.append((None, single(kids[2])))
-        elif last and single(st) is not None:
-            arms.append((None, single(st)))
-        else:
-            return None
-    return arms if len(arms) >= 2 and arms[-1][0] is None else None
-
-
-def _type_name(t) -> str:
-    """The fully qualified type name, without cv-qualifiers: `const heat::Grid` -> `heat::Grid`."""
-    return re.sub(r"\b(const|volatile)\s+", "", t.get_canonical().spelling).strip()
-
-
-def _field(value: str, struct_type, name: str) -> str | None:
-    """Field `name` of a brace-initialized struct value `T{a, b, ...}` (by declaration order)."""
-    from ..cexpr import split_top_level
-    m = re.fullmatch(r"\s*[\w:<>, ]*\{(.*)\}\s*", value, re.S)
-    decl = struct_type.get_canonical().get_declaration() if struct_type is not None else None
-    if not m or decl is None:
-        return None
-    fields = [f.spelling for f in decl.get_children() if f.kind.name == "FIELD_DECL"]
-    items = split_top_level(m.group(1))
-    return items[fields.index(name)] if name in fields and fields.index(name) < len(items) else None
-
-
-def _join(tokens: list[str]) -> str:
-    """Tokens back to readable C++: `dim3 ( a + 1 )` -> `dim3(a + 1)`."""
-    text = " ".join(tokens)
-    text = re.sub(r"\s*(::|\.|->)\s*", r"\1", text)
-    text = re.sub(r"\(\s+", "(", text)
-    text = re.sub(r"\s+\)", ")", text)
-    text = re.sub(r"\s+,", ",", text)
-    text = re.sub(r"(\w)\s+\(", lambda m: m.group(1) + "(", text)
-    text = re.sub(r"<\s+", "<", text)
-    text = re.sub(r"\s+>", ">", text)
-    return text

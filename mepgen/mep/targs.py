@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..parsing.clang import specialized_template
 from .project import Project, walk
-from .resolve import strip
+from .syntax import strip, template_params
 
 _QUALS = re.compile(r"\b(const|volatile|__restrict__|__restrict|struct|class|typename)\b")
 
@@ -89,11 +89,6 @@ def deduce_from_types(kernel_cursor, names: list[str], args: list) -> dict[str, 
     return out
 
 
-def _enclosing_params(enclosing) -> list[str]:
-    return [c.spelling for c in enclosing.get_children()
-            if c.kind.name in ("TEMPLATE_TYPE_PARAMETER", "TEMPLATE_NON_TYPE_PARAMETER")]
-
-
 _VECTOR = re.compile(r"(u?char|u?short|u?int|u?long|u?longlong|float|double|__half|half|__nv_bfloat16)[1-4]")
 _TYPE_WORDS = {"int", "float", "double", "long", "unsigned", "short", "char", "bool", "signed", "void", "size_t",
                "half", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t",
@@ -150,7 +145,7 @@ def enclosing_instantiation(project: Project, enclosing, depth: int = 0, resolve
     application calls, with a note when it calls several; else of its first explicit instantiation
     (`template void f<float>(...);`). A call from another template's body (`f<T, 4>(x)` inside `g<T>`) counts
     with `g`'s own instantiation substituted, a few levels deep."""
-    names = _enclosing_params(enclosing)
+    names = template_params(enclosing)
     if not names:
         return {}, None
     seen: list[list[str]] = []
@@ -274,9 +269,9 @@ def site_template_args(project: Project, kernel: dict, kernel_cursor, site: dict
             if note:
                 notes.append(note)
     # a type still spelled with the enclosing template's own parameters is not derived
-    pending = set(_enclosing_params(enclosing)) if enclosing is not None else set()
+    pending = set(template_params(enclosing)) if enclosing is not None else set()
     if cls is not None and cls.kind.name == "CLASS_TEMPLATE":
-        pending |= set(_enclosing_params(cls))
+        pending |= set(template_params(cls))
     kept = []
     for a in out:
         if pending and re.search(rf"\b({'|'.join(map(re.escape, pending))})\b", a):
