@@ -11,14 +11,14 @@ PACKAGE = Path(__file__).resolve().parent.parent / "mepgen"
 
 MAX_LINES = 600
 #: modules over MAX_LINES today, with their length: each may shrink, none may grow
-OVER_LIMIT: dict[str, int] = {"mepgen.mep.resolve": 894}
+OVER_LIMIT: dict[str, int] = {}
 #: circles today (issue 38; optimize/library is another helper's area for now): each may shrink, none may grow
 KNOWN_CIRCLES: list[set[str]] = [
     {f"mepgen.optimize.library.{m}" for m in ("analysis", "base", "normalize", "normalize_sink", "reduction",
                                               "scalar_replace", "source")},
 ]
 #: imports inside functions in mepgen/ (goal: 40)
-MAX_FUNCTION_IMPORTS = 206
+MAX_FUNCTION_IMPORTS = 59
 
 
 @functools.lru_cache(maxsize=None)

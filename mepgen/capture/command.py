@@ -11,6 +11,19 @@ from pathlib import Path
 import click
 
 from ..errors import MepgenError
+from .. import inventory as inventory_mod
+from ..workspace import Workspace
+from .names import choose_kernel
+from ..spec import load_spec
+from .build import build_injector
+from .convert import convert, load_manifest
+from .launcher import explain_failure, outcome_kind, run_injected, run_plain
+from .plan import RunPlan, make_plan, typedef_map
+from .mepwrite import write_captured_mep
+from .use import BACKUP_SUFFIX
+from ..mep.assemble import assemble
+from ..mep.project import Project
+from .compare import compare, notes_from_comments
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -67,9 +80,6 @@ def capture(obj, kernel, command, app, kernel_list, every, launch, longest, afte
     KERNEL is a name from the inventory (cg::spmv_csr), optionally an instantiation (cg::axpy<float>), or a
     mangled name.
     """
-    from .. import inventory as inventory_mod
-    from ..workspace import Workspace
-    from .names import choose_kernel
 
     ws = Workspace(app) if app else Workspace.find()
     inv = inventory_mod.load(ws.inventory_path)
@@ -123,12 +133,6 @@ def _chosen_names(inv: dict, kernel: str | None, kernel_list: str | None, every:
 
 def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_bytes, compress_above, use, exit_after,
             measure, timeout, rebuild, single) -> list[dict]:
-    from ..spec import load_spec
-    from .build import build_injector
-    from .convert import convert
-    from .launcher import explain_failure, outcome_kind, run_injected, run_plain
-    from .names import choose_kernel
-    from .plan import RunPlan, make_plan, typedef_map
 
     log = obj.log if obj is not None else (lambda msg, level=1: None)
     outcomes, plans = [], []
@@ -193,7 +197,6 @@ def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_byte
 
 
 def _write_mep(ws, inv, kernel, manifest) -> dict:
-    from .mepwrite import write_captured_mep
     try:
         w = write_captured_mep(ws, inv, kernel, manifest)
     except MepgenError as e:
@@ -203,7 +206,6 @@ def _write_mep(ws, inv, kernel, manifest) -> dict:
 
 
 def _use_last(ws, inv, choice) -> dict:
-    from .convert import load_manifest
     k = choice.kernel
     try:
         manifest = load_manifest(ws.mep_dir(k["id"]) / "data" / "captured")
@@ -216,21 +218,16 @@ def _use_last(ws, inv, choice) -> dict:
 def _static_spec(ws, inv, kernel):
     """The static MEP of `kernel`: the one static completion wrote (kept beside a captured one), else static
     completion now (nothing written)."""
-    from ..spec import load_spec
-    from .use import BACKUP_SUFFIX
     mep_dir = ws.mep_dir(kernel["id"])
     for path in (mep_dir / ("mep.yaml" + BACKUP_SUFFIX), mep_dir / "mep.yaml"):
         if path.is_file():
             text = path.read_text()
             if "written by `mepgen capture`" not in text:
-                from .compare import notes_from_comments
                 spec = load_spec(path)
                 notes = notes_from_comments(text)
                 for p in spec.params:       # mep.yaml keeps each value's note as the comment above it
                     p.note = p.note or notes.get(p.name)
                 return spec, str(path)
-    from ..mep.assemble import assemble
-    from ..mep.project import Project
     try:
         project = Project(ws.app_root, inv["translation_units"], host_sources=inv.get("host_sources"))
         spec, _ = assemble(project, inv, kernel, {}, False)
@@ -243,8 +240,6 @@ def _static_spec(ws, inv, kernel):
 
 
 def _compare(ws, inv, choices, as_json: bool) -> None:
-    from .compare import compare
-    from .convert import load_manifest
     results = []
     for choice in choices:
         k = choice.kernel

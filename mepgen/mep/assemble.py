@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from .. import cexpr
+from .. import cexpr, cppeval
 from ..errors import MepgenError
 from ..spec import (Constant, Init, KernelRef, Launch, Param, Spec, Timing, Todo, Tolerance, Verify, Work, itemsize)
 from . import counts, infer, records, vartmpl
@@ -280,7 +280,6 @@ def _checked_launch(grid, block, project: Project, symbols: Symbols, override: d
 
 def _prefetch(exprs: list[str], project: Project, symbols: Symbols, override: dict[str, int]) -> None:
     """Evaluate the expressions plain integer arithmetic cannot in one compile (cppeval caches each)."""
-    from .. import cppeval
     values, hard = {}, []
     for e in exprs:
         for n in cexpr.names(e):

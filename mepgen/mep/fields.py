@@ -13,8 +13,10 @@ from __future__ import annotations
 from . import flow
 from .objfields import _only_store, local_field
 from .project import unwrap, walk
-from .readers import stored_by
+from .inputs import read_into
+from .readers import Why, kind_of, stored_by
 from .syntax import init_expr, operator_of
+from .recursion import outer_calls
 
 _NULLS = ("CXX_NULL_PTR_LITERAL_EXPR", "GNU_NULL_EXPR")
 _DEPTH = 8
@@ -59,7 +61,6 @@ def _trace(r, e, field, depth: int) -> str | None:
         if fn is None:
             return None
         here = fn.location.file.name if fn.location.file is not None else None
-        from .recursion import outer_calls
         calls = sorted(outer_calls(fn, r.p.callers(fn))[0], key=lambda cc: (cc[1].location.file.name if cc[1].location.file
                                                         is not None else None) != here)
         for call, caller in calls:
@@ -94,8 +95,6 @@ def _held(r, d):
                                   decide=lambda cond: r._decide(fn, cond),
                                   stored=lambda call: stored_by(r.p, call, d.spelling, r.where(call)))
     except flow.Unsure as e:
-        from .inputs import read_into
-        from .readers import Why, kind_of
         why = e.args[0]
         read = read_into(r.p, d, fn, r.where) if kind_of(why) is None else None
         r.unsure.append(Why(f"{why}; {read}", read.kind) if read is not None else why)

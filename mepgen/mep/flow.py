@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from .cstrings import from_optarg
 from .mods import (BRANCHES, LOOPS, Mod, Unsure, _contains, _for_parts, _mentions, _strip, _walk,
                    all_modifications, modifications)
-from .readers import data_read, stream_target
+from .readers import Why, data_read, stream_target
 from .syntax import init_expr, operator_of, strip
 
 if TYPE_CHECKING:
@@ -174,7 +174,6 @@ def _over_data(name: str, at: str, data: str | None):
     """The reason for a change that depends on host data (`sum += J[i]`, `if (d[i] == 1) count++;`)."""
     if data is None:
         return None
-    from .readers import Why
     return Why(f"`{name}` changes at {at} with {data}: data the application computes while it runs", "runtime")
 
 

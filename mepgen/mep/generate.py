@@ -1,6 +1,8 @@
 """`mepgen mep`: from the inventory to `.mepgen/meps/<kernel id>/`, for one kernel or all of them."""
 from __future__ import annotations
 
+import re
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,7 +114,6 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
         except MepgenError as e:
             failed.append(Failed(k["qualified_name"], str(e)))
         except Exception as e:      # noqa: BLE001 -- a bug of mepgen's on one kernel: said, the others written
-            import traceback
             log(traceback.format_exc())
             failed.append(Failed(k["qualified_name"], f"{type(e).__name__}: {e}", internal=True))
     return results
@@ -190,7 +191,6 @@ def refresh(ws: Workspace, names: list[str], every: bool = False) -> list[MepRes
 
 def _check_chain_kernels(spec: Spec, mep_dir: Path) -> None:
     """A hand-written `chain` runs kernels that kernel.cu must define (refresh keeps kernel.cu as it is)."""
-    import re
     text = (mep_dir / "kernel.cu").read_text(errors="replace") if (mep_dir / "kernel.cu").is_file() else ""
     for i, step in enumerate(spec.chain):
         short = step.kernel.split("::")[-1]

@@ -17,6 +17,7 @@ from ..parsing.vartemplates import space_of
 from . import fnmacro
 from .fnmacro import FunctionMacro
 from .hostsrc import HostSources, tu_parse_args
+from ..extract.launches import _overloaded
 
 FUNCTION_KINDS = ("FUNCTION_DECL", "FUNCTION_TEMPLATE", "CXX_METHOD", "CONSTRUCTOR")
 LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaLaunchKernelExC")
@@ -253,7 +254,6 @@ def _dependent_callees(call) -> list:
         head = next((k for k in head.get_children() if k.kind.name == "OVERLOADED_DECL_REF"), head)
     if head.kind.name != "OVERLOADED_DECL_REF":
         return []
-    from ..extract.launches import _overloaded
     return [d for d in _overloaded(head) if d.kind.name in ("FUNCTION_TEMPLATE", "FUNCTION_DECL")]
 
 

@@ -28,6 +28,8 @@ from ..errors import MepgenError
 from ..evaluate.devices import list_gpus
 from ..kernelname import UnknownKernel, mep_record, resolve
 from ..workspace import Workspace, write_atomic, write_json
+from ..spec import load_spec
+from ..inventory import load
 
 #: rows of these statuses are final: a resumed batch does not run their kernels again
 FINAL = ("done", "mep_error")
@@ -54,10 +56,8 @@ def forward_options(**opts) -> list[str]:
 
 def ready_meps(ws: Workspace) -> list[dict]:
     """MEPs whose mep.yaml has no open todo, by hotspot rank (MEPs the inventory does not rank come last)."""
-    from ..spec import load_spec
     ranks: dict[str, int] = {}
     if ws.inventory_path.is_file():
-        from ..inventory import load
         for k in load(ws.inventory_path)["kernels"]:
             ranks[k["id"]] = k["rank"]
     out = []
