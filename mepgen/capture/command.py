@@ -15,9 +15,9 @@ from .. import inventory as inventory_mod
 from ..workspace import Workspace
 from .names import choose_kernel
 from ..spec import load_spec
-from .build import build_injector
+from . import build, launcher  # called through the modules: tests replace the injector's build and run
 from .convert import convert, load_manifest
-from .launcher import explain_failure, outcome_kind, run_injected, run_plain
+from .launcher import explain_failure, outcome_kind, run_plain
 from .plan import RunPlan, make_plan, typedef_map
 from .mepwrite import write_captured_mep
 from .use import BACKUP_SUFFIX
@@ -147,7 +147,7 @@ def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_byte
             outcomes.append({"kernel": choice.kernel["qualified_name"], "outcome": "refused", "reason": str(e)})
     if not plans:
         return outcomes
-    injector = build_injector(force=rebuild, log=log)
+    injector = build.build_injector(force=rebuild, log=log)
     if injector.built:
         click.echo(f"built the capture injector for CUDA {injector.toolkit.version}: {injector.path}", err=True)
     ws.ensure()
@@ -156,7 +156,7 @@ def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_byte
     run_plan = RunPlan(raw, plans, after_ms=after_ms, max_bytes=max_bytes, exit_after=exit_after)
     try:
         plain = run_plain(command, timeout) if measure else None
-        run = run_injected(command, injector.path, run_plan, raw, timeout)
+        run = launcher.run_injected(command, injector.path, run_plan, raw, timeout)
         extra = {"app": {"command": command, "cwd": str(Path.cwd()), "exit_code": run.exit_code,
                          "wall_s": round(run.wall_s, 4), "exited_after_capture": exit_after},
                  "injector": {"path": str(injector.path), "cuda": injector.toolkit.version}}
