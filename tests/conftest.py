@@ -88,6 +88,18 @@ def tiling_meps(tmp_path_factory):
     return build_tiling_meps(tmp_path_factory.mktemp("tiling-apps"))
 
 
+@pytest.fixture(scope="session")
+def capture_injector(tmp_path_factory):
+    """The capture injector built once per session (a build takes tens of seconds), and the cache folder
+    (XDG_CACHE_HOME) it was built into: point XDG_CACHE_HOME there and `mepgen capture` finds it built."""
+    from mepgen.capture.build import build_injector
+
+    xdg = tmp_path_factory.mktemp("xdg")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(xdg))
+        return build_injector(), xdg
+
+
 def run_mepgen(*args, cwd=None, timeout=900) -> subprocess.CompletedProcess:
     """`python -m mepgen.cli ARGS` as a user runs it (this checkout's mepgen), stdout and stderr apart: what a
     command prints for scripts (--json) must be alone on stdout."""

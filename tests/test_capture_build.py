@@ -24,13 +24,8 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """The injector built once for the module (a build takes tens of seconds), and the cache folder
-    (XDG_CACHE_HOME) it was built into."""
-    xdg = tmp_path_factory.mktemp("xdg")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_CACHE_HOME", str(xdg))
-        return build_injector(), xdg
+def built(capture_injector):
+    return capture_injector
 
 
 @pytest.fixture(scope="module")
