@@ -18,7 +18,7 @@ KNOWN_CIRCLES: list[set[str]] = [
                                               "scalar_replace", "source")},
 ]
 #: imports inside functions in mepgen/ (goal: 40)
-MAX_FUNCTION_IMPORTS = 59
+MAX_FUNCTION_IMPORTS = 54
 
 
 @functools.lru_cache(maxsize=None)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -168,8 +170,6 @@ def _stop_on_sigterm() -> None:
     """A run killed at a job's time limit (SIGTERM) unwinds like ^C: workers closed, summary.md kept. The signal
     is also remembered: raised inside a libclang callback (the library parses kernels through ctypes), the
     KeyboardInterrupt is swallowed by ctypes, so the search checks before each batch (_check_stop)."""
-    import signal
-    import threading
     if threading.current_thread() is threading.main_thread():
         def handler(signum, frame):
             _STOP["asked"] = True

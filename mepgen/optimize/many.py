@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -221,7 +222,6 @@ RUNNING: set = set()
 
 
 def stop_workers() -> None:
-    import signal
     for proc in list(RUNNING):
         try:
             os.killpg(proc.pid, signal.SIGTERM)
