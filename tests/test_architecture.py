@@ -17,6 +17,19 @@ KNOWN_CIRCLES: list[set[str]] = [
     {f"mepgen.optimize.library.{m}" for m in ("analysis", "base", "normalize", "normalize_sink", "reduction",
                                               "scalar_replace", "source")},
 ]
+#: the commands (top), then the stages, each importing only the stages it names here, then the shared models:
+#: a module of mepgen/ that is neither a command nor a stage imports no stage
+COMMANDS = {"mepgen.cli", "mepgen.ready"}
+STAGES_BELOW = {
+    "optimize": {"mep", "evaluate", "llm", "parsing"},
+    "capture": {"mep", "evaluate", "parsing"},
+    "patch": {"parsing"},
+    "mep": {"extract", "llm", "parsing"},
+    "evaluate": {"parsing"},
+    "extract": {"parsing"},
+    "llm": set(),
+    "parsing": set(),
+}
 #: imports inside functions in mepgen/ (goal: 40)
 MAX_FUNCTION_IMPORTS = 54
 
@@ -126,11 +139,41 @@ def test_the_measures_see_the_code():
     assert "mepgen.errors" in edges["mepgen.kernelname"]
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert sum(function_imports().values()) > 0
+    planted = {"mepgen.evaluate.verify": {"mepgen.mep.assemble", "mepgen.spec"}, "mepgen.spec": {"mepgen.extract.run"},
+               "mepgen.optimize.command": {"mepgen.evaluate.store", "mepgen.cli"}}
+    assert back_arrows(planted) == ["mepgen.evaluate.verify -> mepgen.mep.assemble",
+                                    "mepgen.optimize.command -> mepgen.cli", "mepgen.spec -> mepgen.extract.run"]
 
 
 def test_no_import_circle():
     found = [c for c in circles(graph()) if not any(set(c) <= known for known in KNOWN_CIRCLES)]
     assert not found, "import circles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def _stage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) >= 2 and parts[1] in STAGES_BELOW else None
+
+
+def back_arrows(edges: dict[str, set[str]]) -> list[str]:
+    """Imports against cli -> stages -> shared models: a stage importing a command or a stage it may not, a shared
+    model importing a stage."""
+    wrong = []
+    for module, targets in edges.items():
+        if module in COMMANDS:
+            continue
+        mine = _stage(module)
+        for t in targets:
+            theirs = _stage(t)
+            if t in COMMANDS or (theirs is not None and theirs != mine
+                                 and (mine is None or theirs not in STAGES_BELOW[mine])):
+                wrong.append(f"{module} -> {t}")
+    return sorted(wrong)
+
+
+def test_imports_run_one_way():
+    wrong = back_arrows(graph())
+    assert not wrong, "imports running back up: " + ", ".join(wrong)
 
 
 def test_no_module_grows_past_its_limit():
