@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import operator
 import re
+from . import cppeval
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
         ast.Div: operator.floordiv, ast.Mod: operator.mod, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
@@ -131,7 +132,6 @@ def integer(expr: str, values: dict[str, object]) -> int | None:
         text += " " + str(values[n])
         todo += list(names(str(values[n])))
     if _FLOAT.search(text) and not re.fullmatch(r"0[xX][0-9a-fA-F]+", text.strip()):
-        from . import cppeval
         if not cppeval.is_integral(str(expr), values):
             return None
     return value
@@ -155,7 +155,6 @@ def _by_compiler(expr: str, values: dict[str, object]) -> int | None:
         v = values[n]
         if isinstance(v, str):
             todo += list(names(v))
-    from . import cppeval
     return cppeval.evaluate(expr, values)
 
 

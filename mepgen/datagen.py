@@ -16,7 +16,7 @@ import numpy as np
 
 from . import cexpr
 from .errors import MepgenError
-from .spec import Buffer, Constant, Init, Param, Spec
+from .spec import Buffer, Constant, Init, Param, Spec, itemsize
 
 
 def const_file_name(symbol: str) -> str:
@@ -33,7 +33,6 @@ MAX_MEP_BYTES = 16 << 30
 def footprint(spec: Spec) -> tuple[int, list[tuple[int, str]]]:
     """(total bytes of the MEP's buffers, [(bytes, name)] largest first), from sizes alone (nothing allocated).
     Raises MepgenError for a count that does not evaluate."""
-    from .spec import itemsize
     items = []
     for item in [*spec.params, *spec.buffers, *spec.constants]:
         if getattr(item, "role", "in") == "scalar" or item.count is None or not item.dtype:

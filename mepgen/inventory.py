@@ -5,7 +5,6 @@ a clear error for a missing, malformed or newer-versioned file.
 """
 from __future__ import annotations
 
-import difflib
 import json
 from pathlib import Path
 
@@ -33,24 +32,3 @@ def load(path: Path) -> dict:
 def kernel_key(kernel: dict) -> str:
     """The name a user types for a kernel: its qualified name (unique within an inventory)."""
     return kernel["qualified_name"]
-
-
-def find_kernel(inventory: dict, name: str) -> dict:
-    """A kernel by qualified name, or by plain name when that is unambiguous; else a helpful error."""
-    kernels = inventory["kernels"]
-    exact = [k for k in kernels if k["qualified_name"] == name]
-    if exact:
-        return exact[0]
-    plain = [k for k in kernels if k["name"] == name or k["id"] == name]
-    if len(plain) == 1:
-        return plain[0]
-    if len(plain) > 1:
-        names = ", ".join(k["qualified_name"] for k in plain)
-        raise MepgenError(f"kernel '{name}' is ambiguous: {names}")
-    spellings = {}
-    for k in kernels:
-        for s in (k["qualified_name"], k["name"], k["id"]):
-            spellings.setdefault(s, k["qualified_name"])
-    close = difflib.get_close_matches(name, list(spellings), n=5, cutoff=0.5)
-    hint = f"; closest: {', '.join(list(dict.fromkeys(spellings[c] for c in close))[:3])}" if close else ""
-    raise MepgenError(f"no kernel named '{name}' in the inventory{hint}")

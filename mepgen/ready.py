@@ -18,6 +18,9 @@ from pathlib import Path
 from .errors import MepgenError
 from .todokind import todo_kind
 from .workspace import Workspace
+from .extract import extract
+from .inventory import load
+from .mep.generate import Failed, check_fresh, generate
 
 READY, NEEDS_PERSON, CANNOT = "ready", "needs a person", "cannot"
 
@@ -42,9 +45,6 @@ class KernelOutcome:
 
 def _inventory(app: Path | None, extract_opts, log):
     """The workspace and a fresh inventory: extracted now when there is none or the sources changed."""
-    from .extract import extract
-    from .inventory import load
-    from .mep.generate import check_fresh
 
     if app is not None:
         ws = Workspace(app)
@@ -77,7 +77,6 @@ def complete_all(ws: Workspace, inv: dict, log=lambda m: None, host: dict | None
     """Complete every kernel's MEP with the mep stage in one pass (the translation units parsed once, not once
     per kernel: an application of 76 kernels in one file took minutes) and say what came of each. `host` (a
     dict to fill): the plain C/C++ sources read for value tracing, as mep/hostsrc.py summarizes them."""
-    from .mep.generate import Failed, generate
 
     kernels = inv["kernels"]
     failed: list[Failed] = []

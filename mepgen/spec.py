@@ -12,6 +12,7 @@ from . import cexpr
 from .errors import MepgenError
 from .spec_chain import check_chain, check_dims
 from .strict_yaml import Doc, list_of, load_doc, mapping_of, of_type, one_of, optional, record
+from .todokind import todo_kind
 
 SPEC_VERSION = 1
 # `placement` counts bytes past a boundary of this many bytes (the large-page size of CUDA's allocator): where
@@ -189,7 +190,6 @@ class Todo:
 
     def __post_init__(self):
         if self.kind is None:
-            from .todokind import todo_kind
             self.kind = todo_kind(self.field, self.reason)
 
 

@@ -71,6 +71,35 @@ def heatcg_meps(tmp_path_factory):
     return app, result
 
 
+@pytest.fixture(scope="session")
+def library_meps(tmp_path_factory):
+    """MEPs of heatcg (sizes set) and examples/kernels, built once per session for the library's tests (which read
+    them and write only under their own tmp_path). By id."""
+    from library_fixtures import build_meps
+
+    return build_meps(tmp_path_factory.mktemp("library-apps"))
+
+
+@pytest.fixture(scope="session")
+def tiling_meps(tmp_path_factory):
+    """MEPs of every dense kernel and heatcg's heat::diffuse_step, built once per session (read-only, as above)."""
+    from library_fixtures import build_tiling_meps
+
+    return build_tiling_meps(tmp_path_factory.mktemp("tiling-apps"))
+
+
+@pytest.fixture(scope="session")
+def capture_injector(tmp_path_factory):
+    """The capture injector built once per session (a build takes tens of seconds), and the cache folder
+    (XDG_CACHE_HOME) it was built into: point XDG_CACHE_HOME there and `mepgen capture` finds it built."""
+    from mepgen.capture.build import build_injector
+
+    xdg = tmp_path_factory.mktemp("xdg")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(xdg))
+        return build_injector(), xdg
+
+
 def run_mepgen(*args, cwd=None, timeout=900) -> subprocess.CompletedProcess:
     """`python -m mepgen.cli ARGS` as a user runs it (this checkout's mepgen), stdout and stderr apart: what a
     command prints for scripts (--json) must be alone on stdout."""

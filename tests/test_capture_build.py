@@ -24,10 +24,13 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 
 @pytest.fixture(scope="module")
-def injector(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg")))
-        return build_injector()
+def built(capture_injector):
+    return capture_injector
+
+
+@pytest.fixture(scope="module")
+def injector(built):
+    return built[0]
 
 
 def _fake_toolkit(root: Path, cuda_h: str | None = "#define CUDA_VERSION 12040\n", cupti: bool = True,
@@ -44,8 +47,8 @@ def _fake_toolkit(root: Path, cuda_h: str | None = "#define CUDA_VERSION 12040\n
 
 
 @pytest.mark.nvcc
-def test_injector_builds_and_exports_the_injection_entry_point(cache):
-    inj = build_injector()
+def test_injector_builds_and_exports_the_injection_entry_point(built):
+    inj, cache = built
     assert inj.built and inj.path.name == LIB_NAME and inj.path.is_file()
     assert inj.path.is_relative_to(cache / "mepgen" / "capture" / f"cuda-{inj.toolkit.version}")
     syms = subprocess.run(["nm", "-D", "--defined-only", str(inj.path)], capture_output=True, text=True).stdout
@@ -59,8 +62,9 @@ def test_injector_builds_and_exports_the_injection_entry_point(cache):
 
 
 @pytest.mark.nvcc
-def test_second_build_reuses_the_cache_and_rebuild_forces(cache):
-    first = build_injector()
+def test_second_build_reuses_the_cache_and_rebuild_forces(built, monkeypatch):
+    first, cache = built
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     mtime = first.path.stat().st_mtime_ns
     again = build_injector()
     assert not again.built and again.path == first.path and again.path.stat().st_mtime_ns == mtime

@@ -353,9 +353,9 @@ def test_cli_needs_a_command_or_a_capture_to_use(heatcg_extracted):
 
 
 @pytest.mark.nvcc
-def test_cli_says_when_the_injector_never_started(heatcg_extracted, tmp_path, monkeypatch):
+def test_cli_says_when_the_injector_never_started(heatcg_extracted, capture_injector, tmp_path, monkeypatch):
     from mepgen.cli import main
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(capture_injector[1]))    # built once per session
     app, _ = heatcg_extracted
     # our options may follow KERNEL; everything after `--` is the application's, its own options included
     r = CliRunner().invoke(main, ["capture", "cg::spmv_csr", "-C", str(app), "--launch", "2", "--",

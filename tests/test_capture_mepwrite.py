@@ -454,7 +454,7 @@ def test_two_parameters_pointing_into_one_allocation_stay_one_buffer(tmp_path):
     """An in-place step (the application passes the same allocation as destination and source): as two buffers the
     MEP's source would never see what the kernel writes, and the source's captured after-state (changed, through the
     destination) could not be reproduced. The MEP passes the source as a pointer into the destination's buffer."""
-    from mepgen.mep.render import render_harness
+    from mepgen.harness import render_harness
     ws, inv, k, m = _aliased_capture(tmp_path)
     cap = ws.mep_dir(k["id"]) / "data" / "captured"
     w = write_captured_mep(ws, inv, k, m, detect_gpu=False)

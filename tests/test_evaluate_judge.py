@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 from evaluate_fakes import install, make_mep, variant
 from mepgen.evaluate import Evaluator, Options
-from mepgen.evaluate import perturb
+from mepgen import perturb
 from mepgen.evaluate.batch import evaluate_many
 from mepgen.spec import Init, Param, load_spec
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from mepgen.extract import ExtractOptions, extract
-from mepgen.mep.resolve import operator_of
+from mepgen.mep.syntax import operator_of
 from mepgen.parsing import clang
 
 

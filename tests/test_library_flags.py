@@ -12,7 +12,7 @@ import pytest
 
 import mepgen.evaluate.evaluator as ev_mod
 from evaluate_fakes import FakeNative, install, make_mep
-from library_fixtures import build_meps, load
+from library_fixtures import load
 from mepgen.evaluate import Evaluator, Options
 from mepgen.evaluate.launchcfg import with_flags
 from mepgen.evaluate.native import NativeBackend
@@ -32,8 +32,8 @@ SEEN: list = []
 
 
 @pytest.fixture(scope="module")
-def meps(tmp_path_factory):
-    return build_meps(tmp_path_factory.mktemp("apps"))
+def meps(library_meps):
+    return library_meps
 
 
 def test_fast_math_only_within_tolerances(meps):

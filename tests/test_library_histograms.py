@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from library_fixtures import build_meps, load, ptx_of, refusal, rewrite
+from library_fixtures import load, ptx_of, refusal, rewrite
 from mepgen.evaluate.launchcfg import launch_from
 from mepgen.evaluate.native import NativeBackend
 from mepgen.evaluate.results import CompileFailed
@@ -20,8 +20,8 @@ from mepgen.optimize.library.source import KernelSource, Refused
 
 
 @pytest.fixture(scope="module")
-def meps(tmp_path_factory):
-    return build_meps(tmp_path_factory.mktemp("apps"))
+def meps(library_meps):
+    return library_meps
 
 
 def chain(meps, kernel, steps):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from library_fixtures import build_tiling_meps, load
+from library_fixtures import load
 from mepgen import mepbuild
 from mepgen.optimize.library.int_division import HELPERS, IntDivision
 from mepgen.optimize.library.source import Refused
@@ -43,9 +43,8 @@ int main() {
 
 
 @pytest.fixture(scope="module")
-def stencil(tmp_path_factory):
-    meps = build_tiling_meps(tmp_path_factory.mktemp("apps"))
-    return next(iter(meps.values()))
+def stencil(tiling_meps):
+    return next(iter(tiling_meps.values()))
 
 
 def _with_body(mep: Path, params: str, body: str):

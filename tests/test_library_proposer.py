@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from library_fixtures import build_meps, load
+from library_fixtures import load
 from mepgen.errors import MepgenError
 from mepgen.evaluate.results import EvalResult, Timed
 from mepgen.optimize.library.loop import run_library
@@ -16,8 +16,8 @@ from mepgen.optimize.proposer import Attempt, Context
 
 
 @pytest.fixture(scope="module")
-def meps(tmp_path_factory):
-    return build_meps(tmp_path_factory.mktemp("apps"))
+def meps(library_meps):
+    return library_meps
 
 
 def ctx_for(mep):

@@ -6,14 +6,14 @@ import re
 
 import pytest
 
-from library_fixtures import build_tiling_meps, load, ptx_of, refusal, rewrite
+from library_fixtures import load, ptx_of, refusal, rewrite
 from mepgen.optimize.library.source import KernelSource, Refused
 from mepgen.optimize.library.stencil_rows import StencilRows
 
 
 @pytest.fixture(scope="module")
-def meps(tmp_path_factory):
-    return build_tiling_meps(tmp_path_factory.mktemp("stencil-rows"))
+def meps(tiling_meps):
+    return tiling_meps
 
 
 # --- stencil_rows -----------------------------------------------------------------------------------

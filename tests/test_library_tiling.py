@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from library_fixtures import assert_same_on_cpu, build_tiling_meps, load, refusal, rewrite
+from library_fixtures import assert_same_on_cpu, load, refusal, rewrite
 from mepgen.evaluate.launchcfg import launch_from
 from mepgen.evaluate.native import NativeBackend
 from mepgen.evaluate.results import CompileFailed
@@ -21,8 +21,8 @@ from mepgen.spec import load_spec
 
 
 @pytest.fixture(scope="module")
-def meps(tmp_path_factory):
-    return build_tiling_meps(tmp_path_factory.mktemp("tiling"))
+def meps(tiling_meps):
+    return tiling_meps
 
 
 # --- tile_stencil -----------------------------------------------------------------------------------

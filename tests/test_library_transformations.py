@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from library_fixtures import build_meps, load
+from library_fixtures import load
 from mepgen.evaluate.launchcfg import launch_from
 from mepgen.evaluate.native import NativeBackend
 from mepgen.evaluate.results import CompileFailed
@@ -20,8 +20,8 @@ from mepgen.optimize.library.warp_row import WarpPerRow
 
 
 @pytest.fixture(scope="module")
-def meps(tmp_path_factory):
-    return build_meps(tmp_path_factory.mktemp("apps"))
+def meps(library_meps):
+    return library_meps
 
 
 def rewrite(meps, kernel, t, params=None):

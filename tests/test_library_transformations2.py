@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from library_fixtures import build_meps, load
+from library_fixtures import load
 from mepgen.evaluate.launchcfg import launch_from
 from mepgen.evaluate.native import NativeBackend
 from mepgen.evaluate.results import CompileFailed
@@ -21,8 +21,8 @@ from mepgen.spec import Tolerance
 
 
 @pytest.fixture(scope="module")
-def meps(tmp_path_factory):
-    return build_meps(tmp_path_factory.mktemp("apps"))
+def meps(library_meps):
+    return library_meps
 
 
 def original(meps, kernel) -> str:

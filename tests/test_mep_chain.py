@@ -177,7 +177,7 @@ def test_a_copy_that_only_reads_the_variable_does_not_break_it(tmp_path):
     from mepgen.mep.assemble import assemble
     from mepgen.mep.chain import detect
     from mepgen.mep.project import Project
-    from mepgen.mep.resolve import Symbols
+    from mepgen.mep.symbols import Symbols
     app = small_app(tmp_path, MEMCPY_BETWEEN)
     inv = load(app / ".mepgen" / "inventory.json")
     project = Project(app, inv["translation_units"])

@@ -2,33 +2,18 @@
 a kernel whose sizes cannot be inferred (reported, never guessed)."""
 from __future__ import annotations
 
-import textwrap
-
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from mepgen.cli import main
 from mepgen.extract import ExtractOptions, extract
 from mepgen.spec import load_spec
-
-
-def run(*args):
-    return CliRunner().invoke(main, ["mep", *map(str, args)])
+from mep_apps import make_app, run  # noqa: F401  (other test files import them from here too)
 
 
 @pytest.fixture
 def heatcg(heatcg_copy):
     extract(heatcg_copy, ExtractOptions(jobs=2))
     return heatcg_copy
-
-
-def make_app(tmp_path, source: str):
-    app = tmp_path / "app"
-    (app / "src").mkdir(parents=True)
-    (app / "src" / "k.cu").write_text(textwrap.dedent(source))
-    extract(app, ExtractOptions(jobs=1))
-    return app
 
 
 def test_unknown_kernel_lists_the_closest_names(heatcg):

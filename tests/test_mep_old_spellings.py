@@ -122,7 +122,7 @@ def test_an_initializer_is_found_without_tokens():
     header that defines the type macro): the initializer is then the declaration's last expression child, and an
     array's bound is not taken for one."""
     from types import SimpleNamespace as NS
-    from mepgen.mep.resolve import init_expr
+    from mepgen.mep.syntax import init_expr
     kind = lambda name: NS(name=name)
     cast = NS(kind=kind("CSTYLE_CAST_EXPR"))
     ptr = NS(spelling="o", get_tokens=lambda: [], type=NS(get_canonical=lambda: NS(kind=kind("POINTER"))),

@@ -2,9 +2,7 @@
 a fake nvidia-smi), a fake worker process per kernel, resume, a dying worker, the table, and --merge."""
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -12,28 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from mepgen.cli import main
-from mepgen.inventory import SCHEMA, VERSION
 from mepgen.optimize import many
 
-HERE = Path(__file__).resolve().parent
-FAKE_WORKER = HERE / "optimize_fake_worker.py"
-AXPY = HERE / "evaluate_fixtures" / "axpy"
-
-
-def make_app(tmp: Path, ids: list[str]) -> Path:
-    app = tmp / "app"
-    for i, kid in enumerate(ids):
-        mep = app / ".mepgen" / "meps" / kid
-        mep.mkdir(parents=True)
-        text = (AXPY / "mep.yaml").read_text().replace("name: cg::axpy, id: cg.axpy", f"name: app::{kid}, id: {kid}")
-        (mep / "mep.yaml").write_text(text)
-        shutil.copy(AXPY / "kernel.cu", mep / "kernel.cu")
-        if "todo" in kid:
-            (mep / "mep.yaml").write_text(text + "todo:\n  - {field: sizes.N, reason: not derived}\n")
-    inventory = {"schema": SCHEMA, "version": VERSION,
-                 "kernels": [{"id": kid, "rank": r + 1} for r, kid in enumerate(reversed(ids))]}
-    (app / ".mepgen" / "inventory.json").write_text(json.dumps(inventory))
-    return app
+from batch_apps import FAKE_WORKER, make_app, seen  # noqa: F401  (test_integrations_slurm imports them here too)
 
 
 @pytest.fixture
@@ -51,10 +30,6 @@ def gpus(tmp_path, monkeypatch):
                                                                    "-C", str(ws.app_root), "--json", *options,
                                                                    *(["--resume", name] if resume else ["--run-name", name])])
     return tmp_path / "worker.log"
-
-
-def seen(log: Path) -> list[dict]:
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
 
 
 def run(app: Path, *args: str):

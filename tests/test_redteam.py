@@ -289,7 +289,7 @@ def test_load_time_code_in_the_real_harness_is_contained(workspace, monkeypatch,
     from mepgen import datagen
     from mepgen.evaluate import native
     from mepgen.evaluate.backend import InputSet
-    from mepgen.mep.render import render_harness
+    from mepgen.harness import render_harness
     from mepgen.spec import load_spec
 
     ws = workspace

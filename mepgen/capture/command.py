@@ -12,6 +12,19 @@ import click
 
 from ..errors import MepgenError
 from ..progress import progress
+from .. import inventory as inventory_mod
+from ..workspace import Workspace
+from .names import choose_kernel
+from ..spec import load_spec
+from . import build, launcher  # called through the modules: tests replace the injector's build and run
+from .convert import convert, load_manifest
+from .launcher import explain_failure, outcome_kind, run_plain
+from .plan import RunPlan, make_plan, typedef_map
+from .mepwrite import write_captured_mep
+from .use import BACKUP_SUFFIX
+from ..mep.assemble import assemble
+from ..mep.project import Project
+from .compare import compare, notes_from_comments
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -71,9 +84,6 @@ def capture(obj, kernel, command, app, kernel_list, every, launch, longest, afte
     KERNEL is a name from the inventory (cg::spmv_csr), optionally an instantiation (cg::axpy<float>), or a
     mangled name.
     """
-    from .. import inventory as inventory_mod
-    from ..workspace import Workspace
-    from .names import choose_kernel
 
     if gpu_times_only:
         from .gpuprofile import print_profile, profile_run
@@ -134,10 +144,6 @@ def _chosen_names(inv: dict, kernel: str | None, kernel_list: str | None, every:
 
 def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_bytes, compress_above, use, exit_after,
             measure, timeout, rebuild, single) -> list[dict]:
-    from .build import build_injector
-    from .launcher import run_injected, run_plain
-    from .names import choose_kernel
-    from .plan import RunPlan, make_plan
 
     log = obj.log if obj is not None else (lambda msg, level=1: None)
     outcomes, plans = [], []
@@ -153,7 +159,7 @@ def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_byte
     if not plans:
         return outcomes
     with progress("building the capture injector (first use only)"):
-        injector = build_injector(force=rebuild, log=log)
+        injector = build.build_injector(force=rebuild, log=log)
     if injector.built:
         click.echo(f"built the capture injector for CUDA {injector.toolkit.version}: {injector.path}", err=True)
     ws.ensure()
@@ -162,7 +168,7 @@ def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_byte
     run_plan = RunPlan(raw, plans, after_ms=after_ms, max_bytes=max_bytes, exit_after=exit_after)
     try:
         plain = run_plain(command, timeout) if measure else None
-        run = run_injected(command, injector.path, run_plan, raw, timeout)
+        run = launcher.run_injected(command, injector.path, run_plan, raw, timeout)
         extra = {"app": {"command": command, "cwd": str(Path.cwd()), "exit_code": run.exit_code,
                          "wall_s": round(run.wall_s, 4), "exited_after_capture": exit_after},
                  "injector": {"path": str(injector.path), "cuda": injector.toolkit.version}}
@@ -238,7 +244,6 @@ def gpu_times(run, t: int, raw_dir: Path) -> dict:
 
 
 def _write_mep(ws, inv, kernel, manifest) -> dict:
-    from .mepwrite import write_captured_mep
     try:
         w = write_captured_mep(ws, inv, kernel, manifest)
     except MepgenError as e:
@@ -248,7 +253,6 @@ def _write_mep(ws, inv, kernel, manifest) -> dict:
 
 
 def _use_last(ws, inv, choice) -> dict:
-    from .convert import load_manifest
     k = choice.kernel
     try:
         manifest = load_manifest(ws.mep_dir(k["id"]) / "data" / "captured")
@@ -261,21 +265,16 @@ def _use_last(ws, inv, choice) -> dict:
 def _static_spec(ws, inv, kernel):
     """The static MEP of `kernel`: the one static completion wrote (kept beside a captured one), else static
     completion now (nothing written)."""
-    from ..spec import load_spec
-    from .use import BACKUP_SUFFIX
     mep_dir = ws.mep_dir(kernel["id"])
     for path in (mep_dir / ("mep.yaml" + BACKUP_SUFFIX), mep_dir / "mep.yaml"):
         if path.is_file():
             text = path.read_text()
             if "written by `mepgen capture`" not in text:
-                from .compare import notes_from_comments
                 spec = load_spec(path)
                 notes = notes_from_comments(text)
                 for p in spec.params:       # mep.yaml keeps each value's note as the comment above it
                     p.note = p.note or notes.get(p.name)
                 return spec, str(path)
-    from ..mep.assemble import assemble
-    from ..mep.project import Project
     try:
         project = Project(ws.app_root, inv["translation_units"], host_sources=inv.get("host_sources"))
         spec, _ = assemble(project, inv, kernel, {}, False)
@@ -288,8 +287,6 @@ def _static_spec(ws, inv, kernel):
 
 
 def _compare(ws, inv, choices, as_json: bool) -> None:
-    from .compare import compare
-    from .convert import load_manifest
     results = []
     for choice in choices:
         k = choice.kernel

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import MepgenError
 from ..spec import C_TYPES, Spec
-from .names import split_demangled, split_template_args
+from .names import bare_type, split_demangled, split_template_args
 from .plan import CapturePlan, PlanConstant, PlanParam
 
 MANIFEST = "manifest.json"
@@ -41,14 +41,8 @@ VERSION = 2
 RAW_VERSION = 2
 DEFAULT_COMPRESS_ABOVE = 64 << 20
 
-_QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct|class)\b|\*|&")
 _STRUCT_FMT = {"float32": "<f", "float64": "<d", "int8": "<b", "uint8": "<B", "int16": "<h", "uint16": "<H",
                "int32": "<i", "uint32": "<I", "int64": "<q", "uint64": "<Q", "bool": "<?", "float16": "<e"}
-
-
-def bare_type(spelling: str) -> str:
-    """`const float *__restrict` -> `float`."""
-    return " ".join(_QUALIFIERS.sub(" ", spelling or "").split())
 
 
 def template_bindings(kernel: dict, demangled: str) -> dict[str, str]:

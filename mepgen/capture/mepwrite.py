@@ -23,9 +23,18 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import MepgenError
-from ..spec import DTYPES, PLACEMENT_SPAN, Spec, validate_dict
+from ..spec import DTYPES, PLACEMENT_SPAN, Spec, load_spec, validate_dict
 from ..workspace import write_atomic
 from .use import BACKUP_SUFFIX, bytes_expression, literal
+from ..mep.assemble import _callee
+from ..mep.buildcfg import build_config
+from ..evaluate.verify import poison_like
+from .convert import load_array
+from ..mep import writer
+from ..mep.kernelsrc import render_kernel_file
+from ..harness import render_harness, render_makefile
+from ..mep.render import render_yaml
+from ..datagen import make_inputs
 
 #: float tolerances of a captured MEP's outputs when static analysis gives none (rtol, atol)
 DEFAULT_FLOAT_TOL = {"float32": (1e-5, 1e-6), "float64": (1e-12, 1e-14), "float16": (1e-3, 1e-3)}
@@ -77,8 +86,6 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
                   detect_gpu: bool = True, app_root: Path | None = None) -> tuple[dict, list[str]]:
     """(mep.yaml as a dict, notes) for `kernel` from its capture manifest; `static` (the MEP static completion
     wrote, when there is one) lends roles and tolerances where the capture agrees with it."""
-    from ..mep.assemble import _callee
-    from ..mep.buildcfg import build_config
 
     if manifest["kernel"] != kernel["qualified_name"]:
         raise MepgenError(f"the capture is of {manifest['kernel']}, not {kernel['qualified_name']}")
@@ -271,8 +278,6 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
 
 def _poison_like(manifest: dict, mp: dict) -> int | None:
     """Elements of the buffer's captured after-state that hold the poison's bits (None: no after-state to read)."""
-    from ..evaluate.verify import poison_like
-    from .convert import load_array
     if not mp.get("after") or not manifest.get("_dir"):
         return None
     try:
@@ -289,11 +294,6 @@ def _trim(dims: list[int]) -> list[int]:
 def write_captured_mep(ws, inventory: dict, kernel: dict, manifest: dict, *, detect_gpu: bool = True) -> Written:
     """Write the MEP of `kernel` from its capture (in ws.mep_dir(id)/data/captured/); an existing mep.yaml (static
     completion's, or a person's) is kept as mep.yaml.before-capture."""
-    from ..mep import writer
-    from ..mep.kernelsrc import render_kernel_file
-    from ..mep.render import render_harness, render_makefile, render_yaml
-    from ..datagen import make_inputs
-    from ..spec import load_spec
 
     mep_dir = ws.mep_dir(kernel["id"])
     spec_path = mep_dir / "mep.yaml"

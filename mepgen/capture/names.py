@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .. import inventory as inventory_mod
 from ..demangled import normalize_args, split_demangled  # noqa: F401  (used by the capture modules)
 from ..errors import MepgenError
+from ..kernelname import find_kernel
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,12 @@ class KernelChoice:
         return f"{q}<{self.template_args}>" if self.template_args else q
 
 
+_QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct|class)\b|\*|&")
+
+
+def bare_type(spelling: str) -> str:
+    """`const float *__restrict` -> `float`."""
+    return " ".join(_QUALIFIERS.sub(" ", spelling or "").split())
 
 
 def split_template_args(args: str) -> list[str]:
@@ -89,7 +95,7 @@ def choose_kernel(inv: dict, name: str) -> KernelChoice:
     if name.endswith(">") and "<" in name:
         base, args = split_demangled(name)
         name = base
-    kernel = inventory_mod.find_kernel(inv, name)
+    kernel = find_kernel(inv, name)
     if args and not kernel.get("is_template"):
         raise MepgenError(f"{kernel['qualified_name']} is not a template: drop the <{args}>")
     return KernelChoice(kernel, template_args=args)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import MepgenError
-from .names import KernelChoice, variable_symbols
+from .names import KernelChoice, bare_type, variable_symbols
 
 PLAN_HEADER = "mepgen-capture-plan 2"
 DEFAULT_SCAN_DEPTH = 2
@@ -190,7 +190,6 @@ def may_hold_pointers(p: dict, kind: str, typedefs: dict[str, str] | None = None
 
 
 def _numeric(t: str, typedefs: dict[str, str] | None) -> bool:
-    from .convert import bare_type
     for _ in range(4):
         t = bare_type((typedefs or {}).get(t, t))
     t = t.split("::")[-1] if t.startswith("std::") else t

@@ -29,6 +29,7 @@ from ..errors import MepgenError
 from ..spec import PLACEMENT_SPAN, Spec, load_spec, validate_dict
 from ..workspace import write_atomic
 from ..cbytes import bytes_expression, captured_bytes  # noqa: F401  (re-exported)
+from ..datagen import make_inputs
 
 BACKUP_SUFFIX = ".before-capture"
 _SYMBOL = re.compile(r"[A-Za-z_]\w*$")
@@ -235,7 +236,6 @@ def apply_capture(mep_dir: Path, manifest: dict, captured_rel: str = "data/captu
 
 def _refresh_inputs(spec: Spec, mep_dir: Path, report: UseReport) -> None:
     """Regenerate data/in/ so `make && ./mep` by hand runs on the captured data too."""
-    from ..datagen import make_inputs
     make_inputs(spec, mep_dir, spec.verify.seed, mep_dir / "data" / "in")
     report.changes.append("data/in/ regenerated from the captured files")
 

@@ -16,6 +16,7 @@ from ..clioptions import renamed_flag
 from ..config import load_config
 from .. import fidelity
 from ..errors import MepgenError
+from ..kernelname import mep_folder
 from ..spec import load_spec
 from ..workspace import Workspace, write_json
 from .batch import evaluate_many
@@ -23,15 +24,6 @@ from .evaluator import Evaluator, Options
 from .journal import Journal
 from .store import digest
 from .summary import render
-
-
-def mep_folder(ws: Workspace, kernel: str) -> Path:
-    """The MEP of `kernel` (its id `cg.axpy` or qualified name `cg::axpy`)."""
-    kid = kernel.replace("::", ".")
-    folder = ws.mep_dir(kid)
-    if not (folder / "mep.yaml").is_file():
-        raise MepgenError(f"no MEP for '{kernel}' in {ws.root / 'meps'}: run `mepgen mep {kernel}` first")
-    return folder
 
 
 @click.command("run")

@@ -10,6 +10,9 @@ from pathlib import Path
 
 from ..errors import MepgenError
 from ..spec import Spec
+from ..cbytes import captured_bytes
+from .native import NativeBackend
+from .pycuda_backend import PycudaBackend
 
 BACKENDS = ("auto", "native", "pycuda")
 
@@ -68,7 +71,6 @@ def pycuda_unsupported(spec: Spec) -> str | None:
             return f"scalar parameter {p.name} has no value"
     if spec.buffers or any(p.relocate for p in spec.params):
         return "the MEP holds captured pointers (mep.yaml `buffers`, `relocate`)"
-    from ..cbytes import captured_bytes
     for p in spec.params:
         if p.role == "scalar" and p.dtype is None and p.value is not None and captured_bytes(str(p.value)) is None \
                 and not str(p.value).lstrip().startswith("{"):
@@ -90,7 +92,6 @@ def runtime_calls(spec: Spec) -> list[str]:
     """Functions (`sqrt`, `iDivUp`...) the launch geometry or a scalar's value calls that the pycuda entry's
     `__device__` initializers cannot: the native harness evaluates them on the host at run time. `ceil`, `floorf`,
     `max` and the like are not among them: the entry calls constexpr twins of them (fold.py)."""
-    from ..cbytes import captured_bytes
     from .fold import folds
     texts = [*spec.launch.grid, *spec.launch.block, spec.launch.shared_mem or "0",
              *(str(p.value) for p in spec.params if p.role == "scalar" and p.value is not None
@@ -135,9 +136,7 @@ def resolve_backend(name: str, chained: bool = False) -> str:
 def make_backend(name: str, spec: Spec, mep_dir: Path, build_dir: Path, device: int | None, run_timeout: float,
                  compile_timeout: float):
     if name == "pycuda":
-        from .pycuda_backend import PycudaBackend
         return PycudaBackend(spec, mep_dir, build_dir, device=device, run_timeout=run_timeout,
                              compile_timeout=compile_timeout)
-    from .native import NativeBackend
     return NativeBackend(spec, mep_dir, build_dir, device=device, run_timeout=run_timeout,
                          compile_timeout=compile_timeout)

@@ -20,7 +20,7 @@ from ..errors import MepgenError
 from ..spec import Launch, Spec
 from . import device_compare, launchcfg
 from . import peaks as peaks_mod
-from . import perturb
+from .. import perturb
 from . import plan as plan_mod
 from . import profile as profile_mod
 from . import rules, sandbox, session

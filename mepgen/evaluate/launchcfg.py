@@ -15,6 +15,7 @@ import hashlib
 from pathlib import Path
 
 from ..errors import MepgenError
+from ..harness import render_harness
 from ..spec import Launch, Spec
 
 LAUNCH_KEYS = ("grid", "block", "shared_mem")
@@ -69,7 +70,6 @@ def stale_harness(spec: Spec, mep_dir: Path) -> str | None:
     """Why the MEP's harness.cu is not what its mep.yaml renders (one of them edited since `mepgen mep`), or None.
     The native backend builds harness.cu as it is (its launch, placements and sizes baked in); the pycuda
     backend follows mep.yaml."""
-    from ..mep.render import render_harness
     mine = Path(mep_dir) / "harness.cu"
     if not mine.is_file():
         return f"{mine} is missing"
@@ -82,7 +82,6 @@ def stale_harness(spec: Spec, mep_dir: Path) -> str | None:
 
 def candidate_harness(spec: Spec, mep_dir: Path, launch: Launch, build_dir: Path) -> tuple[Path | None, str]:
     """(harness.cu rendered with `launch`, its text), or (None, why) when the MEP cannot take an override."""
-    from ..mep.render import render_harness   # the harness template; imported late (jinja2)
     mine = Path(mep_dir) / "harness.cu"
     if stale_harness(spec, mep_dir):
         return None, (f"{mine} differs from what mep.yaml renders (edited by hand or from an older mepgen): a "

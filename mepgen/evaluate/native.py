@@ -20,7 +20,7 @@ from .. import mepbuild
 from ..spec import Launch, Spec
 from . import guards, process, sandbox
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
-from . import perturb
+from .. import perturb
 from .launchcfg import candidate_harness, with_flags
 from .plan import MIN_REPS
 from .ptxas import kernel_info

@@ -21,7 +21,8 @@ from ..errors import MepgenError
 from ..spec import Launch, Spec
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
 from .launchcfg import with_flags, with_launch
-from . import device_compare, guards, l2_flush, perturb, process, sandbox, wire
+from .. import perturb
+from . import device_compare, guards, l2_flush, process, sandbox, wire
 from .pycuda_entry import build_cubin
 from .results import CompileFailed, RuntimeFault
 

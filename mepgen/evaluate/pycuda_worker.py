@@ -27,8 +27,9 @@ import sys
 
 import numpy as np
 
+from .. import perturb
 from ..spec import PLACEMENT_SPAN
-from . import guards, l2_flush, perturb, wire
+from . import guards, l2_flush, wire
 
 FLOAT_POISON, INT_POISON = 0xFF, 0xA5
 

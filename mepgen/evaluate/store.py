@@ -11,31 +11,16 @@ and its outputs are compared with the references in Python after it exits.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 import numpy as np
 
 from .. import datagen
+from ..contenthash import digest  # noqa: F401  (the evaluator's and optimizer's cache keys)
 from ..spec import Spec
 from ..workspace import write_json
 
 EVAL_DIR = "eval"
-
-
-def digest(*parts) -> str:
-    """sha256 over parts (bytes, str, or anything JSON can write), 24 hex digits."""
-    h = hashlib.sha256()
-    for p in parts:
-        if isinstance(p, bytes):
-            data = p
-        elif isinstance(p, str):
-            data = p.encode()
-        else:
-            data = json.dumps(p, sort_keys=True, default=str).encode()
-        h.update(hashlib.sha256(data).digest())
-    return h.hexdigest()[:24]
 
 
 class Store:

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from .flags import CompileFlags, parse_command
+from .buildfiles import read_build_files
 
 C_SUFFIXES = (".c",)
 CXX_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".C")
@@ -75,7 +76,6 @@ def with_folder_flags(flags: CompileFlags, path: Path, app: Path, cache: dict) -
 def _folder_flags(folder: Path, app: Path, cache: dict) -> tuple[list[str], list[str]]:
     """Include folders and defines of the build file nearest to `folder` below the application's root (the
     root's own are in the default flags already)."""
-    from .buildfiles import read_build_files
     d = folder
     while d != app and app in d.parents:
         if d not in cache:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from .project import walk
-from .resolve import init_expr, operator_of, strip
+from .syntax import init_expr, operator_of, strip
 
 _BOUND = re.compile(r"^\(?\s*([A-Za-z_]\w*)\s*(<=|<)\s*(.+?)\s*\)?$")
 _BOUND_REV = re.compile(r"^\(?\s*(.+?)\s*(>=|>)\s*([A-Za-z_]\w*)\s*\)?$")

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from ..parsing import clang
 from .project import call_name, walk
-from .resolve import Resolver, _join, init_expr, operator_of, strip
+from .resolve import Resolver
+from .syntax import init_expr, join_tokens, operator_of, strip
 
 ALLOCATORS = ("cudaMalloc", "cudaMallocManaged", "cudaMallocAsync", "cudaMallocFromPoolAsync")
 _CASTS = ("CSTYLE_CAST_EXPR", "CXX_STATIC_CAST_EXPR", "CXX_REINTERPRET_CAST_EXPR", "PAREN_EXPR",
@@ -321,5 +322,5 @@ def _agreed(r: Resolver, found: list) -> tuple[str, str] | None:
 def _unresolved(r: Resolver, call, mark: int) -> None:
     """Say that an allocation's bytes were not traced, with the resolver's reason (a file, the run...)."""
     why = r.unsure[-1] if len(r.unsure) > mark else None
-    _say(r, f"it is allocated at {r.where(call)} with `{_join(r.call_arg_tokens(call, 1))}` bytes, which mepgen "
+    _say(r, f"it is allocated at {r.where(call)} with `{join_tokens(r.call_arg_tokens(call, 1))}` bytes, which mepgen "
             f"could not trace to a value{f' ({why})' if why else ''}")

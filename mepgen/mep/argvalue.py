@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..extract.runcommand import RunCommand, find_run_command
+from .cstrings import convert
 
 _FLOAT_CONVERTERS = ("atof", "strtod", "strtof", "stof", "stod", "stold", "strtold")
 CAPTURE = "`mepgen capture KERNEL -- ./app ARGS` records it from a run"
@@ -101,7 +102,6 @@ def from_run(project, name: str, text: str, integral: bool, default: str | None,
     if arg is not None:
         value = number(arg, integral)
         if value is None:       # `atoi(optarg)` of `1024x768`: the number the word starts with, as C reads it
-            from .cstrings import convert
             value = convert(text, arg, integral)
         if value is None:
             what = "a file" if "/" in arg or "." in arg and not arg[0].isdigit() else "not a number"

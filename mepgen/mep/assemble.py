@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from .. import cexpr
+from .. import cexpr, cppeval
 from ..errors import MepgenError
 from ..spec import (Constant, Init, KernelRef, Launch, Param, Spec, Timing, Todo, Tolerance, Verify, Work, itemsize)
 from . import counts, infer, records, vartmpl
@@ -14,9 +14,10 @@ from .limits import launch_beyond_limits
 from .origins import constant_source
 from .project import Project
 from .records import record_of, record_of_element, scaled
-from .resolve import Resolver, Symbols, strip
+from .resolve import Resolver, Symbols
 from .reach import keep_reached
 from .targs import settle, site_template_args
+from .syntax import strip, struct_field
 
 _FIELD_ORDER = ["sizes", "params", "constants", "launch"]   # todos in the order mep.yaml shows the fields
 FLOAT_TOL = {"float32": (1e-5, 1e-6), "float64": (1e-12, 1e-14), "float16": (1e-3, 1e-3)}
@@ -279,7 +280,6 @@ def _checked_launch(grid, block, project: Project, symbols: Symbols, override: d
 
 def _prefetch(exprs: list[str], project: Project, symbols: Symbols, override: dict[str, int]) -> None:
     """Evaluate the expressions plain integer arithmetic cannot in one compile (cppeval caches each)."""
-    from .. import cppeval
     values, hard = {}, []
     for e in exprs:
         for n in cexpr.names(e):
@@ -294,7 +294,6 @@ def _prefetch(exprs: list[str], project: Project, symbols: Symbols, override: di
 
 
 def _struct_fields(values: dict[str, str], param_cursors) -> dict[str, str]:
-    from .resolve import _field
     out = {}
     for cur in param_cursors:
         v = values.get(cur.spelling)
@@ -303,7 +302,7 @@ def _struct_fields(values: dict[str, str], param_cursors) -> dict[str, str]:
             continue
         for f in decl.get_children():
             if f.kind.name == "FIELD_DECL":
-                fv = _field(v, cur.type, f.spelling)
+                fv = struct_field(v, cur.type, f.spelling)
                 if fv is not None:
                     out[f"{cur.spelling}.{f.spelling}"] = fv
     return out

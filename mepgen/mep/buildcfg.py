@@ -11,6 +11,7 @@ import functools
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 from ..errors import MepgenError
 from ..spec import Build
@@ -70,7 +71,6 @@ def kept_flags(args: list[str]) -> list[str]:
 def outside_include_flags(inventory: dict, tu: dict) -> list[str]:
     """-I for the include folders outside the application (a sibling `../common` its build names): kernel.cu
     includes the headers it uses from there, and they may include each other through these folders."""
-    from pathlib import Path
     root = Path(inventory.get("app_root", "/")).resolve()
     return [f"-I{d}" for d in tu.get("include_dirs", []) if not Path(d).resolve().is_relative_to(root)]
 

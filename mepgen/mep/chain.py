@@ -23,7 +23,8 @@ from ..cexpr import split_top_level
 from ..errors import MepgenError
 from ..spec import Buffer, ChainArg, ChainStep, Init, Spec, Todo
 from .project import Project
-from .resolve import Symbols
+from .symbols import Symbols
+from .assemble import assemble
 
 _VAR = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 _COPY = re.compile(r"\b(cudaMemcpy\w*)\s*\(")
@@ -114,7 +115,6 @@ def _sites_before(inv: dict, target: dict) -> list[tuple[dict, dict]]:
 def detect(project: Project, inv: dict, kernel: dict, spec: Spec, site: dict, symbols: Symbols,
            sizes_override: dict[str, int]) -> Detection:
     """The launches that feed the target's inputs at `site` (the one its MEP reproduces)."""
-    from .assemble import assemble
     specs: dict[tuple, Spec | str] = {}
 
     def spec_of(k: dict, s: dict) -> Spec | str:

@@ -14,6 +14,11 @@ Anything else is not a value here; the todo says why.
 from __future__ import annotations
 
 from .project import unwrap, walk
+from .syntax import operator_of, template_params
+from .members import member_writes
+from .recursion import outer_calls
+from .reach import keep_reached
+from ..parsing.clang import specialized_template
 
 _CTORS = ("CONSTRUCTOR",)
 
@@ -52,7 +57,6 @@ def _construction(obj):
 
 def _stores(ctor, field) -> list:
     """The expressions constructor `ctor` gives member `field`: its initializer-list entry, assignments in its body."""
-    from .resolve import operator_of
     out = []
     kids = list(ctor.get_children())
     for i, k in enumerate(kids):
@@ -94,8 +98,6 @@ def _names(lhs, field) -> bool:
 def _class_writes(project, cls, field) -> list:
     """The changes of member `field` anywhere in the application (mep/members.py's), and those its class's own
     methods make through an unresolved `this->field`."""
-    from .members import member_writes
-    from .resolve import operator_of
     out = list(member_writes(project).get(field.get_usr(), []))
     for fn in project.functions.values():
         if fn.semantic_parent is None or fn.semantic_parent.get_usr() != cls.get_usr():
@@ -114,7 +116,6 @@ def _class_writes(project, cls, field) -> list:
 def member_value(r, member, method) -> str | None:
     """The value of member `member` (a MEMBER_REF_EXPR on the implicit or explicit `this`) read in `method`, as
     resolver `r` writes values, or None."""
-    from .recursion import outer_calls
     field = member.referenced
     cls = class_of(method)
     if field is None or cls is None:
@@ -138,7 +139,6 @@ def member_value(r, member, method) -> str | None:
         ref = made.referenced if made is not None else None
         tmpl = None
         if ref is not None:
-            from ..parsing.clang import specialized_template
             tmpl = specialized_template(ref)
         base = tmpl or ref
         ctor = None if base is None else base if base.is_definition() else r.p.find_function(base.get_usr())
@@ -172,12 +172,10 @@ def _inside(node, fn) -> bool:
 def class_instantiation(project, method, resolver=None) -> tuple[dict[str, str], str | None]:
     """The class template's parameters -> the arguments of the class of the method's first call (`t.put(..)` on a
     `Table<int>`: {K: int}), with a note when calls instantiate several; ({}, None) when none is known."""
-    from .reach import keep_reached
-    from .targs import _enclosing_params
     cls = class_of(method)
     if cls is None or cls.kind.name != "CLASS_TEMPLATE":
         return {}, None
-    names = _enclosing_params(cls)
+    names = template_params(cls)
     seen: list[list[str]] = []
     calls, _ = keep_reached(resolver, project.calls.get(method.get_usr(), []))
     for call, _ in calls:

@@ -10,6 +10,9 @@ import click
 from ..config import load_config
 from ..errors import MepgenError
 from ..workspace import Workspace
+from .generate import generate, refresh as do_refresh
+from ..llm.client import ChatClient, LLMSettings
+from .ask_llm import TodoAsker
 
 EXIT_TODO = 3
 
@@ -70,7 +73,6 @@ def mep(obj, kernels, every, force, refresh, keep_edits, chain, sizes, app, ask_
     several kernels, when some got no MEP (each is named with the reason; the others are written).
     With --ask-llm an LLM proposes them first; what it proposed is named, and refused values stay todo.
     """
-    from .generate import generate, refresh as do_refresh
 
     ws = Workspace(app) if app else Workspace.find()
     if refresh and (force or sizes or chain):
@@ -124,8 +126,6 @@ def _asker(ws: Workspace, ask_llm: bool | None):
     cfg = load_config(ws.app_root)
     if not (cfg["mep"]["ask_llm"] if ask_llm is None else ask_llm):
         return None
-    from ..llm.client import ChatClient, LLMSettings
-    from .ask_llm import TodoAsker
     settings = LLMSettings.from_config(cfg)
     if settings is None:
         raise MepgenError("--ask-llm (mep.ask_llm) needs an LLM endpoint: export OPENAI_BASE_URL and MEPGEN_LLM_MODEL, "

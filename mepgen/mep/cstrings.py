@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import re
 
+from .mods import _contains, _mentions, _walk, modifications
+from .syntax import init_expr
+
 _INT = ("atoi", "atol", "atoll", "strtol", "strtoll", "strtoul", "strtoull", "stoi", "stol", "stoll", "stoul",
         "stoull")
 _FLOAT = ("atof", "strtod", "strtof", "strtold", "stof", "stod", "stold")
@@ -132,30 +135,27 @@ def convert(text: str, word: str, integral: bool) -> str | None:
 
 
 def _mentions_optarg(node) -> bool:
-    from .flow import _mentions
     return _mentions(node, "optarg")
 
 
 def optarg_locals(fn, m) -> dict[str, str]:
     """name -> text of each local that the change `m` (in getopt's switch) reads and that was last set from
     `optarg` before it in the same switch (`pos = strchr(optarg, 'x'); h = atoi(pos + 1);`); {} when none."""
-    from . import flow
-    from .resolve import init_expr
     switch = next((x for x in reversed(m.path) if x.kind.name == "SWITCH_STMT"), None)
     if switch is None or m.rhs is None:
         return {}
     out = {}
     off = m.node.extent.start.offset
-    for n in flow._walk(m.rhs):
+    for n in _walk(m.rhs):
         d = n.referenced if n.kind.name == "DECL_REF_EXPR" else None
         if d is None or d.kind.name != "VAR_DECL" or d.spelling in out:
             continue
-        sets = [x for x in flow.modifications(fn, d.get_usr()) if x.node.extent.start.offset < off]
+        sets = [x for x in modifications(fn, d.get_usr()) if x.node.extent.start.offset < off]
         last = sets[-1] if sets else None
         if last is not None and last.op == "=" and last.member is None and last.rhs is not None \
-                and flow._contains(switch, last.node.extent.start.offset) and _mentions_optarg(last.rhs):
+                and _contains(switch, last.node.extent.start.offset) and _mentions_optarg(last.rhs):
             out[d.spelling] = last.rhs
-        elif last is None and flow._contains(switch, d.extent.start.offset) and init_expr(d) is not None \
+        elif last is None and _contains(switch, d.extent.start.offset) and init_expr(d) is not None \
                 and _mentions_optarg(init_expr(d)):
             out[d.spelling] = init_expr(d)
     return out

@@ -2,7 +2,8 @@
 them (`grid.x = ...`, followed by mep/flow.py) makes of it."""
 from __future__ import annotations
 
-from ..cexpr import is_one_group
+from ..cexpr import is_one_group, split_top_level
+from .syntax import parens
 
 
 DIM3_TYPES = ("dim3", "uint3")
@@ -15,7 +16,6 @@ def decl_name(t) -> str:
 
 def dim3_items(value: str) -> list[str]:
     """The three components of a dim3 value text: `dim3(a, b)` -> [a, b, 1]; `n` (converted) -> [n, 1, 1]."""
-    from ..cexpr import split_top_level
     v = value.strip()
     if v.startswith("dim3(") and v.endswith(")") and is_one_group(v[4:]):
         items = [x for x in split_top_level(v[5:-1]) if x] or ["1"]
@@ -32,7 +32,6 @@ def dim3_component(value: str, member: str) -> str | None:
 
 def apply_step(value: str | None, st, rhs: str | None, vtype) -> str | None:
     """The value after one followed change (flow.Step), or None where mepgen does not follow it."""
-    from .resolve import parens
     if st.member is None:
         if st.op == "=":
             return rhs

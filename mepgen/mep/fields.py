@@ -11,8 +11,12 @@ assigns a field of that name; anything else is unsure, with the reason.
 from __future__ import annotations
 
 from . import flow
+from .objfields import _only_store, local_field
 from .project import unwrap, walk
-from .readers import stored_by
+from .inputs import read_into
+from .readers import Why, kind_of, stored_by
+from .syntax import init_expr, operator_of
+from .recursion import outer_calls
 
 _NULLS = ("CXX_NULL_PTR_LITERAL_EXPR", "GNU_NULL_EXPR")
 _DEPTH = 8
@@ -38,11 +42,10 @@ def _trace(r, e, field, depth: int) -> str | None:
     if e is None or depth > _DEPTH:
         return None
     k = e.kind.name
-    if k == "UNARY_OPERATOR" and r_operator(e, list(e.get_children())) == "&":    # `run(&o)`: the object o
+    if k == "UNARY_OPERATOR" and operator_of(e, list(e.get_children())) == "&":    # `run(&o)`: the object o
         inner = _strip(next(iter(e.get_children()), None))
         if inner is not None and inner.kind.name == "DECL_REF_EXPR" and inner.referenced is not None \
                 and inner.referenced.kind.name == "VAR_DECL":
-            from .objfields import local_field
             return local_field(r, inner.referenced, field)
         return None
     if k == "CALL_EXPR":
@@ -58,7 +61,6 @@ def _trace(r, e, field, depth: int) -> str | None:
         if fn is None:
             return None
         here = fn.location.file.name if fn.location.file is not None else None
-        from .recursion import outer_calls
         calls = sorted(outer_calls(fn, r.p.callers(fn))[0], key=lambda cc: (cc[1].location.file.name if cc[1].location.file
                                                         is not None else None) != here)
         for call, caller in calls:
@@ -71,7 +73,6 @@ def _trace(r, e, field, depth: int) -> str | None:
         return None
     if d.kind.name == "VAR_DECL" and d.semantic_parent is not None \
             and d.semantic_parent.kind.name not in ("NAMESPACE", "TRANSLATION_UNIT"):
-        from .objfields import local_field
         value = local_field(r, d, field)        # `o = malloc(..); o->w = w; run(o);` in this very function
         if value is not None:
             return value
@@ -84,7 +85,6 @@ def _held(r, d):
     """What local pointer `d` holds at the point the resolver asks about: the right-hand side of the last
     assignment of the whole pointer that certainly runs before it, else its initializer; None when it is changed
     in a way not followed (the reason in r.unsure)."""
-    from .resolve import init_expr
     fn = d.semantic_parent
     fn = fn if fn.is_definition() else r.p.find_function(fn.get_usr())
     at = r._point(fn) if fn is not None else None
@@ -95,8 +95,6 @@ def _held(r, d):
                                   decide=lambda cond: r._decide(fn, cond),
                                   stored=lambda call: stored_by(r.p, call, d.spelling, r.where(call)))
     except flow.Unsure as e:
-        from .inputs import read_into
-        from .readers import Why, kind_of
         why = e.args[0]
         read = read_into(r.p, d, fn, r.where) if kind_of(why) is None else None
         r.unsure.append(Why(f"{why}; {read}", read.kind) if read is not None else why)
@@ -134,13 +132,12 @@ def _built_by(r, call, field, depth: int) -> str | None:
             decl = next((x for x in n.get_children() if x.kind.name == "VAR_DECL" and x.get_usr() == ret), None) \
                 if n is not None else None
             if decl is not None:
-                from .resolve import init_expr
                 source = init_expr(decl)
             continue
         if n.kind.name != "BINARY_OPERATOR":
             continue
         kids = list(n.get_children())
-        if len(kids) != 2 or r_operator(n, kids) != "=":
+        if len(kids) != 2 or operator_of(n, kids) != "=":
             continue
         lhs = _strip(kids[0])
         if lhs.kind.name == "DECL_REF_EXPR" and lhs.referenced is not None and lhs.referenced.get_usr() == ret:
@@ -171,44 +168,3 @@ def _built_by(r, call, field, depth: int) -> str | None:
         return None
     finally:
         r.bindings.pop()
-
-
-def r_operator(n, kids) -> str:
-    from .resolve import operator_of
-    return operator_of(n, kids)
-
-
-def _only_store(r, field, store) -> bool:
-    """Whether `store` is the only assignment of a field named like `field` in the application's sources (the
-    plain C/C++ sources that spell the name are read first); else the reason goes to r.unsure."""
-    r.p.read_host_files(field.spelling, writes=True)
-    writes = _field_writes(r.p).get(field.spelling, [])
-    others = [w for w in writes if w != store]
-    if others:
-        r.unsure.append(f"`->{field.spelling}` is set by {r.where(store)} and also at {r.where(others[0])}"
-                        f"{f' and {len(others) - 1} more place(s)' if len(others) > 1 else ''}: mepgen does not "
-                        "know which holds at the launch")
-        return False
-    return True
-
-
-def _field_writes(project) -> dict[str, list]:
-    """field name -> every assignment, compound assignment, `++`/`--` or address-of of a field of that name in the
-    application's functions (one walk per project; dropped when more sources are read)."""
-    cache = project.__dict__.get("_field_writes")
-    if cache is not None:
-        return cache
-    out: dict[str, list] = {}
-    for fn in project.functions.values():
-        for n in walk(fn):
-            if n.kind.name not in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
-                continue
-            kids = list(n.get_children())
-            lhs = _strip(kids[0]) if kids else None
-            if lhs is None or lhs.kind.name != "MEMBER_REF_EXPR":
-                continue
-            op = r_operator(n, kids)
-            if n.kind.name == "COMPOUND_ASSIGNMENT_OPERATOR" or op in ("=", "++", "--", "&"):
-                out.setdefault(lhs.spelling, []).append(n)
-    project.__dict__["_field_writes"] = out
-    return out

@@ -1,6 +1,8 @@
 """`mepgen mep`: from the inventory to `.mepgen/meps/<kernel id>/`, for one kernel or all of them."""
 from __future__ import annotations
 
+import re
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -8,7 +10,8 @@ from ..progress import progress
 from .. import datagen
 from ..budget import time_budget
 from ..errors import MepgenError
-from ..inventory import find_kernel, load
+from ..inventory import load
+from ..kernelname import find_kernel
 from ..spec import Spec, Todo, load_spec
 from ..workspace import Workspace
 from . import writer
@@ -19,7 +22,8 @@ from ..config import load_config
 from .buildcfg import arch_source, configured_arch
 from .kernelsrc import render_kernel_file
 from .project import Project
-from .render import render_harness, render_makefile, render_yaml
+from ..harness import render_harness, render_makefile
+from .render import render_yaml
 
 #: kernel features an MEP cannot reproduce yet, with what to tell the user
 UNSUPPORTED = {"texture": "texture or surface objects", "dynamic_parallelism": "dynamic parallelism (launches "
@@ -114,7 +118,6 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
             except MepgenError as e:
                 failed.append(Failed(k["qualified_name"], str(e)))
             except Exception as e:      # noqa: BLE001 -- a bug of mepgen's on one kernel: said, the others written
-                import traceback
                 log(traceback.format_exc())
                 failed.append(Failed(k["qualified_name"], f"{type(e).__name__}: {e}", internal=True))
             bar.advance()
@@ -193,7 +196,6 @@ def refresh(ws: Workspace, names: list[str], every: bool = False) -> list[MepRes
 
 def _check_chain_kernels(spec: Spec, mep_dir: Path) -> None:
     """A hand-written `chain` runs kernels that kernel.cu must define (refresh keeps kernel.cu as it is)."""
-    import re
     text = (mep_dir / "kernel.cu").read_text(errors="replace") if (mep_dir / "kernel.cu").is_file() else ""
     for i, step in enumerate(spec.chain):
         short = step.kernel.split("::")[-1]

@@ -22,6 +22,12 @@ from ..parsing import clang
 MAX_FILES_PER_NAME = 16
 
 
+def tu_parse_args(tu: dict) -> list[str]:
+    """libclang arguments of one inventory translation unit (what `mepgen extract` parsed it with)."""
+    return ([f"-I{d}" for d in tu.get("include_dirs", [])] + [f"-D{d}" for d in tu.get("defines", [])]
+            + [f"-std={tu.get('std', 'c++17')}"])
+
+
 class HostSources:
     """The pending plain sources of one application and what became of those parsed."""
 
@@ -66,7 +72,6 @@ class HostSources:
 
     def parse(self, entry: dict):
         """The translation unit of one pending file, or None (the reason kept in `failed`)."""
-        from .project import tu_parse_args
         rel = entry["file"]
         self.pending.pop(rel, None)
         try:

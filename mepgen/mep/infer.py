@@ -16,6 +16,7 @@ from .access import KernelFacts, only_upper_bounds
 from .allocs import allocation, explain
 from .readers import kind_of
 from .resolve import Resolver
+from ..cexpr import integer, names
 
 DEFAULT_SIZE = 1 << 20          # default of a size symbol nothing traces (always paired with a todo)
 
@@ -34,7 +35,6 @@ def inline_constants(text: str, macros: dict[str, str]) -> str:
     """A scalar's value with the application's non-integer numeric macros written out (`#define MAX_PD (3.0e6)`,
     physical constants of the host code): the MEP defines the macros its kernel uses and the integer ones
     become sizes, so `PRECISION / MAX_PD` left as written did not compile in the MEP. Other names stay."""
-    from ..cexpr import integer, names
     for _ in range(10):
         found = [n for n in names(text) if n in macros and _NUMERIC.fullmatch(str(macros[n]))
                  and integer(n, macros) is None]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from .project import walk
 from .readers import Why, reader_call
+from .syntax import operator_of
 
 _MAX_VARS = 40
 
@@ -41,7 +42,6 @@ class _Flows:
     """One walk of a function: what flows into each of its variables."""
 
     def __init__(self, fn):
-        from .resolve import operator_of
         self.feeds: dict[str, dict] = {}          # usr -> {usr: decl} of what its declaration/assignments use
         self.calls: list[tuple] = []              # (call, [usrs of each argument], addressed usrs, method-of usrs)
         for n in walk(fn):

@@ -9,7 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .project import LAUNCH_APIS, Project, walk
-from .resolve import init_expr, strip
+from .syntax import init_expr, strip
+from ..extract.launches import _overloaded
+from ..parsing.clang import specialized_template
+from ..cexpr import is_one_group, split_top_level
 
 _CONFIG_CALLS = ("__cudaPushCallConfiguration", "cudaConfigureCall")
 
@@ -26,8 +29,6 @@ class LaunchCursors:
 
 
 def _kernel_usrs(project: Project, c) -> set[str]:
-    from ..extract.launches import _overloaded
-    from ..parsing.clang import specialized_template
     out = set()
     for n in walk(c):
         if n.kind.name not in ("DECL_REF_EXPR", "OVERLOADED_DECL_REF") or n.referenced is None:
@@ -92,7 +93,6 @@ def dims(resolver, c) -> list[str] | None:
     value = resolver.expr(c)
     if value is None:
         return None
-    from ..cexpr import is_one_group, split_top_level
     v = value.strip()
     inner = v
     while is_one_group(inner):                                          # `((dim3(a, b)))`

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from .project import Project, walk
 from .readers import Why
+from .syntax import operator_of, strip
+from ..extract.kernels import has_attr, is_kernel
 
 _WRITES = ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR")
 
@@ -16,7 +18,6 @@ def member_writes(project: Project) -> dict[str, list]:
     cached = project.__dict__.get("_member_writes")
     if cached is not None:
         return cached
-    from .resolve import operator_of, strip
     out: dict[str, list] = {}
     for fn in project.functions.values():
         for n in walk(fn):
@@ -58,7 +59,6 @@ def device_written(project: Project, name: str, writes: list, where) -> Why | No
     """Why a namespace-scope variable is a value the GPU computes: device code changes it (`atomicAdd(&count, 1)`
     in a kernel on a `__managed__` or `__device__` counter), so what the host reads after a launch is the run's.
     `writes`: its changes as (function, change) pairs (mep/flow.py's global_writes)."""
-    from ..extract.kernels import has_attr, is_kernel
     for fn, m in writes:
         if is_kernel(fn) or has_attr(fn, "CUDADEVICE_ATTR") and not has_attr(fn, "CUDAHOST_ATTR"):
             return Why(f"`{name}` is changed by device code, in {fn.spelling}() at {where(m.node)}: a value the GPU "

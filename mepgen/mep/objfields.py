@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from . import flow
 from .project import walk
+from .syntax import operator_of
 
 _PLAIN = ("COMPOUND_STMT", "EXPR_STMT", "UNEXPOSED_STMT")
 
@@ -23,7 +24,6 @@ _strip = flow._strip       # an expression without its implicit casts and parent
 
 def _stores(fn, var_usr: str, field_usr: str) -> list:
     """(assignment, rhs) of every `var->field = rhs` / `var.field = rhs` in `fn`, in source order."""
-    from .resolve import operator_of
     out = []
     for n in walk(fn):
         if n.kind.name != "BINARY_OPERATOR":
@@ -61,7 +61,6 @@ def _certain(fn, node, at: int) -> bool:
 def local_field(r, var, field):
     """The value of `var->field` (or `var.field`) at the point the resolver `r` asks about in the function that
     declares local `var`, as r writes values; None when that function does not store it as said above."""
-    from .fields import _only_store
     fn = var.semantic_parent
     if fn is None:
         return None
@@ -87,3 +86,39 @@ def local_field(r, var, field):
         r.choices.append(f"`{shown}` is set by {fn.spelling}() at {r.where(store)} before "
                          f"the object is passed on: {r.p.text(rhs)}")
     return value
+
+
+def _only_store(r, field, store) -> bool:
+    """Whether `store` is the only assignment of a field named like `field` in the application's sources (the
+    plain C/C++ sources that spell the name are read first); else the reason goes to r.unsure."""
+    r.p.read_host_files(field.spelling, writes=True)
+    writes = _field_writes(r.p).get(field.spelling, [])
+    others = [w for w in writes if w != store]
+    if others:
+        r.unsure.append(f"`->{field.spelling}` is set by {r.where(store)} and also at {r.where(others[0])}"
+                        f"{f' and {len(others) - 1} more place(s)' if len(others) > 1 else ''}: mepgen does not "
+                        "know which holds at the launch")
+        return False
+    return True
+
+
+def _field_writes(project) -> dict[str, list]:
+    """field name -> every assignment, compound assignment, `++`/`--` or address-of of a field of that name in the
+    application's functions (one walk per project; dropped when more sources are read)."""
+    cache = project.__dict__.get("_field_writes")
+    if cache is not None:
+        return cache
+    out: dict[str, list] = {}
+    for fn in project.functions.values():
+        for n in walk(fn):
+            if n.kind.name not in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
+                continue
+            kids = list(n.get_children())
+            lhs = _strip(kids[0]) if kids else None
+            if lhs is None or lhs.kind.name != "MEMBER_REF_EXPR":
+                continue
+            op = operator_of(n, kids)
+            if n.kind.name == "COMPOUND_ASSIGNMENT_OPERATOR" or op in ("=", "++", "--", "&"):
+                out.setdefault(lhs.spelling, []).append(n)
+    project.__dict__["_field_writes"] = out
+    return out

@@ -16,16 +16,11 @@ from ..parsing import clang
 from ..parsing.vartemplates import space_of
 from . import fnmacro
 from .fnmacro import FunctionMacro
-from .hostsrc import HostSources
+from .hostsrc import HostSources, tu_parse_args
+from ..extract.launches import _overloaded
 
 FUNCTION_KINDS = ("FUNCTION_DECL", "FUNCTION_TEMPLATE", "CXX_METHOD", "CONSTRUCTOR")
 LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaLaunchKernelExC")
-
-
-def tu_parse_args(tu: dict) -> list[str]:
-    """libclang arguments of one inventory translation unit (what `mepgen extract` parsed it with)."""
-    return ([f"-I{d}" for d in tu.get("include_dirs", [])] + [f"-D{d}" for d in tu.get("defines", [])]
-            + [f"-std={tu.get('std', 'c++17')}"])
 
 
 def walk(cursor):
@@ -259,7 +254,6 @@ def _dependent_callees(call) -> list:
         head = next((k for k in head.get_children() if k.kind.name == "OVERLOADED_DECL_REF"), head)
     if head.kind.name != "OVERLOADED_DECL_REF":
         return []
-    from ..extract.launches import _overloaded
     return [d for d in _overloaded(head) if d.kind.name in ("FUNCTION_TEMPLATE", "FUNCTION_DECL")]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from .project import walk
+from .syntax import operator_of, strip
 
 #: calls of the C/C++ library that read input, and what they read
 FILE_READERS = {"fscanf": "file", "fread": "file", "fgets": "file", "getline": "file", "fgetc": "file",
@@ -81,7 +82,6 @@ def stream_target(node):
     if node.kind.name == "CALL_EXPR" and node.spelling == "operator>>" and len(kids) == 3:
         return kids[2]
     if node.kind.name == "BINARY_OPERATOR" and len(kids) == 2 and _from_stream(node):
-        from .resolve import operator_of
         return kids[1] if operator_of(node, kids) == ">>" else None
     return None
 
@@ -169,7 +169,6 @@ def _data_value(n) -> str | None:
     """What makes a host expression a value of the program's data rather than of its source: a difference of two
     pointers (`end - begin`, the end an algorithm returned), or an element of a host buffer at a varying index
     (`level_ptr[i + 1]`: a pointer's element, not a constant array's). None otherwise."""
-    from .resolve import operator_of, strip
     kids = [strip(k) for k in n.get_children()]
     if n.kind.name == "BINARY_OPERATOR" and len(kids) == 2 and all(_is_pointer(k) for k in kids) \
             and operator_of(n, list(n.get_children())) == "-":

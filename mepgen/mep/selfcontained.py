@@ -8,6 +8,8 @@ never a re-implementation. A helper qualifies only when everything it names is i
 of built-in arithmetic types), it calls nothing, uses no macro, and its text lies in one file outside any macro.
 """
 from __future__ import annotations
+from ..cppeval import evaluate
+from ..cexpr import names
 
 _ARITH = {"BOOL", "CHAR_U", "UCHAR", "CHAR16", "CHAR32", "USHORT", "UINT", "ULONG", "ULONGLONG", "UINT128",
           "CHAR_S", "SCHAR", "WCHAR", "SHORT", "INT", "LONG", "LONGLONG", "INT128", "FLOAT", "DOUBLE", "LONGDOUBLE"}
@@ -74,8 +76,6 @@ def helper_value(r, call, fn, args) -> str | None:
     """The value of `call` of the self-contained helper `fn` as an integer literal, computed by the compiler
     from its arguments' values (macros, the run command's values), with a note that says so; None when `fn`
     is not self-contained or an argument is not known."""
-    from ..cppeval import evaluate
-    from ..cexpr import names
     helper = lambda_text(r.p, fn)
     if helper is None:
         return None

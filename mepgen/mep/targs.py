@@ -16,7 +16,12 @@ from pathlib import Path
 
 from ..parsing.clang import specialized_template
 from .project import Project, walk
-from .resolve import strip
+from .syntax import strip, template_params
+from ..extract.launches import _template_args
+from . import fnmacro
+from .reach import keep_reached
+from .classtmpl import class_instantiation, class_of
+from .. import cexpr
 
 _QUALS = re.compile(r"\b(const|volatile|__restrict__|__restrict|struct|class|typename)\b")
 
@@ -89,11 +94,6 @@ def deduce_from_types(kernel_cursor, names: list[str], args: list) -> dict[str, 
     return out
 
 
-def _enclosing_params(enclosing) -> list[str]:
-    return [c.spelling for c in enclosing.get_children()
-            if c.kind.name in ("TEMPLATE_TYPE_PARAMETER", "TEMPLATE_NON_TYPE_PARAMETER")]
-
-
 _VECTOR = re.compile(r"(u?char|u?short|u?int|u?long|u?longlong|float|double|__half|half|__nv_bfloat16)[1-4]")
 _TYPE_WORDS = {"int", "float", "double", "long", "unsigned", "short", "char", "bool", "signed", "void", "size_t",
                "half", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t",
@@ -102,7 +102,6 @@ _TYPE_WORDS = {"int", "float", "double", "long", "unsigned", "short", "char", "b
 
 def _written(project: Project, call) -> list[str] | None:
     """`f<a, b>` as written at a dependent call (None when the call names no arguments or sits in a macro)."""
-    from ..extract.launches import _template_args
     kids = list(call.get_children())
     text = project.text(kids[0]) if kids else ""
     if re.fullmatch(r"[\w:]+\s*<.*>", text.strip(), re.S):
@@ -113,8 +112,6 @@ def _written(project: Project, call) -> list[str] | None:
 def _in_macro(project: Project, call) -> list[str] | None:
     """`f<T, n>` of a dependent call that a function-like macro of the application makes (`#define RUN(n)
     f<T, n>(x)` used as `RUN(64)`): the arguments as the invocation expands them, when it makes one call of `f`."""
-    from . import fnmacro
-    from ..extract.launches import _template_args
     macros = getattr(project, "function_macros", {})
     text = project.text(call)
     toks = fnmacro.tokens(text)
@@ -150,12 +147,11 @@ def enclosing_instantiation(project: Project, enclosing, depth: int = 0, resolve
     application calls, with a note when it calls several; else of its first explicit instantiation
     (`template void f<float>(...);`). A call from another template's body (`f<T, 4>(x)` inside `g<T>`) counts
     with `g`'s own instantiation substituted, a few levels deep."""
-    names = _enclosing_params(enclosing)
+    names = template_params(enclosing)
     if not names:
         return {}, None
     seen: list[list[str]] = []
     dependent = []
-    from .reach import keep_reached
     calls, decided = keep_reached(resolver, project.calls.get(enclosing.get_usr(), []))
     for call, caller in calls:
         if call.referenced is None:
@@ -215,7 +211,6 @@ def explicit_instantiations(project: Project, name: str) -> list[list[str]]:
     """The arguments of `template void name<float>(...);` (explicit instantiations) in the application's sources,
     in file order. libclang gives such a declaration no cursor, so its text is read: the form is fixed by the
     language (`template` not followed by `<`, the name with its argument list, the parameter list)."""
-    from ..extract.launches import _template_args
     cache = project.__dict__.setdefault("_explicit_texts", None)
     if cache is None:
         cache = []
@@ -265,7 +260,6 @@ def site_template_args(project: Project, kernel: dict, kernel_cursor, site: dict
             out = [substitute(a, mapping) for a in out]
             if note:
                 notes.append(note)
-    from .classtmpl import class_instantiation, class_of
     cls = class_of(enclosing)
     if cls is not None and cls.kind.name == "CLASS_TEMPLATE":     # a method of `Table<K>` called on a Table<int>
         mapping, note = class_instantiation(project, enclosing, resolver)
@@ -274,9 +268,9 @@ def site_template_args(project: Project, kernel: dict, kernel_cursor, site: dict
             if note:
                 notes.append(note)
     # a type still spelled with the enclosing template's own parameters is not derived
-    pending = set(_enclosing_params(enclosing)) if enclosing is not None else set()
+    pending = set(template_params(enclosing)) if enclosing is not None else set()
     if cls is not None and cls.kind.name == "CLASS_TEMPLATE":
-        pending |= set(_enclosing_params(cls))
+        pending |= set(template_params(cls))
     kept = []
     for a in out:
         if pending and re.search(rf"\b({'|'.join(map(re.escape, pending))})\b", a):
@@ -290,7 +284,6 @@ def settle(args: list[str], kernel: dict, project: Project, resolver) -> tuple[l
     (`const int THREADS = 256;` in the launching function) by its value, a type of the application only when
     the kernel's closure copies its definition. Returns the arguments up to the first that is none of these,
     and why that one is not."""
-    from .. import cexpr
     types = {m.get("name") for m in kernel.get("closure", {}).get("types", [])} | \
             {m.get("name") for m in kernel.get("closure", {}).get("typedefs", [])}
     out = []

@@ -3,6 +3,7 @@ template's own type parameter, spelled with the type the application instantiate
 (`__half(2.0)`), so the compiler converts it as the application's instantiation does. Only a parameter the
 instantiation gives (targs.enclosing_instantiation) is replaced; its note joins the MEP's notes."""
 from __future__ import annotations
+from .targs import enclosing_instantiation
 
 
 def template_cast(r, c) -> str | None:
@@ -16,7 +17,6 @@ def template_cast(r, c) -> str | None:
     if ref is None or ref.kind.name != "TEMPLATE_TYPE_PARAMETER" or ref.semantic_parent is None \
             or ref.semantic_parent.get_usr() != fn.get_usr():
         return None
-    from .targs import enclosing_instantiation
     mapping, note = enclosing_instantiation(r.p, fn, resolver=r)
     typ = mapping.get(ref.spelling)
     if typ is None:

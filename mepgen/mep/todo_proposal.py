@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import MepgenError
 from ..spec import DTYPES, Spec, itemsize, validate_dict
+from .. import datagen
 
 #: LLM-proposed sizes may not make the inputs larger than this (a person may)
 MAX_INPUT_BYTES = 8 << 30
@@ -154,7 +155,6 @@ def unsafe_expression(expr: str, known: set[str]) -> str | None:
 
 def _check_inputs(spec: Spec) -> None:
     """The inputs can be generated, as `--refresh` generates them, and are not unreasonably large."""
-    from .. import datagen
     total = 0
     try:
         for item in [*spec.params, *spec.constants]:

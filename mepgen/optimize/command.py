@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -19,28 +21,32 @@ from ..clioptions import renamed_flag
 from ..config import load_config
 from ..errors import MepgenError
 from ..exitcodes import UNSOUND_START
-from ..evaluate.command import mep_folder
 from ..evaluate.evaluator import Evaluator, Options
 from ..evaluate.journal import Journal
 from ..evaluate.store import digest
+from ..kernelname import mep_folder
 from ..spec import load_spec
-from ..workspace import Workspace
-from . import candidates, strategies, summary
+from ..workspace import Workspace, write_atomic
+from . import candidates, many, strategies, summary
 from .features import kernel_features
 from .patterns import PatternStore
 from .proposer import Attempt, Context
 from .search import Budget, Search
 from .trajectory import Trajectory, pct_roofline
+from .library.proposer import LibraryProposer
+from ..llm.client import ChatClient, LLMSettings
+from .llm.proposer import LLMProposer
+from ..evaluate.launchcfg import launch_from, with_flags, with_launch
+from ..mep.render import render_yaml
+from .dry_run import plan, report
+from .inherit import InheritedProposer
 
 
 def library_proposer():
-    from .library.proposer import LibraryProposer
     return LibraryProposer()
 
 
 def llm_proposer(settings, workdir: Path, repairs: int, baseline):
-    from ..llm.client import ChatClient
-    from .llm.proposer import LLMProposer
     return LLMProposer(ChatClient(settings), workdir, repairs=repairs, baseline=baseline)
 
 
@@ -118,7 +124,6 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
     ws = Workspace(app) if app else Workspace.find()
     batch_resume = not kernel and resume is not None and (ws.root / "batches" / resume).is_dir()
     if merge_name or all_kernels or top or only or batch_resume:
-        from . import many
         if kernel:
             raise MepgenError("give a KERNEL or --all/--top/--only, not both", exit_code=2)
         if merge_name:
@@ -135,7 +140,6 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
     mep_dir = mep_folder(ws, kernel)
     spec = load_spec(mep_dir / "mep.yaml")
     if dry_run:
-        from .dry_run import plan, report
         p = plan(spec, (mep_dir / "kernel.cu").read_text(errors="replace"), ws.root / "dryrun" / spec.kernel.id)
         click.echo(json.dumps(p.to_dict(), indent=1) if as_json else report(p))
         return
@@ -143,7 +147,6 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
         raise MepgenError(f"{mep_dir / 'mep.yaml'} has {len(spec.todo)} open todo item(s): complete it first",
                           exit_code=3)
     cfg = load_config(ws.app_root)
-    from ..llm.client import LLMSettings
     settings = LLMSettings.from_config(cfg)
     kinds = {"library": ["library"], "llm": ["llm"], "both": ["library", "llm"]}[proposer_kind] if proposer_kind \
         else (["library", "llm"] if settings else ["library"])
@@ -180,8 +183,6 @@ def _stop_on_sigterm() -> None:
     """A run killed at a job's time limit (SIGTERM) unwinds like ^C: workers closed, summary.md kept. The signal
     is also remembered: raised inside a libclang callback (the library parses kernels through ctypes), the
     KeyboardInterrupt is swallowed by ctypes, so the search checks before each batch (_check_stop)."""
-    import signal
-    import threading
     if threading.current_thread() is threading.main_thread():
         def handler(signum, frame):
             _STOP["asked"] = True
@@ -229,7 +230,6 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     secrets = []
     proposers = []
     if patterns and "library" in kinds:
-        from .inherit import InheritedProposer
         proposers.append(InheritedProposer())       # similar kernels' winning chains, tried first
     if "library" in kinds:
         proposers.append(library_proposer())
@@ -309,9 +309,6 @@ FIDELITY_EXIT = UNSOUND_START     # mepgen/exitcodes.py
 def write_launch(spec, launch: dict | None, path: Path, flags=()) -> None:
     """best/mep.yaml: the MEP's spec with the winner's launch and extra nvcc flags (build.nvcc_flags), which
     `mepgen patch --from` reads beside kernel.cu (it writes the launch back and prints the flags)."""
-    from ..evaluate.launchcfg import launch_from, with_flags, with_launch
-    from ..mep.render import render_yaml
-    from ..workspace import write_atomic
     new = launch_from(spec, launch) if launch else None
     if new is not None or flags:
         what = [w for w, on in (("launch configuration", new is not None), ("nvcc flags", bool(flags))) if on]

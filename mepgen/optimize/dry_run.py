@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..spec import Spec
+from .library.base import current_launch
+from .library.catalog import all_transformations, in_order
+from .library.source import KernelSource, Refused
+from .library.tuning import suggest
 
 #: transformations that change what a thread does or how data moves (not a flag, qualifier or launch tweak)
 STRUCTURAL = {"tile_matmul", "tile_stencil", "stencil_rows", "tile_window", "warp_per_row", "warp_row_passes", "spread_loop", "split_argmax", "tile_argmax",
@@ -39,10 +43,6 @@ class Plan:
 
 def plan(spec: Spec, text: str, out: Path | None = None, transformations=None) -> Plan:
     """The library's first candidates for `text` (kernel.cu) and its refusals; candidates written under `out`."""
-    from .library.base import current_launch
-    from .library.catalog import all_transformations, in_order
-    from .library.source import KernelSource, Refused
-    from .library.tuning import suggest
     result = Plan(spec.kernel.id, todo=len(spec.todo))
     try:
         src = KernelSource(text, spec)

@@ -9,6 +9,8 @@ kernel's text; the LLM prompt quotes them instead.
 from __future__ import annotations
 
 from .proposer import Attempt, Context, Proposal
+from .library.base import StepRefused, apply_chain
+from .library.catalog import all_transformations
 
 
 class InheritedProposer:
@@ -21,14 +23,12 @@ class InheritedProposer:
 
     def _catalog(self) -> dict:
         if self._transformations is None:
-            from .library.catalog import all_transformations
             self._transformations = all_transformations()
         return {t.name: t for t in self._transformations}
 
     def replay(self, ctx: Context, chain: list[dict]) -> tuple[str, dict | None, list[str]] | None:
         """The chain applied to this kernel's original: (text, launch override, nvcc flags); None where a step
         does not apply (why, in `refusals`)."""
-        from .library.base import StepRefused, apply_chain
         try:
             return apply_chain(self._catalog(), ctx.original, ctx.spec, chain)
         except StepRefused as e:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -26,7 +27,10 @@ import click
 from ..progress import progress as bar_for
 from ..errors import MepgenError
 from ..evaluate.devices import list_gpus
+from ..kernelname import UnknownKernel, mep_record, resolve
 from ..workspace import Workspace, write_atomic, write_json
+from ..spec import load_spec
+from ..inventory import load
 
 #: rows of these statuses are final: a resumed batch does not run their kernels again
 FINAL = ("done", "mep_error", "fidelity")
@@ -53,10 +57,8 @@ def forward_options(**opts) -> list[str]:
 
 def ready_meps(ws: Workspace) -> list[dict]:
     """MEPs whose mep.yaml has no open todo, by hotspot rank (MEPs the inventory does not rank come last)."""
-    from ..spec import load_spec
     ranks: dict[str, int] = {}
     if ws.inventory_path.is_file():
-        from ..inventory import load
         for k in load(ws.inventory_path)["kernels"]:
             ranks[k["id"]] = k["rank"]
     out = []
@@ -80,11 +82,13 @@ def choose(ws: Workspace, all_kernels: bool, top: int | None, only: str | None) 
     if only:
         wanted = [w.strip() for w in only.split(",") if w.strip()]
         chosen = []
+        records = [dict(mep_record(m["id"], m["name"] if m["name"] != m["id"] else None), mep=m) for m in meps]
         for w in wanted:
-            m = next((m for m in meps if w in (m["id"], m["name"], m["name"].split("::")[-1])), None)
-            if m is None:
+            try:
+                m = resolve(records, w, "the MEPs")["mep"]
+            except UnknownKernel:
                 raise MepgenError(f"--only: no MEP named '{w}' (known: {', '.join(x['id'] for x in meps)})",
-                                  exit_code=2)
+                                  exit_code=2) from None
             if m not in chosen:
                 chosen.append(m)
     else:
@@ -223,7 +227,6 @@ RUNNING: set = set()
 
 
 def stop_workers() -> None:
-    import signal
     for proc in list(RUNNING):
         try:
             os.killpg(proc.pid, signal.SIGTERM)

@@ -10,6 +10,7 @@ never read, so any CUDA version, or none, parses the same way.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import re
@@ -147,7 +148,6 @@ def parse(path: Path, tu_args: list[str], unsaved: list[tuple[str, str]] | None 
 def evaluate_int(cursor) -> int | None:
     """The integer value clang gives a constant expression cursor (`sizeof(fr_t)` of the application's own
     type), or None (not constant, dependent on a template parameter, not an integer)."""
-    import ctypes
     lib = cindex().conf.lib
     if not getattr(lib, "_mepgen_eval_typed", False):
         lib.clang_Cursor_Evaluate.restype = ctypes.c_void_p
@@ -176,7 +176,6 @@ def specialized_template(cursor):
 @functools.lru_cache(maxsize=1)
 def _operator_api():
     """libclang's (17+) operator-kind entry points, or None on an older library."""
-    import ctypes
     ci = cindex()
     try:
         lib = ci.conf.lib

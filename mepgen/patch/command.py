@@ -9,7 +9,8 @@ import click
 from ..config import load_config
 from ..errors import MepgenError
 from ..exitcodes import CHECK_FAILED
-from ..inventory import find_kernel, load
+from ..inventory import load
+from ..kernelname import find_kernel
 from ..workspace import Workspace, write_atomic
 from ..spec import load_spec
 from .launch import launch_change, read_launch

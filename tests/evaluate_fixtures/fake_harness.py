@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-from mepgen.evaluate import perturb  # noqa: E402
+from mepgen import perturb  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--mode", default="good")

@@ -55,12 +55,21 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def _top_level(cursor, path: Path):
+def _top_level(cursor, path: Path, seen: dict[str, bool] | None = None):
+    """The declarations of `path` itself (not of its headers), namespaces opened; each file name is resolved
+    once (a translation unit with the CUDA headers has tens of thousands of top-level declarations)."""
+    target = path.resolve()
+    seen = {} if seen is None else seen
     for c in cursor.get_children():
-        if c.location.file is None or Path(c.location.file.name).resolve() != path.resolve():
+        name = c.location.file.name if c.location.file is not None else None
+        if name is None:
+            continue
+        if name not in seen:
+            seen[name] = Path(name).resolve() == target
+        if not seen[name]:
             continue
         if c.kind.name in ("NAMESPACE", "LINKAGE_SPEC"):
-            yield from _top_level(c, path)
+            yield from _top_level(c, path, seen)
         else:
             yield c
 

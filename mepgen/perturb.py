@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spec import Param, Spec, is_fed
+from .contenthash import digest
+from .spec import Param, Spec, is_fed
 
 #: elements changed per buffer and launch
 BLOCK = 16
@@ -82,7 +83,6 @@ def names(spec: Spec) -> list[str]:
 
 def seed_for(*parts: str) -> int:
     """A 63-bit seed from the candidate's identity (its text, the reference it is judged against)."""
-    from .store import digest
     return int(digest("perturb", *parts)[:15], 16)
 
 
