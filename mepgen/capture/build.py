@@ -9,6 +9,7 @@ compiler's own first error lines.
 """
 from __future__ import annotations
 
+import re
 import hashlib
 import os
 import shutil
@@ -57,7 +58,6 @@ def compile_command(toolkit: Toolkit, compiler: str, output: Path) -> list[str]:
 def kernel_record_flag(toolkit: Toolkit) -> list[str]:
     """The kernel activity record of this CUPTI (the newest `CUpti_ActivityKernelN` its header declares: the version
     its library returns), for the GPU time of each launch."""
-    import re
     for folder in (toolkit.cupti_include, toolkit.include):
         header = Path(folder) / "cupti_activity.h"
         if header.is_file():

@@ -20,6 +20,7 @@ milliseconds):
 -r read, -w read-write (no execute), -x read and execute, -d a device node (read, write, ioctl). It exits 111
 with one line on stderr when a step fails: a half-confined candidate never runs.
 """
+import stat
 import ctypes
 import os
 import struct
@@ -95,7 +96,6 @@ def _add(ruleset: int, path: str, rights: int) -> None:
     except OSError:
         return                                    # not on this machine: nothing to allow
     try:
-        import stat
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
             rights &= FILE_RIGHTS
         if not rights:

@@ -7,6 +7,7 @@ compute-sanitizer (the memory check of a winner) is found.
 """
 from __future__ import annotations
 
+import json
 import os
 
 from pathlib import Path
@@ -93,7 +94,6 @@ def render(r: dict) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def doctor(app, as_json):
     """What this machine allows to confine candidates (sandbox levels) and check memory, and how to get more."""
-    import json
     from ..config import load_config
     from ..errors import MepgenError
     from ..workspace import Workspace

@@ -18,6 +18,11 @@ needed) and the strict seccomp filter, then execs the command. What the process 
 """
 from __future__ import annotations
 
+import atexit
+import ctypes
+import hashlib
+import importlib.util
+import tempfile
 import glob
 import os
 import shutil
@@ -43,7 +48,6 @@ DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 @lru_cache(maxsize=None)
 def abi() -> int:
     """Landlock's ABI version here (0: none). Asked in a child: the launcher holds the syscall code."""
-    import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     v = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
@@ -135,9 +139,6 @@ def _ours(p: Path) -> bool:
 def launcher_binary() -> Path | None:
     """confine_exec.c built once per machine with the host compiler (the one nvcc uses: it is there wherever
     mepgen builds), kept in the user's cache folder under the source's hash; None without a compiler."""
-    import hashlib
-    import subprocess
-    import tempfile
     source = LAUNCHER.with_suffix(".c")
     if not source.is_file():
         return None
@@ -217,8 +218,6 @@ def gpu_refuses(level: str) -> bool:
 @lru_cache(maxsize=None)
 def worker_scratch() -> str:
     """One private folder (mode 0700) for the HOME and TMPDIR of this mepgen's workers under landlock."""
-    import atexit
-    import tempfile
     path = tempfile.mkdtemp(prefix="mepgen-scratch-")
     atexit.register(shutil.rmtree, path, True)
     return path
@@ -228,7 +227,6 @@ def worker_site(packages) -> Path:
     """A folder of links to the packages the worker imports, first on its PYTHONPATH. Python lists a sys.path
     folder before it imports from it, and a folder holding a workspace or the home folder is not readable under
     landlock: its packages are found through these links (whose targets sandbox.python_paths allows)."""
-    import importlib.util
     site = Path(worker_scratch()) / "site"
     site.mkdir(exist_ok=True)
     for name in packages:

@@ -13,6 +13,8 @@ valid address. The run is the sanitizer's (tens of times slower than a plain run
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import shutil
 import time
@@ -182,16 +184,12 @@ MARKER = "memcheck.json"
 
 
 def write_marker(kernel_file: Path, report: dict) -> None:
-    import hashlib
-    import json
     data = dict(report, kernel_sha256=hashlib.sha256(Path(kernel_file).read_bytes()).hexdigest())
     (Path(kernel_file).parent / MARKER).write_text(json.dumps(data, indent=1) + "\n")
 
 
 def checked_clean(kernel_file: Path) -> bool:
     """Whether memcheck found `kernel_file`, exactly this text, clean already (optimize's marker beside it)."""
-    import hashlib
-    import json
     marker = Path(kernel_file).parent / MARKER
     try:
         data = json.loads(marker.read_text())

@@ -11,6 +11,7 @@ sandbox level the evaluator chose and sets its resource limits.
 """
 from __future__ import annotations
 
+import select
 import os
 import re
 import shutil
@@ -96,7 +97,6 @@ def wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
     """Wait for `proc` to exit, at most `timeout` seconds; True when it did. Woken by the exit itself (a pidfd,
     Linux >= 5.3): Popen.wait(timeout) polls with sleeps doubling up to 50 ms, which added up to that much to
     every candidate process."""
-    import select
     try:
         fd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):

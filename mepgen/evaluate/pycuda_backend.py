@@ -9,6 +9,9 @@ never pickle: mepgen unpickles nothing from it. Needs the `mepgen[gpu]` extra (p
 """
 from __future__ import annotations
 
+import socket
+import sys
+import tempfile
 import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -87,10 +90,6 @@ class PycudaBackend(Backend):
         """Start the worker in the sandbox (sandbox.for_worker: the level the evaluator chose), its end of a
         socket pair passed as a descriptor; its stdout and stderr go to an unlinked file (the tail says why it
         died)."""
-        import socket
-        import subprocess
-        import sys
-        import tempfile
         from multiprocessing.connection import Connection
 
         level = self.sandbox_level or sandbox.resolve("auto")
@@ -420,7 +419,6 @@ def _build_helpers(arch: str, build_dir: Path, timeout: float) -> None:
 def worker_path() -> list[Path]:
     """PYTHONPATH for the worker: this interpreter's sys.path (the worker runs with -s and -P: no user site,
     no current folder), so it imports the same mepgen, numpy and pycuda."""
-    import sys
     out = []
     for e in sys.path:
         if e:

@@ -26,6 +26,8 @@ refuses to run below `bwrap`; `off` runs candidates with the user's full rights;
 """
 from __future__ import annotations
 
+import importlib.util
+import sys
 import glob
 import os
 import resource
@@ -501,8 +503,6 @@ def python_paths(hidden: list[Path], packages=WORKER_PACKAGES) -> list[Path]:
     folders, PYTHONPATH entries: a wheel unpacked under /tmp, say). A folder that holds a hidden one (the
     current folder above an application's `.mepgen`, the home folder) or lies in a workspace is not bound as
     a whole: only the `packages` found in it are."""
-    import importlib.util
-    import sys
     roots = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix),
              Path(sys.executable).resolve().parent.parent]
     entries = [Path(e) if e else Path.cwd() for e in sys.path]

@@ -6,6 +6,8 @@ and keeps each output in a log file under `.mepgen/tune/logs/`.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shlex
 import statistics
@@ -120,8 +122,6 @@ def measure(app_command: list[str], cwd: Path, logs: Path, tag: str, runs: int, 
 def timing_lock():
     """Runs that are timed hold the lock file MEPGEN_TUNE_TIMING_LOCK names, when set: several tunes on one machine
     (a sweep, one application per GPU) then never time their applications at the same moment."""
-    import contextlib
-    import fcntl
     path = os.environ.get("MEPGEN_TUNE_TIMING_LOCK")
     if not path:
         return contextlib.nullcontext()

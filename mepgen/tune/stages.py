@@ -2,6 +2,7 @@
 sees only what the stages write: their JSON on stdout and their files under `.mepgen/`."""
 from __future__ import annotations
 
+import threading
 import hashlib
 import json
 import subprocess
@@ -32,7 +33,6 @@ def mepgen(args: list[str], log: Path, cwd: Path | None = None, echo: bool = Tru
     with open(log, "a") as fh:
         fh.write(f"$ mepgen {' '.join(args)}\n")
         proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        import threading
         chunks: list[str] = []
         reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read()), daemon=True)
         reader.start()

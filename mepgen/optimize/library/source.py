@@ -6,6 +6,7 @@ symbols as -D flags, so a `__shared__ float s[BLOCK_SIZE]` has its real size.
 """
 from __future__ import annotations
 
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,7 +131,6 @@ class KernelSource:
         """The kernel's definition in kernel.cu. Only declarations of kernel.cu itself are visited (and the
         namespaces and classes there), never the CUDA headers' hundreds of thousands of cursors: walking the
         whole translation unit took 1.1 s per proposal, most of the library's time (H100 profile of optimize)."""
-        import re
         from clang.cindex import Cursor, SourceLocation
         f = self.tu.get_file(self.path)
         for m in re.finditer(r"\b%s\b" % re.escape(self.name), self.text):   # the cursor at each use of the name
