@@ -309,7 +309,7 @@ def write_captured_mep(ws, inventory: dict, kernel: dict, manifest: dict, *, det
     d, notes = captured_spec(inventory, kernel, manifest, static=static, detect_gpu=detect_gpu,
                              app_root=ws.app_root)
     spec = validate_dict(d, str(spec_path))
-    header = [f"MEP of {kernel['qualified_name']}, written by `mepgen capture` from launch {manifest['launch_index']} "
+    header = [f"MEP of {kernel['qualified_name']}, {writer.CAPTURE_MARK} from launch {manifest['launch_index']} "
               f"of the application ({'the longest' if manifest.get('selection') == 'longest' else 'by index'}):",
               "every value below is what that launch used; data: data/captured/ (manifest.json says what it holds).",
               f"The version static completion wrote (if any): {backup.name}. Compare: mepgen capture --compare "
@@ -319,7 +319,8 @@ def write_captured_mep(ws, inventory: dict, kernel: dict, manifest: dict, *, det
     if spec_path.is_file() and not backup.exists():
         shutil.copy2(spec_path, backup)
     files = {"mep.yaml": yaml_text, "kernel.cu": render_kernel_file(ws.app_root, kernel, spec),
-             "harness.cu": render_harness(spec), "Makefile": render_makefile(spec)}
+             "harness.cu": render_harness(spec), "Makefile": render_makefile(spec),
+             writer.ORIGIN_FILE: writer.origin_text("capture")}
     mep_dir.mkdir(parents=True, exist_ok=True)
     for rel, text in files.items():
         write_atomic(mep_dir / rel, text)
