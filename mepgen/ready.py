@@ -122,7 +122,7 @@ def complete_all(ws: Workspace, inv: dict, log=lambda m: None, host: dict | None
             outcomes.append(KernelOutcome(**_base(k), outcome=NEEDS_PERSON if todo else READY, mep=str(r.path),
                                           todo=todo, origin=mep_origin(Path(r.path))))
             continue
-        f = by_failed.get(k["qualified_name"]) or by_failed.get(k["id"])
+        f = by_failed.get(k["id"]) or by_failed.get(k["qualified_name"])
         reason = f.reason if f else "the mep stage wrote no MEP and gave no reason"
         internal = bool(f and f.internal)
         outcomes.append(KernelOutcome(**_base(k), outcome=CANNOT,

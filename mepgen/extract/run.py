@@ -13,7 +13,9 @@ from ..inventory import SCHEMA, VERSION
 from ..workspace import Workspace, write_json
 from ..parsing import clang
 from .cache import ExtractCache, FileHashes, flags_key
+from .appbuild import read_app_build
 from .buildfiles import read_build_files
+from .definitions import built_files, mark_definitions
 from .flags import DEFAULT_STD, HEADER_SUFFIXES, SOURCE_SUFFIXES, CompileFlags, default_flags, \
     find_compile_commands, load_compile_commands
 from .profile import load_profile
@@ -91,12 +93,36 @@ def _plan(app: Path, opts: ExtractOptions) -> tuple[list[tuple[Path, CompileFlag
     flags, source = plan_default_flags(app, opts)
     folders: dict = {}      # a program in a sub-folder parses with its own Makefile's -I/-D as well
     units = [(p, with_folder_flags(flags, p, app, folders)) for p in sources if p.suffix == ".cu" or _mentions_cuda(p)]
+    build = read_app_build(app)
+    if build is not None:   # the nvcc options the build compiles CUDA with (-use_fast_math, -Xptxas ...)
+        units = [(p, _with_options(f, build.options_for(str(p.relative_to(app))))) for p, f in units]
+        if build.nvcc_options or build.per_file:
+            shown = " ".join(build.nvcc_options) or "per file"
+            source += f"; nvcc options from {build.source}: {shown}"
     own = sorted(str(d.relative_to(app)) for d, f in folders.items() if f and (f[0] or f[1]))
     if own:
         source += f"; plus the -I/-D of the build files in {', '.join(own)} for the sources below them"
     for p, _ in units:
         check_text(p)
     return units, source, headers, host_sources(app, [p for p, _ in units], flags)
+
+
+def _with_options(flags: CompileFlags, options: list[str]) -> CompileFlags:
+    """A copy of `flags` with the build's nvcc options added (the default flags are shared by every unit)."""
+    from dataclasses import replace
+    extra = [o for o in options if o not in flags.nvcc_args]
+    return replace(flags, nvcc_args=[*flags.nvcc_args, *extra]) if extra else flags
+
+
+def _built_sources(app: Path, units, db_path) -> tuple[set[str] | None, str]:
+    """The sources the application's build compiles (relative), and where that was read."""
+    if db_path is not None:
+        return {str(p.relative_to(app)) for p, _ in units}, f"{Path(db_path).name} lists it"
+    build = read_app_build(app)
+    if build is None or not build.sources:
+        return None, "no build file naming the sources"
+    return set(build.sources), f"{build.source}'s default goal" if build.source != "CMakeLists.txt" else \
+        "CMakeLists.txt's targets"
 
 
 def build_files_json(app: Path) -> dict | None:
@@ -239,6 +265,9 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
         log(f"left out {o['kernel']} ({o['file']}:{o['line']}): {o['reason']}")
     kernels, calls, values = _merge(parsed)
     _link(kernels, parsed)
+    direct, how = _built_sources(app, units, db_path)
+    for line in mark_definitions(kernels, built_files(direct, results), how, _kernel_id):
+        log(line)
     macros = values["macros"]
     if not kernels:
         why = ""
@@ -288,6 +317,7 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
         "tolerated": [{**_file_report(r), "stubbed_includes": r.get("stubbed_includes", [])} for r in tolerated],
         "over_budget": over_budget,
         "build_files": build_files_json(app) if db_path is None else None,
+        "app_build": _app_build_json(app) if db_path is None else None,
         "kernels": [_finish(k, hashes) for k in sorted(kernels, key=lambda k: k["rank"])],
         "host_calls": host_calls,
         "host_constants": values["host_constants"],
@@ -304,6 +334,11 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
 _CLOSURE_LISTS = ("device_functions", "types", "typedefs", "enums", "globals", "macros")
 #: a definition brought from another file goes after every header member and before the kernel's own file
 _LINKED_ORDER = 1 << 19
+
+
+def _app_build_json(app: Path) -> dict | None:
+    build = read_app_build(app)
+    return build.to_json() if build is not None else None
 
 
 def _link(kernels: list[dict], results: list[dict]) -> None:
@@ -379,5 +414,5 @@ def _finish(k: dict, hashes: FileHashes) -> dict:
     order = ["id", "name", "qualified_name", "rank", "score", "share", "file", "start_byte", "end_byte",
              "start_line", "end_line", "signature", "is_template", "template_params", "instantiations", "params",
              "attributes", "shared_memory", "features", "loop_depth", "launch_sites", "closure", "files",
-             "rank_detail", "usr"]
+             "rank_detail", "definition", "not_built", "usr"]
     return {key: k[key] for key in order if key in k}
