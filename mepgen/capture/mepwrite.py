@@ -235,9 +235,12 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
         todo.append({"field": "launch", "reason": f"the application launched with thread-block clusters "
                      f"{manifest['cluster']}; the MEP's <<<>>> launch has none"})
     build = build_config(inventory, kernel, set(), detect_gpu)
-    if str(inventory.get("flags_source", "")).startswith("defaults"):
+    tu = next((t for t in inventory.get("translation_units", []) if t["file"] == kernel["file"]), {})
+    from ..mep.buildcfg import kept_flags
+    if str(inventory.get("flags_source", "")).startswith("defaults") and not kept_flags(tu.get("nvcc_args", [])):
         notes.append("build flags: the application's compile commands were not known to `mepgen extract` (no "
-                     "compile_commands.json), so the MEP builds with mepgen's defaults; a kernel the application "
+                     "compile_commands.json, no nvcc option in its build files), so the MEP builds with mepgen's "
+                     "defaults; a kernel the application "
                      "builds with other flags (-use_fast_math, another -O) may not reproduce its output bit for bit: "
                      "extract with -p compile_commands.json")
     flags = list(build.nvcc_flags) + [f for f in include_flags(inventory, kernel, app_root) if f not in build.nvcc_flags]

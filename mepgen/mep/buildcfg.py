@@ -1,6 +1,7 @@
 """The MEP's build section: the application's nvcc flags that matter for the kernel, and the target arch.
 
-Flags come from the kernel file's compile command (compile_commands.json, via the inventory). What would
+Flags come from the kernel file's compile command (compile_commands.json, else the nvcc options of the
+Makefile's or CMake's CUDA compile, extract/appbuild.py, via the inventory). What would
 break or not matter in a one-file standalone build is dropped: output and dependency options, include
 folders inside the application (kernel.cu copies what it uses from there; folders outside it are kept), host-compiler pass-through, and the arch flags (the arch is chosen
 once, below, and stored in build.arch).
@@ -24,6 +25,13 @@ _DROP_PREFIX = ("-o", "-M", "-I", "-isystem", "-D", "-U", "-std", "-arch", "--gp
                 "--generate-code", "-code", "--gpu-code", "-Xcompiler", "--compiler-options", "-ccbin",
                 "--compiler-bindir", "-include", "-x", "-L", "-l", "-W")
 _DROP = {"-c", "--compile", "-dc", "-rdc=true", "--relocatable-device-code=true", "-shared", "-fPIC"}
+#: options whose value is the next word and that change the kernel's code: kept with their value
+_KEEP_WITH_VALUE = {"-Xptxas", "--ptxas-options", "-maxrregcount", "--maxrregcount", "-default-stream",
+                    "--default-stream", "-diag-suppress", "--diag-suppress", "-Xcudafe", "-fmad", "--fmad", "-ftz",
+                    "--ftz", "-prec-div", "--prec-div", "-prec-sqrt", "--prec-sqrt"}
+#: options whose value is the next word and that do not matter to one kernel's build: dropped with their value
+_DROP_WITH_VALUE = {"-t", "--threads", "-Xnvlink", "--nvlink-options", "-Xarchive", "--keep-dir", "-odir", "-rdc",
+                    "--relocatable-device-code", "-MF", "-MT", "-MQ"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -53,17 +61,26 @@ def arch_from_flags(args: list[str]) -> str | None:
 
 def kept_flags(args: list[str]) -> list[str]:
     """The nvcc options of a compile command that belong in a standalone kernel build."""
-    out, skip = [], False
+    out, skip, keep_next = [], False, False
     for a in args:
+        if keep_next:
+            keep_next = False
+            out.append(a)
+            continue
         if skip:
             skip = False
             continue
-        if a in _WITH_VALUE:
+        if a in _KEEP_WITH_VALUE:
+            keep_next = True
+            out.append(a)
+            continue
+        if a in _WITH_VALUE or a in _DROP_WITH_VALUE:
             skip = True
             continue
         if a in _DROP or a.startswith(_DROP_PREFIX) or not a.startswith("-"):
             continue
-        out.append(a)
+        if a not in out or a.startswith(("-Xptxas", "--ptxas-options")):
+            out.append(a)
     return out
 
 
