@@ -230,6 +230,11 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
             c["value"] = bytes_expression(f"decltype({mc['name']})", raw)
         constants.append(c)
 
+    if kernel.get("unreadable"):
+        todo.append({"field": "kernel", "reason": f"extract could not read the kernel ({kernel['unreadable']}): the "
+                     "launch, its arguments and data are the capture's, but kernel.cu comes from a parse with an "
+                     "error in it; fix what the parse lacks (or the source), `mepgen extract` again, then "
+                     f"`mepgen capture {kernel['qualified_name']} --use`"})
     grid, block = manifest["grid"], manifest["block"]
     if any(manifest.get("cluster") or []):
         todo.append({"field": "launch", "reason": f"the application launched with thread-block clusters "

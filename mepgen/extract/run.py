@@ -248,6 +248,13 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
     for r in results:
         errors = [d for d in r["diagnostics"] if d["severity"] in ("error", "fatal")]
         in_kernels = [d for d in errors if d.get("in_kernel", True)]
+        if in_kernels and _mark_unreadable(r, in_kernels):
+            parsed.append(r)            # its other kernels stand; the ones holding an error say so
+            for k in r["kernels"]:
+                if k.get("unreadable"):
+                    log(f"could not read {k['qualified_name']} ({k['file']}:{k['start_line']}): {k['unreadable']}; "
+                        "the other kernels of the file are kept")
+            continue
         (skipped if in_kernels else parsed).append(r)
         if in_kernels:
             first = in_kernels[0]
@@ -265,6 +272,14 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
         log(f"left out {o['kernel']} ({o['file']}:{o['line']}): {o['reason']}")
     kernels, calls, values = _merge(parsed)
     _link(kernels, parsed)
+    known = {(k["file"], k["start_byte"]) for k in kernels}
+    for k in _unreadable_kernels(skipped):
+        if (k["file"], k["start_byte"]) not in known:
+            known.add((k["file"], k["start_byte"]))
+            k["id"] = _kernel_id(k["qualified_name"])
+            if any(x["qualified_name"] == k["qualified_name"] for x in kernels):
+                k["id"] += f"@{Path(k['file']).stem}.{k['start_line']}"
+            kernels.append(k)
     direct, how = _built_sources(app, units, db_path)
     for line in mark_definitions(kernels, built_files(direct, results), how, _kernel_id):
         log(line)
@@ -381,6 +396,36 @@ def _link(kernels: list[dict], results: list[dict]) -> None:
             c[key].sort(key=lambda x: tuple(x.get("order", [0, x.get("start_byte", 0)])))
 
 
+def _mark_unreadable(r: dict, in_kernels: list[dict]) -> bool:
+    """Mark each kernel whose own text or closure holds a parse error `unreadable` (the first such error); True
+    when the file's other kernels stand. False (the file is skipped) when an error lies in no one kernel's text
+    (a command-line error, a record parsed before errors were attributed: nothing is marked) or every kernel
+    holds one (each is marked: see _unreadable_kernels)."""
+    hit: dict[str, dict] = {}
+    for d in in_kernels:
+        if not d.get("kernels"):
+            return False
+        for usr in d["kernels"]:
+            hit.setdefault(usr, d)
+    for k in r["kernels"]:
+        d = hit.get(k["usr"])
+        if d is not None:
+            k["unreadable"] = f"{d['file']}:{d['line']}: {d['message']}"
+    return bool(r["kernels"]) and not all(k["usr"] in hit for k in r["kernels"])
+
+
+def _unreadable_kernels(skipped: list[dict]) -> list[dict]:
+    """The kernels of skipped files (every kernel there holds a parse error), each marked `unreadable`: no MEP
+    comes from them, but `mepgen capture` can record their launches (their launch sites, calls and macros are
+    not used: the file did not parse)."""
+    out = []
+    for r in skipped:
+        for k in r["kernels"]:
+            if k.get("unreadable"):
+                out.append({**k, "launch_sites": [], "instantiations": []})
+    return out
+
+
 def _file_report(r: dict) -> dict:
     """A parsed file with errors, for the inventory: its error count and first diagnostics, those inside a
     kernel or its closure (the reason a file is skipped) first."""
@@ -414,5 +459,5 @@ def _finish(k: dict, hashes: FileHashes) -> dict:
     order = ["id", "name", "qualified_name", "rank", "score", "share", "file", "start_byte", "end_byte",
              "start_line", "end_line", "signature", "is_template", "template_params", "instantiations", "params",
              "attributes", "shared_memory", "features", "loop_depth", "launch_sites", "closure", "files",
-             "rank_detail", "definition", "not_built", "usr"]
+             "rank_detail", "definition", "not_built", "unreadable", "usr"]
     return {key: k[key] for key in order if key in k}

@@ -94,6 +94,12 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
             if failed is None:
                 raise MepgenError(why)
             failed.append(Failed(k["id"], why))
+        elif k.get("unreadable"):       # a parse error inside it (extract/run.py): nothing static to complete from
+            why = (f"extract could not read {k['qualified_name']} ({k['unreadable']}): no MEP from static completion; "
+                   f"`mepgen capture {k['qualified_name']} -- ./app ARGS` can still record its launches")
+            if failed is None:
+                raise MepgenError(why)
+            failed.append(Failed(k["id"], why))
         elif bad:
             why = f"{k['qualified_name']} uses {', '.join(bad)}, which an MEP cannot reproduce yet"
             if failed is None:
