@@ -35,7 +35,8 @@ def _wide(expr: str, sizes) -> str:
 
 def render_harness(spec: Spec) -> str:
     """harness.cu; every expression of mep.yaml with its size symbols spelled as the build defines them."""
-    return _render_harness(_built_terms(spec))
+    from .harness_names import guard_names
+    return guard_names(_render_harness(_built_terms(spec)), spec)
 
 
 def _built_terms(spec: Spec) -> Spec:
