@@ -119,3 +119,25 @@ def test_the_mep_builds_with_the_applications_flags(tmp_path):
     assert "--maxrregcount" in cmd and "48" in cmd
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=r.path)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_text_functions_of_the_makefile_are_expanded(tmp_path):
+    """Lists of sources and arch flags made with $(wildcard), $(patsubst), $(addprefix): read, not left empty
+    (an empty `-gencode arch=compute_,code=sm_` broke the patch's validation compile)."""
+    app = _write(tmp_path / "app", {
+        "src/damp.cu": KERNEL, "src/unused_notes.txt": "",
+        "Makefile": """
+            ARCH ?= sm_80
+            SM := $(patsubst sm_%,%,$(ARCH))
+            SRCS := $(wildcard src/*.cu)
+            OBJS := $(addprefix obj/,$(notdir $(SRCS:.cu=.o)))
+            FLAGS = -O2 -gencode arch=compute_$(SM),code=sm_$(SM) $(shell echo never-run)
+            all: bin/damp
+            bin/damp: $(OBJS)
+            \tnvcc $(FLAGS) $^ -o $@
+            obj/%.o: src/%.cu
+            \tnvcc $(FLAGS) -c $< -o $@
+        """})
+    build = read_app_build(app)
+    assert build.sources == ["src/damp.cu"]
+    assert build.nvcc_options == ["-O2", "-gencode", "arch=compute_80,code=sm_80"]
