@@ -153,3 +153,16 @@ def test_capture_all_records_only_the_definition_the_binary_runs(tmp_path, monke
     choices, refused = _definitions(Workspace(app), inv, names, ["./absent"], choose_kernel, lambda m: None)
     assert choices == [] and len(refused) == 2 and all("one.cu" in r["reason"] and "two.cu" in r["reason"]
                                                        for r in refused)
+
+
+def test_a_launched_kernel_is_never_called_unlaunched_for_want_of_instantiations():
+    """Two targets of one name (two definitions): the second gets no launch, and it must not read as
+    "never launched; its instantiations that did: relax"."""
+    from types import SimpleNamespace
+    from mepgen.capture.launcher import AppRun, explain_failure
+    run = AppRun(["./app"], 0, 0.1, [{"targets": [{"matched": 1, "captured": True}, {"matched": 0}],
+                                      "seen": {"relax(float*, int)": 3}}])
+    plan = SimpleNamespace(choice=SimpleNamespace(kernel={"qualified_name": "relax", "is_template": False},
+                                                  display="relax"), longest=False, launch=0, after_ms=None)
+    why = explain_failure(run, plan, 1)
+    assert "never launched" not in why and "launched (3 time(s))" in why
