@@ -166,3 +166,20 @@ def test_a_launched_kernel_is_never_called_unlaunched_for_want_of_instantiations
                                                   display="relax"), longest=False, launch=0, after_ms=None)
     why = explain_failure(run, plan, 1)
     assert "never launched" not in why and "launched (3 time(s))" in why
+
+
+def test_a_second_program_built_by_another_target_is_not_a_leftover(tmp_path):
+    """`make` builds `app`; `make app_old` builds the other file: both are compiled by the build, so neither
+    definition is dropped, and the name is refused until the binary tells them apart."""
+    app = _write(tmp_path / "app", {"one.cu": BODY_2D + MAIN, "two.cu": BODY_1D + MAIN, "Makefile": """
+        app: one.cu
+        \t$(NVCC) -O3 one.cu -o app
+        app_old: two.cu
+        \t$(NVCC) -O3 two.cu -o app_old
+    """})
+    inv = extract(app, ExtractOptions(jobs=1))
+    twins = [k for k in inv["kernels"] if k["qualified_name"] == "relax"]
+    assert len(twins) == 2 and not any(k.get("not_built") for k in twins)
+    assert all(k["definition"]["reason"] == "the build compiles 2 of them" for k in twins)
+    with pytest.raises(MepgenError):
+        find_kernel(inv, "relax")

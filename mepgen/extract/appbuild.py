@@ -4,8 +4,9 @@ Two questions the MEP depends on, without compile_commands.json:
 
 - **which sources the build compiles**: a folder may hold leftover variants that define the same kernels as the
   built file (one indexes 2D, the other 1D); the MEP must come from the definition the binary runs. A Makefile's
-  default goal names its sources (as prerequisites, `main: main.cu kernels.cu`, or as objects a rule builds from
-  a source, `main: main.o` with `%.o: %.cu`, or in its recipes); a CMakeLists.txt names them in
+  rules name their sources (as prerequisites, `main: main.cu kernels.cu`, or as objects a rule builds from a
+  source, `main: main.o` with `%.o: %.cu`, or in the recipes that run nvcc): a file no rule names is a leftover
+  (a second program of the folder, built by another target, is not); a CMakeLists.txt names them in
   `add_executable`/`add_library`/`cuda_add_executable`. Files those sources `#include` are compiled too (a `.cu`
   included by the built one), which the parse knows (extract/run.py adds them).
 - **the nvcc options** of the commands that compile CUDA (`$(NVCC) $(FLAGS) -c $< -o $@`, flags from included
@@ -80,23 +81,30 @@ def _from_makefile(path: Path, app: Path) -> AppBuild:
         for r in by_target.get(t, []):
             goal_rules.append(r)
             todo += r[1]
-        if t not in by_target:          # an object a pattern rule builds: `x.o` from `x.cu`
-            _add_source(out, _from_pattern(t, patterns, base), app)
-    for t in seen:
-        _add_source(out, base / t, app)
-    commands: list[tuple[list[str], bool]] = []      # (words, from a pattern rule)
-    for rules, pattern in ((goal_rules, False), (patterns, True)):
-        for targets, prereqs, recipe in rules:
+    # the sources: what any rule compiles (a second program of the folder, `make other`, is built too; a file
+    # no rule names is a leftover); the options: those of the default goal's commands and the pattern rules
+    for targets, prereqs, _ in ordinary:
+        for t in [*targets, *prereqs]:
+            _add_source(out, base / t, app)
+            if t not in by_target:          # an object a pattern rule builds: `x.o` from `x.cu`
+                _add_source(out, _from_pattern(t, patterns, base), app)
+    goal = {id(r) for r in goal_rules}
+    commands: list[tuple[list[str], bool]] = []      # (words, from a pattern rule) of the default goal
+    for rules, pattern in ((ordinary, False), (patterns, True)):
+        for r in rules:
+            targets, prereqs, recipe = r
             for line in recipe:
                 text = _automatic(line, targets, prereqs, pattern)
                 for cmd in _SHELL_SEP.split(make.expand(text).lstrip("@-+ ")):
                     words = _words(cmd)
-                    if words:
+                    if not words:
+                        continue
+                    if pattern or id(r) in goal:
                         commands.append((words, pattern))
-                        if not pattern:
-                            for w in words[1:]:
-                                if not w.startswith("-"):
-                                    _add_source(out, base / w, app)
+                    if not pattern and _is_nvcc(words[0]):
+                        for w in words[1:]:
+                            if not w.startswith("-"):
+                                _add_source(out, base / w, app)
     _nvcc_options(out, commands, base, app)
     return out
 
@@ -151,7 +159,11 @@ def _words(cmd: str) -> list[str]:
 
 
 def _is_nvcc(word: str) -> bool:
-    return Path(word.replace(_UNDEFINED, "")).name in ("nvcc", "nvcc.exe")
+    """nvcc, by path or through a variable the build files leave undefined (`$(NVCC)` from the environment)."""
+    undefined = re.findall(f"{_UNDEFINED}(.*?){_UNDEFINED}", word)
+    if undefined and word.replace(_UNDEFINED, "") == "".join(undefined):
+        return any("NVCC" in n.upper() or "CUDACC" in n.upper() for n in undefined)
+    return Path(re.sub(f"{_UNDEFINED}.*?{_UNDEFINED}", "", word)).name in ("nvcc", "nvcc.exe")
 
 
 def _nvcc_options(out: AppBuild, commands: list[tuple[list[str], bool]], base: Path, app: Path) -> None:
