@@ -141,3 +141,22 @@ def test_text_functions_of_the_makefile_are_expanded(tmp_path):
     build = read_app_build(app)
     assert build.sources == ["src/damp.cu"]
     assert build.nvcc_options == ["-O2", "-gencode", "arch=compute_80,code=sm_80"]
+
+
+def test_an_arch_this_nvcc_no_longer_builds_is_not_the_meps(monkeypatch):
+    """An old application's `-arch sm_20` (nvcc 13 starts at sm_75): the MEP takes the default, not a build that
+    cannot start; of several -gencode targets the newest this nvcc knows."""
+    from mepgen.mep import buildcfg
+    monkeypatch.setattr(buildcfg, "supported_archs", lambda: frozenset({75, 80, 86, 90, 100}))
+    assert buildcfg.arch_from_flags(["-arch", "sm_20"]) is None
+    assert buildcfg.arch_from_flags(["-gencode", "arch=compute_60,code=sm_60", "-gencode",
+                                     "arch=compute_80,code=sm_80"]) == "sm_80"
+    assert buildcfg.arch_from_flags(["-arch=sm_90a"]) == "sm_90a"
+    inv = {"translation_units": [{"file": "k.cu", "nvcc_args": ["-arch", "sm_20", "-O2"]}], "app_root": "/x"}
+    b = build_config(inv, {"file": "k.cu"}, set(), detect_gpu=False)
+    assert b.arch == buildcfg.DEFAULT_ARCH and b.nvcc_flags == ["-O2"]
+    assert "older than this nvcc supports" in buildcfg.arch_source(inv, {"file": "k.cu"}, b.arch, detect_gpu=False)
+
+
+def test_host_compiler_options_go_with_their_value():
+    assert kept_flags(["--compiler-options", "-fno-strict-aliasing", "-Xcompiler", "-fopenmp", "-O2"]) == ["-O2"]
