@@ -24,7 +24,8 @@ _WITH_VALUE = {"-o", "-MF", "-MT", "-MQ", "-I", "-isystem", "-include", "-Xcompi
 _DROP_PREFIX = ("-o", "-M", "-I", "-isystem", "-D", "-U", "-std", "-arch", "--gpu-architecture", "-gencode",
                 "--generate-code", "-code", "--gpu-code", "-Xcompiler", "--compiler-options", "-ccbin",
                 "--compiler-bindir", "-include", "-x", "-L", "-l", "-W")
-_DROP = {"-c", "--compile", "-dc", "-rdc=true", "--relocatable-device-code=true", "-shared", "-fPIC"}
+_DROP = {"-c", "--compile", "-dc", "-rdc=true", "--relocatable-device-code=true", "-shared", "-fPIC", "-dlink",
+         "--device-link", "-lib", "--lib", "-link", "--link", "-Werror", "-fopenmp", "-pthread", "-m64"}
 #: options whose value is the next word and that change the kernel's code: kept with their value
 _KEEP_WITH_VALUE = {"-Xptxas", "--ptxas-options", "-maxrregcount", "--maxrregcount", "-default-stream",
                     "--default-stream", "-diag-suppress", "--diag-suppress", "-Xcudafe", "-fmad", "--fmad", "-ftz",
@@ -33,7 +34,8 @@ _KEEP_WITH_VALUE = {"-Xptxas", "--ptxas-options", "-maxrregcount", "--maxrregcou
 _DROP_WITH_VALUE = {"-t", "--threads", "-Xnvlink", "--nvlink-options", "-Xarchive", "--keep-dir", "-odir", "-rdc",
                     "--relocatable-device-code", "-MF", "-MT", "-MQ", "--compiler-options", "--linker-options",
                     "--generate-code", "--output-file", "--include-path", "--define-macro", "--undefine-macro",
-                    "--pre-include", "--library", "--library-path", "--dependency-output", "-isystem", "-iquote"}
+                    "--pre-include", "--library", "--library-path", "--dependency-output", "-isystem", "-iquote",
+                    "-cudart", "--cudart", "-cudadevrt", "--cudadevrt", "-Xlinker", "-L", "-l"}
 
 
 @functools.lru_cache(maxsize=1)
