@@ -4,7 +4,9 @@ For each application (a copy in a temporary folder; the corpus is never copied i
 `mepgen extract` then `mepgen mep --all`, and for every MEP with no todo, the two builds the evaluator runs:
 - native: the harness with kernel.cu (mepbuild.nvcc_command, with -c: the object, no link);
 - pycuda: the entry file with kernel.cu into a cubin (evaluate/pycuda_entry.entry_source, nvcc -cubin).
-Records per MEP whether each compiled and nvcc's first error line, and per suite the counts.
+Records per MEP whether each compiled and nvcc's first error line, which backend `--backend auto` takes (native
+where the MEP holds what the pycuda entry cannot: evaluate/devices.pycuda_unsupported) and whether that one
+builds, and per suite the counts.
 
     python3 bench/mep_both_backends.py --suite rodinia=/work/corpus/rodinia/cuda \
         --suite hecbench=/work/corpus/hecbench/src:-cuda:17 --out /tmp/sweep.json [--jobs 2]
@@ -59,7 +61,11 @@ def build_both(mep_dir: Path) -> dict:
         cubin = [mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), f"-I{mep_dir}", "-cubin", str(entry),
                  "-o", str(tmp / "k.cubin")]
         ok_p, err_p = _compile(cubin, mep_dir)
-    return {"complete": True, "native": ok_n, "native_error": err_n, "pycuda": ok_p, "pycuda_error": err_p}
+    from mepgen.evaluate.devices import pycuda_unsupported
+    why = pycuda_unsupported(spec)       # `auto` takes native for these, and says why (evaluate/devices.py)
+    auto_ok = ok_n if why or spec.chain or spec.buffers else ok_p
+    return {"complete": True, "native": ok_n, "native_error": err_n, "pycuda": ok_p, "pycuda_error": err_p,
+            "auto": "native" if why or spec.chain or spec.buffers else "pycuda", "auto_why": why, "auto_ok": auto_ok}
 
 
 def one_app(src: Path, work: Path) -> dict:
@@ -108,6 +114,7 @@ def summary(results: dict) -> dict:
         out[suite] = {"apps": len(apps), "meps": len(meps), "complete": len(done),
                       "native": sum(m["native"] for m in done), "pycuda": sum(m["pycuda"] for m in done),
                       "both": sum(m["native"] and m["pycuda"] for m in done),
+                      "auto_builds": sum(bool(m.get("auto_ok")) for m in done),
                       "apps_failed": sum(1 for a in apps if a.get("error"))}
     return out
 
