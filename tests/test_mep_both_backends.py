@@ -1,7 +1,8 @@
 """Every complete MEP builds on both backends: the native harness and the pycuda entry (a cubin).
 
 Four idioms that built in the application but not in its MEP: an `extern __shared__` array declared at file
-scope, a device function whose text starts inside an `#if` of the application (its `#endif` came without the
+scope, a `__device__` array with a brace initializer (its `;` lies outside its extent), a device function whose
+text starts inside an `#if` of the application (its `#endif` came without the
 `#if`: "#endif without #if"), a kernel with no parameters (a zero-sized layout array in the pycuda entry), and
 application macros named like the harness's own names (`block`, `p`, `check(x)`: "expected an identifier").
 """
@@ -35,6 +36,9 @@ SOURCE = """
     #define LEN 2048
     extern __shared__ real staged[];
     __device__ int calls;
+    __device__ const real weights[3] = {
+      0.25, 0.5, 0.25}
+    ;
     __global__ void shift(real *v, int n) {
       int i = blockIdx.x * blockDim.x + threadIdx.x;
       staged[threadIdx.x] = i < n ? v[i] : 0;
@@ -51,7 +55,7 @@ SOURCE = """
     }
     __global__ void grown(real *v, int n) {
       int i = blockIdx.x * blockDim.x + threadIdx.x;
-      if (i < n) v[i] = grow(v[i]);
+      if (i < n) v[i] = grow(v[i]) * weights[i % 3];
     }
     __global__ void count_calls() { if (threadIdx.x == 0) atomicAdd(&calls, 1); }
     int main() {

@@ -173,7 +173,10 @@ def render_kernel_file(app_root: Path, kernel: dict, spec: Spec, feeders: list[d
                 out += ["", f"#if defined({size_macro(name)})", f"#define {name} {size_macro(name)}",
                         f"#elif !defined({name})", f'#line {line} "{path}"', f"#define {text}", "#endif"]
             continue
-        if not text.rstrip().endswith((";", "}")) or cat in ("types", "enums") and not text.rstrip().endswith(";"):
+        # a declaration's extent stops before its `;`: a variable with a brace initializer (`= {1.0, ...}`) ends
+        # with `}` and needs it as much as a struct does
+        if not text.rstrip().endswith((";", "}")) or cat in ("types", "enums", "globals") and \
+                not text.rstrip().endswith(";"):
             text += ";"
         out += ["", *_balanced(f'#line {line} "{path}"', _wrap(text, m.get("namespaces", [])))]
     done_kernels = set()
