@@ -118,3 +118,18 @@ def test_a_file_whose_only_kernel_is_unreadable_still_lists_it_for_the_capture(t
     w = write_captured_mep(ws, inv, k, m, detect_gpu=False)
     assert len(w.todo) == 1 and w.todo[0].startswith("kernel: extract could not read the kernel")
     assert w.spec.launch.grid == ["1"] and w.spec.params[1].value == "128"     # the capture's values stand
+
+
+def test_bfloat16_bit_casts_and_pair_atomics_parse(tmp_path):
+    app = _app(tmp_path, """
+        #include <cuda_bf16.h>
+        __global__ void bump_pairs(__nv_bfloat16 *acc, int n) {
+          int t = blockIdx.x * blockDim.x + threadIdx.x;
+          if (t >= n) return;
+          __nv_bfloat162 one {__ushort_as_bfloat16((unsigned short)0x3f80U), __short_as_bfloat16(0)};
+          atomicAdd(reinterpret_cast<__nv_bfloat162 *>(acc) + t, one);
+          acc[0] = __ushort_as_bfloat16(__bfloat16_as_ushort(acc[0]));
+        }
+    """)
+    inv = extract(app, ExtractOptions(jobs=1))
+    assert [k["name"] for k in inv["kernels"]] == ["bump_pairs"] and not inv["kernels"][0].get("unreadable")
