@@ -140,7 +140,8 @@ def _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, c
     if not sizes and not force and mep_dir.exists():
         given = writer.origin(mep_dir)["sizes"]      # sizes a person gave with --size stay until --force
         if given:
-            log(f"{k['qualified_name']}: the sizes given before stay ({', '.join(f'{n}={v}' for n, v in given.items())})")
+            shown = ", ".join(f"{n}={v}" for n, v in given.items())
+            log(f"{k['qualified_name']}: the sizes given before stay ({shown})")
             sizes = given
     backup = writer.guard_overwrite(mep_dir, force) if mep_dir.exists() else None
     symbols = chains.Symbols()

@@ -186,7 +186,8 @@ def render_kernel_file(app_root: Path, kernel: dict, spec: Spec, feeders: list[d
         done_kernels.add((f["file"], f["start_byte"]))
         out += ["", f"// the chain: {f['qualified_name']} runs before the target (mep.yaml `chain`)",
                 *_balanced(f'#line {f["start_line"]} "{(app_root / f["file"]).resolve()}"',
-                           _wrap(source(f["file"], f["start_byte"], f["end_byte"]), f["qualified_name"].split("::")[:-1]))]
+                           _wrap(source(f["file"], f["start_byte"], f["end_byte"]),
+                                 f["qualified_name"].split("::")[:-1]))]
     kernel_text = source(kernel["file"], kernel["start_byte"], kernel["end_byte"])
     namespaces = kernel["qualified_name"].split("::")[:-1]
     out += ["", *_balanced(f'#line {kernel["start_line"]} "{(app_root / kernel["file"]).resolve()}"',
