@@ -183,3 +183,27 @@ def test_a_second_program_built_by_another_target_is_not_a_leftover(tmp_path):
     assert all(k["definition"]["reason"] == "the build compiles 2 of them" for k in twins)
     with pytest.raises(MepgenError):
         find_kernel(inv, "relax")
+
+
+@pytest.mark.gpu
+def test_a_real_capture_records_the_definition_the_binary_runs_and_ready_keeps_it(tmp_path):
+    """On a GPU: the binary built from one.cu runs; `capture --all --use` records one.cu's relax (told apart by
+    the binary), refuses two.cu's, and `mepgen ready` afterwards keeps the captured MEP."""
+    import json
+    from conftest import run_mepgen
+    app = _write(tmp_path / "app", {"one.cu": BODY_2D + MAIN, "two.cu": BODY_1D + MAIN})
+    r = subprocess.run(["nvcc", "-O3", "one.cu", "-o", "runme"], cwd=app, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert run_mepgen("extract", app).returncode == 0
+    r = run_mepgen("capture", "--all", "--use", "--json", "-C", app, "--", app / "runme")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    captured = [o for o in out if o["outcome"] == "captured"]
+    assert len(captured) == 1 and captured[0]["complete"], out
+    assert "one.cu" in (Path(captured[0]["mep"]) / "mep.yaml").read_text()
+    refused = [o for o in out if o["outcome"] == "refused"]
+    assert len(refused) == 1 and "not the definition the application runs" in refused[0]["reason"]
+    before = (Path(captured[0]["mep"]) / "mep.yaml").read_bytes()
+    r = run_mepgen("ready", "--json", "-C", app)
+    kept = [k for k in json.loads(r.stdout)["kernels"] if k["origin"] == "capture"]
+    assert len(kept) == 1 and (Path(captured[0]["mep"]) / "mep.yaml").read_bytes() == before
