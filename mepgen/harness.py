@@ -13,6 +13,7 @@ import jinja2
 
 from . import mepbuild, perturb
 from .datagen import const_file_name
+from .harness_names import guard_names
 from .spec import DTYPES, PLACEMENT_SPAN, Spec, is_fed
 from .templating import template_loader
 
@@ -36,7 +37,7 @@ def _wide(expr: str, sizes) -> str:
 
 def render_harness(spec: Spec) -> str:
     """harness.cu; every expression of mep.yaml with its size symbols spelled as the build defines them."""
-    return _render_harness(_built_terms(spec))
+    return guard_names(_render_harness(_built_terms(spec)), spec)
 
 
 def _built_terms(spec: Spec) -> Spec:

@@ -29,6 +29,22 @@ def load(path: Path) -> dict:
     return data
 
 
+def one_definition(name: str, same: list[dict]) -> dict:
+    """Of the kernels one name matches, the definition the application's build compiles (extract/definitions.py
+    marks the others `not_built`); definitions mepgen cannot tell apart are refused with the candidates listed,
+    never picked. Overloads (other parameter types) keep the first, as before."""
+    built = [k for k in same if not k.get("not_built")]
+    if len(built) == 1 or not built:
+        return (built or same)[0]
+    twins = [k for k in built if k.get("definition", {}).get("ambiguous")]
+    if len(twins) > 1:
+        shown = ", ".join(f"{k['id']} ({k['file']}:{k['start_line']})" for k in twins)
+        raise MepgenError(f"kernel '{name}' has {len(twins)} definitions and mepgen cannot tell which one the "
+                          f"application runs ({twins[0]['definition'].get('reason', '')}): {shown}; name one by its "
+                          "id, or let `mepgen capture` tell them apart by the application's binary")
+    return built[0]
+
+
 def kernel_key(kernel: dict) -> str:
     """The name a user types for a kernel: its qualified name (unique within an inventory)."""
     return kernel["qualified_name"]

@@ -11,7 +11,7 @@ import difflib
 from pathlib import Path
 
 from .errors import MepgenError
-from .inventory import load
+from .inventory import load, one_definition
 from .workspace import Workspace
 
 
@@ -31,6 +31,11 @@ def resolve(kernels: list[dict], name: str, where: str = "the inventory") -> dic
         return by_id[0]
     for field in ("qualified_name", "name"):
         found = [k for k in kernels if k[field] == name]
+        if len(found) > 1:      # several definitions: the one the build compiles (extract/definitions.py), if known
+            built = [k for k in found if not k.get("not_built")]
+            if len({k["qualified_name"] for k in built}) == 1 and any(k.get("definition") for k in found):
+                return one_definition(name, found)
+            found = built or found
         if len(found) == 1:
             return found[0]
         if found:

@@ -8,6 +8,11 @@ says of each kernel:
 - cannot: no MEP (the reason: an unsupported feature, no launch site mepgen can read, a budget exceeded...).
 
 Files that did not parse where a kernel lives are listed as well: their kernels are not in the inventory.
+
+`ready` reports and never overwrites: a MEP written by `mepgen capture` (complete from a recorded launch), a
+mep.yaml a person edited and the sizes a person gave with `mepgen mep K --size` stay; each kernel says where its
+MEP came from (`origin`: capture, edited, sizes given, static). A MEP whose files would not change is not
+written again (its built binary stays).
 """
 from __future__ import annotations
 
@@ -36,11 +41,23 @@ class KernelOutcome:
     todo: list[dict] = field(default_factory=list)       # {"field", "reason", "kind"} (kind: todokind.py)
     reason: str | None = None                            # why it cannot
     internal: bool = False                               # the reason is a bug in mepgen
+    origin: str | None = None                            # capture | edited | sizes given | static (None: no MEP)
 
     def to_json(self) -> dict:
         return {"kernel": self.kernel, "id": self.id, "file": self.file, "line": self.line,
                 "outcome": self.outcome, "mep": self.mep, "todo": self.todo, "reason": self.reason,
-                "internal": self.internal}
+                "internal": self.internal, "origin": self.origin}
+
+
+def mep_origin(mep_dir: Path) -> str:
+    """Where an MEP folder's mep.yaml came from, in the words `ready` reports."""
+    from .mep import writer
+    o = writer.origin(mep_dir)
+    if o["by"] == "capture":
+        return "capture"
+    if writer.yaml_edited(mep_dir):
+        return "edited"
+    return "sizes given" if o["sizes"] else "static"
 
 
 def _inventory(app: Path | None, extract_opts, log):
@@ -103,9 +120,9 @@ def complete_all(ws: Workspace, inv: dict, log=lambda m: None, host: dict | None
             todo = [{"field": t.field, "reason": t.reason, "kind": t.kind or todo_kind(t.field, t.reason)}
                     for t in r.spec.todo]
             outcomes.append(KernelOutcome(**_base(k), outcome=NEEDS_PERSON if todo else READY, mep=str(r.path),
-                                          todo=todo))
+                                          todo=todo, origin=mep_origin(Path(r.path))))
             continue
-        f = by_failed.get(k["qualified_name"]) or by_failed.get(k["id"])
+        f = by_failed.get(k["id"]) or by_failed.get(k["qualified_name"])
         reason = f.reason if f else "the mep stage wrote no MEP and gave no reason"
         internal = bool(f and f.internal)
         outcomes.append(KernelOutcome(**_base(k), outcome=CANNOT,
@@ -147,11 +164,13 @@ def render_text(report: dict) -> str:
     out = [f"{'kernel':<{width}}  {'outcome':<14}  detail"]
     for r in rows:
         if r["outcome"] == READY:
-            detail = r["mep"]
+            detail = r["mep"] + (f" ({r['origin']})" if r.get("origin") and r["origin"] != "static" else "")
         elif r["outcome"] == NEEDS_PERSON:
             detail = "; ".join(f"{t['field']}: {t['reason']}" for t in r["todo"])
         else:
             detail = r["reason"] or ""
+        if r["outcome"] == NEEDS_PERSON and r.get("origin") not in (None, "static"):
+            detail = f"({r['origin']}) {detail}"
         out.append(f"{r['kernel']:<{width}}  {r['outcome']:<14}  {detail}")
     for f in report["files_not_understood"]:
         out.append(f"not understood: {f['file']} ({f['errors']} errors, first {f['first']}); its kernels are "
@@ -166,6 +185,10 @@ def render_text(report: dict) -> str:
     for f, why in (plain.get("not_parsed") or {}).items():
         out.append(f"not understood: {f} ({why}); values it holds were not read")
     s = report["summary"]
+    origins = [r.get("origin") for r in rows if r.get("origin")]
+    if origins:
+        out.append("MEPs: " + ", ".join(f"{origins.count(o)} {o}" for o in ("capture", "edited", "sizes given", "static")
+                                        if o in origins) + " (a captured or edited MEP, and sizes given, are kept)")
     out.append(f"{s['kernels']} kernels: {s[READY]} ready, {s[NEEDS_PERSON]} need a person, {s[CANNOT]} cannot"
                + (f" ({s['internal_errors']} internal errors)" if s["internal_errors"] else ""))
     out.append(f"flags: {report['flags_source']}")

@@ -53,7 +53,10 @@ def test_ready_reports_each_kernel_and_what_was_not_understood(tmp_path):
     assert by["fetch"]["mep"] is None and not by["fetch"]["internal"]
     assert [f["file"] for f in report["files_not_understood"]] == ["broken.cu"]
     assert "undeclared_thing" in report["files_not_understood"][0]["first"]
-    assert report["summary"] == {"kernels": 3, "ready": 1, "needs a person": 1, "cannot": 1, "internal_errors": 0}
+    # the broken file's kernel is listed, unreadable: no MEP, but a capture can still record its launches
+    assert by["lost"]["outcome"] == "cannot" and "could not read" in by["lost"]["reason"]
+    assert "mepgen capture" in by["lost"]["reason"]
+    assert report["summary"] == {"kernels": 4, "ready": 1, "needs a person": 1, "cannot": 2, "internal_errors": 0}
     assert report["extracted_now"] is True
 
 
@@ -66,7 +69,7 @@ def test_ready_text_names_fields_and_reasons_and_reuses_a_fresh_inventory(tmp_pa
     assert any(line.startswith("scale_add") and " ready " in line for line in lines)
     assert any(line.startswith("bump") and "needs a person" in line and "sizes." in line for line in lines)
     assert any("not understood: broken.cu" in line for line in lines)
-    assert "3 kernels: 1 ready, 1 need a person, 1 cannot" in r.output
+    assert "4 kernels: 1 ready, 1 need a person, 2 cannot" in r.output
     r = runner.invoke(main, ["ready", "-C", str(app), "--json"])
     assert json.loads(r.output)["extracted_now"] is False
 

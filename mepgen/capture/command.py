@@ -130,8 +130,8 @@ def _chosen_names(inv: dict, kernel: str | None, kernel_list: str | None, every:
     given = sum(x is not None and x is not False for x in (kernel, kernel_list, every or None))
     if given > 1:
         raise MepgenError("choose kernels one way: KERNEL, --kernels K1,K2 or --all")
-    if every:
-        return [k["qualified_name"] for k in inv["kernels"]]
+    if every:       # by id: two definitions of one kernel are two entries (told apart by the binary in _record)
+        return [k["id"] for k in inv["kernels"]]
     if kernel_list is not None:
         names = [n.strip() for n in kernel_list.split(",") if n.strip()]
         if not names:
@@ -147,8 +147,11 @@ def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_byte
 
     log = obj.log if obj is not None else (lambda msg, level=1: None)
     outcomes, plans = [], []
-    for n in names:
-        choice = choose_kernel(inv, n)
+    choices, refused = _definitions(ws, inv, names, command, choose_kernel, log)
+    outcomes += refused
+    if single and refused and not choices:
+        raise MepgenError(refused[0]["reason"])
+    for choice in choices:
         try:
             plans.append(make_plan(choice, Path("."), app_root=ws.app_root, launch=launch, after_ms=after_ms,
                                    max_bytes=max_bytes, exit_after=exit_after, longest=longest))
@@ -241,6 +244,43 @@ def gpu_times(run, t: int, raw_dir: Path) -> dict:
             hi = v[3] if hi is None else max(hi, v[3])
     every = {"launches": launches, "total_ms": total / 1e6, "min_ms": lo / 1e6, "max_ms": hi / 1e6} if launches else None
     return {"app_gpu_ms": gpu_ms, "app_gpu": every}
+
+
+def _definitions(ws, inv, names, command, choose_kernel, log) -> tuple[list, list[dict]]:
+    """The kernels to record, each the definition the application runs: a definition the build does not compile
+    is refused (extract/definitions.py), and definitions the build files could not tell apart are told apart by
+    the application's binary (capture/definition.py); those it cannot tell apart are all refused, the candidates
+    listed."""
+    from .definition import find_binary, resolve
+    from .names import KernelChoice
+    wanted = []
+    for n in names:
+        twins = [k for k in inv["kernels"] if k["qualified_name"] == n and k.get("definition", {}).get("ambiguous")]
+        wanted += [KernelChoice(k) for k in twins] if len(twins) > 1 else [choose_kernel(inv, n)]
+    choices, refused, groups = [], [], {}
+    for c in wanted:
+        k = c.kernel
+        if k.get("not_built"):
+            refused.append({"kernel": k["qualified_name"], "id": k["id"], "outcome": "refused",
+                            "reason": f"not the definition the application runs: {k['not_built']}"})
+        elif k.get("definition", {}).get("ambiguous"):
+            groups.setdefault(k["qualified_name"], []).append(c)
+        else:
+            choices.append(c)
+    binary = find_binary(command, Path.cwd()) if groups else None
+    for q, group in groups.items():
+        every = [x for x in inv["kernels"] if x["qualified_name"] == q and x.get("definition", {}).get("ambiguous")]
+        r = resolve(binary, ws.app_root, inv, every)
+        log(f"{q}: {r.reason}")
+        for c in {x.kernel["id"]: x for x in group}.values():
+            k = c.kernel
+            if r.chosen is not None and r.chosen["id"] == k["id"]:
+                choices.append(c)
+            else:
+                why = (f"not the definition the application runs: {r.reason}" if r.chosen is not None else
+                       f"cannot tell which definition the application runs, so none is recorded: {r.reason}")
+                refused.append({"kernel": k["qualified_name"], "id": k["id"], "outcome": "refused", "reason": why})
+    return choices, refused
 
 
 def _write_mep(ws, inv, kernel, manifest) -> dict:

@@ -139,6 +139,10 @@ def explain_failure(run: AppRun, plan: CapturePlan, t: int = 0) -> str:
         return f"the application launched no kernel at all{in_graphs}{crashed}"
     bases = {split_demangled(n)[0]: n for n in seen}
     same = [n for n in seen if split_demangled(n)[0] == q]
+    if same and not plan.choice.kernel.get("is_template"):
+        # the launches of this name were matched to another target: a second definition of the same kernel
+        return (f"{who} was launched ({sum(seen[n] for n in same)} time(s)), but its launches were recorded for "
+                "another definition of the same name in this run; the application runs one definition of it")
     if same:
         return (f"{who} never launched; its instantiations that did: {', '.join(sorted(same)[:4])}")
     close = difflib.get_close_matches(q, list(bases), n=3, cutoff=0.4)

@@ -237,14 +237,22 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
             c["value"] = bytes_expression(f"decltype({mc['name']})", raw)
         constants.append(c)
 
+    if kernel.get("unreadable"):
+        todo.append({"field": "kernel", "reason": f"extract could not read the kernel ({kernel['unreadable']}): the "
+                     "launch, its arguments and data are the capture's, but kernel.cu comes from a parse with an "
+                     "error in it; fix what the parse lacks (or the source), `mepgen extract` again, then "
+                     f"`mepgen capture {kernel['qualified_name']} --use`"})
     grid, block = manifest["grid"], manifest["block"]
     if any(manifest.get("cluster") or []):
         todo.append({"field": "launch", "reason": f"the application launched with thread-block clusters "
                      f"{manifest['cluster']}; the MEP's <<<>>> launch has none"})
     build = build_config(inventory, kernel, set(), detect_gpu)
-    if str(inventory.get("flags_source", "")).startswith("defaults"):
+    tu = next((t for t in inventory.get("translation_units", []) if t["file"] == kernel["file"]), {})
+    from ..mep.buildcfg import kept_flags
+    if str(inventory.get("flags_source", "")).startswith("defaults") and not kept_flags(tu.get("nvcc_args", [])):
         notes.append("build flags: the application's compile commands were not known to `mepgen extract` (no "
-                     "compile_commands.json), so the MEP builds with mepgen's defaults; a kernel the application "
+                     "compile_commands.json, no nvcc option in its build files), so the MEP builds with mepgen's "
+                     "defaults; a kernel the application "
                      "builds with other flags (-use_fast_math, another -O) may not reproduce its output bit for bit: "
                      "extract with -p compile_commands.json")
     flags = list(build.nvcc_flags) + [f for f in include_flags(inventory, kernel, app_root) if f not in build.nvcc_flags]
@@ -309,7 +317,7 @@ def write_captured_mep(ws, inventory: dict, kernel: dict, manifest: dict, *, det
     d, notes = captured_spec(inventory, kernel, manifest, static=static, detect_gpu=detect_gpu,
                              app_root=ws.app_root)
     spec = validate_dict(d, str(spec_path))
-    header = [f"MEP of {kernel['qualified_name']}, written by `mepgen capture` from launch {manifest['launch_index']} "
+    header = [f"MEP of {kernel['qualified_name']}, {writer.CAPTURE_MARK} from launch {manifest['launch_index']} "
               f"of the application ({'the longest' if manifest.get('selection') == 'longest' else 'by index'}):",
               "every value below is what that launch used; data: data/captured/ (manifest.json says what it holds).",
               f"The version static completion wrote (if any): {backup.name}. Compare: mepgen capture --compare "
@@ -319,7 +327,8 @@ def write_captured_mep(ws, inventory: dict, kernel: dict, manifest: dict, *, det
     if spec_path.is_file() and not backup.exists():
         shutil.copy2(spec_path, backup)
     files = {"mep.yaml": yaml_text, "kernel.cu": render_kernel_file(ws.app_root, kernel, spec),
-             "harness.cu": render_harness(spec), "Makefile": render_makefile(spec)}
+             "harness.cu": render_harness(spec), "Makefile": render_makefile(spec),
+             writer.ORIGIN_FILE: writer.origin_text("capture")}
     mep_dir.mkdir(parents=True, exist_ok=True)
     for rel, text in files.items():
         write_atomic(mep_dir / rel, text)

@@ -60,7 +60,8 @@ def entry_source(spec: Spec, kernel_file: Path) -> str:
         if p.role == "scalar":
             lines.append(_variable(f"MEPGEN_PARAM({i})", f"mepgen_arg_{i}", p.value, b))
     layout = ", ".join(f"sizeof(MEPGEN_PARAM({i})), alignof(MEPGEN_PARAM({i}))" for i in range(n))
-    lines.append(f"__device__ unsigned long long mepgen_layout[{2 * n}] = {{{layout}}};")
+    # a kernel without parameters has no layout: one element still (a zero-sized array does not compile)
+    lines.append(f"__device__ unsigned long long mepgen_layout[{max(2 * n, 1)}] = {{{layout}}};")
     for j, c in enumerate(spec.constants):
         if c.init is None and c.value is not None:
             lines.append(_variable(f"decltype({c.name})", f"mepgen_const_{j}", c.value, b))

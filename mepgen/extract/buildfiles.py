@@ -152,7 +152,8 @@ def _included(line: str, make: "_Make", top: Path) -> list[Path] | None:
 
 
 class _Make:
-    def __init__(self):
+    def __init__(self, top: Path | None = None):
+        self.top = top                     # the folder make runs in ($(wildcard) is relative to it)
         self.vars: dict[str, str] = {}
         self.rules: list[tuple[list[str], list[str], list[str]]] = []   # targets, prerequisites, recipe
 
@@ -192,7 +193,61 @@ class _Make:
                             for w in words)
         if re.match(r"^[\w.-]+$", name):
             return self._value(name, depth)
-        return ""                                    # a function: $(shell ...), $(wildcard ...) ...
+        return self._function(name)
+
+    def _function(self, text: str) -> str:
+        """The text functions a build's file lists and flags are made with (`$(patsubst src/%.cu,obj/%.o,$(SRCS))`,
+        `$(wildcard *.cu)`); others (`$(shell ...)`, `$(foreach ...)`) expand to nothing: never run."""
+        fn, _, rest = text.partition(" ")
+        args = rest.split(",")
+
+        def pattern(pat: str, word: str) -> str | None:      # the stem `%` matches, or None
+            if "%" not in pat:
+                return "" if pat == word else None
+            pre, _, post = pat.partition("%")
+            ok = word.startswith(pre) and word.endswith(post) and len(word) >= len(pre) + len(post)
+            return word[len(pre):len(word) - len(post)] if ok else None
+
+        if fn == "patsubst" and len(args) >= 3:
+            pat, rep, words = args[0].strip(), args[1].strip(), ",".join(args[2:]).split()
+            out = []
+            for w in words:
+                stem = pattern(pat, w)
+                out.append(w if stem is None else rep.replace("%", stem, 1) if "%" in pat else rep)
+            return " ".join(out)
+        if fn == "subst" and len(args) >= 3:
+            return ",".join(args[2:]).replace(args[0], args[1])
+        if fn in ("addprefix", "addsuffix") and len(args) >= 2:
+            words = ",".join(args[1:]).split()
+            return " ".join(args[0] + w if fn == "addprefix" else w + args[0] for w in words)
+        if fn in ("filter", "filter-out") and len(args) >= 2:
+            pats, words = args[0].split(), ",".join(args[1:]).split()
+            keep = lambda w: any(pattern(p, w) is not None for p in pats)      # noqa: E731
+            return " ".join(w for w in words if keep(w) == (fn == "filter"))
+        if fn in ("strip", "sort", "notdir", "basename", "dir", "firstword"):
+            words = rest.split()
+            if fn == "sort":
+                words = sorted(set(words))
+            elif fn == "notdir":
+                words = [w.rsplit("/", 1)[-1] for w in words]
+            elif fn == "basename":
+                words = [w[:w.rfind(".")] if "." in w.rsplit("/", 1)[-1] else w for w in words]
+            elif fn == "dir":
+                words = [w[:w.rfind("/") + 1] if "/" in w else "./" for w in words]
+            elif fn == "firstword":
+                words = words[:1]
+            return " ".join(words)
+        if fn == "wildcard" and self.top is not None:
+            import glob
+            found = []
+            for pat in rest.split():
+                if _UNDEFINED in pat:
+                    continue
+                base = self.top if not os.path.isabs(pat) else None
+                hits = sorted(glob.glob(pat, root_dir=base) if base else glob.glob(pat))
+                found += hits
+            return " ".join(found)
+        return ""                                    # a function: $(shell ...), $(foreach ...) ...
 
     def _value(self, name: str, depth: int) -> str:
         if name not in self.vars:
@@ -222,7 +277,7 @@ class _Make:
 def parse_makefile(path: Path) -> _Make:
     """The Makefile's variables and rules (targets, prerequisites, recipe lines as written), conditionals
     taken with the file's own values and included makefiles inlined."""
-    make = _Make()
+    make = _Make(path.resolve().parent)
     active: list[bool] = []          # one per open conditional: whether its current branch is taken
     taken: list[bool] = []           # whether any branch of it was taken
     rule = None

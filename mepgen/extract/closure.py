@@ -62,6 +62,8 @@ def _global_space(decl) -> str | None:
             return "constant"
         if c.kind.name == "CUDADEVICE_ATTR":
             return "device"
+        if c.kind.name == "CUDASHARED_ATTR":        # `extern __shared__ float tile[];` at file scope
+            return "shared"
     if any(c.kind.name == "UNEXPOSED_ATTR" and "managed" in (c.spelling or "") for c in decl.get_children()):
         return "managed"
     if decl.type.is_const_qualified() or "constexpr" in _first_tokens(decl):

@@ -14,7 +14,9 @@ from ..workspace import Workspace, write_json
 from ..parsing import clang
 from ..progress import progress
 from .cache import ExtractCache, FileHashes, flags_key
+from .appbuild import read_app_build
 from .buildfiles import read_build_files
+from .definitions import built_files, mark_definitions
 from .flags import DEFAULT_STD, HEADER_SUFFIXES, SOURCE_SUFFIXES, CompileFlags, default_flags, \
     find_compile_commands, load_compile_commands
 from .profile import load_profile
@@ -92,12 +94,36 @@ def _plan(app: Path, opts: ExtractOptions) -> tuple[list[tuple[Path, CompileFlag
     flags, source = plan_default_flags(app, opts)
     folders: dict = {}      # a program in a sub-folder parses with its own Makefile's -I/-D as well
     units = [(p, with_folder_flags(flags, p, app, folders)) for p in sources if p.suffix == ".cu" or _mentions_cuda(p)]
+    build = read_app_build(app)
+    if build is not None:   # the nvcc options the build compiles CUDA with (-use_fast_math, -Xptxas ...)
+        units = [(p, _with_options(f, build.options_for(str(p.relative_to(app))))) for p, f in units]
+        if build.nvcc_options or build.per_file:
+            shown = " ".join(build.nvcc_options) or "per file"
+            source += f"; nvcc options from {build.source}: {shown}"
     own = sorted(str(d.relative_to(app)) for d, f in folders.items() if f and (f[0] or f[1]))
     if own:
         source += f"; plus the -I/-D of the build files in {', '.join(own)} for the sources below them"
     for p, _ in units:
         check_text(p)
     return units, source, headers, host_sources(app, [p for p, _ in units], flags)
+
+
+def _with_options(flags: CompileFlags, options: list[str]) -> CompileFlags:
+    """A copy of `flags` with the build's nvcc options added (the default flags are shared by every unit)."""
+    from dataclasses import replace
+    extra = [o for o in options if o not in flags.nvcc_args]
+    return replace(flags, nvcc_args=[*flags.nvcc_args, *extra]) if extra else flags
+
+
+def _built_sources(app: Path, units, db_path) -> tuple[set[str] | None, str]:
+    """The sources the application's build compiles (relative), and where that was read."""
+    if db_path is not None:
+        return {str(p.relative_to(app)) for p, _ in units}, f"{Path(db_path).name} lists it"
+    build = read_app_build(app)
+    if build is None or not build.sources:
+        return None, "no build file naming the sources"
+    return set(build.sources), f"{build.source}'s default goal" if build.source != "CMakeLists.txt" else \
+        "CMakeLists.txt's targets"
 
 
 def build_files_json(app: Path) -> dict | None:
@@ -231,6 +257,13 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
     for r in results:
         errors = [d for d in r["diagnostics"] if d["severity"] in ("error", "fatal")]
         in_kernels = [d for d in errors if d.get("in_kernel", True)]
+        if in_kernels and _mark_unreadable(r, in_kernels):
+            parsed.append(r)            # its other kernels stand; the ones holding an error say so
+            for k in r["kernels"]:
+                if k.get("unreadable"):
+                    log(f"could not read {k['qualified_name']} ({k['file']}:{k['start_line']}): {k['unreadable']}; "
+                        "the other kernels of the file are kept")
+            continue
         (skipped if in_kernels else parsed).append(r)
         if in_kernels:
             first = in_kernels[0]
@@ -248,6 +281,17 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
         log(f"left out {o['kernel']} ({o['file']}:{o['line']}): {o['reason']}")
     kernels, calls, values = _merge(parsed)
     _link(kernels, parsed)
+    known = {(k["file"], k["start_byte"]) for k in kernels}
+    for k in _unreadable_kernels(skipped):
+        if (k["file"], k["start_byte"]) not in known:
+            known.add((k["file"], k["start_byte"]))
+            k["id"] = _kernel_id(k["qualified_name"])
+            if any(x["qualified_name"] == k["qualified_name"] for x in kernels):
+                k["id"] += f"@{Path(k['file']).stem}.{k['start_line']}"
+            kernels.append(k)
+    direct, how = _built_sources(app, units, db_path)
+    for line in mark_definitions(kernels, built_files(direct, results), how, _kernel_id):
+        log(line)
     macros = values["macros"]
     if not kernels:
         why = ""
@@ -297,6 +341,7 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
         "tolerated": [{**_file_report(r), "stubbed_includes": r.get("stubbed_includes", [])} for r in tolerated],
         "over_budget": over_budget,
         "build_files": build_files_json(app) if db_path is None else None,
+        "app_build": _app_build_json(app) if db_path is None else None,
         "kernels": [_finish(k, hashes) for k in sorted(kernels, key=lambda k: k["rank"])],
         "host_calls": host_calls,
         "host_constants": values["host_constants"],
@@ -313,6 +358,11 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
 _CLOSURE_LISTS = ("device_functions", "types", "typedefs", "enums", "globals", "macros")
 #: a definition brought from another file goes after every header member and before the kernel's own file
 _LINKED_ORDER = 1 << 19
+
+
+def _app_build_json(app: Path) -> dict | None:
+    build = read_app_build(app)
+    return build.to_json() if build is not None else None
 
 
 def _link(kernels: list[dict], results: list[dict]) -> None:
@@ -355,6 +405,36 @@ def _link(kernels: list[dict], results: list[dict]) -> None:
             c[key].sort(key=lambda x: tuple(x.get("order", [0, x.get("start_byte", 0)])))
 
 
+def _mark_unreadable(r: dict, in_kernels: list[dict]) -> bool:
+    """Mark each kernel whose own text or closure holds a parse error `unreadable` (the first such error); True
+    when the file's other kernels stand. False (the file is skipped) when an error lies in no one kernel's text
+    (a command-line error, a record parsed before errors were attributed: nothing is marked) or every kernel
+    holds one (each is marked: see _unreadable_kernels)."""
+    hit: dict[str, dict] = {}
+    for d in in_kernels:
+        if not d.get("kernels"):
+            return False
+        for usr in d["kernels"]:
+            hit.setdefault(usr, d)
+    for k in r["kernels"]:
+        d = hit.get(k["usr"])
+        if d is not None:
+            k["unreadable"] = f"{d['file']}:{d['line']}: {d['message']}"
+    return bool(r["kernels"]) and not all(k["usr"] in hit for k in r["kernels"])
+
+
+def _unreadable_kernels(skipped: list[dict]) -> list[dict]:
+    """The kernels of skipped files (every kernel there holds a parse error), each marked `unreadable`: no MEP
+    comes from them, but `mepgen capture` can record their launches (their launch sites, calls and macros are
+    not used: the file did not parse)."""
+    out = []
+    for r in skipped:
+        for k in r["kernels"]:
+            if k.get("unreadable"):
+                out.append({**k, "launch_sites": [], "instantiations": []})
+    return out
+
+
 def _file_report(r: dict) -> dict:
     """A parsed file with errors, for the inventory: its error count and first diagnostics, those inside a
     kernel or its closure (the reason a file is skipped) first."""
@@ -388,5 +468,5 @@ def _finish(k: dict, hashes: FileHashes) -> dict:
     order = ["id", "name", "qualified_name", "rank", "score", "share", "file", "start_byte", "end_byte",
              "start_line", "end_line", "signature", "is_template", "template_params", "instantiations", "params",
              "attributes", "shared_memory", "features", "loop_depth", "launch_sites", "closure", "files",
-             "rank_detail", "usr"]
+             "rank_detail", "definition", "not_built", "unreadable", "usr"]
     return {key: k[key] for key in order if key in k}

@@ -107,9 +107,16 @@ def _kernel_spans(kernels: list[dict]) -> dict[str, list[tuple[int, int]]]:
     return spans
 
 
-def _diagnostics(tu, src: SourceFiles, spans: dict[str, list[tuple[int, int]]]) -> list[dict]:
+def _own_spans(kernels: list[dict]) -> dict[str, dict[str, list[tuple[int, int]]]]:
+    """Per kernel (by usr): its own file -> line ranges of it and its closure."""
+    return {k["usr"]: _kernel_spans([k]) for k in kernels}
+
+
+def _diagnostics(tu, src: SourceFiles, spans: dict[str, list[tuple[int, int]]],
+                 own: dict[str, dict[str, list[tuple[int, int]]]] | None = None) -> list[dict]:
     """Errors, each marked `in_kernel` when it lies inside a kernel or its closure (or nowhere in a file:
-    a command-line error), else it is in host code or in declarations no kernel uses."""
+    a command-line error), else it is in host code or in declarations no kernel uses. `kernels`: the usrs of the
+    kernels whose own text or closure holds it (absent for an error in no file: every kernel's)."""
     out = []
     for d in tu.diagnostics:
         if d.severity < 3:  # notes and warnings
@@ -118,8 +125,11 @@ def _diagnostics(tu, src: SourceFiles, spans: dict[str, list[tuple[int, int]]]) 
         where = src.rel(loc.file.name) if loc.file is not None and src.in_app(loc.file.name) else (
             loc.file.name if loc.file is not None else "")
         inside = not where or any(a <= loc.line <= b for a, b in spans.get(where, []))
-        out.append({"severity": "fatal" if d.severity == 4 else "error", "file": where, "line": loc.line,
-                    "message": d.spelling, "in_kernel": inside})
+        entry = {"severity": "fatal" if d.severity == 4 else "error", "file": where, "line": loc.line,
+                 "message": d.spelling, "in_kernel": inside}
+        if where and inside and own is not None:
+            entry["kernels"] = [usr for usr, sp in own.items() if any(a <= loc.line <= b for a, b in sp.get(where, []))]
+        out.append(entry)
     return out
 
 
@@ -183,7 +193,7 @@ def _tu_facts(path: str, parse_args: list[str], app_root: str, stub_dir: Path) -
         "calls": calls,
         "object_macros": macros,
         "host_constants": host_constants,
-        "diagnostics": _diagnostics(tu, src, _kernel_spans(kernels)),
+        "diagnostics": _diagnostics(tu, src, _kernel_spans(kernels), _own_spans(kernels)),
         "stubbed_includes": stubbed,
         "over_budget": over_budget,
         "device_definitions": device_definitions,

@@ -1,6 +1,7 @@
 """The MEP's build section: the application's nvcc flags that matter for the kernel, and the target arch.
 
-Flags come from the kernel file's compile command (compile_commands.json, via the inventory). What would
+Flags come from the kernel file's compile command (compile_commands.json, else the nvcc options of the
+Makefile's or CMake's CUDA compile, extract/appbuild.py, via the inventory). What would
 break or not matter in a one-file standalone build is dropped: output and dependency options, include
 folders inside the application (kernel.cu copies what it uses from there; folders outside it are kept), host-compiler pass-through, and the arch flags (the arch is chosen
 once, below, and stored in build.arch).
@@ -24,7 +25,18 @@ _WITH_VALUE = {"-o", "-MF", "-MT", "-MQ", "-I", "-isystem", "-include", "-Xcompi
 _DROP_PREFIX = ("-o", "-M", "-I", "-isystem", "-D", "-U", "-std", "-arch", "--gpu-architecture", "-gencode",
                 "--generate-code", "-code", "--gpu-code", "-Xcompiler", "--compiler-options", "-ccbin",
                 "--compiler-bindir", "-include", "-x", "-L", "-l", "-W")
-_DROP = {"-c", "--compile", "-dc", "-rdc=true", "--relocatable-device-code=true", "-shared", "-fPIC"}
+_DROP = {"-c", "--compile", "-dc", "-rdc=true", "--relocatable-device-code=true", "-shared", "-fPIC", "-dlink",
+         "--device-link", "-lib", "--lib", "-link", "--link", "-Werror", "-fopenmp", "-pthread", "-m64"}
+#: options whose value is the next word and that change the kernel's code: kept with their value
+_KEEP_WITH_VALUE = {"-Xptxas", "--ptxas-options", "-maxrregcount", "--maxrregcount", "-default-stream",
+                    "--default-stream", "-diag-suppress", "--diag-suppress", "-Xcudafe", "-fmad", "--fmad", "-ftz",
+                    "--ftz", "-prec-div", "--prec-div", "-prec-sqrt", "--prec-sqrt"}
+#: options whose value is the next word and that do not matter to one kernel's build: dropped with their value
+_DROP_WITH_VALUE = {"-t", "--threads", "-Xnvlink", "--nvlink-options", "-Xarchive", "--keep-dir", "-odir", "-rdc",
+                    "--relocatable-device-code", "-MF", "-MT", "-MQ", "--compiler-options", "--linker-options",
+                    "--generate-code", "--output-file", "--include-path", "--define-macro", "--undefine-macro",
+                    "--pre-include", "--library", "--library-path", "--dependency-output", "-isystem", "-iquote",
+                    "-cudart", "--cudart", "-cudadevrt", "--cudadevrt", "-Xlinker", "-L", "-l"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -42,29 +54,55 @@ def detected_arch() -> str | None:
     return f"sm_{m.group(1)}{m.group(2)}" if out.returncode == 0 and m else None
 
 
+@functools.lru_cache(maxsize=1)
+def supported_archs() -> frozenset[int] | None:
+    """The compute capabilities (75, 80, 90...) the nvcc here compiles for (`nvcc --list-gpu-arch`); None when
+    it cannot say."""
+    from ..mepbuild import nvcc_executable
+    try:
+        out = subprocess.run([nvcc_executable(), "--list-gpu-arch"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = {int(m) for m in re.findall(r"compute_(\d+)", out.stdout)}
+    return frozenset(found) if out.returncode == 0 and found else None
+
+
 def arch_from_flags(args: list[str]) -> str | None:
-    """sm_XY named by -arch / --gpu-architecture / -gencode ...code=sm_XY."""
+    """sm_XY named by -arch / --gpu-architecture / -gencode ...code=sm_XY, the newest the nvcc here supports
+    (an application built for sm_20 by a toolkit of its time: nvcc 13 stops at sm_75; None then)."""
     text = " ".join(args)
-    for pat in (r"code=\[?sm_(\d+\w?)", r"(?:-arch|--gpu-architecture)[= ](?:sm|compute)_(\d+\w?)"):
-        m = re.search(pat, text)
-        if m:
-            return f"sm_{m.group(1)}"
-    return None
+    named = re.findall(r"code=\[?(?:sm|compute)_(\d+)(\w?)", text) + \
+        re.findall(r"(?:-arch|--gpu-architecture)[= ](?:sm|compute)_(\d+)(\w?)", text)
+    known = supported_archs()
+    usable = [(int(n), s) for n, s in named if known is None or int(n) in known]
+    if not usable:
+        return None
+    n, suffix = max(usable)
+    return f"sm_{n}{suffix}"
 
 
 def kept_flags(args: list[str]) -> list[str]:
     """The nvcc options of a compile command that belong in a standalone kernel build."""
-    out, skip = [], False
+    out, skip, keep_next = [], False, False
     for a in args:
+        if keep_next:
+            keep_next = False
+            out.append(a)
+            continue
         if skip:
             skip = False
             continue
-        if a in _WITH_VALUE:
+        if a in _KEEP_WITH_VALUE:
+            keep_next = True
+            out.append(a)
+            continue
+        if a in _WITH_VALUE or a in _DROP_WITH_VALUE:
             skip = True
             continue
         if a in _DROP or a.startswith(_DROP_PREFIX) or not a.startswith("-"):
             continue
-        out.append(a)
+        if a not in out or a.startswith(("-Xptxas", "--ptxas-options")):
+            out.append(a)
     return out
 
 
@@ -105,4 +143,7 @@ def arch_source(inventory: dict, kernel: dict, arch: str, detect_gpu: bool = Tru
         return "detected with nvidia-smi"
     if arch_from_flags(tu.get("nvcc_args", [])) == arch:
         return "from the application's compile command"
+    if re.search(r"(?:sm|compute)_\d+", " ".join(tu.get("nvcc_args", []))):
+        return (f"default ({DEFAULT_ARCH}: no GPU found, and the architectures the application's compile command "
+                "names are older than this nvcc supports)")
     return f"default ({DEFAULT_ARCH}: no GPU found and no arch in the compile command)"

@@ -94,7 +94,18 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
     ok = []
     for k in kernels:
         bad = unsupported(k)
-        if bad:
+        if k.get("not_built"):          # a leftover definition the build does not compile (extract/definitions.py)
+            why = f"no MEP of {k['id']}: {k['not_built']}"
+            if failed is None:
+                raise MepgenError(why)
+            failed.append(Failed(k["id"], why))
+        elif k.get("unreadable"):       # a parse error inside it (extract/run.py): nothing static to complete from
+            why = (f"extract could not read {k['qualified_name']} ({k['unreadable']}): no MEP from static completion; "
+                   f"`mepgen capture {k['qualified_name']} -- ./app ARGS` can still record its launches")
+            if failed is None:
+                raise MepgenError(why)
+            failed.append(Failed(k["id"], why))
+        elif bad:
             why = f"{k['qualified_name']} uses {', '.join(bad)}, which an MEP cannot reproduce yet"
             if failed is None:
                 raise MepgenError(why)
@@ -127,9 +138,19 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
 def _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask) -> list[MepResult]:
     """The MEP of one kernel (a list: `--keep-edits` refreshes instead)."""
     mep_dir = ws.mep_dir(k["id"])
+    if keep_edits and (mep_dir / "mep.yaml").is_file() and writer.captured(mep_dir):
+        log(f"kept {mep_dir / 'mep.yaml'}: written by `mepgen capture` from a recorded launch")
+        return [MepResult(k["qualified_name"], mep_dir, load_spec(mep_dir / "mep.yaml"),
+                          ["written by `mepgen capture` from a recorded launch: kept"])]
     if keep_edits and mep_dir.exists() and writer.yaml_edited(mep_dir):
         log(f"kept the edited {mep_dir / 'mep.yaml'}")
         return refresh(ws, [k["qualified_name"]])
+    if not sizes and not force and mep_dir.exists():
+        given = writer.origin(mep_dir)["sizes"]      # sizes a person gave with --size stay until --force
+        if given:
+            shown = ", ".join(f"{n}={v}" for n, v in given.items())
+            log(f"{k['qualified_name']}: the sizes given before stay ({shown})")
+            sizes = given
     backup = writer.guard_overwrite(mep_dir, force) if mep_dir.exists() else None
     symbols = chains.Symbols()
     with time_budget(f"mep: completing {k['qualified_name']}"):
@@ -168,7 +189,8 @@ def _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, c
             spec = load_spec(mep_dir / "mep.yaml", yaml_text)
             kernel_text = render_kernel_file(ws.app_root, k, spec, feeders)
     files = {"mep.yaml": yaml_text, "kernel.cu": kernel_text,
-             "harness.cu": render_harness(spec), "Makefile": render_makefile(spec)}
+             "harness.cu": render_harness(spec), "Makefile": render_makefile(spec),
+             writer.ORIGIN_FILE: writer.origin_text("mep", sizes)}
     writer.write_folder(mep_dir, files, _fill_inputs(spec), yaml_hash=writer.sha256(yaml_text.encode()))
     log(f"wrote {mep_dir}")
     return [MepResult(k["qualified_name"], mep_dir, spec, notes, backup, outcome)]

@@ -57,6 +57,41 @@ def _prototype(definition: str) -> str | None:
     return None
 
 
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b", re.M)
+
+
+def balance(text: str) -> tuple[int, int]:
+    """(openers, closers) that make the conditionals of a copied text balanced: a definition whose extent starts
+    inside an `#if` of the application (`#if A` / `__device__ void f(int) {` / `#else` / `... {` / `#endif` / body)
+    holds its `#else` and `#endif` without the `#if` ("#endif without #if" in the MEP). Each opener is an `#if 1`
+    before the text (the branch the text starts in was the one taken: it stays taken, an `#else` after it is not),
+    each closer an `#endif` after it (an `#if` the text opens and the application closes after it)."""
+    depth = openers = 0
+    virtual = False          # a level whose #if lies before the text is open (an #else/#elif of it was seen)
+    for m in _DIRECTIVE.finditer(text):
+        d = m.group(1)
+        if d in ("if", "ifdef", "ifndef"):
+            depth += 1
+        elif d == "endif":
+            if depth:
+                depth -= 1
+            elif virtual:
+                virtual = False
+            else:
+                openers += 1
+        elif depth == 0 and not virtual:        # #else / #elif of a level opened before the text
+            openers += 1
+            virtual = True
+    return openers, depth
+
+
+def _balanced(marker: str, text: str) -> list[str]:
+    """The #line marker and the text, between the conditionals that balance it (balance())."""
+    openers, closers = balance(text)
+    head = ["#if 1  // the application's #if around this text lies before it"] * openers
+    return [*head, marker, text, *(["#endif  // closed after this text in the application"] * closers)]
+
+
 def _wrap(text: str, namespaces: list[str]) -> str:
     if not namespaces:
         return text
@@ -138,19 +173,23 @@ def render_kernel_file(app_root: Path, kernel: dict, spec: Spec, feeders: list[d
                 out += ["", f"#if defined({size_macro(name)})", f"#define {name} {size_macro(name)}",
                         f"#elif !defined({name})", f'#line {line} "{path}"', f"#define {text}", "#endif"]
             continue
-        if not text.rstrip().endswith((";", "}")) or cat in ("types", "enums") and not text.rstrip().endswith(";"):
+        # a declaration's extent stops before its `;`: a variable with a brace initializer (`= {1.0, ...}`) ends
+        # with `}` and needs it as much as a struct does
+        if not text.rstrip().endswith((";", "}")) or cat in ("types", "enums", "globals") and \
+                not text.rstrip().endswith(";"):
             text += ";"
-        out += ["", f'#line {line} "{path}"', _wrap(text, m.get("namespaces", []))]
+        out += ["", *_balanced(f'#line {line} "{path}"', _wrap(text, m.get("namespaces", [])))]
     done_kernels = set()
     for f in sorted(feeders, key=lambda f: (f["file"] == kernel["file"], f["start_byte"])):
         if (f["file"], f["start_byte"]) in done_kernels:
             continue
         done_kernels.add((f["file"], f["start_byte"]))
         out += ["", f"// the chain: {f['qualified_name']} runs before the target (mep.yaml `chain`)",
-                f'#line {f["start_line"]} "{(app_root / f["file"]).resolve()}"',
-                _wrap(source(f["file"], f["start_byte"], f["end_byte"]), f["qualified_name"].split("::")[:-1])]
+                *_balanced(f'#line {f["start_line"]} "{(app_root / f["file"]).resolve()}"',
+                           _wrap(source(f["file"], f["start_byte"], f["end_byte"]),
+                                 f["qualified_name"].split("::")[:-1]))]
     kernel_text = source(kernel["file"], kernel["start_byte"], kernel["end_byte"])
     namespaces = kernel["qualified_name"].split("::")[:-1]
-    out += ["", f'#line {kernel["start_line"]} "{(app_root / kernel["file"]).resolve()}"',
-            _wrap(kernel_text, namespaces), ""]
+    out += ["", *_balanced(f'#line {kernel["start_line"]} "{(app_root / kernel["file"]).resolve()}"',
+                           _wrap(kernel_text, namespaces)), ""]
     return "\n".join(out)

@@ -7,7 +7,9 @@ stated explicitly). The kernel text stays as it is; the candidate is built with 
 tolerance of at least 1e-4 relative in mep.yaml; a flag mep.yaml already passes is not offered again. Where the
 kernel calls a function fast math replaces by a hardware approximation (`powf`, `expf`, `logf`, `sinf`, `sqrtf`, ...), fast
 math is the first point tried: there it can change what bounds the kernel (a `powf` per term of a sum), while
-`-Xptxas -O3` restates ptxas's default level at nvcc's -O3.
+`-Xptxas -O3` restates ptxas's default level at nvcc's -O3. A flag the application already builds with (its
+flags reach mep.yaml, mep/buildcfg.py: `-use_fast_math`, `-Xptxas -O3,-v`) is never offered: it could only
+"win" by restoring what the application has.
 `mepgen patch` cannot write flags into the application's build system: it prints them for the user.
 """
 from __future__ import annotations
@@ -24,6 +26,20 @@ APPROXIMATED = {"powf", "expf", "exp2f", "exp10f", "logf", "log2f", "log10f", "s
                 "sqrtf", "pow", "exp", "log", "sin", "cos", "tan", "sqrt"}
 
 
+def ptxas_options(flags: list[str]) -> list[str]:
+    """The options nvcc hands ptxas: `-Xptxas -O3,-v`, `-Xptxas=-O3`, `--ptxas-options -O3`, `--ptxas-options=-O3`."""
+    out = []
+    for i, f in enumerate(flags):
+        value = None
+        if f in ("-Xptxas", "--ptxas-options") and i + 1 < len(flags):
+            value = flags[i + 1]
+        elif f.startswith(("-Xptxas=", "--ptxas-options=")):
+            value = f.split("=", 1)[1]
+        if value is not None:
+            out += [v.strip() for v in value.split(",") if v.strip()]
+    return out
+
+
 class CompilerFlags(Transformation):
     def __init__(self):
         super().__init__("nvcc_flags", "extra nvcc flags (fast math, ptxas -O3)", {})
@@ -38,15 +54,17 @@ class CompilerFlags(Transformation):
         return ""
 
     def _options(self, spec, src=None) -> tuple[list[str], list[str]]:
-        own = " ".join(spec.build.nvcc_flags)
+        own = list(spec.build.nvcc_flags)      # the application's own flags reach here (mep/buildcfg.py)
         why = []
-        fast = FAST_MATH not in own and "--use_fast_math" not in own
+        fast = not (set(own) & {FAST_MATH, "--use_fast_math", "-use-fast-math", "--use-fast-math"})
+        if not fast:
+            why.append(f"mep.yaml already builds with {FAST_MATH} (the application's flags reach it)")
         if fast and self._fast_math_refusal(spec):
             why.append(self._fast_math_refusal(spec))
             fast = False
-        o3 = "-Xptxas -O3" not in own and "-Xptxas=-O3" not in own
+        o3 = "-O3" not in ptxas_options(own)
         if not o3:
-            why.append(f"mep.yaml already passes {PTXAS_O3}")
+            why.append(f"mep.yaml already passes {PTXAS_O3} (the application's flags reach it)")
         options = ([PTXAS_O3] if o3 else []) + ([FAST_MATH] if fast else []) + \
             ([f"{FAST_MATH} {PTXAS_O3}"] if fast and o3 else [])
         if fast and src is not None and APPROXIMATED & set(src.calls()):

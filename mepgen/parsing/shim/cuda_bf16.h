@@ -33,4 +33,9 @@ __device__ __nv_bfloat162 __hadd2(__nv_bfloat162, __nv_bfloat162); __device__ __
 __device__ __nv_bfloat162 __hfma2(__nv_bfloat162, __nv_bfloat162, __nv_bfloat162);
 __device__ __nv_bfloat16 __ldg(const __nv_bfloat16 *); __device__ __nv_bfloat162 __ldg(const __nv_bfloat162 *);
 __device__ __nv_bfloat16 atomicAdd(__nv_bfloat16 *, __nv_bfloat16);
+__device__ __nv_bfloat162 atomicAdd(__nv_bfloat162 *, __nv_bfloat162);
+MEPGEN_HD __nv_bfloat16 __ushort_as_bfloat16(unsigned short); MEPGEN_HD unsigned short __bfloat16_as_ushort(__nv_bfloat16);
+MEPGEN_HD __nv_bfloat16 __short_as_bfloat16(short); MEPGEN_HD short __bfloat16_as_short(__nv_bfloat16);
+MEPGEN_HD __nv_bfloat162 __halves2bfloat162(__nv_bfloat16, __nv_bfloat16);
+MEPGEN_HD __nv_bfloat16 __low2bfloat16(__nv_bfloat162); MEPGEN_HD __nv_bfloat16 __high2bfloat16(__nv_bfloat162);
 #undef MEPGEN_HD
