@@ -4,10 +4,14 @@ All writes go through :func:`write_atomic`, so an interrupted stage never leaves
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 from .errors import MepgenError
@@ -52,8 +56,49 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         raise
 
 
+def write_into(path: Path, data: bytes) -> None:
+    """Replace the content of an application's file, atomically, as a person's editor would keep it: through
+    a symlink into its target (the link stays a link), with the file's mode and, where allowed, its owner.
+    Raises OSError with nothing changed when it cannot (the folder is read-only, the disk is full)."""
+    real = Path(os.path.realpath(path))
+    st = real.stat()
+    fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".mepgen-tmp", dir=real.parent)
+    try:
+        os.fchmod(fd, st.st_mode & 0o7777)
+        try:
+            os.fchown(fd, st.st_uid, st.st_gid)
+        except OSError:
+            pass
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, real)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
 def write_json(path: Path, obj) -> None:
     write_atomic(path, json.dumps(obj, indent=1, sort_keys=False) + "\n")
+
+
+def _holder(path: Path) -> str:
+    try:
+        pid, _, command = path.read_text().strip().partition(" ")
+    except OSError:
+        return "unknown"
+    return f"pid {pid}, mepgen {command}" if pid else "unknown"
+
+
+def check_folder(path: Path) -> None:
+    """`path` (a workspace folder) and every folder above it must be folders where they exist."""
+    for p in (path, *path.parents):
+        if p.exists() and not p.is_dir():
+            raise MepgenError(f"{p} is a file where mepgen keeps a folder: move it away (or delete it), then rerun")
+        if p.is_dir():
+            break
 
 
 class Workspace:
@@ -78,7 +123,41 @@ class Workspace:
         self.root.mkdir(parents=True, exist_ok=True)
         gitignore = self.root / ".gitignore"
         if not gitignore.exists():
-            write_atomic(gitignore, "# mepgen's workspace: generated files\ncache/\n")
+            write_atomic(gitignore, "# mepgen's workspace: generated files\ncache/\nlock\n")
+
+    @contextlib.contextmanager
+    def lock(self, command: str, timeout: float | None = None):
+        """Hold the application's lock (flock on `.mepgen/lock`) while `command` writes the workspace or the
+        sources: a second writer waits (saying for whom), never interleaves. `timeout` (default: the
+        environment's MEPGEN_LOCK_TIMEOUT, else no limit) ends the wait with an error."""
+        check_folder(self.root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / "lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+        try:
+            if timeout is None and os.environ.get("MEPGEN_LOCK_TIMEOUT"):
+                timeout = float(os.environ["MEPGEN_LOCK_TIMEOUT"])
+            deadline, told = None if timeout is None else time.monotonic() + timeout, False
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    holder = _holder(path)
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise MepgenError(f"{self.app_root}: another mepgen command ({holder}) is writing this "
+                                          f"application; wait for it to end, then rerun") from None
+                    if not told:
+                        print(f"mepgen: waiting for another mepgen command ({holder}) writing {self.app_root}",
+                              file=sys.stderr)
+                        told = True
+                    time.sleep(0.05)
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
+            yield
+        finally:
+            os.close(fd)   # releases the lock
 
     @classmethod
     def find(cls, start: Path | None = None) -> "Workspace":

@@ -1,0 +1,83 @@
+"""Helpers of the fault-injection tests: run a mepgen command in a forked child (so a SIGKILL at a fault point,
+or a drop to an unprivileged user, ends only the child), and small kernel variants of the heatcg example."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+AXPY = '''namespace cg {
+template <typename T>
+__global__ void axpy(int n, T a, const T* x, T* y)
+{
+    const int stride = blockDim.x * gridDim.x;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        y[i] = y[i] + a * x[i];   // the variant
+    }
+}
+}
+'''
+
+XPAY = '''namespace cg {
+__global__ void xpay(int n, const float* x, float beta, float* p)
+{
+    const int stride = blockDim.x * gridDim.x;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        p[i] = beta * p[i] + x[i];   // the variant
+    }
+}
+}
+'''
+
+
+def variants(folder: Path) -> dict[str, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, text in (("axpy", AXPY), ("xpay", XPAY)):
+        out[name] = folder / f"{name}.cu"
+        out[name].write_text(text)
+    return out
+
+
+def cli(args: list[str], env: dict | None = None, uid: int | None = None, cwd: Path | None = None):
+    """`mepgen ARGS` in a forked child: (exit status, or -signal when killed; its stdout+stderr)."""
+    from mepgen.cli import main
+
+    out = tempfile.TemporaryFile()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:   # the child: never returns
+        code = 99
+        try:
+            os.dup2(out.fileno(), 1)
+            os.dup2(out.fileno(), 2)
+            sys.stdout = open(1, "w", closefd=False)   # not pytest's capture
+            sys.stderr = open(2, "w", closefd=False)
+            os.environ.update(env or {})
+            if cwd is not None:
+                os.chdir(cwd)
+            if uid is not None:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            try:
+                main.main(args=list(args), prog_name="mepgen", standalone_mode=True)
+                code = 0
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException as e:  # noqa: BLE001 - report anything, exit
+            print(f"child: {type(e).__name__}: {e}", file=sys.stderr)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    rc = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    out.seek(0)
+    return rc, out.read().decode(errors="replace")
+
+
+KILLED = -signal.SIGKILL
