@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .errors import MepgenError
+from .errors import MepgenError, os_error_message
 
 
 class Context:
@@ -35,6 +35,11 @@ class MepgenGroup(click.Group):
             sys.exit(130)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
             raise
+        except OSError as e:  # the file system said no (permissions, space, a file where a folder belongs)
+            if isinstance(ctx.obj, Context) and ctx.obj.verbose:
+                traceback.print_exc()
+            click.echo(f"mepgen: {os_error_message(e)}", err=True)
+            sys.exit(2)
         except Exception as e:  # a bug in mepgen: say so in one line, details with -v
             verbose = ctx.obj.verbose if isinstance(ctx.obj, Context) else 0
             if verbose:

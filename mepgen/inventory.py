@@ -20,6 +20,9 @@ def load(path: Path) -> dict:
         data = json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise MepgenError(f"{path} not found: run `mepgen extract APP/` first") from None
+    except IsADirectoryError:
+        raise MepgenError(f"{path} is a folder where mepgen keeps its inventory file: move it away, then rerun "
+                          f"`mepgen extract`") from None
     except (OSError, json.JSONDecodeError) as e:
         raise MepgenError(f"{path} is unreadable or not JSON ({e}); rerun `mepgen extract`") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:

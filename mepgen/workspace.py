@@ -120,6 +120,7 @@ class Workspace:
         return self.root / "meps" / kernel
 
     def ensure(self) -> None:
+        check_folder(self.root)
         self.root.mkdir(parents=True, exist_ok=True)
         gitignore = self.root / ".gitignore"
         if not gitignore.exists():
@@ -164,7 +165,7 @@ class Workspace:
         """The workspace of the application containing `start` (default: the current folder)."""
         here = Path(start or os.getcwd()).resolve()
         for d in (here, *here.parents):
-            if (d / WORKSPACE_DIR / INVENTORY_FILE).is_file():
+            if (d / WORKSPACE_DIR / INVENTORY_FILE).exists():   # a folder there is reported by inventory.load
                 return cls(d)
         raise MepgenError(
             f"no {WORKSPACE_DIR}/{INVENTORY_FILE} in {here} or above: run `mepgen extract APP/` first"

@@ -2,8 +2,11 @@
 or a drop to an unprivileged user, ends only the child), and small kernel variants of the heatcg example."""
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -81,3 +84,28 @@ def cli(args: list[str], env: dict | None = None, uid: int | None = None, cwd: P
 
 
 KILLED = -signal.SIGKILL
+
+
+@contextlib.contextmanager
+def read_only(folder: Path):
+    """`folder` read-only for this process: its mode for an ordinary user; for root (whom modes do not stop) a
+    read-only bind mount of it, or the test is skipped where mounting is not allowed."""
+    import pytest
+
+    if os.getuid() != 0:
+        mode = os.stat(folder).st_mode
+        os.chmod(folder, 0o555)
+        try:
+            yield
+        finally:
+            os.chmod(folder, mode)
+        return
+    mount = shutil.which("mount")
+    if not mount or subprocess.run([mount, "--bind", str(folder), str(folder)], capture_output=True).returncode:
+        pytest.skip("running as root and cannot bind-mount read-only here")
+    try:
+        if subprocess.run([mount, "-o", "remount,bind,ro", str(folder)], capture_output=True).returncode:
+            pytest.skip("running as root and cannot remount read-only here")
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
