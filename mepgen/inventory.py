@@ -30,7 +30,17 @@ def load(path: Path) -> dict:
     if data.get("version") != VERSION:
         raise MepgenError(f"{path} has inventory version {data.get('version')}, this mepgen reads version "
                           f"{VERSION}; rerun `mepgen extract`")
+    path = Path(path).resolve()
+    if path.parent.name == ".mepgen" and data.get("app_root") and Path(data["app_root"]) != path.parent.parent:
+        raise MovedApplication(
+            f"{path} was written for the application at {data['app_root']}, but it is at {path.parent.parent} now "
+            f"(moved, or copied with its .mepgen/): its paths point at the other place; run `mepgen extract "
+            f"{path.parent.parent}` again (`mepgen ready` does it)")
     return data
+
+
+class MovedApplication(MepgenError):
+    """The inventory names another application folder than the one holding it."""
 
 
 def kernel_key(kernel: dict) -> str:

@@ -11,6 +11,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -84,6 +85,9 @@ def write_json(path: Path, obj) -> None:
     write_atomic(path, json.dumps(obj, indent=1, sort_keys=False) + "\n")
 
 
+_HELD: set[tuple[str, int]] = set()   # (lock file, thread) pairs this process holds
+
+
 def _holder(path: Path) -> str:
     try:
         pid, _, command = path.read_text().strip().partition(" ")
@@ -117,6 +121,10 @@ class Workspace:
         return self.root / "cache"
 
     def mep_dir(self, kernel: str) -> Path:
+        """The MEP folder of a kernel id: always inside this workspace's meps/."""
+        if not kernel or "/" in kernel or "\\" in kernel or kernel in (".", "..") or "\0" in kernel:
+            raise MepgenError(f"'{kernel}' is not a kernel id (a path?): name the kernel (its id as in "
+                              f"`mepgen list`), and give -C APP for the MEPs of another application")
         return self.root / "meps" / kernel
 
     def ensure(self) -> None:
@@ -134,6 +142,10 @@ class Workspace:
         check_folder(self.root)
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / "lock"
+        key = (str(path), threading.get_ident())
+        if key in _HELD:            # this thread holds it already (ready -> extract): no second flock
+            yield
+            return
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
         try:
             if timeout is None and os.environ.get("MEPGEN_LOCK_TIMEOUT"):
@@ -156,7 +168,11 @@ class Workspace:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
-            yield
+            _HELD.add(key)
+            try:
+                yield
+            finally:
+                _HELD.discard(key)
         finally:
             os.close(fd)   # releases the lock
 

@@ -46,6 +46,19 @@ def variants(folder: Path) -> dict[str, Path]:
 
 def cli(args: list[str], env: dict | None = None, uid: int | None = None, cwd: Path | None = None):
     """`mepgen ARGS` in a forked child: (exit status, or -signal when killed; its stdout+stderr)."""
+    pid, out = spawn(args, env, uid, cwd)
+    return wait(pid, out)
+
+
+def wait(pid: int, out) -> tuple[int, str]:
+    _, status = os.waitpid(pid, 0)
+    rc = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    out.seek(0)
+    return rc, out.read().decode(errors="replace")
+
+
+def spawn(args: list[str], env: dict | None = None, uid: int | None = None, cwd: Path | None = None):
+    """`mepgen ARGS` started in a forked child: (its pid, the file collecting its output)."""
     from mepgen.cli import main
 
     out = tempfile.TemporaryFile()
@@ -77,10 +90,23 @@ def cli(args: list[str], env: dict | None = None, uid: int | None = None, cwd: P
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    rc = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    out.seek(0)
-    return rc, out.read().decode(errors="replace")
+    return pid, out
+
+
+def slow_facts(path, args, app):
+    """Stands in for the parser in a worker process: says it started (a file named by its pid), then parses
+    for a minute."""
+    import time
+    Path(os.environ["MEPGEN_TEST_PIDS"], str(os.getpid())).write_text(path)
+    time.sleep(60)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 KILLED = -signal.SIGKILL

@@ -26,7 +26,12 @@ from .summary import render
 def mep_folder(ws: Workspace, kernel: str) -> Path:
     """The MEP of `kernel` (its id `cg.axpy` or qualified name `cg::axpy`)."""
     kid = kernel.replace("::", ".")
+    if "/" in kid:   # a path to an MEP folder: only one of this application's
+        from ..mep.writer import mep_of_path
+        kid = mep_of_path(ws, Path(kernel))
     folder = ws.mep_dir(kid)
+    from ..mep.writer import restore_interrupted
+    restore_interrupted(folder)
     if not (folder / "mep.yaml").is_file():
         raise MepgenError(f"no MEP for '{kernel}' in {ws.root / 'meps'}: run `mepgen mep {kernel}` first")
     return folder

@@ -1,8 +1,11 @@
 """`mepgen extract APP/`: parse the application, merge what each translation unit found, rank, write."""
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
+import signal
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,14 +127,58 @@ def plan_default_flags(app: Path, opts: ExtractOptions) -> tuple[CompileFlags, s
     return flags, text
 
 
+def _worker_start() -> None:
+    """In each parser process: Ctrl-C (sent to the whole process group) is the parent's to handle, and the
+    process ends with its parent however the parent ends (Linux's parent-death signal)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)   # not the parent's handler: SIGTERM ends a parser
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _parse_all(jobs: list[tuple[str, list[str]]], app: Path, workers: int) -> list[dict]:
     if not jobs:
         return []
     if workers <= 1 or len(jobs) == 1:
         return [tu_facts(path, args, str(app)) for path, args in jobs]
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-        futures = [pool.submit(tu_facts, path, args, str(app)) for path, args in jobs]
-        return [f.result() for f in futures]
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), initializer=_worker_start)
+    with _sigterm_interrupts():
+        try:
+            futures = [pool.submit(tu_facts, path, args, str(app)) for path, args in jobs]
+            results = [f.result() for f in futures]
+        except BaseException:
+            # interrupted (Ctrl-C, SIGTERM) or failed: stop the parsers now, not after the whole parse
+            procs = list((getattr(pool, "_processes", None) or {}).values())
+            for p in procs:
+                with contextlib.suppress(Exception):
+                    p.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+            for p in procs:
+                with contextlib.suppress(Exception):
+                    p.join(1)
+            raise
+    pool.shutdown()
+    return results
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """SIGTERM ends the parse as Ctrl-C does (the workers are stopped, nothing is written)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _kernel_id(qualified: str) -> str:
@@ -185,6 +232,13 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
     app = app.resolve()
     clang.cindex()  # a clear error now rather than in every worker
     ws = Workspace(app)
+    if not opts.write:
+        return _extract(app, ws, opts, log)
+    with ws.lock("extract"):     # no patch or other writer changes the sources or .mepgen/ meanwhile
+        return _extract(app, ws, opts, log)
+
+
+def _extract(app: Path, ws: Workspace, opts: ExtractOptions, log) -> dict:
     units, flags_source, headers, host = _plan(app, opts)
     db_path = find_compile_commands(app, opts.compile_commands)
     hashes = FileHashes(app)

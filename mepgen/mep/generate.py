@@ -119,6 +119,8 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
 def _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask) -> list[MepResult]:
     """The MEP of one kernel (a list: `--keep-edits` refreshes instead)."""
     mep_dir = ws.mep_dir(k["id"])
+    if writer.restore_interrupted(mep_dir):
+        log(f"restored {mep_dir}: a run killed while replacing it had left the old folder aside")
     if keep_edits and mep_dir.exists() and writer.yaml_edited(mep_dir):
         log(f"kept the edited {mep_dir / 'mep.yaml'}")
         return refresh(ws, [k["qualified_name"]])

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from ..errors import MepgenError
+from ..faults import point
 
 HASH_FILE = ".mepgen-yaml.sha256"
 REGENERATED = ("data/in", "data/out", "mep", HASH_FILE)
@@ -45,11 +46,47 @@ def guard_overwrite(mep_dir: Path, force: bool) -> str | None:
     return str(backup)
 
 
+def restore_interrupted(mep_dir: Path) -> str | None:
+    """Finish what a killed swap left (see `_swap`): the old folder goes back in place when the new one never
+    arrived (a person's mep.yaml and files are in it), and is removed when the new one (which carries them
+    over) is in place; half-built `.ID.tmp-*` folders are removed. Returns what was restored, if anything."""
+    mep_dir = Path(mep_dir)
+    parent = mep_dir.parent
+    if not parent.is_dir():
+        return None
+    restored = None
+    olds = sorted(parent.glob(f".{glob_escape(mep_dir.name)}.old-*"), key=lambda p: p.stat().st_mtime)
+    for old in olds:
+        if not mep_dir.exists() and (old / "mep.yaml").exists():
+            old.rename(mep_dir)
+            restored = str(mep_dir)
+        else:
+            shutil.rmtree(old, ignore_errors=True)
+    for tmp in parent.glob(f".{glob_escape(mep_dir.name)}.tmp-*"):
+        if time.time() - tmp.stat().st_mtime > 1:   # not one being built this very moment
+            shutil.rmtree(tmp, ignore_errors=True)
+    return restored
+
+
+def glob_escape(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+def mep_of_path(ws, path: Path) -> str:
+    """The kernel id of a path to one of this workspace's MEP folders; another application's is refused."""
+    real = path.resolve()
+    if real.parent == (ws.root / "meps").resolve():
+        return real.name
+    raise MepgenError(f"{path} is not an MEP folder of {ws.app_root} (.mepgen/meps/ID): give the kernel's id, and "
+                      f"-C APP to run the MEPs of another application in its own workspace")
+
+
 def write_folder(mep_dir: Path, files: dict[str, str | bytes], fill=None, yaml_hash: str | None = None) -> None:
     """Replace `mep_dir` with `files` (relative path -> content), then `fill(tmp_dir)` (input data), carrying
     over whatever else a person put in the old folder."""
     mep_dir = Path(mep_dir)
     mep_dir.parent.mkdir(parents=True, exist_ok=True)
+    restore_interrupted(mep_dir)
     tmp = Path(tempfile.mkdtemp(prefix=f".{mep_dir.name}.tmp-", dir=mep_dir.parent))
     tmp.chmod(0o755)   # mkdtemp makes it private; an MEP folder is an ordinary folder
     try:
@@ -86,6 +123,7 @@ def _swap(tmp: Path, target: Path) -> None:
     old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
     old.rmdir()
     target.rename(old)
+    point("mep-swap-between-renames")
     try:
         tmp.rename(target)
     except BaseException:
