@@ -31,16 +31,25 @@ def load(path: Path) -> dict:
         raise MepgenError(f"{path} has inventory version {data.get('version')}, this mepgen reads version "
                           f"{VERSION}; rerun `mepgen extract`")
     path = Path(path).resolve()
-    if path.parent.name == ".mepgen" and data.get("app_root") and Path(data["app_root"]) != path.parent.parent:
-        raise MovedApplication(
-            f"{path} was written for the application at {data['app_root']}, but it is at {path.parent.parent} now "
-            f"(moved, or copied with its .mepgen/): its paths point at the other place; run `mepgen extract "
-            f"{path.parent.parent}` again (`mepgen ready` does it)")
+    here = str(path.parent.parent)
+    if path.parent.name == ".mepgen" and data.get("app_root") and data["app_root"] != here:
+        # moved, or copied with its .mepgen/: every path of the old place is read at the new one (never
+        # the old application's files, which may be gone or be another copy)
+        old = data["app_root"]
+        data = relocate(data, old, here)
+        data["moved_from"] = old
     return data
 
 
-class MovedApplication(MepgenError):
-    """The inventory names another application folder than the one holding it."""
+def relocate(value, old: str, new: str):
+    """`value` with every path string under `old` (the folder itself or below it) moved under `new`."""
+    if isinstance(value, str):
+        return new + value[len(old):] if value == old or value.startswith(old + "/") else value
+    if isinstance(value, list):
+        return [relocate(v, old, new) for v in value]
+    if isinstance(value, dict):
+        return {k: relocate(v, old, new) for k, v in value.items()}
+    return value
 
 
 def kernel_key(kernel: dict) -> str:

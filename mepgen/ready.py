@@ -55,8 +55,8 @@ def _inventory(app: Path | None, extract_opts, log):
             ws = Workspace(Path.cwd())
     asked = bool(extract_opts.compile_commands or extract_opts.include_dirs or extract_opts.defines)
     if ws.inventory_path.is_file() and not asked:     # flags given: extract with them
+        inv = load(ws.inventory_path)
         try:
-            inv = load(ws.inventory_path)
             check_fresh(ws, inv)
             return ws, inv, False
         except MepgenError as e:

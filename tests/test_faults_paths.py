@@ -35,15 +35,28 @@ def test_an_mep_path_of_another_application_is_refused(tmp_path):
         Workspace(a).mep_dir("..")
 
 
-def test_an_application_copied_with_its_workspace_is_told_to_extract_again(heatcg_copy, tmp_path):
+def test_an_application_copied_with_its_workspace_reads_its_own_files(heatcg_copy, tmp_path):
+    """The inventory of a copied application names the first copy's folder: its paths are read at the new
+    place (they pointed at the other copy: `ready` said complete kernels needed a person), and a patch in
+    the copy never touches the first application."""
+    from fault_tools import variants
+    from mepgen.inventory import load
+
     extract(heatcg_copy, ExtractOptions(jobs=2))
+    first = (heatcg_copy / "src/cg.cu").read_bytes()
     copy = tmp_path / "copied"
     shutil.copytree(heatcg_copy, copy)
-    rc, out = cli(["list", "-C", str(copy)])
-    assert rc == 2 and "copied with its .mepgen" in out and f"mepgen extract {copy}" in out, out
-    # `ready` extracts again by itself
+    shutil.rmtree(heatcg_copy / "include")          # the first copy's headers are no help any more
+    inv = load(copy / ".mepgen/inventory.json")
+    assert inv["app_root"] == str(copy) and inv["moved_from"] == str(heatcg_copy)
+    assert all(d.startswith(str(copy)) for t in inv["translation_units"] for d in t["include_dirs"])
     from mepgen.ready import _inventory
     ws, inv, extracted = _inventory(copy, ExtractOptions(jobs=2), lambda m: None)
-    assert extracted and inv["app_root"] == str(copy)
-    rc, out = cli(["list", "-C", str(copy)])
+    assert not extracted and inv["app_root"] == str(copy)
+    rc, out = cli(["mep", "analysis::histogram", "-C", str(copy)])   # reads include/config.h
     assert rc == 0, out
+    rc, out = cli(["patch", "cg::axpy", "--from", str(variants(tmp_path / "v")["axpy"]), "--apply", "--no-validate",
+                   "-C", str(copy)])
+    assert rc == 0, out
+    assert b"// the variant" in (copy / "src/cg.cu").read_bytes()
+    assert (heatcg_copy / "src/cg.cu").read_bytes() == first
