@@ -321,6 +321,7 @@ def _extract(app: Path, ws: Workspace, opts: ExtractOptions, log) -> dict:
     assign_ranks(kernels)
 
     files = sorted({f for r in parsed for f in r["files"]})
+    reads = {r["file"]: r["files"] for r in parsed if "file" in r}   # the application files each unit read
     host_calls = _calls_reaching_launches(kernels, calls)
     inventory = {
         "schema": SCHEMA,
@@ -332,7 +333,8 @@ def _extract(app: Path, ws: Workspace, opts: ExtractOptions, log) -> dict:
         "extract_options": {"compile_commands": str(opts.compile_commands) if opts.compile_commands else None,
                             "include_dirs": opts.include_dirs, "defines": opts.defines},
         "translation_units": [
-            {"file": str(p.relative_to(app)), **f.to_json()} for p, f in units
+            {"file": str(p.relative_to(app)), **f.to_json(), "reads": reads.get(str(p.relative_to(app)), [])}
+            for p, f in units
         ],
         "host_sources": host,
         "ranking_basis": basis,

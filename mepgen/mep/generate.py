@@ -1,6 +1,7 @@
 """`mepgen mep`: from the inventory to `.mepgen/meps/<kernel id>/`, for one kernel or all of them."""
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from ..errors import MepgenError
 from ..inventory import find_kernel, load
 from ..spec import Spec, Todo, load_spec
 from ..workspace import Workspace
-from . import writer
+from . import components, writer
 from . import chain as chains
 from .ask_llm import Outcome, launch_site
 from .assemble import assemble, choose_launch
@@ -33,6 +34,7 @@ class MepResult:
     notes: list[str] = field(default_factory=list)
     backup: str | None = None
     llm: Outcome | None = None          # what the LLM proposed for the todos (`--ask-llm`)
+    kernel_dict: dict | None = field(default=None, repr=False, compare=False)   # the inventory's entry
 
 
 def check_fresh(ws: Workspace, inv: dict) -> None:
@@ -96,24 +98,44 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
             failed.append(Failed(k["qualified_name"], why))
         else:
             ok.append(k)
-    project = Project(ws.app_root, inv["translation_units"], host_sources=inv.get("host_sources"))
     arch = configured_arch(load_config(ws.app_root))
     results = []
-    if host_report is not None:     # filled as the kernels are completed: the plain sources read (mep/hostsrc.py)
-        host_report["host"] = project.host
-    for k in ok:
-        if failed is None:
-            results += _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask)
-            continue
+    order = {id(k): i for i, k in enumerate(ok)}
+    # one group of translation units at a time, dropped before the next: memory follows the largest group
+    host = None      # the plain C/C++ sources read for value tracing (mep/hostsrc.py): one for every group
+    for units, group in components.groups(inv, ok):
+        project = Project(ws.app_root, inv["translation_units"], only=units, host_sources=inv.get("host_sources"))
+        if host is None:
+            host = project.host
+        project.host = host
+        if host_report is not None:   # filled as the kernels are completed
+            host_report["host"] = host
+        for k in group:
+            results += _guarded(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask,
+                                failed)
+        del project
+        gc.collect()
+    return sorted(results, key=lambda r: order.get(id(r.kernel_dict), 0)) if len(results) > 1 else results
+
+
+def _guarded(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask,
+             failed) -> list[MepResult]:
+    if failed is None:
+        out = _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask)
+    else:
         try:
-            results += _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask)
+            out = _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask)
         except MepgenError as e:
             failed.append(Failed(k["qualified_name"], str(e)))
+            return []
         except Exception as e:      # noqa: BLE001 -- a bug of mepgen's on one kernel: said, the others written
             import traceback
             log(traceback.format_exc())
             failed.append(Failed(k["qualified_name"], f"{type(e).__name__}: {e}", internal=True))
-    return results
+            return []
+    for r in out:
+        r.kernel_dict = k
+    return out
 
 
 def _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask) -> list[MepResult]:
@@ -207,7 +229,7 @@ def _fill_inputs(spec: Spec):
         return None
 
     def fill(folder: Path) -> None:
-        datagen.make_inputs(spec, folder, spec.verify.seed, folder / "data" / "in")
+        datagen.make_inputs(spec, folder, spec.verify.seed, folder / "data" / "in", keep=False)
     return fill
 
 
