@@ -176,7 +176,7 @@ def _generate(init: Init, dtype: np.dtype, count: int, spec: Spec, mep_dir: Path
         if high <= low:
             raise MepgenError(f"{name}.init: index range [{low}, {high}) is empty")
         if "band" in a:
-            return _banded(low, high, int(num("band")), count, rng, name).astype(dtype)
+            return _banded(low, high, int(num("band")), count, rng, name, dtype)
         return rng.integers(low, high, size=count).astype(dtype)
     if kind == "csr_row_ptr":
         return _csr_row_ptr(int(num("rows")), int(num("nnz")), count, rng, name).astype(dtype)
@@ -192,18 +192,19 @@ def _generate(init: Init, dtype: np.dtype, count: int, spec: Spec, mep_dir: Path
     raise MepgenError(f"{name}.init: unknown init kind '{kind}'")
 
 
-def _banded(low: int, high: int, band: int, count: int, rng, name: str) -> np.ndarray:
+def _banded(low: int, high: int, band: int, count: int, rng, name: str, dtype=np.int64) -> np.ndarray:
     """Indices near the diagonal: element k lies within +-band of low + k * (high - low) / count (clipped to
     [low, high)). For CSR column indices over rows of near-equal length (csr_row_ptr) that is the row's own
     diagonal: the matrix is banded, as a PDE or FEM matrix in its mesh ordering is."""
     if band < 0:
         raise MepgenError(f"{name}.init: band {band} is negative")
-    out = rng.integers(-band, band, size=count, endpoint=True)
-    step = 1 << 20     # the centres are added a slice at a time: no second and third array of `count` int64
+    out = np.empty(count, dtype)
+    step = 1 << 20     # a slice at a time, written in the target type: the same numbers as one call
     for s in range(0, count, step):
         e = min(count, s + step)
-        out[s:e] += low + (np.arange(s, e, dtype=np.int64) * (high - low)) // max(count, 1)
-    return np.clip(out, low, high - 1, out=out)
+        centre = low + (np.arange(s, e, dtype=np.int64) * (high - low)) // max(count, 1)
+        out[s:e] = np.clip(centre + rng.integers(-band, band, size=e - s, endpoint=True), low, high - 1)
+    return out
 
 
 def _csr_row_ptr(rows: int, nnz: int, count: int, rng, name: str) -> np.ndarray:
