@@ -112,3 +112,14 @@ def test_patch_all_without_a_winner_or_batch_says_so(app, tmp_path):
     write_batch(app, "b2", [("cg.dot", "failed", None)], variants(tmp_path / "v"))
     rc, out = patch(app, "--all")
     assert rc == 2 and "no verified win" in out
+
+
+def test_a_batch_with_a_refused_winner_changes_nothing_and_names_it(app, tmp_path):
+    v = variants(tmp_path / "v")
+    original = (app / "src/cg.cu").read_bytes()
+    write_batch(app, "b3", [("cg.axpy", "done", 1.3), ("cg.xpay", "done", 1.1)], v)
+    bad = app / ".mepgen/runs/cg.xpay/b3/best/kernel.cu"
+    bad.write_text(bad.read_text() + "namespace cg {\n__global__ void extra(float* p) { p[0] = 1.0f; }\n}\n")
+    rc, out = patch(app, "--all", "--apply", "--no-validate")
+    assert rc == 2 and "cg.xpay" in out and "adds the kernel cg::extra" in out and "nothing was patched" in out, out
+    assert (app / "src/cg.cu").read_bytes() == original

@@ -11,7 +11,7 @@ from ..errors import MepgenError
 from ..inventory import find_kernel, load
 from ..workspace import Workspace, write_atomic
 from .batch import winners
-from .prepare import Prepared, default_variant, extra_flags, prepare  # noqa: F401  (re-exported)
+from .prepare import Prepared, extra_flags, prepare  # noqa: F401  (extra_flags: re-exported)
 from .splice import unified_diff
 from .state import applied_ids, apply, compose, decode_edits, diff_path, revert
 from .validate import compile_units, validate
@@ -70,7 +70,15 @@ def patch(kernel, variant, launch_from, all_kernels, batch_name, do_apply, do_re
             jobs = [(find_kernel(inv, w["kernel"]), Path(w["variant"]), None) for w in winners(ws, batch_name)]
         else:
             jobs = [(find_kernel(inv, kernel), variant, launch_from)]
-        prepared = [prepare(ws, inv, k, v, lf) for k, v, lf in jobs]   # every refusal before any write
+        prepared = []
+        for k, v, lf in jobs:           # every refusal before any write
+            try:
+                prepared.append(prepare(ws, inv, k, v, lf))
+            except MepgenError as e:
+                if not all_kernels:
+                    raise
+                raise MepgenError(f"{k['id']} (from {v}): {e}; nothing was patched: patch the others one by one, "
+                                  f"or fix this one first", exit_code=e.exit_code) from None
         together(prepared)
         results = []
         for i, pr in enumerate(prepared):
