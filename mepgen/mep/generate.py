@@ -197,6 +197,7 @@ def refresh(ws: Workspace, names: list[str], every: bool = False) -> list[MepRes
     out = []
     for k in select(inv, names, every):
         mep_dir = ws.mep_dir(k["id"])
+        writer.restore_interrupted(mep_dir)
         if not (mep_dir / "mep.yaml").is_file():
             raise MepgenError(f"{mep_dir / 'mep.yaml'} does not exist: run `mepgen mep {k['qualified_name']}` first")
         spec = load_spec(mep_dir / "mep.yaml")
