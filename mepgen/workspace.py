@@ -85,7 +85,7 @@ def write_json(path: Path, obj) -> None:
     write_atomic(path, json.dumps(obj, indent=1, sort_keys=False) + "\n")
 
 
-_HELD: set[tuple[str, int]] = set()   # (lock file, thread) pairs this process holds
+_HELD: set[tuple[str, int, int]] = set()   # (lock file, process, thread) that hold the lock
 
 
 def _holder(path: Path) -> str:
@@ -142,7 +142,7 @@ class Workspace:
         check_folder(self.root)
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / "lock"
-        key = (str(path), threading.get_ident())
+        key = (str(path), os.getpid(), threading.get_ident())   # a forked child holds nothing
         if key in _HELD:            # this thread holds it already (ready -> extract): no second flock
             yield
             return

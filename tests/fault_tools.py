@@ -135,3 +135,24 @@ def read_only(folder: Path):
         yield
     finally:
         subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def heatcg_template(tmp_path_factory) -> Path:
+    """examples/heatcg copied and extracted once; tests get copies of it (workspace included: the inventory's
+    paths follow the copy, see inventory.relocate)."""
+    from conftest import copy_example
+    from mepgen.extract import ExtractOptions, extract
+
+    app = copy_example("heatcg", tmp_path_factory.mktemp("faults"))
+    extract(app, ExtractOptions(jobs=2))
+    return app
+
+
+@pytest.fixture
+def app(heatcg_template, tmp_path) -> Path:
+    """A fresh extracted copy of the bundled example."""
+    return Path(shutil.copytree(heatcg_template, tmp_path / "heatcg", symlinks=True))

@@ -10,15 +10,10 @@ import time
 
 import pytest
 
-from mepgen.extract import ExtractOptions, extract
 from mepgen.workspace import Workspace
+from fault_tools import app, heatcg_template  # noqa: F401  (fixtures)
 from fault_tools import KILLED, cli, read_only, variants
 
-
-@pytest.fixture
-def app(heatcg_copy):
-    extract(heatcg_copy, ExtractOptions(jobs=2))
-    return heatcg_copy
 
 
 def manifests(app):
@@ -179,3 +174,28 @@ def test_a_kill_at_each_step_of_revert_leaves_a_whole_state(app, tmp_path, step)
     assert rc == 0, out
     assert (app / "src/cg.cu").read_bytes() == original
     assert json.dumps(manifests(app)) == "[]"
+
+
+def test_the_lock_is_reentrant_in_its_thread_only(tmp_path):
+    from mepgen.errors import MepgenError
+
+    ws = Workspace(tmp_path)
+    seen = []
+
+    def other():
+        try:
+            with ws.lock("other", timeout=0.2):
+                seen.append("got it")
+        except MepgenError as e:
+            seen.append(str(e))
+
+    with ws.lock("outer"):
+        with ws.lock("inner"):           # ready -> extract: no deadlock
+            t = threading.Thread(target=other)
+            t.start()
+            t.join(10)
+    assert len(seen) == 1 and "another mepgen command (pid" in seen[0] and "mepgen outer" in seen[0]
+    t = threading.Thread(target=other)
+    t.start()
+    t.join(10)
+    assert seen[-1] == "got it"

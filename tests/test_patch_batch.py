@@ -7,15 +7,10 @@ import json
 import pytest
 
 from mepgen.errors import MepgenError
-from mepgen.extract import ExtractOptions, extract
 from mepgen.patch.state import compose
+from fault_tools import app, heatcg_template  # noqa: F401  (fixtures)
 from fault_tools import cli, variants
 
-
-@pytest.fixture
-def app(heatcg_copy):
-    extract(heatcg_copy, ExtractOptions(jobs=2))
-    return heatcg_copy
 
 
 def patch(app, *args):
