@@ -199,3 +199,16 @@ def test_the_lock_is_reentrant_in_its_thread_only(tmp_path):
     t.start()
     t.join(10)
     assert seen[-1] == "got it"
+
+
+def test_revert_all_after_a_kill_during_a_revert_takes_every_patch_out(app, tmp_path):
+    v = variants(tmp_path / "v")
+    original = (app / "src/cg.cu").read_bytes()
+    for k in ("axpy", "xpay"):
+        assert cli(["patch", f"cg::{k}", "--from", str(v[k]), "--apply", "--no-validate", "-C", str(app)])[0] == 0
+    rc, _ = cli(["patch", "cg::xpay", "--revert", "-C", str(app)], env={"MEPGEN_KILL_AT": "revert-after-journal"})
+    assert rc == KILLED
+    rc, out = cli(["patch", "--all", "--revert", "-C", str(app)])
+    assert rc == 0, out
+    assert (app / "src/cg.cu").read_bytes() == original
+    assert not list((app / ".mepgen/patches").glob("*/*.json"))

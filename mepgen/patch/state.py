@@ -271,11 +271,14 @@ def _revert_legacy(ws: Workspace, kernel_id: str, m: dict, target: Path, force: 
 
 
 def applied_ids(ws: Workspace) -> list[str]:
-    """Every kernel with an applied patch, the most recently applied first."""
+    """Every kernel with an applied patch (or one a killed run left journaled: revert settles it), the most
+    recently applied first."""
     root = ws.root / "patches"
     found = []
     for d in (root.iterdir() if root.is_dir() else []):
-        m = _read(d / "manifest.json") if d.is_dir() else None
+        if not d.is_dir():
+            continue
+        m = _read(d / "manifest.json") or _read(d / "reverting.json") or _read(d / "pending.json")
         if m is not None:
             found.append((m.get("seq", 0), d.name))
     return [kid for _, kid in sorted(found, reverse=True)]
