@@ -11,7 +11,7 @@ import pytest
 
 from mepgen.config import load_config
 from mepgen.errors import MepgenError
-from fault_tools import cli, read_only
+from fault_tools import cli, heatcg_template, read_only  # noqa: F401  (fixture)
 
 
 def one_line_error(rc, out, *words):
@@ -126,3 +126,19 @@ def test_a_negative_retry_count_is_an_error_at_the_command_not_later(heatcg_copy
     rc, out = cli(["patch", "cg::axpy", "--from", str(v["axpy"]), "--apply", "-C", str(app)])
     one_line_error(rc, out, "max_retries", "config.yaml:2")
     assert (app / "src/cg.cu").read_bytes() == original
+
+
+def test_a_full_disk_during_mep_all_is_no_internal_error(heatcg_template, tmp_path, monkeypatch):
+    import mepgen.mep.writer as writer
+    from mepgen.cli import main
+
+    app = shutil.copytree(heatcg_template, tmp_path / "app")
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(app / ".mepgen/meps"))
+
+    monkeypatch.setattr(writer.tempfile, "mkdtemp", full)
+    with pytest.raises(SystemExit) as e:
+        main.main(["mep", "--all", "-C", str(app)])
+    assert e.value.code not in (0, 70)
+    assert not list((app / ".mepgen/meps").glob("*/mep.yaml")) if (app / ".mepgen/meps").is_dir() else True

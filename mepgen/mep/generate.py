@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import datagen
 from ..budget import time_budget
-from ..errors import MepgenError
+from ..errors import MepgenError, os_error_message
 from ..inventory import find_kernel, load
 from ..spec import Spec, Todo, load_spec
 from ..workspace import Workspace
@@ -127,6 +127,9 @@ def _guarded(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edit
             out = _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask)
         except MepgenError as e:
             failed.append(Failed(k["qualified_name"], str(e)))
+            return []
+        except OSError as e:        # the file system said no (space, permissions): the user's to fix, not a bug
+            failed.append(Failed(k["qualified_name"], os_error_message(e)))
             return []
         except Exception as e:      # noqa: BLE001 -- a bug of mepgen's on one kernel: said, the others written
             import traceback
