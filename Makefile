@@ -3,7 +3,7 @@ PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 MEPGEN ?= $(PYTHON) -m mepgen.cli
 EXAMPLE ?= examples/heatcg
-# sizes of the CG kernels that mepgen cannot trace through the CSR struct (see README: "What a person sets")
+# sizes of the CG kernels that mepgen cannot trace through the CSR struct (`mepgen ready` names them; README.md)
 EXAMPLE_SIZES ?= --size N=4194304 --size NROWS=4194304 --size NNZ=20930584
 DEMO_KERNEL ?= analysis::dense_matvec
 

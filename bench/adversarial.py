@@ -64,12 +64,13 @@ def prepare_app(app: Path | None, kernels: list[str]) -> Path:
     return target
 
 
-def run_suite(app: Path, backend: str, kernels: list[str]) -> list[dict]:
+def run_suite(app: Path, backend: str, kernels: list[str], **options) -> list[dict]:
+    """`options`: further evaluator Options (verify_on_device=False, baseline_once=False: the judge of old)."""
     rows = []
     for kid in kernels:
         mep_dir = app / ".mepgen" / "meps" / kid
         spec = load_spec(mep_dir / "mep.yaml")
-        ev = Evaluator(spec, mep_dir, Options(backend=backend, rounds=3, use_cache=False))
+        ev = Evaluator(spec, mep_dir, Options(backend=backend, rounds=3, use_cache=False, **options))
         try:
             ev.prepare()
             cases = variants(kid)

@@ -4,7 +4,7 @@
     python3 bench/sandbox_start_cost.py OUT_DIR [--n 40]
 
 Measures, median over N starts (wall time, this machine): a plain start of `true` (the floor), the same
-through process.run at each level (rlimits, unshare, bwrap) and bwrap's parts (without the seccomp filter,
+through process.run at each level (rlimits, unshare, landlock, bwrap) and bwrap's parts (without the seccomp filter,
 without a network namespace, without dropping root), the pycuda worker's interpreter start unconfined and
 under sandbox.for_worker (`python -c pass` with the same flags and path); and the Python side of building a
 confinement: the first call of what is cached per process (the level probe `strongest()`, the seccomp program,
@@ -88,6 +88,8 @@ def cuda_rows(work: Path, ws: Path, scratch: Path, level: str, env: dict, flags:
             return make
         variants += [("bwrap (for_run)", run_c()), ("bwrap staying root", run_c(keep_root=True)),
                      ("bwrap without the seccomp filter", run_c(seccomp=False))]
+    if sandbox.landlock_works()[0]:
+        variants.append(("landlock (for_run)", lambda: sandbox.for_run("landlock", [exe], scratch, 1 << 20, read=read)))
     out = []
     for name, make in variants:
         def go(make=make):
@@ -101,7 +103,9 @@ def cuda_rows(work: Path, ws: Path, scratch: Path, level: str, env: dict, flags:
     py = [sys.executable, *flags, "-c", WORKER_START]
     for name, make in [("no confinement", lambda: None),
                        *([(f"for_worker level {level}", lambda: sandbox.for_worker(level, hide=[ws]))]
-                         if level != "off" else [])]:
+                         if level != "off" else []),
+                       *([("for_worker level landlock", lambda: sandbox.for_worker("landlock", hide=[ws]))]
+                         if level != "landlock" and sandbox.landlock_works()[0] else [])]:
         def go(make=make):
             done = process.run(py, 120, env=cuda_env, confine=make())
             assert done.returncode == 0, done.stderr
@@ -134,7 +138,7 @@ def main() -> int:
 
     rows.append(("Popen(true), no process.run", median_ms(lambda: subprocess.run(["true"]), n)))
     rows.append(("process.run(true), no confinement", median_ms(start(lambda: None), n)))
-    for lv in [x for x in ("rlimits", "unshare", "bwrap") if sandbox.LEVELS.index(x) >= sandbox.LEVELS.index(level)]:
+    for lv in [x for x in ("rlimits", "unshare", "landlock", "bwrap") if sandbox.LEVELS.index(x) >= sandbox.LEVELS.index(level)]:
         rows.append((f"process.run(true), level {lv} (for_run, GPU nodes)",
                      median_ms(start(lambda lv=lv: sandbox.for_run(lv, [ws / "data"], scratch, 1 << 20)), n)))
     if level == "bwrap":

@@ -15,9 +15,11 @@ from .strict_yaml import load_doc, of_type, one_of, optional, record
 
 DEFAULTS: dict = {
     "evaluate": {"backend": "auto", "timeout_s": 60.0, "compile_timeout_s": 300.0, "input_sets": 3,
-                 "reps": 50, "warmup": 5, "min_gain": 0.02, "timing": "time", "sandbox": "auto"},
+                 "reps": 50, "warmup": 5, "min_gain": 0.02, "timing": "time", "sandbox": "auto",
+                 "fidelity_tolerance": 0.25, "fidelity_floor_us": 10.0},
     "mep": {"arch": None, "ask_llm": False},
     "patch": {"validate_command": None},
+    "tune": {"build_command": None, "check_command": None, "runs": 3, "time_limit_s": 60.0, "timeout_s": 1800.0},
     "llm": {"base_url": None, "model": None, "api_key_env": "OPENAI_API_KEY", "temperature": 0.2,
             "timeout_s": 120.0, "max_retries": 3},
 }
@@ -39,6 +41,7 @@ def _in_range(t, low=None, high=None, low_open=False):
 
 
 _positive = lambda t: _in_range(t, 0, low_open=True)
+_nonnegative = lambda t: _in_range(t, 0)
 
 
 _SCHEMA = record({
@@ -47,9 +50,14 @@ _SCHEMA = record({
         "timeout_s": (_positive(float), False), "compile_timeout_s": (_positive(float), False),
         "input_sets": (_positive(int), False), "reps": (_positive(int), False), "warmup": (_in_range(int, 0), False),
         "min_gain": (_in_range(float, 0.0, 1.0), False), "timing": (one_of("time", "count"), False),
-        "sandbox": (one_of("auto", "require", "off"), False)}), False),
+        "sandbox": (one_of("auto", "require", "off", "bwrap", "landlock", "unshare", "rlimits"), False),
+        "fidelity_tolerance": (_positive(float), False), "fidelity_floor_us": (_nonnegative(float), False)}), False),
     "mep": (record({"arch": (optional(of_type(str)), False), "ask_llm": (of_type(bool), False)}), False),
     "patch": (record({"validate_command": (optional(of_type(str)), False)}), False),
+    "tune": (record({
+        "build_command": (optional(of_type(str)), False), "check_command": (optional(of_type(str)), False),
+        "runs": (_positive(int), False), "time_limit_s": (_positive(float), False),
+        "timeout_s": (_positive(float), False)}), False),
     "llm": (record({
         "base_url": (optional(of_type(str)), False), "model": (optional(of_type(str)), False),
         "api_key_env": (of_type(str), False), "temperature": (_in_range(float, 0.0, 2.0), False),

@@ -53,7 +53,8 @@ def _inventory(app: Path | None, extract_opts, log):
             ws = Workspace.find()
         except MepgenError:
             ws = Workspace(Path.cwd())
-    asked = bool(extract_opts.compile_commands or extract_opts.include_dirs or extract_opts.defines)
+    asked = bool(extract_opts.compile_commands or extract_opts.include_dirs or extract_opts.defines
+                 or extract_opts.profile)
     if ws.inventory_path.is_file() and not asked:     # flags given: extract with them
         inv = load(ws.inventory_path)
         try:

@@ -79,3 +79,11 @@ def run_mepgen(*args, cwd=None, timeout=900) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     return subprocess.run([sys.executable, "-m", "mepgen.cli", *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(autouse=True)
+def _no_llm_from_the_environment(monkeypatch):
+    """The LLM settings read the environment first (OPENAI_BASE_URL, ...): a developer's or CI's own must not turn
+    the LLM proposer on in a test, nor send a test's request anywhere off this machine."""
+    for name in ("OPENAI_BASE_URL", "OPENAI_MODEL", "MEPGEN_LLM_MODEL"):
+        monkeypatch.delenv(name, raising=False)

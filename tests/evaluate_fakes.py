@@ -30,6 +30,10 @@ class FakeNative(NativeBackend):
         self.runtime_read = sorted({Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
                                     Path(sys.executable).resolve().parent.parent, FIXTURES,
                                     FIXTURES.parent.parent / "mepgen"})
+        if sandbox_level_of(self) == "landlock":      # Python lists a sys.path folder before importing from it
+            self.runtime_read.append(FIXTURES.parent.parent)
+        # and it is a shell script starting Python: under the landlock level both must be allowed to run
+        self.runtime_programs = [Path(shutil.which("sh") or "/bin/sh").resolve(), Path(sys.executable).resolve()]
 
     def compile(self, kernel_file: Path, launch=None, flags=()):
         text = Path(kernel_file).read_text()
@@ -52,6 +56,11 @@ class FakeNative(NativeBackend):
             os.replace(tmp, script)
         return Built(Path(kernel_file), script, key, CompileInfo(seconds=0.01, registers=16, spill_stores=0,
                                                                  spill_loads=0), "")
+
+
+def sandbox_level_of(backend) -> str:
+    from mepgen.evaluate import sandbox
+    return backend.sandbox_level or sandbox.strongest()[0]
 
 
 def make_mep(tmp: Path, check_inputs: bool = True) -> Path:

@@ -173,6 +173,16 @@ def test_injector_reads_the_python_plan_and_matches_names(injector, heatcg_extra
 
 
 @pytest.mark.nvcc
+def test_a_plan_without_kernels_reads_only_for_gpu_times(injector, tmp_path):
+    from mepgen.capture.plan import RunPlan
+    lib = ctypes.CDLL(str(injector.path))
+    rc, got = _selftest(lib, RunPlan(tmp_path.resolve(), []).write(tmp_path / "p.txt"), "_Z1kv")
+    assert rc == 1 and got["error"] == "the plan names no kernel"
+    rc, got = _selftest(lib, RunPlan(tmp_path.resolve(), [], gpu_times_only=True).write(tmp_path / "q.txt"), "_Z1kv")
+    assert rc == 0 and got["error"] == "" and got["targets"] == [] and got["match"] == -1
+
+
+@pytest.mark.nvcc
 def test_injector_matches_template_instantiations(injector, heatcg_extracted, tmp_path):
     _, inv = heatcg_extracted
     lib = ctypes.CDLL(str(injector.path))

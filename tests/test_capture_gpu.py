@@ -49,6 +49,10 @@ def test_spmv_capture_holds_the_launch_inputs_and_outputs(built_app):
     np.add.at(want, rows, b["vals"].astype(np.float64) * b["x"][b["col_idx"]].astype(np.float64))
     got = np.load(cap / "after" / "y.npy")[:n]
     assert np.allclose(got, want, rtol=1e-4, atol=1e-5)
+    # the launch's own GPU time (activity record) is there, shorter than its event pair, and every launch of the
+    # kernel in the run is counted
+    assert 0 < m["app_gpu_ms"] <= m["kernel_ms"]
+    assert m["app_gpu"]["launches"] >= 4 and m["app_gpu"]["min_ms"] <= m["app_gpu_ms"] <= m["app_gpu"]["max_ms"]
 
 
 def test_stencil_capture_records_constants_and_struct_arguments(built_app):

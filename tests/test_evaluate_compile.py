@@ -155,3 +155,43 @@ def test_pycuda_entry_gives_a_kernel_the_headers_the_native_harness_gives(tmp_pa
     (mep / "kernel.cu").write_text("__device__ uint32_t mepgen_test_word(uint32_t v) { return v ^ 1u; }\n" + text)
     built = build_cubin(load_spec(mep / "mep.yaml"), mep, mep / "kernel.cu", tmp_path / "b", 300)
     assert not isinstance(built, CompileFailed), built
+
+
+#: launch dimensions spelled with host math, as applications write them (PolyBench: `(size_t)ceil((float)N / 32)`)
+HOST_MATH = ["(size_t)(ceil((float)N / ((float)1000)))", "max(3, N / 300000) + (int)floorf(2.5f) + (N > 4 ? 1 : 0)",
+             "(unsigned)std::min<long>(7, N) * (unsigned)fabs(-2.0) + (unsigned)roundf(2.5f) + (unsigned)(ceil(N / 3) / 2)"]
+
+
+def test_pycuda_entry_folds_host_math_in_the_launch_to_the_host_s_values(tmp_path):
+    """`ceil`, `floorf`, `max`, `fabs`, `roundf` in a launch: the entry's `__device__` initializer calls constexpr
+    twins of them (fold.py), and the geometry equals what the host computes from the same text (g++ with <cmath>,
+    the native harness's way), an integral argument of ceil giving a double as <cmath>'s does."""
+    import subprocess
+    spec = load_spec(FIXTURES / "axpy" / "mep.yaml")
+    spec.launch.grid = list(HOST_MATH)
+    built = build_cubin(spec, FIXTURES / "axpy", FIXTURES / "axpy" / "kernel.cu", tmp_path, 300)
+    assert not isinstance(built, CompileFailed), built
+    host = tmp_path / "host.cpp"
+    host.write_text("#include <cmath>\n#include <cstdio>\n#include <algorithm>\nusing std::max; using std::min;\n"
+                    "#define N 1048576\nint main() {\n" + "".join(
+                        f'  printf("%llu\\n", (unsigned long long)({e}));\n' for e in HOST_MATH) + "}\n")
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    subprocess.run([cxx, "-std=c++17", str(host), "-o", str(tmp_path / "host")], check=True)
+    want = [int(v) for v in subprocess.run([str(tmp_path / "host")], capture_output=True, text=True).stdout.split()]
+    assert built.extra["grid"] == want == [1049, 3 + 2 + 1, 7 * 2 + 3 + 174762]
+
+
+def test_folded_calls_do_not_meet_a_macro_of_the_same_name_in_the_kernel_s_headers(tmp_path):
+    """`#define min(a, b) ...` in the kernel file (as C-style code has it): the entry's `(mepgen_fold::min)(...)`
+    and its prelude (before the kernel file) are out of the macro's reach."""
+    kernel = tmp_path / "kernel.cu"
+    kernel.write_text("#define min(a, b) ((a) < (b) ? (a) : (b))\n#define ceil(x) oops\n"
+                      + (FIXTURES / "axpy" / "kernel.cu").read_text())
+    spec = load_spec(FIXTURES / "axpy" / "mep.yaml")
+    spec.launch.grid = ["min(N / 256, 100)"]
+    spec.launch.block = ["(unsigned)std::max(32, 64)"]
+    built = build_cubin(spec, FIXTURES / "axpy", kernel, tmp_path / "b", 300)
+    assert not isinstance(built, CompileFailed), built
+    assert built.extra["grid"] == [100, 1, 1] and built.extra["block"] == [64, 1, 1]

@@ -144,3 +144,33 @@ def test_no_gpu_is_one_clear_error_after_compiling(tmp_path, monkeypatch):
     with pytest.raises(MepgenError, match="no CUDA device: nvidia-smi is not on PATH") as err:
         e.prepare()
     assert err.value.exit_code == 4
+
+
+def test_candidates_are_timed_against_the_original_timed_once_and_say_where_their_time_went(ev):
+    """The original is timed once (baseline_result); a candidate's session runs one process of its control launches
+    and stops at the second round when the verdict is settled (with rounds of MIN_REPS launches, a process each);
+    each result records its phases."""
+    from mepgen.evaluate import plan
+    ev.plan.reps = plan.MIN_REPS
+    base = ev.baseline_result()
+    stored = ev.workers[0].stored
+    assert stored is not None and stored.rounds == [list(r) for r in stored.rounds] and len(stored.rounds) == 3
+    res = evaluate_many(ev, [("faster", variant(ev.mep_dir, "faster"))])[0]
+    assert res.timed.decision == "faster" and ev.workers[0].stored is stored           # not timed again
+    assert res.timed.baseline_median_ms == pytest.approx(base.timed.median_ms)
+    assert len(res.timed.round_medians_ms) == 2 and any("timed in 2 of 3 round(s)" in n for n in res.notes)
+    assert any("control launch(es) of the original" in n for n in res.notes)
+    folders = sorted(p.name for p in (ev.store.work_dir / "w0" / "time").iterdir())
+    assert folders == ["round0-baseline", "round0-candidate", "round1-candidate"]
+    assert {"compile", "verify", "time", "checks"} <= set(res.phases)
+    assert sum(v for k, v in res.phases.items() if k != "compile") == pytest.approx(res.seconds, abs=0.01)
+
+
+def test_a_short_candidate_runs_every_round_in_one_process_on_the_native_harness(ev):
+    """Rounds of many launches (a short kernel): the control process and one candidate process whose launches are
+    cut into the plan's rounds, instead of a process a round."""
+    ev.baseline_result()
+    res = evaluate_many(ev, [("slower", variant(ev.mep_dir, "slower"))])[0]
+    assert res.timed.decision == "slower" and len(res.timed.round_medians_ms) == 3 and res.timed.launches == 3 * 20
+    folders = sorted(p.name for p in (ev.store.work_dir / "w0" / "time").iterdir())
+    assert folders == ["round0-baseline", "round0-candidate"]

@@ -81,17 +81,20 @@ def test_auto_takes_pycuda_when_installed_and_allowed(mep, monkeypatch):
 
 
 def test_auto_runs_host_arithmetic_in_the_launch_on_the_native_harness(mep, monkeypatch):
-    """`grid: [floorf(N / 256.f) + 1]` (as an application wrote it): the pycuda entry folds the geometry into a
-    `__device__` variable's initializer, which cannot call floorf (nvcc: dynamic initialization is not supported);
-    the native harness computes it on the host. Casts and sizeof are no calls."""
+    """`grid: [sqrtf(N / 256.f) + 1]`: the pycuda entry folds the geometry into a `__device__` variable's
+    initializer, which cannot call sqrtf (nvcc: dynamic initialization is not supported); the native harness
+    computes it on the host. Casts and sizeof are no calls; ceil, floorf, max are folded (fold.py)."""
     spec = load_spec(mep / "mep.yaml")
     monkeypatch.setattr(devices, "have_pycuda", lambda: True)
     spec.launch.grid = ["(unsigned)sizeof(float) * (int)(N / 256)"]
     assert devices.choose_backend("auto", spec)[0] == "pycuda"
-    spec.launch.grid = ["floorf(N / 256.f) + 1"]
+    spec.launch.grid = ["sqrtf(N / 256.f) + 1"]
     name, why = devices.choose_backend("auto", spec)
-    assert name == "native" and "floorf()" in why
-    assert devices.runtime_calls(spec) == ["floorf"]
+    assert name == "native" and "sqrtf()" in why
+    assert devices.runtime_calls(spec) == ["sqrtf"]
+    # ceil, floorf, max...: the entry calls constexpr twins of them (fold.py), so auto stays on pycuda
+    spec.launch.grid = ["(size_t)(ceil((float)N / ((float)32)))", "std::max(1, (int)floorf(N / 256.f) + 1)"]
+    assert devices.runtime_calls(spec) == [] and devices.choose_backend("auto", spec)[0] == "pycuda"
     spec.launch.grid = ["N / 256"]
     scalar = next(p for p in spec.params if p.role == "scalar")
     scalar.dtype, scalar.ctype, scalar.value = None, "Payoff", "4.00"   # a functor built from 4.0 by its constructor

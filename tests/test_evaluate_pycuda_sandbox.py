@@ -225,3 +225,31 @@ def test_the_real_worker_runs_a_kernel_confined(ws, tmp_path, monkeypatch, liste
         assert_contained(probe_of(be), plan)
     finally:
         be.close()
+
+
+@pytest.mark.skipif(sandbox.landlock_works()[0] is False, reason="no Landlock here")
+def test_the_worker_under_landlock_gets_only_its_inputs(ws, tmp_path, monkeypatch, listening):
+    """The level without namespaces (forced: never bubblewrap here): the worker's Python starts through the links
+    to its packages, gets its input set through the descriptors, and the probe in its start reaches no reference,
+    no home file, no workspace folder and no network."""
+    site = tmp_path / "site"
+    shutil.copytree(HERE / "fake_pycuda", site)
+    shutil.copy(HERE / "worker_probe" / "sitecustomize.py", site)
+    monkeypatch.syspath_prepend(str(site))
+    plan = probe_plan(ws, listening)
+    monkeypatch.setenv("MEPGEN_TEST_PROBE", json.dumps(plan))
+    monkeypatch.setattr(l2_flush, "build_cubin", lambda arch, folder, timeout: FIXTURES / "axpy" / "kernel.cu")
+    be = PycudaBackend(ws["spec"], ws["mep"], ws["store"].build_dir, run_timeout=30.0, start_timeout=60.0)
+    be.sandbox_level = "landlock"
+    kernel = ws["mep"] / "kernel.cu"
+    try:
+        out = be.run(Built(kernel, kernel, "k", CompileInfo(), "", axpy_desc()), ws["inputs"], tmp_path / "scratch")
+        assert out.fault is None, out.fault
+        np.testing.assert_array_equal(out.outputs["y"], np.load(ws["inputs"].data_dir / "y.npy"))
+        found = probe_of(be)
+    finally:
+        be.close()
+    assert found["read"] == {p: False for p in plan["read"]}
+    assert all(not found["list"][p] for p in plan["list"]), found["list"]
+    assert found["write"] == {p: False for p in plan["write"]} and found["connect"] is False
+    assert not (ws["mep"] / "planted").exists()

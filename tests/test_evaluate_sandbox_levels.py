@@ -3,6 +3,8 @@
 every candidate and the original. CPU only: the driver and the probes are stood in for."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mepgen.evaluate import gpu_probe, sandbox
@@ -14,6 +16,7 @@ def fresh(monkeypatch):
     gpu_probe.usable_here.cache_clear()
     monkeypatch.setattr(sandbox, "bwrap_executable", lambda: None)          # as on a machine without bubblewrap
     monkeypatch.setattr(sandbox, "_works", lambda cmd, pass_fds=(): True)    # unshare runs `true`
+    monkeypatch.setattr(sandbox, "landlock_works", lambda: (False, "the kernel has no Landlock"))
     yield
     sandbox.strongest.cache_clear()
     gpu_probe.usable_here.cache_clear()
@@ -31,6 +34,22 @@ def test_unshare_kept_when_cuda_works_inside_it(fresh, monkeypatch):
     monkeypatch.setattr(gpu_probe, "driver_present", lambda: True)
     monkeypatch.setattr(gpu_probe, "cuda_works", lambda prefix, pass_fds=(): True)
     assert sandbox.strongest()[0] == "unshare"
+
+
+def test_landlock_taken_where_bubblewrap_is_missing_and_the_gpu_works_under_it(fresh, monkeypatch):
+    monkeypatch.setattr(sandbox, "landlock_works", lambda: (True, ""))
+    monkeypatch.setattr(gpu_probe, "driver_present", lambda: True)
+    monkeypatch.setattr(gpu_probe, "cuda_works", lambda prefix, pass_fds=(): True)
+    assert sandbox.strongest() == ("landlock", "bwrap is not installed")
+
+
+def test_landlock_passed_over_when_the_driver_refuses_a_context_under_it(fresh, monkeypatch):
+    monkeypatch.setattr(sandbox, "landlock_works", lambda: (True, ""))
+    monkeypatch.setattr(gpu_probe, "driver_present", lambda: True)
+    monkeypatch.setattr(gpu_probe, "cuda_works",
+                        lambda prefix, pass_fds=(): not any("confine" in Path(a).name for a in prefix))
+    level, why = sandbox.strongest()
+    assert level == "unshare" and "refuses a CUDA context under Landlock" in why
 
 
 def test_no_driver_no_gpu_reason_to_refuse(fresh, monkeypatch):

@@ -80,3 +80,14 @@ def test_cmake_targets(heatcg_copy, tmp_path):
     r = subprocess.run(["cmake", "--build", str(build), "--target", "optimize"], capture_output=True, text=True,
                        env={k: v for k, v in os.environ.items() if k != "KERNEL"})
     assert r.returncode != 0 and "set KERNEL=<name>" in (r.stdout + r.stderr)
+
+
+@needs_make
+def test_make_optimize_without_a_kernel_runs_the_whole_path_when_the_run_command_is_set(heatcg_copy):
+    user_makefile(heatcg_copy)
+    r = subprocess.run(["make", "--no-print-directory", "MEPGEN=echo mepgen", "optimize", "MEPGEN_RUN=./heatcg -n 64",
+                        "MEPGEN_TUNE_FLAGS=--runs 5"], cwd=heatcg_copy, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert f"mepgen tune -C {heatcg_copy} --runs 5 -- ./heatcg -n 64" in r.stdout
+    r = make(heatcg_copy, "mepgen-tune")
+    assert r.returncode != 0 and "set the application's run command" in r.stderr

@@ -15,7 +15,7 @@ MSG = [{"role": "user", "content": "make it faster"}]
 
 def settings(url: str, **kw) -> LLMSettings:
     return LLMSettings(base_url=url, model="test-model", api_key_env="MEPGEN_TEST_KEY", timeout_s=kw.pop("timeout", 5),
-                       max_retries=kw.pop("retries", 2), retry_wait_s=0.01, **kw)
+                       max_retries=kw.pop("retries", 2), **kw)
 
 
 def test_reply_text_and_what_the_client_sends(monkeypatch):

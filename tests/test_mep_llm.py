@@ -341,7 +341,7 @@ def test_ask_llm_needs_an_endpoint(app):
     configure(app, None)
     r = mep(app, "--ask-llm")
     assert r.exit_code == 2
-    assert "mepgen: --ask-llm (mep.ask_llm) needs an LLM endpoint: set llm.base_url and llm.model" in r.output
+    assert "mepgen: --ask-llm (mep.ask_llm) needs an LLM endpoint: export OPENAI_BASE_URL and MEPGEN_LLM_MODEL" in r.output
     assert not folder(app).exists()
     r = mep(app, "--ask-llm", "--refresh")
     assert r.exit_code == 2 and "--ask-llm applies to a plain run or --force" in r.output

@@ -54,7 +54,8 @@ def test_without_placement_the_harness_leaves_it_to_the_size(solve_mep):
     for name in ("L", "B", "X"):
         assert f"raw_{name} = mep_alloc(std::max<size_t>(n_{name}, 1) * sizeof(float), -1," in harness
         assert f"cudaFree(raw_{name})" in harness
-    assert "if (offset < 0 && bytes < span)" in harness and f"const size_t span = {PLACEMENT_SPAN};" in harness
+    assert "const bool placed = !(offset < 0 && bytes < span);" in harness      # guards.h's mep_guarded_alloc
+    assert f"mep_guarded_alloc(bytes, offset, {PLACEMENT_SPAN}, where, name)" in harness
 
 
 @pytest.mark.nvcc

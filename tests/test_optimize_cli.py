@@ -35,7 +35,7 @@ def test_usage_errors(heatcg_meps, monkeypatch, tmp_path):
     r = CliRunner().invoke(main, ["optimize", "cg::nothing", "-C", str(app)])
     assert r.exit_code == 2 and "no MEP for 'cg::nothing'" in r.output
     r = CliRunner().invoke(main, ["optimize", "analysis::dense_matvec", "-C", str(app), "--proposer", "llm"])
-    assert r.exit_code == 2 and "--proposer llm needs llm.base_url" in r.output
+    assert r.exit_code == 2 and "--proposer llm needs an LLM endpoint: export OPENAI_BASE_URL" in r.output
     r = CliRunner().invoke(main, ["optimize", "analysis::dense_matvec", "-C", str(app), "--strategy", "annealing"])
     assert r.exit_code == 2 and "annealing" in r.output
     r = CliRunner().invoke(main, ["optimize", "--help"])

@@ -36,7 +36,7 @@ def run(tmp_path, script, *, proposers_after=(), budget=Budget(candidates=3, wid
     ctx = make_ctx(tmp_path)
     with ChatServer(script) as srv:
         settings = LLMSettings(base_url=url or srv.base_url, model="test-model", api_key_env=KEY_ENV,
-                               timeout_s=timeout, max_retries=retries, retry_wait_s=0.01)
+                               timeout_s=timeout, max_retries=retries)
         llm = LLMProposer(ChatClient(settings), tmp_path / "llm", repairs=2, baseline=baseline())
         traj = Trajectory(tmp_path / "run", {"kernel": "cg.xpay", "spec_sha256": "s"}, secrets=secrets,
                           progress=(lines.append if lines is not None else (lambda line: None)))

@@ -78,7 +78,7 @@ def test_one_worker_per_visible_gpu_never_two_kernels_on_one(tmp_path, gpus, mon
         spans = sorted((r["started"], r["finished"]) for r in rows.values() if r["device"] == gpu)
         assert len(spans) >= 1 and all(a[0] < a[1] <= b[0] for a, b in zip(spans, spans[1:]))
     table = (app / ".mepgen" / "batches" / "night" / "table.md").read_text()
-    assert "| kernel | original ms | best ms | speedup | % of roofline | winning change | status |" in table
+    assert "| kernel | original ms | MEP/app time | best ms | speedup | % of roofline | winning change | status |" in table
     assert "unroll x4 of k3" in table and "6/6 kernel(s) done" in table
     assert "| app::k5 |" in table.splitlines()[4]                # by hotspot rank (k5 ranks first)
 

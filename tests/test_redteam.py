@@ -274,9 +274,18 @@ def test_config_validates_the_sandbox_mode(tmp_path):
 
 # --- a hostile candidate in the real harness (nvcc, no GPU needed: it acts before main) -------------------
 
+def _level_usable(level: str) -> bool:
+    return LEVEL == "bwrap" if level == "bwrap" else sandbox.landlock_works()[0]
+
+
 @pytest.mark.nvcc
-@needs_bwrap
-def test_load_time_code_in_the_real_harness_is_contained(workspace, monkeypatch):
+@pytest.mark.parametrize("level", ["bwrap", "landlock"])
+def test_load_time_code_in_the_real_harness_is_contained(workspace, monkeypatch, level):
+    """The real harness, built by nvcc under the level, with code that runs before main: under `landlock`
+    (forced, never bubblewrap) as under `bwrap`, it reads its input but not the reference, writes its scratch
+    folder only and reaches no network."""
+    if not _level_usable(level):
+        pytest.skip(f"the {level} level does not work here")
     from mepgen import datagen
     from mepgen.evaluate import native
     from mepgen.evaluate.backend import InputSet
@@ -308,14 +317,14 @@ def test_load_time_code_in_the_real_harness_is_contained(workspace, monkeypatch)
     monkeypatch.setattr(native.process, "run", recording)
     try:
         be = native.NativeBackend(spec, mep, mep / "eval" / "build")
-        be.sandbox_level = "bwrap"
+        be.sandbox_level = level
         built = be.compile(SUITE / "probe_at_load.cu")        # the rules would refuse it: this is the second net
         assert not hasattr(built, "message"), getattr(built, "message", "")
         out = be.run(built, InputSet(0, ws["inputs"]), ws["scratch"])
     finally:
         server.close()
     confine, done = runs[-1]
-    assert confine.level == "bwrap" and confine.gpu
+    assert confine.level == level and confine.gpu
     probes = dict(re.findall(r"PROBE (\S+) (yes|no)", done.stdout))
     assert probes == {"read-reference": "no", "read-input": "yes", "write-outside": "no", "write-workspace": "no",
                       "write-scratch": "yes", "connect-loopback": "no", "symlink-to-reference": "yes"}, done.stdout

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import MepgenError
+from ..exitcodes import NO_GPU
 from .toolkit import Toolkit, find_toolkit
 
 SOURCE = Path(__file__).resolve().parent / "injector" / "capture.cpp"
@@ -40,16 +41,30 @@ def find_compiler() -> str:
     for cand in (os.environ.get("CXX"), "g++", "c++", "clang++"):
         if cand and shutil.which(cand):
             return shutil.which(cand)
-    raise MepgenError("capture builds its injector with a host C++ compiler: set $CXX or install g++")
+    raise MepgenError("capture builds its injector with a host C++ compiler: set $CXX or install g++", exit_code=NO_GPU)
 
 
 def compile_command(toolkit: Toolkit, compiler: str, output: Path) -> list[str]:
     includes = [f"-I{toolkit.include}"]
     if toolkit.cupti_include != toolkit.include:
         includes.append(f"-I{toolkit.cupti_include}")
-    return [compiler, "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", *includes, str(SOURCE),
+    return [compiler, "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", *includes,
+            *kernel_record_flag(toolkit), str(SOURCE),
             f"-L{toolkit.cupti_lib}", "-lcupti", "-ldl", "-lpthread", f"-Wl,-rpath,{toolkit.cupti_lib}",
             "-o", str(output)]
+
+
+def kernel_record_flag(toolkit: Toolkit) -> list[str]:
+    """The kernel activity record of this CUPTI (the newest `CUpti_ActivityKernelN` its header declares: the version
+    its library returns), for the GPU time of each launch."""
+    import re
+    for folder in (toolkit.cupti_include, toolkit.include):
+        header = Path(folder) / "cupti_activity.h"
+        if header.is_file():
+            found = [int(n) for n in re.findall(r"\}\s*CUpti_ActivityKernel(\d+)\s*;", header.read_text(errors="replace"))]
+            if found:
+                return [f"-DMG_KERNEL_RECORD=CUpti_ActivityKernel{max(found)}"]
+    return []
 
 
 def _key(toolkit: Toolkit, compiler: str) -> str:

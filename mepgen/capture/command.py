@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from ..errors import MepgenError
+from ..progress import progress
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -54,10 +55,13 @@ def parse_bytes(text: str, option: str = "--max-bytes") -> int:
               help="Also run the application without the injector and report the capture's cost in wall time.")
 @click.option("--timeout", type=float, default=None, help="Stop the application after this many seconds.")
 @click.option("--rebuild", is_flag=True, help="Rebuild the injector even if a cached build exists.")
+@click.option("--gpu-times", "gpu_times_only", is_flag=True,
+              help="Record nothing: run the application once and print every kernel's launches and time on the GPU "
+                   "(CUPTI activity records), as `mepgen tune` measures the application before and after patching.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome per kernel as JSON.")
 @click.pass_obj
 def capture(obj, kernel, command, app, kernel_list, every, launch, longest, after_ms, max_bytes, compress_above, use,
-            compare_only, exit_after, measure, timeout, rebuild, as_json):
+            compare_only, exit_after, measure, timeout, rebuild, gpu_times_only, as_json):
     """Run the application once and record, for one launch of each chosen kernel (KERNEL, --kernels K1,K2 or
     --all), its exact launch, its argument bytes and every device allocation reachable from them (pointer
     arguments, pointers inside structs passed by value and inside buffers), before and after the launch, into
@@ -71,6 +75,13 @@ def capture(obj, kernel, command, app, kernel_list, every, launch, longest, afte
     from ..workspace import Workspace
     from .names import choose_kernel
 
+    if gpu_times_only:
+        from .gpuprofile import print_profile, profile_run
+        command = [kernel, *command] if kernel is not None else list(command)
+        if not command:
+            raise MepgenError("--gpu-times runs the application: give it after `--`")
+        print_profile(profile_run(command, timeout, rebuild, log=obj.log if obj is not None else None), as_json)
+        return
     ws = Workspace(app) if app else Workspace.find()
     inv = inventory_mod.load(ws.inventory_path)
     command = list(command)
@@ -123,12 +134,10 @@ def _chosen_names(inv: dict, kernel: str | None, kernel_list: str | None, every:
 
 def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_bytes, compress_above, use, exit_after,
             measure, timeout, rebuild, single) -> list[dict]:
-    from ..spec import load_spec
     from .build import build_injector
-    from .convert import convert
-    from .launcher import explain_failure, outcome_kind, run_injected, run_plain
+    from .launcher import run_injected, run_plain
     from .names import choose_kernel
-    from .plan import RunPlan, make_plan, typedef_map
+    from .plan import RunPlan, make_plan
 
     log = obj.log if obj is not None else (lambda msg, level=1: None)
     outcomes, plans = [], []
@@ -143,7 +152,8 @@ def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_byte
             outcomes.append({"kernel": choice.kernel["qualified_name"], "outcome": "refused", "reason": str(e)})
     if not plans:
         return outcomes
-    injector = build_injector(force=rebuild, log=log)
+    with progress("building the capture injector (first use only)"):
+        injector = build_injector(force=rebuild, log=log)
     if injector.built:
         click.echo(f"built the capture injector for CUDA {injector.toolkit.version}: {injector.path}", err=True)
     ws.ensure()
@@ -160,36 +170,71 @@ def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_byte
             extra["overhead"] = {"wall_s_plain": round(plain.wall_s, 4), "wall_s_captured": round(run.wall_s, 4),
                                  "ratio": round(run.wall_s / plain.wall_s, 4) if plain.wall_s > 0 else None,
                                  "plain_exit_code": plain.exit_code}
-        for t, plan in enumerate(plans):
-            k = plan.choice.kernel
-            out = {"kernel": k["qualified_name"], "outcome": outcome_kind(run, t)}
-            if out["outcome"] != "captured":
-                out["reason"] = explain_failure(run, plan, t)
-                outcomes.append(out)
-                continue
-            mep_dir = ws.mep_dir(k["id"])
-            captured = mep_dir / "data" / "captured"
-            spec = None
-            if (mep_dir / "mep.yaml").is_file():
-                try:
-                    spec = load_spec(mep_dir / "mep.yaml")
-                except MepgenError:
-                    spec = None
-            try:
-                manifest = convert(raw / f"k{t}", plan, captured, spec=spec, typedefs=typedef_map(ws.app_root, k),
-                                   extra=extra, compress_above=compress_above)
-            except MepgenError as e:
-                outcomes.append({**out, "outcome": "refused", "reason": f"the record cannot be read: {e}"})
-                continue
-            out.update(_summary(manifest), manifest=str(captured / "manifest.json"))
-            if use:
-                out.update(_write_mep(ws, inv, k, manifest))
-            outcomes.append(out)
+        # the application's own output went straight to the terminal: no bar while it ran; one now, over the records
+        with progress(f"converting {len(plans)} record(s)", total=len(plans)) as bar:
+            for t, plan in enumerate(plans):
+                bar.note(f"converting the record of {plan.choice.kernel['qualified_name']}")
+                outcomes.append(_one_record(ws, inv, raw, run, t, plan, extra, compress_above, use))
+                bar.advance()
     finally:
         shutil.rmtree(raw, ignore_errors=True)
     if run.exit_code and not exit_after:
         click.echo(f"mepgen: note: the application exited with {run.exit_code}", err=True)
     return outcomes
+
+
+def _one_record(ws, inv, raw: Path, run, t: int, plan, extra: dict, compress_above: int, use: bool) -> dict:
+    """What became of kernel `t` of the run: its record converted into the MEP's data/captured/ (and its MEP with
+    --use), or why not."""
+    from ..spec import load_spec
+    from .convert import convert
+    from .launcher import explain_failure, outcome_kind
+    from .plan import typedef_map
+    k = plan.choice.kernel
+    out = {"kernel": k["qualified_name"], "outcome": outcome_kind(run, t)}
+    if out["outcome"] != "captured":
+        out["reason"] = explain_failure(run, plan, t)
+        return out
+    mep_dir = ws.mep_dir(k["id"])
+    captured = mep_dir / "data" / "captured"
+    spec = None
+    if (mep_dir / "mep.yaml").is_file():
+        try:
+            spec = load_spec(mep_dir / "mep.yaml")
+        except MepgenError:
+            spec = None
+    try:
+        manifest = convert(raw / f"k{t}", plan, captured, spec=spec, typedefs=typedef_map(ws.app_root, k),
+                           extra={**extra, **gpu_times(run, t, raw / f"k{t}")},
+                           compress_above=compress_above)
+    except MepgenError as e:
+        return {**out, "outcome": "refused", "reason": f"the record cannot be read: {e}"}
+    out.update(_summary(manifest), manifest=str(captured / "manifest.json"))
+    if use:
+        out.update(_write_mep(ws, inv, k, manifest))
+    return out
+
+
+def gpu_times(run, t: int, raw_dir: Path) -> dict:
+    """The recorded launch's own time on the GPU (CUPTI activity record: start to end of the kernel, without its
+    submission) and, for the function it launched, every launch's in the run: launches, total, min, max."""
+    gpu_ms = next((x["gpu_ms"] for x in run.target(t) if isinstance(x.get("gpu_ms"), (int, float)) and x["gpu_ms"] > 0),
+                   None)
+    name = ""
+    try:
+        name = json.loads((raw_dir / "capture.json").read_text()).get("demangled", "")
+    except (OSError, json.JSONDecodeError):
+        pass
+    launches = total = 0
+    lo, hi = None, None
+    for st in run.statuses:
+        v = ((st.get("gpu") or {}).get("kernels") or {}).get(name)
+        if v:
+            launches, total = launches + v[0], total + v[1]
+            lo = v[2] if lo is None else min(lo, v[2])
+            hi = v[3] if hi is None else max(hi, v[3])
+    every = {"launches": launches, "total_ms": total / 1e6, "min_ms": lo / 1e6, "max_ms": hi / 1e6} if launches else None
+    return {"app_gpu_ms": gpu_ms, "app_gpu": every}
 
 
 def _write_mep(ws, inv, kernel, manifest) -> dict:
@@ -300,7 +345,8 @@ def _report(outcomes: list[dict], as_json: bool) -> None:
 
 def _summary(m: dict) -> dict:
     return {"kernel": m["kernel"], "launched_as": m["launched_as"], "launch_index": m["launch_index"],
-            "selection": m.get("selection"), "kernel_ms": m.get("kernel_ms"),
+            "selection": m.get("selection"), "kernel_ms": m.get("kernel_ms"), "app_gpu_ms": m.get("app_gpu_ms"),
+            "app_gpu": m.get("app_gpu"),
             "grid": m["grid"], "block": m["block"], "shared_mem": m["shared_mem"],
             "bytes_captured": m["bytes_captured"], "capture_ms": m["capture_ms"],
             "allocations": len(m.get("allocations", [])), "relocations": len(m.get("relocations", [])),

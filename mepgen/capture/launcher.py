@@ -61,6 +61,10 @@ def run_injected(command: list[str], injector: Path, plan: RunPlan | CapturePlan
     env = dict(os.environ)
     env["CUDA_INJECTION64_PATH"] = str(injector)
     env["MEPGEN_CAPTURE_PLAN"] = str(plan_path)
+    # modules load when the application starts, not inside the first launch of a kernel: with lazy loading the
+    # timed launch would include loading its module, and its kernel_ms (the fidelity guard's reference) would not
+    # be the kernel's time. A user's own setting wins.
+    env.setdefault("CUDA_MODULE_LOADING", "EAGER")
     t0 = time.perf_counter()
     code = _run(command, env, timeout)
     run = AppRun(list(command), code, time.perf_counter() - t0)

@@ -92,12 +92,15 @@ class RunPlan:
     exit_after: bool = False
     start_epoch_ms: float = 0.0
     scan_depth: int = DEFAULT_SCAN_DEPTH
+    gpu_times_only: bool = False
 
     def render(self) -> str:
         """The plan file's text: one record per line, fields separated by tabs (so no field may hold either)."""
         rows = [["out", str(self.out_dir)], ["after_ms", str(-1 if self.after_ms is None else self.after_ms)],
                 ["start_epoch_ms", f"{self.start_epoch_ms:.3f}"], ["max_bytes", str(self.max_bytes)],
                 ["exit_after", "1" if self.exit_after else "0"], ["scan_depth", str(self.scan_depth)]]
+        if self.gpu_times_only:
+            rows.append(["gpu_times_only", "1"])
         for t, target in enumerate(self.targets):
             rows += target.rows(t)
         for row in rows:

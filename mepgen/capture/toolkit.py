@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import MepgenError
+from ..exitcodes import NO_GPU
 
 
 @dataclass(frozen=True)
@@ -101,4 +102,4 @@ def find_toolkit() -> Toolkit:
         return Toolkit(root=root.resolve(), version=_version(inc), include=inc.resolve(),
                        cupti_include=cupti_inc.resolve(), cupti_lib=lib.resolve())
     where = "; ".join(problems) if problems else "no nvcc on PATH, no $CUDA_HOME or $CUDA_PATH, no /usr/local/cuda"
-    raise MepgenError(f"capture needs the CUDA toolkit with CUPTI to build its injector: {where}")
+    raise MepgenError(f"capture needs the CUDA toolkit with CUPTI to build its injector: {where}", exit_code=NO_GPU)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -42,6 +43,9 @@ class RunOutput:
     inputs_changed: list[str] = field(default_factory=list)             # or: the backend compared them itself
     fault: RuntimeFault | None = None
     record: dict = field(default_factory=dict)   # the MEPGEN_RESULT line (native) or the worker's reply
+    # outputs the backend compared with the references itself, by verify.compare's rule, and found equal: they
+    # do not come back (the pycuda worker's device verification, device_compare.py)
+    matched: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -51,6 +55,7 @@ class TimingOutput:
     candidate_rounds: list[list[float]] = field(default_factory=list)
     after: dict[str, np.ndarray] = field(default_factory=dict)         # candidate, after timing
     after_input_set: int = 0                                           # the inputs `after` was computed from
+    after_matched: list[str] = field(default_factory=list)             # as RunOutput.matched, for `after`
     inputs_after: dict[str, np.ndarray] = field(default_factory=dict)
     inputs_changed: list[str] = field(default_factory=list)
     fault: RuntimeFault | None = None
@@ -63,6 +68,8 @@ class TimingOutput:
     perturbed: dict[str, np.ndarray] = field(default_factory=dict)
     perturbed_ref: dict[str, np.ndarray] = field(default_factory=dict)
     perturbed_buffers: int = 0
+    # or, compared on the GPU and all matching (device_compare.py): {"followed": n, "outputs": names}
+    perturbed_summary: dict | None = None
     warmup: int | None = None                            # what the session ran (a time-based plan may differ)
     reps: int | None = None
 
@@ -75,6 +82,11 @@ class TimingPlan:
     flush_l2: bool = True
     perturb_seed: int | None = None   # inputs change between launches, re-check after timing (perturb.py)
     how: str = ""                # how the counts were chosen (plan.py), for the result
+    # a candidate timed against the original's stored timing (decide.settled, decide.drift): the original's
+    # launches per round among the candidate's `reps` (None: both sides `reps`, the original timed afresh)
+    control: int | None = None
+    # sequential timing: asked with the candidate's rounds so far after each round; True ends the session there
+    stop: Callable[[list[list[float]]], bool] | None = None
 
 
 class Backend(abc.ABC):

@@ -1,7 +1,7 @@
 """`mepgen run KERNEL`: evaluate the MEP as it stands (and variants of its kernel.cu against it).
 
-Exit codes: 0 everything evaluated and accepted; 1 a variant was rejected (the summary says why);
-3 the MEP itself is broken (its kernel.cu does not compile, its reference is NaN, ...); 4 no CUDA device
+Exit codes (mepgen/exitcodes.py): 0 everything evaluated and accepted; 1 a variant was rejected (the summary says
+why); 3 the MEP itself is broken (its kernel.cu does not compile, its reference is NaN, ...); 4 no CUDA device
 (after compiling, so compile errors still show); 2 a usage error.
 """
 from __future__ import annotations
@@ -12,7 +12,9 @@ from pathlib import Path
 
 import click
 
+from ..clioptions import renamed_flag
 from ..config import load_config
+from .. import fidelity
 from ..errors import MepgenError
 from ..spec import load_spec
 from ..workspace import Workspace, write_json
@@ -53,7 +55,8 @@ def mep_folder(ws: Workspace, kernel: str) -> Path:
 @click.option("--warmup", type=click.IntRange(min=0), default=None, help="Warm-up launches (count-based timing).")
 @click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
               help="Alternating baseline/candidate timing rounds.")
-@click.option("--profile", is_flag=True, help="Add Nsight Compute metrics (needs ncu).")
+@click.option("--ncu-metrics", "profile", is_flag=True, help="Add Nsight Compute metrics (needs ncu).")
+@renamed_flag("--profile", "--ncu-metrics")
 @click.option("--results", type=click.Path(path_type=Path), default=None,
               help="Append-only results file (JSON lines) to resume from and add to.")
 @click.option("--no-cache", is_flag=True, help="Evaluate again even when a result for the same content is cached.")
@@ -61,12 +64,14 @@ def mep_folder(ws: Workspace, kernel: str) -> Path:
               help="Parallel compiles (0: one per core).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_obj
-def run(obj, kernel, app, variants, backend, input_sets, reps, warmup, rounds, profile, results, no_cache, jobs,
-        as_json):
+def run(obj, kernel, app, variants, backend, input_sets, reps, warmup, rounds, profile, profile_old, results,
+        no_cache, jobs, as_json):
     """Build, verify and time the MEP of KERNEL; with --variant, decide whether each variant is faster.
 
-    Writes baseline.json in the MEP folder.
+    Writes baseline.json in the MEP folder. Exits 1 when a variant is rejected, 3 when the MEP's own kernel
+    fails, 4 without a CUDA device.
     """
+    profile = profile or profile_old
     ws = Workspace(app) if app else Workspace.find()
     mep_dir = mep_folder(ws, kernel)
     spec = load_spec(mep_dir / "mep.yaml")
@@ -78,13 +83,15 @@ def run(obj, kernel, app, variants, backend, input_sets, reps, warmup, rounds, p
                    min_gain=cfg["min_gain"], run_timeout=cfg["timeout_s"], compile_timeout=cfg["compile_timeout_s"],
                    profile=profile, jobs=jobs, use_cache=not no_cache, timing=cfg["timing"], sandbox=cfg["sandbox"])
     ev = Evaluator(spec, mep_dir, opts, log=obj.log if obj is not None else None)
+    guard = (cfg["fidelity_tolerance"], cfg["fidelity_floor_us"])
     try:
-        _run(ev, spec, mep_dir, list(variants), results, as_json)
+        _run(ev, spec, mep_dir, list(variants), results, as_json, guard)
     finally:
         ev.close()
 
 
-def _run(ev: Evaluator, spec, mep_dir: Path, variants: list[Path], results_file: Path | None, as_json: bool) -> None:
+def _run(ev: Evaluator, spec, mep_dir: Path, variants: list[Path], results_file: Path | None, as_json: bool,
+         guard: tuple[float, float] = (fidelity.TOLERANCE, fidelity.FLOOR_US)) -> None:
     ev.compile_baseline()
     if not ev.has_gpu:
         for v in variants:   # compile errors are worth seeing without a GPU
@@ -97,14 +104,16 @@ def _run(ev: Evaluator, spec, mep_dir: Path, variants: list[Path], results_file:
     click.echo(f"backend: {ev.backend_name} ({ev.backend_why})", err=True)
     journal = Journal(results_file, spec.kernel.id, digest(spec.to_dict())) if results_file else None
     base = ev.baseline_result()
-    write_json(mep_dir / "baseline.json", base.to_dict())
+    fid = fidelity.of_mep(mep_dir, base.timed.median_ms if base.timed else None, *guard)
+    write_json(mep_dir / "baseline.json", {**base.to_dict(), "fidelity": fid.to_dict()})
     done = evaluate_many(ev, [(v.name, v) for v in variants], journal,
                          on_result=None if as_json else lambda r: ev.log(f"evaluated {r.name}: {r.status}"))
     if as_json:
-        click.echo(json.dumps({"kernel": spec.kernel.id, "baseline": base.to_dict(),
+        click.echo(json.dumps({"kernel": spec.kernel.id, "baseline": base.to_dict(), "fidelity": fid.to_dict(),
                                "variants": [r.to_dict() for r in done]}, indent=1))
     else:
         click.echo(render(base))
+        click.echo(fid.line())
         for r in done:
             click.echo(render(r))
         click.echo(f"wrote {mep_dir / 'baseline.json'}")

@@ -106,3 +106,85 @@ def timer_escape(event_median_ms: float, sync_ms: list[float]) -> str | None:
         return (f"events time the launch at {event_median_ms:.4g} ms, but launches synchronized on the host take "
                 f"{host:.4g} ms each: the work escaped the timed stream")
     return None
+
+
+# --- sequential timing against a baseline timed once per run ---------------------------------------------
+#
+# The original is timed once per run (Evaluator.baseline_result); a candidate's session times the candidate in
+# the plan's rounds with a few launches of the original among them (the controls). The verdict is still decide()'s
+# on the stored baseline's rounds and the candidate's; what changes is when timing stops:
+# - settled(): after each round from MIN_ROUNDS on, the session stops when decide() gives a verdict and a bootstrap
+#   interval of the ratio candidate/baseline lies on that verdict's side of the threshold (a candidate 30x faster
+#   or slower stops at MIN_ROUNDS; one near the threshold gets every round of the plan, as before);
+# - drift(): the controls say whether the original still runs at its stored speed (clocks, temperature); when it
+#   moved beyond the noise, the evaluator times the original again before it decides anything.
+
+#: rounds a candidate is timed before an early verdict (decide()'s every-round win then covers two rounds)
+MIN_ROUNDS = 2
+#: two-sided level of the ratio's bootstrap interval in settled()
+CONFIDENCE = 0.99
+
+
+def ratio_interval(baseline: list[list[float]], candidate: list[list[float]], level: float = CONFIDENCE,
+                   seed: int = 0) -> tuple[float, float]:
+    """A bootstrap interval of median(candidate) / median(baseline) over the pooled launches of each side
+    (deterministic: a fixed seed)."""
+    b = np.concatenate([np.asarray(r, dtype=np.float64) for r in baseline if len(r)])
+    c = np.concatenate([np.asarray(r, dtype=np.float64) for r in candidate if len(r)])
+    rng = np.random.default_rng(seed)
+    mb = np.median(b[rng.integers(0, b.size, size=(_BOOTSTRAP, b.size))], axis=1)
+    mc = np.median(c[rng.integers(0, c.size, size=(_BOOTSTRAP, c.size))], axis=1)
+    ratios = mc / np.where(mb > 0, mb, np.inf)
+    tail = (1.0 - level) / 2.0 * 100.0
+    lo, hi = np.percentile(ratios, [tail, 100.0 - tail])
+    return float(lo), float(hi)
+
+
+def settled(baseline: list[list[float]], candidate: list[list[float]], min_gain: float = MIN_GAIN,
+            min_rounds: int = MIN_ROUNDS) -> Decision | None:
+    """The verdict when it can no longer change with more rounds of the candidate, else None.
+
+    faster: decide() says faster and the whole interval of candidate/baseline lies below 1 - threshold;
+    slower: decide() says slower and the whole interval lies above 1 + threshold;
+    same: decide() says same and the whole interval lies within MIN_GAIN of 1 (no threshold, however low more
+    rounds make the noise, could then call it faster or slower)."""
+    cand = [r for r in candidate if len(r)]
+    if len(cand) < min_rounds or not any(len(r) for r in baseline):
+        return None
+    d = decide(baseline, cand, min_gain)
+    lo, hi = ratio_interval(baseline, cand)
+    if d.decision == "faster" and hi < 1.0 - d.threshold:
+        return d
+    if d.decision == "slower" and lo > 1.0 + d.threshold:
+        return d
+    if d.decision == "same" and 1.0 - min_gain < lo and hi < 1.0 + min_gain:
+        return d
+    return None
+
+
+@dataclass
+class Drift:
+    moved: bool
+    ratio: float           # median of the controls / median of the stored baseline
+    threshold: float
+    why: str
+
+
+def drift(stored: list[list[float]], controls: list[list[float]], min_gain: float = MIN_GAIN) -> Drift:
+    """Whether the original's control launches of a candidate's session still match its stored timing.
+
+    Moved when their median differs from the stored median by more than the larger of MIN_GAIN, the stored
+    timing's own noise (noise()) and twice the controls' bootstrap error: the noise the verdicts allow for, so a
+    drift that could turn a verdict is caught, and the scatter of a few launches alone is not called a drift."""
+    ctrl = [r for r in controls if len(r)]
+    if not ctrl:
+        return Drift(False, 1.0, 0.0, "no control launch of the original in this session")
+    s = summarize(stored)
+    allc = np.concatenate([np.asarray(r, dtype=np.float64) for r in ctrl])
+    med = float(np.median(allc))
+    threshold = max(min_gain, noise(stored), 2.0 * bootstrap_error(allc))
+    ratio = med / s.median_ms if s.median_ms > 0 else float("inf")
+    moved = abs(ratio - 1.0) > threshold
+    why = (f"{allc.size} control launch(es) of the original: median {med:.4g} ms against {s.median_ms:.4g} ms "
+           f"stored ({ratio - 1.0:+.1%}, allowed {threshold:.1%})")
+    return Drift(moved, ratio, threshold, ("the original's speed moved: " if moved else "") + why)

@@ -77,7 +77,7 @@ def pycuda_unsupported(spec: Spec) -> str | None:
     calls = runtime_calls(spec)
     if calls:
         return (f"its launch or scalar values call {', '.join(calls)}(), which a `__device__` variable's constant "
-                "initializer cannot (the pycuda entry folds them at compile time)")
+                "initializer cannot (the pycuda entry folds ceil, floor, min, max and the like: fold.py)")
     return None
 
 
@@ -87,9 +87,11 @@ _NOT_CALLS = {"sizeof", "alignof", "decltype", "dim3", "static_cast", "reinterpr
 
 
 def runtime_calls(spec: Spec) -> list[str]:
-    """Functions (`floorf`, `max`, `ceil`...) the launch geometry or a scalar's value calls: the native harness
-    evaluates them on the host at run time; the pycuda entry's `__device__` initializers cannot."""
+    """Functions (`sqrt`, `iDivUp`...) the launch geometry or a scalar's value calls that the pycuda entry's
+    `__device__` initializers cannot: the native harness evaluates them on the host at run time. `ceil`, `floorf`,
+    `max` and the like are not among them: the entry calls constexpr twins of them (fold.py)."""
     from ..cbytes import captured_bytes
+    from .fold import folds
     texts = [*spec.launch.grid, *spec.launch.block, spec.launch.shared_mem or "0",
              *(str(p.value) for p in spec.params if p.role == "scalar" and p.value is not None
                and captured_bytes(str(p.value)) is None)]
@@ -99,7 +101,7 @@ def runtime_calls(spec: Spec) -> list[str]:
             continue                                  # a brace initializer is data
         for m in re.finditer(r"(?<![\w.])([A-Za-z_][\w:]*)\s*\(", t):
             name = m.group(1)
-            if name.split("::")[-1] not in _NOT_CALLS and name not in found:
+            if name.split("::")[-1] not in _NOT_CALLS and not folds(name) and name not in found:
                 found.append(name)
     return found
 

@@ -18,19 +18,18 @@ import numpy as np
 
 from ..errors import MepgenError
 from ..spec import Launch, Spec
-from . import launchcfg
+from . import device_compare, launchcfg
 from . import peaks as peaks_mod
 from . import perturb
 from . import plan as plan_mod
 from . import profile as profile_mod
-from . import rules, sandbox
+from . import rules, sandbox, session
 from .backend import Built, InputSet, TimingPlan
 from .decide import MIN_GAIN, decide, round_range, summarize, timer_escape
 from .devices import choose_backend, list_gpus, make_backend
 from .results import CompileFailed, EvalResult, Impossible, Mismatch, RuntimeFault, Timed, WrongResult
 from .store import Store, digest
-from .symbols import callee
-from .verify import changed_elements, compare, reference_problem, tolerance_for, unchanged, written_region
+from .verify import compare, reference_problem, tolerance_for, unchanged, written_region
 
 KERNEL_FILE = "kernel.cu"
 RESULT_VERSION = 1
@@ -56,6 +55,8 @@ class Options:
     use_cache: bool = True
     check_peaks: bool = True
     sandbox: str = "auto"                 # auto | require | off (config evaluate.sandbox; sandbox.py)
+    baseline_once: bool = True            # the original timed once per run, candidates against it (session.py)
+    verify_on_device: bool = True         # pycuda: outputs compared with the references on the GPU (device_compare)
 
 
 @dataclass
@@ -66,6 +67,7 @@ class Worker:
     baseline: Built | None = None
     peaks: peaks_mod.Peaks | None = None
     notes: list[str] = field(default_factory=list)
+    stored: session.Stored | None = None      # the original's timing on this GPU (session.py)
 
 
 class _LazyInputs(dict):
@@ -201,6 +203,11 @@ class Evaluator:
                 if region and region not in self.ref_notes:
                     self.log(region)
                     self.ref_notes.append(region)
+        if self.opts.verify_on_device:       # the pycuda worker compares outputs on the GPU (device_compare.py)
+            refs_of = lambda k: {p.name: self.store.ref_dir(self.ref_key, k) / f"{p.name}.npy"
+                                 for p in self.spec.outputs}
+            for worker in (w for w in self.workers if hasattr(w.backend, "use_references")):
+                worker.backend.use_references(refs_of, device_compare.rules_for(self.spec))
         stale = launchcfg.stale_harness(self.spec, self.mep_dir)
         for worker in self.workers:
             if stale and stale not in worker.notes:
@@ -261,7 +268,9 @@ class Evaluator:
             return None
         plan = self._baseline_plan()
         native = self.backend_name == "native"
-        timing = plan_mod.timing_seconds(plan, self.first_ms, self.run_s, 2, native)
+        if self.opts.baseline_once:        # against the stored timing: the original's side is its control launches
+            plan = dataclasses.replace(plan, control=plan_mod.controls(self.first_ms))
+        timing = plan_mod.timing_seconds(plan, self.first_ms, self.run_s, 2, native, self.first_ms)
         rechecks = 0 if native or not self.opts.perturb else 2
         build = self.workers[0].baseline.info.seconds if self.workers[0].baseline is not None else 0.0
         return self.k * self.run_s + timing + rechecks * self.run_s + (build or 0.0)
@@ -302,7 +311,7 @@ class Evaluator:
         """What decides the plan, for result keys (a time-based plan's counts are measured, not given)."""
         p = self.plan
         timing = ["time", self.opts.round_ms, plan_mod.MIN_REPS] if self.by_time else [p.warmup, p.reps]
-        return [*timing, p.rounds, p.flush_l2, self.opts.perturb]
+        return [*timing, p.rounds, p.flush_l2, self.opts.perturb] + (["once"] if self.opts.baseline_once else [])
 
     # --- keys and lint ------------------------------------------------------------------------------
 
@@ -339,7 +348,7 @@ class Evaluator:
         res.stage = "compile"
         be = self.workers[0].backend
         extra = {k: v for k, v in (("launch", launch), ("flags", tuple(flags))) if v}
-        built = be.compile(Path(kernel_file), **extra)
+        built = self._phase_of(res, "compile", lambda: be.compile(Path(kernel_file), **extra))
         if isinstance(built, CompileFailed):
             res.status, res.compile_failed = "compile_failed", built
             return None
@@ -350,9 +359,10 @@ class Evaluator:
     # --- the GPU stages -----------------------------------------------------------------------------
 
     def _wrong(self, outputs: dict, k: int, phase: str, inputs_after: dict,
-               inputs_changed: list[str] = ()) -> WrongResult | None:
+               inputs_changed: list[str] = (), matched=()) -> WrongResult | None:
+        """`matched`: outputs the backend found equal to the references itself (verify.compare's rule, on the GPU)."""
         mismatches: list[Mismatch] = []
-        for p in self.spec.outputs:
+        for p in (p for p in self.spec.outputs if p.name not in matched):
             ref = self.refs[k][p.name]
             got = outputs.get(p.name)
             if got is None:
@@ -372,7 +382,13 @@ class Evaluator:
         work = self.store.work_dir / f"w{worker.device if worker.device is not None else 0}"
         be = worker.backend
         first_ms = None
-        mark = start
+        res.stage = "run"
+        load = getattr(be, "load", None)      # the pycuda worker: cubin and input sets onto the GPU, apart
+        fault = self._phase_of(res, "load", lambda: load(built, *self.sets)) if load else None
+        if fault is not None:
+            res.status, res.fault = "runtime_fault", fault
+            return self._done(res, start)
+        mark = time.monotonic()
         for s in self.sets:
             res.stage = "run"
             out = be.run(built, s, work / f"set{s.index}")
@@ -383,16 +399,24 @@ class Evaluator:
             if out.record.get("run_ms"):
                 first_ms = min(first_ms or float("inf"), float(out.record["run_ms"]))
             res.stage = "verify"
-            wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after, out.inputs_changed)
+            wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after, out.inputs_changed, out.matched)
             if wrong:
                 res.status, res.wrong = "wrong_result", wrong
                 return self._done(res, start)
+            if out.outputs and hasattr(be, "recheck_references"):   # the GPU's references disagreed with ours
+                be.recheck_references(s.index, list(out.outputs))
         mark = self._phase(res, "verify", mark)
         res.stage = "time"
         recheck = self.sets[1] if len(self.sets) > 1 else None
-        plan = self.plan_for(Path(built.kernel_file).read_text(errors="replace"), first_ms)
-        est_s = plan_mod.timing_seconds(plan, max(first_ms or 0.0, self.first_ms or 0.0), self.run_s or 0.0, 2,
-                                        self.backend_name == "native")
+        text = Path(built.kernel_file).read_text(errors="replace")
+        if self.opts.baseline_once and worker.stored is not None:
+            plan = session.candidate_plan(self, text, first_ms, worker.stored)
+            est_s = plan_mod.timing_seconds(plan, first_ms or worker.stored.median_ms, self.run_s or 0.0, 2,
+                                            self.backend_name == "native", worker.stored.median_ms)
+        else:
+            plan = self.plan_for(text, first_ms)
+            est_s = plan_mod.timing_seconds(plan, max(first_ms or 0.0, self.first_ms or 0.0), self.run_s or 0.0, 2,
+                                            self.backend_name == "native")
         left = self.deadline[1] - (time.monotonic() - self.deadline[0]) if self.deadline else None
         if left is not None and est_s > left:      # a session that cannot finish in the time limit is not started
             res.status = "not_timed"
@@ -401,13 +425,19 @@ class Evaluator:
             return self._done(res, start)
         if est_s > 3:       # a phase longer than a few seconds says what it is doing
             self.log(f"{res.name}: timing for about {est_s:.0f} s ({plan.how})")
-        t = be.time(worker.baseline, built, self.sets[0], plan, work / "time", recheck=recheck)
+        if self.opts.baseline_once:
+            sess = session.time_candidate(self, worker, built, text, first_ms, recheck, work / "time")
+            t, base_rounds, plan = sess.timing, sess.baseline_rounds, sess.plan
+            res.notes += sess.notes
+        else:
+            t = be.time(worker.baseline, built, self.sets[0], plan, work / "time", recheck=recheck)
+            base_rounds = t.baseline_rounds
         mark = self._phase(res, "time", mark)
         res.notes += t.notes
         if self._failed_timing(res, t) or self._perturbation_failed(res, t, plan):
             return self._done(res, start)
         res.device = t.device or res.device
-        res.timed, impossible = self._timed(t.candidate_rounds, t.baseline_rounds, t.l2_bytes, worker)
+        res.timed, impossible = self._timed(t.candidate_rounds, base_rounds, t.l2_bytes, worker)
         res.timed.plan = plan.how
         impossible = impossible or timer_escape(res.timed.median_ms, t.sync_ms)
         if self.floor_broken and self.floor_broken not in res.notes:
@@ -425,52 +455,21 @@ class Evaluator:
         if t.fault is not None:
             res.status, res.fault = "runtime_fault", t.fault
             return True
-        wrong = self._wrong(t.after, t.after_input_set, "after", t.inputs_after, t.inputs_changed)
+        wrong = self._wrong(t.after, t.after_input_set, "after", t.inputs_after, t.inputs_changed, t.after_matched)
         if wrong:
             res.status, res.wrong = "wrong_result", wrong
             return True
         return False
 
     def _perturbation_failed(self, res: EvalResult, t, plan: TimingPlan) -> bool:
-        """The perturbation re-check (perturb.py): the candidate's outputs on the timed inputs changed in place
-        must equal the original kernel's on the same inputs; True (recorded in `res`) when they do not."""
+        """The perturbation re-check (perturb.recheck); True (recorded in `res`) when the candidate failed it."""
         if plan.perturb_seed is None:
             return False
-        k = self.sets[0].index                 # the timed input set, which the re-check perturbed
-        if not t.perturbed_buffers or not t.perturbed_ref:
-            if not any("--perturb-seed" in n for n in t.notes):
-                res.notes.append("perturbation: no input of this MEP can be changed safely (perturb.py: random "
-                                 "draws or captured floating-point values only), so timed launches saw the same "
-                                 "inputs and only the re-check on another input set guards against reuse")
-            return False
-        mismatches, followed = [], 0
-        broken = [name for name, ref in t.perturbed_ref.items() if ref.dtype.kind == "f" and name in self.refs[k]
-                  and (~np.isfinite(ref) & np.isfinite(self.refs[k][name])).any()]
-        if broken:         # the original itself breaks on the changed inputs: nothing to compare with
-            res.notes.append(f"perturbation re-check skipped: the original kernel's {', '.join(broken)} hold NaN or "
-                             "Inf on the changed inputs (its inputs are not free to change)")
-            return False
-        for p in self.spec.outputs:
-            ref, got = t.perturbed_ref.get(p.name), t.perturbed.get(p.name)
-            tol = tolerance_for(self.spec, p.name)
-            if ref is None:
-                continue
-            if got is None:
-                mismatches.append(Mismatch(p.name, k, "perturbed", int(ref.size), int(ref.size),
-                                           note="no output written in the perturbation re-check"))
-                continue
-            m = compare(p.name, got, ref, tol, k, "perturbed", p.role == "out")
-            if m:
-                mismatches.append(m)
-            followed += changed_elements(ref, self.refs[k][p.name])
-        if mismatches:
-            res.status, res.wrong = "wrong_result", WrongResult(mismatches)
+        wrong, notes = perturb.recheck(self.spec, self.refs[self.sets[0].index], t, self.sets[0].index)
+        res.notes += notes
+        if wrong is not None:
+            res.status, res.wrong = "wrong_result", wrong
             return True
-        what = (f"perturbation re-check: {t.perturbed_buffers} input buffer(s) changed in blocks of {perturb.BLOCK} "
-                f"elements before every timed launch and after timing")
-        res.notes.append(what + (f"; the candidate's outputs followed the original's ({followed} element(s) changed)"
-                                 if followed else "; the original's outputs did not change, so the re-check could "
-                                 "not tell a reused result from a computed one"))
         return False
 
     def _timed(self, cand: list[list[float]], base: list[list[float]] | None, l2: int | None,
@@ -511,26 +510,23 @@ class Evaluator:
         res.phases[name] = round(res.phases.get(name, 0.0) + now - since, 4)
         return now
 
+    @classmethod
+    def _phase_of(cls, res: EvalResult, name: str, call):
+        since = time.monotonic()
+        try:
+            return call()
+        finally:
+            cls._phase(res, name, since)
+
     def _done(self, res: EvalResult, start: float) -> EvalResult:
         res.seconds = round(res.seconds + time.monotonic() - start, 3)
-        spent = sum(v for k, v in res.phases.items() if k != "compile")
+        spent = sum(v for k, v in res.phases.items() if k not in ("compile", "checks"))
         res.phases["checks"] = round(max(0.0, res.seconds - spent), 4)
         return res
 
     def profile(self, kernel_file: Path, worker: Worker, launch: Launch | None = None, flags=()) -> dict:
-        """Nsight Compute numbers for the kernel file, on a native build (whatever the timing backend) with
-        the candidate's own launch configuration and nvcc flags (the harness of mep.yaml's launch would run
-        another kernel: a warp-per-row rewrite on the thread-per-row grid covers 1/32 of the rows)."""
-        from .native import NativeBackend
-        be = worker.backend if isinstance(worker.backend, NativeBackend) else NativeBackend(
-            self.spec, self.mep_dir, self.store.build_dir, device=worker.device)
-        be.sandbox_level = self.sandbox
-        extra = {k: v for k, v in (("launch", launch), ("flags", tuple(flags))) if v}
-        built = be.compile(kernel_file, **extra)
-        if isinstance(built, CompileFailed):
-            return {"error": f"native build for profiling failed: {built.message}"}
-        return profile_mod.run_ncu(built.artifact, self.sets[0].data_dir, self.store.work_dir / "profile",
-                                   callee(self.spec), worker.device, level=self.sandbox)
+        """Nsight Compute numbers for the kernel file (profile.of_candidate: a native build with its launch)."""
+        return profile_mod.of_candidate(self, kernel_file, worker, launch, flags)
 
     def baseline_result(self) -> EvalResult:
         """The original kernel as a candidate of its own: re-verified (run to run), timed alone, peaks checked."""
@@ -552,7 +548,7 @@ class Evaluator:
                 return self._done(res, start)
             self._saw_baseline(out)
             res.stage = "verify"
-            wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after, out.inputs_changed)
+            wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after, out.inputs_changed, out.matched)
             self._saw_run(time.monotonic() - t0)
             self.todo["verify"] -= 1
             if wrong:
@@ -562,10 +558,10 @@ class Evaluator:
                 return self._done(res, start)
         res.stage = "time"
         self.check_time()
-        plan = self.plan_for(None)       # alone: no perturbation re-check (nothing to compare it with)
+        plan = session.baseline_plan(self)      # alone: no perturbation re-check (nothing to compare it with)
         est = plan_mod.timing_seconds(plan, self.first_ms or 0.0, self.run_s or 0.0, 1, self.backend_name == "native")
         self.log(f"timing the original for about {est:.0f} s: {plan.how}")
-        t = worker.backend.time(worker.baseline, None, self.sets[0], plan, work / "time")
+        stored, t = session.time_baseline(self, worker, work / "time")     # kept: candidates are timed against it
         self.todo["time"] = 0
         if self._failed_timing(res, t):
             return self._done(res, start)

@@ -10,8 +10,9 @@ import subprocess
 import sys
 from functools import lru_cache
 
-#: exits 0 when the driver makes a context's first step (cuInit) work, else with the driver's error code
-CUINIT = "import ctypes, sys; sys.exit(ctypes.CDLL('libcuda.so.1').cuInit(0))"
+#: exits 0 when the driver makes a context (cuInit, then a context on device 0), else with the driver's error code
+CUINIT = ("import ctypes, sys; c = ctypes.CDLL('libcuda.so.1'); d = ctypes.c_int(); x = ctypes.c_void_p(); "
+          "sys.exit(c.cuInit(0) or c.cuDeviceGet(ctypes.byref(d), 0) or c.cuCtxCreate_v2(ctypes.byref(x), 0, d))")
 
 
 def driver_present() -> bool:

@@ -18,10 +18,11 @@ import numpy as np
 
 from .. import mepbuild
 from ..spec import Launch, Spec
-from . import process, sandbox
+from . import guards, process, sandbox
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
 from . import perturb
 from .launchcfg import candidate_harness, with_flags
+from .plan import MIN_REPS
 from .ptxas import kernel_info
 from .results import CompileFailed, RuntimeFault
 from .symbols import callee
@@ -73,6 +74,8 @@ def classify(done: process.Completed, timeout: float) -> tuple[dict, RuntimeFaul
         msg = f"{err}: {record.get('message', '')} (in {record.get('call', '?')})".strip()
         kind = "illegal_address" if err in _ILLEGAL or "illegal" in msg.lower() else "cuda_error"
         return record, RuntimeFault(kind, msg, log=tail)
+    if status == "memory_error":      # a write into a guard zone (templates/harness/guards.h)
+        return record, RuntimeFault("out_of_bounds", guards.describe(guards.hit_of_record(record)), log=tail)
     if done.returncode == 2:
         return record, RuntimeFault("harness_error", record.get("message") or _last_line(done.stderr)
                                     or "the harness rejected its inputs (exit 2)", log=tail)
@@ -104,6 +107,8 @@ class NativeBackend(Backend):
         self.sandbox_level: str | None = None      # set by the evaluator (config evaluate.sandbox); None: auto
         #: what a harness process reads besides its arguments: the toolkit (a harness built with -cudart shared)
         self.runtime_read: list[Path] = [r for r in [sandbox.toolkit_root(mepbuild.nvcc_executable())] if r]
+        #: what a harness process may start besides itself (landlock level; nothing for a real harness)
+        self.runtime_programs: list[Path] = []
 
     def _level(self) -> str:
         if self.sandbox_level is None:
@@ -184,7 +189,8 @@ class NativeBackend(Backend):
         if self.check_inputs:
             args.append(CHECK_INPUTS_FLAG)
         timeout = self.run_timeout
-        confine = sandbox.for_run(self._level(), args, out_dir, self._file_limit(), read=self.runtime_read)
+        confine = sandbox.for_run(self._level(), args, out_dir, self._file_limit(), read=self.runtime_read,
+                                  programs=self.runtime_programs)
         done = process.run(args, timeout=timeout, cwd=out_dir, env=self._env(), confine=confine)
         record, fault = classify(done, timeout)
         result = RunOutput(record=record, fault=fault)
@@ -248,11 +254,23 @@ class NativeBackend(Backend):
         timed_inputs = {n: np.load(Path(inputs.data_dir) / f"{n}.npy", allow_pickle=False) for n in in_names} \
             if self.check_inputs else {}
         last = last_base = None
+        # against the original's stored timing (plan.control), its control launches run in one process, the first
+        control = None if plan.control is None or candidate is None else max(1, plan.control)
+        base_flags = flags if control is None else ["--time", "--warmup", str(min(plan.warmup, control)), "--reps",
+                                                    str(control), *flags[5:]]
+        # and a candidate whose round is many launches (a kernel under ROUND_MS / MIN_REPS) runs every round in one
+        # process: a process (context, inputs, outputs) costs more than such a round; a longer one keeps a process a
+        # round, so that plan.stop can end the session early
+        single = control is not None and plan.reps > MIN_REPS
+        cand_flags = flags if not single else ["--time", "--warmup", str(plan.warmup), "--reps",
+                                               str(plan.reps * plan.rounds), *flags[5:]]
         for r in range(plan.rounds):
-            sides = [("baseline", baseline)] + ([("candidate", candidate)] if candidate is not None else [])
+            sides = [("baseline", baseline)] if control is None or r == 0 else []
+            sides += [("candidate", candidate)] if candidate is not None else []
             for side, built in sides:
                 folder = Path(out_dir) / f"round{r}-{side}"
-                record, out = self._launch(built, inputs, folder, flags + extra.get(side, []))
+                record, out = self._launch(built, inputs, folder, (base_flags if side == "baseline" else cand_flags)
+                                           + extra.get(side, []))
                 if out.fault is not None:
                     if side == "baseline":
                         out.fault.message = f"baseline failed while timing: {out.fault.message}"
@@ -262,7 +280,10 @@ class NativeBackend(Backend):
                     last_base = folder
                 result.perturbed_buffers = int(record.get("perturbed") or 0)
                 times = [float(t) for t in record.get("times_ms", [])]
-                (result.baseline_rounds if side == "baseline" else result.candidate_rounds).append(times)
+                if side == "candidate" and single:          # the process's launches, a round per plan.reps
+                    result.candidate_rounds += [times[i:i + plan.reps] for i in range(0, len(times), plan.reps)]
+                else:
+                    (result.baseline_rounds if side == "baseline" else result.candidate_rounds).append(times)
                 result.device = record.get("device", result.device)
                 result.l2_bytes = record.get("l2_bytes", result.l2_bytes)
                 if built is checked:
@@ -272,6 +293,8 @@ class NativeBackend(Backend):
                                               if n not in result.inputs_changed and not unchanged(timed_inputs[n], a)]
                     result.inputs_changed += [n for n in out.inputs_changed if n not in result.inputs_changed]
                     last = folder
+            if single or plan.stop is not None and candidate is not None and plan.stop(result.candidate_rounds):
+                break
         if last is not None and result.perturbed_buffers and candidate is not None:
             names = [p.name for p in self.spec.outputs]
             result.perturbed, missing = self._read(last / "perturbed", names)

@@ -3,9 +3,16 @@ for a 3 us and a 1 s kernel (with a floor), instead of a fixed count (50 launche
 round would take minutes per candidate).
 
 Each side of a round times about ROUND_MS of kernel time (between MIN_REPS and MAX_REPS launches), after about
-WARMUP_MS of warm-up (between MIN_WARMUP and MAX_WARMUP launches). The first launch is the slower of the
-original's and the candidate's kernel time on their first verified run (event-timed on both backends), so a
-candidate 100x slower than the original does not run 100x longer than planned.
+WARMUP_MS of warm-up (between MIN_WARMUP and MAX_WARMUP launches), sized from a first launch (event-timed on both
+backends on the first verified run):
+- the original alone (timed once per run and GPU, session.py): its own first launch;
+- a candidate against that stored timing (the default): the candidate's own first launch, so a candidate 30x
+  faster than a 1.6 ms original runs 200 launches of 53 us a round (not 125 launches sized by the original), one
+  100x slower no longer than planned; the original's side is controls(): a few launches a round that detect
+  drift, about CONTROL_MS of its kernel time; and the session ends at the first round from decide.MIN_ROUNDS on
+  where decide.settled says the verdict cannot change, so `rounds` is a budget that close calls use up;
+- a candidate interleaved with the original launch by launch (Options.baseline_once off, or drift twice in a
+  session): the slower of the two first launches, both sides the same count.
 """
 from __future__ import annotations
 
@@ -43,6 +50,17 @@ def by_time(first_ms: float, rounds: int, flush_l2: bool, round_ms: float = ROUN
     return TimingPlan(warmup=warmup, reps=reps, rounds=rounds, flush_l2=flush_l2, how=how)
 
 
+#: the original's control launches in a candidate's session (decide.drift): about CONTROL_MS of kernel time a
+#: round, MIN_CONTROL to MAX_CONTROL launches (13 a round for a 1.6 ms original, 20 for a 20 us one)
+CONTROL_MS = 20.0
+MIN_CONTROL, MAX_CONTROL = 3, 20
+
+
+def controls(baseline_ms: float) -> int:
+    """The original's launches per round in a candidate's session timed against its stored timing."""
+    return _clamp(math.ceil(CONTROL_MS / max(float(baseline_ms), 1e-4)), MIN_CONTROL, MAX_CONTROL)
+
+
 def by_count(warmup: int, reps: int, rounds: int, flush_l2: bool) -> TimingPlan:
     return TimingPlan(warmup=warmup, reps=reps, rounds=rounds, flush_l2=flush_l2,
                       how=f"count-based: {rounds} round(s) of {reps} launches per side after {warmup} warm-up")
@@ -51,10 +69,22 @@ def by_count(warmup: int, reps: int, rounds: int, flush_l2: bool) -> TimingPlan:
 # --- what a phase will cost (optimize --time-limit) ------------------------------------------------------
 
 
-def timing_seconds(plan: TimingPlan, launch_ms: float, run_s: float, sides: int, per_process: bool) -> float:
-    """Wall time of one timing session of `plan`: its launches at `launch_ms`, plus the re-check after it
-    (one run, `run_s` as measured); with `per_process` (the native backend: one harness process per round and
-    side, each loading the inputs and warming up again) one run's overhead and the warm-up per process."""
+def timing_seconds(plan: TimingPlan, launch_ms: float, run_s: float, sides: int, per_process: bool,
+                   control_ms: float | None = None) -> float:
+    """Wall time of one timing session of `plan` (every round: an early verdict only shortens it): its launches
+    at `launch_ms`, plus the re-check after it (one run, `run_s` as measured); with `per_process` (the native
+    backend: one harness process per round and side, each loading the inputs and warming up again) one run's
+    overhead and the warm-up per process. With `plan.control` (a candidate against the original's stored timing)
+    the original's side is its control launches at `control_ms`, in one process on the native backend, and the
+    candidate's rounds in one process there too unless a round is as short as MIN_REPS launches."""
+    if plan.control is not None and sides == 2:
+        # native: the controls' process, then one for every round (native.py: one for all when rounds are long)
+        per_round = per_process and plan.reps <= MIN_REPS
+        processes = (plan.rounds + 1 if per_round else 2) if per_process else 1
+        cand = plan.rounds * plan.reps + plan.warmup * (plan.rounds if per_round else 1)
+        base = plan.rounds * plan.control if not per_process else plan.control
+        base += min(plan.warmup, plan.control)
+        return (cand * launch_ms + base * (control_ms or launch_ms)) / 1000.0 + processes * run_s + run_s
     processes = plan.rounds * sides if per_process else 1
     launches = sides * plan.rounds * plan.reps + plan.warmup * (processes if per_process else sides)
     return launches * launch_ms / 1000.0 + processes * run_s + run_s

@@ -82,13 +82,38 @@ def kill_group(proc: subprocess.Popen) -> None:
             pass
 
 
-_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL", re.I)
+_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH_SOCK|AGENT_INFO|DBUS_SESSION", re.I)
 
 
 def candidate_env(base: dict | None = None) -> dict:
     """The environment for compilers and candidates: mepgen's own, without anything that looks like a
-    secret (API keys, tokens): a candidate is untrusted code and needs none of them."""
+    secret (API keys, tokens) or leads to one (the ssh and gpg agents', the session bus's sockets): a candidate
+    is untrusted code and needs none of them."""
     return {k: v for k, v in (os.environ if base is None else base).items() if not _SECRET.search(k)}
+
+
+def wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
+    """Wait for `proc` to exit, at most `timeout` seconds; True when it did. Woken by the exit itself (a pidfd,
+    Linux >= 5.3): Popen.wait(timeout) polls with sleeps doubling up to 50 ms, which added up to that much to
+    every candidate process."""
+    import select
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        try:
+            proc.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(max(0.0, timeout) * 1000):
+            return False
+    finally:
+        os.close(fd)
+    proc.wait()
+    return True
 
 
 def run(args: list[str], timeout: float, cwd: Path | None = None, env: dict | None = None,
@@ -102,6 +127,7 @@ def run(args: list[str], timeout: float, cwd: Path | None = None, env: dict | No
     if confine is not None and confine.level != "off" and shutil.which(args[0]) is None:
         raise FileNotFoundError(args[0])          # as Popen would say without the sandbox (or prlimit) in front
     if confine is not None:
+        env = confine.environment(env)
         confine.prepare()
     argv = confine.command(args) if confine is not None else args
     preexec = confine.preexec() if confine is not None else None
@@ -113,16 +139,13 @@ def run(args: list[str], timeout: float, cwd: Path | None = None, env: dict | No
         finally:
             if confine is not None:
                 confine.close()
-        try:
-            proc.wait(timeout=timeout)
-            timed_out = False
-        except subprocess.TimeoutExpired:
+        timed_out = not wait_exit(proc, timeout)
+        if timed_out:
             kill_group(proc)
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
-            timed_out = True
         out, err = _read_back(out_f), _read_back(err_f)
     return Completed(args, None if timed_out else proc.returncode, out, err, time.monotonic() - start, timed_out,
                      via_init=confine is not None and confine.level in ("bwrap", "unshare"))

@@ -69,8 +69,11 @@ def run_ncu(binary: Path, data_dir: Path, out_dir: Path, callee: str, device: in
         env["CUDA_VISIBLE_DEVICES"] = str(device)
     args = [exe, "--csv", "--clock-control", "none", "--kernel-name", kernel_regex(callee), "--launch-count", "1",
             "--metrics", ",".join(METRICS), binary, "--data", data_dir, "--out", out_dir]
-    confine = sandbox.for_run(level, args, out_dir, sandbox.BUILD_FILE_LIMIT)   # `level`: the candidate's sandbox
+    tool_dir = Path(exe).resolve().parent.parent        # under landlock ncu runs the binary and its own programs
+    confine = sandbox.for_run(level, args, out_dir, sandbox.BUILD_FILE_LIMIT,   # `level`: the candidate's sandbox
+                              read=[tool_dir], programs=[tool_dir, Path(binary)])
     confine.keep_root = True          # GPU performance counters are for admins unless the driver says otherwise
+    confine.keep_caps = True          # (under landlock: root keeps its capabilities)
     confine.seccomp = False           # and Nsight Compute needs what the filter refuses
     done = process.run(args, timeout=timeout, env=env, confine=confine)
     if done.timed_out:
@@ -80,3 +83,21 @@ def run_ncu(binary: Path, data_dir: Path, out_dir: Path, callee: str, device: in
         tail = (done.stderr or done.stdout).strip().splitlines()
         return {"error": "ncu reported no metrics" + (f": {tail[-1]}" if tail else "")}
     return metrics
+
+
+def of_candidate(ev, kernel_file: Path, worker, launch=None, flags=()) -> dict:
+    """Nsight Compute numbers for the kernel file of evaluator `ev`'s MEP, on a native build (whatever the timing
+    backend) with the candidate's own launch configuration and nvcc flags (the harness of mep.yaml's launch would
+    run another kernel: a warp-per-row rewrite on the thread-per-row grid covers 1/32 of the rows)."""
+    from .native import NativeBackend
+    from .results import CompileFailed
+    from .symbols import callee
+    be = worker.backend if isinstance(worker.backend, NativeBackend) else NativeBackend(
+        ev.spec, ev.mep_dir, ev.store.build_dir, device=worker.device)
+    be.sandbox_level = ev.sandbox
+    extra = {k: v for k, v in (("launch", launch), ("flags", tuple(flags))) if v}
+    built = be.compile(kernel_file, **extra)
+    if isinstance(built, CompileFailed):
+        return {"error": f"native build for profiling failed: {built.message}"}
+    return run_ncu(built.artifact, ev.sets[0].data_dir, ev.store.work_dir / "profile", callee(ev.spec),
+                   worker.device, level=ev.sandbox)

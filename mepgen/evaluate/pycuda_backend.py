@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ from ..errors import MepgenError
 from ..spec import Launch, Spec
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
 from .launchcfg import with_flags, with_launch
-from . import l2_flush, perturb, process, sandbox, wire
+from . import device_compare, guards, l2_flush, perturb, process, sandbox, wire
 from .pycuda_entry import build_cubin
 from .results import CompileFailed, RuntimeFault
 
@@ -63,11 +64,19 @@ class PycudaBackend(Backend):
         self.level: str | None = None           # the level the running worker got
         self.log_file = None                    # the worker's stdout and stderr
         self.entry: str | None = None           # another worker function, MODULE:FUNCTION (tests)
+        # device verification (device_compare.py): input set -> {output: reference .npy}, and per output
+        # [kernel, rtol, atol, poisoned]; set by the evaluator once the references exist (use_references)
+        self.refs_of = None
+        self.ref_rules: dict[str, list] = {}
+        self.refs_held: dict[int, list[str]] = {}      # input set -> outputs the worker holds references of
+        self._helpers = None     # the L2 flush and comparison cubins, built in the background (_build_helpers)
 
     def compile(self, kernel_file: Path, launch: Launch | None = None, flags=()) -> Built | CompileFailed:
         """The cubin; with `launch`, its launch geometry comes from that configuration instead of mep.yaml's;
         `flags`: extra nvcc flags (the cubin's cache key covers every flag)."""
         spec = with_flags(self.spec if launch is None else with_launch(self.spec, launch), flags)
+        if self._helpers is None:     # the first build (the original's): mepgen's own kernels meanwhile
+            self._helpers = _HELPERS.submit(_build_helpers, self.spec.build.arch, self.build_dir, self.compile_timeout)
         return build_cubin(spec, self.mep_dir, Path(kernel_file), self.build_dir, self.compile_timeout,
                            level=self.sandbox_level)
 
@@ -93,6 +102,7 @@ class PycudaBackend(Backend):
         env = process.candidate_env()
         env["PYTHONPATH"] = os.pathsep.join(str(p) for p in worker_path())
         self.log_file = tempfile.TemporaryFile()
+        env = confine.environment(env)
         confine.prepare()
         try:
             self.proc = subprocess.Popen(confine.command(argv), env=env, cwd="/", stdin=subprocess.DEVNULL,
@@ -104,7 +114,7 @@ class PycudaBackend(Backend):
             confine.close()
             os.close(child)
         self.level = level
-        self.sets_loaded, self.modules = set(), []
+        self.sets_loaded, self.modules, self.refs_held = set(), [], {}
         reply = self._receive(self.start_timeout, "starting the worker")
         if isinstance(reply, RuntimeFault):
             return reply
@@ -112,15 +122,47 @@ class PycudaBackend(Backend):
         params = [{"name": p.name, "role": p.role, "dtype": p.dtype, "count": self.spec.count(p) if p.is_buffer else 0,
                    "placement": p.placement, "perturb": order.index(p.name) if p.name in order else None}
                   for p in self.spec.params]
+        if self._helpers is not None:
+            self._helpers.result()
         try:
             flush_cubin = l2_flush.build_cubin(self.spec.build.arch, self.build_dir, self.compile_timeout).read_bytes()
         except MepgenError as e:
             return RuntimeFault("harness_error", str(e))
-        reply = self._call("setup", params, flush_cubin)
+        reply = self._call("setup", params, flush_cubin, self._compare_cubin())
         if isinstance(reply, RuntimeFault):
             return reply
         self.info = reply
         return None
+
+    def use_references(self, refs_of, rules: dict[str, list]) -> None:
+        """Compare outputs with the references on the GPU from now on: `refs_of(k)` gives input set k's reference
+        files (name -> .npy), `rules` each output's [kernel, rtol, atol, poisoned] (device_compare.kernel_for,
+        verify.tolerance_for, role `out`); an output without a rule is compared in the parent."""
+        self.refs_of, self.ref_rules, self.refs_held = refs_of, dict(rules), {}
+        cubin = self._compare_cubin()
+        if cubin is not None and self._alive():
+            reply = self._call("compare", cubin)
+            if isinstance(reply, RuntimeFault):     # the worker restarts with them at its next request
+                self._kill()
+
+    def recheck_references(self, k: int, names: list[str]) -> None:
+        """Outputs the GPU called different from set k's references and the parent's comparison found equal: the
+        references on the GPU are not what they were (a candidate wrote past its buffers), so they are sent again
+        before the next run on set k."""
+        if any(n in self.refs_held.get(k, []) for n in names):
+            self.refs_held.pop(k, None)
+
+    def _compare_cubin(self) -> bytes | None:
+        """device_compare.py's kernels when the outputs are to be compared on the GPU; None: in the parent (also
+        when nvcc cannot build them: the parent's comparison is the same rule)."""
+        if self.refs_of is None or not self.ref_rules:
+            return None
+        if self._helpers is not None:
+            self._helpers.result()       # built in the background since the first compile: waits, then cached
+        try:
+            return device_compare.build_cubin(self.spec.build.arch, self.build_dir, self.compile_timeout).read_bytes()
+        except MepgenError:
+            return None
 
     def _alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -227,6 +269,11 @@ class PycudaBackend(Backend):
                 if isinstance(reply, RuntimeFault):
                     return reply
                 self.sets_loaded.add(s.index)
+            if self.refs_of is not None and self.ref_rules and s.index not in self.refs_held:
+                reply = self._send_refs(s.index)
+                if isinstance(reply, RuntimeFault):
+                    return reply
+                self.refs_held[s.index] = list(reply or [])
         if built.key not in self.modules:
             while len(self.modules) >= MAX_MODULES:
                 victim = next((k for k in self.modules if k != self.pinned), None)
@@ -256,37 +303,93 @@ class PycudaBackend(Backend):
             for fd in files:
                 os.close(fd)
 
+    def _send_refs(self, k: int):
+        """Input set k's references to the worker as descriptors; the names it holds on the GPU."""
+        paths = self.refs_of(k) or {}
+        names = [n for n in self.ref_rules if n in paths and Path(paths[n]).is_file()]
+        files = []
+        try:
+            for n in names:
+                files.append(os.open(paths[n], os.O_RDONLY))
+        except OSError as e:
+            for fd in files:
+                os.close(fd)
+            return RuntimeFault("harness_error", f"reference outputs of input set {k}: {e}")
+        try:
+            return self._call("load_refs", k, names, {n: self.ref_rules[n] for n in names}, files=files)
+        finally:
+            for fd in files:
+                os.close(fd)
+
     # --- the interface ------------------------------------------------------------------------------
+
+    def load(self, built: Built, *sets: InputSet) -> RuntimeFault | None:
+        """The cubin and the input sets onto the GPU now (a run would load them itself): the `load` phase."""
+        fault = self._ensure(built, *sets)
+        if fault is not None and sets:
+            fault.input_set = sets[0].index
+        return fault
 
     def run(self, built: Built, inputs: InputSet, out_dir: Path) -> RunOutput:
         fault = self._ensure(built, inputs)
-        reply = fault or self._call("run", built.key, inputs.index)
+        reply = fault or self._call("run", built.key, inputs.index, bool(self.refs_held.get(inputs.index)))
         if isinstance(reply, RuntimeFault):
             reply.input_set = inputs.index
             return RunOutput(fault=reply)
+        if reply.get("guard"):          # a write into a guard zone (guards.py): out of bounds
+            return RunOutput(fault=RuntimeFault("out_of_bounds", guards.describe(reply["guard"]), inputs.index))
         return RunOutput(outputs=reply["outputs"], inputs_changed=reply["inputs_changed"],
+                         matched=list(reply.get("matched") or []),
                          record={"device": reply["device"], "run_ms": reply.get("run_ms")})
 
     def time(self, baseline: Built, candidate: Built | None, inputs: InputSet, plan: TimingPlan,
              out_dir: Path, recheck: InputSet | None = None) -> TimingOutput:
+        """One call to the worker; with `plan.stop` (sequential timing) one call per round, asking `plan.stop`
+        after each whether the verdict is settled, then one that runs the re-checks."""
         self.pinned = baseline.key
         sets = [inputs] + ([recheck] if recheck is not None else [])
         fault = self._ensure(baseline, *sets) or (self._ensure(candidate, *sets) if candidate else None)
-        if fault is None:
-            budget = self.run_timeout * (1 + plan.rounds)
-            reply = self._call("time", baseline.key, candidate.key if candidate else None, inputs.index, plan.warmup,
-                               plan.reps, plan.rounds, plan.flush_l2, recheck.index if recheck else None,
-                               plan.perturb_seed, timeout=budget)
-        else:
-            reply = fault
+        if fault is not None:
+            fault.input_set = inputs.index
+            return TimingOutput(fault=fault)
+        cand = candidate.key if candidate else None
+        common = (baseline.key, cand, inputs.index)
+        tail = (plan.flush_l2, recheck.index if recheck else None, plan.perturb_seed, plan.control)
+        check = bool(self.refs_held.get((recheck or inputs).index))   # the re-check's outputs compared on the GPU
+        if plan.stop is None or candidate is None:
+            reply = self._call("time", *common, plan.warmup, plan.reps, plan.rounds, *tail, True, 0, check,
+                               timeout=self.run_timeout * (1 + plan.rounds))
+            return self._timing(reply, inputs, plan)
+        base_rounds, cand_rounds, step = [], [], 0
+        for r in range(plan.rounds):
+            reply = self._call("time", *common, plan.warmup if r == 0 else 0, plan.reps, 1, *tail, False, step,
+                               timeout=self.run_timeout * 2)
+            if isinstance(reply, RuntimeFault):
+                return self._timing(reply, inputs, plan)
+            base_rounds += reply["baseline_rounds"]
+            cand_rounds += reply["candidate_rounds"]
+            step = reply["step"]
+            if plan.stop(cand_rounds):
+                break
+        reply = self._call("time", *common, 0, plan.reps, 0, *tail, True, step, check, timeout=self.run_timeout * 2)
+        if not isinstance(reply, RuntimeFault):
+            reply["baseline_rounds"], reply["candidate_rounds"] = base_rounds, cand_rounds
+        return self._timing(reply, inputs, plan)
+
+    @staticmethod
+    def _timing(reply, inputs: InputSet, plan: TimingPlan) -> TimingOutput:
         if isinstance(reply, RuntimeFault):
             reply.input_set = inputs.index
             return TimingOutput(fault=reply)
+        if reply.get("guard"):
+            return TimingOutput(fault=RuntimeFault("out_of_bounds", guards.describe(reply["guard"]), inputs.index))
         return TimingOutput(baseline_rounds=reply["baseline_rounds"], candidate_rounds=reply["candidate_rounds"],
                             after=reply["after"], after_input_set=reply["after_input_set"],
+                            after_matched=list(reply.get("after_matched") or []),
                             inputs_changed=reply["inputs_changed"], device=reply["device"],
                             l2_bytes=reply["l2_bytes"], perturbed=reply.get("perturbed") or {},
                             perturbed_ref=reply.get("perturbed_ref") or {},
+                            perturbed_summary=reply.get("perturbed_summary"),
                             perturbed_buffers=reply.get("perturbed_buffers") or 0, warmup=plan.warmup, reps=plan.reps)
 
     def close(self) -> None:
@@ -297,6 +400,20 @@ class PycudaBackend(Backend):
             except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
                 pass
         self._kill()
+
+
+_HELPERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mepgen-helpers")
+
+
+def _build_helpers(arch: str, build_dir: Path, timeout: float) -> None:
+    """The L2 flush and the comparison kernels for `arch` into the build folder's cache, while the original
+    compiles and its input sets and references are made (each costs an nvcc run of a second or two); a failure
+    is said again where the cubin is needed."""
+    for build in (l2_flush.build_cubin, device_compare.build_cubin):
+        try:
+            build(arch, build_dir, timeout)
+        except (MepgenError, OSError):
+            pass
 
 
 def worker_path() -> list[Path]:

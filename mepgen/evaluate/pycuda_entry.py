@@ -22,7 +22,7 @@ from ..errors import MepgenError
 from ..cbytes import captured_bytes
 from ..datagen import const_file_name
 from ..spec import Spec
-from . import process, sandbox
+from . import fold, process, sandbox
 from .backend import Built
 from .cubin import Cubin, mangle_variable
 from .native import compile_message
@@ -50,9 +50,10 @@ def _callee_in_build(name: str, sizes) -> str:
 
 def entry_source(spec: Spec, kernel_file: Path) -> str:
     """The translation unit that makes `kernel_file` launchable from a cubin."""
-    b = lambda e: mepbuild.in_build(e, spec.sizes)     # sizes are -DMEPGEN_SIZE_<SYM> in the build
-    lines = [*(f"#include <{h}>" for h in mepbuild.PRELUDE_HEADERS), f'#include "{Path(kernel_file).resolve()}"',
-             _PARAM_TYPES,
+    # sizes are -DMEPGEN_SIZE_<SYM> in the build; ceil() and the like go through fold.PRELUDE's constexpr twins
+    b = lambda e: fold.rewrite(mepbuild.in_build(e, spec.sizes))
+    lines = [*(f"#include <{h}>" for h in mepbuild.PRELUDE_HEADERS), fold.PRELUDE,
+             f'#include "{Path(kernel_file).resolve()}"', _PARAM_TYPES,
              f"#define MEPGEN_KERNEL {_callee_in_build(callee(spec), spec.sizes)}", ""]
     n = len(spec.params)
     for i, p in enumerate(spec.params):

@@ -5,7 +5,7 @@ sandbox.for_worker) and driven over a socket (wire.py: JSON and .npy frames, no 
 `load`, `unload`, `run`, `time`, `exit`. Each reply is ["ok", payload], ["cuda_error", message] or
 ["error", message]. The worker sees no workspace: cubins come as bytes, input files as open descriptors.
 After a CUDA error the context is poisoned (errors are sticky), so the worker replies and exits; the parent
-starts a fresh one. Reference outputs never enter this process: it returns outputs and the parent compares them.
+starts a fresh one.
 
 Every launch follows the harness protocol: outputs poisoned (floats 0xFF bytes = NaN, integers 0xA5),
 in/out buffers reset from the input set's device copy, constants set, then optionally the L2 flushed (the
@@ -14,6 +14,11 @@ alternates baseline and candidate launch by launch (A B B A ...), each timed wit
 perturbation seed, every launch of the session sees its inputs changed in one block per perturbable buffer
 (perturb.py, the same blocks as the harness's perturb.h), and after timing the candidate and the original run
 once more at perturb.RECHECK_STEP: both outputs go back for the parent to compare.
+
+Reference outputs (`load_refs`, from the parent's store) stay on the GPU masked (device_compare.py): a run or a
+re-check with `check` compares the outputs with them there and sends back only those that differ, for the parent
+to take the evidence from (verify.compare); the perturbation re-check likewise, when every output's reference is
+there (_perturbed_on_gpu).
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ import sys
 import numpy as np
 
 from ..spec import PLACEMENT_SPAN
-from . import l2_flush, perturb, wire
+from . import guards, l2_flush, perturb, wire
 
 FLOAT_POISON, INT_POISON = 0xFF, 0xA5
 
@@ -59,7 +64,7 @@ class State:
         self.stream = cuda.Stream()
         self.params: list[dict] = []
         self.outputs: dict = {}                 # name -> (device address, nbytes, poison byte)
-        self.held: list = []                    # the DeviceAllocations behind placed buffers' addresses
+        self.guards = guards.DeviceGuards(cuda)  # every buffer inside guard zones (guards.py), holding the allocations
         self.sets: dict[int, dict] = {}
         self.modules: dict[str, dict] = {}
         attr = getattr(cuda.device_attribute, "L2_CACHE_SIZE", None)
@@ -78,10 +83,15 @@ class State:
 
     # --- state --------------------------------------------------------------------------------------
 
-    def op_setup(self, params: list[dict], flush_cubin: bytes) -> dict:
+    def op_setup(self, params: list[dict], flush_cubin: bytes, compare_cubin: bytes | None = None) -> dict:
         """params: name, role, dtype, count (in kernel order); flush_cubin: the L2 flush kernel (l2_flush.py),
-        its bytes (the worker sees no build folder)."""
+        its bytes (the worker sees no build folder); compare_cubin: device_compare.py's kernels (None: outputs
+        are compared in the parent)."""
         self.params = params
+        self.refs: dict[int, dict] = {}
+        self.compare = None
+        if compare_cubin:
+            self.op_compare(compare_cubin)
         self.perturbed = sorted((p for p in params if p.get("perturb") is not None), key=lambda p: p["perturb"])
         self.perturbed = [p["name"] for p in self.perturbed]
         self.flush_module = self.cuda.module_from_buffer(flush_cubin)
@@ -91,19 +101,15 @@ class State:
                 dt = np.dtype(p["dtype"])
                 nbytes = max(1, dt.itemsize * p["count"])
                 poison = FLOAT_POISON if dt.kind == "f" else INT_POISON
-                self.outputs[p["name"]] = (self._alloc(nbytes, p.get("placement")), nbytes, poison)
+                self.outputs[p["name"]] = (self._alloc(nbytes, p.get("placement"), p["name"]), nbytes, poison)
         return {"device": self.device_name, "l2_bytes": self.l2_bytes}
 
-    def _alloc(self, nbytes: int, placement: int | None):
+    def _alloc(self, nbytes: int, placement: int | None, name: str) -> int:
         """Device memory for a buffer, placed as the harness places it (mep_alloc): `placement` bytes past a
         PLACEMENT_SPAN boundary; without one, a buffer of PLACEMENT_SPAN bytes or more on a boundary (as cudaMalloc
-        places an application's large buffers), a smaller one where mem_alloc puts it. A placed buffer is an
-        address inside a padded allocation that is kept alive."""
-        if placement is None and nbytes < PLACEMENT_SPAN:
-            return self.cuda.mem_alloc(nbytes)
-        raw = self.cuda.mem_alloc(nbytes + PLACEMENT_SPAN)
-        self.held.append(raw)
-        return (int(raw) + PLACEMENT_SPAN - 1) // PLACEMENT_SPAN * PLACEMENT_SPAN + (placement or 0)
+        places an application's large buffers), a smaller one where mem_alloc puts it; inside guard zones
+        (guards.DeviceGuards: the allocation is kept alive there)."""
+        return self.guards.allocate(nbytes, placement, PLACEMENT_SPAN, name)
 
     def op_load_set(self, k: int, inputs: dict, consts: dict) -> None:
         """inputs: name -> .npy file; consts: file stem -> .npy file (input set k's files: open files passed
@@ -114,7 +120,7 @@ class State:
         s = {"host": inputs, "dev": {}, "const": {}}
         placement = {p["name"]: p.get("placement") for p in self.params}
         for name, arr in inputs.items():
-            buf = self._alloc(max(1, arr.nbytes), placement.get(name))
+            buf = self._alloc(max(1, arr.nbytes), placement.get(name), name)
             cuda.memcpy_htod(buf, np.ascontiguousarray(arr))
             s["dev"][name] = buf
         for stem, arr in consts.items():
@@ -122,6 +128,53 @@ class State:
             cuda.memcpy_htod(buf, np.ascontiguousarray(arr))
             s["const"][stem] = (buf, arr.nbytes)
         self.sets[k] = s
+
+    def op_compare(self, cubin: bytes) -> None:
+        """device_compare.py's kernels, and the key that masks the references (never in device memory)."""
+        self.compare = self.cuda.module_from_buffer(cubin)
+        self.key = int.from_bytes(os.urandom(8), "little")
+        self.counts = self.cuda.mem_alloc(16)
+        self.refs = {}
+        for s in self.sets.values():
+            s.pop("pristine", None)          # masked with the key of before
+
+    def op_load_refs(self, k: int, refs: dict, rules: dict) -> list[str]:
+        """Input set k's reference outputs onto the GPU, masked (device_compare.py); refs: name -> .npy file (an open
+        file passed as a descriptor); rules: name -> [kernel, rtol, atol, poisoned]. The names held, those whose
+        dtype and size are the output buffer's."""
+        held = {}
+        for name, f in refs.items():
+            arr = np.ascontiguousarray(_load(f)).reshape(-1)
+            p = next((q for q in self.params if q["name"] == name), None)
+            if self.compare is None or name not in rules or p is None or name not in self.outputs \
+                    or arr.dtype != np.dtype(p["dtype"]) or arr.size != p["count"] or not arr.size:
+                continue
+            buf = self.cuda.mem_alloc(arr.nbytes)
+            self.cuda.memcpy_htod(buf, arr)
+            mask = self.compare.get_function(f"mepgen_mask{arr.itemsize}")
+            mask(np.uintp(int(buf)), np.uint64(arr.size), np.uint64(self.key), block=(256, 1, 1),
+                 grid=(_blocks(arr.size), 1))
+            held[name] = (buf, arr.size, *rules[name])
+        self.cuda.Context.synchronize()
+        self.refs[k] = held
+        return sorted(held)
+
+    def _matched(self, k: int) -> list[str]:
+        """Outputs equal to input set k's references by verify.compare's rule, compared on the GPU."""
+        out = []
+        for name, (ref, n, kernel, rtol, atol, poisoned) in self.refs.get(k, {}).items():
+            self.cuda.memcpy_htod(self.counts, np.array([0, 2**64 - 1], np.uint64))
+            fn = self.compare.get_function(kernel)
+            got = self.outputs[name][0]
+            args = (np.uintp(int(got)), np.uintp(int(ref)), np.uint64(n), np.uint64(self.key))
+            if kernel.startswith("mepgen_close"):
+                args += (np.float64(rtol), np.float64(atol), np.int32(1 if poisoned else 0))
+            fn(*args, np.uintp(int(self.counts)), block=(256, 1, 1), grid=(_blocks(n), 1))
+            counts = np.empty(2, np.uint64)
+            self.cuda.memcpy_dtoh(counts, self.counts)
+            if int(counts[0]) == 0:
+                out.append(name)
+        return out
 
     def op_load(self, key: str, cubin: bytes, desc: dict) -> None:
         """cubin: the module's bytes (the worker sees no build folder)."""
@@ -185,10 +238,10 @@ class State:
         d = m["desc"]
         m["func"]._launch_kernel(tuple(d["grid"]), tuple(d["block"]), self._args(m, k), d["shared"], self.stream)
 
-    def _outputs(self) -> dict:
+    def _outputs(self, skip=()) -> dict:
         out = {}
         for p in self.params:
-            if p["name"] in self.outputs:
+            if p["name"] in self.outputs and p["name"] not in skip:
                 arr = np.empty(p["count"], dtype=np.dtype(p["dtype"]))
                 self.cuda.memcpy_dtoh(arr, self.outputs[p["name"]][0])
                 out[p["name"]] = arr
@@ -203,6 +256,10 @@ class State:
             if p["role"] != "in":
                 continue
             host = np.ascontiguousarray(s["host"][p["name"]])
+            if getattr(self, "compare", None) is not None and host.nbytes:   # on the GPU, against a masked copy
+                if not self._differs(k, p["name"], host):
+                    continue
+                s["pristine"].pop(p["name"])     # confirmed below on the host: the copy itself may have been hit
             raw = host.reshape(-1).view(np.uint8)
             if getattr(self, "_scratch", None) is None or self._scratch.size < raw.size:
                 self._scratch = np.empty(raw.size, np.uint8)
@@ -213,7 +270,80 @@ class State:
                 self.cuda.memcpy_htod(s["dev"][p["name"]], host)
         return changed
 
-    def op_run(self, key: str, k: int) -> dict:
+    def _differs(self, k: int, name: str, host: np.ndarray) -> bool:
+        """Whether input `name` of set k on the GPU differs bit for bit from the input set, compared there with a
+        masked copy made on first use (device_compare's kernels, in words as wide as size and address allow)."""
+        s, dev = self.sets[k], self.sets[k]["dev"][name]
+        width = next(w for w in (8, 4, 2, 1) if host.nbytes % w == 0 and int(dev) % w == 0)
+        n = host.nbytes // width
+        pristine = s.setdefault("pristine", {})
+        if name not in pristine:
+            buf = self.cuda.mem_alloc(host.nbytes)
+            self.cuda.memcpy_htod(buf, host)
+            self.compare.get_function(f"mepgen_mask{width}")(np.uintp(int(buf)), np.uint64(n), np.uint64(self.key),
+                                                               block=(256, 1, 1), grid=(_blocks(n), 1))
+            pristine[name] = buf
+        self.cuda.memcpy_htod(self.counts, np.array([0, 2**64 - 1], np.uint64))
+        self.compare.get_function(f"mepgen_same{width}")(np.uintp(int(dev)), np.uintp(int(pristine[name])),
+                                                         np.uint64(n), np.uint64(self.key), np.uintp(int(self.counts)),
+                                                         block=(256, 1, 1), grid=(_blocks(n), 1))
+        counts = np.empty(2, np.uint64)
+        self.cuda.memcpy_dtoh(counts, self.counts)
+        return int(counts[0]) != 0
+
+    def _keep_outputs(self) -> None:
+        """The outputs into scratch buffers on the GPU (kept between sessions), for _perturbed_on_gpu."""
+        self.scratch = getattr(self, "scratch", {})
+        for name, (buf, nbytes, _) in self.outputs.items():
+            if name not in self.scratch:
+                self.scratch[name] = self.cuda.mem_alloc(nbytes)
+            self.cuda.memcpy_dtod_async(self.scratch[name], buf, nbytes, self.stream)
+        self.stream.synchronize()
+
+    def _kept(self) -> dict:
+        out = {}
+        for p in self.params:
+            if p["name"] in self.outputs:
+                arr = np.empty(p["count"], dtype=np.dtype(p["dtype"]))
+                self.cuda.memcpy_dtoh(arr, self.scratch[p["name"]])
+                out[p["name"]] = arr
+        return out
+
+    def _count(self, kernel: str, *args, n: int) -> int:
+        self.cuda.memcpy_htod(self.counts, np.array([0, 2**64 - 1], np.uint64))
+        self.compare.get_function(kernel)(*args, np.uintp(int(self.counts)), block=(256, 1, 1), grid=(_blocks(n), 1))
+        counts = np.empty(2, np.uint64)
+        self.cuda.memcpy_dtoh(counts, self.counts)
+        return int(counts[0])
+
+    def _perturbed_on_gpu(self, k: int) -> dict | None:
+        """perturb.recheck on the GPU: the candidate's kept outputs against the original's (in the output buffers,
+        masked in place for the comparison and unmasked after), `followed` and `broken` against set k's
+        references. {"followed": n, "outputs": names} when every output matches and none broke, else None."""
+        followed = 0
+        for name, (ref, n, kernel, rtol, atol, poisoned) in self.refs[k].items():
+            now = self.outputs[name][0]
+            size = int(kernel[-1])
+            key = np.uint64(self.key)
+            if kernel.startswith("mepgen_close") and self._count(
+                    f"mepgen_broken{size}", np.uintp(int(now)), np.uintp(int(ref)), np.uint64(n), key, n=n):
+                return None
+            followed += self._count(f"mepgen_same{size}", np.uintp(int(now)), np.uintp(int(ref)), np.uint64(n), key,
+                                    n=n)
+            mask = self.compare.get_function(f"mepgen_mask{size}")
+            mask(np.uintp(int(now)), np.uint64(n), key, block=(256, 1, 1), grid=(_blocks(n), 1))
+            args = (np.uintp(int(self.scratch[name])), np.uintp(int(now)), np.uint64(n), key)
+            if kernel.startswith("mepgen_close"):
+                args += (np.float64(rtol), np.float64(atol), np.int32(1 if poisoned else 0))
+            bad = self._count(kernel, *args, n=n)
+            mask(np.uintp(int(now)), np.uint64(n), key, block=(256, 1, 1), grid=(_blocks(n), 1))
+            if bad:
+                return None
+        return {"followed": followed, "outputs": sorted(self.refs[k])}
+
+    def op_run(self, key: str, k: int, check: bool = False) -> dict:
+        """One launch on input set k; with `check`, the outputs equal to the references on the GPU (`matched`) do
+        not come back."""
         m = self.modules[key]
         start, end = self.cuda.Event(), self.cuda.Event()
         self._prepare(m, k, flush=False)
@@ -222,8 +352,9 @@ class State:
         end.record(self.stream)
         self.stream.synchronize()
         self.cuda.Context.synchronize()
-        return {"outputs": self._outputs(), "inputs_changed": self._inputs_changed(k), "device": self.device_name,
-                "run_ms": start.time_till(end)}
+        matched = self._matched(k) if check else []
+        return {"outputs": self._outputs(matched), "matched": matched, "inputs_changed": self._inputs_changed(k),
+                "device": self.device_name, "run_ms": start.time_till(end), "guard": self.guards.check("the run")}
 
     # --- perturbation (perturb.py) ------------------------------------------------------------------
 
@@ -250,44 +381,63 @@ class State:
             self.touched.append((k, name, pos, m))
 
     def op_time(self, base: str, cand: str | None, k: int, warmup: int, reps: int, rounds: int, flush: bool,
-                recheck: int | None, seed: int | None = None) -> dict:
+                recheck: int | None, seed: int | None = None, control: int | None = None, finish: bool = True,
+                step: int = 0, check: bool = False) -> dict:
+        """Time `rounds` rounds, then (with `finish`) the re-checks. Without `control` both sides launch `reps`
+        times a round, alternating A B B A; with it (a candidate timed against the original's stored timing) the
+        candidate launches `reps` times a round and the original `control` times, spread among them. A session
+        in several calls (sequential timing: the parent decides after each round whether to go on) passes on
+        `step`, the perturbation step, which the reply returns; only the last call has `finish`."""
         cuda = self.cuda
         sides = [self.modules[base]] + ([self.modules[cand]] if cand else [])
-        step = 0
+        counts = [reps] * len(sides)
+        if cand and control is not None:
+            counts[0] = control
         for _ in range(warmup):
-            for m in sides:
+            for j, m in enumerate(sides):
+                if j == 0 and cand and control is not None and _ >= max(1, control):
+                    continue                 # the original's warm-up is no longer than its control launches
                 self._perturb(k, seed, step)
                 step += 1
                 self._prepare(m, k, flush)
                 self._launch(m, k)
         self.stream.synchronize()
-        events = [[(cuda.Event(), cuda.Event()) for _ in range(reps)] for _ in sides]
+        events = [[(cuda.Event(), cuda.Event()) for _ in range(n)] for n in counts]
         per_side: list[list[list[float]]] = [[] for _ in sides]
         for _ in range(rounds):
-            for i in range(reps):
-                order = range(len(sides)) if i % 2 == 0 else reversed(range(len(sides)))
-                for j in order:
-                    self._perturb(k, seed, step)
-                    step += 1
-                    self._prepare(sides[j], k, flush)
-                    start, end = events[j][i]
-                    start.record(self.stream)
-                    self._launch(sides[j], k)
-                    end.record(self.stream)
+            for i, j in _order(counts):
+                self._perturb(k, seed, step)
+                step += 1
+                self._prepare(sides[j], k, flush)
+                start, end = events[j][i]
+                start.record(self.stream)
+                self._launch(sides[j], k)
+                end.record(self.stream)
             self.stream.synchronize()
             for j in range(len(sides)):
                 per_side[j].append([start.time_till(end) for start, end in events[j]])
         cuda.Context.synchronize()
-        perturbed, perturbed_ref = {}, {}
+        out = {"baseline_rounds": per_side[0], "candidate_rounds": per_side[-1] if cand else [],
+               "device": self.device_name, "l2_bytes": self.l2_bytes, "step": step}
+        if not finish:
+            return out
+        perturbed, perturbed_ref, summary = {}, {}, None
         if seed is not None and cand and self.perturbed:
             # the candidate first, then the original: each from poisoned outputs and the same changed inputs
             self._perturb(k, seed, perturb.RECHECK_STEP)
+            on_gpu = check and set(self.refs.get(k, {})) == set(self.outputs)
             for m, into in ((sides[-1], "cand"), (sides[0], "ref")):
                 self._prepare(m, k, flush=False)
                 self._launch(m, k)
                 self.stream.synchronize()
-                if into == "cand":
+                if into == "cand" and on_gpu:
+                    self._keep_outputs()
+                elif into == "cand":
                     perturbed = self._outputs()
+                elif on_gpu:
+                    summary = self._perturbed_on_gpu(k)
+                    if summary is None:          # a mismatch, or the original broke: the parent takes the evidence
+                        perturbed, perturbed_ref = self._kept(), self._outputs()
                 else:
                     perturbed_ref = self._outputs()
         self._unperturb()
@@ -299,15 +449,45 @@ class State:
         self._launch(sides[-1], rk)
         self.stream.synchronize()
         cuda.Context.synchronize()
+        matched = self._matched(rk) if check else []
         changed += [n for n in self._inputs_changed(rk) if n not in changed]
-        return {"baseline_rounds": per_side[0], "candidate_rounds": per_side[-1] if cand else [],
-                "after": self._outputs(), "after_input_set": rk, "inputs_changed": changed,
-                "device": self.device_name, "l2_bytes": self.l2_bytes, "perturbed": perturbed,
-                "perturbed_ref": perturbed_ref, "perturbed_buffers": len(self.perturbed) if seed is not None else 0}
+        out.update({"after": self._outputs(matched), "after_matched": matched, "after_input_set": rk,
+                    "inputs_changed": changed,
+                    "perturbed": perturbed, "perturbed_ref": perturbed_ref, "perturbed_summary": summary,
+                    "perturbed_buffers": len(self.perturbed) if seed is not None else 0,
+                    "guard": self.guards.check("timing and the re-check")})
+        return out
+
+
+def _blocks(n: int) -> int:
+    """Blocks of 256 threads for a grid-stride loop over n elements (a few waves, not one thread per element)."""
+    return max(1, min((n + 255) // 256, 4096))
+
+
+def _order(counts: list[int]) -> list[tuple[int, int]]:
+    """(launch index, side) in the order a round launches them. Two sides of equal counts alternate A B B A ...;
+    otherwise the side with fewer launches (the original's controls) is spread evenly among the other's."""
+    if len(counts) == 1:
+        return [(i, 0) for i in range(counts[0])]
+    if counts[0] == counts[1]:
+        return [(i, j) for i in range(counts[0]) for j in ((0, 1) if i % 2 == 0 else (1, 0))]
+    few, many = (0, 1) if counts[0] < counts[1] else (1, 0)
+    n, m = counts[few], counts[many]
+    at = {(q * m) // max(1, n) + (m // max(1, n)) // 2: q for q in range(n)}     # a control in the middle of its share
+    order = []
+    for i in range(m):
+        if i in at:
+            order.append((at[i], few))
+        order.append((i, many))
+    return order
 
 
 def _receive_files(conn, msg: list) -> list:
     """load_set's files come as descriptors after the message (wire.send_fds): name -> open file."""
+    if msg[0] == "load_refs":              # load_refs' files likewise: name -> open file
+        _, k, names, rules = msg
+        files = [os.fdopen(fd, "rb") for fd in wire.recv_fds(conn, len(names))]
+        return ["load_refs", k, dict(zip(names, files)), rules]
     _, k, inputs, consts = msg
     fds = wire.recv_fds(conn, len(inputs) + len(consts))
     files = [os.fdopen(fd, "rb") for fd in fds]
@@ -336,7 +516,7 @@ def main(conn, device: int) -> None:
         if msg[0] == "exit":
             break
         try:
-            if msg[0] == "load_set":
+            if msg[0] in ("load_set", "load_refs"):
                 msg = _receive_files(conn, msg)
             wire.send(conn, ["ok", getattr(state, "op_" + msg[0])(*msg[1:])])
         except cuda.Error as e:

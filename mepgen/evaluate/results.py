@@ -15,7 +15,7 @@ STAGES = ("lint", "compile", "run", "verify", "time", "done")
 #: no fault: the same candidate under a longer limit is timed)
 STATUSES = ("ok", "rejected_by_rules", "compile_failed", "runtime_fault", "wrong_result", "impossible", "mep_error",
             "not_timed")
-FAULT_KINDS = ("crash", "timeout", "cuda_error", "illegal_address", "harness_error", "time_limit")
+FAULT_KINDS = ("crash", "timeout", "cuda_error", "illegal_address", "harness_error", "time_limit", "out_of_bounds")
 DECISIONS = ("faster", "same", "slower", "baseline")
 
 
@@ -146,7 +146,7 @@ class EvalResult:
     kernel_sha256: str = ""
     device: str = ""
     seconds: float = 0.0              # wall time of the whole evaluation
-    phases: dict = field(default_factory=dict)   # seconds per phase of check(): verify (runs on every input set), time (timing + re-check runs), checks (the rest: comparisons, verdict)
+    phases: dict = field(default_factory=dict)   # seconds per phase: compile (nvcc, or the build cache), load (cubin and inputs onto the GPU: pycuda), verify (runs and comparisons on every input set), time (the timing session and its re-checks), checks (the rest of check(): verdict, peaks)
     rules: list[RuleViolation] = field(default_factory=list)
     compile: CompileInfo | None = None
     compile_failed: CompileFailed | None = None
@@ -158,6 +158,7 @@ class EvalResult:
     input_sets: int = 0
     sandbox: str = ""                 # the confinement it ran under (evaluate/sandbox.py LEVELS)
     profile: dict | None = None
+    memcheck: dict | None = None      # compute-sanitizer's check before it was named best (memcheck.Report)
     notes: list[str] = field(default_factory=list)
 
     @property

@@ -9,6 +9,10 @@ through `Confinement.command()` + `Confinement.preexec()` (process.run does both
   the process needs bound back (read-only) and its scratch folder (read-write); a fresh /proc and a minimal
   /dev holding only the GPU's device nodes; all capabilities dropped. When mepgen runs as root, the
   candidate runs as `nobody` (root's task count has no limit, and root reads every file).
+- `landlock` (no namespaces: Linux >= 5.13, nothing to install; landlock_level.py, confine_exec.py): in the
+  child before the exec, no_new_privs, a Landlock ruleset (reads: the files it needs and the system's
+  libraries; writes: its scratch folder; runs: its own binary) and a strict seccomp filter (no sockets at all,
+  no tracing, no namespaces); no network namespace, no PID namespace.
 - `unshare` (util-linux): new user, PID, IPC and network namespaces: no network and no view of other
   processes, but the file system is the user's (read and write).
 - `rlimits`: only the resource limits below.
@@ -17,7 +21,8 @@ size of any file written (stdout included: process.run writes it to a file), on 
 tasks.
 
 `evaluate.sandbox` in the config: `auto` takes the strongest level that works here (probed once); `require`
-refuses to run below `bwrap`; `off` runs candidates with the user's full rights.
+refuses to run below `bwrap`; `off` runs candidates with the user's full rights; a level's name (`landlock`,
+`rlimits`, ...) takes that level and refuses to run where it does not work.
 """
 from __future__ import annotations
 
@@ -32,13 +37,16 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import MepgenError
-from . import gpu_probe, seccomp_filter
+from . import gpu_probe, landlock_level, seccomp_filter
 
-MODES = ("auto", "require", "off")
-LEVELS = ("bwrap", "unshare", "rlimits", "off")        # strongest first
+LEVELS = ("bwrap", "landlock", "unshare", "rlimits", "off")        # strongest first
+MODES = ("auto", "require", *LEVELS)
 DESCRIPTIONS = {
     "bwrap": "bubblewrap: no network, read-only file system, home/.mepgen/tmp hidden, own PID namespace, "
              "seccomp filter",
+    "landlock": "landlock: files confined (reads: what it needs; writes: its scratch folder), no network "
+                "sockets, no other programs, seccomp filter, no new privileges; no PID namespace (install "
+                "bubblewrap for that)",
     "unshare": "unshare: no network, own PID namespace; files NOT confined (install bubblewrap for that)",
     "rlimits": "resource limits only: no user namespaces here (files and network NOT confined)",
     "off": "off: candidates run with the user's full rights",
@@ -148,13 +156,20 @@ class Confinement:
     keep_root: bool = False                              # as root, stay root (Nsight Compute's counters need it)
     seccomp: bool = True                                 # the seccomp filter (Nsight Compute needs what it refuses)
     pass_fds: list[int] = field(default_factory=list)    # descriptors the command names (the seccomp program)
+    programs: list[Path] = field(default_factory=list)   # landlock: what it may run besides its own binary
+    keep_caps: bool = False                              # landlock, as root: keep the capabilities (ncu)
+    scratch: list[Path] = field(default_factory=list)    # landlock: its HOME and TMPDIR (read-write)
+    python_site: Path | None = None                      # landlock: the worker's links to its packages
 
     @property
     def drops_root(self) -> bool:
         """Whether the process runs as `nobody`: only when every file it must read is open to others (a
         workspace written by an older mepgen holds 0600 files; then it stays root inside the namespaces)."""
-        return (self.level == "bwrap" and os.geteuid() == 0 and not self.keep_root and nobody_can_run()
-                and all(_open_to_others(p) for p in self.read))
+        if os.geteuid() != 0 or self.keep_root:
+            return False
+        if self.level == "landlock":    # no mount namespace: every folder above what it uses must be open too
+            return landlock_level.nobody_can_use([*self.read, *self.write, *self.programs], self.gpu)
+        return self.level == "bwrap" and nobody_can_run() and all(_open_to_others(p) for p in self.read)
 
     def command(self, args: list[str]) -> list[str]:
         """The command line; under bwrap it may name a descriptor: pass `pass_fds` to the child, then close().
@@ -162,6 +177,8 @@ class Confinement:
         limits = self.limits.prefix() if self.level != "off" and prlimit_executable() else []
         if self.level == "bwrap":
             return limits + bwrap_prefix(self) + ["--", *args]
+        if self.level == "landlock":
+            return limits + landlock_level.prefix(self, list(args), self.scratch) + list(args)
         if self.level == "unshare":
             # a shell as the namespace's init (PID 1): the kernel drops signals that init sends itself without a
             # handler, so a candidate run as PID 1 that raises SIGSEGV or SIGABRT on itself would carry on; under
@@ -178,10 +195,25 @@ class Confinement:
                 pass
         self.pass_fds = []
 
+    def environment(self, env: dict) -> dict:
+        """The child's environment: under landlock, HOME and TMPDIR in its own scratch folder (the user's are
+        out of its reach; nvcc writes its temporary files there)."""
+        if self.level != "landlock":
+            return env
+        if not self.scratch:
+            base = Path(self.write[0]) if self.write else None
+            self.scratch = [base / ".scratch"] if base is not None else [Path(landlock_level.worker_scratch())]
+        env = dict(env)
+        env["HOME"] = env["TMPDIR"] = str(self.scratch[0])
+        if self.python_site is not None:
+            env["PYTHONPATH"] = os.pathsep.join([str(self.python_site)] + [e for e in env.get("PYTHONPATH", "")
+                                                                             .split(os.pathsep) if e])
+        return env
+
     def prepare(self) -> None:
         """Before the start: the scratch folders exist (and belong to the user the candidate runs as)."""
-        for p in self.write:
-            Path(p).mkdir(parents=True, exist_ok=True)
+        for p in [*self.write, *self.scratch]:
+            Path(p).mkdir(parents=True, exist_ok=True, mode=0o700 if p in self.scratch else 0o777)
             if self.drops_root:
                 os.chown(p, NOBODY, NOBODY)
 
@@ -279,6 +311,15 @@ def _works(cmd: list[str], pass_fds=()) -> bool:
         return False
 
 
+def landlock_works() -> tuple[bool, str]:
+    """(whether the landlock level runs `true` here, why not): landlock_level.works."""
+    return landlock_level.works()
+
+
+def _gpu_refuses(level: str) -> bool:
+    return landlock_level.gpu_refuses(level)
+
+
 @lru_cache(maxsize=None)
 def strongest() -> tuple[str, str]:
     """(level, why not stronger): the strongest level whose probe runs `true` on this machine (and, for
@@ -294,6 +335,13 @@ def strongest() -> tuple[str, str]:
         finally:
             probe.close()
         why.append("bwrap cannot create namespaces here (unprivileged user namespaces disabled?)")
+    works, reason = landlock_works()
+    if not works:
+        why.append(reason)
+    elif _gpu_refuses("landlock"):
+        why.append("the GPU driver refuses a CUDA context under Landlock here")
+    else:
+        return "landlock", "; ".join(why)
     if shutil.which("unshare") is None:
         why.append("unshare is not installed")
     elif _works(unshare_prefix() + ["--", "true"]):
@@ -314,6 +362,11 @@ def resolve(mode: str, log=None) -> str:
         raise MepgenError(f"evaluate.sandbox: unknown mode '{mode}' (known: {', '.join(MODES)})")
     if mode == "off":
         level, why = "off", ""
+    elif mode in LEVELS:
+        level, why = mode, _unusable(mode)
+        if why:
+            raise MepgenError(f"evaluate.sandbox is '{mode}' but that level does not work here ({why}); "
+                              "`mepgen doctor` says what this machine allows")
     else:
         level, why = strongest()
         if mode == "require" and level != "bwrap":
@@ -327,6 +380,24 @@ def resolve(mode: str, log=None) -> str:
         _said.add(line)
         log(line)
     return level
+
+
+def _unusable(level: str) -> str:
+    """Why `level` cannot run candidates here ('' when it can)."""
+    if level in ("off", "rlimits"):
+        return ""
+    if level == "landlock":
+        works, why = landlock_works()
+        return why if not works else ("the GPU driver refuses a CUDA context under it" if _gpu_refuses(level) else "")
+    if level == "bwrap":
+        probe = Confinement("bwrap")
+        try:
+            return "" if bwrap_executable() and _works(probe.command(["true"]), probe.pass_fds) else \
+                "bubblewrap is missing or cannot create namespaces here"
+        finally:
+            probe.close()
+    return "" if shutil.which("unshare") and _works(unshare_prefix() + ["--", "true"]) else \
+        "unshare cannot create user namespaces here"
 
 
 def _include_dirs(cmd: list[str]) -> list[Path]:
@@ -381,12 +452,15 @@ def for_build(level: str, cmd: list[str], mep_dir: Path, out_dir: Path, sources:
     if found is not None:
         read.append(Path(found))          # the compiler as invoked (a wrapper script, say)
     hide = {w for w in (workspace_of(mep_dir), workspace_of(out_dir), *map(workspace_of, read)) if w is not None}
-    return Confinement(level, read=read, write=[Path(out_dir)], hide=sorted(hide))
+    programs = [Path(p) for p in landlock_level.TOOLCHAIN] + ([root] if root is not None else [])
+    return Confinement(level, read=read, write=[Path(out_dir)], hide=sorted(hide), programs=programs)
 
 
-def for_run(level: str, args: list, out_dir: Path, file_bytes: int, gpu: bool = True, read=()) -> Confinement:
+def for_run(level: str, args: list, out_dir: Path, file_bytes: int, gpu: bool = True, read=(),
+            programs=()) -> Confinement:
     """A candidate's process: it reads the files its arguments name (binary, input sets) and `read`, writes
-    only `out_dir`, sees the GPU and no workspace otherwise."""
+    only `out_dir`, sees the GPU and no workspace otherwise; under landlock it runs no program but its own
+    binary and `programs`."""
     out_dir = Path(out_dir).resolve()
     read = [Path(r) for r in read]
     for a in args:
@@ -395,7 +469,7 @@ def for_run(level: str, args: list, out_dir: Path, file_bytes: int, gpu: bool = 
             read.append(p)
     hide = {w for w in (workspace_of(out_dir), *map(workspace_of, read)) if w is not None}
     return Confinement(level, read=read, write=[out_dir], hide=sorted(hide), gpu=gpu,
-                       limits=Limits(file_bytes=file_bytes))
+                       limits=Limits(file_bytes=file_bytes), programs=[Path(p) for p in programs])
 
 
 #: the largest file the pycuda worker may write (it writes none; its stderr goes to a file)
@@ -467,9 +541,13 @@ def for_worker(level: str, hide=(), gpu: bool = True) -> Confinement:
     read = python_paths(hidden) + library_paths(hidden)
     # as root the worker runs as `nobody`, unless a folder it imports from is closed to other users (a wheel
     # unpacked into a folder of mode 0700): then as root inside its namespaces, without capabilities
-    keep_root = os.geteuid() == 0 and not all(open_to_others(p, hidden) for p in read)
-    return Confinement(level, read=read, hide=hide, gpu=gpu, limits=Limits(file_bytes=WORKER_FILE_LIMIT),
-                       keep_root=keep_root)
+    keep_root = os.geteuid() == 0 and not all(open_to_others(p, hidden if level != "landlock" else [])
+                                              for p in read)
+    c = Confinement(level, read=read, hide=hide, gpu=gpu, limits=Limits(file_bytes=WORKER_FILE_LIMIT),
+                    keep_root=keep_root)
+    if level == "landlock":
+        c.python_site = landlock_level.worker_site(WORKER_PACKAGES)
+    return c
 
 
 def open_to_others(p: Path, hidden: list[Path]) -> bool:

@@ -6,7 +6,7 @@ import datetime
 import os
 import signal
 import threading
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +15,7 @@ from ..errors import MepgenError
 from ..inventory import SCHEMA, VERSION
 from ..workspace import Workspace, write_json
 from ..parsing import clang
+from ..progress import progress
 from .cache import ExtractCache, FileHashes, flags_key
 from .buildfiles import read_build_files
 from .flags import DEFAULT_STD, HEADER_SUFFIXES, SOURCE_SUFFIXES, CompileFlags, default_flags, \
@@ -142,26 +143,34 @@ def _worker_start() -> None:
 def _parse_all(jobs: list[tuple[str, list[str]]], app: Path, workers: int) -> list[dict]:
     if not jobs:
         return []
-    if workers <= 1 or len(jobs) == 1:
-        return [tu_facts(path, args, str(app)) for path, args in jobs]
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), initializer=_worker_start)
-    with _sigterm_interrupts():
-        try:
-            futures = [pool.submit(tu_facts, path, args, str(app)) for path, args in jobs]
-            results = [f.result() for f in futures]
-        except BaseException:
-            # interrupted (Ctrl-C, SIGTERM) or failed: stop the parsers now, not after the whole parse
-            procs = list((getattr(pool, "_processes", None) or {}).values())
-            for p in procs:
-                with contextlib.suppress(Exception):
-                    p.terminate()
-            pool.shutdown(wait=False, cancel_futures=True)
-            for p in procs:
-                with contextlib.suppress(Exception):
-                    p.join(1)
-            raise
-    pool.shutdown()
-    return results
+    with progress(f"parsing {len(jobs)} file(s)", total=len(jobs)) as bar:
+        if workers <= 1 or len(jobs) == 1:
+            out = []
+            for path, args in jobs:
+                bar.note(f"parsing {Path(path).name}")
+                out.append(tu_facts(path, args, str(app)))
+                bar.advance()
+            return out
+        pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), initializer=_worker_start)
+        with _sigterm_interrupts():
+            try:
+                futures = [pool.submit(tu_facts, path, args, str(app)) for path, args in jobs]
+                for _ in as_completed(futures):
+                    bar.advance()
+                results = [f.result() for f in futures]
+            except BaseException:
+                # interrupted (Ctrl-C, SIGTERM) or failed: stop the parsers now, not after the whole parse
+                procs = list((getattr(pool, "_processes", None) or {}).values())
+                for p in procs:
+                    with contextlib.suppress(Exception):
+                        p.terminate()
+                pool.shutdown(wait=False, cancel_futures=True)
+                for p in procs:
+                    with contextlib.suppress(Exception):
+                        p.join(1)
+                raise
+        pool.shutdown()
+        return results
 
 
 @contextlib.contextmanager

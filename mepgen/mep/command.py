@@ -129,8 +129,8 @@ def _asker(ws: Workspace, ask_llm: bool | None):
     from .ask_llm import TodoAsker
     settings = LLMSettings.from_config(cfg)
     if settings is None:
-        raise MepgenError("--ask-llm (mep.ask_llm) needs an LLM endpoint: set llm.base_url and llm.model in "
-                          "mepgen's config.yaml")
+        raise MepgenError("--ask-llm (mep.ask_llm) needs an LLM endpoint: export OPENAI_BASE_URL and MEPGEN_LLM_MODEL, "
+                          "or set llm.base_url and llm.model in mepgen's config.yaml (docs/llm.md)")
     return TodoAsker(ChatClient(settings), warn=lambda m: click.echo(f"mepgen: warning: {m}", err=True))
 
 

@@ -5,6 +5,7 @@ import gc
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..progress import progress
 from .. import datagen
 from ..budget import time_budget
 from ..errors import MepgenError, os_error_message
@@ -103,18 +104,22 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
     order = {id(k): i for i, k in enumerate(ok)}
     # one group of translation units at a time, dropped before the next: memory follows the largest group
     host = None      # the plain C/C++ sources read for value tracing (mep/hostsrc.py): one for every group
-    for units, group in components.groups(inv, ok):
-        project = Project(ws.app_root, inv["translation_units"], only=units, host_sources=inv.get("host_sources"))
-        if host is None:
-            host = project.host
-        project.host = host
-        if host_report is not None:   # filled as the kernels are completed
-            host_report["host"] = host
-        for k in group:
-            results += _guarded(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask,
-                                failed)
-        del project
-        gc.collect()
+    with progress(f"completing {len(ok)} MEP(s)", total=len(ok) if len(ok) > 1 else None) as bar:
+        for units, group in components.groups(inv, ok):
+            project = Project(ws.app_root, inv["translation_units"], only=units,
+                              host_sources=inv.get("host_sources"))
+            if host is None:
+                host = project.host
+            project.host = host
+            if host_report is not None:   # filled as the kernels are completed
+                host_report["host"] = host
+            for k in group:
+                bar.note(f"completing {k['qualified_name']}")
+                results += _guarded(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain,
+                                    ask, failed)
+                bar.advance()
+            del project
+            gc.collect()
     return sorted(results, key=lambda r: order.get(id(r.kernel_dict), 0)) if len(results) > 1 else results
 
 

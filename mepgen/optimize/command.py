@@ -1,7 +1,8 @@
 """`mepgen optimize KERNEL`: search for the fastest verified variant of an MEP and record how it got there.
 
 Exit codes: 0 the search ran (whether or not it found a faster variant; the summary says); 3 the MEP itself
-is broken; 4 no CUDA device; 2 a usage error. The best kernel is left in the run folder, never copied over
+is broken; 4 no CUDA device; 5 the fidelity guard refused the MEP (its time is too far from the captured
+application's: `--force` overrides, and the results say so); 2 a usage error. The best kernel is left in the run folder, never copied over
 the MEP's kernel.cu: `mepgen patch KERNEL --from <run>/best/kernel.cu` takes it into the application.
 """
 from __future__ import annotations
@@ -13,8 +14,11 @@ from pathlib import Path
 
 import click
 
+from .. import fidelity
+from ..clioptions import renamed_flag
 from ..config import load_config
 from ..errors import MepgenError
+from ..exitcodes import UNSOUND_START
 from ..evaluate.command import mep_folder
 from ..evaluate.evaluator import Evaluator, Options
 from ..evaluate.journal import Journal
@@ -71,7 +75,7 @@ def gpu_info(ev: Evaluator, baseline) -> dict:
               help="Print and write the table of the batch of this name (rows written by several nodes).")
 @click.option("--list", "list_only", is_flag=True, help="With --all/--top/--only: print the kernel ids and stop.")
 @click.option("--proposer", "proposer_kind", type=click.Choice(["library", "llm", "both"]), default=None,
-              help="Who proposes variants (default: library, plus llm when llm.base_url is configured).")
+              help="Who proposes variants (default: library, plus llm when an endpoint is configured: docs/llm.md).")
 @click.option("--strategy", type=click.Choice(sorted(strategies.STRATEGIES)), default="elite", show_default=True)
 @click.option("--budget", type=click.IntRange(min=1), default=25, show_default=True, help="Candidates to evaluate at most.")
 @click.option("--time-limit", type=click.FloatRange(min=1), default=None,
@@ -89,7 +93,12 @@ def gpu_info(ev: Evaluator, baseline) -> dict:
 @click.option("--resume", "resume", default=None, help="Continue the run (with --all: the batch) of this name.")
 @click.option("--run-name", default=None, help="Name of a new run (default: the date and time).")
 @click.option("--no-inherit", is_flag=True, help="Do not start from the wins of similar kernels (patterns database).")
-@click.option("--profile", is_flag=True, help="Nsight Compute metrics for every verified candidate (slow).")
+@click.option("--ncu-metrics", "profile", is_flag=True,
+              help="Nsight Compute metrics for every verified candidate (slow).")
+@renamed_flag("--profile", "--ncu-metrics")
+@click.option("--force", is_flag=True,
+              help="Optimize even when the MEP's time is outside the fidelity guard against the application's "
+                   "(evaluate.fidelity_tolerance); the results say it was forced.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @click.option("--dry-run", is_flag=True,
               help="No GPU: list what the library would try and why each other transformation refuses, and write "
@@ -97,13 +106,14 @@ def gpu_info(ev: Evaluator, baseline) -> dict:
 @click.pass_obj
 def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, proposer_kind, strategy, budget,
              time_limit, repairs, width, roofline, backend, reps, warmup, resume, run_name, no_inherit, profile,
-             as_json, dry_run):
+             profile_old, force, as_json, dry_run):
     """Search for the fastest verified variant of KERNEL's MEP; writes .mepgen/runs/KERNEL/RUN/.
 
     With --all, --top N or --only K1,K2: every chosen MEP, one worker per visible GPU, a table at the end
     (.mepgen/batches/NAME/); --resume NAME finishes what such a batch left.
     """
     started = time.monotonic()
+    profile = profile or profile_old
     _stop_on_sigterm()
     ws = Workspace(app) if app else Workspace.find()
     batch_resume = not kernel and resume is not None and (ws.root / "batches" / resume).is_dir()
@@ -120,7 +130,7 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
         forwarded = many.forward_options(proposer_kind=proposer_kind, strategy=strategy, budget=budget,
                                          time_limit=time_limit, repairs=repairs, width=width, roofline=roofline,
                                          backend=backend, reps=reps, warmup=warmup, no_inherit=no_inherit,
-                                         profile=profile)
+                                         ncu_metrics=profile, force=force)
         many.optimize_many(ws, all_kernels, top, only, run_name, resume, forwarded, list_only, as_json)
         return
     if not kernel:
@@ -141,7 +151,8 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
     kinds = {"library": ["library"], "llm": ["llm"], "both": ["library", "llm"]}[proposer_kind] if proposer_kind \
         else (["library", "llm"] if settings else ["library"])
     if "llm" in kinds and settings is None:
-        raise MepgenError("--proposer llm needs llm.base_url and llm.model in the configuration")
+        raise MepgenError("--proposer llm needs an LLM endpoint: export OPENAI_BASE_URL and MEPGEN_LLM_MODEL, or set "
+                          "llm.base_url and llm.model in the configuration (docs/llm.md)")
     run_dir = ws.root / "runs" / spec.kernel.id / (resume or run_name or time.strftime("%Y%m%d-%H%M%S"))
     e = cfg["evaluate"]
     opts = Options(backend=backend or e["backend"], min_gain=e["min_gain"], run_timeout=e["timeout_s"],
@@ -151,11 +162,13 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
     try:
         ev.require_gpu()
         progress(f"{spec.kernel.name}: backend {ev.backend_name} ({ev.backend_why})")
-        outcome, best_path, baseline = _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget,
-                                            time_limit, repairs, width, roofline, resume, no_inherit, obj, started)
+        guard = (e["fidelity_tolerance"], e["fidelity_floor_us"], force)
+        outcome, best_path, baseline, fid = _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget,
+                                                 time_limit, repairs, width, roofline, resume, no_inherit, obj,
+                                                 started, guard)
     finally:
         ev.close()
-    _report(spec.kernel.name, run_dir, outcome, best_path, baseline, as_json)
+    _report(spec.kernel.name, run_dir, outcome, best_path, baseline, as_json, fid)
 
 
 def progress(message: str) -> None:
@@ -186,7 +199,7 @@ def _check_stop() -> None:
 
 
 def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time_limit, repairs, width, roofline,
-         resume, no_inherit, obj, started=None):
+         resume, no_inherit, obj, started=None, guard=(fidelity.TOLERANCE, fidelity.FLOOR_US, False)):
     started = time.monotonic() if started is None else started
     if resume is None:
         summary.write_pending(run_dir, spec.kernel.name, "building and timing the original kernel")
@@ -208,6 +221,7 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
         raise
     progress(f"{spec.kernel.name}: original {baseline.timed.median_ms:.4g} ms ({baseline.timed.plan}); "
              f"{time.monotonic() - started:.0f} s so far")
+    fid = check_fidelity(mep_dir, baseline, guard, run_dir, spec.kernel.name, resume)
     original = (mep_dir / "kernel.cu").read_text(errors="replace")
     gpu = gpu_info(ev, baseline)
     features = kernel_features(spec, original, gpu["name"], mep_dir)
@@ -230,6 +244,7 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
             secrets.append(key)
     header = {"kernel": spec.kernel.id, "spec_sha256": spec_hash, "proposers": kinds, "strategy": strategy,
               "budget": budget, "time_limit_s": time_limit, "repairs": repairs, "backend": ev.backend_name,
+              "fidelity": fid.to_dict(),
               "backend_why": ev.backend_why, "gpu": gpu, "features": features, "inherited": len(patterns),
               "llm": {"base_url": settings.base_url, "model": settings.model} if settings and "llm" in kinds else None}
     traj = Trajectory(run_dir, header, resume=resume is not None, secrets=tuple(secrets))
@@ -263,10 +278,35 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
         raise
     finally:
         store.close()
+    from .winner_check import check_winner       # memory errors are verdicts before a winner is named
+    check_winner(ev, outcome, run_dir / "memcheck", traj.event, journal)
     best_path = summary.write(traj, outcome, spec.kernel.name, baseline, command=command)
+    if outcome.best is not None and outcome.best.result.memcheck and best_path is not None:
+        from ..evaluate.memcheck import write_marker       # patch then needs no second check of this text
+        write_marker(best_path, outcome.best.result.memcheck)
     if outcome.best is not None and (outcome.best.proposal.launch or outcome.best.proposal.nvcc_flags):
         write_launch(spec, outcome.best.proposal.launch, run_dir / "best" / "mep.yaml", outcome.best.proposal.nvcc_flags)
-    return outcome, best_path, baseline
+    return outcome, best_path, baseline, fid
+
+
+def check_fidelity(mep_dir, baseline, guard, run_dir, name, resume) -> fidelity.Fidelity:
+    """The MEP/application time ratio of the original; outside the guard the run stops here unless forced."""
+    tolerance, floor_us, force = guard
+    fid = fidelity.of_mep(mep_dir, baseline.timed.median_ms if baseline.timed else None, tolerance, floor_us)
+    fid.forced = bool(force and fid.ok is False)
+    progress(f"{name}: {fid.line()}")
+    if fid.ok is False and not force:
+        why = (f"the MEP's original takes {fid.mep_ms:.4g} ms against {fid.app_ms:.4g} ms in the application "
+               f"(ratio {fid.ratio:.2f}, outside +-{tolerance:.0%}): a speedup measured on it would not be the "
+               f"application's; check the MEP's sizes and data (`mepgen capture`), or pass --force")
+        if resume is None:
+            summary.write_pending(run_dir, name, why, state="refused by the fidelity guard")
+        raise MepgenError(why, exit_code=FIDELITY_EXIT)
+    return fid
+
+
+#: exit code of a run the fidelity guard refused
+FIDELITY_EXIT = UNSOUND_START     # mepgen/exitcodes.py
 
 
 def write_launch(spec, launch: dict | None, path: Path, flags=()) -> None:
@@ -296,10 +336,10 @@ def _dry_run_many(ws: Workspace, chosen: list[dict], as_json: bool) -> None:
         click.echo("\n\n".join(f"== {kid}\n{report(p)}" for kid, p in plans))
 
 
-def _report(name: str, run_dir: Path, outcome, best_path, baseline, as_json: bool) -> None:
+def _report(name: str, run_dir: Path, outcome, best_path, baseline, as_json: bool, fid=None) -> None:
     best = outcome.best
     if as_json:
-        click.echo(json.dumps({
+        click.echo(json.dumps({"fidelity": fid.to_dict() if fid is not None else None,
             "kernel": name, "run": str(run_dir), "evaluations": outcome.evaluations, "stop_reason": outcome.stop_reason,
             "baseline_ms": baseline.timed.median_ms if baseline.timed else None,
             "baseline_pct_roofline": pct_roofline(baseline),

@@ -19,17 +19,17 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Callable
 
 import click
 
+from ..progress import progress as bar_for
 from ..errors import MepgenError
 from ..evaluate.devices import list_gpus
 from ..workspace import Workspace, write_atomic, write_json
 
 #: rows of these statuses are final: a resumed batch does not run their kernels again
-FINAL = ("done", "mep_error")
+FINAL = ("done", "mep_error", "fidelity")
 
 
 def progress(message: str) -> None:
@@ -155,17 +155,18 @@ def _fmt(v, pattern: str) -> str:
 
 def render_table(rows: dict[str, dict], asked: list[str], title: str) -> str:
     lines = [f"# {title}", "",
-             "| kernel | original ms | best ms | speedup | % of roofline | winning change | status |",
-             "|---|---|---|---|---|---|---|"]
+             "| kernel | original ms | MEP/app time | best ms | speedup | % of roofline | winning change | status |",
+             "|---|---|---|---|---|---|---|---|"]
     order = asked + [k for k in rows if k not in asked]
     for k in order:
         r = rows.get(k)
         if r is None:
-            lines.append(f"| {k} | - | - | - | - | - | not run yet |")
+            lines.append(f"| {k} | - | - | - | - | - | - | not run yet |")
             continue
         change = (r.get("change") or ("no verified win" if r["status"] == "done" else "-")).replace("|", "\\|")[:80]
         status = r["status"] + (f": {r['error']}" if r.get("error") else "")
-        lines.append(f"| {r.get('name') or k} | {_fmt(r.get('original_ms'), '{:.4g}')} | {_fmt(r.get('best_ms'), '{:.4g}')} "
+        lines.append(f"| {r.get('name') or k} | {_fmt(r.get('original_ms'), '{:.4g}')} "
+                     f"| {_fmt(r.get('fidelity_ratio'), '{:.2f}')} | {_fmt(r.get('best_ms'), '{:.4g}')} "
                      f"| {_fmt(r.get('speedup'), '{:.2f}x')} | {_fmt(r.get('pct_roofline'), '{:.0f}%')} | {change} | "
                      f"{status.replace('|', '/')[:120]} |")
     done = sum(1 for k in order if rows.get(k, {}).get("status") == "done")
@@ -188,7 +189,7 @@ def row_from(kernel: str, name: str, device, code: int | None, stdout: str, seco
            "started": None if started is None else round(started, 3),
            "finished": None if started is None else round(started + seconds, 3),
            "error": None, "original_ms": None, "best_ms": None, "speedup": None, "pct_roofline": None, "change": None,
-           "run": None, "evaluations": None, "stop_reason": None}
+           "run": None, "evaluations": None, "stop_reason": None, "fidelity_ratio": None, "fidelity": None}
     doc = None
     start = stdout.find("{")
     if start >= 0:
@@ -203,6 +204,8 @@ def row_from(kernel: str, name: str, device, code: int | None, stdout: str, seco
                    best_ms=best.get("median_ms", doc.get("baseline_ms")), speedup=best.get("speedup"),
                    pct_roofline=best.get("pct_roofline", doc.get("baseline_pct_roofline")),
                    change=best.get("change"))
+        fid = doc.get("fidelity") or {}
+        row.update(fidelity=fid or None, fidelity_ratio=fid.get("ratio"))
         return row
     if code is not None and code < 0:
         row["error"] = f"the worker died of signal {-code}"
@@ -210,6 +213,8 @@ def row_from(kernel: str, name: str, device, code: int | None, stdout: str, seco
         row["error"] = (tail.strip().splitlines() or [f"exit {code}"])[-1][:200]
     if code == 3:
         row["status"] = "mep_error"
+    elif code == 5:       # optimize's fidelity guard (optimize.command.FIDELITY_EXIT)
+        row["status"] = "fidelity"
     return row
 
 
@@ -320,17 +325,19 @@ def optimize_many(ws: Workspace, all_kernels: bool, top: int | None, only: str |
     batch.write_table()
     start = time.monotonic()
 
-    def on_row(row: dict) -> None:
-        batch.put(row)
-        progress(f"{row['kernel']}: {row['status']}" + (f" ({row['error']})" if row.get("error") else "")
-                 + (f", best {row['speedup']:.2f}x" if row.get("speedup") else ""))
+    with bar_for(f"batch {name}", total=len(left)) as bar:
+        def on_row(row: dict) -> None:
+            batch.put(row)
+            progress(f"{row['kernel']}: {row['status']}" + (f" ({row['error']})" if row.get("error") else "")
+                     + (f", best {row['speedup']:.2f}x" if row.get("speedup") else ""))
+            bar.advance()
 
-    try:
-        run_pool(left, workers, run_one or subprocess_runner(ws, batch, options), on_row)
-    except KeyboardInterrupt:
-        stop_workers()     # each writes its summary.md; rows written so far stay
-        batch.write_table([m["id"] for m in meps])
-        raise
+        try:
+            run_pool(left, workers, run_one or subprocess_runner(ws, batch, options), on_row)
+        except KeyboardInterrupt:
+            stop_workers()     # each writes its summary.md; rows written so far stay
+            batch.write_table([m["id"] for m in meps])
+            raise
     text = batch.write_table([m["id"] for m in meps])
     rows = batch.rows()
     if as_json:

@@ -8,7 +8,9 @@ import click
 
 from ..config import load_config
 from ..errors import MepgenError
+from ..exitcodes import CHECK_FAILED
 from ..inventory import find_kernel, load
+from ..spec import load_spec
 from ..workspace import Workspace, write_atomic
 from .batch import winners
 from .prepare import Prepared, extra_flags, prepare  # noqa: F401  (extra_flags: re-exported)
@@ -44,7 +46,7 @@ def patch(kernel, variant, launch_from, all_kernels, batch_name, do_apply, do_re
     kernel's signature and launch sites, and runs `patch.validate_command` from the config when set.
     --revert restores the backup. Applying twice is a no-op. Several kernels of one file patch one after
     another; each reverts on its own. Everything is read and checked before a file is written, under the
-    application's lock (.mepgen/lock).
+    application's lock (.mepgen/lock). Exits 1 when the patched application fails validation.
     """
     if do_apply and do_revert:
         raise MepgenError("--apply and --revert exclude each other")
@@ -80,6 +82,10 @@ def patch(kernel, variant, launch_from, all_kernels, batch_name, do_apply, do_re
                 raise MepgenError(f"{k['id']} (from {v}): {e}; nothing was patched: patch the others one by one, "
                                   f"or fix this one first", exit_code=e.exit_code) from None
         together(prepared)
+        if do_apply:    # compute-sanitizer on each variant, still before any write
+            for pr in prepared:
+                if not pr.plan.unchanged:
+                    pr.memcheck = memory_check(ws, pr.kernel, pr.variant, pr.winner_yaml, pr.mep_yaml, pr.flags)
         results = []
         for i, pr in enumerate(prepared):
             results.append(_one(ws, inv, pr.refresh(ws) if i else pr, do_apply, no_validate, cfg))
@@ -89,7 +95,7 @@ def patch(kernel, variant, launch_from, all_kernels, batch_name, do_apply, do_re
         _say(as_json, results[0], results[0]["text"])
     failed = [r for r in results if r.get("valid") is False]
     if failed:
-        raise MepgenError("; ".join(r["error"] for r in failed), exit_code=4)
+        raise MepgenError("; ".join(r["error"] for r in failed), exit_code=CHECK_FAILED)
     if not all_kernels and results[0].get("refused"):
         raise MepgenError(results[0]["refused"])
 
@@ -124,6 +130,8 @@ def _one(ws: Workspace, inv: dict, pr: Prepared, do_apply: bool, no_validate: bo
         result["text"] = f"{diff}\nwrote {result['diff']} (review it; --apply changes {k['file']})" + \
             (f"\n{flags_note(flags)}" if flags else "")
         return result
+    if pr.memcheck is not None:
+        result["memcheck"] = pr.memcheck
     original = None if no_validate or result["state"] == "applied" else compile_units(ws.app_root, inv, k["file"])
     msg = apply(ws, p, pr.variant)
     result["message"] = msg
@@ -143,6 +151,21 @@ def _one(ws: Workspace, inv: dict, pr: Prepared, do_apply: bool, no_validate: bo
         result["error"] = (f"the patched application failed validation ({failed}); `mepgen patch {k['id']} --revert` "
                            f"restores {k['file']}")
     return result
+
+
+def memory_check(ws, k, variant: Path, winner_yaml: Path, mep_yaml: Path, flags: list[str]) -> dict:
+    """Before --apply: compute-sanitizer's memcheck on a variant it has not found clean yet (evaluate/memcheck.py);
+    a memory error refuses the patch (exit 3), no verdict (no sanitizer, no GPU) is said and recorded."""
+    from ..evaluate import memcheck
+    launch = load_spec(winner_yaml).launch if winner_yaml.is_file() and winner_yaml.resolve() != mep_yaml.resolve() \
+        else None
+    report = memcheck.check_variant(ws.mep_dir(k["id"]), variant, launch, flags,
+                                    load_config(ws.app_root)["evaluate"]["sandbox"])
+    if report.clean is False:
+        raise MepgenError(f"{variant} has a memory error, not patched: {report.message}", exit_code=3)
+    if report.clean is None:
+        click.echo(f"mepgen: {report.message}", err=True)
+    return report.to_dict()
 
 
 def flags_note(flags: list[str]) -> str:

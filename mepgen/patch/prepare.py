@@ -22,6 +22,9 @@ class Prepared:
     state: FileState
     current: bytes
     flags: list[str] = field(default_factory=list)
+    winner_yaml: Path | None = None     # the winner's mep.yaml (its launch), when it has one
+    mep_yaml: Path | None = None        # the MEP's own
+    memcheck: dict | None = None        # compute-sanitizer's verdict on the variant (command.memory_check)
 
     @property
     def status(self) -> str:
@@ -96,7 +99,7 @@ def prepare(ws: Workspace, inv: dict, k: dict, variant: Path | None, launch_from
         return data
 
     p = plan(ws.app_root, inv, k, defs, recorded, change, source)
-    prepared = Prepared(k, variant, p, state, current, flags)
+    prepared = Prepared(k, variant, p, state, current, flags, winner_yaml, mep_yaml)
     if not p.unchanged:
         prepared.before_after()   # edits that overlap another applied patch are refused here, before any write
     return prepared

@@ -102,6 +102,7 @@ struct Plan {
     unsigned long long max_bytes = 1ull << 32;
     bool exit_after = false;
     int scan_depth = 2;  // allocations found inside allocations are scanned again up to this depth
+    bool gpu_times_only = false;  // record nothing: every kernel's GPU time alone (mepgen capture --gpu-times)
     std::vector<Target> targets;
 };
 
@@ -155,6 +156,7 @@ struct TargetState {
     Record rec;
     double best_ms = -1.0;
     long kept_index = -1, timed = 0, skipped = 0;
+    uint32_t kept_correlation = 0;  // the recorded launch's, to find its GPU time among the activity records
 };
 
 struct Seen {  // a launched function: its demangled name, which target wants it, how often it ran
@@ -223,6 +225,76 @@ bool write_file(const std::string& path, const void* data, size_t n) {
 
 std::string target_dir(size_t t) { return g_st.plan.out + "/k" + std::to_string(t); }
 
+// --- GPU time of every launch (CUPTI activity records) ---------------------------------------------------------------
+// An event pair around one launch also holds its submission (tens of microseconds on a first launch); the activity
+// record holds the kernel's own start and end on the GPU: the application's time of a kernel, like for like with the
+// MEP's. Per launched function: launches, total, min and max; per correlation id of a recorded launch: its time.
+
+std::string demangle(const char* mangled);
+
+#ifndef MG_KERNEL_RECORD
+#define MG_KERNEL_RECORD CUpti_ActivityKernel4
+#endif
+
+struct GpuTimes {
+    std::mutex mu;
+    std::map<std::string, std::vector<unsigned long long>> by_name;  // mangled -> {launches, total, min, max} ns
+    std::map<uint32_t, unsigned long long> by_correlation;
+    bool enabled = false;
+    unsigned long long dropped = 0;
+};
+GpuTimes g_gpu;
+
+void CUPTIAPI gpu_buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+    *size = 1 << 20;
+    *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, *size));
+    *max_records = 0;
+}
+
+void CUPTIAPI gpu_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t size, size_t valid) {
+    (void)stream; (void)size;
+    CUpti_Activity* rec = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(g_gpu.mu);
+        while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+            if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && rec->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
+            const MG_KERNEL_RECORD* k = reinterpret_cast<const MG_KERNEL_RECORD*>(rec);
+            if (k->end <= k->start) continue;
+            unsigned long long d = k->end - k->start;
+            std::vector<unsigned long long>& v = g_gpu.by_name[k->name ? k->name : "?"];
+            if (v.empty()) v = {0, 0, d, d};
+            v[0] += 1; v[1] += d; v[2] = std::min(v[2], d); v[3] = std::max(v[3], d);
+            g_gpu.by_correlation[k->correlationId] = d;
+        }
+        size_t dropped = 0;
+        if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS) g_gpu.dropped += dropped;
+    }
+    std::free(buffer);
+}
+
+void enable_gpu_times() {
+    if (cuptiActivityRegisterCallbacks(gpu_buffer_requested, gpu_buffer_completed) != CUPTI_SUCCESS) return;
+    g_gpu.enabled = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS;
+}
+
+std::string gpu_times_json() {  // caller holds g_mu; takes g_gpu.mu
+    std::lock_guard<std::mutex> lock(g_gpu.mu);
+    std::string s = "{\"enabled\": " + std::string(g_gpu.enabled ? "true" : "false") + ", \"dropped\": " +
+                    std::to_string(g_gpu.dropped) + ", \"kernels\": {";
+    const char* sep = "";
+    for (auto& kv : g_gpu.by_name) {
+        s += sep + jstr(demangle(kv.first.c_str())) + ": [" + std::to_string(kv.second[0]) + ", " + std::to_string(kv.second[1]) +
+             ", " + std::to_string(kv.second[2]) + ", " + std::to_string(kv.second[3]) + "]";
+        sep = ", ";
+    }
+    return s + "}}";
+}
+
+double gpu_ms_of(uint32_t correlation) {  // caller holds g_gpu.mu
+    auto it = g_gpu.by_correlation.find(correlation);
+    return it == g_gpu.by_correlation.end() ? -1.0 : it->second / 1e6;
+}
+
 void write_status(const char* phase) {  // caller holds g_mu (or is single-threaded)
     if (g_st.plan.out.empty()) return;
     std::string s = "{\"injector\": " + jstr(kInjectorVersion) + ", \"pid\": " + std::to_string(getpid());
@@ -234,7 +306,11 @@ void write_status(const char* phase) {  // caller holds g_mu (or is single-threa
         s += (t ? ", " : "") + std::string("{\"target\": ") + std::to_string(t) + ", \"matched\": " + std::to_string(ts.matched) +
              ", \"before_window\": " + std::to_string(ts.before_window) + ", \"captured\": " + (ts.captured ? "true" : "false") +
              ", \"kept_launch\": " + std::to_string(ts.kept_index) + ", \"timed\": " + std::to_string(ts.timed) + ", \"skipped\": " + std::to_string(ts.skipped) +
-             ", \"longest_ms\": " + num(ts.best_ms) + ", \"refusal\": " + jstr(ts.refusal) + "}";
+             ", \"longest_ms\": " + num(ts.best_ms) + ", \"refusal\": " + jstr(ts.refusal);
+        {
+            std::lock_guard<std::mutex> lock(g_gpu.mu);
+            s += ", \"gpu_ms\": " + num(ts.captured ? gpu_ms_of(ts.kept_correlation) : -1.0) + "}";
+        }
     }
     s += "], \"seen\": {";
     std::map<std::string, long> seen;
@@ -244,7 +320,7 @@ void write_status(const char* phase) {  // caller holds g_mu (or is single-threa
     s += "}, \"runtime_only\": {";
     sep = "";
     for (auto& kv : g_st.runtime_only) { s += sep + jstr(kv.first) + ": " + std::to_string(kv.second); sep = ", "; }
-    s += "}}\n";
+    s += "}, \"gpu\": " + gpu_times_json() + "}\n";
     write_file(g_st.plan.out + "/status." + std::to_string(getpid()) + ".json", s.data(), s.size());
 }
 
@@ -287,6 +363,7 @@ bool read_plan(const char* path, Plan& p, std::string& err) {
         else if (k == "max_bytes") p.max_bytes = std::strtoull(f[1].c_str(), nullptr, 10);
         else if (k == "exit_after") p.exit_after = f[1] == "1";
         else if (k == "scan_depth") p.scan_depth = std::atoi(f[1].c_str());
+        else if (k == "gpu_times_only") p.gpu_times_only = f[1] == "1";
         else if (k == "target") {  // target T kernel targs mangled launch|longest
             if (!need(6)) break;
             if (std::strtoul(f[1].c_str(), nullptr, 10) != p.targets.size()) { err = "plan line " + std::to_string(lineno) + ": targets out of order"; break; }
@@ -309,7 +386,7 @@ bool read_plan(const char* path, Plan& p, std::string& err) {
     }
     std::fclose(fh);
     if (err.empty() && p.out.empty()) err = "the plan names no output folder";
-    if (err.empty() && p.targets.empty()) err = "the plan names no kernel";
+    if (err.empty() && p.targets.empty() && !p.gpu_times_only) err = "the plan names no kernel";
     return err.empty();
 }
 
@@ -779,6 +856,7 @@ void on_launch_exit(const CUpti_CallbackData* cb) {
         rec.capture_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (!write_record(t, ts)) continue;
         ts.best_ms = rec.kernel_ms;
+        ts.kept_correlation = ts.correlation;
         ts.captured = true;
         if (!tp.longest) ts.done = true;
         rec = Record();  // the record is on disk: free its copies
@@ -828,6 +906,7 @@ void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid
 }
 
 void at_exit() {
+    if (g_gpu.enabled) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // the last launches' records
     std::lock_guard<std::mutex> lock(g_mu);
     write_status("exit");
 }
@@ -926,6 +1005,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
         if (!enable(sub, CUPTI_CB_DOMAIN_DRIVER_API, id, err)) { g_st.error = err; write_status("error"); return 0; }
     for (CUpti_CallbackId id : tracked) enable(sub, CUPTI_CB_DOMAIN_DRIVER_API, id, err);  // missing ones: asked on demand
     for (CUpti_CallbackId id : runtime) enable(sub, CUPTI_CB_DOMAIN_RUNTIME_API, id, err);  // diagnostics only
+    enable_gpu_times();
     write_status("loaded");
     return 1;
 }

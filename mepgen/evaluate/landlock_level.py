@@ -1,0 +1,230 @@
+"""The `landlock` sandbox level: confinement without namespaces (docs/sandbox.md).
+
+Where bubblewrap is missing or unprivileged user namespaces are off (many clusters; GPU drivers that refuse a
+CUDA context inside a user namespace), a candidate's process still runs confined: `confine_exec.py` (a bare
+interpreter, in the child, before the exec) sets no_new_privs, a Landlock ruleset (Linux >= 5.13, no privilege
+needed) and the strict seccomp filter, then execs the command. What the process keeps:
+
+- reading: the files and folders its Confinement names (binary, input sets, toolkit; the worker's Python), the
+  system's libraries and data (`/usr/lib*`, `/lib*`, `/usr/share`, `/etc`), `/sys`, a few `/proc` files
+  and its own `/proc/self`; never the home folder, `/tmp`, a workspace or `/usr/bin` (the programs);
+- writing: its scratch folder(s) alone (also its HOME and TMPDIR), the GPU's device nodes (ioctl) and `/dev/shm`;
+- executing: the command's own file and its ELF interpreter; a compiler also the toolchain's (Confinement
+  `programs`: `/usr`, `/bin`, the toolkit);
+- as root: `nobody` where every path it uses is open to others, else root without any capability;
+- sockets: none (seccomp refuses `socket` for every family, AF_UNIX included: Landlock does not confine
+  connecting to a named unix socket such as the session bus; `socketpair` stays), no TCP (Landlock ABI >= 4, a
+  second net), no abstract unix socket or signal outside its own processes (ABI >= 6).
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import sys
+import time
+from functools import lru_cache
+from pathlib import Path
+
+from . import seccomp_filter
+
+LAUNCHER = Path(__file__).with_name("confine_exec.py")       # confine_exec.c beside it: the same, in C
+#: the system's libraries and read-only data every process may read (not the programs: /usr/bin, /bin)
+SYSTEM_READ = ("/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/libexec", "/lib", "/lib32", "/lib64",
+               "/libx32", "/usr/share", "/usr/local/lib", "/etc", "/sys", "/proc/cpuinfo", "/proc/meminfo",
+               "/proc/stat", "/proc/modules", "/proc/devices", "/proc/filesystems", "/proc/driver", "/proc/sys",
+               "/proc/loadavg", "/proc/version")
+#: what a compiler may run besides its own file: the toolchain (gcc, as, ld, the shell nvcc uses)
+TOOLCHAIN = ("/usr", "/bin", "/sbin")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+
+
+@lru_cache(maxsize=None)
+def abi() -> int:
+    """Landlock's ABI version here (0: none). Asked in a child: the launcher holds the syscall code."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    v = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return int(v) if v > 0 else 0
+
+
+def _resolve(program: str) -> str:
+    found = shutil.which(program)
+    return str(Path(found).resolve()) if found else program
+
+
+def library_folders() -> list[str]:
+    out = []
+    for e in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep):
+        if e and os.path.isdir(e):
+            out.append(str(Path(e).resolve()))
+    return out
+
+
+def policy(c, args: list[str], scratch: list[Path]) -> list[str]:
+    """The launcher's arguments for the process of Confinement `c` running `args` (confine_exec.c's usage)."""
+    from .sandbox import workspace_of
+    read = [p for p in (*SYSTEM_READ, *library_folders()) if workspace_of(Path(p)) is None]
+    read += [str(Path(p).resolve()) for p in c.read]
+    write = [str(Path(p).resolve()) for p in [*c.write, *scratch]]
+    dev = list(DEVICES)
+    if c.gpu:
+        dev += sorted(glob.glob("/dev/nvidia*"))
+        write.append("/dev/shm")
+    exe = [_resolve(args[0])] + [str(Path(p).resolve()) for p in c.programs]
+    out = ["-p", exe[0]]
+    if c.drops_root:
+        from .sandbox import NOBODY
+        out += ["-u", str(NOBODY)]
+    elif c.keep_caps:
+        out += ["-k", "1"]
+    for flag, paths in (("-r", read), ("-w", write), ("-x", exe), ("-d", dev)):
+        for p in paths:
+            out += [flag, p]
+    return out
+
+
+def nobody_can_use(paths, gpu: bool) -> bool:
+    """Whether `nobody` can use every path (read it, enter the folders above it) and, for a GPU process, the
+    device nodes: then a process started as root runs as `nobody` (root keeps no capability in any case)."""
+    from .sandbox import open_to_others
+    if gpu and not all(os.stat(n).st_mode & 0o006 == 0o006 for n in glob.glob("/dev/nvidia*")
+                       if not os.path.isdir(n)):
+        return False
+    return all(open_to_others(Path(p), []) for p in paths if Path(p).exists())
+
+
+def prefix(c, args: list[str], scratch: list[Path]) -> list[str]:
+    """The command prefix: the launcher (confine_exec.c built here, else confine_exec.py in a bare interpreter)
+    with the policy; the seccomp program goes in a descriptor that `c.pass_fds` carries to the child."""
+    flags = policy(c, args, scratch)
+    fd = seccomp_filter.open_fd(strict=True) if c.seccomp else None
+    if fd is not None:
+        c.pass_fds.append(fd)
+        flags += ["-s", str(fd)]
+    native = launcher_binary()
+    head = [str(native)] if native is not None else [sys.executable, "-I", "-S", "-B", str(LAUNCHER)]
+    return head + flags + ["--"]
+
+
+def _ours(p: Path) -> bool:
+    """Owned by this user and writable by no one else (a launcher someone else could replace is never run)."""
+    try:
+        st = os.lstat(p)
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022 and not os.path.islink(p)
+
+
+@lru_cache(maxsize=None)
+def launcher_binary() -> Path | None:
+    """confine_exec.c built once per machine with the host compiler (the one nvcc uses: it is there wherever
+    mepgen builds), kept in the user's cache folder under the source's hash; None without a compiler."""
+    import hashlib
+    import subprocess
+    import tempfile
+    source = LAUNCHER.with_suffix(".c")
+    if not source.is_file():
+        return None
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mepgen"
+    for folder in (cache, Path(tempfile.gettempdir()) / f"mepgen-{os.getuid()}"):
+        target = folder / f"confine-exec-{digest}"
+        if folder.is_dir() and not _ours(folder):
+            continue                # made by someone else (a shared /tmp): never run what it holds
+        if target.is_file() and os.access(target, os.X_OK):
+            if _ours(target):
+                return target
+            continue
+        compiler = next((shutil.which(c) for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
+        if compiler is None:
+            return None
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp = folder / f".confine-exec-{os.getpid()}.tmp"
+            done = subprocess.run([compiler, "-O2", "-o", str(tmp), str(source)], capture_output=True,
+                                  timeout=120, stdin=subprocess.DEVNULL)
+            if done.returncode != 0:
+                tmp.unlink(missing_ok=True)
+                return None
+            os.replace(tmp, target)
+            if not _ours(folder):
+                continue
+            return target
+        except (OSError, subprocess.SubprocessError):
+            continue
+    return None
+
+
+def setup_seconds(repeat: int = 10) -> tuple[float, float]:
+    """(seconds to start `true` under rlimits, under landlock) per process, the median of `repeat`: what this level
+    adds to each candidate process (`mepgen doctor` says it)."""
+    from . import process
+    from .sandbox import Confinement
+    times = {}
+    for level in ("rlimits", "landlock"):
+        runs = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            process.run(["true"], 30, confine=Confinement(level))
+            runs.append(time.perf_counter() - start)
+        times[level] = sorted(runs)[len(runs) // 2]
+    return times["rlimits"], times["landlock"]
+
+
+def works() -> tuple[bool, str]:
+    """(whether the landlock level runs `true` here, why not)."""
+    from .sandbox import Confinement, _works
+    if abi() < 1:
+        return False, "the kernel has no Landlock (Linux >= 5.13 with the LSM enabled: lsm=...,landlock)"
+    probe = Confinement("landlock")
+    try:
+        if _works(probe.command(["true"]), probe.pass_fds):
+            return True, ""
+    finally:
+        probe.close()
+    return False, "a process cannot confine itself with Landlock here"
+
+
+def gpu_refuses(level: str) -> bool:
+    """Whether the GPU works here unconfined but not under `level` (a Python making a CUDA context behind it)."""
+    from . import gpu_probe
+    from .sandbox import Confinement, python_paths
+    probe = Confinement(level, gpu=True, read=python_paths([]))
+    probe.environment({})
+    probe.prepare()
+    try:
+        return gpu_probe.refuses(probe.command([sys.executable])[:-1], probe.pass_fds)
+    finally:
+        probe.close()
+
+
+@lru_cache(maxsize=None)
+def worker_scratch() -> str:
+    """One private folder (mode 0700) for the HOME and TMPDIR of this mepgen's workers under landlock."""
+    import atexit
+    import tempfile
+    path = tempfile.mkdtemp(prefix="mepgen-scratch-")
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+def worker_site(packages) -> Path:
+    """A folder of links to the packages the worker imports, first on its PYTHONPATH. Python lists a sys.path
+    folder before it imports from it, and a folder holding a workspace or the home folder is not readable under
+    landlock: its packages are found through these links (whose targets sandbox.python_paths allows)."""
+    import importlib.util
+    site = Path(worker_scratch()) / "site"
+    site.mkdir(exist_ok=True)
+    for name in packages:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        for loc in (spec.submodule_search_locations or []) if spec else []:
+            link = site / name
+            if not link.exists() and not link.is_symlink():
+                link.symlink_to(Path(loc).resolve(), target_is_directory=True)
+            break
+    return site

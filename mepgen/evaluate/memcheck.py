@@ -1,0 +1,244 @@
+"""compute-sanitizer's memcheck on a candidate: out-of-bounds reads (and writes) are verdicts before a winner is named.
+
+Guard zones (guards.py) find writes out of bounds on every run; a read changes nothing there, so the candidate
+about to be named best (`optimize`, `patch` of a variant not checked yet) runs once more, under
+`compute-sanitizer --tool memcheck`, in the native harness built with its launch and flags and started with
+`--exact-alloc`: each buffer its own allocation of its own size, no guards and no placement, and the sanitizer's
+padding (PADDING bytes) after every allocation, so that an access past the end, before the start or toward a
+neighbouring buffer lands outside any allocation. The harness prints `MEPGEN_BUFFER name address bytes` for each
+buffer, and each error the sanitizer reports is told as the buffer it was meant for, the side and the distance.
+
+What it cannot tell: an access that computes another buffer's address from two parameters (`x + (y - x)`) is a
+valid address. The run is the sanitizer's (tens of times slower than a plain run): `seconds` is recorded.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .guards import GUARD_BYTES
+
+#: compute-sanitizer's exit status when it found an error
+ERROR_EXIT = 86
+#: the sanitizer's padding after each allocation (as the guards: a read up to this far out is outside any buffer)
+PADDING = GUARD_BYTES
+_PREFIX = re.compile(r"^=+ ?")
+_BUFFER = re.compile(r"^MEPGEN_BUFFER (\S+) (0x[0-9a-fA-F]+|\(nil\)) (\d+)\s*$")
+_NEAREST = re.compile(r"(\d[\d,]*) bytes? (after|before) the nearest allocation at (0x[0-9a-fA-F]+)")
+_ADDRESS = re.compile(r"Address (0x[0-9a-fA-F]+)")
+_ACCESS = re.compile(r"(Invalid|Misaligned|Out-of-range|Illegal)\b")
+_SKIP = ("COMPUTE-SANITIZER", "ERROR SUMMARY", "Program hit", "Saved host backtrace", "Target application returned",
+         "LEAK SUMMARY", "Host Frame", "Device Frame")
+
+
+@dataclass
+class Report:
+    clean: bool | None                 # None: no verdict (no sanitizer, or its run failed for another reason)
+    seconds: float = 0.0
+    errors: list[dict] = field(default_factory=list)
+    message: str = ""                  # one line: the first error, told with its buffer; or why there is no verdict
+    tool: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def executable() -> Path | None:
+    """compute-sanitizer: on PATH, else in the toolkit nvcc belongs to (bin/, or compute-sanitizer/)."""
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return Path(found)
+    from .. import mepbuild
+    from .sandbox import toolkit_root
+    root = toolkit_root(mepbuild.nvcc_executable())
+    for p in ([root / "bin" / "compute-sanitizer", root / "compute-sanitizer" / "compute-sanitizer"] if root else []):
+        if p.is_file():
+            return p
+    return None
+
+
+def buffers_of(text: str) -> dict[str, tuple[int, int]]:
+    """name -> (address, bytes) from the harness's `MEPGEN_BUFFER` lines."""
+    out = {}
+    for line in text.splitlines():
+        m = _BUFFER.match(line.strip())
+        if m and m.group(2).startswith("0x"):
+            out[m.group(1)] = (int(m.group(2), 16), int(m.group(3)))
+    return out
+
+
+def parse(text: str, buffers: dict[str, tuple[int, int]]) -> list[dict]:
+    """The errors in compute-sanitizer's output: {what, address, buffer, side, distance, at}."""
+    errors: list[dict] = []
+    current = None
+    for raw in text.splitlines():
+        if not raw.startswith("="):
+            continue
+        line = _PREFIX.sub("", raw)
+        body = line.strip()
+        if not body or any(body.startswith(s) for s in _SKIP):
+            if not line.startswith(" "):                   # a line of its own (a summary, an API error): not an
+                current = None                             # access error's detail
+            continue
+        if not line.startswith(" "):                       # a new error's first line
+            current = {"what": body, "address": None, "buffer": None, "side": None, "distance": None, "at": ""}
+            errors.append(current)
+            continue
+        if current is None:
+            continue
+        if body.startswith("at ") and not current["at"]:
+            current["at"] = body[3:]
+        m = _ADDRESS.search(body)
+        if m:
+            current["address"] = int(m.group(1), 16)
+        m = _NEAREST.search(body)
+        if m:
+            base = int(m.group(3), 16)
+            name = next((n for n, (a, _) in buffers.items() if a == base), None)
+            current.update(buffer=name, side=m.group(2), distance=int(m.group(1).replace(",", "")))
+    errors = [e for e in errors if e["address"] is not None or _ACCESS.match(e["what"])]   # not the tool's own
+    for e in errors:            # the buffer nearest to the address (the sanitizer's `nearest allocation` may be
+        if e["address"] is not None:    # the padding's owner, another buffer, for an access before a start)
+            _place(e, buffers)
+    return errors
+
+
+def _place(e: dict, buffers: dict[str, tuple[int, int]]) -> None:
+    """Name the buffer an address is nearest to (within PADDING), with the side and the distance."""
+    best = None
+    for name, (start, size) in buffers.items():
+        a = e["address"]
+        if a < start:
+            side, dist = "before", start - a
+        elif a >= start + size:
+            side, dist = "after", a - (start + size)
+        else:
+            side, dist = "inside", 0
+        if dist <= PADDING and (best is None or dist < best[2]):
+            best = (name, side, dist)
+    if best is not None:
+        e["buffer"], e["side"], e["distance"] = best
+
+
+def describe(e: dict) -> str:
+    where = {"after": "past the end of", "before": "before the start of", "inside": "inside"}.get(e.get("side") or "")
+    told = f"{e['distance']} byte(s) {where} {e['buffer']}" if e.get("buffer") and where else "outside every buffer"
+    addr = f" at address {e['address']:#x}" if e.get("address") is not None else ""
+    at = f", in {e['at']}" if e.get("at") else ""
+    return f"memcheck: {e['what']}{addr}: {told}{at}"
+
+
+def command(tool: Path, binary: Path, data_dir: Path, out_dir: Path) -> list[str]:
+    return [str(tool), "--tool", "memcheck", "--padding", str(PADDING), "--error-exitcode", str(ERROR_EXIT),
+            "--print-limit", "20", "--show-backtrace", "device", str(binary), "--data", str(data_dir),
+            "--out", str(out_dir), "--exact-alloc"]
+
+
+def check(native, built, inputs, out_dir: Path, level: str, timeout: float) -> Report:
+    """Run the native harness `built` once on input set `inputs` under memcheck (NativeBackend `native` gives the
+    environment and the sandbox level's rules); a Report with the verdict and what it cost."""
+    from . import process, sandbox
+    tool = executable()
+    if tool is None:
+        return Report(None, message="compute-sanitizer not found (it ships with the CUDA toolkit): reads out of "
+                                    "bounds not checked")
+    if "--exact-alloc" not in getattr(native, "harness_text", "--exact-alloc"):
+        return Report(None, message="the MEP's harness.cu has no --exact-alloc (rendered by an older mepgen): "
+                                    "`mepgen mep ID --refresh` renders it again, with guard zones")
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    args = command(tool, Path(built.artifact), Path(inputs.data_dir), out_dir)
+    root = tool.resolve().parent.parent if tool.resolve().parent.name == "bin" else tool.resolve().parent
+    confine = sandbox.for_run(level, args, out_dir, sandbox.BUILD_FILE_LIMIT,
+                              read=[*native.runtime_read, root], programs=[root, Path(built.artifact)])
+    confine.seccomp = False            # the sanitizer drives the target process in ways the filter refuses
+    start = time.monotonic()
+    done = process.run(args, timeout=timeout, cwd=out_dir, env=native._env(), confine=confine)
+    seconds = time.monotonic() - start
+    text = done.stdout + "\n" + done.stderr
+    errors = parse(text, buffers_of(text))
+    if errors:
+        return Report(False, seconds, errors, describe(errors[0]), str(tool))
+    if done.timed_out:
+        return Report(None, seconds, message=f"memcheck did not finish within {timeout:g} s: no verdict",
+                      tool=str(tool))
+    if done.returncode == ERROR_EXIT:
+        return Report(False, seconds, [], "memcheck found errors it did not describe: "
+                      + (text.strip().splitlines() or ["?"])[-1][:300], str(tool))
+    if done.returncode != 0:
+        tail = [ln for ln in text.splitlines() if ln.strip()][-1:] or ["no output"]
+        return Report(None, seconds, message=f"memcheck run failed (exit {done.returncode}): {tail[0][:300]}",
+                      tool=str(tool))
+    return Report(True, seconds, tool=str(tool))
+
+
+#: beside a winner's kernel.cu (optimize's best/): the memcheck verdict on exactly that text
+MARKER = "memcheck.json"
+
+
+def write_marker(kernel_file: Path, report: dict) -> None:
+    import hashlib
+    import json
+    data = dict(report, kernel_sha256=hashlib.sha256(Path(kernel_file).read_bytes()).hexdigest())
+    (Path(kernel_file).parent / MARKER).write_text(json.dumps(data, indent=1) + "\n")
+
+
+def checked_clean(kernel_file: Path) -> bool:
+    """Whether memcheck found `kernel_file`, exactly this text, clean already (optimize's marker beside it)."""
+    import hashlib
+    import json
+    marker = Path(kernel_file).parent / MARKER
+    try:
+        data = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return False
+    return (isinstance(data, dict) and data.get("clean") is True
+            and data.get("kernel_sha256") == hashlib.sha256(Path(kernel_file).read_bytes()).hexdigest())
+
+
+def check_variant(mep_dir: Path, variant: Path, launch=None, flags=(), level_mode: str = "auto",
+                  timeout: float = 600.0) -> Report:
+    """`patch` taking a variant: memcheck it on the MEP's first input set unless it was checked clean (its
+    marker); no verdict without compute-sanitizer or a GPU. `launch`, `flags`: the winner's, when they differ."""
+    if checked_clean(variant):
+        return Report(True, message="checked clean by mepgen optimize")
+    if executable() is None:
+        return Report(None, message="compute-sanitizer not found: out-of-bounds reads not checked")
+    from ..spec import load_spec
+    from . import sandbox
+    from .backend import InputSet
+    from .devices import list_gpus
+    from .native import NativeBackend
+    from .results import CompileFailed
+    from .store import Store
+    gpus, why = list_gpus()
+    if not gpus:
+        return Report(None, message=f"no memory check: no GPU here ({why})")
+    spec = load_spec(Path(mep_dir) / "mep.yaml")
+    store = Store(mep_dir, spec)
+    native = NativeBackend(spec, mep_dir, store.build_dir, gpus[0])
+    native.sandbox_level = level = sandbox.resolve(level_mode)
+    built = native.compile(Path(variant), launch=launch, flags=tuple(flags))
+    if isinstance(built, CompileFailed):
+        return Report(None, message=f"the native harness did not build for memcheck: {built.message[:300]}")
+    inputs = InputSet(0, store.input_set(0))
+    report = check(native, built, inputs, store.work_dir / "memcheck", level, timeout)
+    if report.clean is False:        # judged only where the MEP's own kernel is clean (its buffers' sizes)
+        base = native.compile(Path(mep_dir) / "kernel.cu")
+        original = Report(None, message="the original did not build") if isinstance(base, CompileFailed) else \
+            check(native, base, inputs, store.work_dir / "memcheck-original", level, timeout)
+        if original.clean is not True:
+            return Report(None, report.seconds + original.seconds, report.errors,
+                          f"no verdict: the original kernel is not clean under memcheck either ({original.message})",
+                          report.tool)
+    if report.clean is not None:
+        try:
+            write_marker(Path(variant), report.to_dict())
+        except OSError:
+            pass
+    return report

@@ -1,0 +1,90 @@
+"""Before `optimize` names a winner: compute-sanitizer's memcheck on it (evaluate/memcheck.py).
+
+The faster candidates are taken best first; each runs once in the native harness (built with its launch and
+flags, whatever the backend that timed it) under memcheck on the first input set. A memory error rejects it
+(`runtime_fault`, fault `out_of_bounds`, the address, the buffer and the reason: in the journal and the
+trajectory) and the next is checked; the first clean one is the winner. Where there is no verdict (no
+compute-sanitizer, a build or a run that fails under it, an original kernel that has memory errors itself: its
+buffers may be smaller than the application's) the candidate stays the winner, with the reason in its record.
+Every check's cost is in the candidate's record (`memcheck.seconds`); the original is checked once first.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..evaluate import memcheck
+from ..evaluate.launchcfg import launch_from
+from ..evaluate.results import CompileFailed, RuntimeFault
+from .candidates import write_candidate
+
+
+def native_backend(ev):
+    """The evaluator's native backend, or one made like it (the pycuda backend times cubins: memcheck needs a
+    process with the candidate's harness)."""
+    if ev.backend_name == "native":
+        return ev.workers[0].backend
+    from ..evaluate.native import NativeBackend
+    be = NativeBackend(ev.spec, ev.mep_dir, ev.store.build_dir, ev.workers[0].device, ev.opts.compile_timeout,
+                       ev.opts.run_timeout)
+    be.sandbox_level = ev.sandbox
+    return be
+
+
+def check_attempt(ev, native, attempt, workdir: Path) -> memcheck.Report:
+    p = attempt.proposal
+    kernel = write_candidate(p, workdir)
+    built = native.compile(kernel, launch=launch_from(ev.spec, p.launch), flags=tuple(p.nvcc_flags))
+    if isinstance(built, CompileFailed):
+        return memcheck.Report(None, message=f"the native harness did not build for memcheck: {built.message[:300]}")
+    timeout = max(120.0, 10 * float(ev.opts.run_timeout))
+    return memcheck.check(native, built, ev.sets[0], Path(workdir) / "memcheck" / attempt.id, ev.sandbox, timeout)
+
+
+def check_original(ev, native, workdir: Path) -> memcheck.Report:
+    """The MEP's own kernel.cu under memcheck: a candidate is judged only where the original is clean."""
+    built = native.compile(ev.mep_dir / "kernel.cu")
+    if isinstance(built, CompileFailed):
+        return memcheck.Report(None, message=f"the original's native harness did not build: {built.message[:300]}")
+    timeout = max(120.0, 10 * float(ev.opts.run_timeout))
+    return memcheck.check(native, built, ev.sets[0], Path(workdir) / "memcheck" / "original", ev.sandbox, timeout)
+
+
+def check_winner(ev, outcome, workdir: Path, event, journal=None) -> None:
+    """Set `outcome.best` to the best faster attempt that memcheck finds clean (or cannot judge); `event(kind,
+    message)` tells the trajectory each check; rejected attempts' records are appended to `journal`."""
+    ranked = sorted((a for a in outcome.attempts if getattr(a.result, "faster", False)),
+                    key=lambda a: a.result.timed.median_ms)
+    if not ranked:
+        return
+    if memcheck.executable() is None:
+        why = "compute-sanitizer not found (it ships with the CUDA toolkit): out-of-bounds reads not checked"
+        event("memcheck", f"{ranked[0].id}: no memory check: {why}")
+        ranked[0].result.memcheck = memcheck.Report(None, message=why).to_dict()
+        return
+    native = native_backend(ev)
+    original = check_original(ev, native, workdir)
+    if original.clean is False:      # the MEP's own kernel: its buffers may be smaller than the application's
+        why = (f"the original kernel has memory errors under memcheck too ({original.message}): no memory verdict "
+               "on candidates (are the MEP's buffer counts smaller than the application's?)")
+        event("memcheck", f"{ranked[0].id}: {why} (memcheck took {original.seconds:.1f} s)")
+        ranked[0].result.memcheck = memcheck.Report(None, original.seconds, [], why, original.tool).to_dict()
+        ranked[0].result.notes.append(f"memcheck: {why}")
+        return
+    for a in ranked:
+        report = check_attempt(ev, native, a, workdir)
+        a.result.memcheck = report.to_dict()
+        if report.clean is False:
+            a.result.status = "runtime_fault"
+            a.result.fault = RuntimeFault("out_of_bounds", report.message, input_set=ev.sets[0].index)
+            event("memcheck", f"{a.id} rejected before it was named best: {report.message} "
+                              f"(memcheck took {report.seconds:.1f} s)")
+            if journal is not None:
+                journal.append(a.result)
+            continue
+        verdict = "no memory error" if report.clean else f"no verdict: {report.message}"
+        event("memcheck", f"{a.id}: {verdict} (memcheck took {report.seconds:.1f} s)")
+        if report.clean is None:
+            a.result.notes.append(f"memcheck: {report.message}")
+        outcome.best = a
+        return
+    outcome.best = None

@@ -1,0 +1,13 @@
+// OOB: reads 256 bytes before the start of its input x (a value it then ignores) | EXPECT: memcheck x before
+namespace cg {
+template <typename T>
+__global__ void axpy(int n, T a, const T* x, T* y)
+{
+    const int first = blockIdx.x * blockDim.x + threadIdx.x;
+    for (int i = first; i < n; i += blockDim.x * gridDim.x) {
+        T v = a * x[i] + y[i];
+        if (i == 0 && x[i - 64] == T(12345)) v += T(1e-30);
+        y[i] = v;
+    }
+}
+}  // namespace cg

@@ -1,0 +1,124 @@
+"""compute-sanitizer's memcheck on a winner (memcheck.py): its report is read into errors told with the buffer
+they were meant for; the command runs the harness with --exact-alloc and the padding. CPU: sanitizer output as
+text, and a stand-in sanitizer script for the run itself."""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from mepgen.evaluate import memcheck
+from mepgen.evaluate.backend import Built, InputSet
+from mepgen.evaluate.results import CompileInfo
+
+BUFFERS = "MEPGEN_BUFFER x 0x7f0000000000 4096\nMEPGEN_BUFFER y 0x7f0000200000 4096\n"
+REPORT = """========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 4 bytes
+=========     at axpy(int, float, const float *, float *)+0x90 in /tmp/v/kernel.cu:9
+=========     by thread (0,0,0) in block (4,0,0)
+=========     Address 0x7f0000001400 is out of bounds
+=========     and is 1,024 bytes after the nearest allocation at 0x7f0000000000 of size 4,096 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: main [0x1234] in mep
+=========
+========= Invalid __global__ write of size 4 bytes
+=========     at axpy(int, float, const float *, float *)+0xb0 in /tmp/v/kernel.cu:9
+=========     by thread (1,0,0) in block (0,0,0)
+=========     Address 0x7f00001ffffc is out of bounds
+=========
+========= Program hit cudaErrorLaunchFailure (error 719) due to "unspecified launch failure" on CUDA API call to cudaStreamSynchronize.
+=========
+========= ERROR SUMMARY: 3 errors
+"""
+
+
+def test_errors_are_told_with_their_buffer_side_and_distance():
+    errors = memcheck.parse(REPORT, memcheck.buffers_of(BUFFERS))
+    assert len(errors) == 2
+    read, write = errors
+    assert (read["buffer"], read["side"], read["distance"], read["address"]) == ("x", "after", 1024, 0x7f0000001400)
+    assert read["what"] == "Invalid __global__ read of size 4 bytes" and read["at"].startswith("axpy(")
+    # no `nearest allocation` line: placed by the address, 4 bytes before y's start
+    assert (write["buffer"], write["side"], write["distance"]) == ("y", "before", 4)
+    line = memcheck.describe(read)
+    assert "read of size 4" in line and "1024 byte(s) past the end of x" in line and "0x7f0000001400" in line
+
+
+def test_a_clean_report_has_no_errors_and_the_command_asks_for_exact_allocations():
+    assert memcheck.parse("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n", {}) == []
+    cmd = memcheck.command(Path("/cs"), Path("/b/mep"), Path("/d"), Path("/o"))
+    assert cmd[:3] == ["/cs", "--tool", "memcheck"] and cmd[-1] == "--exact-alloc"
+    assert cmd[cmd.index("--padding") + 1] == str(memcheck.PADDING) and memcheck.PADDING % 256 == 0
+
+
+class _Native:
+    runtime_read: list = []
+
+    def _env(self):
+        return dict(os.environ)
+
+
+def _fake_tool(tmp_path: Path, body: str) -> Path:
+    tool = tmp_path / "bin" / "compute-sanitizer"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\n" + body)
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    return tool
+
+
+def test_a_run_with_errors_rejects_and_records_its_cost(tmp_path, monkeypatch):
+    report = (BUFFERS + REPORT).replace("\n", "\\n").replace('"', '\\"')
+    tool = _fake_tool(tmp_path, f'printf "{report}"\nexit {memcheck.ERROR_EXIT}\n')
+    monkeypatch.setattr(memcheck, "executable", lambda: tool)
+    built = Built(tmp_path / "k.cu", tmp_path / "mep", "k", CompileInfo(), "")
+    r = memcheck.check(_Native(), built, InputSet(0, tmp_path), tmp_path / "out", "off", 30)
+    assert r.clean is False and r.seconds > 0 and "past the end of x" in r.message and len(r.errors) == 2
+    assert r.to_dict()["tool"] == str(tool)
+
+
+def test_no_sanitizer_or_a_failing_run_is_no_verdict(tmp_path, monkeypatch):
+    monkeypatch.setattr(memcheck, "executable", lambda: None)
+    built = Built(tmp_path / "k.cu", tmp_path / "mep", "k", CompileInfo(), "")
+    r = memcheck.check(_Native(), built, InputSet(0, tmp_path), tmp_path / "out", "off", 30)
+    assert r.clean is None and "not found" in r.message
+    tool = _fake_tool(tmp_path, 'echo "========= Error: Target application terminated before first instrumented API call"\nexit 1\n')
+    monkeypatch.setattr(memcheck, "executable", lambda: tool)
+    r = memcheck.check(_Native(), built, InputSet(0, tmp_path), tmp_path / "out", "off", 30)
+    assert r.clean is None and "exit 1" in r.message
+    (tmp_path / "c").mkdir()
+    clean = _fake_tool(tmp_path / "c", "echo '========= ERROR SUMMARY: 0 errors'\n")
+    monkeypatch.setattr(memcheck, "executable", lambda: clean)
+    assert memcheck.check(_Native(), built, InputSet(0, tmp_path), tmp_path / "out", "off", 30).clean is True
+
+
+def test_patch_skips_a_variant_optimize_found_clean_and_only_that_text(tmp_path, monkeypatch):
+    best = tmp_path / "best" / "kernel.cu"
+    best.parent.mkdir()
+    best.write_text("__global__ void k() {}\n")
+    memcheck.write_marker(best, memcheck.Report(True, 12.5).to_dict())
+    assert memcheck.checked_clean(best)
+    assert memcheck.check_variant(tmp_path, best).clean is True          # no sanitizer, no GPU needed
+    best.write_text("__global__ void k() { /* edited */ }\n")
+    assert not memcheck.checked_clean(best)
+    monkeypatch.setattr(memcheck, "executable", lambda: None)
+    r = memcheck.check_variant(tmp_path, best)
+    assert r.clean is None and "not found" in r.message
+
+
+def test_a_read_before_a_start_is_told_by_the_address_not_the_padding_owner():
+    # 256 bytes before y: the sanitizer's nearest allocation is x, whose padding lies there
+    text = ("========= Invalid __global__ read of size 4 bytes\n"
+            "=========     at axpy+0x10\n"
+            "=========     Address 0x7f00001fff00 is out of bounds\n"
+            "=========     and is 2,093,824 bytes after the nearest allocation at 0x7f0000000000 of size 4,096 bytes\n")
+    e = memcheck.parse(text, memcheck.buffers_of(BUFFERS))[0]
+    assert (e["buffer"], e["side"], e["distance"]) == ("y", "before", 256)
+
+
+def test_an_old_harness_without_exact_allocations_is_no_verdict(tmp_path, monkeypatch):
+    monkeypatch.setattr(memcheck, "executable", lambda: tmp_path / "cs")
+    old = _Native()
+    old.harness_text = "// a harness rendered before guards.h"
+    built = Built(tmp_path / "k.cu", tmp_path / "mep", "k", CompileInfo(), "")
+    r = memcheck.check(old, built, InputSet(0, tmp_path), tmp_path / "out", "off", 30)
+    assert r.clean is None and "--refresh" in r.message

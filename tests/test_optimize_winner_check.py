@@ -1,0 +1,82 @@
+"""Before optimize names a winner, memcheck runs on it (optimize/winner_check.py): a memory error rejects it and
+the next best is checked; no sanitizer leaves the winner with the reason. CPU: the check itself stood in."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from mepgen.evaluate import memcheck
+from mepgen.evaluate.results import EvalResult, Timed
+from mepgen.optimize import winner_check
+from mepgen.optimize.proposer import Attempt, Proposal
+
+
+def attempt(name: str, ms: float) -> Attempt:
+    r = EvalResult(name=name, key=name, backend="pycuda", stage="done", timed=Timed(median_ms=ms, spread=0.01, min_ms=ms, max_ms=ms, launches=9,
+                                                                      rounds=1, decision="faster"))
+    return Attempt(name, Proposal(text=f"// {name}\n", change=name, source="library"), r)
+
+
+def outcome_of(*attempts):
+    best = min(attempts, key=lambda a: a.result.timed.median_ms)
+    return SimpleNamespace(best=best, attempts=list(attempts))
+
+
+def test_a_winner_with_a_memory_error_is_rejected_and_the_next_is_named(monkeypatch, tmp_path):
+    fast, next_ = attempt("c0001", 1.0), attempt("c0002", 2.0)
+    assert fast.result.faster and next_.result.faster
+    out = outcome_of(fast, next_)
+    monkeypatch.setattr(memcheck, "executable", lambda: tmp_path / "compute-sanitizer")
+    monkeypatch.setattr(winner_check, "native_backend", lambda ev: None)
+    verdicts = {"c0001": memcheck.Report(False, 3.5, [{"what": "Invalid __global__ read"}],
+                                          "memcheck: Invalid __global__ read of size 4 bytes: 4096 byte(s) past the "
+                                          "end of x"),
+                "c0002": memcheck.Report(True, 2.0)}
+    monkeypatch.setattr(winner_check, "check_attempt", lambda ev, native, a, work: verdicts[a.id])
+    monkeypatch.setattr(winner_check, "check_original", lambda ev, native, work: memcheck.Report(True, 1.0))
+    events, journal = [], SimpleNamespace(lines=[])
+    journal.append = journal.lines.append
+    ev = SimpleNamespace(sets=[SimpleNamespace(index=0)])
+    winner_check.check_winner(ev, out, tmp_path, lambda kind, msg: events.append((kind, msg)), journal)
+    assert out.best is next_
+    assert fast.result.status == "runtime_fault" and fast.result.fault.kind == "out_of_bounds" and not fast.result.faster
+    assert "past the end of x" in fast.result.fault.message and fast.result.memcheck["seconds"] == 3.5
+    assert next_.result.memcheck["clean"] is True and journal.lines == [fast.result]
+    assert [k for k, _ in events] == ["memcheck", "memcheck"] and "rejected before it was named best" in events[0][1]
+
+
+def test_every_winner_rejected_leaves_none(monkeypatch, tmp_path):
+    only = attempt("c0001", 1.0)
+    out = outcome_of(only)
+    monkeypatch.setattr(memcheck, "executable", lambda: tmp_path / "cs")
+    monkeypatch.setattr(winner_check, "native_backend", lambda ev: None)
+    monkeypatch.setattr(winner_check, "check_attempt", lambda ev, native, a, work: memcheck.Report(False, 1.0, [], "x"))
+    monkeypatch.setattr(winner_check, "check_original", lambda ev, native, work: memcheck.Report(True, 1.0))
+    winner_check.check_winner(SimpleNamespace(sets=[SimpleNamespace(index=0)]), out, tmp_path, lambda k, m: None)
+    assert out.best is None
+
+
+def test_without_the_sanitizer_the_winner_stays_and_says_why(monkeypatch, tmp_path):
+    best = attempt("c0001", 1.0)
+    out = outcome_of(best)
+    monkeypatch.setattr(memcheck, "executable", lambda: None)
+    events = []
+    winner_check.check_winner(SimpleNamespace(), out, tmp_path, lambda k, m: events.append(m))
+    assert out.best is best and best.result.memcheck["clean"] is None and "not found" in events[0]
+
+
+def test_an_original_with_memory_errors_gives_no_verdict_on_candidates(monkeypatch, tmp_path):
+    """The MEP's buffers may be smaller than the application's: a read the original makes too is no reason to
+    reject a winner; it stays, with the reason."""
+    best = attempt("c0001", 1.0)
+    out = outcome_of(best)
+    monkeypatch.setattr(memcheck, "executable", lambda: tmp_path / "cs")
+    monkeypatch.setattr(winner_check, "native_backend", lambda ev: None)
+    monkeypatch.setattr(winner_check, "check_original",
+                        lambda ev, native, work: memcheck.Report(False, 2.0, [{}], "memcheck: read past the end of x"))
+    monkeypatch.setattr(winner_check, "check_attempt", lambda *a: pytest.fail("no candidate is checked"))
+    events = []
+    winner_check.check_winner(SimpleNamespace(), out, tmp_path, lambda k, m: events.append(m))
+    assert out.best is best and best.result.status == "ok" and best.result.memcheck["clean"] is None
+    assert "original kernel has memory errors" in events[0]

@@ -1,0 +1,218 @@
+"""`mepgen tune`: the whole path's decisions, on a small application of our own (a real Makefile build, real runs,
+a real check) with the GPU stages (capture, optimize, patch) standing in as scripted mepgen commands.
+
+The application: `src.txt` holds one line per kernel, `k=slow`; `make` copies it to `bin.txt` and fails on a
+`broken` line; `./run.sh` sleeps a little for each slow kernel (less when the kernel is fast), writes `out.txt`, and
+exits 1 on a `crash` line; the check greps `out.txt` for `ok` (a `wrong` line makes it write `bad`). A scripted
+patch turns `k=slow` into `k=<what the test wants>`, and its revert puts the line back.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mepgen.cli import main
+from mepgen.tune import command as tune_cmd
+from mepgen.tune.stages import StageResult
+
+RUN = """#!/bin/sh
+grep -q crash bin.txt && exit 1
+n=$(grep -c slow bin.txt)
+sleep $(awk "BEGIN { print 0.05 + $n * 0.12 }")
+if grep -q wrong bin.txt; then echo bad > out.txt; else echo ok > out.txt; fi
+grep -q wrong bin.txt && echo FAIL || echo PASS
+"""
+
+
+def make_app(tmp_path: Path, kernels=("a", "b")) -> Path:
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "src.txt").write_text("".join(f"{k}=slow\n" for k in kernels))
+    (app / "Makefile").write_text("all:\n\t@! grep -q broken src.txt || (echo 'src.txt: error: broken' && false)\n"
+                                  "\tcp src.txt bin.txt\n")
+    (app / "run.sh").write_text(RUN)
+    os.chmod(app / "run.sh", 0o755)
+    (app / ".mepgen").mkdir()
+    return app
+
+
+class Stages:
+    """Scripted `mepgen capture/optimize/patch`: `wins` maps a kernel to (MEP speedup, what its patch makes of it)."""
+
+    def __init__(self, app: Path, wins: dict[str, tuple[float, str]], captured=("a", "b")):
+        self.app, self.wins, self.captured = app, wins, captured
+        self.calls: list[list[str]] = []
+        self.fail_optimize = False
+        self.needs_longer: set[str] = set()
+
+    def _set(self, kernel: str, value: str) -> None:
+        src = self.app / "src.txt"
+        lines = [f"{kernel}={value}" if l.split("=")[0] == kernel else l for l in src.read_text().splitlines()]
+        src.write_text("\n".join(lines) + "\n")
+
+    def __call__(self, args, log, cwd=None, echo=True, timeout=None):
+        self.calls.append(args)
+        ws = self.app / ".mepgen"
+        if args[0] == "extract":
+            (ws / "inventory.json").write_text(json.dumps({"files": {}}))
+            return StageResult(0, {}, "")
+        if args[0] == "capture" and "--gpu-times" in args:
+            slow = (self.app / "bin.txt").read_text().count("slow")
+            return StageResult(0, {"gpu_total_ms": 1.0 + slow, "kernels": {
+                f"{k}(float*)": {"launches": 2, "total_ms": 1.0 if f"{k}=slow" in (self.app / "bin.txt").read_text()
+                                 else 0.25} for k in "ab"}}, "")
+        if args[0] == "capture":
+            return StageResult(0, [{"kernel": f"app::{k}", "outcome": "captured", "mep": str(ws / "meps" / f"app.{k}"),
+                                    "complete": True, "kernel_ms": 1.0, "launched_as": f"{k}(float*)"}
+                                   for k in self.captured], "")
+        if args[0] == "optimize":
+            if self.fail_optimize:
+                raise KeyboardInterrupt          # the tune is killed in the middle of the batch
+            batch = args[args.index("--run-name") + 1] if "--run-name" in args else args[args.index("--resume") + 1]
+            for kid in args[args.index("--only") + 1].split(","):
+                k = kid.split(".")[-1]
+                sp = self.wins.get(k, (None, ""))[0]
+                run = ws / "runs" / kid / batch
+                (run / "best").mkdir(parents=True, exist_ok=True)
+                row = {"kernel": kid, "name": f"app::{k}", "status": "done", "speedup": sp, "run": str(run),
+                       "original_ms": 1.0, "best_ms": 1.0 / sp if sp else 1.0, "change": "tile" if sp else None,
+                       "fidelity_ratio": 1.01, "fidelity": {"ratio": 1.01, "ok": True, "forced": False}}
+                limit = float(args[args.index("--time-limit") + 1])
+                if k in self.needs_longer and limit < 90:
+                    row = {"kernel": kid, "status": "failed", "error": "mepgen: the baseline of k needs about 13 s "
+                           "(...); give --time-limit >= 90"}
+                (ws / "batches" / batch / "rows").mkdir(parents=True, exist_ok=True)
+                (ws / "batches" / batch / "rows" / f"{kid}.json").write_text(json.dumps(row))
+            return StageResult(0, {}, "")
+        if args[0] == "patch":
+            k = args[1].split(".")[-1]
+            if "--revert" in args:
+                self._set(k, "slow")
+            else:
+                self._set(k, self.wins[k][1])
+            return StageResult(0, {"file": "src.txt"}, "")
+        raise AssertionError(args)
+
+
+def tune(app: Path, stages: Stages, monkeypatch, *extra):
+    monkeypatch.setattr(tune_cmd, "mepgen", stages)
+    monkeypatch.chdir(app)
+    monkeypatch.setenv("MEPGEN_CONFIG", str(app / "none.yaml"))
+    (app / "none.yaml").write_text("{}\n")
+    return CliRunner().invoke(main, ["tune", "-C", str(app), "--check", "grep -q ok out.txt", "--runs", "2",
+                                     *extra, "--", "./run.sh"])
+
+
+def report(app: Path) -> dict:
+    return json.loads((app / ".mepgen" / "tune" / "report.json").read_text())
+
+
+def test_wins_are_patched_rebuilt_checked_and_the_application_is_faster(tmp_path, monkeypatch):
+    app = make_app(tmp_path)
+    stages = Stages(app, {"a": (3.0, "fast"), "b": (2.0, "fast")})
+    r = tune(app, stages, monkeypatch)
+    assert r.exit_code == 0, r.output
+    d = report(app)
+    assert d["check_passed"] is True and sorted(d["kept"]) == ["app.a", "app.b"]
+    assert d["app_verdict"] == "faster" and d["app_speedup"] > 1.5        # 0.29 s -> 0.05 s per run
+    assert (app / "bin.txt").read_text() == "a=fast\nb=fast\n"             # rebuilt from the patched sources
+    rows = {k["id"]: k for k in d["kernels"]}
+    assert rows["app.a"]["mep_speedup"] == 3.0 and rows["app.a"]["fidelity_ratio"] == 1.01
+    assert rows["app.a"]["patch"] == "applied"
+    md = (app / ".mepgen" / "tune" / "report.md").read_text()
+    assert "| app::a | captured | 1 | 1.01 | done | 3.00x | tile | applied | 1 / 0.25 (4.00x) |" in md
+    assert rows["app.b"]["app_gpu_total_ms_before"] == 1.0 and rows["app.b"]["app_kernel_speedup"] == 4.0
+    assert d["app_gpu_ms_before"] == 3.0 and d["app_gpu_ms_after"] == 1.0 and d["app_gpu_speedup"] == 3.0
+
+
+def test_a_patch_that_breaks_the_build_is_reverted_alone(tmp_path, monkeypatch):
+    app = make_app(tmp_path)
+    stages = Stages(app, {"a": (3.0, "fast"), "b": (2.0, "broken")})
+    r = tune(app, stages, monkeypatch)
+    assert r.exit_code == 0, r.output
+    d = report(app)
+    rows = {k["id"]: k for k in d["kernels"]}
+    assert rows["app.b"]["patch"] == "reverted" and "breaks the application's build" in rows["app.b"]["patch_why"]
+    assert d["kept"] == ["app.a"] and d["check_passed"] is True
+    assert (app / "src.txt").read_text() == "a=fast\nb=slow\n"
+
+
+@pytest.mark.parametrize("check", ["grep -q ok out.txt", 'grep -q PASS "$MEPGEN_TUNE_LOG"'])
+def test_a_patch_that_fails_the_check_is_found_and_reverted(tmp_path, monkeypatch, check):
+    app = make_app(tmp_path)
+    stages = Stages(app, {"a": (3.0, "wrong"), "b": (2.0, "fast")})
+    r = tune(app, stages, monkeypatch, "--check", check)
+    assert r.exit_code == 0, r.output
+    d = report(app)
+    rows = {k["id"]: k for k in d["kernels"]}
+    assert rows["app.a"]["patch"] == "reverted" and "check fails" in rows["app.a"]["patch_why"]
+    assert d["kept"] == ["app.b"] and d["check_passed"] is True
+    assert (app / "src.txt").read_text() == "a=slow\nb=fast\n" and (app / "bin.txt").read_text() == "a=slow\nb=fast\n"
+
+
+def test_a_slower_application_gets_every_patch_reverted(tmp_path, monkeypatch):
+    app = make_app(tmp_path, kernels=("a",))
+    # the "win" makes the application slower: two slow lines' worth of sleep
+    stages = Stages(app, {"a": (2.0, "slow\nz=slow\ny=slow")}, captured=("a",))
+    r = tune(app, stages, monkeypatch)
+    assert r.exit_code == 0, r.output
+    d = report(app)
+    assert d["kept"] == [] and "slower" in d["note"]
+    assert (app / "src.txt").read_text().startswith("a=slow\n")
+
+
+def test_an_application_failing_its_check_before_any_change_stops_the_tune(tmp_path, monkeypatch):
+    app = make_app(tmp_path)
+    (app / "src.txt").write_text("a=crash\n")
+    stages = Stages(app, {})
+    r = tune(app, stages, monkeypatch)
+    assert r.exit_code == 5 and "fails before any change: the application exited with 1" in r.output
+    assert not any(c[0] == "capture" for c in stages.calls)
+
+
+def test_an_interrupted_tune_continues_where_it_stopped(tmp_path, monkeypatch):
+    app = make_app(tmp_path)
+    stages = Stages(app, {"a": (3.0, "fast"), "b": (2.0, "fast")})
+    stages.fail_optimize = True
+    r = tune(app, stages, monkeypatch)
+    assert r.exit_code == 130
+    state = json.loads((app / ".mepgen" / "tune" / "state.json").read_text())
+    assert "before" in state and "capture" in state and "optimize" not in state
+    stages.fail_optimize = False
+    stages.calls.clear()
+    r = tune(app, stages, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert "continuing the tune" in r.output
+    assert [c[0] for c in stages.calls][:1] == ["optimize"]           # no second capture, no second reference run
+    assert sorted(report(app)["kept"]) == ["app.a", "app.b"]
+
+
+def test_nothing_captured_complete_is_exit_3_with_a_report(tmp_path, monkeypatch):
+    app = make_app(tmp_path)
+    stages = Stages(app, {}, captured=())
+    r = tune(app, stages, monkeypatch)
+    assert r.exit_code == 3 and "no launched kernel was captured with a complete MEP" in r.output
+    assert report(app)["outcome"].startswith("nothing to tune")
+
+
+def test_no_build_command_is_a_usage_error(tmp_path, monkeypatch):
+    app = tmp_path / "bare"
+    app.mkdir()
+    monkeypatch.chdir(app)
+    r = CliRunner().invoke(main, ["tune", "-C", str(app), "--", "./x"])
+    assert r.exit_code == 2 and "no build command" in r.output
+
+
+def test_a_kernel_whose_original_needs_a_longer_search_gets_it_once(tmp_path, monkeypatch):
+    app = make_app(tmp_path)
+    stages = Stages(app, {"a": (3.0, "fast"), "b": (2.0, "fast")})
+    stages.needs_longer = {"b"}
+    r = tune(app, stages, monkeypatch, "--time-limit", "40")
+    assert r.exit_code == 0, r.output
+    opt = [c for c in stages.calls if c[0] == "optimize"]
+    assert len(opt) == 2 and opt[1][opt[1].index("--only") + 1] == "app.b" and "90.0" in opt[1]
+    assert sorted(report(app)["kept"]) == ["app.a", "app.b"]
