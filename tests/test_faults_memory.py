@@ -84,7 +84,8 @@ def test_input_data_in_slices_is_the_same_data():
                                     count, None, None, rng_b, "x")
             assert got.dtype == want.dtype and np.array_equal(got, want)
             assert rng_a.random() == rng_b.random()           # the generator is left where it was
-    for count, low, high, band in ((10, 0, 5, 1), ((1 << 21) + 5, 10, 99_999, 3), (0, 0, 4, 2), (3 << 20, 0, 1 << 22, 1000)):
+    cases = ((10, 0, 5, 1), ((1 << 21) + 5, 10, 99_999, 3), (0, 0, 4, 2), (3 << 20, 0, 1 << 22, 1000))
+    for count, low, high, band in cases:
         rng_a, rng_b = np.random.default_rng(3), np.random.default_rng(3)
         centre = low + (np.arange(count, dtype=np.int64) * (high - low)) // max(count, 1)
         want = np.clip(centre + rng_a.integers(-band, band, size=count, endpoint=True), low, high - 1)

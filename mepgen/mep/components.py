@@ -50,7 +50,8 @@ def groups(inv: dict, kernels: list[dict]) -> list[tuple[list[str], list[dict]]]
     for c in inv.get("host_calls", []):
         defined_in.setdefault(c["caller_usr"], c["file"])
     links = [(k["file"], s["file"]) for k in inv["kernels"] for s in k["launch_sites"]]
-    links += [(c["file"], defined_in[c["callee_usr"]]) for c in inv.get("host_calls", []) if c["callee_usr"] in defined_in]
+    links += [(c["file"], defined_in[c["callee_usr"]]) for c in inv.get("host_calls", [])
+              if c["callee_usr"] in defined_in]
     for a, b in links:
         ua, ub = unit_of(a), unit_of(b)
         if ua is None or ub is None:          # a file no unit read: no safe split

@@ -117,7 +117,8 @@ def _one(ws: Workspace, inv: dict, pr: Prepared, do_apply: bool, no_validate: bo
     if p.unchanged and flags:
         return {"kernel": k["qualified_name"], "unchanged": True, "nvcc_flags": flags, "text": flags_note(flags)}
     if p.unchanged:
-        raise MepgenError(f"the variant's {k['qualified_name']} is the original kernel, byte for byte: nothing to patch")
+        raise MepgenError(f"the variant's {k['qualified_name']} is the original kernel, byte for byte: nothing to "
+                          f"patch")
     before, after = pr.before_after()
     diff = unified_diff(k["file"], before, after)
     write_atomic(diff_path(ws, k["id"]), diff)
@@ -141,9 +142,9 @@ def _one(ws: Workspace, inv: dict, pr: Prepared, do_apply: bool, no_validate: bo
         result["validation"] = [{"check": c.name, "ok": c.ok, "detail": c.detail, "pre_existing": c.pre_existing}
                                 for c in v.checks]
         result["valid"] = v.ok
+    mark = (lambda c: "ok " if c["ok"] else "WAS " if c.get("pre_existing") else "FAIL")
     lines = [msg] + ([flags_note(flags)] if flags else []) + [
-        f"  {'ok ' if c['ok'] else 'WAS ' if c.get('pre_existing') else 'FAIL'} {c['check']}: {c['detail']}".rstrip(": ")
-        for c in result.get("validation", [])]
+        f"  {mark(c)} {c['check']}: {c['detail']}".rstrip(": ") for c in result.get("validation", [])]
     result["text"] = "\n".join(lines)
     if result.get("valid") is False:
         failed = "; ".join(f"{c['check']}: {c['detail']}".rstrip(": ") for c in result["validation"]
