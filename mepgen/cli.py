@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from . import __version__, exitcodes
-from .errors import MepgenError
+from .errors import MepgenError, os_error_message
 
 
 class Context:
@@ -74,6 +74,11 @@ class MepgenGroup(click.Group):
             sys.exit(exitcodes.INTERRUPTED)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
             raise
+        except OSError as e:  # the file system said no (permissions, space, a file where a folder belongs)
+            if isinstance(ctx.obj, Context) and ctx.obj.verbose:
+                traceback.print_exc()
+            click.echo(f"mepgen: {os_error_message(e)}", err=True)
+            sys.exit(exitcodes.USAGE)
         except Exception as e:  # a bug in mepgen: say so in one line, details with -v
             verbose = ctx.obj.verbose if isinstance(ctx.obj, Context) else 0
             if verbose:

@@ -24,30 +24,32 @@ DEFAULTS: dict = {
             "timeout_s": 120.0, "max_retries": 3},
 }
 
-_positive = lambda t: (lambda doc, kp, v: _check_positive(doc, kp, of_type(t)(doc, kp, v)))
+def _in_range(t, low=None, high=None, low_open=False):
+    """A number of type `t` within [low, high] (`low_open`: above low), checked at load with the key's line."""
+    def check(doc, kp, v):
+        v = of_type(t)(doc, kp, v)
+        if v != v or (low is not None and (v <= low if low_open else v < low)) or (high is not None and v > high):
+            if low is not None and high is not None:
+                want = f"between {low} and {high}"
+            elif low_open:
+                want = "positive"
+            else:
+                want = f"at least {low}"
+            raise doc.error(kp, f"must be {want}, not {v}")
+        return v
+    return check
 
 
-_nonnegative = lambda t: (lambda doc, kp, v: _check_nonnegative(doc, kp, of_type(t)(doc, kp, v)))
-
-
-def _check_nonnegative(doc, kp, v):
-    if v < 0:
-        raise doc.error(kp, f"must not be negative, not {v}")
-    return v
-
-
-def _check_positive(doc, kp, v):
-    if v <= 0:
-        raise doc.error(kp, f"must be positive, not {v}")
-    return v
+_positive = lambda t: _in_range(t, 0, low_open=True)
+_nonnegative = lambda t: _in_range(t, 0)
 
 
 _SCHEMA = record({
     "evaluate": (record({
         "backend": (one_of("auto", "native", "pycuda"), False),
         "timeout_s": (_positive(float), False), "compile_timeout_s": (_positive(float), False),
-        "input_sets": (_positive(int), False), "reps": (_positive(int), False), "warmup": (of_type(int), False),
-        "min_gain": (of_type(float), False), "timing": (one_of("time", "count"), False),
+        "input_sets": (_positive(int), False), "reps": (_positive(int), False), "warmup": (_in_range(int, 0), False),
+        "min_gain": (_in_range(float, 0.0, 1.0), False), "timing": (one_of("time", "count"), False),
         "sandbox": (one_of("auto", "require", "off", "bwrap", "landlock", "unshare", "rlimits"), False),
         "fidelity_tolerance": (_positive(float), False), "fidelity_floor_us": (_nonnegative(float), False)}), False),
     "mep": (record({"arch": (optional(of_type(str)), False), "ask_llm": (of_type(bool), False)}), False),
@@ -58,8 +60,8 @@ _SCHEMA = record({
         "timeout_s": (_positive(float), False)}), False),
     "llm": (record({
         "base_url": (optional(of_type(str)), False), "model": (optional(of_type(str)), False),
-        "api_key_env": (of_type(str), False), "temperature": (of_type(float), False),
-        "timeout_s": (_positive(float), False), "max_retries": (of_type(int), False)}), False),
+        "api_key_env": (of_type(str), False), "temperature": (_in_range(float, 0.0, 2.0), False),
+        "timeout_s": (_positive(float), False), "max_retries": (_in_range(int, 0, 100), False)}), False),
 })
 
 

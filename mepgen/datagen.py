@@ -52,13 +52,14 @@ def check_footprint(spec: Spec, limit: int = MAX_MEP_BYTES) -> str | None:
             f"allocate; scale its sizes down (`--size SYM=N`, or `sizes` in mep.yaml)")
 
 
-def make_inputs(spec: Spec, mep_dir: Path, seed: int, out_dir: Path) -> dict[str, np.ndarray]:
+def make_inputs(spec: Spec, mep_dir: Path, seed: int, out_dir: Path, keep: bool = True) -> dict[str, np.ndarray]:
     """Write `<param>.npy` for every in/inout buffer, `<buffer>.npy` for every chain buffer with an `init`
     and `const.<symbol>.npy` for every constant that has an `init` into `out_dir`; return the arrays by file
     stem (`x`, `const.heat.c_stencil`). Parameters the chain computes (`init: {kind: chain}`) get no file.
 
     Deterministic: the same spec, seed and files give the same bytes. Constants described by a C++ `value`
-    (struct-typed symbols) have no file: the harness initializes them from the expression.
+    (struct-typed symbols) have no file: the harness initializes them from the expression. `keep=False`: each
+    array is dropped once written (the result is empty), so memory holds one input at a time.
     """
     check_fits(spec, Path(mep_dir))
     too_big = check_footprint(spec)
@@ -70,12 +71,16 @@ def make_inputs(spec: Spec, mep_dir: Path, seed: int, out_dir: Path) -> dict[str
     for p in [*spec.inputs, *spec.chain_inputs]:
         arrays[p.name] = make_array(spec, p, Path(mep_dir), seed)
         np.save(out_dir / f"{p.name}.npy", arrays[p.name], allow_pickle=False)
+        if not keep:
+            del arrays[p.name]
     for c in spec.constants:
         if c.init is None:
             continue
         stem = const_file_name(c.name)[:-len(".npy")]
         arrays[stem] = make_array(spec, c, Path(mep_dir), seed)
         np.save(out_dir / f"{stem}.npy", arrays[stem], allow_pickle=False)
+        if not keep:
+            del arrays[stem]
     return arrays
 
 
@@ -157,7 +162,11 @@ def _generate(init: Init, dtype: np.dtype, count: int, spec: Spec, mep_dir: Path
         if is_int:
             return rng.integers(int(low), int(high), size=count, endpoint=True).astype(dtype)
         work = np.float32 if dtype.itemsize <= 4 else np.float64
-        return rng.uniform(low, high, size=count).astype(work).astype(dtype)
+        out = np.empty(count, dtype)
+        step = 1 << 20     # a slice at a time (each double is one draw: the same numbers as one call)
+        for s in range(0, count, step):
+            out[s:s + step] = rng.uniform(low, high, size=min(step, count - s)).astype(work)
+        return out
     if kind == "normal":
         out = rng.normal(num("mean"), num("std"), size=count)
         return np.rint(out).astype(dtype) if is_int else out.astype(dtype)
@@ -166,7 +175,7 @@ def _generate(init: Init, dtype: np.dtype, count: int, spec: Spec, mep_dir: Path
         if high <= low:
             raise MepgenError(f"{name}.init: index range [{low}, {high}) is empty")
         if "band" in a:
-            return _banded(low, high, int(num("band")), count, rng, name).astype(dtype)
+            return _banded(low, high, int(num("band")), count, rng, name, dtype)
         return rng.integers(low, high, size=count).astype(dtype)
     if kind == "csr_row_ptr":
         return _csr_row_ptr(int(num("rows")), int(num("nnz")), count, rng, name).astype(dtype)
@@ -182,14 +191,19 @@ def _generate(init: Init, dtype: np.dtype, count: int, spec: Spec, mep_dir: Path
     raise MepgenError(f"{name}.init: unknown init kind '{kind}'")
 
 
-def _banded(low: int, high: int, band: int, count: int, rng, name: str) -> np.ndarray:
+def _banded(low: int, high: int, band: int, count: int, rng, name: str, dtype=np.int64) -> np.ndarray:
     """Indices near the diagonal: element k lies within +-band of low + k * (high - low) / count (clipped to
     [low, high)). For CSR column indices over rows of near-equal length (csr_row_ptr) that is the row's own
     diagonal: the matrix is banded, as a PDE or FEM matrix in its mesh ordering is."""
     if band < 0:
         raise MepgenError(f"{name}.init: band {band} is negative")
-    centre = low + (np.arange(count, dtype=np.int64) * (high - low)) // max(count, 1)
-    return np.clip(centre + rng.integers(-band, band, size=count, endpoint=True), low, high - 1)
+    out = np.empty(count, dtype)
+    step = 1 << 20     # a slice at a time, written in the target type: the same numbers as one call
+    for s in range(0, count, step):
+        e = min(count, s + step)
+        centre = low + (np.arange(s, e, dtype=np.int64) * (high - low)) // max(count, 1)
+        out[s:e] = np.clip(centre + rng.integers(-band, band, size=e - s, endpoint=True), low, high - 1)
+    return out
 
 
 def _csr_row_ptr(rows: int, nnz: int, count: int, rng, name: str) -> np.ndarray:

@@ -19,6 +19,9 @@ def load(path: Path) -> dict:
         data = json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise MepgenError(f"{path} not found: run `mepgen extract APP/` first") from None
+    except IsADirectoryError:
+        raise MepgenError(f"{path} is a folder where mepgen keeps its inventory file: move it away, then rerun "
+                          f"`mepgen extract`") from None
     except (OSError, json.JSONDecodeError) as e:
         raise MepgenError(f"{path} is unreadable or not JSON ({e}); rerun `mepgen extract`") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
@@ -26,6 +29,14 @@ def load(path: Path) -> dict:
     if data.get("version") != VERSION:
         raise MepgenError(f"{path} has inventory version {data.get('version')}, this mepgen reads version "
                           f"{VERSION}; rerun `mepgen extract`")
+    path = Path(path).resolve()
+    here = str(path.parent.parent)
+    if path.parent.name == ".mepgen" and data.get("app_root") and data["app_root"] != here:
+        # moved, or copied with its .mepgen/: every path of the old place is read at the new one (never
+        # the old application's files, which may be gone or be another copy)
+        old = data["app_root"]
+        data = relocate(data, old, here)
+        data["moved_from"] = old
     return data
 
 
@@ -43,6 +54,17 @@ def one_definition(name: str, same: list[dict]) -> dict:
                           f"application runs ({twins[0]['definition'].get('reason', '')}): {shown}; name one by its "
                           "id, or let `mepgen capture` tell them apart by the application's binary")
     return built[0]
+
+
+def relocate(value, old: str, new: str):
+    """`value` with every path string under `old` (the folder itself or below it) moved under `new`."""
+    if isinstance(value, str):
+        return new + value[len(old):] if value == old or value.startswith(old + "/") else value
+    if isinstance(value, list):
+        return [relocate(v, old, new) for v in value]
+    if isinstance(value, dict):
+        return {k: relocate(v, old, new) for k, v in value.items()}
+    return value
 
 
 def kernel_key(kernel: dict) -> str:

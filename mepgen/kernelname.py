@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .errors import MepgenError
 from .inventory import load, one_definition
-from .workspace import Workspace
+from .workspace import Workspace, mep_of_path, restore_interrupted
 
 
 class UnknownKernel(MepgenError):
@@ -70,7 +70,10 @@ def mep_record(mep_id: str, qualified: str | None = None) -> dict:
 def mep_folder(ws: Workspace, kernel: str) -> Path:
     """The MEP folder of the kernel that `kernel` names (id, qualified or unique plain name), resolved against
     the inventory when there is a readable one, else against the MEPs on disk."""
+    if "/" in kernel:     # a path to an MEP folder: only one of this application's
+        kernel = mep_of_path(ws, Path(kernel))
     exact = ws.mep_dir(kernel.replace("::", "."))
+    restore_interrupted(exact)      # a swap a kill left half-done (mep/writer.py) is finished first
     if (exact / "mep.yaml").is_file():
         return exact
     missing = MepgenError(f"no MEP for '{kernel}' in {ws.root / 'meps'}: run `mepgen mep {kernel}` first")
@@ -83,6 +86,7 @@ def mep_folder(ws: Workspace, kernel: str) -> Path:
     except UnknownKernel:
         raise missing from None
     folder = ws.mep_dir(found["id"])
+    restore_interrupted(folder)
     if not (folder / "mep.yaml").is_file():
         raise MepgenError(f"no MEP for '{kernel}' ({found['qualified_name']}) in {ws.root / 'meps'}: run "
                           f"`mepgen mep {found['qualified_name']}` first")

@@ -138,7 +138,8 @@ def ready(app: Path | None, extract_opts, log=lambda m: None) -> dict:
     """Every kernel's outcome, with what extraction left out; a JSON-ready report."""
     ws, inv, extracted = _inventory(app, extract_opts, log)
     host: dict = {}
-    outcomes = complete_all(ws, inv, log, host)
+    with ws.lock("ready"):          # it writes every MEP folder, as `mep --all` does (under the same lock)
+        outcomes = complete_all(ws, inv, log, host)
     not_understood = []
     for s in inv.get("skipped", []):
         first = s["diagnostics"][0] if s.get("diagnostics") else None

@@ -1,8 +1,11 @@
 """`mepgen extract APP/`: parse the application, merge what each translation unit found, rank, write."""
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
+import signal
+import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,6 +154,18 @@ def plan_default_flags(app: Path, opts: ExtractOptions) -> tuple[CompileFlags, s
     return flags, text
 
 
+def _worker_start() -> None:
+    """In each parser process: Ctrl-C (sent to the whole process group) is the parent's to handle, and the
+    process ends with its parent however the parent ends (Linux's parent-death signal)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)   # not the parent's handler: SIGTERM ends a parser
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _parse_all(jobs: list[tuple[str, list[str]]], app: Path, workers: int) -> list[dict]:
     if not jobs:
         return []
@@ -162,11 +177,43 @@ def _parse_all(jobs: list[tuple[str, list[str]]], app: Path, workers: int) -> li
                 out.append(tu_facts(path, args, str(app)))
                 bar.advance()
             return out
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-            futures = [pool.submit(tu_facts, path, args, str(app)) for path, args in jobs]
-            for _ in as_completed(futures):
-                bar.advance()
-            return [f.result() for f in futures]
+        pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), initializer=_worker_start)
+        with _sigterm_interrupts():
+            try:
+                futures = [pool.submit(tu_facts, path, args, str(app)) for path, args in jobs]
+                for _ in as_completed(futures):
+                    bar.advance()
+                results = [f.result() for f in futures]
+            except BaseException:
+                # interrupted (Ctrl-C, SIGTERM) or failed: stop the parsers now, not after the whole parse
+                procs = list((getattr(pool, "_processes", None) or {}).values())
+                for p in procs:
+                    with contextlib.suppress(Exception):
+                        p.terminate()
+                pool.shutdown(wait=False, cancel_futures=True)
+                for p in procs:
+                    with contextlib.suppress(Exception):
+                        p.join(1)
+                raise
+        pool.shutdown()
+        return results
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """SIGTERM ends the parse as Ctrl-C does (the workers are stopped, nothing is written)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _kernel_id(qualified: str) -> str:
@@ -220,6 +267,13 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
     app = app.resolve()
     clang.cindex()  # a clear error now rather than in every worker
     ws = Workspace(app)
+    if not opts.write:
+        return _extract(app, ws, opts, log)
+    with ws.lock("extract"):     # no patch or other writer changes the sources or .mepgen/ meanwhile
+        return _extract(app, ws, opts, log)
+
+
+def _extract(app: Path, ws: Workspace, opts: ExtractOptions, log) -> dict:
     units, flags_source, headers, host = _plan(app, opts)
     db_path = find_compile_commands(app, opts.compile_commands)
     hashes = FileHashes(app)
@@ -320,6 +374,7 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
     assign_ranks(kernels)
 
     files = sorted({f for r in parsed for f in r["files"]})
+    reads = {r["file"]: r["files"] for r in parsed if "file" in r}   # the application files each unit read
     host_calls = _calls_reaching_launches(kernels, calls)
     inventory = {
         "schema": SCHEMA,
@@ -331,7 +386,8 @@ def extract(app: Path, opts: ExtractOptions, log=lambda msg: None) -> dict:
         "extract_options": {"compile_commands": str(opts.compile_commands) if opts.compile_commands else None,
                             "include_dirs": opts.include_dirs, "defines": opts.defines},
         "translation_units": [
-            {"file": str(p.relative_to(app)), **f.to_json()} for p, f in units
+            {"file": str(p.relative_to(app)), **f.to_json(), "reads": reads.get(str(p.relative_to(app)), [])}
+            for p, f in units
         ],
         "host_sources": host,
         "ranking_basis": basis,

@@ -86,9 +86,10 @@ def mep(obj, kernels, every, force, refresh, keep_edits, chain, sizes, app, ask_
     ask = None if refresh else _asker(ws, ask_llm)
     # several kernels: each gets its own outcome, one that cannot have an MEP does not stop the others
     failed = [] if every or len(kernels) > 1 else None
-    results = do_refresh(ws, list(kernels), every) if refresh else \
-        generate(ws, list(kernels), every, force, sizes, log=log, keep_edits=keep_edits, chain=chain, ask=ask,
-                 failed=failed)
+    with ws.lock("mep"):
+        results = do_refresh(ws, list(kernels), every) if refresh else \
+            generate(ws, list(kernels), every, force, sizes, log=log, keep_edits=keep_edits, chain=chain, ask=ask,
+                     failed=failed)
     failed = failed or []
     if as_json:
         click.echo(json.dumps([_summary(r) for r in results] + [

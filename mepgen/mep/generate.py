@@ -1,6 +1,7 @@
 """`mepgen mep`: from the inventory to `.mepgen/meps/<kernel id>/`, for one kernel or all of them."""
 from __future__ import annotations
 
+import gc
 import re
 import traceback
 from dataclasses import dataclass, field
@@ -9,12 +10,12 @@ from pathlib import Path
 from ..progress import progress
 from .. import datagen
 from ..budget import time_budget
-from ..errors import MepgenError
+from ..errors import MepgenError, os_error_message
 from ..inventory import load
 from ..kernelname import find_kernel
 from ..spec import Spec, Todo, load_spec
 from ..workspace import Workspace
-from . import writer
+from . import components, writer
 from . import chain as chains
 from .ask_llm import Outcome, launch_site
 from .assemble import assemble, choose_launch
@@ -38,6 +39,7 @@ class MepResult:
     notes: list[str] = field(default_factory=list)
     backup: str | None = None
     llm: Outcome | None = None          # what the LLM proposed for the todos (`--ask-llm`)
+    kernel_dict: dict | None = field(default=None, repr=False, compare=False)   # the inventory's entry
 
 
 def check_fresh(ws: Workspace, inv: dict) -> None:
@@ -112,32 +114,57 @@ def generate(ws: Workspace, names: list[str], every: bool = False, force: bool =
             failed.append(Failed(k["qualified_name"], why))
         else:
             ok.append(k)
-    project = Project(ws.app_root, inv["translation_units"], host_sources=inv.get("host_sources"))
     arch = configured_arch(load_config(ws.app_root))
     results = []
-    if host_report is not None:     # filled as the kernels are completed: the plain sources read (mep/hostsrc.py)
-        host_report["host"] = project.host
+    order = {id(k): i for i, k in enumerate(ok)}
+    # one group of translation units at a time, dropped before the next: memory follows the largest group
+    host = None      # the plain C/C++ sources read for value tracing (mep/hostsrc.py): one for every group
     with progress(f"completing {len(ok)} MEP(s)", total=len(ok) if len(ok) > 1 else None) as bar:
-        for k in ok:
-            bar.note(f"completing {k['qualified_name']}")
-            if failed is None:
-                results += _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask)
+        for units, group in components.groups(inv, ok):
+            project = Project(ws.app_root, inv["translation_units"], only=units,
+                              host_sources=inv.get("host_sources"))
+            if host is None:
+                host = project.host
+            project.host = host
+            if host_report is not None:   # filled as the kernels are completed
+                host_report["host"] = host
+            for k in group:
+                bar.note(f"completing {k['qualified_name']}")
+                results += _guarded(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain,
+                                    ask, failed)
                 bar.advance()
-                continue
-            try:
-                results += _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask)
-            except MepgenError as e:
-                failed.append(Failed(k["qualified_name"], str(e)))
-            except Exception as e:      # noqa: BLE001 -- a bug of mepgen's on one kernel: said, the others written
-                log(traceback.format_exc())
-                failed.append(Failed(k["qualified_name"], f"{type(e).__name__}: {e}", internal=True))
-            bar.advance()
-    return results
+            del project
+            gc.collect()
+    return sorted(results, key=lambda r: order.get(id(r.kernel_dict), 0)) if len(results) > 1 else results
+
+
+def _guarded(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask,
+             failed) -> list[MepResult]:
+    if failed is None:
+        out = _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask)
+    else:
+        try:
+            out = _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask)
+        except MepgenError as e:
+            failed.append(Failed(k["qualified_name"], str(e)))
+            return []
+        except OSError as e:        # the file system said no (space, permissions): the user's to fix, not a bug
+            failed.append(Failed(k["qualified_name"], os_error_message(e)))
+            return []
+        except Exception as e:      # noqa: BLE001 -- a bug of mepgen's on one kernel: said, the others written
+            log(traceback.format_exc())
+            failed.append(Failed(k["qualified_name"], f"{type(e).__name__}: {e}", internal=True))
+            return []
+    for r in out:
+        r.kernel_dict = k
+    return out
 
 
 def _one(ws, inv, project, arch, k, force, sizes, detect_gpu, log, keep_edits, chain, ask) -> list[MepResult]:
     """The MEP of one kernel (a list: `--keep-edits` refreshes instead)."""
     mep_dir = ws.mep_dir(k["id"])
+    if writer.restore_interrupted(mep_dir):
+        log(f"restored {mep_dir}: a run killed while replacing it had left the old folder aside")
     if keep_edits and (mep_dir / "mep.yaml").is_file() and writer.captured(mep_dir):
         log(f"kept {mep_dir / 'mep.yaml'}: written by `mepgen capture` from a recorded launch")
         return [MepResult(k["qualified_name"], mep_dir, load_spec(mep_dir / "mep.yaml"),
@@ -203,6 +230,7 @@ def refresh(ws: Workspace, names: list[str], every: bool = False) -> list[MepRes
     out = []
     for k in select(inv, names, every):
         mep_dir = ws.mep_dir(k["id"])
+        writer.restore_interrupted(mep_dir)
         if not (mep_dir / "mep.yaml").is_file():
             raise MepgenError(f"{mep_dir / 'mep.yaml'} does not exist: run `mepgen mep {k['qualified_name']}` first")
         spec = load_spec(mep_dir / "mep.yaml")
@@ -234,7 +262,7 @@ def _fill_inputs(spec: Spec):
         return None
 
     def fill(folder: Path) -> None:
-        datagen.make_inputs(spec, folder, spec.verify.seed, folder / "data" / "in")
+        datagen.make_inputs(spec, folder, spec.verify.seed, folder / "data" / "in", keep=False)
     return fill
 
 

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 
 from ..errors import MepgenError
+from ..workspace import glob_escape, mep_of_path, restore_interrupted  # noqa: F401  (kept importable here)
+from ..faults import point
 
 HASH_FILE = ".mepgen-yaml.sha256"
 ORIGIN_FILE = ".mepgen-origin.json"
@@ -88,6 +90,12 @@ def guard_overwrite(mep_dir: Path, force: bool) -> str | None:
     return str(backup)
 
 
+
+
+
+
+
+
 def write_folder(mep_dir: Path, files: dict[str, str | bytes], fill=None, yaml_hash: str | None = None) -> None:
     """Replace `mep_dir` with `files` (relative path -> content), then `fill(tmp_dir)` (input data), carrying
     over whatever else a person put in the old folder. Nothing is written when every file would stay as it is
@@ -96,6 +104,7 @@ def write_folder(mep_dir: Path, files: dict[str, str | bytes], fill=None, yaml_h
     if _unchanged(mep_dir, files, fill, yaml_hash):
         return
     mep_dir.parent.mkdir(parents=True, exist_ok=True)
+    restore_interrupted(mep_dir)
     tmp = Path(tempfile.mkdtemp(prefix=f".{mep_dir.name}.tmp-", dir=mep_dir.parent))
     tmp.chmod(0o755)   # mkdtemp makes it private; an MEP folder is an ordinary folder
     try:
@@ -151,6 +160,7 @@ def _swap(tmp: Path, target: Path) -> None:
     old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
     old.rmdir()
     target.rename(old)
+    point("mep-swap-between-renames")
     try:
         tmp.rename(target)
     except BaseException:

@@ -129,6 +129,9 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
         if merge_name:
             many.merge(ws, merge_name, as_json)
             return
+        if dry_run:       # no GPU: what the library would try for each chosen MEP
+            _dry_run_many(ws, many.choose(ws, all_kernels, top, only), as_json)
+            return
         forwarded = many.forward_options(proposer_kind=proposer_kind, strategy=strategy, budget=budget,
                                          time_limit=time_limit, repairs=repairs, width=width, roofline=roofline,
                                          backend=backend, reps=reps, warmup=warmup, no_inherit=no_inherit,
@@ -314,6 +317,20 @@ def write_launch(spec, launch: dict | None, path: Path, flags=()) -> None:
         what = [w for w, on in (("launch configuration", new is not None), ("nvcc flags", bool(flags))) if on]
         out = with_flags(with_launch(spec, new) if new is not None else spec, list(flags))
         write_atomic(path, render_yaml(out, [f"the winner's {' and '.join(what)} ({spec.kernel.name})"]))
+
+
+def _dry_run_many(ws: Workspace, chosen: list[dict], as_json: bool) -> None:
+    from .dry_run import plan, report
+    plans = []
+    for m in chosen:
+        mep_dir = ws.mep_dir(m["id"])
+        p = plan(load_spec(mep_dir / "mep.yaml"), (mep_dir / "kernel.cu").read_text(errors="replace"),
+                 ws.root / "dryrun" / m["id"])
+        plans.append((m["id"], p))
+    if as_json:
+        click.echo(json.dumps([{"kernel": kid, **p.to_dict()} for kid, p in plans], indent=1))
+    else:
+        click.echo("\n\n".join(f"== {kid}\n{report(p)}" for kid, p in plans))
 
 
 def _report(name: str, run_dir: Path, outcome, best_path, baseline, as_json: bool, fid=None) -> None:

@@ -1,4 +1,4 @@
-"""`mepgen patch KERNEL [--apply | --revert]`."""
+"""`mepgen patch KERNEL [--apply | --revert]`, `mepgen patch --all [--batch NAME] [--apply | --revert]`."""
 from __future__ import annotations
 
 import json
@@ -11,116 +11,148 @@ from ..errors import MepgenError
 from ..exitcodes import CHECK_FAILED
 from ..inventory import load
 from ..kernelname import find_kernel
-from ..workspace import Workspace, write_atomic
 from ..spec import load_spec
-from .launch import launch_change, read_launch
-from .splice import plan, sha256, unified_diff
-from .state import apply, diff_path, revert, status
+from ..workspace import Workspace, write_atomic
+from .batch import winners
+from .prepare import Prepared, extra_flags, prepare  # noqa: F401  (extra_flags: re-exported)
+from .splice import unified_diff
+from .state import applied_ids, apply, compose, decode_edits, diff_path, revert
 from .validate import compile_units, validate
-from .variant import read_variant
-
-
-def default_variant(ws: Workspace, kernel: dict) -> Path:
-    """The best variant of the newest `mepgen optimize` run of the kernel; without one, the MEP's kernel.cu
-    (a person may have edited and verified it with `mepgen run`)."""
-    runs = sorted((ws.root / "runs" / kernel["id"]).glob("*/best/kernel.cu"), key=lambda p: p.stat().st_mtime)
-    if runs:
-        return runs[-1]
-    path = ws.mep_dir(kernel["id"]) / "kernel.cu"
-    if not path.is_file():
-        raise MepgenError(f"no MEP for {kernel['qualified_name']} ({path}): run `mepgen mep {kernel['id']}` "
-                          f"first, or give the variant with --from")
-    return path
 
 
 @click.command("patch")
-@click.argument("kernel")
+@click.argument("kernel", required=False)
 @click.option("--from", "variant", type=click.Path(path_type=Path),
               help="The kernel.cu variant to patch in (default: the best of the newest `mepgen optimize` run, "
                    "else the MEP's kernel.cu).")
 @click.option("--launch-from", "launch_from", type=click.Path(path_type=Path),
               help="mep.yaml with the winner's launch configuration (default: a mep.yaml beside --from).")
+@click.option("--all", "all_kernels", is_flag=True,
+              help="Every verified win of an `optimize --all` batch (--batch; default the newest); with --revert: "
+                   "every applied patch.")
+@click.option("--batch", "batch_name", default=None, help="With --all: the batch whose winners to patch.")
 @click.option("--apply", "do_apply", is_flag=True, help="Change the application's file (a backup is kept).")
 @click.option("--revert", "do_revert", is_flag=True, help="Restore the file from the backup of --apply.")
 @click.option("--force", is_flag=True, help="With --revert: revert even if the file changed after the patch.")
 @click.option("--no-validate", is_flag=True, help="Skip the compile, re-extract and validation-command checks.")
 @click.option("-C", "--app", "app", type=click.Path(path_type=Path), help="The application's folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def patch(kernel, variant, launch_from, do_apply, do_revert, force, no_validate, app, as_json):
+def patch(kernel, variant, launch_from, all_kernels, batch_name, do_apply, do_revert, force, no_validate, app,
+          as_json):
     """Splice the verified variant of KERNEL back into the application's source.
 
     Without --apply, writes the reviewable diff .mepgen/patches/ID.diff (git apply / patch -p1 from the
     application's root) and changes nothing. --apply changes the file, keeping a backup, then validates:
     recompiles the changed translation units with their compile_commands flags, re-extracts to check the
     kernel's signature and launch sites, and runs `patch.validate_command` from the config when set.
-    --revert restores the backup. Applying twice is a no-op. Exits 1 when the patched application fails
-    validation.
+    --revert restores the backup. Applying twice is a no-op. Several kernels of one file patch one after
+    another; each reverts on its own. Everything is read and checked before a file is written, under the
+    application's lock (.mepgen/lock). Exits 1 when the patched application fails validation.
     """
     if do_apply and do_revert:
         raise MepgenError("--apply and --revert exclude each other")
+    if bool(kernel) == all_kernels:
+        raise MepgenError("name a KERNEL or give --all, one of the two")
+    if all_kernels and (variant or launch_from):
+        raise MepgenError("--from and --launch-from name one kernel's variant: not with --all")
+    if batch_name and not all_kernels:
+        raise MepgenError("--batch goes with --all")
     ws = Workspace(app) if app else Workspace.find()
+    # the configuration is read and checked before anything is written (an invalid one changes nothing)
+    cfg = load_config(ws.app_root) if do_apply and not no_validate else None
     inv = load(ws.inventory_path)
-    k = find_kernel(inv, kernel)
-    if do_revert:
-        msg = revert(ws, k["id"], force=force)
-        _say(as_json, {"kernel": k["qualified_name"], "reverted": True, "message": msg}, msg)
-        return
-    variant = (variant or default_variant(ws, k)).resolve()
-    tus = [t for t in inv["translation_units"] if t["file"] == k["file"]] or inv["translation_units"]
-    defs = read_variant(variant, tus[0]["include_dirs"] if tus else [])
-    target = ws.app_root / k["file"]
-    current = target.read_bytes()
-    backup = ws.root / "patches" / k["id"] / "backup" / k["file"]
-    # the patch is always computed against the file as extracted: the current one, or the backup once applied
-    recorded = current if sha256(current) == inv["files"][k["file"]] else (
-        backup.read_bytes() if backup.is_file() else current)
-    change, flags = None, []
-    winner_yaml = launch_from or (variant.parent / "mep.yaml")
-    mep_yaml = ws.mep_dir(k["id"]) / "mep.yaml"
-    if winner_yaml.is_file() and winner_yaml.resolve() != mep_yaml.resolve():
-        if not mep_yaml.is_file():
-            raise MepgenError(f"{winner_yaml} changes the launch, but the MEP's {mep_yaml} to compare with is missing")
-        change = launch_change(inv, k, load_spec(mep_yaml), read_launch(winner_yaml), recorded)
-        flags = extra_flags(load_spec(mep_yaml), load_spec(winner_yaml))
-    elif launch_from is not None:
-        raise MepgenError(f"{launch_from} not found")
-    p = plan(ws.app_root, inv, k, defs, recorded, change)
+    with ws.lock("patch"):
+        if do_revert:
+            ids = applied_ids(ws) if all_kernels else [find_kernel(inv, kernel)["id"]]
+            if all_kernels and not ids:
+                raise MepgenError("no applied patch to revert")
+            out = [{"kernel": kid, "reverted": True, "message": revert(ws, kid, force=force)} for kid in ids]
+            _say(as_json, out if all_kernels else out[0], "\n".join(o["message"] for o in out))
+            return
+        if all_kernels:
+            jobs = [(find_kernel(inv, w["kernel"]), Path(w["variant"]), None) for w in winners(ws, batch_name)]
+        else:
+            jobs = [(find_kernel(inv, kernel), variant, launch_from)]
+        prepared = []
+        for k, v, lf in jobs:           # every refusal before any write
+            try:
+                prepared.append(prepare(ws, inv, k, v, lf))
+            except MepgenError as e:
+                if not all_kernels:
+                    raise
+                raise MepgenError(f"{k['id']} (from {v}): {e}; nothing was patched: patch the others one by one, "
+                                  f"or fix this one first", exit_code=e.exit_code) from None
+        together(prepared)
+        if do_apply:    # compute-sanitizer on each variant, still before any write
+            for pr in prepared:
+                if not pr.plan.unchanged:
+                    pr.memcheck = memory_check(ws, pr.kernel, pr.variant, pr.winner_yaml, pr.mep_yaml, pr.flags)
+        results = []
+        for i, pr in enumerate(prepared):
+            results.append(_one(ws, inv, pr.refresh(ws) if i else pr, do_apply, no_validate, cfg))
+    if all_kernels:
+        _say(as_json, results, "\n\n".join(r["text"] for r in results))
+    else:
+        _say(as_json, results[0], results[0]["text"])
+    failed = [r for r in results if r.get("valid") is False]
+    if failed:
+        raise MepgenError("; ".join(r["error"] for r in failed), exit_code=CHECK_FAILED)
+    if not all_kernels and results[0].get("refused"):
+        raise MepgenError(results[0]["refused"])
+
+
+def together(prepared: list[Prepared]) -> None:
+    """The patches of one batch that share a file must not change the same bytes: refused before any write."""
+    by_file: dict[str, list[Prepared]] = {}
+    for pr in prepared:
+        if not pr.plan.unchanged:
+            by_file.setdefault(pr.plan.file, []).append(pr)
+    for group in by_file.values():
+        ids = {pr.plan.kernel_id for pr in group}
+        others = [(m["id"], decode_edits(m["edits"])) for m in group[0].state.applied if m["id"] not in ids]
+        compose(group[0].state.original, others + [(pr.plan.kernel_id, pr.plan.edits) for pr in group])
+
+
+def _one(ws: Workspace, inv: dict, pr: Prepared, do_apply: bool, no_validate: bool, cfg: dict | None) -> dict:
+    k, p, flags = pr.kernel, pr.plan, pr.flags
     if p.unchanged and flags:
-        _say(as_json, {"kernel": k["qualified_name"], "unchanged": True, "nvcc_flags": flags}, flags_note(flags))
-        return
+        return {"kernel": k["qualified_name"], "unchanged": True, "nvcc_flags": flags, "text": flags_note(flags)}
     if p.unchanged:
-        raise MepgenError(f"the variant's {k['qualified_name']} is the original kernel, byte for byte: nothing to patch")
-    diff = unified_diff(k["file"], p.original, p.patched)
+        raise MepgenError(f"the variant's {k['qualified_name']} is the original kernel, byte for byte: nothing to "
+                          f"patch")
+    before, after = pr.before_after()
+    diff = unified_diff(k["file"], before, after)
     write_atomic(diff_path(ws, k["id"]), diff)
-    result = {"kernel": k["qualified_name"], "file": k["file"], "variant": str(variant),
+    result = {"kernel": k["qualified_name"], "file": k["file"], "variant": str(pr.variant),
               "diff": str(diff_path(ws, k["id"])), "new_helpers": p.new_helpers, "launch": p.launch_notes,
-              "state": status(ws, p, current), "nvcc_flags": flags}
+              "state": pr.status, "nvcc_flags": flags}
     if not do_apply:
         if result["state"] == "changed":
-            raise MepgenError(f"{k['file']} changed since `mepgen extract`: rerun `mepgen extract` first")
-        _say(as_json, result, f"{diff}\nwrote {result['diff']} (review it; --apply changes {k['file']})" +
-             (f"\n{flags_note(flags)}" if flags else ""))
-        return
-    result["memcheck"] = memory_check(ws, k, variant, winner_yaml, mep_yaml, flags)
-    original = None if no_validate else compile_units(ws.app_root, inv, k["file"])   # before the patch
-    msg = apply(ws, p, variant)
+            result["refused"] = f"{k['file']} changed since `mepgen extract`: rerun `mepgen extract` first"
+        result["text"] = f"{diff}\nwrote {result['diff']} (review it; --apply changes {k['file']})" + \
+            (f"\n{flags_note(flags)}" if flags else "")
+        return result
+    if pr.memcheck is not None:
+        result["memcheck"] = pr.memcheck
+    original = None if no_validate or result["state"] == "applied" else compile_units(ws.app_root, inv, k["file"])
+    msg = apply(ws, p, pr.variant)
     result["message"] = msg
     if not no_validate:
-        cfg = load_config(ws.app_root)
         v = validate(ws.app_root, inv, k, k["file"], cfg["patch"]["validate_command"], bool(p.launch_notes),
                      original=original)
         result["validation"] = [{"check": c.name, "ok": c.ok, "detail": c.detail, "pre_existing": c.pre_existing}
                                 for c in v.checks]
         result["valid"] = v.ok
+    mark = (lambda c: "ok " if c["ok"] else "WAS " if c.get("pre_existing") else "FAIL")
     lines = [msg] + ([flags_note(flags)] if flags else []) + [
-        f"  {'ok ' if c['ok'] else 'WAS ' if c.get('pre_existing') else 'FAIL'} {c['check']}: {c['detail']}".rstrip(": ")
-        for c in result.get("validation", [])]
-    _say(as_json, result, "\n".join(lines))
+        f"  {mark(c)} {c['check']}: {c['detail']}".rstrip(": ") for c in result.get("validation", [])]
+    result["text"] = "\n".join(lines)
     if result.get("valid") is False:
         failed = "; ".join(f"{c['check']}: {c['detail']}".rstrip(": ") for c in result["validation"]
                            if not c["ok"] and not c.get("pre_existing"))
-        raise MepgenError(f"the patched application failed validation ({failed}); `mepgen patch {k['id']} --revert` "
-                          f"restores {k['file']}", exit_code=CHECK_FAILED)
+        result["error"] = (f"the patched application failed validation ({failed}); `mepgen patch {k['id']} --revert` "
+                           f"restores {k['file']}")
+    return result
 
 
 def memory_check(ws, k, variant: Path, winner_yaml: Path, mep_yaml: Path, flags: list[str]) -> dict:
@@ -138,17 +170,13 @@ def memory_check(ws, k, variant: Path, winner_yaml: Path, mep_yaml: Path, flags:
     return report.to_dict()
 
 
-def extra_flags(mep, winner) -> list[str]:
-    """The nvcc flags the winner was built with beyond the MEP's own (an optimizer's flag proposal)."""
-    own = list(mep.build.nvcc_flags)
-    return list(winner.build.nvcc_flags[len(own):]) if winner.build.nvcc_flags[:len(own)] == own else \
-        [f for f in winner.build.nvcc_flags if f not in own]
-
-
 def flags_note(flags: list[str]) -> str:
     return (f"the winner is built with extra nvcc flags: {' '.join(flags)} -- mepgen patch does not write build "
             f"flags back; add them to the application's build system (Makefile/CMake) for this file")
 
 
-def _say(as_json: bool, obj: dict, text: str) -> None:
+def _say(as_json: bool, obj, text: str) -> None:
+    if as_json:
+        strip = (lambda o: {k: v for k, v in o.items() if k != "text"})
+        obj = [strip(o) for o in obj] if isinstance(obj, list) else strip(obj)
     click.echo(json.dumps(obj, indent=1) if as_json else text)

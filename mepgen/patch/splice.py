@@ -10,6 +10,7 @@ import difflib
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from ..errors import MepgenError
 from .launch import LaunchChange
@@ -27,7 +28,8 @@ class Plan:
     file: str                   # relative to the application root
     recorded_sha: str           # the file as `mepgen extract` saw it
     original: bytes
-    patched: bytes
+    patched: bytes              # `original` with `edits`
+    edits: list[tuple[int, int, bytes]] = field(default_factory=list)   # of `original`: start, end, new bytes
     new_helpers: list[str] = field(default_factory=list)
     launch_notes: list[str] = field(default_factory=list)
     unchanged: bool = False     # the variant's kernel is the original, byte for byte
@@ -37,15 +39,18 @@ class Plan:
         return sha256(self.patched)
 
 
-def _member_text(app: Path, member: dict) -> str:
-    data = (app / member["file"]).read_bytes()
-    return data[member["start_byte"]:member["end_byte"]].decode()
-
-
 def plan(app: Path, inventory: dict, kernel: dict, defs: list[Definition], original: bytes,
-         launch: LaunchChange | None = None) -> Plan:
+         launch: LaunchChange | None = None, source: Callable[[str], bytes] | None = None) -> Plan:
     """The patch for `kernel` from the variant's definitions, applied to `original` (the recorded file),
-    with the launch-site edits of a new block size when the winner has one."""
+    with the launch-site edits of a new block size when the winner has one. `source(file)`: a file as
+    extracted (other kernels of a file may be patched already: the inventory's offsets are the original's)."""
+    def _member_text(app: Path, member: dict) -> str:
+        if member["file"] == kernel["file"]:
+            data = original
+        else:
+            data = source(member["file"]) if source else (app / member["file"]).read_bytes()
+        return data[member["start_byte"]:member["end_byte"]].decode()
+
     name = kernel["qualified_name"]
     found = [d for d in defs if d.qualified_name == name and d.is_kernel]
     if not found:
@@ -99,6 +104,7 @@ def plan(app: Path, inventory: dict, kernel: dict, defs: list[Definition], origi
         patched = patched[:lo] + new + patched[hi:]
     return Plan(kernel=name, kernel_id=kernel["id"], file=kernel["file"],
                 recorded_sha=inventory["files"][kernel["file"]], original=original, patched=patched,
+                edits=[e for e in edits if e[0] != e[1] or e[2]],
                 new_helpers=[h.qualified_name for h in helpers], launch_notes=launch.notes,
                 unchanged=not helpers and not launch.edits and new_kernel.text == old_kernel)
 

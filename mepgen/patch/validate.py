@@ -2,13 +2,17 @@
 the kernel with the same signature and launch sites, and the user's validation command passes."""
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import MepgenError
 from ..extract import ExtractOptions, extract
+from ..extract.flags import find_compile_commands
 from ..mepbuild import nvcc_executable
 
 
@@ -61,24 +65,68 @@ def against_original(before: list[Check], after: list[Check]) -> list[Check]:
     return after
 
 
+def own_commands(app: Path, inventory: dict) -> dict[str, tuple[list[str], Path]]:
+    """The application's own compile command of each source (relative path -> arguments, folder), from the
+    compile_commands.json the extraction used (given with -p, else found where extract looks)."""
+    given = (inventory.get("extract_options") or {}).get("compile_commands")
+    try:
+        path = find_compile_commands(app, Path(given) if given else None)
+        data = json.loads(path.read_text()) if path else []
+    except (MepgenError, OSError, ValueError):
+        return {}
+    out = {}
+    for item in data if isinstance(data, list) else []:
+        try:
+            folder = Path(item["directory"])
+            args = item["arguments"] if "arguments" in item else shlex.split(item["command"])
+            rel = str((folder / item["file"]).resolve().relative_to(app))
+        except (KeyError, TypeError, ValueError):
+            continue
+        out.setdefault(rel, ([str(a) for a in args], folder))
+    return out
+
+
+def with_output(args: list[str], output: str) -> list[str]:
+    """The compile command writing its object to `output` (and compiling only: -c)."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in ("-o", "--output-file"):
+            skip = True
+            continue
+        if a.startswith(("-o", "--output-file=")) and a not in ("-odir",):
+            continue
+        out.append(a)
+    return out + ([] if "-c" in out or "--compile" in out else ["-c"]) + ["-o", output]
+
+
 def compile_units(app: Path, inventory: dict, file: str, timeout: float = 600) -> list[Check]:
-    """nvcc -c every translation unit that is or includes the patched file, with its recorded flags."""
+    """Compile every translation unit that is or includes the patched file the way the application does:
+    with its compile_commands.json command when there is one, else nvcc with the flags extract recorded."""
     checks = []
     units = [t for t in inventory["translation_units"] if t["file"] == file]
     if not units:  # a header: every unit whose parse read it
         units = list(inventory["translation_units"])
+    own = own_commands(app, inventory)
     with tempfile.TemporaryDirectory(prefix="mepgen-patch-") as tmp:
         for i, tu in enumerate(units):
-            cmd = [nvcc_executable(), f"-std={tu.get('std', 'c++17')}", *tu.get("nvcc_args", []),
-                   *[f"-I{d}" for d in tu.get("include_dirs", [])],
-                   *[f"-D{d}" for d in tu.get("defines", []) if f"-D{d}" not in tu.get("nvcc_args", [])],
-                   "-c", str(app / tu["file"]), "-o", str(Path(tmp) / f"{i}.o")]
+            cwd = app
+            if tu["file"] in own:
+                args, cwd = own[tu["file"]]
+                cmd = with_output(args, str(Path(tmp) / f"{i}.o"))
+            else:
+                cmd = [nvcc_executable(), f"-std={tu.get('std', 'c++17')}", *tu.get("nvcc_args", []),
+                       *[f"-I{d}" for d in tu.get("include_dirs", [])],
+                       *[f"-D{d}" for d in tu.get("defines", []) if f"-D{d}" not in tu.get("nvcc_args", [])],
+                       "-c", str(app / tu["file"]), "-o", str(Path(tmp) / f"{i}.o")]
             try:
-                r = subprocess.run(cmd, cwd=app, capture_output=True, text=True, timeout=timeout)
+                r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
                 ok, detail = r.returncode == 0, (r.stderr.strip().splitlines() or [""])[0] if r.returncode else ""
                 errors = _errors(r.stderr) if r.returncode else []
-            except FileNotFoundError:
-                ok, detail, errors = False, f"{cmd[0]} not found", [f"{cmd[0]} not found"]
+            except OSError as e:
+                ok, detail, errors = False, f"{cmd[0]}: {e.strerror or e}", [f"{cmd[0]}: {e.strerror or e}"]
             except subprocess.TimeoutExpired:
                 ok, detail, errors = False, f"timed out after {timeout:.0f} s", ["timed out"]
             checks.append(Check(f"compile {tu['file']}", ok, detail, errors))

@@ -46,9 +46,16 @@ def read_variant(path: Path, include_dirs: list[str]) -> list[Definition]:
     data = path.read_bytes()
     out: list[Definition] = []
 
+    mine: dict[str, bool] = {}   # file name -> is the variant (resolved once per name, not per cursor)
+
     def visit(cursors):
         for c in cursors:
-            if c.location.file is None or Path(c.location.file.name).resolve() != path:
+            f = c.location.file
+            if f is None:
+                continue
+            if f.name not in mine:
+                mine[f.name] = Path(f.name).resolve() == path
+            if not mine[f.name]:
                 continue
             if c.kind.name in _SCOPES:
                 visit(c.get_children())
