@@ -18,10 +18,12 @@ from .split_argmax import SplitArgmax
 from .tile_argmax import TileArgmax
 from .spread_loop import SpreadLoop
 from .swap_axes import SwapAxes
+from .stage_table import StageTable
 from .stencil_rows import StencilRows
 from .tile_matmul import TileMatmul
 from .tile_stencil import TileStencil
 from .tile_window import TileWindow
+from .tunables import TuneParams
 from .unflatten import Unflatten
 from .unroll import Unroll
 from .vector_loads import VectorLoads
@@ -34,8 +36,8 @@ def all_transformations():
     return [AfterScalarReplace(TileMatmul()), AfterUnflatten(TileStencil()), StencilRows(), TileWindow(),
             WarpPerRow(), WarpRowPasses(), OnOneDimension(SpreadLoop()), Privatize(),
             OnOneDimension(AfterScalarReplace(SplitColumns(), start="zero")), OnOneDimension(TileArgmax()),
-            OnOneDimension(SplitArgmax()), SwapAxes(), OnOneDimension(Unflatten()), DropReplicas(), ScalarReplace(),
-            VectorLoads(), OnOneDimension(Coarsen()), OnOneDimension(GridStride()), LaunchConfig(),
+            OnOneDimension(SplitArgmax()), SwapAxes(), OnOneDimension(Unflatten()), DropReplicas(), ScalarReplace(), StageTable(),
+            VectorLoads(), OnOneDimension(Coarsen()), OnOneDimension(GridStride()), LaunchConfig(), TuneParams(),
             IntDivision(), Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]
 
 
