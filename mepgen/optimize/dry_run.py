@@ -19,7 +19,7 @@ from ..spec import Spec
 STRUCTURAL = {"tile_matmul", "tile_stencil", "stencil_rows", "tile_window", "warp_per_row", "warp_row_passes", "spread_loop", "split_argmax", "tile_argmax",
               "privatize_histogram",
               "split_columns", "swap_axes", "unflatten", "scalar_replace", "vector_loads", "coarsen", "grid_stride",
-              "stage_table"}
+              "stage_table", "coarsen_blocks"}
 
 
 @dataclass

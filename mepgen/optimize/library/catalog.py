@@ -4,6 +4,7 @@ from __future__ import annotations
 from .after_unflatten import AfterUnflatten
 from .base import AfterScalarReplace
 from .coarsen import Coarsen
+from .coarsen_blocks import CoarsenBlocks
 from .compiler_flags import CompilerFlags
 from .grid_stride import GridStride
 from .int_division import IntDivision
@@ -36,7 +37,7 @@ def all_transformations():
     return [AfterScalarReplace(TileMatmul()), AfterUnflatten(TileStencil()), StencilRows(), TileWindow(),
             WarpPerRow(), WarpRowPasses(), OnOneDimension(SpreadLoop()), Privatize(),
             OnOneDimension(AfterScalarReplace(SplitColumns(), start="zero")), OnOneDimension(TileArgmax()),
-            OnOneDimension(SplitArgmax()), SwapAxes(), OnOneDimension(Unflatten()), DropReplicas(), ScalarReplace(), StageTable(),
+            OnOneDimension(SplitArgmax()), SwapAxes(), OnOneDimension(Unflatten()), DropReplicas(), ScalarReplace(), StageTable(), CoarsenBlocks(),
             VectorLoads(), OnOneDimension(Coarsen()), OnOneDimension(GridStride()), LaunchConfig(), TuneParams(),
             IntDivision(), Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]
 

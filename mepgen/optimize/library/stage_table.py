@@ -22,6 +22,7 @@ import re
 from ...spec import itemsize
 from .analysis import element_type, squash
 from .base import Rewrite, Transformation
+from .kernel_expr import in_kernel
 from .source import Refused, kind, walk
 
 MAX_BYTES = 16 * 1024
@@ -161,21 +162,10 @@ class StageTable(Transformation):
     @staticmethod
     def _extent(src, spec, count: str, lanes: int) -> str:
         """mep.yaml's count as an expression of the kernel (its scalar parameters, kernel.cu's macros)."""
-        by_value = {}
-        for p in spec.params:
-            v = str(p.value or "").strip()
-            if p.role == "scalar" and v in spec.sizes and src.param(p.name) is not None and not src.param(p.name).pointer:
-                by_value.setdefault(v, p.name)
-        macros = src.macros()
-        out = str(count)
-        for name in sorted(set(re.findall(r"[A-Za-z_]\w*", out))):
-            if name in by_value:
-                new = by_value[name]
-            elif name in macros or name in spec.sizes and f"MEPGEN_SIZE_{name}" in src.text:
-                new = name
-            else:
-                raise Refused(f"its extent `{count}` uses {name}, which the kernel has no value of")
-            out = re.sub(rf"(?<![\w.]){name}(?![\w.])", f"({new})", out)
+        try:
+            out = in_kernel(src, spec, count)
+        except Refused as e:
+            raise Refused(f"its extent {e}") from None
         return f"({out}) / {lanes}" if lanes > 1 else f"({out})"
 
     def space(self, src, spec, launch):
