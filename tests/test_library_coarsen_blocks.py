@@ -66,7 +66,8 @@ def test_a_guarded_2d_kernel_takes_4_rows_of_blocks_per_block(tmp_path):
     t = CoarsenBlocks()
     # the grid's rows are `(H + 7) / 8`: the kernel computes them from its parameter h (mep.yaml sets it to H), and
     # the loop over the virtual blocks stops there
-    assert t.space(src, spec, launch) == {"factor": [2, 4, 8], "dim": ["y", "x"]}
+    # 1000 x 600 threads: 8 blocks' work per block would leave 75000, fewer than half an H100 holds
+    assert t.space(src, spec, launch) == {"factor": [2, 4], "dim": ["y", "x"]}
     rw = t.apply(src, spec, launch, {"factor": 4, "dim": "y"})
     assert rw.launch["grid"] == ["(W + 31) / 32", "(((H + 7) / 8) + 4 - 1) / 4"]
     assert "const unsigned int mepgen_b = blockIdx.y * 4 + mepgen_c;" in rw.text
@@ -119,3 +120,10 @@ def test_refusals_say_why(tmp_path, edit, grid, w, why):
     with pytest.raises(Refused) as e:
         CoarsenBlocks().space(src, spec, launch)
     assert why in str(e.value)
+
+
+def test_a_small_launch_is_not_coarsened(tmp_path):
+    src, spec, launch = make(tmp_path, GUARDED, "(W + 31) / 32, (H + 7) / 8", "32, 8")
+    spec.sizes["H"] = 200          # 1000 x 200 threads: halved, fewer than 135168
+    with pytest.raises(Refused, match="the launch has 204800 threads: 2 blocks' work per block would leave fewer"):
+        CoarsenBlocks().space(src, spec, launch)

@@ -59,9 +59,13 @@ def test_a_coefficient_table_is_staged_once_per_block(tmp_path):
     assert "__shared__ float mepgen_tbl_coef[256];" in rw.text
     # the extent at run time from the kernel's own parameter (mep.yaml's K is `k`): a larger run reads global memory
     assert "const long long mepgen_n_coef = (long long)(((k) * (k)));" in rw.text
-    assert "const float *mepgen_coef = mepgen_n_coef <= 256 ? mepgen_tbl_coef : coef;" in rw.text
-    # the local alias now points at the staged copy; the copy and its barrier come first, before any thread can leave
-    assert "(const float *) mepgen_coef" in rw.text
+    # the parameter is renamed and a local of its name points at the copy: every use reads it, unedited (the local
+    # alias too, and uses inside macros would)
+    assert "__global__ void mix(const float *mepgen_in_coef," in rw.text
+    assert "const float * coef = mepgen_n_coef <= 256 ? mepgen_tbl_coef : mepgen_in_coef;" in rw.text
+    assert "mepgen_tbl_coef[q] = mepgen_in_coef[q];" in rw.text
+    # the copy and its barrier come first, before any thread can leave
+    assert "const float *c = (const float *) coef;" in rw.text
     assert rw.text.index("__syncthreads();") < rw.text.index("int t = ")
     f = tmp_path / "kernel.cu"
     f.write_text(rw.text)

@@ -124,3 +124,18 @@ def test_nothing_to_tune_says_why(tmp_path):
     src = KernelSource(text, spec)
     with pytest.raises(Refused, match="no parameter to tune"):
         TuneParams().space(src, spec, launch)
+
+
+def test_a_rewrite_then_its_parameters(tmp_path):
+    """Combinations: block coarsening first, then the search over the coarsened kernel's block; the grid keeps
+    following both (the coarsening's stop is written over blockDim, so a new block size keeps it right)."""
+    from mepgen.optimize.library.base import apply_chain
+    from mepgen.optimize.library.catalog import all_transformations
+    src, spec, launch = make(tmp_path, PLAIN, "twice", "N: 65536, BS: 256", "(N + BS - 1) / BS", "BS")
+    catalog = {t.name: t for t in all_transformations()}
+    text, new_launch, flags = apply_chain(catalog, src.text, spec, [
+        {"name": "coarsen_blocks", "params": {"factor": 4, "dim": "x"}},
+        {"name": "tune_params", "params": {"block": 512, "bounds": 0, "regs": 32}}])
+    assert "if (mepgen_b >= (unsigned int)(((n) + blockDim.x - 1) / blockDim.x)) break;" in text
+    assert new_launch["block"] == ["512"] and new_launch["grid"] == ["(((N + 512 - 1) / 512) + 4 - 1) / 4"]
+    assert flags == ["-maxrregcount=32"]

@@ -131,20 +131,15 @@ class StageTable(Transformation):
         for c in walk(src.body):
             if kind(c) != "DECL_REF_EXPR" or c.spelling not in names:
                 continue
-            if src.text[slice(*src.span(c))] != c.spelling:
-                raise Refused(f"{c.spelling} is used inside a macro's expansion")
             if c.spelling == prm.name and any(src.span(d)[0] <= src.span(c)[0] < src.span(d)[1]
                                               for d in aliases.values()):
-                refs.append(c)             # the alias's initializer: replaced like any reference
-                continue
+                continue           # the alias's initializer
             sub = _subscript_base(c, parents)
             if sub is None:
                 raise Refused(f"`{c.spelling}` is used other than as {c.spelling}[index]")
             if any(src.span(sub)[0] == src.span(list(w.get_children())[0])[0] for w in src.writes()
                    if list(w.get_children())) or src.text[:src.span(sub)[0]].rstrip().endswith("&"):
                 raise Refused(f"`{squash(src.src(sub))}` is written or its address taken")
-            if c.spelling == prm.name:
-                refs.append(c)
             reads.append(sub)
         if not reads:
             raise Refused("the kernel does not read it")
@@ -156,7 +151,7 @@ class StageTable(Transformation):
         if not any(ls and not any(_strided(src, l, dependent) for l in ls) for ls in enclosing):
             raise Refused("read in loops that stride over threads (each thread reads its own part: staging would "
                           f"read all of it in every block) or of fewer than {TINY} iterations")
-        return {"param": prm, "n": n, "extent": self._extent(src, spec, sp.count, lanes), "refs": refs,
+        return {"param": prm, "n": n, "extent": self._extent(src, spec, sp.count, lanes),
                 "type": element_type(prm.type)}
 
     @staticmethod
@@ -173,22 +168,27 @@ class StageTable(Transformation):
         return {}
 
     def apply(self, src, spec, launch, params):
+        """The parameter is renamed (`mepgen_in_p`) and a local of its own name and type points at the staged copy:
+        every use, those inside macros included, reads the copy without being edited."""
         tables = self._tables(src, spec)
         lines, edits = [], []
         tid = "(threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x"
         threads = "blockDim.x * blockDim.y * blockDim.z"
         for t in tables:
-            p, ty, cap = t["param"].name, t["type"], t["n"]
+            prm = t["param"]
+            p, ty, cap, g = prm.name, t["type"], t["n"], f"mepgen_in_{prm.name}"
+            decl = src.text[prm.start:prm.end]
+            at = prm.start + decl.rindex(p)
+            edits.append((at, at + len(p), g))
             lines += [f"    __shared__ {ty} mepgen_tbl_{p}[{cap}];",
                       f"    const long long mepgen_n_{p} = (long long)({t['extent']});",
                       f"    if (mepgen_n_{p} <= {cap}) {{",
-                      f"        for (long long q = {tid}; q < mepgen_n_{p}; q += {threads}) mepgen_tbl_{p}[q] = {p}[q];",
+                      f"        for (long long q = {tid}; q < mepgen_n_{p}; q += {threads}) mepgen_tbl_{p}[q] = {g}[q];",
                       f"    }}"]
         lines.append("    __syncthreads();")
         for t in tables:
-            p, ty, cap = t["param"].name, t["type"], t["n"]
-            lines.append(f"    const {ty} *mepgen_{p} = mepgen_n_{p} <= {cap} ? mepgen_tbl_{p} : {p};")
-            edits += [(*src.span(r), f"mepgen_{p}") for r in t["refs"]]
+            p, cap = t["param"].name, t["n"]
+            lines.append(f"    {t['param'].type} {p} = mepgen_n_{p} <= {cap} ? mepgen_tbl_{p} : mepgen_in_{p};")
         at = src.span(src.body)[0] + 1
         edits.append((at, at, "\n    // mepgen stage_table: small read-only tables copied to shared memory once per "
                               "block\n" + "\n".join(lines) + "\n"))

@@ -47,10 +47,10 @@ def redefined_sizes(text: str) -> list[str]:
 
 
 def _describes_data(spec, sym: str) -> str | None:
-    """What of mep.yaml other than the launch spells `sym` (a count, a value, a constant, the work): then it is a
+    """What of mep.yaml other than the launch spells `sym` (a count, a value, a constant, a tolerance): then it is a
     problem size, not a tunable."""
     d = spec.to_dict()
-    for key in ("params", "constants", "work", "verify"):
+    for key in ("params", "constants", "verify"):      # (work: an estimate for the roofline, not the problem)
         if key in d and spells(json.dumps(d[key]), sym):
             return key
     return None
