@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """GPU: does the library's tuning search (tune_params, hill climbing) land within 5 % of an exhaustive block sweep?
 
-    python3 bench/tuning_sweep.py OUT PATH... [--budget 12] [--batch 4] [--deadline 500] [--rounds 2] [--work DIR]
+    python3 bench/tuning_sweep.py OUT PATH... [--budget 12] [--batch 4] [--deadline 360] [--rounds 2] [--work DIR]
 
 PATH: an MEP folder (`APP/.mepgen/meps/ID`) or an application folder (its MEPs; an app without .mepgen/meps/ is
 copied into --work and cut with `mepgen extract` + `mepgen mep --all` first). MEPs with open todo items are skipped.
@@ -158,7 +158,8 @@ def main(argv=None) -> int:
     ap.add_argument("paths", type=Path, nargs="+")
     ap.add_argument("--budget", type=int, default=12, help="search evaluations per MEP")
     ap.add_argument("--batch", type=int, default=4, help="points per search step (built in parallel)")
-    ap.add_argument("--deadline", type=float, default=500, help="seconds after which no new MEP is started")
+    ap.add_argument("--deadline", type=float, default=360,
+                    help="seconds after which no new MEP is started (one MEP takes 1 to 3 minutes: 360 keeps a call under 9)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--work", type=Path, default=Path("/tmp/mepgen-tuning-sweep"))

@@ -15,6 +15,14 @@ Every point is a candidate like any other: built, verified on every input set by
 changes the decomposition must compute the same result) and timed. The library's tuning strategy (hill climbing
 with random restarts, tuning.py) walks the space with the evaluator's verdicts as costs, one point per round.
 A point equal to the kernel as it is (every axis at its current value) is never proposed.
+
+Kernel Tuner (PyPI `kernel-tuner`) was weighed, not adopted: its strategies run inside `tune_kernel`, which owns the
+build, the launch, the timing and the check of each configuration through its own backends (a kernel string and
+host-side arguments), while here every point must go through mepgen's evaluator (the MEP's harness, the sandbox,
+verification on every input set, timing against the original interleaved), asked for in rounds by the search
+(ask/tell). Using only its strategies would mean faking its runner and cost-function internals for a space of at
+most a few hundred points, which the library's hill climbing with random restarts (random + local search, measured
+against random search in bench/tuning_strategies.py) already covers.
 """
 from __future__ import annotations
 
