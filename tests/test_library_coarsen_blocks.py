@@ -127,3 +127,31 @@ def test_a_small_launch_is_not_coarsened(tmp_path):
     spec.sizes["H"] = 200          # 1000 x 200 threads: halved, fewer than 135168
     with pytest.raises(Refused, match="the launch has 204800 threads: 2 blocks' work per block would leave fewer"):
         CoarsenBlocks().space(src, spec, launch)
+
+
+def test_the_same_results_on_the_cpu(tmp_path):
+    """Both rewrites run on the CPU simulation of a block (library_fixtures.CPU_SIM_BLOCKS: a block's threads at once,
+    real barriers, static shared arrays): the coarsened grid, rounded up past the original, writes the same."""
+    from library_fixtures import assert_same_on_cpu
+    src, spec, launch = make(tmp_path, TILED, "H", "128")
+    rw = CoarsenBlocks().apply(src, spec, launch, {"factor": 4, "dim": "x"})
+    main = """
+    const int w = 128, h = 10;
+    std::vector<float> img(w * h), a(w * h, -1.0f), b(w * h, -1.0f);
+    for (int i = 0; i < w * h; i++) img[i] = (float)(i * 37 % 101) / 7.0f;
+    launch(h, 128, 1, [&] { before::k(img.data(), a.data(), w, h); });
+    launch((h + 3) / 4, 128, 1, [&] { after::k(img.data(), b.data(), w, h); });
+    for (int i = 0; i < w * h; i++) if (a[i] != b[i]) { printf("tiled: %d differs\\n", i); return 1; }
+    return 0;"""
+    assert_same_on_cpu(tmp_path, TILED, rw.text, main, blocks=True)
+    src, spec, launch = make(tmp_path, GUARDED, "(W + 31) / 32, (H + 7) / 8", "32, 8")
+    rw = CoarsenBlocks().apply(src, spec, launch, {"factor": 4, "dim": "y"})
+    main = """
+    const int w = 40, h = 37, gx = (w + 31) / 32, gy = (h + 7) / 8;
+    std::vector<float> img(w * h), a(w * h, -1.0f), b(w * h, -1.0f);
+    for (int i = 0; i < w * h; i++) img[i] = (float)(i % 13);
+    launch2(gx, gy, 32, 8, [&] { before::k(img.data(), a.data(), w, h); });
+    launch2(gx, (gy + 3) / 4, 32, 8, [&] { after::k(img.data(), b.data(), w, h); });
+    for (int i = 0; i < w * h; i++) if (a[i] != b[i]) { printf("guarded: %d differs\\n", i); return 1; }
+    return 0;"""
+    assert_same_on_cpu(tmp_path, GUARDED, rw.text, main, blocks=True)

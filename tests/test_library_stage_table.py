@@ -104,3 +104,23 @@ def test_an_extent_the_kernel_cannot_compute_is_refused(tmp_path):
     src = KernelSource(MIX, spec)
     with pytest.raises(Refused, match="its extent `K \\* K` uses K, which the kernel has no value of"):
         StageTable().space(src, spec, current_launch(spec, None))
+
+
+def test_the_same_results_on_the_cpu(tmp_path):
+    """The staged kernel on the CPU simulation of a block (library_fixtures.CPU_SIM_BLOCKS), with a table that fits
+    and, through a larger k at run time, one that does not (the global table is read): the same sums, bit for bit."""
+    from library_fixtures import assert_same_on_cpu
+    src, spec, launch = make(tmp_path)
+    rw = StageTable().apply(src, spec, launch, {})
+    main = """
+    for (int k : {16, 20}) {
+        const int n = 300;
+        std::vector<float> coef(k * k), x(n * k), a(n, -1.0f), b(n, -1.0f);
+        for (int i = 0; i < k * k; i++) coef[i] = (float)(i % 7) - 3.0f;
+        for (int i = 0; i < n * k; i++) x[i] = (float)(i % 11) / 4.0f;
+        launch((n + 127) / 128, 128, 1, [&] { before::mix(coef.data(), x.data(), a.data(), n, k); });
+        launch((n + 127) / 128, 128, 1, [&] { after::mix(coef.data(), x.data(), b.data(), n, k); });
+        for (int i = 0; i < n; i++) if (a[i] != b[i]) { printf("k=%d: %d differs\\n", k, i); return 1; }
+    }
+    return 0;"""
+    assert_same_on_cpu(tmp_path, MIX, rw.text, main, blocks=True)
