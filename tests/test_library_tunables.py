@@ -68,12 +68,12 @@ def test_a_size_the_kernel_bakes_in_is_a_tunable(tmp_path):
     first = t.first_point(src, spec, launch)
     assert first == {"size:CHUNK": 256, "bounds": 0, "regs": 0}
     rw = t.apply(src, spec, launch, first)
-    # the build's value is redefined before anything (the harness includes kernel.cu: its launch follows), and
-    # the candidate's launch states the new value for a backend that launches from mep.yaml's expressions
-    head = rw.text.splitlines()[:3]
-    assert head[1:] == ["#undef MEPGEN_SIZE_CHUNK", "#define MEPGEN_SIZE_CHUNK 256"]
+    # the new value is spelled in the kernel's own definition and in its launch: the patch stage writes both back
+    # together (the application's macro, which other code may use, is left alone)
+    assert "__shared__ float stage[(256)];" in rw.text
+    assert "stage[(256) - 1 - threadIdx.x]" in rw.text and "#define CHUNK MEPGEN_SIZE_CHUNK" in rw.text
     assert rw.launch == {"grid": ["N / (256)"], "block": ["(256)"], "shared_mem": "0"}
-    assert "CHUNK = 256 (the application's: 128" in rw.explanation
+    assert "CHUNK = 256 in the kernel and its launch (the application's: 128)" in rw.explanation
     # the kernel as it is is never proposed
     with pytest.raises(Refused, match="nothing to change"):
         t.apply(src, spec, launch, {"size:CHUNK": 128})
@@ -83,6 +83,20 @@ def test_a_size_the_kernel_bakes_in_is_a_tunable(tmp_path):
         t.space(after, spec, launch)
     with pytest.raises(Refused, match="tune_params"):
         LaunchBounds().space(after, spec, launch)
+
+
+def test_a_use_the_rewrite_cannot_see_keeps_a_size_fixed(tmp_path):
+    """A helper the kernel calls, or a macro it uses, that spells the size would keep the old value."""
+    helper = STAGED.replace("__global__", "__device__ int last() { return CHUNK - 1; }\n__global__", 1).replace(
+        "stage[CHUNK - 1 - threadIdx.x]", "stage[last() - threadIdx.x]")
+    src, spec, launch = make(tmp_path, helper, "halve", "N: 65536, CHUNK: 128", "N / CHUNK", "CHUNK")
+    assert tunable_sizes(src, spec, launch) == ({}, ["CHUNK: last (a function the kernel calls) spells it (the rewrite "
+                                                     "would not change that use)"])
+    macro = STAGED.replace("__global__", "#define LAST (CHUNK - 1)\n__global__", 1).replace(
+        "stage[CHUNK - 1 - threadIdx.x]", "stage[LAST - threadIdx.x]")
+    src, spec, launch = make(tmp_path, macro, "halve", "N: 65536, CHUNK: 128", "N / CHUNK", "CHUNK")
+    assert tunable_sizes(src, spec, launch)[1] == ["CHUNK: a macro the kernel uses spells it (the rewrite would not "
+                                                   "change that use)"]
 
 
 def test_a_problem_size_is_not_a_tunable(tmp_path):
@@ -139,3 +153,14 @@ def test_a_rewrite_then_its_parameters(tmp_path):
     assert "if (mepgen_b >= (unsigned int)(((n) + blockDim.x - 1) / blockDim.x)) break;" in text
     assert new_launch["block"] == ["512"] and new_launch["grid"] == ["(((N + 512 - 1) / 512) + 4 - 1) / 4"]
     assert flags == ["-maxrregcount=32"]
+
+
+def test_without_a_block_to_move_the_register_cap_comes_first(tmp_path):
+    """A literal block the kernel bakes in (`[256]` shared) leaves the register cap and launch bounds to tune."""
+    fixed = STAGED.replace("CHUNK", "256").split("#endif\n", 1)[1]
+    src, spec, launch = make(tmp_path, fixed, "halve", "N: 65536, CHUNK: 128", "N / 256", "256")
+    t = TuneParams()
+    assert set(t.space(src, spec, launch)) == {"bounds", "regs"}
+    first = t.first_point(src, spec, launch)
+    assert first == {"bounds": 0, "regs": 64}
+    assert t.apply(src, spec, launch, first).nvcc_flags == ["-maxrregcount=64"]

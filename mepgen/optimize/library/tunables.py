@@ -4,10 +4,11 @@
   where the launch alone sets it;
 - `size:SYM`: a size symbol of mep.yaml that is one of the kernel's own tunables: the launch spells it (its block
   or grid) and so does the kernel (`__shared__ float s[BLOCK]`, `i = blockIdx.x * BLOCK + ...`, elements per
-  thread), while no buffer's count, scalar's value, constant or work estimate does, so changing it changes the
-  work decomposition and nothing else. Its values are powers of two around the application's; the candidate's
-  kernel.cu redefines the build's `MEPGEN_SIZE_SYM` at its top (the harness includes kernel.cu, so its launch
-  follows) and the candidate's launch states the new value too;
+  thread), while no buffer's count, scalar's value, constant or tolerance does, so changing it changes the work
+  decomposition and nothing else. Its values are powers of two around the application's. The candidate spells the
+  new value in the kernel's own text (each use of SYM in its definition) and in its launch, so that the patch
+  stage writes both back together: refused where a function the kernel calls, a macro it uses, or the template
+  arguments of its launch spell SYM (a use the rewrite would not see);
 - `bounds`: `__launch_bounds__(threads, k)` with the block's thread count (0: none), where the kernel has none;
 - `regs`: a register cap, nvcc `-maxrregcount=N` (0: none).
 
@@ -29,7 +30,6 @@ from __future__ import annotations
 import json
 import re
 
-from ...mepbuild import size_macro
 from .base import Rewrite, Transformation, block_threads
 from .launch_config import LaunchConfig, _threads
 from .source import Refused
@@ -49,9 +49,29 @@ def spells(text: str, name: str) -> bool:
 
 
 def redefined_sizes(text: str) -> list[str]:
-    """The size symbols a tune_params candidate set in `text` (its marker lines); the analyses of mep.yaml's sizes
-    no longer describe that kernel, so launch_config and launch_bounds leave it to tune_params."""
-    return re.findall(r"^#define MEPGEN_SIZE_(\w+) ", text, re.M) if MARK in text else []
+    """The size symbols an earlier tune_params candidate set in `text` (its marker comment): mep.yaml's sizes no
+    longer describe that kernel, so launch_config and launch_bounds leave it to tune_params."""
+    m = re.search(rf"{re.escape(MARK)} ([^(\n]*)", text)
+    return re.findall(r"(\w+) = ", m.group(1)) if m else []
+
+
+def _hidden_use(src, spec, sym: str) -> str | None:
+    """Where the kernel reaches `sym` other than by spelling it in its own definition: a function it calls, a macro
+    it uses, the template arguments of its launch."""
+    from .replicas import _functions
+    for fn in _functions(src)[1:]:
+        if fn.location.file is not None and fn.location.file.name == src.path:
+            text = src.expand(src.text[fn.extent.start.offset:fn.extent.end.offset])
+        else:
+            text = " ".join(t.spelling for t in fn.get_tokens())
+        if spells(text, sym):
+            return f"{fn.spelling} (a function the kernel calls)"
+    own = src.text[src.fn.extent.start.offset:src.span(src.body)[1]]
+    if len(re.findall(_token(sym), src.expand(own))) > len(re.findall(_token(sym), own)):
+        return "a macro the kernel uses"
+    if any(spells(a, sym) for a in spec.kernel.template_args):
+        return "the launch's template arguments"
+    return None
 
 
 def _describes_data(spec, sym: str) -> str | None:
@@ -77,6 +97,10 @@ def tunable_sizes(src, spec, launch) -> tuple[dict[str, list[int]], list[str]]:
         data = _describes_data(spec, sym)
         if data is not None:
             why.append(f"{sym}: mep.yaml's {data} use it (a problem size)")
+            continue
+        hidden = _hidden_use(src, spec, sym)
+        if hidden is not None:
+            why.append(f"{sym}: {hidden} spells it (the rewrite would not change that use)")
             continue
         if not isinstance(value, int) or value < 1 or value & (value - 1):
             why.append(f"{sym} = {value} is not a power of two")
@@ -177,7 +201,9 @@ class TuneParams(Transformation):
             if name.startswith("size:"):
                 i = values.index(current[name])
                 return {**current, name: values[i + 1] if i + 1 < len(values) else values[i - 1]}
-        return current
+        if "regs" in space:            # no block to move: a register cap first (64, the middle of the axis)
+            return {**current, "regs": 64}
+        return {**current, "bounds": space["bounds"][1]} if "bounds" in space else current
 
     def apply(self, src, spec, launch, params):
         space, current = self._axes(src, spec, launch)
@@ -201,8 +227,8 @@ class TuneParams(Transformation):
             sub = lambda e: _substituted(str(e), sizes)
             new_launch = {"grid": [sub(e) for e in base["grid"]], "block": [sub(e) for e in base["block"]],
                           "shared_mem": sub(base.get("shared_mem", "0"))}
-            changes += [f"{s} = {v} (the application's: {spec.sizes[s]}; set it there too)" for s, v in sizes.items()]
-        text = src.text
+            changes += [f"{s} = {v} in the kernel and its launch (the application's: {spec.sizes[s]})" for s, v in sizes.items()]
+        edits = []
         threads = block_threads(_with(spec, sizes), new_launch or launch)
         bounds = int(point.get("bounds", 0) or 0)
         if bounds:
@@ -212,14 +238,17 @@ class TuneParams(Transformation):
                 raise Refused("__global__ is not spelled in the kernel's declaration (a macro)" if i < 0 else
                               "the block size is not a compile-time value")
             at = src.fn.extent.start.offset + i + len("__global__")
-            text = src.replace([(at, at, f" __launch_bounds__({threads}, {bounds})")])
+            edits.append((at, at, f" __launch_bounds__({threads}, {bounds})"))
             changes.append(f"__launch_bounds__({threads}, {bounds})")
         if sizes:
-            lines = [f"{MARK} {', '.join(f'{s} = {v}' for s, v in sizes.items())} (a tunable of the kernel and its "
-                     f"launch; the application sets {', '.join(f'{s} = {spec.sizes[s]}' for s in sizes)})"]
-            for s, v in sizes.items():
-                lines += [f"#undef {size_macro(s)}", f"#define {size_macro(s)} {v}"]
-            text = "\n".join(lines) + "\n" + text
+            start, end = src.fn.extent.start.offset, src.span(src.body)[1]
+            for s_, v in sizes.items():
+                for m in re.finditer(_token(s_), src.text[start:end]):
+                    edits.append((start + m.start(), start + m.end(), f"({v})"))
+            a = src.span(src.body)[0] + 1
+            edits.append((a, a, f"\n    {MARK} {', '.join(f'{s_} = {v}' for s_, v in sizes.items())} (the "
+                                f"application's: {', '.join(f'{s_} = {spec.sizes[s_]}' for s_ in sizes)})"))
+        text = src.replace(edits) if edits else src.text
         regs = int(point.get("regs", 0) or 0)
         flags = [f"-maxrregcount={regs}"] if regs else []
         if regs:
