@@ -159,7 +159,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=int, default=12, help="search evaluations per MEP")
     ap.add_argument("--batch", type=int, default=4, help="points per search step (built in parallel)")
     ap.add_argument("--deadline", type=float, default=360,
-                    help="seconds after which no new MEP is started (one MEP takes 1 to 3 minutes: 360 keeps a call under 9)")
+                    help="seconds after which no new MEP is started (one MEP takes 1 to 3 minutes: 360 keeps a call "
+                         "under 9)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--work", type=Path, default=Path("/tmp/mepgen-tuning-sweep"))

@@ -37,8 +37,9 @@ def all_transformations():
     return [AfterScalarReplace(TileMatmul()), AfterUnflatten(TileStencil()), StencilRows(), TileWindow(),
             WarpPerRow(), WarpRowPasses(), OnOneDimension(SpreadLoop()), Privatize(),
             OnOneDimension(AfterScalarReplace(SplitColumns(), start="zero")), OnOneDimension(TileArgmax()),
-            OnOneDimension(SplitArgmax()), SwapAxes(), OnOneDimension(Unflatten()), DropReplicas(), ScalarReplace(), StageTable(), CoarsenBlocks(),
-            VectorLoads(), OnOneDimension(Coarsen()), OnOneDimension(GridStride()), LaunchConfig(), TuneParams(),
+            OnOneDimension(SplitArgmax()), SwapAxes(), OnOneDimension(Unflatten()), DropReplicas(), ScalarReplace(),
+            StageTable(), CoarsenBlocks(), VectorLoads(), OnOneDimension(Coarsen()), OnOneDimension(GridStride()),
+            LaunchConfig(), TuneParams(),
             IntDivision(), Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]
 
 

@@ -253,7 +253,8 @@ class CoarsenBlocks(Transformation):
             if m["bound"] is not None else ""
         end = "\n    __syncthreads();     // the block's shared memory is reused by the next block's work" \
             if m["barrier"] else ""
-        text = src.text[:s] + "{\n    // mepgen coarsen_blocks: " + f"{c} consecutive blocks along {axis} per block\n" + \
+        text = src.text[:s] + "{\n    // mepgen coarsen_blocks: " + \
+            f"{c} consecutive blocks along {axis} per block\n" + \
             f"    for (unsigned int mepgen_c = 0; mepgen_c < {c}; ++mepgen_c) {{\n" + \
             f"    const unsigned int mepgen_b = blockIdx.{axis} * {c} + mepgen_c;\n" + stop + body[1:-1] + end + \
             "\n    }\n}" + src.text[e:]

@@ -183,7 +183,8 @@ class StageTable(Transformation):
             lines += [f"    __shared__ {ty} mepgen_tbl_{p}[{cap}];",
                       f"    const long long mepgen_n_{p} = (long long)({t['extent']});",
                       f"    if (mepgen_n_{p} <= {cap}) {{",
-                      f"        for (long long q = {tid}; q < mepgen_n_{p}; q += {threads}) mepgen_tbl_{p}[q] = {g}[q];",
+                      f"        for (long long q = {tid}; q < mepgen_n_{p}; q += {threads})",
+                      f"            mepgen_tbl_{p}[q] = {g}[q];",
                       f"    }}"]
         lines.append("    __syncthreads();")
         for t in tables:

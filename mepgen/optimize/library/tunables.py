@@ -227,7 +227,8 @@ class TuneParams(Transformation):
             sub = lambda e: _substituted(str(e), sizes)
             new_launch = {"grid": [sub(e) for e in base["grid"]], "block": [sub(e) for e in base["block"]],
                           "shared_mem": sub(base.get("shared_mem", "0"))}
-            changes += [f"{s} = {v} in the kernel and its launch (the application's: {spec.sizes[s]})" for s, v in sizes.items()]
+            changes += [f"{s} = {v} in the kernel and its launch (the application's: {spec.sizes[s]})"
+                        for s, v in sizes.items()]
         edits = []
         threads = block_threads(_with(spec, sizes), new_launch or launch)
         bounds = int(point.get("bounds", 0) or 0)
