@@ -29,9 +29,12 @@ from mepgen.optimize.library.source import KernelSource
 from mepgen.spec import load_spec
 
 STYLES = Path(__file__).parent / "library_styles"
-KERNELS = {"prod": {"tile_matmul"}, "rowdot": {"warp_per_row"}, "maskdot": {"warp_per_row"}, "colsum": {"split_columns"},
+KERNELS = {"prod": {"tile_matmul"}, "rowdot": {"warp_per_row", "stage_table"},
+           "maskdot": {"warp_per_row", "stage_table"}, "colsum": {"split_columns"},
            "relax": {"tile_stencil", "stencil_rows"}, "turn": {"spread_loop"}, "nearest": {"tile_argmax"},
            "hprod": {"tile_matmul"}}      # hprod: only in the examples' style (a template launched on __half)
+for _k in ("prod", "hprod", "relax"):     # enough threads to give C blocks' work to a block (the others' launches
+    KERNELS[_k].add("coarsen_blocks")     # hold a few thousand threads: coarsen_blocks refuses them)
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,8 @@ from .library.tuning import suggest
 #: transformations that change what a thread does or how data moves (not a flag, qualifier or launch tweak)
 STRUCTURAL = {"tile_matmul", "tile_stencil", "stencil_rows", "tile_window", "warp_per_row", "warp_row_passes", "spread_loop", "split_argmax", "tile_argmax",
               "privatize_histogram",
-              "split_columns", "swap_axes", "unflatten", "scalar_replace", "vector_loads", "coarsen", "grid_stride"}
+              "split_columns", "swap_axes", "unflatten", "scalar_replace", "vector_loads", "coarsen", "grid_stride",
+              "stage_table", "coarsen_blocks"}
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 from .after_unflatten import AfterUnflatten
 from .base import AfterScalarReplace
 from .coarsen import Coarsen
+from .coarsen_blocks import CoarsenBlocks
 from .compiler_flags import CompilerFlags
 from .grid_stride import GridStride
 from .int_division import IntDivision
@@ -18,10 +19,12 @@ from .split_argmax import SplitArgmax
 from .tile_argmax import TileArgmax
 from .spread_loop import SpreadLoop
 from .swap_axes import SwapAxes
+from .stage_table import StageTable
 from .stencil_rows import StencilRows
 from .tile_matmul import TileMatmul
 from .tile_stencil import TileStencil
 from .tile_window import TileWindow
+from .tunables import TuneParams
 from .unflatten import Unflatten
 from .unroll import Unroll
 from .vector_loads import VectorLoads
@@ -35,7 +38,8 @@ def all_transformations():
             WarpPerRow(), WarpRowPasses(), OnOneDimension(SpreadLoop()), Privatize(),
             OnOneDimension(AfterScalarReplace(SplitColumns(), start="zero")), OnOneDimension(TileArgmax()),
             OnOneDimension(SplitArgmax()), SwapAxes(), OnOneDimension(Unflatten()), DropReplicas(), ScalarReplace(),
-            VectorLoads(), OnOneDimension(Coarsen()), OnOneDimension(GridStride()), LaunchConfig(),
+            StageTable(), CoarsenBlocks(), VectorLoads(), OnOneDimension(Coarsen()), OnOneDimension(GridStride()),
+            LaunchConfig(), TuneParams(),
             IntDivision(), Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]
 
 

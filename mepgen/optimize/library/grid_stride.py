@@ -37,24 +37,36 @@ class GridStride(Transformation):
             init = [k for k in c.get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]
             if init and is_grid_stride(src.src(init[-1])):
                 strides[c.spelling] = src.span(c)
-        allowed, bounds = list(strides.values()), []
+        starts = {}          # `int index = blockIdx.x * blockDim.x + threadIdx.x;` used only to start the loops
+        for c in src.nodes("VAR_DECL"):
+            init = [k for k in c.get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]
+            if init and is_global_index(src.src(init[-1])):
+                starts[c.spelling] = src.span(c)
+        allowed, bounds, started = list(strides.values()), [], []
         for c in src.nodes("FOR_STMT"):
-            if "gridDim" not in src.src(c) and "blockIdx" not in src.src(c):
-                continue
             try:
                 loop = canonical_loop(src, c)
             except Refused:
                 continue
             step = squash(loop.step)
+            if "gridDim" not in src.src(c) and "blockIdx" not in src.src(c) and squash(loop.lo) not in starts:
+                continue
             if not (is_grid_stride(step) or step in strides):
                 continue
-            if not self._starts_at_global_index(loop.lo):
+            if squash(loop.lo) in starts:
+                started.append(squash(loop.lo))
+            elif not self._starts_at_global_index(loop.lo):
                 raise Refused(f"a grid-stride loop starts at `{squash(loop.lo)[:60]}`, not at the global index")
             init, _cond, inc = list(c.get_children())[:3]
             allowed += [src.span(init), src.span(inc)]
             bounds.append(loop.hi)
         if not bounds:
             raise Refused("no grid-stride loop (blockIdx.x * blockDim.x + threadIdx.x; += blockDim.x * gridDim.x)")
+        for name in set(started):
+            uses = [c for c in walk(src.body) if kind(c) == "DECL_REF_EXPR" and c.spelling == name]
+            if len(uses) != started.count(name):
+                raise Refused(f"{name} (the global index) is used other than to start the grid-stride loops")
+            allowed.append(starts[name])
         for c in walk(src.body):
             if kind(c) == "MEMBER_REF_EXPR" and src.src(c).split(".")[0] in ("blockIdx", "gridDim"):
                 if src.src(c) not in ("blockIdx.x", "gridDim.x"):

@@ -17,6 +17,9 @@ class LaunchBounds(Transformation):
     def _threads(self, src, spec, launch) -> int:
         if src.has_launch_bounds():
             raise Refused("the kernel already has __launch_bounds__")
+        from .tunables import redefined_sizes
+        if redefined_sizes(src.text):
+            raise Refused("tune_params set this kernel's sizes: its own search covers the launch bounds")
         n = block_threads(spec, launch)
         if n is None:
             raise Refused(f"the block size `{launch['block']}` is not a compile-time value")

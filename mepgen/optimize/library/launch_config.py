@@ -50,6 +50,9 @@ class LaunchConfig(Transformation):
         super().__init__("launch_config", "block size / shape with the grid derived from it", {"block": 256})
 
     def _tokens(self, src, launch, spec=None) -> list[str]:
+        from .tunables import redefined_sizes
+        if redefined_sizes(src.text):
+            raise Refused("tune_params set this kernel's sizes: its own search covers the block")
         tokens = [_token(b) for b in launch["block"]]
         if len(tokens) > 3:
             raise Refused(f"a block of {len(tokens)} dimensions")

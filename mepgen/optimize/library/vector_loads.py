@@ -55,7 +55,7 @@ class VectorLoads(Transformation):
                     check_pure(src, init[-1], f"the declaration of {v.spelling}")
                     strides[v.spelling] = squash(src.src(init[-1]))
         loop = canonical_loop(src, loop_c)
-        if not is_global_index(loop.lo):
+        if not (is_global_index(loop.lo) or is_global_index(strides.get(squash(loop.lo), ""))):
             raise Refused(f"the loop does not start at the global thread index: `{squash(loop.lo)}`")
         step = squash(loop.step)
         if not (is_grid_stride(step) or is_grid_stride(strides.get(step, ""))):
@@ -155,6 +155,7 @@ class VectorLoads(Transformation):
     def apply(self, src, spec, launch, params):
         m = self._match(src, spec)
         s, e = src.span(m["loop"].cursor)
+        e += _semicolon(src, m["loop"])
         text = src.replace([(s, e, vector_loop(src, m, aligned_test=True))])
         return Rewrite(text, f"vector loads: {', '.join(sorted({n for n, _ in m['accesses'].values()}))} moved "
                              f"{LANES} elements per 128-bit access, scalar tail for n % {LANES}; where a buffer is not "
@@ -167,6 +168,12 @@ class VectorLoads(Transformation):
         return dict(loop=loop, accesses=accesses, reads=reads, writes=writes, top=top)
 
 
+def _semicolon(src, loop) -> int:
+    """1 where the loop's body is one statement without braces whose `;` lies just past the cursors' extent."""
+    end = src.span(loop.body)[1]
+    return 1 if kind(loop.body) != "COMPOUND_STMT" and src.text[end:end + 1] == ";" else 0
+
+
 def vector_loop(src, m: dict, aligned_test: bool = False) -> str:
     """The text replacing the loop `m["loop"]`: a loop over 128-bit vectors of its arrays, then the original loop
     as a scalar tail. `aligned_test`: the vector path only where every array is 16-byte aligned at run time
@@ -176,6 +183,7 @@ def vector_loop(src, m: dict, aligned_test: bool = False) -> str:
     vtypes = {t: f"mepgen_vec{i}" for i, t in enumerate(sorted(set(etype.values())))}
     lane = "mepgen_l"
     body_s, body_e = src.span(loop.body)
+    body_e += _semicolon(src, loop)          # a body without braces: its statement's `;` (outside the cursor)
     edits = [(s - body_s, s - body_s + len(src.src(c)), f"mepgen_{n}.c[{lane}]")
              for s, (n, c) in m["accesses"].items()]
     body = src.text[body_s:body_e]
@@ -215,6 +223,6 @@ def vector_loop(src, m: dict, aligned_test: bool = False) -> str:
     if not aligned_test:
         return "\n".join(lines)
     test = " && ".join(f"(reinterpret_cast<unsigned long long>({n}) & 15) == 0" for n in names)
-    original = src.text[src.span(loop.cursor)[0]:src.span(loop.cursor)[1]]
+    original = src.text[src.span(loop.cursor)[0]:src.span(loop.cursor)[1] + _semicolon(src, loop)]
     vector = textwrap.indent("\n".join(lines[1:-1]), ind)        # one level deeper, continuation lines too
     return "\n".join([f"if ({test}) {{", vector, f"{ind}}} else {{", ind + textwrap.indent(original, ind), f"{ind}}}"])
