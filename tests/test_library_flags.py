@@ -4,6 +4,7 @@ compile, the native build, best/mep.yaml, and the patch stage's note (it cannot 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -150,7 +151,7 @@ def test_best_yaml_and_patch_note(meps, tmp_path):
     out.parent.mkdir()
     write_launch(spec, None, out, ["-use_fast_math"])
     winner = load_spec(out)
-    assert winner.build.nvcc_flags == ["-O3", "-lineinfo", "-use_fast_math"]
+    assert winner.build.nvcc_flags == [*spec.build.nvcc_flags, "-use_fast_math"]     # the application's, then it
     assert winner.launch.grid == spec.launch.grid and "nvcc flags" in out.read_text()
     assert extra_flags(spec, winner) == ["-use_fast_math"] and extra_flags(spec, spec) == []
     note = flags_note(["-use_fast_math"])
@@ -181,8 +182,8 @@ def _winner(app, tmp_path, edit_kernel: bool) -> Path:
     if edit_kernel:
         text = text.replace("y[row] = 0;", "y[row] = 0.0f;")
     (out / "kernel.cu").write_text(text)
-    (out / "mep.yaml").write_text((mep / "mep.yaml").read_text().replace(
-        "nvcc_flags: [-O3, -lineinfo]", "nvcc_flags: [-O3, -lineinfo, -use_fast_math]"))
+    (out / "mep.yaml").write_text(re.sub(r"nvcc_flags: \[([^\]]*)\]", r"nvcc_flags: [\1, -use_fast_math]",
+                                         (mep / "mep.yaml").read_text(), count=1))     # after the application's
     return out
 
 

@@ -99,8 +99,8 @@ def kept_flags(args: list[str]) -> list[str]:
         if a in _WITH_VALUE or a in _DROP_WITH_VALUE:
             skip = True
             continue
-        if a in _DROP or a.startswith(_DROP_PREFIX) or not a.startswith("-"):
-            continue
+        if a in _DROP or a.startswith(_DROP_PREFIX) and a not in ("-lineinfo", "--lineinfo") or not a.startswith("-"):
+            continue        # (-lineinfo is no -l library)
         if a not in out or a.startswith(("-Xptxas", "--ptxas-options")):
             out.append(a)
     return out
