@@ -10,7 +10,7 @@ says nothing about the application: `optimize` refuses it unless forced.
 
 The band: the MEP is faithful when |mep - app| <= max(tolerance * app, floor). The floor covers the launch overhead
 that the MEP's event pairs hold and the application's GPU time does not: on an H200, MEPs of 3-8 us kernels read
-4.6-7.9 us above the same launch's GPU time in the application (bench/results/tune_sweep_2026-11-28.md), the same
+4.6-7.9 us above the same launch's GPU time in the application (bench/results/tune_sweep_2026-11-28/README.md), the same
 for every variant.
 """
 from __future__ import annotations
