@@ -162,12 +162,13 @@ def test_a_reference_that_breaks_on_changed_inputs_skips_the_recheck_with_a_note
 
 
 def test_a_recheck_the_gpu_found_matching_is_a_note_and_a_partial_one_is_done_again_on_the_host():
+    from mepgen.evaluate.recheck import recheck
     from types import SimpleNamespace
     spec = SimpleNamespace(outputs=[SimpleNamespace(name="y", role="out")])
     t = SimpleNamespace(perturbed_buffers=2, perturbed_summary={"followed": 5, "outputs": ["y"]}, perturbed={},
                         perturbed_ref={}, notes=[])
-    wrong, notes = perturb.recheck(spec, {}, t, 0)
+    wrong, notes = recheck(spec, {}, t, 0)
     assert wrong is None and "followed the original's (5 element(s) changed)" in notes[0] and "on the GPU" in notes[0]
     t.perturbed_summary = {"followed": 5, "outputs": []}       # not every output: the host's comparison decides
-    wrong, notes = perturb.recheck(spec, {}, t, 0)
+    wrong, notes = recheck(spec, {}, t, 0)
     assert "on the GPU" not in " ".join(notes)

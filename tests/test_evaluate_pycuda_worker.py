@@ -275,7 +275,7 @@ def test_the_perturbation_recheck_runs_on_the_gpu_and_sends_back_outputs_only_wh
     the original's: a match sends back a summary (elements the change moved against the reference), a mismatch both
     outputs for the parent's evidence (perturb.recheck)."""
     import numpy as np
-    from mepgen.evaluate import perturb
+    from mepgen import perturb
     state, launches = fake_driver_state(tmp_path)
     state.op_compare(b"cubin")
     state.compare = EmulatedCompare(state.cuda)

@@ -29,6 +29,7 @@ from .decide import MIN_GAIN, decide, round_range, summarize, timer_escape
 from .devices import choose_backend, list_gpus, make_backend
 from .results import CompileFailed, EvalResult, Impossible, Mismatch, RuntimeFault, Timed, WrongResult
 from .store import Store, digest
+from .recheck import recheck
 from .verify import compare, reference_problem, tolerance_for, unchanged, written_region
 
 KERNEL_FILE = "kernel.cu"
@@ -462,10 +463,10 @@ class Evaluator:
         return False
 
     def _perturbation_failed(self, res: EvalResult, t, plan: TimingPlan) -> bool:
-        """The perturbation re-check (perturb.recheck); True (recorded in `res`) when the candidate failed it."""
+        """The perturbation re-check (recheck.recheck); True (recorded in `res`) when the candidate failed it."""
         if plan.perturb_seed is None:
             return False
-        wrong, notes = perturb.recheck(self.spec, self.refs[self.sets[0].index], t, self.sets[0].index)
+        wrong, notes = recheck(self.spec, self.refs[self.sets[0].index], t, self.sets[0].index)
         res.notes += notes
         if wrong is not None:
             res.status, res.wrong = "wrong_result", wrong
