@@ -14,9 +14,18 @@ from mepgen.evaluate.native import classify
 from mepgen.evaluate.process import Completed
 from mepgen.spec import PLACEMENT_SPAN
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fake_pycuda"))
-import pycuda.driver as fake  # noqa: E402
-sys.path.pop(0)
+def _fake_driver():
+    """tests/fake_pycuda's driver, loaded under another name: registered as `pycuda` it would make every later
+    test of the session believe pycuda is installed."""
+    import importlib.util
+    where = Path(__file__).resolve().parent / "fake_pycuda" / "pycuda" / "driver.py"
+    found = importlib.util.spec_from_file_location("fake_pycuda_driver_guards", where)
+    module = importlib.util.module_from_spec(found)
+    found.loader.exec_module(module)
+    return module
+
+
+fake = _fake_driver()
 
 
 @pytest.fixture
@@ -76,7 +85,7 @@ def test_the_native_harness_memory_error_is_an_out_of_bounds_fault():
 
 
 def test_the_harness_template_guards_every_buffer_and_checks_after_each_verification():
-    from mepgen.mep.render import render_harness
+    from mepgen.harness import render_harness
     from mepgen.spec import load_spec
     text = render_harness(load_spec(Path(__file__).resolve().parent / "evaluate_fixtures" / "axpy" / "mep.yaml"))
     assert 'reinterpret_cast<void**>(&d_x), "x")' in text and 'reinterpret_cast<void**>(&d_y), "y")' in text
