@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_optimize_many import FAKE_WORKER, make_app, seen
+from batch_apps import FAKE_WORKER, make_app, seen
 
 ROOT = Path(__file__).resolve().parent.parent
 SLURM = ROOT / "integrations" / "slurm"

@@ -1,0 +1,534 @@
+"""A complete MEP from one record: a struct of device pointers passed by value and a table of device pointers.
+
+The application is written here (a particle step; its state is a struct holding two device pointers, its forces a
+device array of device pointers; its shared header is found through -Iinclude). The raw record is written exactly
+as injector/capture.cpp writes it, so everything from the record to a built MEP is tested without a GPU; the
+gpu-marked test runs the real injector on the real program and the MEP on the captured data.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from mepgen.capture.compare import compare
+from mepgen.capture.convert import convert, load_array
+from mepgen.capture.mepwrite import write_captured_mep
+from mepgen.capture.names import choose_kernel
+from mepgen.capture.plan import make_plan
+from mepgen.spec import load_spec
+from mepgen.workspace import Workspace
+
+HEADER = """#pragma once
+#define STEP_SCALE 0.5f
+struct Swarm {
+    float* pos;
+    float* vel;
+    int n;
+    float dt;
+};
+"""
+
+SOURCE = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#include <swarm.h>
+
+__global__ void drift(Swarm s, const float* const* pulls, int npulls)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= s.n) return;
+    float f = 0.0f;
+    for (int k = 0; k < npulls; ++k) f += pulls[k][i];
+    s.vel[i] += STEP_SCALE * f * s.dt;
+    s.pos[i] += s.vel[i] * s.dt;
+}
+
+__global__ void rescale(float* v, float a, int n, const char* keep, size_t* hits)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && keep[i]) { v[i] *= a; atomicAdd((unsigned long long*)hits, 1ull); }
+}
+
+int main(int argc, char** argv)
+{
+    int n = argc > 1 ? std::atoi(argv[1]) : 1000;
+    const int npulls = 2;
+    std::vector<float> h(n);
+    Swarm s{nullptr, nullptr, n, 0.01f};
+    cudaMalloc(&s.pos, n * sizeof(float));
+    cudaMalloc(&s.vel, n * sizeof(float));
+    for (int i = 0; i < n; ++i) h[i] = 0.001f * i;
+    cudaMemcpy(s.pos, h.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemset(s.vel, 0, n * sizeof(float));
+    float* fields[npulls];
+    for (int k = 0; k < npulls; ++k) {
+        cudaMalloc(&fields[k], n * sizeof(float));
+        for (int i = 0; i < n; ++i) h[i] = (k + 1) * 0.5f - 0.0003f * i;
+        cudaMemcpy(fields[k], h.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+    }
+    float** table = nullptr;
+    cudaMalloc(&table, sizeof(fields));
+    cudaMemcpy(table, fields, sizeof(fields), cudaMemcpyHostToDevice);
+    for (int step = 0; step < 3; ++step)
+        drift<<<(n + 127) / 128, 128>>>(s, table, npulls);
+    cudaMemcpy(h.data(), s.pos, n * sizeof(float), cudaMemcpyDeviceToHost);
+    double sum = 0;
+    for (float v : h) sum += v;
+    std::printf("sum %.6f\n", sum);
+    return 0;
+}
+"""
+
+N = 300
+BASE = [0x7f0000000000 + (i << 21) for i in range(5)]     # pos, vel, pulls table, field 0, field 1
+
+
+@pytest.fixture(scope="module")
+def swarm_app(tmp_path_factory):
+    from mepgen.extract import ExtractOptions, extract
+    app = tmp_path_factory.mktemp("swarm") / "swarm"
+    (app / "include").mkdir(parents=True)
+    (app / "include" / "swarm.h").write_text(HEADER)
+    (app / "swarm.cu").write_text(SOURCE)
+    inv = extract(app, ExtractOptions(include_dirs=[str(app / "include")], jobs=1))
+    return app, inv
+
+
+def _step(pos, vel, fields, dt=np.float32(0.01)):
+    f = np.zeros_like(pos)
+    for fld in fields:
+        f += fld
+    vel = vel + np.float32(0.5) * f * dt
+    return pos + vel * dt, vel
+
+
+def swarm_raw(raw: Path) -> dict:
+    """The record of launch 1 (the second step), as the injector writes it."""
+    raw.mkdir(parents=True, exist_ok=True)
+    fields = [np.float32((k + 1) * 0.5) - np.float32(0.0003) * np.arange(N, dtype=np.float32) for k in range(2)]
+    pos0 = np.float32(0.001) * np.arange(N, dtype=np.float32)
+    pos1, vel1 = _step(pos0, np.zeros(N, np.float32), fields)
+    pos2, vel2 = _step(pos1, vel1, fields)
+    table = np.array(BASE[3:5], np.uint64)
+    before = [pos1, vel1, table, *fields]
+    after = [pos2, vel2, table, *fields]
+    allocs = []
+    for i, (b, a) in enumerate(zip(before, after)):
+        b.tofile(raw / f"alloc{i}.before.bin")
+        a.tofile(raw / f"alloc{i}.after.bin")
+        allocs.append({"id": i, "base": BASE[i], "bytes": b.nbytes, "via": "param pulls" if i == 2 else "reached",
+                       "depth": 0 if i == 2 else 1, "scanned": i == 2, "managed": False,
+                       "before": f"alloc{i}.before.bin", "after": f"alloc{i}.after.bin"})
+    s = struct.pack("<QQif", BASE[0], BASE[1], N, 0.01)
+    params = [{"index": 0, "name": "s", "kind": "value", "offset": 0, "size": 24, "bytes_hex": s.hex()},
+              {"index": 1, "name": "pulls", "kind": "pointer", "offset": 24, "size": 8,
+               "bytes_hex": struct.pack("<Q", BASE[2]).hex(), "address": BASE[2], "alloc": 2, "alloc_offset": 0,
+               "alloc_bytes": 16},
+              {"index": 2, "name": "npulls", "kind": "value", "offset": 32, "size": 4,
+               "bytes_hex": struct.pack("<i", 2).hex()}]
+    relocs = [{"in": "param", "where": 0, "at": 0, "target": 0, "offset": 0},
+              {"in": "param", "where": 0, "at": 8, "target": 1, "offset": 0},
+              {"in": "allocation", "where": 2, "at": 0, "target": 3, "offset": 0},
+              {"in": "allocation", "where": 2, "at": 8, "target": 4, "offset": 0}]
+    doc = {"format": "mepgen.capture.raw", "version": 2, "injector": "2", "target": 0, "pid": 1,
+           "api": "cuLaunchKernel", "mangled": "_Z5drift5SwarmPKPKfi", "demangled": "drift(Swarm, float const* const*, int)",
+           "launch_index": 1, "selection": "index", "launches_timed": 1, "time_ms": 5.0, "kernel_ms": 0.01,
+           "grid": [3, 1, 1], "block": [128, 1, 1], "cluster": [0, 0, 0], "shared_mem": 0,
+           "stream": {"handle": 0, "id": 1}, "params": params, "constants": [], "allocations": allocs,
+           "relocations": relocs, "capture_ms": 2.0}
+    (raw / "capture.json").write_text(json.dumps(doc))
+    return {"pos2": pos2, "vel2": vel2}
+
+
+@pytest.fixture
+def swarm_captured(swarm_app, tmp_path):
+    app, inv = swarm_app
+    app = Path(shutil.copytree(app, tmp_path / "app"))
+    ws = Workspace(app)
+    choice = choose_kernel(inv, "drift")
+    want = swarm_raw(tmp_path / "raw")
+    plan = make_plan(choice, tmp_path / "raw", app_root=app, launch=1)
+    manifest = convert(tmp_path / "raw", plan, ws.mep_dir(choice.kernel["id"]) / "data" / "captured",
+                       compress_above=1000)
+    return ws, inv, choice.kernel, manifest, want
+
+
+def test_record_names_the_pointers_inside_the_struct_and_the_table(swarm_captured):
+    ws, _, k, m, want = swarm_captured
+    cap = ws.mep_dir(k["id"]) / "data" / "captured"
+    assert m["relocations"] == [
+        {"in": "param", "at": 0, "target": 0, "offset": 0, "param": "s"},
+        {"in": "param", "at": 8, "target": 1, "offset": 0, "param": "s"},
+        {"in": "allocation", "at": 0, "target": 3, "offset": 0, "allocation": 2},
+        {"in": "allocation", "at": 8, "target": 4, "offset": 0, "allocation": 2}]
+    a = {x["id"]: x for x in m["allocations"]}
+    assert a[2]["params"] == ["pulls"] and a[0]["params"] == [] and a[0]["written"] and not a[3]["written"]
+    # the outputs reached through the struct, as bytes; over --compress-above (1000 bytes) they are compressed
+    assert a[0]["after"] == "after/alloc0.npz" and a[3]["after"] is None
+    assert np.array_equal(load_array(cap, a[0]["after"]).view(np.float32), want["pos2"])
+    assert "never" not in m["storage"]["policy"] and "compressed" in m["storage"]["policy"]
+
+
+def test_mep_from_the_record_relocates_instead_of_passing_the_applications_addresses(swarm_captured):
+    ws, inv, k, m, _ = swarm_captured
+    w = write_captured_mep(ws, inv, k, m, detect_gpu=False)
+    assert w.todo == [] and w.spec.todo == []
+    # extracted without compile_commands.json: the MEP says its flags are mepgen's, not the application's
+    assert any(n.startswith("build flags: the application's compile commands were not known") for n in w.notes)
+    d = yaml.safe_load((w.path / "mep.yaml").read_text())
+    p = {x["name"]: x for x in d["params"]}
+    assert p["s"]["role"] == "scalar" and p["s"]["relocate"] == [
+        {"at": 0, "buffer": "reached0", "offset": 0}, {"at": 8, "buffer": "reached1", "offset": 0}]
+    assert p["pulls"]["role"] == "in" and p["pulls"]["relocate"] == [
+        {"at": 0, "buffer": "reached3", "offset": 0}, {"at": 8, "buffer": "reached4", "offset": 0}]
+    assert p["pulls"]["init"] == {"kind": "file", "path": "data/captured/before/pulls.npy"}
+    assert p["npulls"]["value"] == "2"
+    assert {b["name"] for b in d["buffers"]} == {"reached0", "reached1", "reached3", "reached4"}
+    # what the kernel writes through the struct's pointers is reset before every run and checked by `mepgen run`
+    roles = {b["name"]: b.get("role") for b in d["buffers"]}
+    assert roles == {"reached0": "inout", "reached1": "inout", "reached3": None, "reached4": None}
+    assert [o.name for o in w.spec.outputs] == ["reached0", "reached1"]
+    assert d["launch"]["grid"] == ["3"] and d["launch"]["block"] == ["128"]
+    # the application's include folder is in the build, and its header is not included on top of the copied struct
+    assert f"-I{ws.app_root / 'include'}" in d["build"]["nvcc_flags"]
+    kernel = (w.path / "kernel.cu").read_text()
+    assert "#include <swarm.h>" not in kernel and "struct Swarm" in kernel
+    harness = (w.path / "harness.cu").read_text()
+    assert "auto arg_s = " in harness and "reinterpret_cast<char*>(d_reached0) + 0" in harness
+    assert "drift<<<grid, block, shared_mem, stream>>>(arg_s, mep_record_ptr{d_pulls}, 2)" in harness
+    assert "reinterpret_cast<char*>(d_pulls) + 8" in harness
+    assert (w.path / "data" / "in" / "reached0.npy").is_file()
+    assert "MEP_CHECK(cudaMemcpyAsync(d_reached0, mep_init_reached0," in harness
+    assert "reinterpret_cast<char*>(d_reached0) + 0" in harness
+    # a user's --refresh renders the same MEP again: nothing is left for a person
+    from mepgen.cli import main
+    r = CliRunner().invoke(main, ["mep", "drift", "--refresh", "-C", str(ws.app_root)])
+    assert r.exit_code == 0, r.output
+
+
+def test_static_and_captured_disagreements_are_named(swarm_captured):
+    ws, inv, k, m, _ = swarm_captured
+    from mepgen.cli import main
+    r = CliRunner().invoke(main, ["mep", "drift", "--size", "N=1000", "-C", str(ws.app_root)])
+    assert r.exit_code in (0, 3), r.output
+    static = load_spec(ws.mep_dir(k["id"]) / "mep.yaml")
+    found = {d.field: d for d in compare(static, m)}
+    assert "launch.grid" in found and found["launch.grid"].captured == "[3, 1, 1]"
+    assert "params.pulls.count" in found       # the table of two pointers, not float32 data
+    write_captured_mep(ws, inv, k, m, detect_gpu=False)
+    r = CliRunner().invoke(main, ["capture", "drift", "--compare", "-C", str(ws.app_root)])
+    assert r.exit_code == 0, r.output
+    assert "mep.yaml.before-capture" in r.output and "launch.grid: static" in r.output
+
+
+def test_one_run_of_several_kernels_names_each_outcome(swarm_app, tmp_path, monkeypatch):
+    """`capture --all --use`: the injector's run is replaced by the files it writes (one kernel recorded, one
+    never launched), everything after it is the real command."""
+    from mepgen.capture import build, launcher
+    from mepgen.cli import main
+    app = Path(shutil.copytree(swarm_app[0], tmp_path / "app"))
+
+    def fake_run(command, injector, plan, raw_dir, timeout=None):
+        names = [t.choice.kernel["qualified_name"] for t in plan.targets]
+        assert sorted(names) == ["drift", "rescale"] and command == ["./swarm", "300"]
+        swarm_raw(Path(raw_dir) / f"k{names.index('drift')}")
+        targets = [{"matched": 3 if n == "drift" else 0, "captured": n == "drift", "refusal": ""} for n in names]
+        return launcher.AppRun(command, 0, 0.5, [{"error": "", "graph_launches": 0, "targets": targets,
+                                                  "seen": {"drift(Swarm, float const* const*, int)": 3}}])
+    monkeypatch.setattr(launcher, "run_injected", fake_run)
+    monkeypatch.setattr(build, "build_injector", lambda **kw: build.Injector(Path("/x.so"), SimpleNamespace(version="13.0"), built=False))
+    r = CliRunner().invoke(main, ["capture", "--all", "--launch", "1", "--use", "--json", "-C", str(app), "--",
+                                  "./swarm", "300"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    got = {o["kernel"]: o for o in json.loads(r.output)}
+    assert got["drift"]["outcome"] == "captured" and got["drift"]["complete"] is True
+    assert got["drift"]["relocations"] == 4 and got["drift"]["allocations"] == 5
+    assert got["rescale"]["outcome"] == "not_launched"
+    assert got["rescale"]["reason"].startswith("rescale was never launched (1 other kernel(s) were)")
+    assert load_spec(app / ".mepgen" / "meps" / "drift" / "mep.yaml").todo == []
+    # the text report names both
+    r = CliRunner().invoke(main, ["capture", "--kernels", "drift,rescale", "--use", "-C", str(app)])
+    assert r.exit_code == 0 and "drift: captured" in r.output and "rescale: not captured: no capture at" in r.output
+
+
+@pytest.mark.nvcc
+def test_the_captured_mep_builds(swarm_captured, tmp_path):
+    from mepgen import mepbuild
+    ws, inv, k, m, _ = swarm_captured
+    w = write_captured_mep(ws, inv, k, m, detect_gpu=False)
+    cmd = mepbuild.nvcc_command(w.spec, w.path, w.path / "kernel.cu", tmp_path / "mep")
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.nvcc
+def test_one_run_records_the_swarm_and_its_mep_reproduces_the_launch(swarm_app, tmp_path):
+    app = Path(shutil.copytree(swarm_app[0], tmp_path / "app"))
+    exe = app / "swarm"
+    r = subprocess.run(["nvcc", "-O2", "-Iinclude", "swarm.cu", "-o", str(exe)], cwd=app, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    from conftest import run_mepgen
+    r = run_mepgen("capture", "--all", "--launch", "1", "--use", "--json", "-C", app, "--", exe, N)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = {o["kernel"]: o for o in json.loads(r.stdout)}       # only mepgen's JSON on stdout
+    assert "sum " in r.stderr                                   # the application's own output, on stderr
+    o = got["drift"]
+    assert o["outcome"] == "captured" and o["complete"] and o["relocations"] == 4, o
+    assert o["allocations"] == 5 and o["grid"] == [3, 1, 1] and o["launch_index"] == 1
+    assert got["rescale"]["outcome"] == "not_launched"
+    mep = app / ".mepgen" / "meps" / "drift"
+    assert subprocess.run(["make", "-s"], cwd=mep, capture_output=True, timeout=300).returncode == 0
+    assert subprocess.run(["./mep", "--out", "data/out"], cwd=mep, capture_output=True, timeout=60).returncode == 0
+    m = json.loads((mep / "data" / "captured" / "manifest.json").read_text())
+    for a in m["allocations"]:
+        if a.get("written"):
+            got = np.load(mep / "data" / "out" / f"reached{a['id']}.npy")
+            assert np.array_equal(got, load_array(mep / "data" / "captured", a["after"])), a
+
+
+def test_roles_from_what_the_launch_changed():
+    from mepgen.capture.mepwrite import _role
+    buf = lambda changed, count=8: {"written": changed > 0, "changed_elements": changed, "count": count}
+    assert _role(buf(0), "out")[0] == "in"            # not changed by this launch: an input here
+    assert _role(buf(8), "out")[0] == "out"           # static says out and every element changed
+    assert _role(buf(8), None)[0] == "inout"          # no static analysis: start every run from the capture
+    assert _role(buf(3), "out")[0] == "inout"         # part of it left alone: its captured values matter
+    assert _role(buf(8), "in")[0] == "inout"
+    # every element changed, but some now hold the bits an `out` buffer is poisoned with (a record kept as bytes:
+    # about one byte in 256 is 0xA5): as `out`, mepgen run would count them unwritten
+    assert _role(buf(8), "out", poison_like=3)[0] == "inout"
+    assert _role(buf(8), "out", poison_like=None)[0] == "inout"     # its result unread: not proven
+
+
+def test_poison_bits_in_a_captured_result_are_found_in_its_file(tmp_path):
+    from mepgen.capture.mepwrite import _poison_like
+    (tmp_path / "after").mkdir()
+    np.save(tmp_path / "after" / "rec.npy", np.array([1, 0xA5, 2, 0xA5, 0xA5], np.uint8))
+    np.save(tmp_path / "after" / "f.npy", np.array([1.0, np.nan, 2.0], np.float32))
+    m = {"_dir": str(tmp_path)}
+    assert _poison_like(m, {"after": "after/rec.npy"}) == 3
+    assert _poison_like(m, {"after": "after/f.npy"}) == 0          # a NaN, but not the poison's all-ones bits
+    assert _poison_like(m, {"after": None}) is None and _poison_like({}, {"after": "after/rec.npy"}) is None
+
+
+def test_buffers_written_through_captured_pointers_are_outputs(swarm_captured):
+    from mepgen.errors import MepgenError
+    from mepgen.evaluate.verify import tolerance_for
+    from mepgen.spec import validate_dict
+    ws, inv, k, m, _ = swarm_captured
+    w = write_captured_mep(ws, inv, k, m, detect_gpu=False)
+    t = tolerance_for(w.spec, "reached0")
+    assert (t.rtol, t.atol) == (0.0, 0.0)          # bytes: compared exactly
+    d = w.spec.to_dict()
+    d["buffers"][0].pop("init")
+    with pytest.raises(MepgenError, match="role inout is for a buffer reached through captured pointers"):
+        validate_dict(d)
+    d = w.spec.to_dict()
+    d["params"][1]["relocate"][0]["buffer"] = "nowhere"
+    with pytest.raises(MepgenError, match="no buffer parameter or buffer named 'nowhere'"):
+        validate_dict(d)
+
+
+def test_element_types_spelled_unlike_the_harness_are_passed_as_the_kernels_pointer(swarm_app):
+    """`char` is int8 but the harness declares `signed char`; `size_t` is uint64 but `unsigned long long`: the MEP
+    passes those buffers converted to the kernel's pointer type, and `float` as it is."""
+    from mepgen.capture.mepwrite import captured_spec
+    _, inv = swarm_app
+    k = next(x for x in inv["kernels"] if x["qualified_name"] == "rescale")
+    buf = lambda name, dtype, item: {"name": name, "kind": "buffer", "dtype": dtype, "itemsize": item, "count": 4,
+                                     "offset_bytes": 0, "allocation": {"v": 0, "keep": 1, "hits": 2}[name],
+                                     "address": 4096, "before": f"before/{name}.npy", "after": None,
+                                     "written": False, "changed_elements": 0, "notes": []}
+    m = {"kernel": "rescale", "params": [buf("v", "float32", 4), {"name": "a", "kind": "value", "value": 2.0,
+         "dtype": "float32", "bytes_hex": "00000040"}, {"name": "n", "kind": "value", "value": 4, "dtype": "int32",
+         "bytes_hex": "04000000"}, buf("keep", "int8", 1), buf("hits", "uint64", 8)],
+         "allocations": [], "relocations": [], "constants": [], "grid": [1, 1, 1], "block": [4, 1, 1],
+         "shared_mem": 0, "launch_index": 0}
+    d, _ = captured_spec(inv, k, m, detect_gpu=False)
+    p = {x["name"]: x for x in d["params"]}
+    assert "lanes" not in p["v"] and p["keep"]["lanes"] == 1 and p["hits"]["lanes"] == 1
+    assert p["a"]["value"] == "2.0f" and p["n"]["value"] == "4"
+
+
+@pytest.mark.nvcc
+def test_a_device_function_called_before_its_definition_is_declared_first(tmp_path):
+    """The header declares it, the closure copies only definitions: kernel.cu declares it before its caller."""
+    from mepgen.extract import ExtractOptions, extract
+    from mepgen.mep.kernelsrc import render_kernel_file
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "ops.h").write_text("#pragma once\n__device__ float twice(float x);\n")
+    (app / "ops.cu").write_text('#include "ops.h"\n'
+                                "__device__ float quad(float x) { return twice(twice(x)); }\n"
+                                "__device__ float twice(float x) { return 2.0f * x; }\n"
+                                "__global__ void grow(float* v) { v[threadIdx.x] = quad(v[threadIdx.x]); }\n")
+    inv = extract(app, ExtractOptions(jobs=1))
+    text = render_kernel_file(app, inv["kernels"][0], None)
+    assert text.index("__device__ float twice(float x);") < text.index("__device__ float quad")
+    (tmp_path / "k.cu").write_text(text)
+    r = subprocess.run(["nvcc", "-std=c++17", "-c", "k.cu", "-o", "k.o"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+
+
+def test_captured_bytes_read_back_only_what_bytes_expression_wrote():
+    from mepgen.cbytes import bytes_expression, captured_bytes
+    raw = bytes(range(0, 256, 5))
+    assert captured_bytes(bytes_expression("ns::Params", raw.hex())) == raw
+    assert captured_bytes(bytes_expression("decltype(ns::c_table)", "ff00")) == b"\xff\x00"
+    assert captured_bytes("heat::Grid{NX, NY, 1.0f, 0.5f}") is None and captured_bytes("0.5f") is None
+    assert captured_bytes(None) is None
+
+
+def test_the_applications_output_never_reaches_mepgens_stdout(tmp_path):
+    """--json is for scripts: the application's stdout goes to stderr, whether stderr is a file or not (relayed)."""
+    import sys
+    prog = ("import io, os, sys\n"
+            "from mepgen.capture.launcher import _run\n"
+            "cmd = ['sh', '-c', 'echo app-line; echo app-err >&2']\n"
+            "if sys.argv[1] == 'relay': sys.stderr = io.TextIOWrapper(io.BytesIO())\n"
+            "code = _run(cmd, dict(os.environ), 30)\n"
+            "if sys.argv[1] == 'relay': sys.stderr.flush(); sys.__stderr__.write(sys.stderr.buffer.getvalue().decode())\n"
+            "print('[]')\n")
+    root = Path(__file__).resolve().parents[2]
+    for mode in ("file", "relay"):
+        r = subprocess.run([sys.executable, "-c", prog, mode], capture_output=True, text=True, timeout=60, cwd=root)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "[]\n" and "app-line" in r.stderr and "app-err" in r.stderr, (mode, r)
+
+
+PAIRS = r"""
+__global__ void order_pairs(unsigned* __restrict__ dst, const unsigned* __restrict__ src, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (2 * i + 1 >= n) return;
+    unsigned a = src[2 * i], b = src[2 * i + 1];
+    dst[2 * i] = a < b ? a : b;
+    dst[2 * i + 1] = a < b ? b : a;
+}
+
+void order_in_place(unsigned* d, int n) { order_pairs<<<(n / 2 + 127) / 128, 128>>>(d, d, n); }
+"""
+
+
+def _aliased_capture(tmp_path):
+    """An in-place launch of order_pairs as a record: dst and src point into one allocation (src 8 bytes in)."""
+    from mepgen.extract import ExtractOptions, extract
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "pairs.cu").write_text(PAIRS)
+    inv = extract(app, ExtractOptions(jobs=1))
+    k = inv["kernels"][0]
+    before = np.array([5, 1, 2, 9, 7, 3, 4, 4], np.uint32)
+    after = np.array([5, 1, 2, 9, 3, 7, 4, 4], np.uint32)
+    ws = Workspace(app)
+    cap = ws.mep_dir(k["id"]) / "data" / "captured"
+    for d in ("before", "after"):
+        (cap / d).mkdir(parents=True)
+    np.save(cap / "before" / "dst.npy", before)
+    np.save(cap / "after" / "dst.npy", after)
+    np.save(cap / "before" / "src.npy", before[2:])
+    np.save(cap / "after" / "src.npy", after[2:])
+    buf = lambda name, off: {"name": name, "kind": "buffer", "dtype": "uint32", "itemsize": 4, "count": 8 - off // 4,
+                             "offset_bytes": off, "allocation": 0, "address": 4096 + off, "before": f"before/{name}.npy",
+                             "after": f"after/{name}.npy", "written": True, "changed_elements": 2, "notes": []}
+    m = {"kernel": "order_pairs", "params": [buf("dst", 0), buf("src", 8), {"name": "n", "kind": "value", "value": 6,
+         "dtype": "int32", "bytes_hex": "06000000"}], "allocations": [{"id": 0, "bytes": 32, "params": ["dst", "src"]}],
+         "relocations": [], "constants": [], "grid": [1, 1, 1], "block": [4, 1, 1], "shared_mem": 0, "launch_index": 0}
+    return ws, inv, k, m
+
+
+def test_two_parameters_pointing_into_one_allocation_stay_one_buffer(tmp_path):
+    """An in-place step (the application passes the same allocation as destination and source): as two buffers the
+    MEP's source would never see what the kernel writes, and the source's captured after-state (changed, through the
+    destination) could not be reproduced. The MEP passes the source as a pointer into the destination's buffer."""
+    from mepgen.harness import render_harness
+    ws, inv, k, m = _aliased_capture(tmp_path)
+    cap = ws.mep_dir(k["id"]) / "data" / "captured"
+    w = write_captured_mep(ws, inv, k, m, detect_gpu=False)
+    assert w.todo == []
+    p = {x.name: x for x in w.spec.params}
+    assert p["dst"].role == "inout" and p["dst"].count == "8"
+    assert p["src"].role == "scalar" and p["src"].relocate == [{"at": 0, "buffer": "dst", "offset": 8}]
+    assert p["src"].value == "static_cast<const unsigned int *>(nullptr)"
+    assert [o.name for o in w.spec.outputs] == ["dst"]          # what src saw change is checked in dst
+    harness = render_harness(w.spec)
+    assert "auto arg_src = static_cast<const unsigned int *>(nullptr);" in harness
+    assert "reinterpret_cast<char*>(d_dst) + 8" in harness
+    assert "order_pairs<<<grid, block, shared_mem, stream>>>(d_dst, arg_src, 6)" in harness
+    # static analysis' out (never read before written) does not survive: the kernel reads it through src
+    m["params"][0]["changed_elements"] = 8
+    np.save(cap / "after" / "dst.npy", np.load(cap / "before" / "dst.npy") + 1)
+    assert {x.name: x for x in write_captured_mep(ws, inv, k, m, detect_gpu=False).spec.params}["dst"].role == "inout"
+
+
+@pytest.mark.nvcc
+def test_the_aliased_mep_builds(tmp_path):
+    from mepgen import mepbuild
+    ws, inv, k, m = _aliased_capture(tmp_path)
+    w = write_captured_mep(ws, inv, k, m, detect_gpu=False)
+    cmd = mepbuild.nvcc_command(w.spec, w.path, w.path / "kernel.cu", tmp_path / "mep")
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_compare_tells_a_static_placeholder_from_a_disagreement(swarm_captured):
+    """Static completion's placeholder (N = 1048576, a todo) makes the grid differ: named as the placeholder it is;
+    once N is given (--size N=1000) the same grid is a real disagreement (the run used 300)."""
+    ws, inv, k, m, _ = swarm_captured
+    from mepgen.cli import main
+    r = CliRunner().invoke(main, ["mep", "drift", "-C", str(ws.app_root)])
+    assert r.exit_code == 3, r.output
+    found = {d.field: d for d in compare(load_spec(ws.mep_dir(k["id"]) / "mep.yaml"), m)}
+    assert found["launch.grid"].static_todo == "sizes.N" and found["launch.grid"].placeholder
+    assert "[static placeholder: todo sizes.N]" in found["launch.grid"].line()
+    assert not found["params.pulls.count"].placeholder          # a count static completion derived
+    assert "16 bytes are 4 float32 elements" in found["params.pulls.count"].why
+    r = CliRunner().invoke(main, ["mep", "drift", "--size", "N=1000", "-C", str(ws.app_root)])
+    found = {d.field: d for d in compare(load_spec(ws.mep_dir(k["id"]) / "mep.yaml"), m)}
+    assert found["launch.grid"].static == "['(N + 127) / 128'] = [8, 1, 1]" and not found["launch.grid"].placeholder
+    r = CliRunner().invoke(main, ["capture", "drift", "--compare", "--json", "-C", str(ws.app_root)])
+    d = {x["field"]: x for x in json.loads(r.stdout)[0]["disagreements"]}
+    assert d["launch.grid"]["static_todo"] == "" and "static_todo" in d["params.pulls.count"]
+
+
+def test_a_stated_default_is_a_placeholder_though_no_todo_names_it(swarm_captured):
+    """mep.yaml keeps "0.5f is a safe default" as the comment above the value; compare reads it back."""
+    ws, inv, k, m, _ = swarm_captured
+    from mepgen.capture.command import _static_spec
+    from mepgen.capture.compare import notes_from_comments
+    text = ("params:\n  # npulls: launch argument `?` is computed at run time; 7 is a safe default\n"
+            "  - {name: npulls, role: scalar, ctype: int, dtype: int32, value: '7'}\nsizes: {}\n  # N: not a param\n")
+    assert notes_from_comments(text) == {"npulls": "launch argument `?` is computed at run time; 7 is a safe default"}
+    from mepgen.cli import main
+    CliRunner().invoke(main, ["mep", "drift", "--size", "N=300", "-C", str(ws.app_root)])
+    path = ws.mep_dir(k["id"]) / "mep.yaml"
+    path.write_text(path.read_text().replace("value: '2'}", "value: '7'}").replace(
+        "  - {name: npulls", "  # npulls: computed at run time; 7 is a safe default\n  - {name: npulls", 1))
+    static, _ = _static_spec(ws, inv, k)
+    found = {d.field: d for d in compare(static, m)}
+    assert found["params.npulls"].static_todo == "default" and "a stated default" in found["params.npulls"].line()
+
+
+def test_compare_names_aliasing_and_null_pointers(tmp_path):
+    from mepgen.cli import main
+    ws, inv, k, m = _aliased_capture(tmp_path)
+    CliRunner().invoke(main, ["mep", "order_pairs", "-C", str(ws.app_root)])
+    static = load_spec(ws.mep_dir(k["id"]) / "mep.yaml")
+    found = {d.field: d for d in compare(static, m)}
+    assert found["params.src.role"].why.startswith("dst point(s) into the same allocation in the application")
+    m["params"][0] = {"name": "dst", "kind": "null", "bytes_hex": "00" * 8}
+    found = {d.field: d for d in compare(static, m)}
+    assert "the application passed a null pointer" in found["params.dst"].why
