@@ -212,3 +212,18 @@ def test_a_launcher_someone_else_could_replace_is_never_run(tmp_path):
     link = tmp_path / "link"
     link.symlink_to(mine)
     assert not landlock_level._ours(link)
+
+
+@needs_landlock
+@pytest.mark.skipif(os.geteuid() != 0, reason="who owns the shared worker scratch matters only when mepgen runs as root")
+def test_a_worker_that_stays_root_writes_the_scratch_an_earlier_nobody_worker_owned():
+    """Workers under landlock share one scratch folder (HOME, TMPDIR). One that ran as `nobody` left it nobody's
+    (mode 0700); the next one, kept root without capabilities, must still write there (it failed in the full suite,
+    after an earlier test's worker)."""
+    scratch = landlock_level.worker_scratch()
+    os.chown(scratch, sandbox.NOBODY, sandbox.NOBODY)
+    c = sandbox.for_worker("landlock", gpu=False)
+    c.keep_root = True
+    code = "import os; open(os.path.join(os.environ['TMPDIR'], 't'), 'w').write('x'); print('tmp yes')"
+    done = process.run([sys.executable, "-c", code], 60, confine=c)
+    assert done.stdout.strip() == "tmp yes", done.stderr

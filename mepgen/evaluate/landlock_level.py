@@ -95,12 +95,6 @@ def policy(c, args: list[str], scratch: list[Path]) -> list[str]:
     if c.drops_root:
         from .sandbox import NOBODY
         out += ["-u", str(NOBODY)]
-        # the folders it writes (a 0700 scratch of root's) become its own, still root's group's: a later process
-        # that stays root without capabilities (no CAP_DAC_OVERRIDE) writes there too; nobody else may
-        for p in write:
-            if p != "/dev/shm" and os.path.isdir(p) and os.geteuid() == 0 and os.stat(p).st_uid != NOBODY:
-                os.chown(p, NOBODY, 0)
-                os.chmod(p, 0o770)
     elif c.keep_caps:
         out += ["-k", "1"]
     for flag, paths in (("-r", read), ("-w", write), ("-x", exe), ("-d", dev)):

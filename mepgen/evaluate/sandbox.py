@@ -218,6 +218,11 @@ class Confinement:
             Path(p).mkdir(parents=True, exist_ok=True, mode=0o700 if p in self.scratch else 0o777)
             if self.drops_root:
                 os.chown(p, NOBODY, NOBODY)
+            elif os.geteuid() == 0 and Path(p).stat().st_uid == NOBODY:
+                # a scratch folder shared between workers (landlock_level.worker_scratch) that an earlier worker
+                # running as nobody owned: this one stays root without capabilities (no CAP_DAC_OVERRIDE), so
+                # the folder becomes root's again or it could not write there
+                os.chown(p, 0, 0)
 
     def preexec(self):
         return None if self.level == "off" or prlimit_executable() else self.limits.apply
