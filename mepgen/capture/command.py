@@ -233,7 +233,7 @@ def gpu_times(run, t: int, raw_dir: Path) -> dict:
     try:
         name = json.loads((raw_dir / "capture.json").read_text()).get("demangled", "")
     except (OSError, json.JSONDecodeError):
-        pass
+        pass            # no readable record: no name, so no per-function totals (the launch's gpu_ms stays)
     launches = total = 0
     lo, hi = None, None
     for st in run.statuses:

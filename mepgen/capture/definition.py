@@ -55,7 +55,7 @@ def device_code(data: bytes, qualified: str) -> dict[tuple[int, str], bytes]:
                         sec = cubin.sections[s.shndx]
                         out[(_sm(data, at), s.name)] = cubin.data[sec["offset"]:sec["offset"] + sec["size"]]
             except (ValueError, struct.error, IndexError):
-                pass
+                pass    # a section this reader cannot parse holds no comparable code: the match is decided by the rest
         at = data.find(b"\x7fELF", at + 4)
     return out
 

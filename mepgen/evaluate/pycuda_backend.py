@@ -413,7 +413,7 @@ def _build_helpers(arch: str, build_dir: Path, timeout: float) -> None:
         try:
             build(arch, build_dir, timeout)
         except (MepgenError, OSError):
-            pass
+            pass        # a prebuild only: the build that needs it runs again and reports its error
 
 
 def worker_path() -> list[Path]:

@@ -163,7 +163,7 @@ def _worker_start() -> None:
         import ctypes
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
-        pass
+        pass            # no prctl (not Linux): the parent's SIGTERM handler stops the workers instead
 
 
 def _parse_all(jobs: list[tuple[str, list[str]]], app: Path, workers: int) -> list[dict]:
