@@ -19,7 +19,8 @@ DEFAULTS: dict = {
                  "fidelity_tolerance": 0.25, "fidelity_floor_us": 10.0},
     "mep": {"arch": None, "ask_llm": False},
     "patch": {"validate_command": None},
-    "tune": {"build_command": None, "check_command": None, "runs": 3, "time_limit_s": 60.0, "timeout_s": 1800.0},
+    "tune": {"build_command": None, "check_command": None, "runs": 3, "time_limit_s": 60.0, "timeout_s": 1800.0,
+             "min_share": 0.01},
     "llm": {"base_url": None, "model": None, "api_key_env": "OPENAI_API_KEY", "temperature": 0.2,
             "timeout_s": 120.0, "max_retries": 3},
 }
@@ -57,7 +58,7 @@ _SCHEMA = record({
     "tune": (record({
         "build_command": (optional(of_type(str)), False), "check_command": (optional(of_type(str)), False),
         "runs": (_positive(int), False), "time_limit_s": (_positive(float), False),
-        "timeout_s": (_positive(float), False)}), False),
+        "timeout_s": (_positive(float), False), "min_share": (_in_range(float, 0.0, 1.0), False)}), False),
     "llm": (record({
         "base_url": (optional(of_type(str)), False), "model": (optional(of_type(str)), False),
         "api_key_env": (of_type(str), False), "temperature": (_in_range(float, 0.0, 2.0), False),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -227,3 +228,35 @@ def test_a_worker_that_stays_root_writes_the_scratch_an_earlier_nobody_worker_ow
     code = "import os; open(os.path.join(os.environ['TMPDIR'], 't'), 'w').write('x'); print('tmp yes')"
     done = process.run([sys.executable, "-c", code], 60, confine=c)
     assert done.stdout.strip() == "tmp yes", done.stderr
+
+
+@needs_landlock
+@pytest.mark.parametrize("which", ["python", "c"])
+def test_a_capped_abi_keeps_the_older_rules_and_drops_only_the_newer(which, tmp_path):
+    """`-A N` (a GPU driver that refuses a CUDA context under a newer ABI's rules): the file rules of ABI N stay
+    (a file outside the policy is unreadable), what later ABIs add goes (the TCP rule of ABI 4: a connect to a
+    loopback listener is refused at the kernel's ABI and goes through at ABI 3)."""
+    if landlock_level.abi() < 4:
+        pytest.skip("the kernel's Landlock has no TCP rule (ABI < 4)")
+    head = dict(zip(["python", "c"], launchers())).get(which) or pytest.skip("no C compiler")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("private")
+    system = [a for p in ("/usr", "/lib", "/lib64", "/etc") for a in ("-r", p)]
+    bash = str(Path(shutil.which("bash")).resolve())
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+
+    def run(cap, script):
+        return subprocess.run(head + system + ["-x", bash, "-A", str(cap), "-p", bash, "--", "bash", "-c", script],
+                              capture_output=True, text=True, timeout=30)
+    try:
+        connect = f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"
+        full, capped = run(0, connect), run(3, connect)
+    finally:
+        listener.close()
+    assert full.returncode != 0 and "connected" not in full.stdout, full.stdout + full.stderr
+    assert capped.returncode == 0 and "connected" in capped.stdout, capped.stderr
+    done = run(1, f"read -r line < {secret} && echo $line")            # a builtin: no other program runs
+    assert done.returncode != 0 and "private" not in done.stdout and "Permission denied" in done.stderr

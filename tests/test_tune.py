@@ -216,3 +216,21 @@ def test_a_kernel_whose_original_needs_a_longer_search_gets_it_once(tmp_path, mo
     opt = [c for c in stages.calls if c[0] == "optimize"]
     assert len(opt) == 2 and opt[1][opt[1].index("--only") + 1] == "app.b" and "90.0" in opt[1]
     assert sorted(report(app)["kept"]) == ["app.a", "app.b"]
+
+
+def test_kernels_under_the_hotspot_share_are_reported_not_optimized():
+    """A kernel taking 0.5 % of the kernels' GPU time is not a hotspot: it is left out with its share, the others
+    are optimized longest first; with a share of 0 every captured kernel is."""
+    from mepgen.tune.command import _chosen
+    outcomes = [{"outcome": "captured", "mep": f"/w/.mepgen/meps/{k}", "complete": True, "kernel": k,
+                 "kernel_ms": ms, "launched_as": f"{k}(float*)"} for k, ms in (("big", 9.0), ("mid", 1.0), ("tiny", 0.05))]
+    outcomes.append({"outcome": "captured", "mep": "/w/.mepgen/meps/open", "complete": False, "kernel": "open",
+                     "launched_as": "open(int)"})
+    gpu = {"gpu_total_ms": 10.0, "kernels": {"big(float*)": {"total_ms": 8.95}, "mid(float*)": {"total_ms": 1.0},
+                                             "tiny(float*)": {"total_ms": 0.05}, "open(int)": {"total_ms": 0.0}}}
+    chosen, minor = _chosen(outcomes, None, gpu, 0.01)
+    assert [c["id"] for c in chosen] == ["big", "mid"]
+    assert list(minor) == ["tiny"] and "0.50% of the kernels' GPU time" in minor["tiny"]
+    chosen, minor = _chosen(outcomes, None, gpu, 0.0)
+    assert [c["id"] for c in chosen] == ["big", "mid", "tiny"] and minor == {}
+    assert [c["id"] for c in _chosen(outcomes, 1, gpu, 0.01)[0]] == ["big"]

@@ -3,12 +3,13 @@
  * mepgen builds this file once with the host compiler (landlock_level.py) because a process start costs a
  * millisecond here and tens of milliseconds in an interpreter.
  *
- *   confine_exec [-r PATH]... [-w PATH]... [-x PATH]... [-d PATH]... [-s FD] [-a ABI] [-u UID] [-k 1]
+ *   confine_exec [-r PATH]... [-w PATH]... [-x PATH]... [-d PATH]... [-s FD] [-a ABI] [-A ABI] [-u UID] [-k 1]
  *                -p PROGRAM -- ARGV...
  *
  * -r read, -w read-write (no execute, no device nodes made), -x read and execute (with its ELF interpreter),
  * -d a device node (read, write, ioctl), -s the descriptor holding the seccomp program (BPF), -a the least
- * Landlock ABI, -u the user (and group) to become when started as root, -k 1: as root, keep the capabilities
+ * Landlock ABI, -A the newest ABI to use (0: the kernel's; a GPU driver may refuse a CUDA context under a
+ * newer ABI's rules: landlock_level.gpu_abi_cap), -u the user (and group) to become when started as root, -k 1: as root, keep the capabilities
  * (Nsight Compute's counters), -p the file to execute with ARGV. Steps: no_new_privs, the Landlock ruleset
  * (/proc/self and /proc/thread-self readable), as root: another user (-u) or no capability at all, the seccomp
  * filter, execv. Exit 111 with one line on stderr when a step fails. */
@@ -132,19 +133,21 @@ int main(int argc, char** argv)
     while (end < argc && strcmp(argv[end], "--") != 0) end += 2;
     if (end >= argc - 1) { fprintf(stderr, "usage: confine_exec [-r|-w|-x|-d PATH]... -p PROGRAM -- ARGV...\n"); return 2; }
     const char* program = argv[end + 1];
-    int seccomp_fd = -1, abi_min = 1, keep_caps = 0;
+    int seccomp_fd = -1, abi_min = 1, abi_cap = 0, keep_caps = 0;
     long uid = -1;
     for (int i = 1; i < end; i += 2) {
         if (i + 1 >= end) break;
         if (strcmp(argv[i], "-p") == 0) program = argv[i + 1];
         else if (strcmp(argv[i], "-s") == 0) seccomp_fd = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "-a") == 0) abi_min = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "-A") == 0) abi_cap = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "-u") == 0) uid = atol(argv[i + 1]);
         else if (strcmp(argv[i], "-k") == 0) keep_caps = atoi(argv[i + 1]);
     }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail("no_new_privs");
     long abi = syscall(SYS_CREATE_RULESET, NULL, 0, 1);
     if (abi < abi_min) { fprintf(stderr, "mepgen confinement: Landlock is not available in this kernel\n"); return EXIT_FAILED; }
+    if (abi_cap > 0 && abi > abi_cap) abi = abi_cap;      /* the newest ABI a GPU driver accepts here */
     const uint64_t fs = handled_fs((int)abi);
     struct ruleset_attr attr = {fs, abi >= 4 ? 3u : 0u, abi >= 6 ? 3u : 0u};   /* no TCP; scoped unix sockets, signals */
     size_t attr_size = abi < 4 ? 8 : abi < 6 ? 16 : 24;

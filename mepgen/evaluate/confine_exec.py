@@ -1,7 +1,7 @@
 """Confine this process without namespaces, then exec the command (the `landlock` sandbox level, docs/sandbox.md).
 
 Where no C compiler builds confine_exec.c (the same steps in a millisecond), run as a script by a bare
-interpreter (`python -I -S -B confine_exec.py [-r|-w|-x|-d PATH]... [-s FD] [-a ABI] [-u UID] [-k 1]
+interpreter (`python -I -S -B confine_exec.py [-r|-w|-x|-d PATH]... [-s FD] [-a ABI] [-A ABI] [-u UID] [-k 1]
 -p PROGRAM -- ARGV...`:
 the standard library only, nothing of mepgen imported; an interpreter start and ctypes cost tens of
 milliseconds):
@@ -192,7 +192,7 @@ def parse(argv: list) -> tuple:
     """(policy, args) from `[-r|-w|-x|-d PATH]... [-s FD] [-a ABI] -p PROGRAM -- ARGV...`."""
     end = argv.index("--")
     policy = {"read": [], "write": [], "exec": [], "dev": [], "seccomp_fd": None, "abi_min": 1, "program": None,
-              "uid": None, "keep_caps": False}
+              "uid": None, "keep_caps": False, "abi_cap": 0}
     lists = {"-r": "read", "-w": "write", "-x": "exec", "-d": "dev"}
     for flag, value in zip(argv[0:end:2], argv[1:end:2]):
         if flag in lists:
@@ -201,6 +201,8 @@ def parse(argv: list) -> tuple:
             policy["seccomp_fd"] = int(value)
         elif flag == "-a":
             policy["abi_min"] = int(value)
+        elif flag == "-A":
+            policy["abi_cap"] = int(value)
         elif flag == "-p":
             policy["program"] = value
         elif flag == "-u":
@@ -221,6 +223,8 @@ def main(argv: list) -> None:
     if version < int(policy.get("abi_min", 1)):
         sys.stderr.write("mepgen confinement: Landlock is not available in this kernel\n")
         os._exit(EXIT_FAILED)
+    if policy["abi_cap"] > 0:
+        version = min(version, policy["abi_cap"])       # the newest ABI a GPU driver accepts here
     landlock(policy, version)
     drop_root(policy["uid"], policy["keep_caps"])
     if policy.get("seccomp_fd") is not None:

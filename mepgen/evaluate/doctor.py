@@ -66,7 +66,8 @@ def report() -> dict:
     return {"kernel": os.uname().release, "landlock": landlock_features(abi), "seccomp": seccomp_filter.compiled()
             is not None, "bwrap": sandbox.bwrap_executable(), "gpu_driver_usable": gpu, "levels": levels,
             "auto": level, "auto_why_not_stronger": why, "landlock_process_cost": cost,
-            "compute_sanitizer": str(sanitizer) if sanitizer else None, "hints": hints}
+            "compute_sanitizer": str(sanitizer) if sanitizer else None, "hints": hints,
+            "landlock_gpu": landlock_level.gpu_note() if levels["landlock"]["works"] else ""}
 
 
 def render(r: dict) -> str:
@@ -76,6 +77,8 @@ def render(r: dict) -> str:
     for name, v in r["levels"].items():
         lines.append(f"  {name:9} {'works' if v['works'] else 'no: ' + v['why_not']}")
     lines.append(f"evaluate.sandbox auto takes: {r['auto']} -- {sandbox.DESCRIPTIONS[r['auto']]}")
+    if r.get("landlock_gpu"):
+        lines.append(f"  {r['landlock_gpu']}")
     if r["landlock_process_cost"]:
         c = r["landlock_process_cost"]
         lines.append(f"landlock costs {c['landlock_ms'] - c['rlimits_ms']:.1f} ms per process here "

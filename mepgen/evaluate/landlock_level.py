@@ -97,6 +97,11 @@ def policy(c, args: list[str], scratch: list[Path]) -> list[str]:
         out += ["-u", str(NOBODY)]
     elif c.keep_caps:
         out += ["-k", "1"]
+    cap = getattr(c, "abi_cap", None)
+    if cap is None and c.gpu:
+        cap = gpu_abi_cap()
+    if cap and cap > 0:
+        out += ["-A", str(cap)]
     for flag, paths in (("-r", read), ("-w", write), ("-x", exe), ("-d", dev)):
         for p in paths:
             out += [flag, p]
@@ -202,17 +207,56 @@ def works() -> tuple[bool, str]:
     return False, "a process cannot confine itself with Landlock here"
 
 
-def gpu_refuses(level: str) -> bool:
-    """Whether the GPU works here unconfined but not under `level` (a Python making a CUDA context behind it)."""
+#: what each Landlock ABI adds to the rules of the one before (what a process keeps when the ABI is capped below)
+ABI_ADDS = {2: "refer (renames and links across folders)", 3: "truncate", 4: "no TCP bind or connect",
+            5: "ioctl on device nodes", 6: "no abstract unix socket and no signal outside its own processes"}
+
+
+def _refuses_at(level: str, cap: int | None) -> bool:
+    """Whether the GPU works here unconfined but not under `level` with the Landlock ABI capped at `cap`."""
     from . import gpu_probe
     from .sandbox import Confinement, python_paths
     probe = Confinement(level, gpu=True, read=python_paths([]))
+    probe.abi_cap = cap
     probe.environment({})
     probe.prepare()
     try:
         return gpu_probe.refuses(probe.command([sys.executable])[:-1], probe.pass_fds)
     finally:
         probe.close()
+
+
+@lru_cache(maxsize=None)
+def gpu_abi_cap() -> int:
+    """0 when a CUDA context works under the kernel's own Landlock ABI (or there is no usable GPU to ask); else the
+    newest ABI under which the driver still makes one (some drivers refuse a context under a newer ABI's rules,
+    with CUDA_ERROR_OPERATING_SYSTEM: the candidate is then confined by the older ABI's rules, and gpu_note says
+    what that gives up); -1 when none does."""
+    from . import gpu_probe
+    top = abi()
+    if top < 1 or not gpu_probe.usable_here() or not _refuses_at("landlock", 0):
+        return 0
+    for cap in range(top - 1, 0, -1):
+        if not _refuses_at("landlock", cap):
+            return cap
+    return -1
+
+
+def gpu_note() -> str:
+    """One line on what a capped ABI gives up for GPU processes ('' when nothing)."""
+    cap = gpu_abi_cap()
+    if cap <= 0:
+        return ""
+    lost = "; ".join(ABI_ADDS[v] for v in range(cap + 1, abi() + 1) if v in ABI_ADDS)
+    return (f"GPU processes under Landlock ABI {cap} of {abi()}: the driver refuses a CUDA context under ABI "
+            f"{cap + 1}'s rules (given up: {lost})")
+
+
+def gpu_refuses(level: str) -> bool:
+    """Whether the GPU works here unconfined but not under `level` at any Landlock ABI."""
+    if level == "landlock":
+        return gpu_abi_cap() == -1
+    return _refuses_at(level, None)
 
 
 @lru_cache(maxsize=None)

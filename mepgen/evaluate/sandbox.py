@@ -348,7 +348,7 @@ def strongest() -> tuple[str, str]:
     elif _gpu_refuses("landlock"):
         why.append("the GPU driver refuses a CUDA context under Landlock here")
     else:
-        return "landlock", "; ".join(why)
+        return "landlock", "; ".join(why + [n for n in [landlock_level.gpu_note()] if n])
     if shutil.which("unshare") is None:
         why.append("unshare is not installed")
     elif _works(unshare_prefix() + ["--", "true"]):

@@ -94,12 +94,15 @@ class State:
               help="Seconds of search per kernel, its baseline included (default: tune.time_limit_s, 60).")
 @click.option("--top", type=click.IntRange(min=1), default=None,
               help="Optimize only the N captured kernels that take longest in the application.")
+@click.option("--min-share", type=click.FloatRange(min=0, max=1), default=None,
+              help="Optimize only kernels that take at least this share of all kernels' GPU time in the application "
+                   "(default: tune.min_share, 0.01; 0 optimizes every captured kernel).")
 @click.option("--timeout", type=click.FloatRange(min=1), default=None,
               help="Seconds one run of the application, its build or its check may take (default 1800).")
 @click.option("--force", is_flag=True, help="Optimize MEPs outside the fidelity guard too (said in the report).")
 @click.option("--fresh", is_flag=True, help="Start again instead of continuing an unfinished tune.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def tune(command, app, build_cmd, check_cmd, runs, time_limit, top, timeout, force, fresh, as_json):
+def tune(command, app, build_cmd, check_cmd, runs, time_limit, top, min_share, timeout, force, fresh, as_json):
     """Capture, optimize, patch and rebuild: the application made faster and checked, in one command.
 
     COMMAND is the application's run, after `--` (`mepgen tune -- ./app -n 1000`), run from the current folder
@@ -117,6 +120,7 @@ def tune(command, app, build_cmd, check_cmd, runs, time_limit, top, timeout, for
     runs = runs or t["runs"]
     time_limit = time_limit or t["time_limit_s"]
     timeout = timeout or t["timeout_s"]
+    min_share = t["min_share"] if min_share is None else min_share
     cwd = Path.cwd()
     command = list(command)
     key = {"command": command, "cwd": str(cwd), "build": build_cmd, "check": check_cmd}
@@ -154,7 +158,8 @@ def tune(command, app, build_cmd, check_cmd, runs, time_limit, top, timeout, for
         state.put("capture", cap.doc)
     outcomes = state["capture"]
     rep.add_captures(outcomes)
-    chosen = _chosen(outcomes, top)
+    chosen, minor = _chosen(outcomes, top, (state["before"] or {}).get("gpu"), min_share)
+    rep.not_hotspots = minor
     if not chosen:
         rep.outcome = "nothing to tune: no launched kernel was captured with a complete MEP"
         rep.write(state, as_json)
@@ -223,14 +228,24 @@ def _find_root() -> Path:
         return Path.cwd().resolve()
 
 
-def _chosen(outcomes: list[dict], top: int | None) -> list[dict]:
-    """Captured kernels with a complete MEP, longest in the application first."""
-    out = []
+def _chosen(outcomes: list[dict], top: int | None, gpu: dict | None = None,
+            min_share: float = 0.0) -> tuple[list[dict], dict]:
+    """(captured kernels with a complete MEP, longest in the application first; {id: why left out} for those under
+    `min_share` of all kernels' GPU time in the application's run: not hotspots)."""
+    kernels = (gpu or {}).get("kernels") or {}
+    total = (gpu or {}).get("gpu_total_ms") or 0.0
+    out, minor = [], {}
     for o in outcomes:
         if o.get("outcome") == "captured" and o.get("mep") and o.get("complete"):
-            out.append({"id": Path(o["mep"]).name, "kernel": o["kernel"], "kernel_ms": o.get("kernel_ms") or 0.0})
+            kid = Path(o["mep"]).name
+            mine = kernels.get(o.get("launched_as") or "")
+            if min_share > 0 and total > 0 and mine is not None and mine["total_ms"] < min_share * total:
+                minor[kid] = (f"not a hotspot: {mine['total_ms'] / total:.2%} of the kernels' GPU time in the "
+                              f"application (tune.min_share {min_share:.0%})")
+                continue
+            out.append({"id": kid, "kernel": o["kernel"], "kernel_ms": o.get("kernel_ms") or 0.0})
     out.sort(key=lambda c: -c["kernel_ms"])
-    return out[:top] if top else out
+    return (out[:top] if top else out), minor
 
 
 def _patch_wins(app_root: Path, rows: dict, min_gain: float, build_cmd: str, logs: Path, timeout) -> dict:

@@ -22,6 +22,7 @@ class Report:
         self.before: dict | None = None
         self.after: dict | None = None
         self.patches: dict = {}
+        self.not_hotspots: dict = {}
         self.outcome = ""
 
     def add_captures(self, outcomes: list[dict]) -> None:
@@ -45,6 +46,9 @@ class Report:
                      run=r.get("run"))
 
     def to_dict(self) -> dict:
+        for kid, why in self.not_hotspots.items():
+            if kid in self.kernels and not self.kernels[kid].get("optimize"):
+                self.kernels[kid].update(optimize="skipped", optimize_error=why)
         for kid, p in (self.patches or {}).items():
             if kid in self.kernels:
                 self.kernels[kid].update(patch=p["state"], patch_why=p.get("why") or None,
@@ -102,6 +106,8 @@ class Report:
                 cap = "captured, MEP incomplete"
             patch = (k.get("patch") or "-") + (f": {k['patch_why']}" if k.get("patch_why") else "")
             opt = (k.get("optimize") or "-") + (" (forced)" if k.get("forced") else "")
+            if k.get("optimize") == "skipped":
+                opt = "skipped: " + (k.get("optimize_error") or "").split(" in the application")[0]
             inapp = (f"{_f(k.get('app_gpu_total_ms_before'), '{:.4g}')} / {_f(k.get('app_gpu_total_ms_after'), '{:.4g}')}"
                      + (f" ({k['app_kernel_speedup']:.2f}x)" if k.get("app_kernel_speedup") else ""))
             lines.append(f"| {k['kernel']} | {cap} | {_f(k.get('app_gpu_ms') or k.get('app_kernel_ms'), '{:.4g}')} | "

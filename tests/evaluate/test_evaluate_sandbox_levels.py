@@ -7,19 +7,22 @@ from pathlib import Path
 
 import pytest
 
-from mepgen.evaluate import gpu_probe, sandbox
+from mepgen.evaluate import gpu_probe, landlock_level, sandbox
 
 
 @pytest.fixture
 def fresh(monkeypatch):
     sandbox.strongest.cache_clear()
     gpu_probe.usable_here.cache_clear()
+    landlock_level.gpu_abi_cap.cache_clear()
+    monkeypatch.setattr(landlock_level, "abi", lambda: 6)
     monkeypatch.setattr(sandbox, "bwrap_executable", lambda: None)          # as on a machine without bubblewrap
     monkeypatch.setattr(sandbox, "_works", lambda cmd, pass_fds=(): True)    # unshare runs `true`
     monkeypatch.setattr(sandbox, "landlock_works", lambda: (False, "the kernel has no Landlock"))
     yield
     sandbox.strongest.cache_clear()
     gpu_probe.usable_here.cache_clear()
+    landlock_level.gpu_abi_cap.cache_clear()
 
 
 def test_unshare_refused_when_cuda_fails_only_inside_it(fresh, monkeypatch):
@@ -50,6 +53,33 @@ def test_landlock_passed_over_when_the_driver_refuses_a_context_under_it(fresh, 
                         lambda prefix, pass_fds=(): not any("confine" in Path(a).name for a in prefix))
     level, why = sandbox.strongest()
     assert level == "unshare" and "refuses a CUDA context under Landlock" in why
+
+
+def test_landlock_kept_at_an_older_abi_when_the_driver_refuses_only_the_newest(fresh, monkeypatch):
+    """The driver refuses a context under ABI 6's rules (scoped abstract unix sockets and signals) but makes one
+    under ABI 5's: candidates keep Landlock's file rules, and the reason says what was given up."""
+    monkeypatch.setattr(sandbox, "landlock_works", lambda: (True, ""))
+    monkeypatch.setattr(gpu_probe, "driver_present", lambda: True)
+    tried = []
+
+    def cuda_works(prefix, pass_fds=()):
+        if not any("confine" in Path(a).name for a in prefix):
+            return True
+        cap = int(prefix[prefix.index("-A") + 1]) if "-A" in prefix else 6
+        tried.append(cap)
+        return cap <= 5
+    monkeypatch.setattr(gpu_probe, "cuda_works", cuda_works)
+    level, why = sandbox.strongest()
+    assert level == "landlock" and tried == [6, 5]
+    assert "Landlock ABI 5 of 6" in why and "no abstract unix socket" in why
+    c = sandbox.Confinement("landlock", gpu=True)
+    try:
+        flags = c.command(["true"])
+        assert flags[flags.index("-A") + 1] == "5"                       # every GPU process gets the cap
+        cpu = sandbox.Confinement("landlock").command(["true"])
+        assert "-A" not in cpu                                          # a compiler keeps the newest rules
+    finally:
+        c.close()
 
 
 def test_no_driver_no_gpu_reason_to_refuse(fresh, monkeypatch):
