@@ -61,10 +61,13 @@ class Stages:
             (ws / "inventory.json").write_text(json.dumps({"files": {}}))
             return StageResult(0, {}, "")
         if args[0] == "capture" and "--gpu-times" in args:
-            slow = (self.app / "bin.txt").read_text().count("slow")
-            return StageResult(0, {"gpu_total_ms": 1.0 + slow, "kernels": {
-                f"{k}(float*)": {"launches": 2, "total_ms": 1.0 if f"{k}=slow" in (self.app / "bin.txt").read_text()
-                                 else 0.25} for k in "ab"}}, "")
+            # the kernels' GPU time is the run's sleep: 120 ms a slow line, 30 ms a fast kernel
+            binary = (self.app / "bin.txt").read_text()
+            kernels = {f"{k}(float*)": {"launches": 2, "total_ms": 120.0 if f"{k}=slow" in binary else 30.0}
+                       for k in "ab" if f"{k}=" in binary}
+            extra = binary.count("slow") - sum(f"{k}=slow" in binary for k in "ab")
+            return StageResult(0, {"gpu_total_ms": sum(v["total_ms"] for v in kernels.values()) + 120.0 * extra,
+                                   "kernels": kernels}, "")
         if args[0] == "capture":
             return StageResult(0, [{"kernel": f"app::{k}", "outcome": "captured", "mep": str(ws / "meps" / f"app.{k}"),
                                     "complete": True, "kernel_ms": 1.0, "launched_as": f"{k}(float*)"}
@@ -124,9 +127,10 @@ def test_wins_are_patched_rebuilt_checked_and_the_application_is_faster(tmp_path
     assert rows["app.a"]["mep_speedup"] == 3.0 and rows["app.a"]["fidelity_ratio"] == 1.01
     assert rows["app.a"]["patch"] == "applied"
     md = (app / ".mepgen" / "tune" / "report.md").read_text()
-    assert "| app::a | captured | 1 | 1.01 | done | 3.00x | tile | applied | 1 / 0.25 (4.00x) |" in md
-    assert rows["app.b"]["app_gpu_total_ms_before"] == 1.0 and rows["app.b"]["app_kernel_speedup"] == 4.0
-    assert d["app_gpu_ms_before"] == 3.0 and d["app_gpu_ms_after"] == 1.0 and d["app_gpu_speedup"] == 3.0
+    assert "| app::a | captured | 1 | 1.01 | done | 3.00x | tile | applied | 120 / 30 (4.00x) |" in md
+    assert rows["app.b"]["app_gpu_total_ms_before"] == 120.0 and rows["app.b"]["app_kernel_speedup"] == 4.0
+    assert d["app_gpu_ms_before"] == 240.0 and d["app_gpu_ms_after"] == 60.0 and d["app_gpu_speedup"] == 4.0
+    assert d["kernels_share"] > 0.5 and d["app_verdict_why"] is None
 
 
 def test_a_patch_that_breaks_the_build_is_reverted_alone(tmp_path, monkeypatch):
@@ -234,3 +238,29 @@ def test_kernels_under_the_hotspot_share_are_reported_not_optimized():
     chosen, minor = _chosen(outcomes, None, gpu, 0.0)
     assert [c["id"] for c in chosen] == ["big", "mid", "tiny"] and minor == {}
     assert [c["id"] for c in _chosen(outcomes, 1, gpu, 0.01)[0]] == ["big"]
+
+
+def _timing(*seconds):
+    from mepgen.tune.appruns import Timing
+    return Timing([{"seconds": s, "exit_code": 0, "ok": True} for s in seconds])
+
+
+def test_a_wall_time_change_the_kernels_cannot_explain_is_no_change():
+    """Seen on a real application: its wall time went 0.42 -> 0.35 s (noise 15 %) while its kernels saved 0.02 ms
+    on the GPU; the other way round another one read 0.37 -> 0.42 s while its kernels got faster. Neither is the
+    patches' doing; kernels slower on the GPU are, whatever the wall time says."""
+    from mepgen.tune.appruns import judge
+    gb = {"gpu_total_ms": 0.339}
+    faster = judge(_timing(0.42, 0.43, 0.41), _timing(0.35, 0.35, 0.36), gb, {"gpu_total_ms": 0.319})
+    assert faster["wall_verdict"] == "faster" and faster["verdict"] == "no measurable change"
+    assert "not the patches' doing" in faster["why"] and faster["expected_speedup"] < 1.001
+    slower = judge(_timing(0.36, 0.37, 0.365), _timing(0.42, 0.42, 0.43), {"gpu_total_ms": 7.8}, {"gpu_total_ms": 7.1})
+    assert slower["wall_verdict"] == "slower" and slower["verdict"] == "no measurable change"
+    gpu_slower = judge(_timing(1.0, 1.0, 1.0), _timing(1.0, 1.01, 1.0), {"gpu_total_ms": 100.0},
+                       {"gpu_total_ms": 120.0})
+    assert gpu_slower["verdict"] == "slower" and "instead of 100 ms" in gpu_slower["why"]
+    explained = judge(_timing(1.0, 1.01, 0.99), _timing(0.6, 0.61, 0.6), {"gpu_total_ms": 700.0},
+                      {"gpu_total_ms": 300.0})
+    assert explained["verdict"] == "faster" and explained["why"] == "" and explained["gpu_speedup"] > 2
+    wall_only = judge(_timing(1.0, 1.01, 0.99), _timing(0.6, 0.61, 0.6), None, None)
+    assert wall_only["verdict"] == "faster" and wall_only["basis"] == "wall time"

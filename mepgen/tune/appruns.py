@@ -163,3 +163,32 @@ def compare(before: Timing, after: Timing) -> dict:
     speedup = b / a
     verdict = "faster" if speedup > 1 + noise else "slower" if speedup < 1 - noise else "no measurable change"
     return {"speedup": round(speedup, 4), "noise": round(noise, 4), "verdict": verdict}
+
+
+#: a change of the kernels' summed GPU time (CUPTI, one run each side) smaller than this is not a change
+GPU_NOISE = 0.05
+
+
+def judge(before: Timing, after: Timing, gpu_before: dict | None, gpu_after: dict | None) -> dict:
+    """compare() of the wall times, decided with the kernels' own GPU time in the application where both runs have
+    it. A patch changes kernels: the kernels slower on the GPU (beyond GPU_NOISE) is "slower"; a wall-time change
+    beyond the runs' noise counts only where the kernels' GPU time moved the same way by at least half as much,
+    else the wall time moved for another reason (other processes, I/O, the host's clock) and the verdict is "no
+    measurable change" with that said. `expected_speedup`: the application's speedup if the GPU time saved came
+    off its wall time (the kernels' share of the run bounds it)."""
+    cmp = {**compare(before, after), "basis": "wall time"}
+    tb, ta = (gpu_before or {}).get("gpu_total_ms"), (gpu_after or {}).get("gpu_total_ms")
+    if cmp["speedup"] is None or not tb or not ta:
+        return cmp
+    wall_b, wall_a = before.median(), after.median()
+    saved, moved = (tb - ta) / 1e3, wall_b - wall_a
+    cmp.update(basis="wall time and the kernels' GPU time", wall_verdict=cmp["verdict"], gpu_speedup=round(tb / ta, 4),
+               kernels_share=round(tb / 1e3 / wall_b, 6), expected_speedup=round(wall_b / max(wall_b - saved, 1e-9), 4),
+               why="")
+    if tb / ta < 1 - GPU_NOISE:
+        cmp.update(verdict="slower", why=f"the kernels take {ta:.4g} ms on the GPU instead of {tb:.4g} ms")
+    elif cmp["verdict"] in ("faster", "slower") and not (saved * moved > 0 and abs(saved) >= 0.5 * abs(moved)):
+        cmp.update(verdict="no measurable change",
+                   why=f"the wall time moved {moved * 1e3:+.4g} ms but the kernels' GPU time {saved * 1e3:+.4g} ms "
+                       f"(they are {tb / 1e3 / wall_b:.2%} of the run): not the patches' doing")
+    return cmp

@@ -332,14 +332,16 @@ def _after(app_root, state, command, cwd, logs, runs, check_cmd, build_cmd, time
         return {"timing": after.to_dict() if after else None, "comparison": None, "kept": [],
                 "note": note or "the patched application failed; every patch reverted"}
     before = appruns.Timing(state["before"]["runs"])
-    cmp = appruns.compare(before, after)
     gpu_after = _gpu_times(command, cwd, logs / "gpu-after.log", timeout)
+    cmp = appruns.judge(before, after, state["before"].get("gpu"), gpu_after)
     say(f"after: {after.median():.3f} s median; application speedup {cmp['speedup']}x ({cmp['verdict']}, noise "
-        f"{cmp['noise']:.1%})")
+        f"{cmp['noise']:.1%})" + (f"; kernels on the GPU {cmp['gpu_speedup']}x" if cmp.get("gpu_speedup") else "")
+        + (f": {cmp['why']}" if cmp.get("why") else ""))
     if cmp["verdict"] == "slower":
         for k in reversed(kept):
             _revert(app_root, k, logs)
-            patches[k].update(state="reverted", why="the application got slower with the patches")
+            patches[k].update(state="reverted", why="the application got slower with the patches"
+                              + (f" ({cmp['why']})" if cmp.get("why") else ""))
         state.put("patch", patches)
         appruns.run_step(build_cmd, app_root, logs / "build-reverted.log", timeout)
         return {"timing": {**after.to_dict(), "gpu": gpu_after}, "comparison": cmp, "kept": [],

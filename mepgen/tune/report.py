@@ -74,6 +74,8 @@ class Report:
                 "app_gpu_ms_before": tb, "app_gpu_ms_after": ta,
                 "app_gpu_speedup": round(tb / ta, 4) if tb and ta else None,
                 "app_verdict": cmp.get("verdict") if kept else None, "check_passed": check_passed,
+                "app_verdict_why": cmp.get("why") or None, "app_expected_speedup": cmp.get("expected_speedup"),
+                "kernels_share": cmp.get("kernels_share"),
                 "kept": kept, "note": (self.after or {}).get("note", ""), "outcome": self.outcome or self._outcome(kept, cmp),
                 "kernels": list(self.kernels.values())}
 
@@ -81,9 +83,13 @@ class Report:
         if self.after is None:
             return "unfinished"
         if not kept:
-            return (self.after or {}).get("note") or "no patch kept"
+            note = (self.after or {}).get("note") or "no patch kept"
+            return note + (f" ({cmp['why']})" if cmp.get("why") else "")
+        gpu = (f"; its kernels {cmp['gpu_speedup']}x on the GPU, {cmp['kernels_share']:.2%} of its run, at most "
+               f"{cmp['expected_speedup']}x from them" if cmp.get("gpu_speedup") else "")
         return (f"{len(kept)} patch(es) kept; the application {cmp.get('verdict')}: {cmp.get('speedup')}x "
-                f"(median of {self.runs} runs, noise {cmp.get('noise', 0):.1%})")
+                f"(median of {self.runs} runs, noise {cmp.get('noise', 0):.1%}){gpu}"
+                + (f" ({cmp['why']})" if cmp.get("why") else ""))
 
     def markdown(self, d: dict) -> str:
         b = d["before"] or {}
