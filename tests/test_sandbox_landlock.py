@@ -260,3 +260,20 @@ def test_a_capped_abi_keeps_the_older_rules_and_drops_only_the_newer(which, tmp_
     assert capped.returncode == 0 and "connected" in capped.stdout, capped.stderr
     done = run(1, f"read -r line < {secret} && echo $line")            # a builtin: no other program runs
     assert done.returncode != 0 and "private" not in done.stdout and "Permission denied" in done.stderr
+
+
+@needs_landlock
+@pytest.mark.parametrize("which", ["python", "c"])
+def test_a_confined_process_names_its_threads_but_writes_no_other_proc_file(which):
+    """The CUDA driver names its threads (pthread_setname_np writes /proc/self/task/TID/comm) and fails cuInit
+    with CUDA_ERROR_OPERATING_SYSTEM when it cannot: seen on an H200 host at every Landlock ABI. A thread's own
+    files are writable; the process's others under /proc are not."""
+    head = dict(zip(["python", "c"], launchers())).get(which) or pytest.skip("no C compiler")
+    system = [a for p in ("/usr", "/lib", "/lib64", "/etc") for a in ("-r", p)]
+    bash = str(Path(shutil.which("bash")).resolve())
+    script = ('echo mg-thread > /proc/self/task/$$/comm && read -r name < /proc/self/task/$$/comm && echo "$name"; '
+              'echo 500 > /proc/self/oom_score_adj && echo oom-written')
+    done = subprocess.run(head + system + ["-x", bash, "-p", bash, "--", "bash", "-c", script], capture_output=True,
+                          text=True, timeout=30)
+    assert done.stdout.splitlines()[:1] == ["mg-thread"], done.stderr
+    assert "oom-written" not in done.stdout and "Permission denied" in done.stderr

@@ -11,7 +11,7 @@
  * Landlock ABI, -A the newest ABI to use (0: the kernel's; a GPU driver may refuse a CUDA context under a
  * newer ABI's rules: landlock_level.gpu_abi_cap), -u the user (and group) to become when started as root, -k 1: as root, keep the capabilities
  * (Nsight Compute's counters), -p the file to execute with ARGV. Steps: no_new_privs, the Landlock ruleset
- * (/proc/self and /proc/thread-self readable), as root: another user (-u) or no capability at all, the seccomp
+ * (/proc/self and /proc/thread-self readable, its threads' files under /proc/self/task writable), as root: another user (-u) or no capability at all, the seccomp
  * filter, execv. Exit 111 with one line on stderr when a step fails. */
 #define _GNU_SOURCE
 #include <elf.h>
@@ -170,6 +170,10 @@ int main(int argc, char** argv)
         char real[PATH_MAX];
         if (realpath(own[i], real)) add(ruleset, real, read_rights);
     }
+    /* its threads' files (a thread's name: pthread_setname_np writes /proc/self/task/TID/comm; the CUDA driver names
+     * its threads so and fails cuInit with CUDA_ERROR_OPERATING_SYSTEM when it cannot) */
+    char tasks[PATH_MAX];
+    if (realpath("/proc/self/task", tasks)) add(ruleset, tasks, read_rights | (fs & (WRITE_FILE | TRUNCATE)));
     if (syscall(SYS_RESTRICT_SELF, ruleset, 0) != 0) fail("landlock_restrict_self");
     close(ruleset);
     drop_root(uid, keep_caps);

@@ -127,6 +127,9 @@ def landlock(policy: dict, version: int) -> None:
         _add(ruleset, p, READ_FILE | WRITE_FILE | (IOCTL_DEV & fs))
     for p in ["/proc/self", "/proc/thread-self"]:       # this process (the exec keeps its pid)
         _add(ruleset, os.path.realpath(p), read)
+    # its threads' files (a thread's name: pthread_setname_np writes /proc/self/task/TID/comm; the CUDA driver
+    # names its threads so and fails cuInit with CUDA_ERROR_OPERATING_SYSTEM when it cannot)
+    _add(ruleset, os.path.realpath("/proc/self/task"), read | (fs & (WRITE_FILE | TRUNCATE)))
     for p in policy.get("exec", []):
         _add(ruleset, p, read | EXECUTE)
         interp = elf_interpreter(p)

@@ -7,7 +7,8 @@ needed) and the strict seccomp filter, then execs the command. What the process 
 
 - reading: the files and folders its Confinement names (binary, input sets, toolkit; the worker's Python), the
   system's libraries and data (`/usr/lib*`, `/lib*`, `/usr/share`, `/etc`), `/sys`, a few `/proc` files
-  and its own `/proc/self`; never the home folder, `/tmp`, a workspace or `/usr/bin` (the programs);
+  and its own `/proc/self` (its threads' files under `/proc/self/task` also writable: the CUDA driver names its
+  threads); never the home folder, `/tmp`, a workspace or `/usr/bin` (the programs);
 - writing: its scratch folder(s) alone (also its HOME and TMPDIR), the GPU's device nodes (ioctl) and `/dev/shm`;
 - executing: the command's own file and its ELF interpreter; a compiler also the toolchain's (Confinement
   `programs`: `/usr`, `/bin`, the toolkit);
