@@ -125,6 +125,7 @@ def _one(ws: Workspace, inv: dict, pr: Prepared, do_apply: bool, no_validate: bo
     write_atomic(diff_path(ws, k["id"]), diff)
     result = {"kernel": k["qualified_name"], "file": k["file"], "variant": str(pr.variant),
               "diff": str(diff_path(ws, k["id"])), "new_helpers": p.new_helpers, "launch": p.launch_notes,
+              "helpers_changed": p.helper_notes,
               "state": pr.status, "nvcc_flags": flags}
     if not do_apply:
         if result["state"] == "changed":

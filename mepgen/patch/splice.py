@@ -1,18 +1,21 @@
 """The patched source: the variant's kernel spliced in at the kernel's exact extent, new helpers beside it.
 
 Every other byte of the file stays as it was. A variant may add device helpers (inserted just before the
-kernel, in the kernel's namespace) but may not change helpers the kernel shares with the rest of the
-application, nor add kernels (that would need new launch sites): those are refused with the reason.
+kernel, in the kernel's namespace); a helper it changed that the rest of the application shares gets a copy of its
+own that the new kernel calls (clones.py). It may not add kernels (that would need new launch sites): refused with
+the reason.
 """
 from __future__ import annotations
 
 import difflib
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from ..errors import MepgenError
+from .clones import clone_changed
 from .launch import LaunchChange
 from .variant import Definition
 
@@ -32,6 +35,7 @@ class Plan:
     edits: list[tuple[int, int, bytes]] = field(default_factory=list)   # of `original`: start, end, new bytes
     new_helpers: list[str] = field(default_factory=list)
     launch_notes: list[str] = field(default_factory=list)
+    helper_notes: list[str] = field(default_factory=list)    # shared helpers the variant changed: copied or left out
     unchanged: bool = False     # the variant's kernel is the original, byte for byte
 
     @property
@@ -70,15 +74,13 @@ def plan(app: Path, inventory: dict, kernel: dict, defs: list[Definition], origi
             for m in k["closure"]["device_functions"]:
                 shared.setdefault(m["qualified_name"], m)
     helpers: list[Definition] = []
+    changed, unchanged = {}, {}
     for d in defs:
         if d is new_kernel or d.qualified_name in chain:
             continue
         if d.qualified_name in shared:
-            if d.text.strip() != _member_text(app, shared[d.qualified_name]).strip():
-                m = shared[d.qualified_name]
-                raise MepgenError(
-                    f"the variant changes {d.qualified_name} ({m['file']}:{m['start_line']}), a helper the "
-                    f"application shares; patch changes only the kernel: give the changed helper a new name")
+            same = d.text.split() == _member_text(app, shared[d.qualified_name]).split()   # spacing is no change
+            (unchanged if same else changed)[d.qualified_name] = d
             continue
         if d.is_kernel:
             raise MepgenError(f"the variant adds the kernel {d.qualified_name}: a rewrite into several kernels "
@@ -87,12 +89,19 @@ def plan(app: Path, inventory: dict, kernel: dict, defs: list[Definition], origi
             raise MepgenError(f"the variant's new helper {d.qualified_name} is not in the kernel's namespace "
                               f"({'::'.join(kernel_namespaces(kernel)) or 'global'})")
         helpers.append(d)
+    kernel_text, copies, copy_notes = new_kernel.text, [], []
+    if changed:
+        where = {q: f"{m['file']}:{m.get('start_line', '?')}" for q, m in shared.items()}
+        taken = set(re.findall(r"[A-Za-z_]\w*", original.decode(errors="replace")))
+        kernel_text, copies, copy_notes = clone_changed(kernel["name"], kernel_namespaces(kernel), new_kernel,
+                                                        changed, unchanged, where, taken)
+        helpers = copies + helpers
     start, end = kernel["start_byte"], kernel["end_byte"]
     old_kernel = original[start:end].decode()
     launch = launch or LaunchChange()
     at = _before_leading_comment(original, start) if helpers or launch.prelude else start
     inserted = (launch.prelude + "".join(h.text + "\n\n" for h in helpers)).encode()
-    edits = [(at, at, inserted), (start, end, new_kernel.text.encode()), *launch.edits]
+    edits = [(at, at, inserted), (start, end, kernel_text.encode()), *launch.edits]
     spans = sorted((lo, hi) for lo, hi, _ in launch.edits)
     if any(b[0] < a[1] for a, b in zip(spans, spans[1:])):
         raise MepgenError("two launch-site edits overlap: patch cannot write this launch configuration; edit the "
@@ -105,8 +114,8 @@ def plan(app: Path, inventory: dict, kernel: dict, defs: list[Definition], origi
     return Plan(kernel=name, kernel_id=kernel["id"], file=kernel["file"],
                 recorded_sha=inventory["files"][kernel["file"]], original=original, patched=patched,
                 edits=[e for e in edits if e[0] != e[1] or e[2]],
-                new_helpers=[h.qualified_name for h in helpers], launch_notes=launch.notes,
-                unchanged=not helpers and not launch.edits and new_kernel.text == old_kernel)
+                new_helpers=[h.qualified_name for h in helpers], launch_notes=launch.notes, helper_notes=copy_notes,
+                unchanged=not helpers and not launch.edits and kernel_text == old_kernel)
 
 
 def _before_leading_comment(data: bytes, start: int) -> int:

@@ -122,20 +122,82 @@ def test_refuses_when_the_source_changed_since_extraction(app, variant):
     assert src.read_text().endswith("// edited by hand\n")
 
 
-def test_refuses_changing_a_shared_helper(app, tmp_path):
-    v = tmp_path / "v.cu"
-    v.write_text('''#include "config.h"
-template <typename T> __device__ __forceinline__ T clamp_val(T v, T lo, T hi) { return v < lo ? lo : v; }
-namespace analysis {
-__device__ inline int bin_index(float v, float lo, float hi, int nbins) { return 0; }
-__constant__ float c_hist_range[2];
-__global__ void histogram(const float* data, int n, unsigned int* bins) { atomicAdd(&bins[0], 1u); }
+CLAMP = """template <typename T> __device__ __forceinline__ T clamp_val(T v, T lo, T hi)
+{
+    return v < lo ? lo : (v > hi ? hi : v);
 }
-''')
+"""
+HISTOGRAM = """__constant__ float c_hist_range[2];
+__global__ void histogram(const float* data, int n, unsigned int* bins)
+{
+    const int stride = blockDim.x * gridDim.x;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        atomicAdd(&bins[bin_index(data[i], c_hist_range[0], c_hist_range[1], NBINS)], 1u);
+    }
+}
+"""
+
+
+def test_a_changed_shared_helper_gets_a_copy_the_kernel_calls(app, tmp_path):
+    """The optimizer unrolled a loop inside a helper other kernels also call: the helper the application shares
+    stays as it is, the kernel calls a copy with the change, and the patched file builds."""
+    v = tmp_path / "v.cu"
+    v.write_text('#include "config.h"\n' + CLAMP + """namespace analysis {
+__device__ inline int bin_index(float v, float lo, float hi, int nbins)
+{
+    const float scale = __fdividef(static_cast<float>(nbins), hi - lo);
+    const int b = static_cast<int>((v - lo) * scale);
+    return clamp_val<int>(b, 0, nbins - 1);
+}
+""" + HISTOGRAM + "}\n")
+    header = (app / "include/device_math.cuh").read_bytes()
+    r = mepgen("patch", "analysis::histogram", "--from", str(v), "--apply", "--json", cwd=app)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["new_helpers"] == ["analysis::bin_index_for_histogram"] and out["valid"] is True, out
+    assert any("calls a copy of it, bin_index_for_histogram" in n for n in out["helpers_changed"])
+    src = (app / "src/analysis.cu").read_text()
+    assert "__device__ inline int bin_index_for_histogram(float v" in src and "__fdividef" in src
+    assert "&bins[bin_index_for_histogram(data[i]" in src
+    assert (app / "include/device_math.cuh").read_bytes() == header        # the shared helper is untouched
+    assert mepgen("patch", "analysis::histogram", "--revert", cwd=app).returncode == 0
+
+
+def test_a_changed_helper_outside_the_kernels_namespace_or_unreached_is_not_copied(app, tmp_path):
+    """clamp_val is reached through bin_index (unchanged: copied too, to reach the change), but it lives outside
+    the kernel's namespace: refused with the reason. A change the kernel never reaches is left out, said."""
+    v = tmp_path / "v.cu"
+    changed_clamp = CLAMP.replace("v < lo ? lo : (v > hi ? hi : v)", "max(lo, min(v, hi))")
+    v.write_text('#include "config.h"\n' + changed_clamp + """namespace analysis {
+__device__ inline int bin_index(float v, float lo, float hi, int nbins)
+{
+    const float scale = static_cast<float>(nbins) / (hi - lo);
+    const int b = static_cast<int>((v - lo) * scale);
+    return clamp_val<int>(b, 0, nbins - 1);
+}
+""" + HISTOGRAM + "}\n")
     r = mepgen("patch", "analysis::histogram", "--from", str(v), cwd=app)
-    assert r.returncode != 0
-    assert "changes clamp_val" in r.stderr or "changes analysis::bin_index" in r.stderr
-    assert "shares" in r.stderr
+    assert r.returncode != 0 and "changes clamp_val" in r.stderr and "outside the kernel's namespace" in r.stderr
+    unreached = tmp_path / "u.cu"
+    unreached.write_text(v.read_text().replace("atomicAdd(&bins[bin_index(data[i], c_hist_range[0], "
+                                               "c_hist_range[1], NBINS)], 1u);", "atomicAdd(&bins[0], 1u);"))
+    r = mepgen("patch", "analysis::histogram", "--from", str(unreached), "--json", cwd=app)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["new_helpers"] == [] and any("left out: the kernel does not call it" in n
+                                            for n in out["helpers_changed"])
+
+
+def test_a_changed_operator_is_refused():
+    """An operator cannot be given a name of its own: refused, naming it."""
+    from mepgen.errors import MepgenError
+    from mepgen.patch.clones import clone_changed
+    from mepgen.patch.variant import Definition
+    op = Definition("operator+", [], "__device__ float2 operator+(float2 a, float2 b) { return {b.x + a.x, b.y + a.y}; }",
+                    False)
+    kernel = Definition("add", [], "__global__ void add(float2* p) { p[0] = p[0] + p[1]; }", True)
+    with pytest.raises(MepgenError, match="an operator the application shares"):
+        clone_changed("add", [], kernel, {"operator+": op}, {}, {"operator+": "k.cu:3"}, set())
 
 
 def test_refuses_added_kernels_and_missing_kernel(app, tmp_path):
