@@ -16,7 +16,7 @@ from ..workspace import Workspace, write_atomic
 from .batch import winners
 from .prepare import Prepared, extra_flags, prepare  # noqa: F401  (extra_flags: re-exported)
 from .splice import unified_diff
-from .state import applied_ids, apply, compose, decode_edits, diff_path, revert
+from .state import applied_ids, apply, compose, decode_edits, diff_path, manifest, revert
 from .validate import compile_units, validate
 
 
@@ -63,7 +63,12 @@ def patch(kernel, variant, launch_from, all_kernels, batch_name, do_apply, do_re
     inv = load(ws.inventory_path)
     with ws.lock("patch"):
         if do_revert:
-            ids = applied_ids(ws) if all_kernels else [find_kernel(inv, kernel)["id"]]
+            if all_kernels:
+                ids = applied_ids(ws)
+            else:
+                kid = find_kernel(inv, kernel)["id"]
+                elsewhere = [i for i in applied_ids(ws) if i.startswith(kid + "@")]    # its launches elsewhere
+                ids = ([kid] if manifest(ws, kid) is not None or not elsewhere else []) + elsewhere
             if all_kernels and not ids:
                 raise MepgenError("no applied patch to revert")
             out = [{"kernel": kid, "reverted": True, "message": revert(ws, kid, force=force)} for kid in ids]
@@ -122,6 +127,8 @@ def _one(ws: Workspace, inv: dict, pr: Prepared, do_apply: bool, no_validate: bo
                           f"patch")
     before, after = pr.before_after()
     diff = unified_diff(k["file"], before, after)
+    for c in pr.companions:                 # the launches in other files: one diff, one review
+        diff += unified_diff(c.plan.file, *c.before_after())
     write_atomic(diff_path(ws, k["id"]), diff)
     result = {"kernel": k["qualified_name"], "file": k["file"], "variant": str(pr.variant),
               "diff": str(diff_path(ws, k["id"])), "new_helpers": p.new_helpers, "launch": p.launch_notes,
@@ -135,12 +142,26 @@ def _one(ws: Workspace, inv: dict, pr: Prepared, do_apply: bool, no_validate: bo
         return result
     if pr.memcheck is not None:
         result["memcheck"] = pr.memcheck
-    original = None if no_validate or result["state"] == "applied" else compile_units(ws.app_root, inv, k["file"])
-    msg = apply(ws, p, pr.variant)
-    result["message"] = msg
+    files = [k["file"]] + [c.plan.file for c in pr.companions]
+    original = None if no_validate or result["state"] == "applied" else \
+        [c for f in files for c in compile_units(ws.app_root, inv, f)]
+    msgs = [apply(ws, p, pr.variant)] if p.edits else []
+    done = []
+    try:
+        for c in pr.companions:
+            msgs.append(apply(ws, c.plan, pr.variant))
+            done.append(c.plan.kernel_id)
+    except BaseException:
+        for kid in reversed(done):
+            revert(ws, kid)
+        if p.edits:
+            revert(ws, p.kernel_id)
+        raise
+    msg = result["message"] = "; ".join(msgs)
+    result["files"] = files
     if not no_validate:
         v = validate(ws.app_root, inv, k, k["file"], cfg["patch"]["validate_command"], bool(p.launch_notes),
-                     original=original)
+                     original=original, also=files[1:])
         result["validation"] = [{"check": c.name, "ok": c.ok, "detail": c.detail, "pre_existing": c.pre_existing}
                                 for c in v.checks]
         result["valid"] = v.ok

@@ -35,6 +35,7 @@ class LaunchChange:
     edits: list[Edit] = field(default_factory=list)
     prelude: str = ""                 # `#define` lines inserted above the kernel
     notes: list[str] = field(default_factory=list)
+    others: dict[str, list[Edit]] = field(default_factory=dict)   # edits of launch sites in other files, by file
 
 
 def _dims(spec: Spec, exprs: list[str], values: dict) -> list[int] | None:
@@ -46,8 +47,40 @@ def _word(name: str) -> re.Pattern:
     return re.compile(rf"\b{re.escape(name)}\b")
 
 
-def launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict | None, source: bytes) -> LaunchChange:
-    """Edits of the kernel's file that give its launch sites the winner's block size."""
+def launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict | None, source: bytes,
+                  read=None) -> LaunchChange:
+    """Edits that give the kernel's launch sites the winner's launch: of the kernel's file (`source`), and of the
+    other files that launch it (`read(file)`: that file as extracted), each site in the file that holds it. A
+    macro of mepgen's own (`<KERNEL>_BLOCK`) is defined above the kernel; a file that launches the kernel
+    elsewhere gets the same definition (under #ifndef) right above its first launch of the kernel."""
+    sites = kernel["launch_sites"]
+    others = sorted({s["file"] for s in sites if s["file"] != kernel["file"]})
+    if not others:
+        return _launch_change(inventory, kernel, spec, new_launch, source)
+    if read is None:
+        raise MepgenError(f"{kernel['qualified_name']} is launched from another file than {kernel['file']} "
+                          f"({others[0]}): patch needs that file to write the launch there")
+    change = _launch_change(inventory, {**kernel, "launch_sites": [s for s in sites if s["file"] == kernel["file"]]},
+                            spec, new_launch, source)
+    for f in others:
+        text = read(f)
+        mine = [s for s in sites if s["file"] == f]
+        part = _launch_change(inventory, {**kernel, "launch_sites": mine}, spec, new_launch, text)
+        edits = list(part.edits)
+        if part.prelude:
+            first = min(s["start_byte"] for s in mine)
+            at = text.rfind(b"\n", 0, first) + 1
+            own = f"{kernel['name'].upper()}_BLOCK"
+            define = re.search(rf"#define {own} (.*)", part.prelude).group(1)
+            edits.append((at, at, f"#ifndef {own}  // launch block chosen by mepgen for {kernel['qualified_name']}\n"
+                                  f"#define {own} {define}\n#endif\n".encode()))
+        change.others[f] = edits
+        change.notes += part.notes
+    return change
+
+
+def _launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict | None, source: bytes) -> LaunchChange:
+    """The edits of one file (`source`) holding the launch sites `kernel["launch_sites"]`."""
     change = LaunchChange()
     if not new_launch:
         return change
@@ -63,9 +96,8 @@ def launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict | 
     if old_block == new_block and old_grid == new_grid:
         return change
     sites = kernel["launch_sites"]
-    if any(s["file"] != kernel["file"] for s in sites):
-        raise MepgenError(f"{kernel['qualified_name']} is launched from another file than {kernel['file']}; patch "
-                          f"writes launch changes back only next to the kernel")
+    if not sites:
+        return change
     text = source.decode()
     if not _block_explains_grid(spec, sizes, old_block, new_block, old_grid, new_grid):
         _write_launch(change, inventory, kernel, spec, new_launch, new_block, text)

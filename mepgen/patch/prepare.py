@@ -9,7 +9,7 @@ from ..errors import MepgenError
 from ..spec import load_spec
 from ..workspace import Workspace
 from .launch import launch_change, read_launch
-from .splice import Plan, plan, sha256
+from .splice import Plan, companion_plan, plan, sha256
 from .state import FileState, file_state, status
 from .variant import read_variant
 
@@ -25,10 +25,17 @@ class Prepared:
     winner_yaml: Path | None = None     # the winner's mep.yaml (its launch), when it has one
     mep_yaml: Path | None = None        # the MEP's own
     memcheck: dict | None = None        # compute-sanitizer's verdict on the variant (command.memory_check)
+    companions: list["Prepared"] = field(default_factory=list)   # launch edits of other files (ID@file patches)
 
     @property
     def status(self) -> str:
-        return status(self.state, self.plan.kernel_id, self.plan.edits, self.current)
+        """'applied', 'pristine' or 'changed' (state.status), over the kernel's file and its launches elsewhere."""
+        parts = ([status(self.state, self.plan.kernel_id, self.plan.edits, self.current)] if self.plan.edits else []) \
+            + [c.status for c in self.companions]
+        for st in ("changed", "pristine"):
+            if st in parts:
+                return st
+        return "applied" if parts else status(self.state, self.plan.kernel_id, self.plan.edits, self.current)
 
     def refresh(self, ws: Workspace) -> "Prepared":
         """The same plan against the file as it is now (an earlier patch of the batch may have changed it)."""
@@ -36,6 +43,8 @@ class Prepared:
         self.state = file_state(ws, self.plan.file, self.plan.recorded_sha, self.current)
         if self.state.original is None:
             raise MepgenError(f"{self.plan.file} changed while patching: rerun `mepgen extract`")
+        for c in self.companions:
+            c.refresh(ws)
         return self
 
     def before_after(self) -> tuple[bytes, bytes]:
@@ -82,24 +91,45 @@ def prepare(ws: Workspace, inv: dict, k: dict, variant: Path | None, launch_from
                           f"{sha256(current)[:12]}, extracted {recorded_sha[:12]}): rerun `mepgen extract` and "
                           f"check the MEP before patching")
     recorded = state.original   # the patch is always computed against the file as extracted
-    change, flags = None, []
-    winner_yaml = launch_from or (variant.parent / "mep.yaml")
-    mep_yaml = ws.mep_dir(k["id"]) / "mep.yaml"
-    if winner_yaml.is_file() and winner_yaml.resolve() != mep_yaml.resolve():
-        if not mep_yaml.is_file():
-            raise MepgenError(f"{winner_yaml} changes the launch, but the MEP's {mep_yaml} to compare with is missing")
-        change = launch_change(inv, k, load_spec(mep_yaml), read_launch(winner_yaml), recorded)
-        flags = extra_flags(load_spec(mep_yaml), load_spec(winner_yaml))
-    elif launch_from is not None:
-        raise MepgenError(f"{launch_from} not found")
+
     def source(file: str) -> bytes:
         data = (ws.app_root / file).read_bytes()
         if file in inv["files"] and sha256(data) != inv["files"][file]:
             data = file_state(ws, file, inv["files"][file], data).original or data
         return data
 
+    change, flags = None, []
+    winner_yaml = launch_from or (variant.parent / "mep.yaml")
+    mep_yaml = ws.mep_dir(k["id"]) / "mep.yaml"
+    if winner_yaml.is_file() and winner_yaml.resolve() != mep_yaml.resolve():
+        if not mep_yaml.is_file():
+            raise MepgenError(f"{winner_yaml} changes the launch, but the MEP's {mep_yaml} to compare with is missing")
+        change = launch_change(inv, k, load_spec(mep_yaml), read_launch(winner_yaml), recorded, source)
+        flags = extra_flags(load_spec(mep_yaml), load_spec(winner_yaml))
+    elif launch_from is not None:
+        raise MepgenError(f"{launch_from} not found")
     p = plan(ws.app_root, inv, k, defs, recorded, change, source)
     prepared = Prepared(k, variant, p, state, current, flags, winner_yaml, mep_yaml)
+    for f, edits in sorted((change.others if change else {}).items()):
+        prepared.companions.append(_companion(ws, inv, k, f, edits))
     if not p.unchanged:
         prepared.before_after()   # edits that overlap another applied patch are refused here, before any write
     return prepared
+
+
+def _companion(ws: Workspace, inv: dict, k: dict, file: str, edits) -> "Prepared":
+    """The launch edits of another file that launches the kernel: a patch of its own (`ID@file`), applied and
+    reverted with the kernel's."""
+    if file not in inv["files"]:
+        raise MepgenError(f"{file} launches {k['qualified_name']} but `mepgen extract` did not read it: rerun it")
+    current = (ws.app_root / file).read_bytes()
+    state = file_state(ws, file, inv["files"][file], current)
+    if state.original is None:
+        raise MepgenError(f"{file} changed since `mepgen extract` and the patches mepgen applied: rerun "
+                          f"`mepgen extract` and check the MEP before patching")
+    p = companion_plan(k, companion_id(k["id"], file), file, inv["files"][file], state.original, edits)
+    return Prepared(k, Path(file), p, state, current)
+
+
+def companion_id(kernel_id: str, file: str) -> str:
+    return f"{kernel_id}@{file.replace('/', '_')}"

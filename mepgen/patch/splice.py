@@ -115,7 +115,20 @@ def plan(app: Path, inventory: dict, kernel: dict, defs: list[Definition], origi
                 recorded_sha=inventory["files"][kernel["file"]], original=original, patched=patched,
                 edits=[e for e in edits if e[0] != e[1] or e[2]],
                 new_helpers=[h.qualified_name for h in helpers], launch_notes=launch.notes, helper_notes=copy_notes,
-                unchanged=not helpers and not launch.edits and kernel_text == old_kernel)
+                unchanged=not helpers and not launch.edits and not launch.others and kernel_text == old_kernel)
+
+
+def companion_plan(kernel: dict, patch_id: str, file: str, recorded_sha: str, original: bytes,
+                   edits: list[tuple[int, int, bytes]]) -> Plan:
+    """The launch-site edits of `file`, another file than the kernel's that launches it."""
+    spans = sorted((lo, hi) for lo, hi, _ in edits)
+    if any(b[0] < a[1] for a, b in zip(spans, spans[1:]) if a != b):
+        raise MepgenError(f"two launch-site edits of {file} overlap: edit the launches by hand")
+    patched = original
+    for lo, hi, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        patched = patched[:lo] + new + patched[hi:]
+    return Plan(kernel=kernel["qualified_name"], kernel_id=patch_id, file=file, recorded_sha=recorded_sha,
+                original=original, patched=patched, edits=list(edits), unchanged=not edits)
 
 
 def _before_leading_comment(data: bytes, start: int) -> int:

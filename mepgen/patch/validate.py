@@ -178,10 +178,11 @@ def run_command(app: Path, command: str, timeout: float = 3600) -> Check:
 
 
 def validate(app: Path, inventory: dict, kernel: dict, file: str, command: str | None,
-             launch_changed: bool = False, original: list[Check] | None = None) -> Validation:
+             launch_changed: bool = False, original: list[Check] | None = None, also=()) -> Validation:
     """`original`: the same compile checks run before the patch (compile_units on the unpatched sources);
-    a failure it already had is told apart from one the patch caused."""
-    compiled = compile_units(app, inventory, file)
+    a failure it already had is told apart from one the patch caused. `also`: other files the patch changed
+    (launches of the kernel), compiled too."""
+    compiled = [c for f in [file, *also] for c in compile_units(app, inventory, f)]
     v = Validation(against_original(original, compiled) if original is not None else compiled)
     v.checks.append(reextract(app, inventory, kernel, launch_changed))
     if command:

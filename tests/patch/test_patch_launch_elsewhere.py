@@ -1,0 +1,98 @@
+"""A kernel launched from another file than its own (a main file that includes the kernels' file, or launches
+them through a header): a winner's new launch lands at the launch site, in the file that holds it, as a patch of
+its own (`ID@file`) applied, shown and reverted with the kernel's."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+KERNELS = """// kernels.cu: included by main.cu, not compiled alone
+__global__ void smooth(const float* in, float* out, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i > 0 && i < n - 1) out[i] = 0.25f * in[i - 1] + 0.5f * in[i] + 0.25f * in[i + 1];
+}
+"""
+MAIN = """#include <cstdio>
+#include <cstdlib>
+#include "kernels.cu"
+
+int main(int argc, char** argv)
+{
+    int n = argc > 1 ? atoi(argv[1]) : 1 << 20;
+    float *in, *out;
+    cudaMalloc(&in, n * sizeof(float));
+    cudaMalloc(&out, n * sizeof(float));
+    cudaMemset(in, 0, n * sizeof(float));
+    smooth<<<(n + 255) / 256, 256>>>(in, out, n);
+    cudaDeviceSynchronize();
+    printf("done\\n");
+    return 0;
+}
+"""
+
+
+def mepgen(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "mepgen.cli", *args], cwd=cwd, capture_output=True, text=True)
+
+
+@pytest.fixture
+def app(tmp_path):
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "kernels.cu").write_text(KERNELS)
+    (app / "main.cu").write_text(MAIN)
+    (app / "Makefile").write_text("app: main.cu kernels.cu\n\tnvcc -O2 -o app main.cu\n")
+    assert mepgen("extract", ".", cwd=app).returncode == 0
+    assert mepgen("mep", "smooth", "--size", "N=4096", cwd=app).returncode == 0
+    return app
+
+
+def winner(app: Path, tmp_path: Path, block: int) -> Path:
+    mep = app / ".mepgen/meps/smooth"
+    out = tmp_path / "winner"
+    out.mkdir()
+    (out / "kernel.cu").write_text((mep / "kernel.cu").read_text())
+    text = (mep / "mep.yaml").read_text()
+    old = "launch: {grid: [(N + 255) / 256], block: ['256']"
+    assert old in text
+    (out / "mep.yaml").write_text(text.replace(old, f"launch: {{grid: ['(N + {block - 1}) / {block}'], "
+                                                    f"block: ['{block}']"))
+    return out
+
+
+def test_the_new_launch_lands_in_the_file_that_launches_the_kernel(app, tmp_path):
+    w = winner(app, tmp_path, 128)
+    r = mepgen("patch", "smooth", "--from", str(w / "kernel.cu"), "--json", cwd=app)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["state"] == "pristine" and "main.cu:12: grid (n + 255) / 256 -> (n + 127) / 128" in out["launch"]
+    diff = (app / ".mepgen/patches/smooth.diff").read_text()
+    assert diff.startswith("--- a/main.cu\n+++ b/main.cu\n")
+    assert "+#ifndef SMOOTH_BLOCK  // launch block chosen by mepgen for smooth\n+#define SMOOTH_BLOCK 128\n" in diff
+    assert "+    smooth<<<(n + 127) / 128, SMOOTH_BLOCK>>>(in, out, n);" in diff
+    assert (app / "main.cu").read_text() == MAIN                         # a preview changes nothing
+    done = subprocess.run(["git", "apply", "--check", str(app / ".mepgen/patches/smooth.diff")], cwd=app,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.nvcc
+def test_it_builds_and_reverts_byte_identical(app, tmp_path):
+    w = winner(app, tmp_path, 64)
+    r = mepgen("patch", "smooth", "--from", str(w / "kernel.cu"), "--apply", "--json", cwd=app)
+    assert r.returncode == 0, r.stderr + r.stdout
+    out = json.loads(r.stdout)
+    assert out["valid"] is True and out["files"] == ["kernels.cu", "main.cu"]
+    assert "smooth<<<(n + 63) / 64, SMOOTH_BLOCK>>>" in (app / "main.cu").read_text()
+    assert (app / "kernels.cu").read_text() == KERNELS
+    assert mepgen("patch", "smooth", "--from", str(w / "kernel.cu"), "--json", cwd=app).returncode == 0
+    assert json.loads(mepgen("patch", "smooth", "--from", str(w / "kernel.cu"), "--json", cwd=app).stdout)["state"] \
+        == "applied"
+    r = mepgen("patch", "smooth", "--revert", cwd=app)
+    assert r.returncode == 0, r.stderr
+    assert (app / "main.cu").read_text() == MAIN and (app / "kernels.cu").read_text() == KERNELS
