@@ -207,7 +207,7 @@ def row_from(kernel: str, name: str, device, code: int | None, stdout: str, seco
                    evaluations=doc.get("evaluations"), stop_reason=doc.get("stop_reason"),
                    best_ms=best.get("median_ms", doc.get("baseline_ms")), speedup=best.get("speedup"),
                    pct_roofline=best.get("pct_roofline", doc.get("baseline_pct_roofline")),
-                   change=best.get("change"))
+                   change=best.get("change"), chain=best.get("chain"))
         fid = doc.get("fidelity") or {}
         row.update(fidelity=fid or None, fidelity_ratio=fid.get("ratio"))
         return row

@@ -14,6 +14,14 @@ def _f(v, pattern: str) -> str:
     return "-" if v is None else pattern.format(v)
 
 
+def _change(k: dict) -> str:
+    """The winning change: its chain of transformations when it took several steps, else its description."""
+    chain = [c for c in (k.get("chain") or []) if c]
+    if len(chain) > 1:
+        return " + ".join(chain)
+    return (k.get("change") or "-")[:60]
+
+
 class Report:
     def __init__(self, folder: Path, app_root: Path, command: list[str], build: str, check: str | None, runs: int):
         self.folder, self.app_root = folder, app_root
@@ -42,6 +50,7 @@ class Report:
             fid = r.get("fidelity") or {}
             k.update(optimize=r.get("status"), optimize_error=r.get("error"), mep_original_ms=r.get("original_ms"),
                      mep_best_ms=r.get("best_ms"), mep_speedup=r.get("speedup"), change=r.get("change"),
+                     chain=r.get("chain"),
                      fidelity_ratio=r.get("fidelity_ratio"), fidelity_ok=fid.get("ok"), forced=bool(fid.get("forced")),
                      run=r.get("run"))
 
@@ -118,7 +127,7 @@ class Report:
                      + (f" ({k['app_kernel_speedup']:.2f}x)" if k.get("app_kernel_speedup") else ""))
             lines.append(f"| {k['kernel']} | {cap} | {_f(k.get('app_gpu_ms') or k.get('app_kernel_ms'), '{:.4g}')} | "
                          f"{_f(k.get('fidelity_ratio'), '{:.2f}')} | {opt} | {_f(k.get('mep_speedup'), '{:.2f}x')} | "
-                         f"{(k.get('change') or '-').replace('|', '/')[:60]} | {patch.replace('|', '/')[:80]} | {inapp} |")
+                         f"{_change(k).replace('|', '/')} | {patch.replace('|', '/')[:80]} | {inapp} |")
         return "\n".join(lines) + "\n"
 
     def write(self, state, as_json: bool) -> dict:
