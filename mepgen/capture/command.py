@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import sys
 import tempfile
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from ..clioptions import parse_bytes  # noqa: F401  (re-exported: tests and older callers)
 from ..errors import MepgenError
 from ..progress import progress
 from .. import inventory as inventory_mod
@@ -25,17 +25,6 @@ from .use import BACKUP_SUFFIX
 from ..mep.assemble import assemble
 from ..mep.project import Project
 from .compare import compare, notes_from_comments
-
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def parse_bytes(text: str, option: str = "--max-bytes") -> int:
-    """`4294967296`, `512M`, `8G`, `8GiB` -> bytes."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", str(text), re.I)
-    if not m:
-        raise MepgenError(f"{option}: '{text}' is not a size (e.g. 4294967296, 512M, 8G)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-
 
 @click.command("capture")
 @click.argument("kernel", required=False)

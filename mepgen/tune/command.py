@@ -29,6 +29,7 @@ from pathlib import Path
 import click
 
 from ..config import load_config
+from ..clioptions import parse_bytes
 from ..errors import MepgenError
 from ..workspace import Workspace, write_json
 from . import appruns, report
@@ -97,12 +98,16 @@ class State:
 @click.option("--min-share", type=click.FloatRange(min=0, max=1), default=None,
               help="Optimize only kernels that take at least this share of all kernels' GPU time in the application "
                    "(default: tune.min_share, 0.01; 0 optimizes every captured kernel).")
+@click.option("--max-bytes", "max_bytes", default=None,
+              help="Passed to `mepgen capture`: the most bytes one captured launch may reach (default 4G; "
+                   "a launch over it is refused with its size).")
 @click.option("--timeout", type=click.FloatRange(min=1), default=None,
               help="Seconds one run of the application, its build or its check may take (default 1800).")
 @click.option("--force", is_flag=True, help="Optimize MEPs outside the fidelity guard too (said in the report).")
 @click.option("--fresh", is_flag=True, help="Start again instead of continuing an unfinished tune.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def tune(command, app, build_cmd, check_cmd, runs, time_limit, top, min_share, timeout, force, fresh, as_json):
+def tune(command, app, build_cmd, check_cmd, runs, time_limit, top, min_share, max_bytes, timeout, force, fresh,
+         as_json):
     """Capture, optimize, patch and rebuild: the application made faster and checked, in one command.
 
     COMMAND is the application's run, after `--` (`mepgen tune -- ./app -n 1000`), run from the current folder
@@ -121,6 +126,8 @@ def tune(command, app, build_cmd, check_cmd, runs, time_limit, top, min_share, t
     time_limit = time_limit or t["time_limit_s"]
     timeout = timeout or t["timeout_s"]
     min_share = t["min_share"] if min_share is None else min_share
+    if max_bytes is not None:
+        parse_bytes(max_bytes)                 # a bad size is refused before the application runs
     cwd = Path.cwd()
     command = list(command)
     key = {"command": command, "cwd": str(cwd), "build": build_cmd, "check": check_cmd}
@@ -152,7 +159,8 @@ def tune(command, app, build_cmd, check_cmd, runs, time_limit, top, min_share, t
             require(mepgen(["extract", str(app_root)], logs / "extract.log"), "mepgen extract")
         say("capturing every launched kernel from one run")
         cap = mepgen(["capture", "--all", "--use", "-C", str(app_root), "--json", "--timeout", str(timeout),
-                      "--", *command], logs / "capture.log", cwd=cwd)
+                      *(["--max-bytes", max_bytes] if max_bytes else []), "--", *command], logs / "capture.log",
+                     cwd=cwd)
         if cap.code not in (0, 3) or not isinstance(cap.doc, list):
             raise MepgenError(f"mepgen capture failed: {cap.last_error}", exit_code=cap.code if cap.code in (3, 4) else 2)
         state.put("capture", cap.doc)
