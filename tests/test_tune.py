@@ -131,6 +131,8 @@ def test_wins_are_patched_rebuilt_checked_and_the_application_is_faster(tmp_path
     assert rows["app.b"]["app_gpu_total_ms_before"] == 120.0 and rows["app.b"]["app_kernel_speedup"] == 4.0
     assert d["app_gpu_ms_before"] == 240.0 and d["app_gpu_ms_after"] == 60.0 and d["app_gpu_speedup"] == 4.0
     assert d["kernels_share"] > 0.5 and d["app_verdict_why"] is None
+    assert d["bound"]["kernels_share"] > 0.5 and d["bound"]["max_app_speedup"] > 2     # 240 ms of a ~0.29 s run
+    assert "making them infinitely fast would make it at most" in r.output
 
 
 def test_a_patch_that_breaks_the_build_is_reverted_alone(tmp_path, monkeypatch):

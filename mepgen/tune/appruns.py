@@ -192,3 +192,14 @@ def judge(before: Timing, after: Timing, gpu_before: dict | None, gpu_after: dic
                    why=f"the wall time moved {moved * 1e3:+.4g} ms but the kernels' GPU time {saved * 1e3:+.4g} ms "
                        f"(they are {tb / 1e3 / wall_b:.2%} of the run): not the patches' doing")
     return cmp
+
+
+def amdahl(before: dict) -> dict | None:
+    """The kernels' share of the application's run (their summed GPU time over the median wall time) and the
+    application speedup that bounds: what removing the kernels' time entirely would give. None without GPU times."""
+    gpu = (before or {}).get("gpu") or {}
+    wall = before.get("median_s") if before else None
+    if not gpu.get("gpu_total_ms") or not wall:
+        return None
+    share = min(gpu["gpu_total_ms"] / 1e3 / wall, 1.0)
+    return {"kernels_share": round(share, 6), "max_app_speedup": round(1 / (1 - share), 4) if share < 1 else None}

@@ -151,6 +151,11 @@ def tune(command, app, build_cmd, check_cmd, runs, time_limit, top, min_share, m
         state.put("before", {**before.to_dict(), "gpu": _gpu_times(command, cwd, logs / "gpu-before.log", timeout)})
         say(f"before: {before.median():.3f} s median over {runs} run(s)")
     rep.before = state["before"]
+    bound = appruns.amdahl(state["before"])
+    if bound and "said_bound" not in state.data:
+        state.data["said_bound"] = True
+        say(f"the kernels take {bound['kernels_share']:.2%} of the application's run on the GPU: making them "
+            f"infinitely fast would make it at most {bound['max_app_speedup']:.4g}x faster")
 
     # 2. extract and capture
     if "capture" not in state:

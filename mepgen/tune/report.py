@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..workspace import write_atomic, write_json
+from .appruns import amdahl
 
 
 def _f(v, pattern: str) -> str:
@@ -83,7 +84,7 @@ class Report:
                 "app_gpu_ms_before": tb, "app_gpu_ms_after": ta,
                 "app_gpu_speedup": round(tb / ta, 4) if tb and ta else None,
                 "app_verdict": cmp.get("verdict") if kept else None, "check_passed": check_passed,
-                "app_verdict_why": cmp.get("why") or None, "app_expected_speedup": cmp.get("expected_speedup"),
+                "app_verdict_why": cmp.get("why") or None, "bound": amdahl(self.before or {}), "app_expected_speedup": cmp.get("expected_speedup"),
                 "kernels_share": cmp.get("kernels_share"),
                 "kept": kept, "note": (self.after or {}).get("note", ""), "outcome": self.outcome or self._outcome(kept, cmp),
                 "kernels": list(self.kernels.values())}
@@ -112,6 +113,8 @@ class Report:
                  f"check passed: {d['check_passed']}",
                  f"- all kernels' time on the GPU in the application: {_f(d['app_gpu_ms_before'], '{:.4g}')} ms before, "
                  f"{_f(d['app_gpu_ms_after'], '{:.4g}')} ms after ({_f(d['app_gpu_speedup'], '{:.3f}x')})",
+                 *([f"- the kernels are {d['bound']['kernels_share']:.2%} of the run on the GPU: at most "
+                    f"{_f(d['bound']['max_app_speedup'], '{:.4g}x')} from them"] if d.get("bound") else []),
                  f"- outcome: {d['outcome']}", "",
                  "| kernel | captured | app ms | MEP/app time | optimize | MEP speedup | change | patch | in-app GPU ms before / after |",
                  "|---|---|---|---|---|---|---|---|---|"]
