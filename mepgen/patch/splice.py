@@ -67,7 +67,7 @@ def plan(app: Path, inventory: dict, kernel: dict, defs: list[Definition], origi
     for d in defs:
         k = app_kernels.get(d.qualified_name)
         if d.is_kernel and k is not None:
-            if d.text.strip() != _member_text(app, k).strip():
+            if d.text.split() != _member_text(app, k).split():
                 raise MepgenError(f"the variant changes {d.qualified_name} ({k['file']}:{k.get('start_line', '?')}), "
                                   f"a kernel its MEP's chain runs before {name}; patch changes only {name}")
             chain.add(d.qualified_name)
