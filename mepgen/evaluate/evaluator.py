@@ -57,7 +57,7 @@ class Options:
     check_peaks: bool = True
     sandbox: str = "auto"                 # auto | require | off (config evaluate.sandbox; sandbox.py)
     baseline_once: bool = True            # the original timed once per run, candidates against it (session.py)
-    verify_on_device: bool = True         # pycuda: outputs compared with the references on the GPU (device_compare)
+    verify_on_device: bool = True         # outputs compared with the references on the GPU (device_compare)
 
 
 @dataclass
@@ -204,7 +204,8 @@ class Evaluator:
                 if region and region not in self.ref_notes:
                     self.log(region)
                     self.ref_notes.append(region)
-        if self.opts.verify_on_device:       # the pycuda worker compares outputs on the GPU (device_compare.py)
+        if self.opts.verify_on_device:       # outputs compared on the GPU (device_compare.py): the pycuda worker, a
+            # native harness rendered with --ref
             refs_of = lambda k: {p.name: self.store.ref_dir(self.ref_key, k) / f"{p.name}.npy"
                                  for p in self.spec.outputs}
             for worker in (w for w in self.workers if hasattr(w.backend, "use_references")):

@@ -33,6 +33,9 @@ RESULT_PREFIX = "MEPGEN_RESULT "
 CHECK_INPUTS_FLAG = "--check-inputs"
 #: harness flag: the post-timing re-check reads another input set (a kernel caching results then fails)
 RECHECK_FLAG = "--recheck-data"
+#: harness flags: outputs compared with the references on the GPU (templates/harness/compare.h), only those that
+#: differ written back; a harness with them also compares its loaded `in` buffers itself (--check-inputs)
+REF_FLAG, RECHECK_REF_FLAG, RULES_FLAG = "--ref", "--recheck-ref", "--compare-rules"
 _ILLEGAL = ("cudaErrorIllegalAddress", "cudaErrorMisalignedAddress", "cudaErrorIllegalInstruction",
             "cudaErrorInvalidAddressSpace", "cudaErrorInvalidPc", "cudaErrorHardwareStackError")
 
@@ -104,11 +107,50 @@ class NativeBackend(Backend):
         self.check_inputs = CHECK_INPUTS_FLAG in self.harness_text
         self.recheck_data = RECHECK_FLAG in self.harness_text
         self.perturb = perturb.FLAG in self.harness_text
+        self.device_compare = RULES_FLAG in self.harness_text       # rendered by a mepgen with --ref (2026-11-28)
+        self.refs_of = None                 # use_references: input set k -> {output: reference .npy}
+        self.rules_file: Path | None = None
         self.sandbox_level: str | None = None      # set by the evaluator (config evaluate.sandbox); None: auto
         #: what a harness process reads besides its arguments: the toolkit (a harness built with -cudart shared)
         self.runtime_read: list[Path] = [r for r in [sandbox.toolkit_root(mepbuild.nvcc_executable())] if r]
         #: what a harness process may start besides itself (landlock level; nothing for a real harness)
         self.runtime_programs: list[Path] = []
+
+    def use_references(self, refs_of, rules: dict[str, list]) -> None:
+        """Compare outputs with the references on the GPU from now on (a harness rendered with --ref): `refs_of(k)`
+        gives input set k's reference files, `rules` each output's [kernel, rtol, atol, poisoned]
+        (device_compare.rules_for); an output without a rule is written back and compared here."""
+        if not self.device_compare or not rules:
+            return
+        text = "".join(f"{name} {rtol!r} {atol!r} {int(bool(poisoned))}\n"
+                       for name, (_, rtol, atol, poisoned) in sorted(rules.items()))
+        self.build_dir.mkdir(parents=True, exist_ok=True)
+        rules_file = self.build_dir / f"compare-rules-{hashlib.sha256(text.encode()).hexdigest()[:12]}.txt"
+        if not rules_file.is_file() or rules_file.read_text() != text:
+            tmp = rules_file.with_name(f"{rules_file.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, rules_file)
+        self.refs_of, self.rules_file = refs_of, rules_file
+
+    def _ref_dir(self, k: int) -> Path | None:
+        """Input set k's reference folder when outputs are compared on the GPU (every file of the rules there)."""
+        if self.refs_of is None:
+            return None
+        files = list(self.refs_of(k).values())
+        folders = {Path(f).parent for f in files}
+        return folders.pop() if len(folders) == 1 and all(Path(f).is_file() for f in files) else None
+
+    def _ref_flags(self, k: int, recheck: int | None = None) -> list[str]:
+        ref = self._ref_dir(k)
+        if ref is None:
+            return []
+        flags = [REF_FLAG, str(ref), RULES_FLAG, str(self.rules_file)]
+        if recheck is not None:
+            other = self._ref_dir(recheck)
+            if other is None:
+                return []
+            flags += [RECHECK_REF_FLAG, str(other)]
+        return flags
 
     def _level(self) -> str:
         if self.sandbox_level is None:
@@ -181,11 +223,14 @@ class NativeBackend(Backend):
             env["CUDA_VISIBLE_DEVICES"] = str(self.device)
         return env
 
-    def _launch(self, built: Built, inputs: InputSet, out_dir: Path, extra: list[str]) -> tuple[dict, RunOutput]:
+    def _launch(self, built: Built, inputs: InputSet, out_dir: Path, extra: list[str],
+                recheck: int | None = None) -> tuple[dict, RunOutput]:
+        """One harness process; `recheck`: the input set of its re-check after timing (--recheck-data in `extra`)."""
         if out_dir.exists():
             shutil.rmtree(out_dir)
         out_dir.mkdir(parents=True)
-        args = [built.artifact, "--data", inputs.data_dir, "--out", out_dir, *extra]
+        args = [built.artifact, "--data", inputs.data_dir, "--out", out_dir, *extra,
+                *self._ref_flags(inputs.index, recheck)]
         if self.check_inputs:
             args.append(CHECK_INPUTS_FLAG)
         timeout = self.run_timeout
@@ -197,14 +242,31 @@ class NativeBackend(Backend):
         if fault is not None:
             fault.input_set = inputs.index
             return record, result
-        result.outputs, missing = self._read(out_dir, [p.name for p in self.spec.outputs])
+        result.matched = self._matched(record, "matched")
+        result.outputs, missing = self._read(out_dir, [p.name for p in self.spec.outputs if p.name not in result.matched])
         if self.check_inputs:
-            result.inputs_after, _ = self._read(out_dir / "in", self._in_names())
-            result.inputs_changed = self._fed_changed(out_dir / "in", out_dir / "fed")
+            if self.device_compare:       # the harness compared the loaded ones itself
+                result.inputs_changed = self._named(record, "inputs_changed", self._in_names())
+            else:
+                result.inputs_after, _ = self._read(out_dir / "in", self._in_names())
+            result.inputs_changed += [n for n in self._fed_changed(out_dir / "in", out_dir / "fed")
+                                      if n not in result.inputs_changed]
         if missing:
             result.fault = RuntimeFault("harness_error", f"the harness wrote no {', '.join(missing)} into {out_dir}",
                                         input_set=inputs.index)
         return record, result
+
+    def _matched(self, record: dict, key: str) -> list[str]:
+        """Outputs the harness found equal to the references on the GPU (only with --ref: none otherwise)."""
+        if self.refs_of is None:
+            return []
+        return self._named(record, key, [p.name for p in self.spec.outputs])
+
+    @staticmethod
+    def _named(record: dict, key: str, known: list[str]) -> list[str]:
+        """The names of list `key` of the harness's record that are among `known` (anything else is ignored)."""
+        got = record.get(key)
+        return [n for n in known if isinstance(got, list) and n in got]
 
     def _in_names(self) -> list[str]:
         """`in` buffers read from the input set (those the chain computes are checked by _fed_changed)."""
@@ -252,8 +314,10 @@ class NativeBackend(Backend):
             result.notes.append("this harness has no --recheck-data: the re-check after timing used the timed inputs")
         in_names = self._in_names()
         timed_inputs = {n: np.load(Path(inputs.data_dir) / f"{n}.npy", allow_pickle=False) for n in in_names} \
-            if self.check_inputs else {}
+            if self.check_inputs and not self.device_compare else {}
+        recheck_set = result.after_input_set if extra else None
         last = last_base = None
+        after_matched: list[str] = []
         # against the original's stored timing (plan.control), its control launches run in one process, the first
         control = None if plan.control is None or candidate is None else max(1, plan.control)
         base_flags = flags if control is None else ["--time", "--warmup", str(min(plan.warmup, control)), "--reps",
@@ -270,7 +334,7 @@ class NativeBackend(Backend):
             for side, built in sides:
                 folder = Path(out_dir) / f"round{r}-{side}"
                 record, out = self._launch(built, inputs, folder, (base_flags if side == "baseline" else cand_flags)
-                                           + extra.get(side, []))
+                                           + extra.get(side, []), recheck_set if side in extra else None)
                 if out.fault is not None:
                     if side == "baseline":
                         out.fault.message = f"baseline failed while timing: {out.fault.message}"
@@ -289,6 +353,10 @@ class NativeBackend(Backend):
                 if built is checked:
                     if record.get("sync_ms") is not None:
                         result.sync_ms.append(float(record["sync_ms"]))
+                    after_matched = self._matched(record, "after_matched")
+                    if self.check_inputs and self.device_compare:
+                        result.inputs_changed += [n for n in self._named(record, "after_inputs_changed", in_names)
+                                                  if n not in result.inputs_changed]
                     result.inputs_changed += [n for n, a in out.inputs_after.items()
                                               if n not in result.inputs_changed and not unchanged(timed_inputs[n], a)]
                     result.inputs_changed += [n for n in out.inputs_changed if n not in result.inputs_changed]
@@ -304,12 +372,15 @@ class NativeBackend(Backend):
                                             + ", ".join(missing or missing_ref), input_set=inputs.index)
                 return result
         if last is not None:
-            result.after, missing = self._read(last / "after", [p.name for p in self.spec.outputs])
+            result.after_matched = after_matched
+            result.after, missing = self._read(last / "after", [p.name for p in self.spec.outputs
+                                                                if p.name not in after_matched])
             if missing:
                 result.fault = RuntimeFault("harness_error", f"the harness wrote no after/{', '.join(missing)}",
                                             input_set=inputs.index)
             if self.check_inputs:
-                result.inputs_after, _ = self._read(last / "after" / "in", in_names)
+                if not self.device_compare:
+                    result.inputs_after, _ = self._read(last / "after" / "in", in_names)
                 fed = last / "after" / "fed" if (last / "after" / "fed").is_dir() else last / "fed"
                 result.inputs_changed += [n for n in self._fed_changed(last / "after" / "in", fed)
                                           if n not in result.inputs_changed]

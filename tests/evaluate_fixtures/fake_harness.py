@@ -15,6 +15,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from mepgen import perturb  # noqa: E402
+from mepgen.evaluate.verify import compare  # noqa: E402
+from mepgen.spec import Tolerance  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--mode", default="good")
@@ -27,6 +29,9 @@ ap.add_argument("--no-flush", action="store_true")
 ap.add_argument("--check-inputs", action="store_true")
 ap.add_argument("--recheck-data", default=None)
 ap.add_argument("--perturb-seed", type=int, default=None)
+ap.add_argument("--ref", default=None)              # outputs compared with the references "on the GPU" (compare.h)
+ap.add_argument("--recheck-ref", default=None)
+ap.add_argument("--compare-rules", default=None)
 args = ap.parse_args()
 mode = args.mode
 
@@ -58,8 +63,9 @@ x, ref = axpy(args.data)
 def result(run: int) -> np.ndarray:
     global x
     out = ref.copy()
-    if run > 0 and args.recheck_data and mode != "cached":   # the re-check reads other inputs (a cache does not)
-        x, out = axpy(args.recheck_data)
+    if run > 0 and args.recheck_data:        # the re-check reads other inputs (a kernel's cache ignores them)
+        x, fresh = axpy(args.recheck_data)
+        out = out if mode == "cached" else fresh
     if mode == "skip":                       # does half the work: the rest keeps the poison
         out[out.size // 2:] = np.frombuffer(b"\xff" * 4, np.float32)[0]
     elif mode == "nan":
@@ -73,22 +79,41 @@ def result(run: int) -> np.ndarray:
     return out
 
 
-def write(folder: str, arr: np.ndarray, inputs_to: str | None = None) -> None:
+def matches(arr: np.ndarray, ref_dir: str | None) -> bool:
+    """--ref: the harness's GPU comparison (the rule of verify.compare, as compare.h computes it)."""
+    if ref_dir is None:
+        return False
+    with open(args.compare_rules) as f:
+        rules = {w[0]: w[1:] for w in (line.split() for line in f) if w}
+    if "y" not in rules:
+        return False
+    rtol, atol, poisoned = float(rules["y"][0]), float(rules["y"][1]), rules["y"][2] == "1"
+    return compare("y", arr, np.load(os.path.join(ref_dir, "y.npy")), Tolerance(rtol, atol), 0, "run", poisoned) is None
+
+
+def write(folder: str, arr: np.ndarray, ref_dir: str | None = None, key: str = "") -> None:
     os.makedirs(folder, exist_ok=True)
-    np.save(os.path.join(folder, "y.npy"), arr)
+    if matches(arr, ref_dir):
+        record[key + "matched"] = ["y"]
+    else:
+        np.save(os.path.join(folder, "y.npy"), arr)
     if args.check_inputs:
-        os.makedirs(os.path.join(folder, "in"), exist_ok=True)
         xin = x.copy()
         if mode == "changes_inputs":
             xin[0] += 1
-        np.save(os.path.join(folder, "in", "x.npy"), xin)
+        if args.ref is not None:            # a harness with --ref compares its loaded inputs itself
+            record[key + "inputs_changed"] = [] if np.array_equal(xin, x) else ["x"]
+        else:
+            os.makedirs(os.path.join(folder, "in"), exist_ok=True)
+            np.save(os.path.join(folder, "in", "x.npy"), xin)
 
 
-write(args.out, result(0))
+record = {}
+write(args.out, result(0), args.ref)
 base = {"faster": 0.70, "slightly_faster": 0.995, "impossible": 1e-6, "slower": 1.5, "escape": 0.05,
         "reuse": 0.05, "slow_probe": 40.0}.get(mode, 1.0)
-record = {"status": "ok", "kernel": "cg::axpy<float>", "device": "FAKE GPU", "cc": "9.0", "l2_bytes": 1 << 20,
-          "run_ms": base}
+record.update({"status": "ok", "kernel": "cg::axpy<float>", "device": "FAKE GPU", "cc": "9.0",
+               "l2_bytes": 1 << 20, "run_ms": base})
 if args.time and args.perturb_seed is not None:
     # the perturbation re-check: x (buffer 0) and y (buffer 1) changed at the re-check step; a kernel that reuses
     # results keyed on inputs the change missed ("reuse") writes what it computed for the unchanged inputs
@@ -105,7 +130,7 @@ if args.time and args.perturb_seed is not None:
 if args.time:
     rng = np.random.default_rng()
     times = (base * (1 + 0.002 * rng.standard_normal(args.reps))).tolist()
-    write(os.path.join(args.out, "after"), result(1))
+    write(os.path.join(args.out, "after"), result(1), args.recheck_ref or args.ref, "after_")
     record.update(times_ms=times, median_ms=float(np.median(times)), reps=args.reps, warmup=args.warmup,
                   flush_l2=not args.no_flush, sync_ms=1.0 if mode == "escape" else 0.9 * base)
 print("MEPGEN_RESULT " + json.dumps(record))
