@@ -63,16 +63,16 @@ def sandbox_level_of(backend) -> str:
     return backend.sandbox_level or sandbox.strongest()[0]
 
 
-def make_mep(tmp: Path, check_inputs: bool = True, device_compare: bool = False) -> Path:
+def make_mep(tmp: Path, check_inputs: bool = True, digests: bool = False) -> Path:
     """An axpy MEP folder: mep.yaml, kernel.cu (MODE good) and a harness.cu mentioning --check-inputs (and with
-    `device_compare`, --compare-rules: outputs compared with the references by the harness)."""
+    `digests`, --skip-after: outputs whose digests are the references' not written back, digest.py)."""
     mep = tmp / "cg.axpy"
     mep.mkdir(parents=True)
     shutil.copy(FIXTURES / "axpy" / "mep.yaml", mep / "mep.yaml")
     shutil.copy(FIXTURES / "axpy" / "kernel.cu", mep / "kernel.cu")
     (mep / "harness.cu").write_text("// fake harness supporting --recheck-data, --perturb-seed"
                                     + (" and --check-inputs" if check_inputs else "")
-                                    + (" and --ref, --compare-rules\n" if device_compare else "\n"))
+                                    + (" and --skip, --skip-after\n" if digests else "\n"))
     return mep
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import mepbuild
 from ..spec import Launch, Spec
-from . import guards, process, sandbox
+from . import digest, guards, process, sandbox
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
 from .. import perturb
 from .launchcfg import candidate_harness, with_flags
@@ -33,9 +33,9 @@ RESULT_PREFIX = "MEPGEN_RESULT "
 CHECK_INPUTS_FLAG = "--check-inputs"
 #: harness flag: the post-timing re-check reads another input set (a kernel caching results then fails)
 RECHECK_FLAG = "--recheck-data"
-#: harness flags: outputs compared with the references on the GPU (templates/harness/compare.h), only those that
-#: differ written back; a harness with them also compares its loaded `in` buffers itself (--check-inputs)
-REF_FLAG, RECHECK_REF_FLAG, RULES_FLAG = "--ref", "--recheck-ref", "--compare-rules"
+#: harness flags: an output whose digest is the reference's is not written back (digest.py); a harness with them also
+#: compares its loaded `in` buffers itself (--check-inputs)
+SKIP_FLAG, SKIP_AFTER_FLAG = "--skip", "--skip-after"
 _ILLEGAL = ("cudaErrorIllegalAddress", "cudaErrorMisalignedAddress", "cudaErrorIllegalInstruction",
             "cudaErrorInvalidAddressSpace", "cudaErrorInvalidPc", "cudaErrorHardwareStackError")
 
@@ -107,50 +107,34 @@ class NativeBackend(Backend):
         self.check_inputs = CHECK_INPUTS_FLAG in self.harness_text
         self.recheck_data = RECHECK_FLAG in self.harness_text
         self.perturb = perturb.FLAG in self.harness_text
-        self.device_compare = RULES_FLAG in self.harness_text       # rendered by a mepgen with --ref (2026-11-28)
-        self.refs_of = None                 # use_references: input set k -> {output: reference .npy}
-        self.rules_file: Path | None = None
+        self.digested = SKIP_AFTER_FLAG in self.harness_text         # rendered by a mepgen with digests (2026-11-28)
+        self.ref_digests: dict[int, dict[str, list[str]]] = {}      # use_digests: set -> output -> [lane A, lane B]
         self.sandbox_level: str | None = None      # set by the evaluator (config evaluate.sandbox); None: auto
         #: what a harness process reads besides its arguments: the toolkit (a harness built with -cudart shared)
         self.runtime_read: list[Path] = [r for r in [sandbox.toolkit_root(mepbuild.nvcc_executable())] if r]
         #: what a harness process may start besides itself (landlock level; nothing for a real harness)
         self.runtime_programs: list[Path] = []
 
-    def use_references(self, refs_of, rules: dict[str, list]) -> None:
-        """Compare outputs with the references on the GPU from now on (a harness rendered with --ref): `refs_of(k)`
-        gives input set k's reference files, `rules` each output's [kernel, rtol, atol, poisoned]
-        (device_compare.rules_for); an output without a rule is written back and compared here."""
-        if not self.device_compare or not rules:
-            return
-        text = "".join(f"{name} {rtol!r} {atol!r} {int(bool(poisoned))}\n"
-                       for name, (_, rtol, atol, poisoned) in sorted(rules.items()))
-        self.build_dir.mkdir(parents=True, exist_ok=True)
-        rules_file = self.build_dir / f"compare-rules-{hashlib.sha256(text.encode()).hexdigest()[:12]}.txt"
-        if not rules_file.is_file() or rules_file.read_text() != text:
-            tmp = rules_file.with_name(f"{rules_file.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-            tmp.write_text(text)
-            os.replace(tmp, rules_file)
-        self.refs_of, self.rules_file = refs_of, rules_file
+    def use_digests(self, k: int, digests: dict[str, list[str]]) -> None:
+        """The digests of input set k's reference outputs (digest.py), from the original's own runs: from now on an
+        output with them is not written back, and taken as matched when the harness reports both lanes."""
+        if self.digested:
+            self.ref_digests[k] = {n: list(v) for n, v in digests.items()}
 
-    def _ref_dir(self, k: int) -> Path | None:
-        """Input set k's reference folder when outputs are compared on the GPU (every file of the rules there)."""
-        if self.refs_of is None:
-            return None
-        files = list(self.refs_of(k).values())
-        folders = {Path(f).parent for f in files}
-        return folders.pop() if len(folders) == 1 and all(Path(f).is_file() for f in files) else None
-
-    def _ref_flags(self, k: int, recheck: int | None = None) -> list[str]:
-        ref = self._ref_dir(k)
-        if ref is None:
-            return []
-        flags = [REF_FLAG, str(ref), RULES_FLAG, str(self.rules_file)]
-        if recheck is not None:
-            other = self._ref_dir(recheck)
-            if other is None:
-                return []
-            flags += [RECHECK_REF_FLAG, str(other)]
+    def _skip_flags(self, k: int, after: int | None) -> list[str]:
+        """--skip for the run on input set k, --skip-after for the re-check after timing on set `after`: lane A of
+        each reference digest (lane B stays here: digest.py)."""
+        flags = []
+        for flag, index in ((SKIP_FLAG, k), (SKIP_AFTER_FLAG, after)):
+            for name, lanes in sorted(self.ref_digests.get(index, {}).items()) if index is not None else []:
+                flags += [flag, f"{name}:{lanes[0]}"]
         return flags
+
+    def _matched(self, record: dict, key: str, k: int | None) -> list[str]:
+        """Outputs whose digests in the harness's record (`digests`, `after_digests`) are input set k's references'."""
+        if k is None:
+            return []
+        return digest.matched(record.get(key), self.ref_digests.get(k, {}), [p.name for p in self.spec.outputs])
 
     def _level(self) -> str:
         if self.sandbox_level is None:
@@ -224,13 +208,13 @@ class NativeBackend(Backend):
         return env
 
     def _launch(self, built: Built, inputs: InputSet, out_dir: Path, extra: list[str],
-                recheck: int | None = None) -> tuple[dict, RunOutput]:
-        """One harness process; `recheck`: the input set of its re-check after timing (--recheck-data in `extra`)."""
+                after: int | None = None) -> tuple[dict, RunOutput]:
+        """One harness process; `after`: the input set of its re-check after timing (with --time)."""
         if out_dir.exists():
             shutil.rmtree(out_dir)
         out_dir.mkdir(parents=True)
         args = [built.artifact, "--data", inputs.data_dir, "--out", out_dir, *extra,
-                *self._ref_flags(inputs.index, recheck)]
+                *self._skip_flags(inputs.index, after)]
         if self.check_inputs:
             args.append(CHECK_INPUTS_FLAG)
         timeout = self.run_timeout
@@ -242,10 +226,10 @@ class NativeBackend(Backend):
         if fault is not None:
             fault.input_set = inputs.index
             return record, result
-        result.matched = self._matched(record, "matched")
+        result.matched = self._matched(record, "digests", inputs.index)
         result.outputs, missing = self._read(out_dir, [p.name for p in self.spec.outputs if p.name not in result.matched])
         if self.check_inputs:
-            if self.device_compare:       # the harness compared the loaded ones itself
+            if self.digested:             # the harness compared the loaded ones itself
                 result.inputs_changed = self._named(record, "inputs_changed", self._in_names())
             else:
                 result.inputs_after, _ = self._read(out_dir / "in", self._in_names())
@@ -255,12 +239,6 @@ class NativeBackend(Backend):
             result.fault = RuntimeFault("harness_error", f"the harness wrote no {', '.join(missing)} into {out_dir}",
                                         input_set=inputs.index)
         return record, result
-
-    def _matched(self, record: dict, key: str) -> list[str]:
-        """Outputs the harness found equal to the references on the GPU (only with --ref: none otherwise)."""
-        if self.refs_of is None:
-            return []
-        return self._named(record, key, [p.name for p in self.spec.outputs])
 
     @staticmethod
     def _named(record: dict, key: str, known: list[str]) -> list[str]:
@@ -314,8 +292,7 @@ class NativeBackend(Backend):
             result.notes.append("this harness has no --recheck-data: the re-check after timing used the timed inputs")
         in_names = self._in_names()
         timed_inputs = {n: np.load(Path(inputs.data_dir) / f"{n}.npy", allow_pickle=False) for n in in_names} \
-            if self.check_inputs and not self.device_compare else {}
-        recheck_set = result.after_input_set if extra else None
+            if self.check_inputs and not self.digested else {}
         last = last_base = None
         after_matched: list[str] = []
         # against the original's stored timing (plan.control), its control launches run in one process, the first
@@ -334,7 +311,8 @@ class NativeBackend(Backend):
             for side, built in sides:
                 folder = Path(out_dir) / f"round{r}-{side}"
                 record, out = self._launch(built, inputs, folder, (base_flags if side == "baseline" else cand_flags)
-                                           + extra.get(side, []), recheck_set if side in extra else None)
+                                           + extra.get(side, []), result.after_input_set if side in extra
+                                           else inputs.index)
                 if out.fault is not None:
                     if side == "baseline":
                         out.fault.message = f"baseline failed while timing: {out.fault.message}"
@@ -353,8 +331,8 @@ class NativeBackend(Backend):
                 if built is checked:
                     if record.get("sync_ms") is not None:
                         result.sync_ms.append(float(record["sync_ms"]))
-                    after_matched = self._matched(record, "after_matched")
-                    if self.check_inputs and self.device_compare:
+                    after_matched = self._matched(record, "after_digests", result.after_input_set)
+                    if self.check_inputs and self.digested:
                         result.inputs_changed += [n for n in self._named(record, "after_inputs_changed", in_names)
                                                   if n not in result.inputs_changed]
                     result.inputs_changed += [n for n, a in out.inputs_after.items()
@@ -379,7 +357,7 @@ class NativeBackend(Backend):
                 result.fault = RuntimeFault("harness_error", f"the harness wrote no after/{', '.join(missing)}",
                                             input_set=inputs.index)
             if self.check_inputs:
-                if not self.device_compare:
+                if not self.digested:
                     result.inputs_after, _ = self._read(last / "after" / "in", in_names)
                 fed = last / "after" / "fed" if (last / "after" / "fed").is_dir() else last / "fed"
                 result.inputs_changed += [n for n in self._fed_changed(last / "after" / "in", fed)

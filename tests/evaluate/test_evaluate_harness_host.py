@@ -1,6 +1,7 @@
 """The native harness's host-side helpers, built with nvcc and run on the CPU (no GPU needed): compare.h widens
 float16/float32 bits to the float64 numpy computes (so the GPU comparison's rule is verify.compare's whatever the
-MEP's flags), and npy.h reads .npy files through a mapping, refusing what it cannot read."""
+MEP's flags), digest.h digests bytes as mepgen/evaluate/digest.py does, and npy.h reads .npy files through a
+mapping, refusing what it cannot read."""
 from __future__ import annotations
 
 import subprocess
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from mepgen import mepbuild
+from mepgen.evaluate import digest
 from mepgen.templating import _SOURCE_TREE
 
 pytestmark = pytest.mark.nvcc
@@ -22,6 +24,7 @@ PROGRAM = r"""
 #include <vector>
 #include <sys/stat.h>
 #include "compare.h"
+#include "digest.h"
 #include "npy.h"
 int main(int argc, char** argv)
 {
@@ -36,6 +39,20 @@ int main(int argc, char** argv)
             else { unsigned int b; std::memcpy(&b, a.bytes.data() + 4 * i, 4); out[i] = mepgen_wide_bits(b); }
         }
         return mep_npy::save(argv[3], "<u8", out.data(), out.size(), 8) ? 0 : 1;
+    }
+    if (mode == "digest") {      // digest.h's sums over a file's data bytes, word by word as the kernel adds them
+        mep_npy::Array a;
+        std::string error;
+        if (!mep_npy::load(argv[2], &a, &error)) return 2;
+        mepgen_dword sums[2] = {0, 0};
+        for (size_t i = 0; 8 * i < a.bytes.size(); ++i) {
+            mepgen_dword w = 0;
+            for (size_t j = 0; j < 8 && 8 * i + j < a.bytes.size(); ++j) w |= (mepgen_dword)a.bytes.data()[8 * i + j] << (8 * j);
+            sums[0] += mepgen_digest_word(w, mepgen_digest_key_a, i);
+            sums[1] += mepgen_digest_word(w, mepgen_digest_key_b, i);
+        }
+        std::printf("%016llx %016llx\n", sums[0], sums[1]);
+        return 0;
     }
     mep_npy::Array a;        // "load": descr, count and a copy of the data through save
     std::string error;
@@ -114,3 +131,23 @@ def test_npy_reader_refuses_what_it_cannot_read(program, tmp_path, content, why)
     missing = subprocess.run([program, "load", tmp_path / "none.npy", tmp_path / "out.npy"], capture_output=True,
                              text=True, timeout=60)
     assert missing.returncode == 2 and "cannot open" in missing.stdout
+
+
+@pytest.mark.parametrize("arr", [np.arange(10, dtype=np.float32), np.arange(1 << 16, dtype=np.float64),
+                                 np.array([1, 2, 3], np.int8), np.array([], np.int32)])
+def test_digest_h_and_digest_py_agree(program, tmp_path, arr):
+    np.save(tmp_path / "a.npy", arr)
+    done = subprocess.run([program, "digest", tmp_path / "a.npy"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    assert done.stdout.split() == list(digest.of_bytes(arr))
+
+
+def test_a_digest_tells_a_changed_or_moved_element():
+    arr = np.arange(4096, dtype=np.float32)
+    base = digest.of_bytes(arr)
+    swapped = arr.copy()
+    swapped[[10, 11]] = swapped[[11, 10]]
+    flipped = arr.copy()
+    flipped.view(np.uint32)[100] ^= 1
+    assert digest.of_bytes(swapped) != base and digest.of_bytes(flipped) != base
+    assert digest.of_bytes(arr.copy()) == base and base[0] != base[1]

@@ -15,8 +15,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from mepgen import perturb  # noqa: E402
-from mepgen.evaluate.verify import compare  # noqa: E402
-from mepgen.spec import Tolerance  # noqa: E402
+from mepgen.evaluate import digest  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--mode", default="good")
@@ -29,9 +28,8 @@ ap.add_argument("--no-flush", action="store_true")
 ap.add_argument("--check-inputs", action="store_true")
 ap.add_argument("--recheck-data", default=None)
 ap.add_argument("--perturb-seed", type=int, default=None)
-ap.add_argument("--ref", default=None)              # outputs compared with the references "on the GPU" (compare.h)
-ap.add_argument("--recheck-ref", default=None)
-ap.add_argument("--compare-rules", default=None)
+ap.add_argument("--skip", action="append", default=[])          # NAME:HEX: not written when lane A is HEX
+ap.add_argument("--skip-after", action="append", default=[])
 args = ap.parse_args()
 mode = args.mode
 
@@ -79,37 +77,27 @@ def result(run: int) -> np.ndarray:
     return out
 
 
-def matches(arr: np.ndarray, ref_dir: str | None) -> bool:
-    """--ref: the harness's GPU comparison (the rule of verify.compare, as compare.h computes it)."""
-    if ref_dir is None:
-        return False
-    with open(args.compare_rules) as f:
-        rules = {w[0]: w[1:] for w in (line.split() for line in f) if w}
-    if "y" not in rules:
-        return False
-    rtol, atol, poisoned = float(rules["y"][0]), float(rules["y"][1]), rules["y"][2] == "1"
-    return compare("y", arr, np.load(os.path.join(ref_dir, "y.npy")), Tolerance(rtol, atol), 0, "run", poisoned) is None
-
-
-def write(folder: str, arr: np.ndarray, ref_dir: str | None = None, key: str = "") -> None:
+def write(folder: str, arr: np.ndarray, hints: list[str], key: str = "") -> None:
+    """Outputs as the harness writes them: each output's digests to the record, not written when --skip says its
+    lane A; the `in` buffers checked here (inputs_changed) and, for a harness of old, written back."""
     os.makedirs(folder, exist_ok=True)
-    if matches(arr, ref_dir):
-        record[key + "matched"] = ["y"]
-    else:
+    lanes = list(digest.of_bytes(arr))
+    if mode == "skip_blind" and hints:       # claims the hint's lane A without computing anything
+        lanes = [hints[0].split(":")[1], "0" * 16]
+    record[key + "digests"] = {"y": lanes}
+    if f"y:{lanes[0]}" not in hints:
         np.save(os.path.join(folder, "y.npy"), arr)
     if args.check_inputs:
         xin = x.copy()
         if mode == "changes_inputs":
             xin[0] += 1
-        if args.ref is not None:            # a harness with --ref compares its loaded inputs itself
-            record[key + "inputs_changed"] = [] if np.array_equal(xin, x) else ["x"]
-        else:
-            os.makedirs(os.path.join(folder, "in"), exist_ok=True)
-            np.save(os.path.join(folder, "in", "x.npy"), xin)
+        record[key + "inputs_changed"] = [] if np.array_equal(xin, x) else ["x"]
+        os.makedirs(os.path.join(folder, "in"), exist_ok=True)
+        np.save(os.path.join(folder, "in", "x.npy"), xin)
 
 
 record = {}
-write(args.out, result(0), args.ref)
+write(args.out, result(0), args.skip)
 base = {"faster": 0.70, "slightly_faster": 0.995, "impossible": 1e-6, "slower": 1.5, "escape": 0.05,
         "reuse": 0.05, "slow_probe": 40.0}.get(mode, 1.0)
 record.update({"status": "ok", "kernel": "cg::axpy<float>", "device": "FAKE GPU", "cc": "9.0",
@@ -130,7 +118,7 @@ if args.time and args.perturb_seed is not None:
 if args.time:
     rng = np.random.default_rng()
     times = (base * (1 + 0.002 * rng.standard_normal(args.reps))).tolist()
-    write(os.path.join(args.out, "after"), result(1), args.recheck_ref or args.ref, "after_")
+    write(os.path.join(args.out, "after"), result(1), args.skip_after, "after_")
     record.update(times_ms=times, median_ms=float(np.median(times)), reps=args.reps, warmup=args.warmup,
                   flush_l2=not args.no_flush, sync_ms=1.0 if mode == "escape" else 0.9 * base)
 print("MEPGEN_RESULT " + json.dumps(record))
