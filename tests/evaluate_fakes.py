@@ -65,7 +65,7 @@ def sandbox_level_of(backend) -> str:
 
 def make_mep(tmp: Path, check_inputs: bool = True, digests: bool = False) -> Path:
     """An axpy MEP folder: mep.yaml, kernel.cu (MODE good) and a harness.cu mentioning --check-inputs (and with
-    `digests`, --skip-after: outputs whose digests are the references' not written back, digest.py)."""
+    `digests`, --skip-after: outputs whose digests are the references' not written back, output_digest.py)."""
     mep = tmp / "cg.axpy"
     mep.mkdir(parents=True)
     shutil.copy(FIXTURES / "axpy" / "mep.yaml", mep / "mep.yaml")

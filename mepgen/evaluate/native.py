@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import mepbuild
 from ..spec import Launch, Spec
-from . import digest, guards, process, sandbox
+from . import guards, output_digest, process, sandbox
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
 from .. import perturb
 from .launchcfg import candidate_harness, with_flags
@@ -33,7 +33,7 @@ RESULT_PREFIX = "MEPGEN_RESULT "
 CHECK_INPUTS_FLAG = "--check-inputs"
 #: harness flag: the post-timing re-check reads another input set (a kernel caching results then fails)
 RECHECK_FLAG = "--recheck-data"
-#: harness flags: an output whose digest is the reference's is not written back (digest.py); a harness with them also
+#: harness flags: an output whose digest is the reference's is not written back (output_digest.py); a harness with them also
 #: compares its loaded `in` buffers itself (--check-inputs)
 SKIP_FLAG, SKIP_AFTER_FLAG = "--skip", "--skip-after"
 _ILLEGAL = ("cudaErrorIllegalAddress", "cudaErrorMisalignedAddress", "cudaErrorIllegalInstruction",
@@ -116,14 +116,14 @@ class NativeBackend(Backend):
         self.runtime_programs: list[Path] = []
 
     def use_digests(self, k: int, digests: dict[str, list[str]]) -> None:
-        """The digests of input set k's reference outputs (digest.py), from the original's own runs: from now on an
+        """The digests of input set k's reference outputs (output_digest.py), from the original's own runs: from now on an
         output with them is not written back, and taken as matched when the harness reports both lanes."""
         if self.digested:
             self.ref_digests[k] = {n: list(v) for n, v in digests.items()}
 
     def _skip_flags(self, k: int, after: int | None) -> list[str]:
         """--skip for the run on input set k, --skip-after for the re-check after timing on set `after`: lane A of
-        each reference digest (lane B stays here: digest.py)."""
+        each reference digest (lane B stays here: output_digest.py)."""
         flags = []
         for flag, index in ((SKIP_FLAG, k), (SKIP_AFTER_FLAG, after)):
             for name, lanes in sorted(self.ref_digests.get(index, {}).items()) if index is not None else []:
@@ -134,7 +134,7 @@ class NativeBackend(Backend):
         """Outputs whose digests in the harness's record (`digests`, `after_digests`) are input set k's references'."""
         if k is None:
             return []
-        return digest.matched(record.get(key), self.ref_digests.get(k, {}), [p.name for p in self.spec.outputs])
+        return output_digest.matched(record.get(key), self.ref_digests.get(k, {}), [p.name for p in self.spec.outputs])
 
     def _level(self) -> str:
         if self.sandbox_level is None:

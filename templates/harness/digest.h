@@ -1,4 +1,4 @@
-// digest.h -- two keyed 64-bit digests of a buffer's bytes, computed on the GPU (mepgen/evaluate/digest.py computes
+// digest.h -- two keyed 64-bit digests of a buffer's bytes, computed on the GPU (mepgen/evaluate/output_digest.py computes
 // the same in numpy and says why there are two). The buffer is read as little-endian 64-bit words, the last one
 // zero-padded; word i adds mepgen_digest_mix(word ^ mepgen_digest_key(key, i)) to its lane's sum (mod 2^64).
 typedef unsigned long long mepgen_dword;
@@ -44,5 +44,5 @@ extern "C" __global__ void mepgen_digest(const unsigned char* bytes, mepgen_dwor
     }
 }
 
-constexpr mepgen_dword mepgen_digest_key_a = 0x243F6A8885A308D3ull;     // digest.py's KEY_A and KEY_B
+constexpr mepgen_dword mepgen_digest_key_a = 0x243F6A8885A308D3ull;     // output_digest.py's KEY_A and KEY_B
 constexpr mepgen_dword mepgen_digest_key_b = 0x13198A2E03707344ull;

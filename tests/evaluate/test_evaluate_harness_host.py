@@ -1,6 +1,6 @@
 """The native harness's host-side helpers, built with nvcc and run on the CPU (no GPU needed): compare.h widens
 float16/float32 bits to the float64 numpy computes (so the GPU comparison's rule is verify.compare's whatever the
-MEP's flags), digest.h digests bytes as mepgen/evaluate/digest.py does, and npy.h reads .npy files through a
+MEP's flags), digest.h digests bytes as mepgen/evaluate/output_digest.py does, and npy.h reads .npy files through a
 mapping, refusing what it cannot read."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mepgen import mepbuild
-from mepgen.evaluate import digest
+from mepgen.evaluate import output_digest as digest
 from mepgen.templating import _SOURCE_TREE
 
 pytestmark = pytest.mark.nvcc

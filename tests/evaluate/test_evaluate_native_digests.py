@@ -1,4 +1,4 @@
-"""The native backend with a harness that digests its outputs (digest.py, templates/harness/digest.h): an output
+"""The native backend with a harness that digests its outputs (output_digest.py, templates/harness/digest.h): an output
 bit for bit the reference is not written back, the parent takes it as matched only on both digest lanes (lane B
 never reaches the harness), the verdicts are those of the host comparison, and the harness checks its loaded
 inputs itself. The fake harness computes the digests in numpy."""
@@ -9,7 +9,8 @@ import json
 import pytest
 
 from evaluate_fakes import install, make_mep, variant
-from mepgen.evaluate import Evaluator, Options, digest
+from mepgen.evaluate import Evaluator, Options
+from mepgen.evaluate import output_digest as digest
 from mepgen.evaluate.batch import evaluate_many
 from mepgen.spec import load_spec
 

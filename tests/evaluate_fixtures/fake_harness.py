@@ -15,7 +15,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from mepgen import perturb  # noqa: E402
-from mepgen.evaluate import digest  # noqa: E402
+from mepgen.evaluate import output_digest as digest  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--mode", default="good")

@@ -10,11 +10,17 @@ skips writing an output without computing it (a candidate's host code that escap
 and an output that is neither matched nor written is a fault. A candidate that is not bit for bit the original
 (a reordered float sum) writes its outputs and is compared on the host with the tolerance, as without digests.
 
-This module computes the same digests in numpy (tests, the fake harness; the evaluator never needs it).
+This module computes the same digests in numpy (tests, the fake harness; the evaluator never needs it), and takes the
+references' digests from the original's runs and the store.
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
+
+from .verify import unchanged
 
 #: the lanes' keys (public: the references, not the keys, are what a candidate cannot know)
 KEY_A, KEY_B = 0x243F6A8885A308D3, 0x13198A2E03707344
@@ -51,3 +57,25 @@ def matched(reported: dict | None, references: dict[str, list[str]], names) -> l
         return []
     return [n for n in names if n in references and isinstance(reported.get(n), list)
             and [str(v) for v in reported[n]] == list(references[n])]
+
+
+def of_run(outputs, out, refs: dict[str, np.ndarray]) -> dict[str, list[str]]:
+    """The digests a run of the original reported (its record's `digests`) for the outputs (spec.outputs) it wrote
+    back bit for bit as `refs`: only these ever stand for a reference."""
+    reported = out.record.get("digests") if out.record else None
+    if not isinstance(reported, dict):
+        return {}
+    return {p.name: [str(v) for v in reported[p.name]] for p in outputs
+            if isinstance(reported.get(p.name), list) and len(reported[p.name]) == 2
+            and p.name in out.outputs and p.name in refs and unchanged(refs[p.name], out.outputs[p.name])}
+
+
+def stored(ref_dir: Path) -> dict[str, list[str]]:
+    """The reference digests kept in a reference folder's meta.json ({} when none: an older mepgen's)."""
+    try:
+        meta = json.loads((Path(ref_dir) / "meta.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    got = meta.get("digests") if isinstance(meta, dict) else None
+    return {n: [str(x) for x in v] for n, v in got.items() if isinstance(v, list) and len(v) == 2} \
+        if isinstance(got, dict) else {}
