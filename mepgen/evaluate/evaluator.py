@@ -58,7 +58,7 @@ class Options:
     check_peaks: bool = True
     sandbox: str = "auto"                 # auto | require | off (config evaluate.sandbox; sandbox.py)
     baseline_once: bool = True            # the original timed once per run, candidates against it (session.py)
-    verify_on_device: bool = True         # outputs compared with the references on the GPU (device_compare)
+    verify_on_device: bool = True         # outputs compared on the GPU: pycuda device_compare, native output_digest
 
 
 @dataclass
@@ -221,8 +221,9 @@ class Evaluator:
                     worker.notes.append(f"no peak check: {e}")
 
     def _use_digests(self, k: int, digests: dict[str, list[str]]) -> None:
-        """From now on an output with a reference digest is not written back where it matches (native.py)."""
-        for w in (w for w in self.workers if digests and hasattr(w.backend, "use_digests")):
+        """From now on an output with a reference digest is not written back where it matches (native.py; off with
+        verify_on_device: every output comes back)."""
+        for w in (w for w in self.workers if digests and self.opts.verify_on_device and hasattr(w.backend, "use_digests")):
             w.backend.use_digests(k, digests)
 
     def _make_inputs(self) -> None:
