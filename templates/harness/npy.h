@@ -1,21 +1,19 @@
 // npy.h -- the minimal .npy (format 1.0/2.0, C order) reader and writer the MEP harness needs.
 // Inputs are made in Python (numpy) and outputs are compared there, so the harness speaks .npy.
-#include <memory>
 #include <sys/mman.h>
 
 namespace mep_npy {
 
 // An input file's data bytes, read through a private read-only mapping of the file (no copy on the host: a
 // checked run of a MEP of hundreds of MiB reads its inputs once, from the page cache, straight into cudaMemcpy).
-// Copies share the mapping; the last one unmaps it.
+// The mapping lives as long as the process (a harness process loads each input set at most twice).
 class Bytes {
 public:
     Bytes() = default;
-    Bytes(std::shared_ptr<void> map, const unsigned char* data, size_t size) : map_(std::move(map)), data_(data), size_(size) {}
+    Bytes(const unsigned char* data, size_t size) : data_(data), size_(size) {}
     const unsigned char* data() const { return data_; }
     size_t size() const { return size_; }
 private:
-    std::shared_ptr<void> map_;
     const unsigned char* data_ = nullptr;
     size_t size_ = 0;
 };
@@ -38,7 +36,6 @@ inline bool load(const std::string& path, Array* out, std::string* error)
     void* base = ::mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fileno(f), 0);
     std::fclose(f);
     if (base == MAP_FAILED) { *error = "cannot map " + path; return false; }
-    std::shared_ptr<void> map(base, [file_size](void* p) { ::munmap(p, file_size); });
     const unsigned char* bytes = static_cast<const unsigned char*>(base);
     if (std::memcmp(bytes, "\x93NUMPY", 6) != 0) { *error = path + " is not a .npy file"; return false; }
     size_t header_len = 0, at = 0;
@@ -81,7 +78,7 @@ inline bool load(const std::string& path, Array* out, std::string* error)
     if (item != 0 && count > (file_size - at) / item) {
         *error = path + ": fewer data bytes than the header says"; return false;
     }
-    out->bytes = Bytes(map, bytes + at, count * item);
+    out->bytes = Bytes(bytes + at, count * item);
     return true;
 }
 
