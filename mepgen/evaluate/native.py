@@ -312,10 +312,13 @@ class NativeBackend(Backend):
                                                     str(control), *flags[5:]]
         # and a candidate whose round is many launches (a kernel under ROUND_MS / MIN_REPS) runs every round in one
         # process: a process (context, inputs, outputs) costs more than such a round; a longer one keeps a process a
-        # round, so that plan.stop can end the session early
-        single = control is not None and plan.reps > MIN_REPS
-        cand_flags = flags if not single else ["--time", "--warmup", str(plan.warmup), "--reps",
-                                               str(plan.reps * plan.rounds), *flags[5:]]
+        # round, so that plan.stop can end the session early. The original timed alone (session.py) likewise.
+        alone = candidate is None
+        single = (control is not None or alone) and plan.reps > MIN_REPS
+        many = ["--time", "--warmup", str(plan.warmup), "--reps", str(plan.reps * plan.rounds), *flags[5:]]
+        cand_flags = many if single else flags
+        if alone and single:
+            base_flags = many
         for r in range(plan.rounds):
             sides = [("baseline", baseline)] if control is None or r == 0 else []
             sides += [("candidate", candidate)] if candidate is not None else []
@@ -333,8 +336,9 @@ class NativeBackend(Backend):
                     last_base = folder
                 result.perturbed_buffers = int(record.get("perturbed") or 0)
                 times = [float(t) for t in record.get("times_ms", [])]
-                if side == "candidate" and single:          # the process's launches, a round per plan.reps
-                    result.candidate_rounds += [times[i:i + plan.reps] for i in range(0, len(times), plan.reps)]
+                if single and (side == "candidate" or alone):      # the process's launches, a round per plan.reps
+                    (result.candidate_rounds if side == "candidate" else result.baseline_rounds).extend(
+                        times[i:i + plan.reps] for i in range(0, len(times), plan.reps))
                 else:
                     (result.baseline_rounds if side == "baseline" else result.candidate_rounds).append(times)
                 result.device = record.get("device", result.device)

@@ -77,7 +77,8 @@ def timing_seconds(plan: TimingPlan, launch_ms: float, run_s: float, sides: int,
     overhead and the warm-up per process, and the re-checks (perturbation, after timing) two more launches inside
     the last process, not a run of their own. With `plan.control` (a candidate against the original's stored timing)
     the original's side is its control launches at `control_ms`, in one process on the native backend, and the
-    candidate's rounds in one process there too unless a round is as short as MIN_REPS launches."""
+    candidate's rounds in one process there too unless a round is as short as MIN_REPS launches (so are the
+    original's when it is timed alone, `sides` 1)."""
     if plan.control is not None and sides == 2:
         # native: the controls' process, then one for every round (native.py: one for all when rounds are long)
         per_round = per_process and plan.reps <= MIN_REPS
@@ -88,6 +89,8 @@ def timing_seconds(plan: TimingPlan, launch_ms: float, run_s: float, sides: int,
         return (cand * launch_ms + base * (control_ms or launch_ms)) / 1000.0 + processes * run_s + \
             _recheck_s(launch_ms, run_s, per_process)
     processes = plan.rounds * sides if per_process else 1
+    if per_process and sides == 1 and plan.reps > MIN_REPS:      # the original alone: its rounds in one process
+        processes = 1
     launches = sides * plan.rounds * plan.reps + plan.warmup * (processes if per_process else sides)
     return launches * launch_ms / 1000.0 + processes * run_s + _recheck_s(launch_ms, run_s, per_process)
 

@@ -56,6 +56,12 @@ def test_a_matching_run_writes_no_outputs_and_a_wrong_one_does(ev):
     assert wrong.matched == [] and set(wrong.outputs) == {"y"}
 
 
+def test_the_original_alone_is_timed_in_one_process(ev):
+    base = ev.baseline_result()
+    assert base.ok and base.timed.rounds == 3 and base.timed.launches == 60
+    assert [p.name for p in (ev.store.work_dir / "baseline" / "time").iterdir()] == ["round0-baseline"]
+
+
 def test_an_output_skipped_without_the_reference_s_digest_is_a_fault(ev):
     """A process that leaves an output unwritten and claims lane A (it is on its command line) cannot claim lane
     B: no output, no match, the candidate is rejected."""

@@ -164,6 +164,12 @@ def test_timing_seconds_counts_launches_processes_and_the_recheck():
     # native: a process per round and side, each warming up and paying one run's overhead; the re-checks are two
     # launches inside the last process
     assert plan.timing_seconds(p, 214.0, 2.0, 2, per_process=True) == pytest.approx(24 * 0.214 + 6 * 2.0 + 2 * 0.214)
+    # the original timed alone on the native backend: its rounds in one process when a round is more than
+    # MIN_REPS launches (bonds, 13.78 ms: 3 x 15 launches after 4 warm-up; the three processes of old, and a run
+    # for the re-check, made it about 4.8 s at 1 s per checked run)
+    alone = plan.by_time(13.78, rounds=3, flush_l2=True)
+    assert (alone.reps, alone.warmup) == (15, 4)
+    assert plan.timing_seconds(alone, 13.78, 1.0, 1, per_process=True) == pytest.approx(49 * 0.01378 + 1.0 + 2 * 0.01378)
 
 
 def test_the_baseline_estimate_and_a_candidate_session_that_cannot_fit(mep):
