@@ -1,5 +1,6 @@
-"""Outputs compared with the reference outputs on the GPU, for the pycuda worker and the native harness (its
---ref: templates/harness/compare.h holds the kernels of both): only a count comes back.
+"""Outputs compared with the reference outputs on the GPU, for the pycuda worker (the kernels:
+templates/harness/compare.h): only a count comes back. The native harness digests its outputs instead
+(output_digest.py): it never holds references.
 
 The rule is verify.compare's, element for element, in the same arithmetic: a floating element (float16, float32,
 float64) matches when, in float64, `|got - ref| <= atol + rtol * |ref|` with the difference and the reference
@@ -36,7 +37,7 @@ from . import process
 
 BLOCK = 256
 
-#: the kernels' source, shared with the native harness (its --ref compare), which renders it into its own build
+#: the kernels' source, beside the harness's other kernels (l2_flush.h, digest.h)
 SOURCE_FILE = "compare.h"
 
 

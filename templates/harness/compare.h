@@ -1,5 +1,6 @@
 // compare.h -- outputs compared with the reference outputs on the GPU (mepgen/evaluate/device_compare.py says the
-// rule): the native harness (--ref) and the pycuda backend's worker (a cubin of this file) run the same kernels.
+// rule), for the pycuda backend's worker (a cubin of this file). The native harness never holds references (its
+// candidate's host code shares the process): it digests its outputs instead (digest.h).
 //
 // The references sit on the GPU XORed with a mask drawn from a key the host keeps and passes by value, so a kernel
 // that reads device memory it was not given finds no reference outputs to copy. A float element is decoded to
