@@ -4,6 +4,7 @@ included, per MEP, before and after a change of the evaluator, side by side on t
 
     python3 bench/evaluator_rate.py OUT TARGET... [--before-tree DIR | --before-rev REV] [--modes before,after]
         [--time-limit 30] [--budget 500] [--gpus 0,1] [--max-meps N] [--shard I/N] [--work DIR] [--jobs 8] [--in-place]
+        [--backend native|pycuda|auto]
 
 TARGET: an application folder (its MEPs are .mepgen/meps/*; one without them is copied to --work and cut as a
 user would: `mepgen extract .`, `mepgen mep --all`, --jobs applications at a time; with --in-place where it is),
@@ -20,6 +21,10 @@ each from the same state: the MEP's evaluator folder (eval/) emptied except its 
 sets (made once, by whichever runs first), so no build, reference or result of another run is reused. The two
 modes of one MEP run back to back on one GPU (the order alternating from MEP to MEP); MEPs are spread over
 --gpus (default: every GPU nvidia-smi lists), one at a time per GPU.
+
+With --backend native the MEPs are still cut by this checkout: `before` then runs this checkout's harness.cu
+(inputs read through a mapping, loaded `in` buffers checked in the harness) with the older evaluator, which
+understates a change of the native harness; cut a second copy with the older tree for that (--work, --in-place).
 
 Reported per run: wall time of the whole command (baseline included), candidates evaluated, verified (status ok:
 passed verification on every input set and timed), verified per minute over that wall time, the original's
@@ -118,6 +123,8 @@ def run_one(tree: Path, app: Path, mid: str, mode: str, args, gpu: str | None) -
         env["CUDA_VISIBLE_DEVICES"] = gpu
     cmd = ["optimize", mid, "-C", str(app), "--proposer", "library", "--no-inherit", "--budget", str(args.budget),
            "--time-limit", f"{args.time_limit:g}", "--run-name", f"rate-{mode}", "--json"]
+    if args.backend:
+        cmd += ["--backend", args.backend]
     t0 = time.monotonic()
     done = cli(tree, cmd, app, args.time_limit * 3 + 180, env)
     wall = time.monotonic() - t0
@@ -250,6 +257,8 @@ def main() -> int:
     ap.add_argument("--modes", default="before,after")
     ap.add_argument("--time-limit", type=float, default=60.0, help="a guard; the budget ends a run first")
     ap.add_argument("--budget", type=int, default=25, help="optimize's default")
+    ap.add_argument("--backend", choices=["auto", "native", "pycuda"], default=None,
+                    help="optimize --backend (default: the MEP's config, auto)")
     ap.add_argument("--gpus", default=None, help="comma-separated nvidia-smi indices (default: all)")
     ap.add_argument("--max-meps", type=int, default=0, help="at most this many MEPs (0: all)")
     ap.add_argument("--shard", default=None, help="I/N: only every N-th MEP from the I-th (0-based)")

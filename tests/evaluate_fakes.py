@@ -63,14 +63,16 @@ def sandbox_level_of(backend) -> str:
     return backend.sandbox_level or sandbox.strongest()[0]
 
 
-def make_mep(tmp: Path, check_inputs: bool = True) -> Path:
-    """An axpy MEP folder: mep.yaml, kernel.cu (MODE good) and a harness.cu mentioning --check-inputs."""
+def make_mep(tmp: Path, check_inputs: bool = True, digests: bool = False) -> Path:
+    """An axpy MEP folder: mep.yaml, kernel.cu (MODE good) and a harness.cu mentioning --check-inputs (and with
+    `digests`, --skip-after: outputs whose digests are the references' not written back, output_digest.py)."""
     mep = tmp / "cg.axpy"
     mep.mkdir(parents=True)
     shutil.copy(FIXTURES / "axpy" / "mep.yaml", mep / "mep.yaml")
     shutil.copy(FIXTURES / "axpy" / "kernel.cu", mep / "kernel.cu")
     (mep / "harness.cu").write_text("// fake harness supporting --recheck-data, --perturb-seed"
-                                    + (" and --check-inputs\n" if check_inputs else "\n"))
+                                    + (" and --check-inputs" if check_inputs else "")
+                                    + (" and --skip, --skip-after\n" if digests else "\n"))
     return mep
 
 

@@ -79,8 +79,8 @@ def run(obj, kernel, app, variants, backend, input_sets, reps, warmup, rounds, p
 
 def _run(ev: Evaluator, spec, mep_dir: Path, variants: list[Path], results_file: Path | None, as_json: bool,
          guard: tuple[float, float] = (fidelity.TOLERANCE, fidelity.FLOOR_US)) -> None:
-    ev.compile_baseline()
     if not ev.has_gpu:
+        ev.compile_baseline()     # (with a GPU, prepare() builds it while the input sets are made)
         for v in variants:   # compile errors are worth seeing without a GPU
             res = ev.new_result(v.name, v)
             if res.ok and ev.compile(res, v) is not None:

@@ -1,4 +1,6 @@
-"""Outputs compared with the reference outputs on the GPU, for the pycuda worker: only a count comes back.
+"""Outputs compared with the reference outputs on the GPU, for the pycuda worker (the kernels:
+templates/harness/compare.h): only a count comes back. The native harness digests its outputs instead
+(output_digest.py): it never holds references.
 
 The rule is verify.compare's, element for element, in the same arithmetic: a floating element (float16, float32,
 float64) matches when, in float64, `|got - ref| <= atol + rtol * |ref|` with the difference and the reference
@@ -25,73 +27,23 @@ import os
 import time
 from pathlib import Path
 
+import jinja2
 import numpy as np
 
 from .. import mepbuild
+from ..templating import template_loader
 from ..errors import MepgenError
 from . import process
 
 BLOCK = 256
 
-SOURCE = r"""
-#include <cuda_fp16.h>
-typedef unsigned long long u64;
-__device__ __forceinline__ u64 mepgen_mask(u64 key, u64 i) {            /* splitmix64 of key and index */
-    u64 z = key + (i + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-template <typename U> __device__ void mask_bits(U *a, u64 n, u64 key) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-        a[i] ^= (U)mepgen_mask(key, i);
-}
-__device__ __forceinline__ void mepgen_bad(u64 *out, u64 i) { atomicAdd(&out[0], 1ull); atomicMin(&out[1], i); }
-template <typename U> __device__ void same_bits(const U *got, const U *ref, u64 n, u64 key, u64 *out) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-        if (got[i] != (U)(ref[i] ^ (U)mepgen_mask(key, i))) mepgen_bad(out, i);
-}
-__device__ __forceinline__ double as_double(unsigned short b) { return (double)__half2float(__ushort_as_half(b)); }
-__device__ __forceinline__ double as_double(unsigned int b) { return (double)__uint_as_float(b); }
-__device__ __forceinline__ double as_double(u64 b) { return __longlong_as_double((long long)b); }
-template <typename U> __device__ void close_floats(const U *got, const U *ref, u64 n, u64 key, double rtol,
-                                                  double atol, int poisoned, u64 *out) {
-    const U poison = (U)~(U)0;
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-        U gb = got[i], rb = (U)(ref[i] ^ (U)mepgen_mask(key, i));
-        bool ok;
-        if (poisoned && rb == poison) {
-            ok = gb == poison;
-        } else {
-            double g = as_double(gb), r = as_double(rb);
-            double err = fabs(__dsub_rn(g, r));
-            ok = isfinite(err) && isfinite(r) && err <= __dadd_rn(atol, __dmul_rn(rtol, fabs(r)));
-        }
-        if (!ok) mepgen_bad(out, i);
-    }
-}
-#define MEPGEN_BITS(S, U) \
-    extern "C" __global__ void mepgen_mask##S(U *a, u64 n, u64 key) { mask_bits(a, n, key); } \
-    extern "C" __global__ void mepgen_same##S(const U *g, const U *r, u64 n, u64 key, u64 *out) { \
-        same_bits(g, r, n, key, out); }
-MEPGEN_BITS(1, unsigned char) MEPGEN_BITS(2, unsigned short) MEPGEN_BITS(4, unsigned int) MEPGEN_BITS(8, u64)
-#define MEPGEN_CLOSE(S, U) \
-    extern "C" __global__ void mepgen_close##S(const U *g, const U *r, u64 n, u64 key, double rtol, double atol, \
-                                               int poisoned, u64 *out) { \
-        close_floats(g, r, n, key, rtol, atol, poisoned, out); }
-MEPGEN_CLOSE(2, unsigned short) MEPGEN_CLOSE(4, unsigned int) MEPGEN_CLOSE(8, u64)
-/* the perturbation re-check's guard: elements non-finite in `now` (the original on changed inputs) and finite in
-   the masked reference (perturb.recheck's `broken`) */
-template <typename U> __device__ void broken_floats(const U *now, const U *ref, u64 n, u64 key, u64 *out) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-        if (!isfinite(as_double(now[i])) && isfinite(as_double((U)(ref[i] ^ (U)mepgen_mask(key, i)))))
-            mepgen_bad(out, i);
-}
-#define MEPGEN_BROKEN(S, U) \
-    extern "C" __global__ void mepgen_broken##S(const U *now, const U *r, u64 n, u64 key, u64 *out) { \
-        broken_floats(now, r, n, key, out); }
-MEPGEN_BROKEN(2, unsigned short) MEPGEN_BROKEN(4, unsigned int) MEPGEN_BROKEN(8, u64)
-"""
+#: the kernels' source, beside the harness's other kernels (l2_flush.h, digest.h)
+SOURCE_FILE = "compare.h"
+
+
+def source() -> str:
+    text, _, _ = template_loader("harness").get_source(jinja2.Environment(), SOURCE_FILE)
+    return text
 
 
 def kernel_for(dtype: str) -> str | None:
@@ -106,12 +58,13 @@ def kernel_for(dtype: str) -> str | None:
 
 def build_cubin(arch: str, build_dir: Path, timeout: float = 300.0) -> Path:
     """The comparison kernels compiled for `arch` (cached by arch and source); MepgenError when nvcc fails."""
-    out = Path(build_dir) / f"compare-{arch}-{hashlib.sha256(SOURCE.encode()).hexdigest()[:12]}.cubin"
+    text = source()
+    out = Path(build_dir) / f"compare-{arch}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.cubin"
     if out.is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     src = out.with_suffix(".cu")
-    src.write_text(SOURCE)
+    src.write_text(text)
     tmp = out.with_name(f"{out.stem}.{os.getpid()}.{time.monotonic_ns()}.tmp")
     # -fmad=false besides the _rn intrinsics: no contraction anywhere in the rule
     cmd = [mepbuild.nvcc_executable(), mepbuild.arch_flag(arch), "-fmad=false", "-cubin", str(src), "-o", str(tmp)]

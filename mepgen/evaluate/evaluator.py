@@ -10,6 +10,7 @@ import dataclasses
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -18,7 +19,7 @@ import numpy as np
 
 from ..errors import MepgenError
 from ..spec import Launch, Spec
-from . import device_compare, launchcfg
+from . import device_compare, estimate, launchcfg, output_digest
 from . import peaks as peaks_mod
 from .. import perturb
 from . import plan as plan_mod
@@ -57,7 +58,7 @@ class Options:
     check_peaks: bool = True
     sandbox: str = "auto"                 # auto | require | off (config evaluate.sandbox; sandbox.py)
     baseline_once: bool = True            # the original timed once per run, candidates against it (session.py)
-    verify_on_device: bool = True         # pycuda: outputs compared with the references on the GPU (device_compare)
+    verify_on_device: bool = True         # outputs compared on the GPU: pycuda device_compare, native output_digest
 
 
 @dataclass
@@ -127,6 +128,7 @@ class Evaluator:
         self.run_s: float | None = None       # one run of the original: launch, outputs back, checks
         self.runs_seen = 0
         self.todo = {"gen": self.k, "ref": self.k, "verify": self.k, "time": 1}
+        self.spent: dict[str, float] = {}      # the baseline's phases so far, seconds (said when it cannot finish)
 
     # --- set-up -------------------------------------------------------------------------------------
 
@@ -141,7 +143,9 @@ class Evaluator:
     def compile_baseline(self) -> Built:
         """Build the original kernel.cu; its failure is the MEP's problem, so it is a user error."""
         sandbox.resolve(self.opts.sandbox, log=_say)         # which confinement: said once, when it starts to matter
+        t0 = time.monotonic()
         built = self.workers[0].backend.compile(self.original)
+        self._spend("build", t0)
         if isinstance(built, CompileFailed):
             raise MepgenError(f"the MEP's own {KERNEL_FILE} does not compile:\n{built.message}", exit_code=3)
         for w in self.workers:
@@ -150,25 +154,18 @@ class Evaluator:
 
     def prepare(self) -> None:
         """Inputs, baseline build and references; MEP problems raise MepgenError with the evidence."""
-        if self.workers[0].baseline is None:
-            self.compile_baseline()
+        if self.workers[0].baseline is None and not self.gpus:
+            self.compile_baseline()          # its failure first: it is the MEP's, the missing GPU the machine's
         self.require_gpu()
-        missing = [k for k in range(self.k) if not self.store.has_input_set(k)]
-        self.todo["gen"] = len(missing)
-        if missing:       # the first alone (its time says what the others take), the others side by side
-            mib = self.store.set_bytes() / 2**20
-            if mib >= 64:
-                self.log(f"making {len(missing)} input set(s) of {mib:.0f} MiB")
-            t0 = time.monotonic()
-            self.store.input_set(missing[0])
-            self.gen_s, self.todo["gen"] = time.monotonic() - t0, len(missing) - 1
-            self.check_time()
-            if missing[1:]:
-                from concurrent.futures import ThreadPoolExecutor     # numpy draws, casts and writes free the GIL
-                with ThreadPoolExecutor(min(len(missing) - 1, os.cpu_count() or 1)) as pool:
-                    list(pool.map(self.store.input_set, missing[1:]))
-            self.todo["gen"] = 0
-        self.sets = [InputSet(k, self.store.input_set(k)) for k in range(self.k)]
+        building = None
+        if self.workers[0].baseline is None:      # nvcc builds the original while the input sets are made
+            with ThreadPoolExecutor(1) as pool:
+                building = pool.submit(self.compile_baseline)
+                self._make_inputs()
+            building.result()        # the build's MepgenError, when the original does not compile
+        else:
+            self._make_inputs()
+        refs_start = time.monotonic()
         self.inputs = _LazyInputs(self.store)     # read only where a backend hands inputs back to compare
         w = self.workers[0]
         for s in self.sets:
@@ -192,11 +189,13 @@ class Evaluator:
                 self._saw_baseline(out)
                 self.store.save_ref(self.ref_key, s.index, out.outputs,
                                     {"seed": self.spec.verify.seed + s.index, "backend": self.backend_name,
-                                     "device": out.record.get("device", "")})
+                                     "device": out.record.get("device", ""),
+                                     "digests": output_digest.of_run(self.spec.outputs, out, out.outputs)})
                 ref = out.outputs
                 self._saw_run(time.monotonic() - t0)
             self.todo["ref"] -= 1
             self.refs[s.index] = ref
+            self._use_digests(s.index, output_digest.stored(self.store.ref_dir(self.ref_key, s.index)))
             for name, arr in ref.items():
                 if name not in {o.name for o in self.spec.outputs if o.role == "out"}:
                     continue            # only an out buffer is poisoned: an inout one's elements are all data
@@ -204,6 +203,7 @@ class Evaluator:
                 if region and region not in self.ref_notes:
                     self.log(region)
                     self.ref_notes.append(region)
+        self._spend("references", refs_start)
         if self.opts.verify_on_device:       # the pycuda worker compares outputs on the GPU (device_compare.py)
             refs_of = lambda k: {p.name: self.store.ref_dir(self.ref_key, k) / f"{p.name}.npy"
                                  for p in self.spec.outputs}
@@ -220,7 +220,36 @@ class Evaluator:
                 except RuntimeError as e:
                     worker.notes.append(f"no peak check: {e}")
 
+    def _use_digests(self, k: int, digests: dict[str, list[str]]) -> None:
+        """From now on an output with a reference digest is not written back where it matches (native.py; off with
+        verify_on_device: every output comes back)."""
+        for w in (w for w in self.workers if digests and self.opts.verify_on_device and hasattr(w.backend, "use_digests")):
+            w.backend.use_digests(k, digests)
+
+    def _make_inputs(self) -> None:
+        start = time.monotonic()
+        missing = [k for k in range(self.k) if not self.store.has_input_set(k)]
+        self.todo["gen"] = len(missing)
+        if missing:       # the first alone (its time says what the others take), the others side by side
+            mib = self.store.set_bytes() / 2**20
+            if mib >= 64:
+                self.log(f"making {len(missing)} input set(s) of {mib:.0f} MiB")
+            t0 = time.monotonic()
+            self.store.input_set(missing[0])
+            self.gen_s, self.todo["gen"] = time.monotonic() - t0, len(missing) - 1
+            self.check_time()
+            if missing[1:]:
+                # numpy draws, casts and writes free the GIL
+                with ThreadPoolExecutor(min(len(missing) - 1, os.cpu_count() or 1)) as pool:
+                    list(pool.map(self.store.input_set, missing[1:]))
+            self.todo["gen"] = 0
+        self.sets = [InputSet(k, self.store.input_set(k)) for k in range(self.k)]
+        self._spend("inputs", start)
+
     # --- timing plans -------------------------------------------------------------------------------
+
+    def _spend(self, phase: str, since: float) -> None:
+        self.spent[phase] = round(self.spent.get(phase, 0.0) + time.monotonic() - since, 3)
 
     def _saw_baseline(self, out) -> None:
         ms = out.record.get("run_ms") if out.record else None
@@ -244,49 +273,13 @@ class Evaluator:
             if self.by_time and self.first_ms is not None else p
 
     def baseline_left_s(self) -> tuple[float, str]:
-        """Seconds the baseline's phases not yet run will take, from what was measured, and the facts used."""
-        t = self.todo
-        mib = self.store.set_bytes() / 2**20
-        facts = [f"{self.k} input set(s) of {mib:.0f} MiB"]
-        left = t["gen"] * (self.gen_s or 0.0)
-        if self.gen_s is not None and t["gen"]:
-            facts.append(f"{self.gen_s:.1f} s to make one")
-        if self.run_s is not None:
-            left += (t["ref"] + t["verify"]) * self.run_s
-            facts.append(f"{self.run_s:.1f} s per checked run")
-        if self.first_ms is not None:
-            facts.append(f"{plan_mod.fmt_ms(self.first_ms)} per launch")
-            if t["time"]:
-                plan = self._baseline_plan()
-                left += plan_mod.timing_seconds(plan, self.first_ms, self.run_s or 0.0, 1, self.backend_name == "native")
-                facts.append(f"{plan.rounds * plan.reps + plan.warmup} timed launches")
-        return left, ", ".join(facts)
+        return estimate.baseline_left_s(self)
 
     def candidate_s(self) -> float | None:
-        """What one candidate will take (runs on every input set, timing against the original, re-checks),
-        from the original's measured run and launch; None before anything was measured."""
-        if self.run_s is None or self.first_ms is None:
-            return None
-        plan = self._baseline_plan()
-        native = self.backend_name == "native"
-        if self.opts.baseline_once:        # against the stored timing: the original's side is its control launches
-            plan = dataclasses.replace(plan, control=plan_mod.controls(self.first_ms))
-        timing = plan_mod.timing_seconds(plan, self.first_ms, self.run_s, 2, native, self.first_ms)
-        rechecks = 0 if native or not self.opts.perturb else 2
-        build = self.workers[0].baseline.info.seconds if self.workers[0].baseline is not None else 0.0
-        return self.k * self.run_s + timing + rechecks * self.run_s + (build or 0.0)
+        return estimate.candidate_s(self)
 
     def check_time(self) -> None:
-        """Raise plan.TooShort, before the next phase starts, when the baseline cannot finish in the limit."""
-        if self.deadline is None:
-            return
-        start, seconds = self.deadline
-        elapsed = time.monotonic() - start
-        left, facts = self.baseline_left_s()
-        if elapsed + left > seconds:
-            need = elapsed + left
-            raise plan_mod.TooShort(plan_mod.need_line(self.spec.kernel.name, need, facts,
-                                                       need + 5 * (self.candidate_s() or left / 2)))
+        estimate.check_time(self)
 
     def baseline_first_ms(self) -> float | None:
         """The original's first-launch time; measured with one run when no run of it was seen yet."""
@@ -537,6 +530,7 @@ class Evaluator:
         res.compile = worker.baseline.info
         start = time.monotonic()
         work = self.store.work_dir / "baseline"
+        mark = time.monotonic()
         for s in self.sets:
             self.check_time()
             if (self.run_s or 0.0) > 3:
@@ -550,6 +544,8 @@ class Evaluator:
             self._saw_baseline(out)
             res.stage = "verify"
             wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after, out.inputs_changed, out.matched)
+            if not wrong and out.outputs:      # references cached without digests: the original's run gives them
+                self._use_digests(s.index, output_digest.of_run(self.spec.outputs, out, self.refs[s.index]))
             self._saw_run(time.monotonic() - t0)
             self.todo["verify"] -= 1
             if wrong:
@@ -558,12 +554,15 @@ class Evaluator:
                                  "in mep.yaml that is too tight")
                 return self._done(res, start)
         res.stage = "time"
+        self._spend("verification", mark)
         self.check_time()
+        mark = time.monotonic()
         plan = session.baseline_plan(self)      # alone: no perturbation re-check (nothing to compare it with)
         est = plan_mod.timing_seconds(plan, self.first_ms or 0.0, self.run_s or 0.0, 1, self.backend_name == "native")
         self.log(f"timing the original for about {est:.0f} s: {plan.how}")
         stored, t = session.time_baseline(self, worker, work / "time")     # kept: candidates are timed against it
         self.todo["time"] = 0
+        self._spend("timing", mark)
         if self._failed_timing(res, t):
             return self._done(res, start)
         res.device = t.device

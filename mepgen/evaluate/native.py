@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import mepbuild
 from ..spec import Launch, Spec
-from . import guards, process, sandbox
+from . import guards, output_digest, process, sandbox
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
 from .. import perturb
 from .launchcfg import candidate_harness, with_flags
@@ -33,6 +33,9 @@ RESULT_PREFIX = "MEPGEN_RESULT "
 CHECK_INPUTS_FLAG = "--check-inputs"
 #: harness flag: the post-timing re-check reads another input set (a kernel caching results then fails)
 RECHECK_FLAG = "--recheck-data"
+#: harness flags: an output whose digest is the reference's is not written back (output_digest.py); a harness with them also
+#: compares its loaded `in` buffers itself (--check-inputs)
+SKIP_FLAG, SKIP_AFTER_FLAG = "--skip", "--skip-after"
 _ILLEGAL = ("cudaErrorIllegalAddress", "cudaErrorMisalignedAddress", "cudaErrorIllegalInstruction",
             "cudaErrorInvalidAddressSpace", "cudaErrorInvalidPc", "cudaErrorHardwareStackError")
 
@@ -83,6 +86,18 @@ def classify(done: process.Completed, timeout: float) -> tuple[dict, RuntimeFaul
                                 log=tail)
 
 
+class _Inputs(dict):
+    """An input set's `in` buffers, each read from its .npy on first use."""
+
+    def __init__(self, folder: Path):
+        super().__init__()
+        self.folder = folder
+
+    def __missing__(self, name: str):
+        self[name] = np.load(self.folder / f"{name}.npy", allow_pickle=False)
+        return self[name]
+
+
 def _last_line(text: str) -> str:
     lines = [ln for ln in text.splitlines() if ln.strip()]
     return lines[-1] if lines else ""
@@ -104,11 +119,34 @@ class NativeBackend(Backend):
         self.check_inputs = CHECK_INPUTS_FLAG in self.harness_text
         self.recheck_data = RECHECK_FLAG in self.harness_text
         self.perturb = perturb.FLAG in self.harness_text
+        self.digested = SKIP_AFTER_FLAG in self.harness_text         # rendered by a mepgen with digests (2026-11-28)
+        self.ref_digests: dict[int, dict[str, list[str]]] = {}      # use_digests: set -> output -> [lane A, lane B]
         self.sandbox_level: str | None = None      # set by the evaluator (config evaluate.sandbox); None: auto
         #: what a harness process reads besides its arguments: the toolkit (a harness built with -cudart shared)
         self.runtime_read: list[Path] = [r for r in [sandbox.toolkit_root(mepbuild.nvcc_executable())] if r]
         #: what a harness process may start besides itself (landlock level; nothing for a real harness)
         self.runtime_programs: list[Path] = []
+
+    def use_digests(self, k: int, digests: dict[str, list[str]]) -> None:
+        """The digests of input set k's reference outputs (output_digest.py), from the original's own runs: from now on an
+        output with them is not written back, and taken as matched when the harness reports both lanes."""
+        if self.digested:
+            self.ref_digests[k] = {n: list(v) for n, v in digests.items()}
+
+    def _skip_flags(self, k: int, after: int | None) -> list[str]:
+        """--skip for the run on input set k, --skip-after for the re-check after timing on set `after`: lane A of
+        each reference digest (lane B stays here: output_digest.py)."""
+        flags = []
+        for flag, index in ((SKIP_FLAG, k), (SKIP_AFTER_FLAG, after)):
+            for name, lanes in sorted(self.ref_digests.get(index, {}).items()) if index is not None else []:
+                flags += [flag, f"{name}:{lanes[0]}"]
+        return flags
+
+    def _matched(self, record: dict, key: str, k: int | None) -> list[str]:
+        """Outputs whose digests in the harness's record (`digests`, `after_digests`) are input set k's references'."""
+        if k is None:
+            return []
+        return output_digest.matched(record.get(key), self.ref_digests.get(k, {}), [p.name for p in self.spec.outputs])
 
     def _level(self) -> str:
         if self.sandbox_level is None:
@@ -181,11 +219,14 @@ class NativeBackend(Backend):
             env["CUDA_VISIBLE_DEVICES"] = str(self.device)
         return env
 
-    def _launch(self, built: Built, inputs: InputSet, out_dir: Path, extra: list[str]) -> tuple[dict, RunOutput]:
+    def _launch(self, built: Built, inputs: InputSet, out_dir: Path, extra: list[str],
+                after: int | None = None) -> tuple[dict, RunOutput]:
+        """One harness process; `after`: the input set of its re-check after timing (with --time)."""
         if out_dir.exists():
             shutil.rmtree(out_dir)
         out_dir.mkdir(parents=True)
-        args = [built.artifact, "--data", inputs.data_dir, "--out", out_dir, *extra]
+        args = [built.artifact, "--data", inputs.data_dir, "--out", out_dir, *extra,
+                *self._skip_flags(inputs.index, after)]
         if self.check_inputs:
             args.append(CHECK_INPUTS_FLAG)
         timeout = self.run_timeout
@@ -197,14 +238,25 @@ class NativeBackend(Backend):
         if fault is not None:
             fault.input_set = inputs.index
             return record, result
-        result.outputs, missing = self._read(out_dir, [p.name for p in self.spec.outputs])
-        if self.check_inputs:
+        result.matched = self._matched(record, "digests", inputs.index)
+        result.outputs, missing = self._read(out_dir, [p.name for p in self.spec.outputs if p.name not in result.matched])
+        if self.check_inputs:     # a harness with digests compares the loaded ones itself (any binary: a candidate's
+            # own launch renders the current template even where the MEP's harness.cu is older); an older one writes
+            # them to in/
+            result.inputs_changed = self._named(record, "inputs_changed", self._in_names())
             result.inputs_after, _ = self._read(out_dir / "in", self._in_names())
-            result.inputs_changed = self._fed_changed(out_dir / "in", out_dir / "fed")
+            result.inputs_changed += [n for n in self._fed_changed(out_dir / "in", out_dir / "fed")
+                                      if n not in result.inputs_changed]
         if missing:
             result.fault = RuntimeFault("harness_error", f"the harness wrote no {', '.join(missing)} into {out_dir}",
                                         input_set=inputs.index)
         return record, result
+
+    @staticmethod
+    def _named(record: dict, key: str, known: list[str]) -> list[str]:
+        """The names of list `key` of the harness's record that are among `known` (anything else is ignored)."""
+        got = record.get(key)
+        return [n for n in known if isinstance(got, list) and n in got]
 
     def _in_names(self) -> list[str]:
         """`in` buffers read from the input set (those the chain computes are checked by _fed_changed)."""
@@ -251,26 +303,30 @@ class NativeBackend(Backend):
         elif recheck is not None:
             result.notes.append("this harness has no --recheck-data: the re-check after timing used the timed inputs")
         in_names = self._in_names()
-        timed_inputs = {n: np.load(Path(inputs.data_dir) / f"{n}.npy", allow_pickle=False) for n in in_names} \
-            if self.check_inputs else {}
+        timed_inputs = _Inputs(Path(inputs.data_dir))      # read only where an older harness writes in/ back
         last = last_base = None
+        after_matched: list[str] = []
         # against the original's stored timing (plan.control), its control launches run in one process, the first
         control = None if plan.control is None or candidate is None else max(1, plan.control)
         base_flags = flags if control is None else ["--time", "--warmup", str(min(plan.warmup, control)), "--reps",
                                                     str(control), *flags[5:]]
         # and a candidate whose round is many launches (a kernel under ROUND_MS / MIN_REPS) runs every round in one
         # process: a process (context, inputs, outputs) costs more than such a round; a longer one keeps a process a
-        # round, so that plan.stop can end the session early
-        single = control is not None and plan.reps > MIN_REPS
-        cand_flags = flags if not single else ["--time", "--warmup", str(plan.warmup), "--reps",
-                                               str(plan.reps * plan.rounds), *flags[5:]]
+        # round, so that plan.stop can end the session early. The original timed alone (session.py) likewise.
+        alone = candidate is None
+        single = (control is not None or alone) and plan.reps > MIN_REPS
+        many = ["--time", "--warmup", str(plan.warmup), "--reps", str(plan.reps * plan.rounds), *flags[5:]]
+        cand_flags = many if single else flags
+        if alone and single:
+            base_flags = many
         for r in range(plan.rounds):
             sides = [("baseline", baseline)] if control is None or r == 0 else []
             sides += [("candidate", candidate)] if candidate is not None else []
             for side, built in sides:
                 folder = Path(out_dir) / f"round{r}-{side}"
                 record, out = self._launch(built, inputs, folder, (base_flags if side == "baseline" else cand_flags)
-                                           + extra.get(side, []))
+                                           + extra.get(side, []), result.after_input_set if side in extra
+                                           else inputs.index)
                 if out.fault is not None:
                     if side == "baseline":
                         out.fault.message = f"baseline failed while timing: {out.fault.message}"
@@ -280,8 +336,9 @@ class NativeBackend(Backend):
                     last_base = folder
                 result.perturbed_buffers = int(record.get("perturbed") or 0)
                 times = [float(t) for t in record.get("times_ms", [])]
-                if side == "candidate" and single:          # the process's launches, a round per plan.reps
-                    result.candidate_rounds += [times[i:i + plan.reps] for i in range(0, len(times), plan.reps)]
+                if single and (side == "candidate" or alone):      # the process's launches, a round per plan.reps
+                    (result.candidate_rounds if side == "candidate" else result.baseline_rounds).extend(
+                        times[i:i + plan.reps] for i in range(0, len(times), plan.reps))
                 else:
                     (result.baseline_rounds if side == "baseline" else result.candidate_rounds).append(times)
                 result.device = record.get("device", result.device)
@@ -289,6 +346,10 @@ class NativeBackend(Backend):
                 if built is checked:
                     if record.get("sync_ms") is not None:
                         result.sync_ms.append(float(record["sync_ms"]))
+                    after_matched = self._matched(record, "after_digests", result.after_input_set)
+                    if self.check_inputs:
+                        result.inputs_changed += [n for n in self._named(record, "after_inputs_changed", in_names)
+                                                  if n not in result.inputs_changed]
                     result.inputs_changed += [n for n, a in out.inputs_after.items()
                                               if n not in result.inputs_changed and not unchanged(timed_inputs[n], a)]
                     result.inputs_changed += [n for n in out.inputs_changed if n not in result.inputs_changed]
@@ -304,7 +365,9 @@ class NativeBackend(Backend):
                                             + ", ".join(missing or missing_ref), input_set=inputs.index)
                 return result
         if last is not None:
-            result.after, missing = self._read(last / "after", [p.name for p in self.spec.outputs])
+            result.after_matched = after_matched
+            result.after, missing = self._read(last / "after", [p.name for p in self.spec.outputs
+                                                                if p.name not in after_matched])
             if missing:
                 result.fault = RuntimeFault("harness_error", f"the harness wrote no after/{', '.join(missing)}",
                                             input_set=inputs.index)

@@ -74,9 +74,11 @@ def timing_seconds(plan: TimingPlan, launch_ms: float, run_s: float, sides: int,
     """Wall time of one timing session of `plan` (every round: an early verdict only shortens it): its launches
     at `launch_ms`, plus the re-check after it (one run, `run_s` as measured); with `per_process` (the native
     backend: one harness process per round and side, each loading the inputs and warming up again) one run's
-    overhead and the warm-up per process. With `plan.control` (a candidate against the original's stored timing)
+    overhead and the warm-up per process, and the re-checks (perturbation, after timing) two more launches inside
+    the last process, not a run of their own. With `plan.control` (a candidate against the original's stored timing)
     the original's side is its control launches at `control_ms`, in one process on the native backend, and the
-    candidate's rounds in one process there too unless a round is as short as MIN_REPS launches."""
+    candidate's rounds in one process there too unless a round is as short as MIN_REPS launches (so are the
+    original's when it is timed alone, `sides` 1)."""
     if plan.control is not None and sides == 2:
         # native: the controls' process, then one for every round (native.py: one for all when rounds are long)
         per_round = per_process and plan.reps <= MIN_REPS
@@ -84,10 +86,19 @@ def timing_seconds(plan: TimingPlan, launch_ms: float, run_s: float, sides: int,
         cand = plan.rounds * plan.reps + plan.warmup * (plan.rounds if per_round else 1)
         base = plan.rounds * plan.control if not per_process else plan.control
         base += min(plan.warmup, plan.control)
-        return (cand * launch_ms + base * (control_ms or launch_ms)) / 1000.0 + processes * run_s + run_s
+        return (cand * launch_ms + base * (control_ms or launch_ms)) / 1000.0 + processes * run_s + \
+            _recheck_s(launch_ms, run_s, per_process)
     processes = plan.rounds * sides if per_process else 1
+    if per_process and sides == 1 and plan.reps > MIN_REPS:      # the original alone: its rounds in one process
+        processes = 1
     launches = sides * plan.rounds * plan.reps + plan.warmup * (processes if per_process else sides)
-    return launches * launch_ms / 1000.0 + processes * run_s + run_s
+    return launches * launch_ms / 1000.0 + processes * run_s + _recheck_s(launch_ms, run_s, per_process)
+
+
+def _recheck_s(launch_ms: float, run_s: float, per_process: bool) -> float:
+    """The re-checks after timing: two launches in the harness's last process (native), a run of the worker
+    (pycuda)."""
+    return 2 * launch_ms / 1000.0 if per_process else run_s
 
 
 class TooShort(MepgenError):

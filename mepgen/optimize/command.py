@@ -208,8 +208,7 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
         ev.set_time_limit(started, time_limit)
     try:
         progress(f"{spec.kernel.name}: building the original and computing its reference outputs")
-        ev.compile_baseline()
-        ev.prepare()
+        ev.prepare()             # builds the original while its input sets are made
         progress(f"{spec.kernel.name}: verifying and timing the original")
         baseline = ev.baseline_result()
         if not baseline.ok:

@@ -161,8 +161,15 @@ def test_timing_seconds_counts_launches_processes_and_the_recheck():
     p = plan.by_time(214.0, rounds=3, flush_l2=True)           # 3 launches per side and round, 1 warm-up
     # one session (pycuda): 2 sides x 3 rounds x 3 launches + 1 warm-up per side, then one re-check run
     assert plan.timing_seconds(p, 214.0, 2.0, 2, per_process=False) == pytest.approx(20 * 0.214 + 2.0 + 2.0)
-    # native: a process per round and side, each warming up and paying one run's overhead
-    assert plan.timing_seconds(p, 214.0, 2.0, 2, per_process=True) == pytest.approx(24 * 0.214 + 6 * 2.0 + 2.0)
+    # native: a process per round and side, each warming up and paying one run's overhead; the re-checks are two
+    # launches inside the last process
+    assert plan.timing_seconds(p, 214.0, 2.0, 2, per_process=True) == pytest.approx(24 * 0.214 + 6 * 2.0 + 2 * 0.214)
+    # the original timed alone on the native backend: its rounds in one process when a round is more than
+    # MIN_REPS launches (bonds, 13.78 ms: 3 x 15 launches after 4 warm-up; the three processes of old, and a run
+    # for the re-check, made it about 4.8 s at 1 s per checked run)
+    alone = plan.by_time(13.78, rounds=3, flush_l2=True)
+    assert (alone.reps, alone.warmup) == (15, 4)
+    assert plan.timing_seconds(alone, 13.78, 1.0, 1, per_process=True) == pytest.approx(49 * 0.01378 + 1.0 + 2 * 0.01378)
 
 
 def test_the_baseline_estimate_and_a_candidate_session_that_cannot_fit(mep):
@@ -178,7 +185,9 @@ def test_the_baseline_estimate_and_a_candidate_session_that_cannot_fit(mep):
         ev.first_ms, ev.todo = 214.0, {"gen": 0, "ref": 0, "verify": 3, "time": 1}
         ev.set_time_limit(time.monotonic(), 2)
         with pytest.raises(plan.TooShort, match=r"the baseline of cg::axpy needs about \d+ s \(3 input set\(s\) of "
-                                                r".*214 ms per launch, 10 timed launches\); give --time-limit >= \d+"):
+                                                r".*214 ms per launch, 10 timed launches; so far build [\d.]+ s, "
+                                                r"inputs [\d.]+ s, references [\d.]+ s, verification [\d.]+ s, timing "
+                                                r"[\d.]+ s\); give --time-limit >= \d+"):
             ev.check_time()
         ev.first_ms = None
         ev.set_time_limit(time.monotonic(), 1.5)

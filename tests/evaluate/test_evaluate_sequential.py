@@ -82,9 +82,10 @@ def test_controls_and_the_session_s_cost():
     # the candidate's 300 + 2 launches at 0.05 ms, the original's 30 + 2 at 1.6 ms, one worker call, one re-check
     assert plan.timing_seconds(p, 0.05, 0.1, 2, False, 1.6) == pytest.approx((302 * 0.05 + 32 * 1.6) / 1000 + 0.2)
     # native: one process for the controls, one for every round of the candidate (its rounds are 100 launches)
-    assert plan.timing_seconds(p, 0.05, 0.1, 2, True, 1.6) == pytest.approx((302 * 0.05 + 12 * 1.6) / 1000 + 0.3)
+    assert plan.timing_seconds(p, 0.05, 0.1, 2, True, 1.6) == pytest.approx((302 * 0.05 + 12 * 1.6 + 2 * 0.05) / 1000
+                                                                          + 0.2)
     long = TimingPlan(warmup=1, reps=plan.MIN_REPS, rounds=3, control=3)     # a process a round: it may stop early
-    assert plan.timing_seconds(long, 70, 0.1, 2, True, 1.6) == pytest.approx((12 * 70 + 4 * 1.6) / 1000 + 0.5)
+    assert plan.timing_seconds(long, 70, 0.1, 2, True, 1.6) == pytest.approx((12 * 70 + 4 * 1.6 + 2 * 70) / 1000 + 0.4)
 
 
 class FakeBackend:

@@ -15,6 +15,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from mepgen import perturb  # noqa: E402
+from mepgen.evaluate import output_digest as digest  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--mode", default="good")
@@ -27,6 +28,8 @@ ap.add_argument("--no-flush", action="store_true")
 ap.add_argument("--check-inputs", action="store_true")
 ap.add_argument("--recheck-data", default=None)
 ap.add_argument("--perturb-seed", type=int, default=None)
+ap.add_argument("--skip", action="append", default=[])          # NAME:HEX: not written when lane A is HEX
+ap.add_argument("--skip-after", action="append", default=[])
 args = ap.parse_args()
 mode = args.mode
 
@@ -58,8 +61,9 @@ x, ref = axpy(args.data)
 def result(run: int) -> np.ndarray:
     global x
     out = ref.copy()
-    if run > 0 and args.recheck_data and mode != "cached":   # the re-check reads other inputs (a cache does not)
-        x, out = axpy(args.recheck_data)
+    if run > 0 and args.recheck_data:        # the re-check reads other inputs (a kernel's cache ignores them)
+        x, fresh = axpy(args.recheck_data)
+        out = out if mode == "cached" else fresh
     if mode == "skip":                       # does half the work: the rest keeps the poison
         out[out.size // 2:] = np.frombuffer(b"\xff" * 4, np.float32)[0]
     elif mode == "nan":
@@ -73,22 +77,31 @@ def result(run: int) -> np.ndarray:
     return out
 
 
-def write(folder: str, arr: np.ndarray, inputs_to: str | None = None) -> None:
+def write(folder: str, arr: np.ndarray, hints: list[str], key: str = "") -> None:
+    """Outputs as the harness writes them: each output's digests to the record, not written when --skip says its
+    lane A; the `in` buffers checked here (inputs_changed) and, for a harness of old, written back."""
     os.makedirs(folder, exist_ok=True)
-    np.save(os.path.join(folder, "y.npy"), arr)
+    lanes = list(digest.of_bytes(arr))
+    if mode == "skip_blind" and hints:       # claims the hint's lane A without computing anything
+        lanes = [hints[0].split(":")[1], "0" * 16]
+    record[key + "digests"] = {"y": lanes}
+    if f"y:{lanes[0]}" not in hints:
+        np.save(os.path.join(folder, "y.npy"), arr)
     if args.check_inputs:
-        os.makedirs(os.path.join(folder, "in"), exist_ok=True)
         xin = x.copy()
         if mode == "changes_inputs":
             xin[0] += 1
+        record[key + "inputs_changed"] = [] if np.array_equal(xin, x) else ["x"]
+        os.makedirs(os.path.join(folder, "in"), exist_ok=True)
         np.save(os.path.join(folder, "in", "x.npy"), xin)
 
 
-write(args.out, result(0))
+record = {}
+write(args.out, result(0), args.skip)
 base = {"faster": 0.70, "slightly_faster": 0.995, "impossible": 1e-6, "slower": 1.5, "escape": 0.05,
         "reuse": 0.05, "slow_probe": 40.0}.get(mode, 1.0)
-record = {"status": "ok", "kernel": "cg::axpy<float>", "device": "FAKE GPU", "cc": "9.0", "l2_bytes": 1 << 20,
-          "run_ms": base}
+record.update({"status": "ok", "kernel": "cg::axpy<float>", "device": "FAKE GPU", "cc": "9.0",
+               "l2_bytes": 1 << 20, "run_ms": base})
 if args.time and args.perturb_seed is not None:
     # the perturbation re-check: x (buffer 0) and y (buffer 1) changed at the re-check step; a kernel that reuses
     # results keyed on inputs the change missed ("reuse") writes what it computed for the unchanged inputs
@@ -105,7 +118,7 @@ if args.time and args.perturb_seed is not None:
 if args.time:
     rng = np.random.default_rng()
     times = (base * (1 + 0.002 * rng.standard_normal(args.reps))).tolist()
-    write(os.path.join(args.out, "after"), result(1))
+    write(os.path.join(args.out, "after"), result(1), args.skip_after, "after_")
     record.update(times_ms=times, median_ms=float(np.median(times)), reps=args.reps, warmup=args.warmup,
                   flush_l2=not args.no_flush, sync_ms=1.0 if mode == "escape" else 0.9 * base)
 print("MEPGEN_RESULT " + json.dumps(record))
