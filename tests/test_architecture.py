@@ -18,9 +18,6 @@ KNOWN_CIRCLES: list[set[str]] = [
                                               "scalar_replace", "source")},
     # tune_params (issue 36): the launch rewrite and the kernel's tunable sizes call each other
     {"mepgen.optimize.library.launch_config", "mepgen.optimize.library.tunables"},
-    # the landlock level (issue 41) came with sandbox <-> landlock_level: the level's probes build a sandbox
-    # Confinement, and Confinement runs the level's launcher; to break by moving Confinement below both
-    {"mepgen.evaluate.landlock_level", "mepgen.evaluate.sandbox"},
 ]
 #: the commands (top), then the stages, each importing only the stages it names here, then the shared models:
 #: a module of mepgen/ that is neither a command nor a stage imports no stage

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from . import gpu_probe, landlock_level, memcheck, sandbox, seccomp_filter
+from . import gpu_probe, landlock_level, memcheck, namespace_levels, sandbox, seccomp_filter
 
 
 def landlock_features(abi: int) -> str:
@@ -61,10 +61,10 @@ def report() -> dict:
                      "of a winner are not checked")
     cost = None
     if levels["landlock"]["works"]:
-        base, confined = landlock_level.setup_seconds(repeat=9)
+        base, confined = sandbox.setup_seconds(repeat=9)
         cost = {"rlimits_ms": round(base * 1e3, 2), "landlock_ms": round(confined * 1e3, 2)}
     return {"kernel": os.uname().release, "landlock": landlock_features(abi), "seccomp": seccomp_filter.compiled()
-            is not None, "bwrap": sandbox.bwrap_executable(), "gpu_driver_usable": gpu, "levels": levels,
+            is not None, "bwrap": namespace_levels.bwrap_executable(), "gpu_driver_usable": gpu, "levels": levels,
             "auto": level, "auto_why_not_stronger": why, "landlock_process_cost": cost,
             "compute_sanitizer": str(sanitizer) if sanitizer else None, "hints": hints}
 

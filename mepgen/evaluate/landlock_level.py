@@ -28,11 +28,11 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from functools import lru_cache
 from pathlib import Path
 
 from . import seccomp_filter
+from .confine_paths import NOBODY, open_to_others, workspace_of
 
 LAUNCHER = Path(__file__).with_name("confine_exec.py")       # confine_exec.c beside it: the same, in C
 #: the system's libraries and read-only data every process may read (not the programs: /usr/bin, /bin)
@@ -82,7 +82,6 @@ def library_folders() -> list[str]:
 
 def policy(c, args: list[str], scratch: list[Path]) -> list[str]:
     """The launcher's arguments for the process of Confinement `c` running `args` (confine_exec.c's usage)."""
-    from .sandbox import workspace_of
     read = [p for p in (*SYSTEM_READ, *library_folders()) if workspace_of(Path(p)) is None]
     read += [str(Path(p).resolve()) for p in c.read]
     write = [str(Path(p).resolve()) for p in [*c.write, *scratch]]
@@ -93,7 +92,6 @@ def policy(c, args: list[str], scratch: list[Path]) -> list[str]:
     exe = [_resolve(args[0])] + [str(Path(p).resolve()) for p in c.programs]
     out = ["-p", exe[0]]
     if c.drops_root:
-        from .sandbox import NOBODY
         out += ["-u", str(NOBODY)]
     elif c.keep_caps:
         out += ["-k", "1"]
@@ -106,7 +104,6 @@ def policy(c, args: list[str], scratch: list[Path]) -> list[str]:
 def nobody_can_use(paths, gpu: bool) -> bool:
     """Whether `nobody` can use every path (read it, enter the folders above it) and, for a GPU process, the
     device nodes: then a process started as root runs as `nobody` (root keeps no capability in any case)."""
-    from .sandbox import open_to_others
     if gpu and not all(os.stat(n).st_mode & 0o006 == 0o006 for n in glob.glob("/dev/nvidia*")
                        if not os.path.isdir(n)):
         return False
@@ -172,49 +169,6 @@ def launcher_binary() -> Path | None:
     return None
 
 
-def setup_seconds(repeat: int = 10) -> tuple[float, float]:
-    """(seconds to start `true` under rlimits, under landlock) per process, the median of `repeat`: what this level
-    adds to each candidate process (`mepgen doctor` says it)."""
-    from . import process
-    from .sandbox import Confinement
-    times = {}
-    for level in ("rlimits", "landlock"):
-        runs = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            process.run(["true"], 30, confine=Confinement(level))
-            runs.append(time.perf_counter() - start)
-        times[level] = sorted(runs)[len(runs) // 2]
-    return times["rlimits"], times["landlock"]
-
-
-def works() -> tuple[bool, str]:
-    """(whether the landlock level runs `true` here, why not)."""
-    from .sandbox import Confinement, _works
-    if abi() < 1:
-        return False, "the kernel has no Landlock (Linux >= 5.13 with the LSM enabled: lsm=...,landlock)"
-    probe = Confinement("landlock")
-    try:
-        if _works(probe.command(["true"]), probe.pass_fds):
-            return True, ""
-    finally:
-        probe.close()
-    return False, "a process cannot confine itself with Landlock here"
-
-
-def gpu_refuses(level: str) -> bool:
-    """Whether the GPU works here unconfined but not under `level` (a Python making a CUDA context behind it)."""
-    from . import gpu_probe
-    from .sandbox import Confinement, python_paths
-    probe = Confinement(level, gpu=True, read=python_paths([]))
-    probe.environment({})
-    probe.prepare()
-    try:
-        return gpu_probe.refuses(probe.command([sys.executable])[:-1], probe.pass_fds)
-    finally:
-        probe.close()
-
-
 @lru_cache(maxsize=None)
 def worker_scratch() -> str:
     """One private folder (mode 0700) for the HOME and TMPDIR of this mepgen's workers under landlock."""
@@ -226,7 +180,7 @@ def worker_scratch() -> str:
 def worker_site(packages) -> Path:
     """A folder of links to the packages the worker imports, first on its PYTHONPATH. Python lists a sys.path
     folder before it imports from it, and a folder holding a workspace or the home folder is not readable under
-    landlock: its packages are found through these links (whose targets sandbox.python_paths allows)."""
+    landlock: its packages are found through these links (whose targets confined.python_paths allows)."""
     site = Path(worker_scratch()) / "site"
     site.mkdir(exist_ok=True)
     for name in packages:

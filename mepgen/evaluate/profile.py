@@ -13,7 +13,7 @@ import re
 import shutil
 from pathlib import Path
 
-from . import process, sandbox
+from . import confined, confinement, process
 
 METRICS = {
     "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct",
@@ -70,7 +70,7 @@ def run_ncu(binary: Path, data_dir: Path, out_dir: Path, callee: str, device: in
     args = [exe, "--csv", "--clock-control", "none", "--kernel-name", kernel_regex(callee), "--launch-count", "1",
             "--metrics", ",".join(METRICS), binary, "--data", data_dir, "--out", out_dir]
     tool_dir = Path(exe).resolve().parent.parent        # under landlock ncu runs the binary and its own programs
-    confine = sandbox.for_run(level, args, out_dir, sandbox.BUILD_FILE_LIMIT,   # `level`: the candidate's sandbox
+    confine = confined.for_run(level, args, out_dir, confinement.BUILD_FILE_LIMIT,   # `level`: the candidate's sandbox
                               read=[tool_dir], programs=[tool_dir, Path(binary)])
     confine.keep_root = True          # GPU performance counters are for admins unless the driver says otherwise
     confine.keep_caps = True          # (under landlock: root keeps its capabilities)

@@ -1,7 +1,7 @@
 """The pycuda worker process: one CUDA context, the input sets resident on the GPU, kernels from cubins.
 
 Started by pycuda_backend.py (`python -m mepgen.evaluate.pycuda_worker FD DEVICE`, inside the sandbox:
-sandbox.for_worker) and driven over a socket (wire.py: JSON and .npy frames, no pickle): `setup`, `load_set`,
+confined.for_worker) and driven over a socket (wire.py: JSON and .npy frames, no pickle): `setup`, `load_set`,
 `load`, `unload`, `run`, `time`, `exit`. Each reply is ["ok", payload], ["cuda_error", message] or
 ["error", message]. The worker sees no workspace: cubins come as bytes, input files as open descriptors.
 After a CUDA error the context is poisoned (errors are sticky), so the worker replies and exits; the parent

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mepgen.evaluate import gpu_probe, sandbox
+from mepgen.evaluate import confinement, gpu_probe, namespace_levels, sandbox
 
 
 @pytest.fixture
@@ -66,7 +66,7 @@ def test_the_probe_really_runs_python_behind_the_prefix():
     assert gpu_probe.cuda_works(["env"]) == gpu_probe.cuda_works([]) == gpu_probe.usable_here()
 
 
-@pytest.mark.skipif(sandbox.unshare_prefix()[0] is None or not sandbox._works(sandbox.unshare_prefix() + ["--", "true"]),
+@pytest.mark.skipif(namespace_levels.unshare_prefix()[0] is None or not sandbox._works(namespace_levels.unshare_prefix() + ["--", "true"]),
                     reason="unshare cannot create user namespaces on this machine")
 def test_a_candidate_that_signals_itself_under_unshare_dies_of_it():
     # as its namespace's PID 1 it would survive its own SIGSEGV (the kernel drops it); a shell is init instead
@@ -74,5 +74,5 @@ def test_a_candidate_that_signals_itself_under_unshare_dies_of_it():
 
     from mepgen.evaluate import process
     code = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV); print('survived')"
-    done = process.run([sys.executable, "-c", code], timeout=30, confine=sandbox.Confinement("unshare"))
+    done = process.run([sys.executable, "-c", code], timeout=30, confine=confinement.Confinement("unshare"))
     assert done.signal_name == "SIGSEGV" and "survived" not in done.stdout
