@@ -16,8 +16,6 @@ OVER_LIMIT: dict[str, int] = {}
 KNOWN_CIRCLES: list[set[str]] = [
     {f"mepgen.optimize.library.{m}" for m in ("analysis", "base", "normalize", "normalize_sink", "reduction",
                                               "scalar_replace", "source")},
-    # tune_params (issue 36): the launch rewrite and the kernel's tunable sizes call each other
-    {"mepgen.optimize.library.launch_config", "mepgen.optimize.library.tunables"},
 ]
 #: the commands (top), then the stages, each importing only the stages it names here, then the shared models:
 #: a module of mepgen/ that is neither a command nor a stage imports no stage
