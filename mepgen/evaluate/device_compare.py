@@ -30,6 +30,7 @@ import numpy as np
 from .. import mepbuild
 from ..errors import MepgenError
 from . import process
+from .verify import tolerance_for
 
 BLOCK = 256
 
@@ -129,7 +130,6 @@ def build_cubin(arch: str, build_dir: Path, timeout: float = 300.0) -> Path:
 
 def rules_for(spec) -> dict[str, list]:
     """Each output the GPU can compare: [kernel, rtol, atol, poisoned] (verify.tolerance_for; poisoned: role out)."""
-    from .verify import tolerance_for
     rules = {}
     for p in spec.outputs:
         kernel = kernel_for(p.dtype) if p.dtype else None

@@ -15,6 +15,9 @@ from pathlib import Path
 import click
 
 from . import gpu_probe, landlock_level, memcheck, namespace_levels, sandbox, seccomp_filter
+from ..config import load_config
+from ..errors import MepgenError
+from ..workspace import Workspace
 
 
 def landlock_features(abi: int) -> str:
@@ -94,9 +97,6 @@ def render(r: dict) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def doctor(app, as_json):
     """What this machine allows to confine candidates (sandbox levels) and check memory, and how to get more."""
-    from ..config import load_config
-    from ..errors import MepgenError
-    from ..workspace import Workspace
     if app is not None and not Path(app).is_dir():
         raise MepgenError(f"{app}: no such directory")
     if app is None:

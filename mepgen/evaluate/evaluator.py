@@ -10,6 +10,7 @@ import dataclasses
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -164,7 +165,7 @@ class Evaluator:
             self.gen_s, self.todo["gen"] = time.monotonic() - t0, len(missing) - 1
             self.check_time()
             if missing[1:]:
-                from concurrent.futures import ThreadPoolExecutor     # numpy draws, casts and writes free the GIL
+                # numpy draws, casts and writes free the GIL
                 with ThreadPoolExecutor(min(len(missing) - 1, os.cpu_count() or 1)) as pool:
                     list(pool.map(self.store.input_set, missing[1:]))
             self.todo["gen"] = 0

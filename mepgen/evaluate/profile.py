@@ -14,6 +14,9 @@ import shutil
 from pathlib import Path
 
 from . import confined, confinement, process
+from .native import NativeBackend
+from .results import CompileFailed
+from .symbols import callee
 
 METRICS = {
     "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct",
@@ -89,9 +92,6 @@ def of_candidate(ev, kernel_file: Path, worker, launch=None, flags=()) -> dict:
     """Nsight Compute numbers for the kernel file of evaluator `ev`'s MEP, on a native build (whatever the timing
     backend) with the candidate's own launch configuration and nvcc flags (the harness of mep.yaml's launch would
     run another kernel: a warp-per-row rewrite on the thread-per-row grid covers 1/32 of the rows)."""
-    from .native import NativeBackend
-    from .results import CompileFailed
-    from .symbols import callee
     be = worker.backend if isinstance(worker.backend, NativeBackend) else NativeBackend(
         ev.spec, ev.mep_dir, ev.store.build_dir, device=worker.device)
     be.sandbox_level = ev.sandbox

@@ -15,6 +15,7 @@ import tempfile
 import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import numpy as np
@@ -90,7 +91,6 @@ class PycudaBackend(Backend):
         """Start the worker in the sandbox (confined.for_worker: the level the evaluator chose), its end of a
         socket pair passed as a descriptor; its stdout and stderr go to an unlinked file (the tail says why it
         died)."""
-        from multiprocessing.connection import Connection
 
         level = self.sandbox_level or sandbox.resolve("auto")
         confine = confined.for_worker(level, hide=[self.mep_dir, self.build_dir])
