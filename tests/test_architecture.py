@@ -1,6 +1,7 @@
-"""The house's shape, measured on the source (no import of mepgen): no import circle between modules, no module
-over 600 lines, few imports inside functions. Limits the code does not meet yet stand below with today's
-numbers, so the test fails when they grow (lower them as the code improves)."""
+"""The house's shape, measured on the source (no import of mepgen): no import circle between modules, imports
+running one way (cli -> stages -> shared models, no stage reaching another stage's command line), no module over
+600 lines, imports inside functions only of optional or heavy packages. Limits the code does not meet yet stand
+below with today's numbers, so the test fails when they grow (lower them as the code improves)."""
 from __future__ import annotations
 
 import ast
@@ -26,6 +27,8 @@ STAGES_BELOW = {
     "extract": {"parsing"},
     "llm": set(),
     "parsing": set(),
+    "tune": set(),       # drives the other stages as `mepgen` commands (subprocesses), never through their modules
+    "report": set(),     # reads what the stages wrote under .mepgen/
 }
 #: imports inside functions in mepgen/: only of the optional or heavy packages below, each where it is used (goal of
 #: issue 38: at most 40; 10 once the circles that the others dodged were broken)
@@ -154,9 +157,13 @@ def test_the_measures_see_the_code():
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert sum(function_imports().values()) > 0
     planted = {"mepgen.evaluate.verify": {"mepgen.mep.assemble", "mepgen.spec"}, "mepgen.spec": {"mepgen.extract.run"},
-               "mepgen.optimize.command": {"mepgen.evaluate.store", "mepgen.cli"}}
+               "mepgen.optimize.command": {"mepgen.evaluate.store", "mepgen.cli", "mepgen.evaluate.command"},
+               "mepgen.optimize.many": {"mepgen.optimize.command"}, "mepgen.report.load": {"mepgen.optimize.search"},
+               "mepgen.cli": {"mepgen.evaluate.command", "mepgen.optimize.command"}}
     assert back_arrows(planted) == ["mepgen.evaluate.verify -> mepgen.mep.assemble",
-                                    "mepgen.optimize.command -> mepgen.cli", "mepgen.spec -> mepgen.extract.run"]
+                                    "mepgen.optimize.command -> mepgen.cli",
+                                    "mepgen.optimize.command -> mepgen.evaluate.command",
+                                    "mepgen.report.load -> mepgen.optimize.search", "mepgen.spec -> mepgen.extract.run"]
 
 
 def test_no_import_circle():
@@ -169,18 +176,24 @@ def _stage(module: str) -> str | None:
     return parts[1] if len(parts) >= 2 and parts[1] in STAGES_BELOW else None
 
 
+def stage_clis(edges: dict[str, set[str]]) -> set[str]:
+    """The stages' command-line modules: those of a stage that mepgen.cli registers (`mepgen.optimize.command`)."""
+    return {t for t in edges.get("mepgen.cli", ()) if _stage(t) is not None}
+
+
 def back_arrows(edges: dict[str, set[str]]) -> list[str]:
-    """Imports against cli -> stages -> shared models: a stage importing a command or a stage it may not, a shared
-    model importing a stage."""
+    """Imports against cli -> stages -> shared models: a stage importing a command, another stage's command line or
+    a stage it may not; a shared model importing a stage."""
     wrong = []
+    clis = stage_clis(edges)
     for module, targets in edges.items():
         if module in COMMANDS:
             continue
         mine = _stage(module)
         for t in targets:
             theirs = _stage(t)
-            if t in COMMANDS or (theirs is not None and theirs != mine
-                                 and (mine is None or theirs not in STAGES_BELOW[mine])):
+            if t in COMMANDS or (t in clis and theirs != mine) or (theirs is not None and theirs != mine
+                                                                 and (mine is None or theirs not in STAGES_BELOW[mine])):
                 wrong.append(f"{module} -> {t}")
     return sorted(wrong)
 
