@@ -4,8 +4,8 @@
     python3 bench/landlock_cost.py [--starts 60] [--builds 8] [--out bench/results/sandbox_landlock_cost.md]
 
 Interleaved (A B, then B A: drift on a loaded machine hits both alike): a process start of `true` through
-process.run unconfined, under `rlimits` and under `landlock` (sandbox.for_run, the GPU's nodes included), and
-the native harness of the axpy test MEP built by nvcc under each (sandbox.for_build: nvcc and its toolchain
+process.run unconfined, under `rlimits` and under `landlock` (confined.for_run, the GPU's nodes included), and
+the native harness of the axpy test MEP built by nvcc under each (confined.for_build: nvcc and its toolchain
 under the same rules). Medians and minima; with --out, a markdown table.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from mepgen import mepbuild  # noqa: E402
-from mepgen.evaluate import landlock_level, process, sandbox  # noqa: E402
+from mepgen.evaluate import confined, landlock_level, process, sandbox  # noqa: E402
 from mepgen.mep.render import render_harness  # noqa: E402
 from mepgen.spec import load_spec  # noqa: E402
 
@@ -58,7 +58,7 @@ def main() -> int:
     data.mkdir()
 
     def start(level: str, i: int) -> None:
-        c = None if level == "none" else sandbox.for_run(level, [data], scratch, 1 << 20)
+        c = None if level == "none" else confined.for_run(level, [data], scratch, 1 << 20)
         done = process.run(["true"], 30, confine=c)
         assert done.returncode == 0, done.stderr
 
@@ -66,7 +66,7 @@ def main() -> int:
         out = work / "build" / f"{level}{i}"
         out.mkdir(parents=True)
         cmd = mepbuild.nvcc_command(spec, mep, mep / "kernel.cu", out / "mep")
-        done = process.run(cmd, 600, cwd=mep, confine=sandbox.for_build(level, cmd, mep, out,
+        done = process.run(cmd, 600, cwd=mep, confine=confined.for_build(level, cmd, mep, out,
                                                                          [mep / "kernel.cu", mep / "harness.cu"]))
         assert done.returncode == 0, done.stderr[-800:]
 

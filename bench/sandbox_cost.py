@@ -10,7 +10,7 @@ of them once per mode, the modes alternating (off, auto, auto, off, ...) so drif
 evaluation the builds and results are deleted, so every candidate is compiled (nvcc in the sandbox), run on
 every input set and timed, at the default settings (mep.yaml's input sets, reps and warm-up; 3 rounds).
 Each --backend is measured in turn (default: native and auto, the default backend, which takes pycuda where it
-is installed: its worker is confined too, sandbox.for_worker).
+is installed: its worker is confined too, confined.for_worker).
 Writes OUT_DIR/sandbox_cost.json and OUT_DIR/sandbox_cost.md (after each backend): per backend and mode the wall
 time per candidate (the whole batch: lint, compiles on all cores, GPU stages) and the GPU stage per candidate
 (EvalResult.seconds), median and spread over repeats, and the overhead of `auto` over `off`. Exit 0; 1 when a

@@ -6,7 +6,7 @@
 Measures, median over N starts (wall time, this machine): a plain start of `true` (the floor), the same
 through process.run at each level (rlimits, unshare, landlock, bwrap) and bwrap's parts (without the seccomp filter,
 without a network namespace, without dropping root), the pycuda worker's interpreter start unconfined and
-under sandbox.for_worker (`python -c pass` with the same flags and path); and the Python side of building a
+under confined.for_worker (`python -c pass` with the same flags and path); and the Python side of building a
 confinement: the first call of what is cached per process (the level probe `strongest()`, the seccomp program,
 nvcc's toolkit folder) and what every start pays again (for_run + command line, the seccomp descriptor).
 Writes OUT_DIR/sandbox_start_cost.json and OUT_DIR/sandbox_start_cost.md.
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from mepgen import mepbuild  # noqa: E402
-from mepgen.evaluate import process, sandbox, seccomp_filter  # noqa: E402
+from mepgen.evaluate import confine_paths, confined, confinement, namespace_levels, process, sandbox, seccomp_filter  # noqa: E402
 from mepgen.evaluate.pycuda_backend import worker_path  # noqa: E402
 
 
@@ -71,17 +71,17 @@ def cuda_rows(work: Path, ws: Path, scratch: Path, level: str, env: dict, flags:
     nvcc = mepbuild.nvcc_executable()
     subprocess.run([nvcc, "-O2", "-o", str(exe), str(src)], check=True)
     cuda_env = dict(env, CUDA_MODULE_LOADING="EAGER")
-    read = [r for r in [sandbox.toolkit_root(nvcc)] if r]
+    read = [r for r in [confined.toolkit_root(nvcc)] if r]
     first = process.run([str(exe)], 60, env=cuda_env)
     if first.returncode != 0:
         return [(f"CUDA program: cannot run here ({(first.stdout + first.stderr).strip()[:80]})", float("nan"))]
     variants = [("no confinement", lambda: None)]
     if level != "off":
-        variants.append(("rlimits", lambda: sandbox.Confinement("rlimits")))
+        variants.append(("rlimits", lambda: confinement.Confinement("rlimits")))
     if level == "bwrap":
         def run_c(**kw):
             def make():
-                c = sandbox.for_run("bwrap", [exe], scratch, 1 << 20, read=read)
+                c = confined.for_run("bwrap", [exe], scratch, 1 << 20, read=read)
                 for k, v in kw.items():
                     setattr(c, k, v)
                 return c
@@ -89,7 +89,7 @@ def cuda_rows(work: Path, ws: Path, scratch: Path, level: str, env: dict, flags:
         variants += [("bwrap (for_run)", run_c()), ("bwrap staying root", run_c(keep_root=True)),
                      ("bwrap without the seccomp filter", run_c(seccomp=False))]
     if sandbox.landlock_works()[0]:
-        variants.append(("landlock (for_run)", lambda: sandbox.for_run("landlock", [exe], scratch, 1 << 20, read=read)))
+        variants.append(("landlock (for_run)", lambda: confined.for_run("landlock", [exe], scratch, 1 << 20, read=read)))
     out = []
     for name, make in variants:
         def go(make=make):
@@ -102,9 +102,9 @@ def cuda_rows(work: Path, ws: Path, scratch: Path, level: str, env: dict, flags:
         return out + [("pycuda worker start: pycuda not installed", float("nan"))]
     py = [sys.executable, *flags, "-c", WORKER_START]
     for name, make in [("no confinement", lambda: None),
-                       *([(f"for_worker level {level}", lambda: sandbox.for_worker(level, hide=[ws]))]
+                       *([(f"for_worker level {level}", lambda: confined.for_worker(level, hide=[ws]))]
                          if level != "off" else []),
-                       *([("for_worker level landlock", lambda: sandbox.for_worker("landlock", hide=[ws]))]
+                       *([("for_worker level landlock", lambda: confined.for_worker("landlock", hide=[ws]))]
                          if level != "landlock" and sandbox.landlock_works()[0] else [])]:
         def go(make=make):
             done = process.run(py, 120, env=cuda_env, confine=make())
@@ -140,22 +140,22 @@ def main() -> int:
     rows.append(("process.run(true), no confinement", median_ms(start(lambda: None), n)))
     for lv in [x for x in ("rlimits", "unshare", "landlock", "bwrap") if sandbox.LEVELS.index(x) >= sandbox.LEVELS.index(level)]:
         rows.append((f"process.run(true), level {lv} (for_run, GPU nodes)",
-                     median_ms(start(lambda lv=lv: sandbox.for_run(lv, [ws / "data"], scratch, 1 << 20)), n)))
+                     median_ms(start(lambda lv=lv: confined.for_run(lv, [ws / "data"], scratch, 1 << 20)), n)))
     if level == "bwrap":
-        real_open, real_prefix = seccomp_filter.open_fd, sandbox.bwrap_prefix
+        real_open, real_prefix = seccomp_filter.open_fd, namespace_levels.bwrap_prefix
         seccomp_filter.open_fd = lambda: None
         rows.append(("  bwrap without the seccomp filter",
-                     median_ms(start(lambda: sandbox.for_run("bwrap", [ws / "data"], scratch, 1 << 20)), n)))
+                     median_ms(start(lambda: confined.for_run("bwrap", [ws / "data"], scratch, 1 << 20)), n)))
         seccomp_filter.open_fd = real_open
-        sandbox.bwrap_prefix = lambda c: [a for a in real_prefix(c) if a != "--unshare-net"] if c.drops_root else \
+        namespace_levels.bwrap_prefix = lambda c: [a for a in real_prefix(c) if a != "--unshare-net"] if c.drops_root else \
             [a if a != "--unshare-all" else "--unshare-user" for a in real_prefix(c)]
         rows.append(("  bwrap without a network namespace",
-                     median_ms(start(lambda: sandbox.for_run("bwrap", [ws / "data"], scratch, 1 << 20)), n)))
-        sandbox.bwrap_prefix = real_prefix
-        if sandbox.nobody_can_run():
-            keep = sandbox.for_run("bwrap", [ws / "data"], scratch, 1 << 20)
+                     median_ms(start(lambda: confined.for_run("bwrap", [ws / "data"], scratch, 1 << 20)), n)))
+        namespace_levels.bwrap_prefix = real_prefix
+        if confine_paths.nobody_can_run():
+            keep = confined.for_run("bwrap", [ws / "data"], scratch, 1 << 20)
             rows.append(("  bwrap staying root (no setpriv)",
-                         median_ms(start(lambda: sandbox.Confinement("bwrap", read=keep.read, write=keep.write,
+                         median_ms(start(lambda: confinement.Confinement("bwrap", read=keep.read, write=keep.write,
                                                                      hide=keep.hide, gpu=True, keep_root=True)), n)))
     flags = ["-P", "-s"] if sys.version_info >= (3, 11) else ["-s"]
     env = process.candidate_env()
@@ -164,11 +164,11 @@ def main() -> int:
     rows.append(("python -c 'import numpy' (the worker's start), no confinement",
                  median_ms(start(lambda: None, py, env), max(5, n // 4))))
     rows.append((f"python -c 'import numpy', for_worker level {level}",
-                 median_ms(start(lambda: sandbox.for_worker(level, hide=[ws]), py, env), max(5, n // 4))))
+                 median_ms(start(lambda: confined.for_worker(level, hide=[ws]), py, env), max(5, n // 4))))
 
-    sandbox.toolkit_root.cache_clear()
+    confined.toolkit_root.cache_clear()
     t = time.perf_counter()
-    sandbox.toolkit_root(mepbuild.nvcc_executable())
+    confined.toolkit_root(mepbuild.nvcc_executable())
     toolkit_ms = (time.perf_counter() - t) * 1e3
     if args.cuda:
         rows += cuda_rows(work, ws, scratch, level, env, flags, max(5, n // 4))
@@ -184,9 +184,9 @@ def main() -> int:
             c.close()
         return go
     py_rows.append(("for_run + command line (per start)",
-                    median_ms(build_line(lambda: sandbox.for_run(level, [ws / "data"], scratch, 1 << 20)), n)))
+                    median_ms(build_line(lambda: confined.for_run(level, [ws / "data"], scratch, 1 << 20)), n)))
     py_rows.append(("for_worker + command line (per worker start)",
-                    median_ms(build_line(lambda: sandbox.for_worker(level, hide=[ws])), n)))
+                    median_ms(build_line(lambda: confined.for_worker(level, hide=[ws])), n)))
     def descriptor():
         fd = seccomp_filter.open_fd()
         if fd is not None:

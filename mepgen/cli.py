@@ -9,8 +9,13 @@ from pathlib import Path
 
 import click
 
-from . import __version__, exitcodes
+from . import __version__, exitcodes, progress
 from .errors import MepgenError, os_error_message
+from .workspace import Workspace
+from .extract import ExtractOptions, extract as run_extract
+from .listing import kernel_table, kernel_rows
+from .inventory import load
+from .ready import READY, ready as run_ready, render_text
 
 
 class Context:
@@ -46,7 +51,6 @@ def _with_globals(cmd: click.Command) -> click.Command:
 
         @functools.wraps(inner)
         def callback(*args, **kwargs):
-            from . import progress
             obj = click.get_current_context().find_object(Context)
             if obj is not None and obj.as_json:
                 kwargs["as_json"] = True
@@ -112,7 +116,6 @@ def app_folder(positional: Path | None, option: Path | None) -> Path:
     chosen = option if option is not None else positional
     if chosen is not None:
         return Path(chosen)
-    from .workspace import Workspace
     try:
         return Workspace.find().app_root
     except MepgenError:
@@ -145,8 +148,6 @@ def extract(obj: Context, app_arg, app, compile_commands, include_dirs, defines,
 
     Writes APP/.mepgen/inventory.json.
     """
-    from .extract import ExtractOptions, extract as run_extract
-    from .listing import kernel_table
 
     app = app_folder(app_arg, app)
 
@@ -197,9 +198,6 @@ def extract(obj: Context, app_arg, app, compile_commands, include_dirs, defines,
 @click.pass_obj
 def list_(obj: Context, app, as_json):
     """Print the ranked kernels of the inventory as a table."""
-    from .inventory import load
-    from .listing import kernel_rows, kernel_table
-    from .workspace import Workspace
 
     ws = Workspace(app) if app else Workspace.find()
     inv = load(ws.inventory_path)
@@ -227,8 +225,6 @@ def ready(obj: Context, app, compile_commands, include_dirs, defines, profile, a
     .mepgen/meps/ as `mepgen mep --all` does, one kernel at a time (-p/-I/-D/--profile extract again with them).
     Exits 0 when every kernel is ready, 3 (needs a person) otherwise.
     """
-    from .extract import ExtractOptions
-    from .ready import READY, ready as run_ready, render_text
 
     if app is not None and not Path(app).is_dir():
         raise MepgenError(f"{app}: no such directory")

@@ -1,4 +1,5 @@
 """The one exception type for user errors: the CLI prints its message on one line and exits non-zero."""
+import errno
 
 
 class MepgenError(Exception):
@@ -19,7 +20,6 @@ class MepgenError(Exception):
 def os_error_message(e: OSError) -> str:
     """An OSError (permissions, space, a file where a folder belongs...) as one line: the path, what is wrong,
     and what to do about it."""
-    import errno
 
     path = e.filename if e.filename is not None else "?"
     if e.filename2 is not None:

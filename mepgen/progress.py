@@ -49,6 +49,7 @@ def progress(description: str, total: int | None = None) -> Iterator[Task]:
     if not enabled():
         yield Task()
         return
+    # rich, loaded only where a bar is drawn (a terminal): --json, pipes and tests never pay its import
     from rich.console import Console
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                                TimeElapsedColumn)

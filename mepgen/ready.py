@@ -26,6 +26,7 @@ from .workspace import Workspace
 from .extract import extract
 from .inventory import load
 from .mep.generate import Failed, check_fresh, generate
+from .mep import writer
 
 READY, NEEDS_PERSON, CANNOT = "ready", "needs a person", "cannot"
 
@@ -51,7 +52,6 @@ class KernelOutcome:
 
 def mep_origin(mep_dir: Path) -> str:
     """Where an MEP folder's mep.yaml came from, in the words `ready` reports."""
-    from .mep import writer
     o = writer.origin(mep_dir)
     if o["by"] == "capture":
         return "capture"

@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+import yaml
+
 from . import cexpr
 from .errors import MepgenError
 from .spec_chain import check_chain, check_dims
@@ -314,7 +317,6 @@ def _lanes(doc: Doc, kp: tuple, v):
 
 def itemsize(dtype: str | None) -> int | None:
     """Bytes per element of a numpy dtype name."""
-    import numpy as np
     return np.dtype(dtype).itemsize if dtype else None
 
 
@@ -498,5 +500,4 @@ def load_spec(path: Path | str, text: str | None = None) -> Spec:
 
 def validate_dict(d: dict, path: str = "mep.yaml") -> Spec:
     """Validate a spec built in memory (e.g. proposed by an LLM) exactly like a file a person wrote."""
-    import yaml
     return load_spec(path, yaml.safe_dump(d, sort_keys=False))

@@ -6,7 +6,7 @@ import json
 from click.testing import CliRunner
 
 from mepgen.cli import main
-from mepgen.evaluate import doctor, landlock_level, memcheck, sandbox
+from mepgen.evaluate import doctor, landlock_level, memcheck, namespace_levels, sandbox
 
 
 def test_doctor_names_every_level_and_the_one_auto_takes():
@@ -22,7 +22,7 @@ def test_doctor_says_how_to_get_more(monkeypatch):
     monkeypatch.setattr(landlock_level, "abi", lambda: 0)
     monkeypatch.setattr(sandbox, "_unusable", lambda level: "" if level == "rlimits" else "not here")
     monkeypatch.setattr(sandbox, "strongest", lambda: ("rlimits", "bwrap is not installed"))
-    monkeypatch.setattr(sandbox, "bwrap_executable", lambda: None)
+    monkeypatch.setattr(namespace_levels, "bwrap_executable", lambda: None)
     monkeypatch.setattr(memcheck, "executable", lambda: None)
     text = doctor.render(doctor.report())
     assert "apt-get install bubblewrap" in text and "Linux >= 5.13" in text and "compute-sanitizer NOT found" in text

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mepgen.errors import MepgenError
-from mepgen.evaluate import landlock_level, process, sandbox, seccomp_filter
+from mepgen.evaluate import confine_paths, confined, landlock_level, process, sandbox, seccomp_filter
 
 needs_landlock = pytest.mark.skipif(landlock_level.abi() < 1, reason="the kernel has no Landlock (Linux >= 5.13)")
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
@@ -77,7 +77,7 @@ def layout(tmp_path):
 
 def run_probe(probe, ws, level):
     args = [probe, ws["secret"], ws["outside"], ws["inputs"] / "x.npy", ws["scratch"]]
-    confine = sandbox.for_run(level, [probe, ws["inputs"]], ws["scratch"], 1 << 20, gpu=False)
+    confine = confined.for_run(level, [probe, ws["inputs"]], ws["scratch"], 1 << 20, gpu=False)
     done = process.run(args, 30, cwd=ws["scratch"], confine=confine)
     return dict(line.split() for line in done.stdout.splitlines() if len(line.split()) == 2), done
 
@@ -112,7 +112,7 @@ def test_the_same_program_reaches_everything_unconfined(probe, layout):
 def test_python_under_the_level_sees_only_what_it_is_given(layout):
     """The pycuda worker is a Python: with its installation readable it starts, and the user's files stay out of
     reach; its HOME and TMPDIR are its own scratch folder."""
-    c = sandbox.for_worker("landlock", hide=[layout["inputs"]], gpu=False)
+    c = confined.for_worker("landlock", hide=[layout["inputs"]], gpu=False)
     code = (f"import os\ntry:\n    open({str(layout['secret'])!r}).read(); print('secret yes')\n"
             "except OSError:\n    print('secret no')\nprint('home', os.environ['HOME'])\n"
             "open(os.path.join(os.environ['TMPDIR'], 't'), 'w').write('x'); print('tmp yes')")
@@ -168,7 +168,7 @@ def test_nvcc_builds_under_the_level_but_cannot_include_a_file_of_the_user(layou
     out = layout["scratch"] / "build"
     for f, expect in ((ok, 0), (src, None)):
         cmd = ["nvcc", "-E", str(f), "-o", str(out / "k.ii")]
-        confine = sandbox.for_build("landlock", cmd, tmp_path / "app", out, [f])
+        confine = confined.for_build("landlock", cmd, tmp_path / "app", out, [f])
         done = process.run(cmd, 120, confine=confine)
         if expect == 0:
             assert done.returncode == 0, done.stderr
@@ -189,13 +189,13 @@ def test_root_keeps_no_capability_and_becomes_nobody_where_it_can(tmp_path, open
     scratch = Path(tempfile.mkdtemp(dir=base, prefix="mepgen-root-"))
     os.chmod(scratch, 0o755)
     try:
-        c = sandbox.for_run("landlock", [], scratch / "run", 1 << 20, gpu=False)
+        c = confined.for_run("landlock", [], scratch / "run", 1 << 20, gpu=False)
         done = process.run(["cat", "/proc/self/status"], 30, confine=c)
         status = dict(line.split(":", 1) for line in done.stdout.splitlines() if ":" in line)
         caps = [int(status[k].strip(), 16) for k in ("CapEff", "CapPrm", "CapBnd")]
         assert caps == [0, 0, 0], done.stdout + done.stderr
         uid = int(status["Uid"].split()[0])
-        assert uid == (sandbox.NOBODY if c.drops_root else 0)
+        assert uid == (confine_paths.NOBODY if c.drops_root else 0)
         if open_folder:
             assert c.drops_root, "every folder is open to others here: it should run as nobody"
     finally:
@@ -222,8 +222,8 @@ def test_a_worker_that_stays_root_writes_the_scratch_an_earlier_nobody_worker_ow
     (mode 0700); the next one, kept root without capabilities, must still write there (it failed in the full suite,
     after an earlier test's worker)."""
     scratch = landlock_level.worker_scratch()
-    os.chown(scratch, sandbox.NOBODY, sandbox.NOBODY)
-    c = sandbox.for_worker("landlock", gpu=False)
+    os.chown(scratch, confine_paths.NOBODY, confine_paths.NOBODY)
+    c = confined.for_worker("landlock", gpu=False)
     c.keep_root = True
     code = "import os; open(os.path.join(os.environ['TMPDIR'], 't'), 'w').write('x'); print('tmp yes')"
     done = process.run([sys.executable, "-c", code], 60, confine=c)

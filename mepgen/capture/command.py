@@ -14,7 +14,7 @@ from ..errors import MepgenError
 from ..progress import progress
 from .. import inventory as inventory_mod
 from ..workspace import Workspace
-from .names import choose_kernel
+from .names import choose_kernel, KernelChoice
 from ..spec import load_spec
 from . import build, launcher  # called through the modules: tests replace the injector's build and run
 from .convert import convert, load_manifest
@@ -25,6 +25,8 @@ from .use import BACKUP_SUFFIX
 from ..mep.assemble import assemble
 from ..mep.project import Project
 from .compare import compare, notes_from_comments
+from .gpuprofile import print_profile, profile_run
+from .definition import find_binary, resolve
 
 @click.command("capture")
 @click.argument("kernel", required=False)
@@ -75,7 +77,6 @@ def capture(obj, kernel, command, app, kernel_list, every, launch, longest, afte
     """
 
     if gpu_times_only:
-        from .gpuprofile import print_profile, profile_run
         command = [kernel, *command] if kernel is not None else list(command)
         if not command:
             raise MepgenError("--gpu-times runs the application: give it after `--`")
@@ -184,10 +185,6 @@ def _record(obj, ws, inv, names, command, *, launch, longest, after_ms, max_byte
 def _one_record(ws, inv, raw: Path, run, t: int, plan, extra: dict, compress_above: int, use: bool) -> dict:
     """What became of kernel `t` of the run: its record converted into the MEP's data/captured/ (and its MEP with
     --use), or why not."""
-    from ..spec import load_spec
-    from .convert import convert
-    from .launcher import explain_failure, outcome_kind
-    from .plan import typedef_map
     k = plan.choice.kernel
     out = {"kernel": k["qualified_name"], "outcome": outcome_kind(run, t)}
     if out["outcome"] != "captured":
@@ -240,8 +237,6 @@ def _definitions(ws, inv, names, command, choose_kernel, log) -> tuple[list, lis
     is refused (extract/definitions.py), and definitions the build files could not tell apart are told apart by
     the application's binary (capture/definition.py); those it cannot tell apart are all refused, the candidates
     listed."""
-    from .definition import find_binary, resolve
-    from .names import KernelChoice
     wanted = []
     for n in names:
         twins = [k for k in inv["kernels"] if k["qualified_name"] == n and k.get("definition", {}).get("ambiguous")]

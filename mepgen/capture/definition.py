@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..evaluate.cubin import STO_CUDA_ENTRY, STT_FUNC, Cubin
 from .names import mangled_prefix
+from ..mep.buildcfg import kept_flags
 
 EM_CUDA = 190
 
@@ -73,7 +74,6 @@ def find_binary(command: list[str], cwd: Path) -> Path | None:
 
 
 def _compile_flags(inv: dict, kernel: dict) -> list[str] | None:
-    from ..mep.buildcfg import kept_flags
     tu = next((t for t in inv.get("translation_units", []) if t["file"] == kernel["file"]), None)
     if tu is None:
         return None

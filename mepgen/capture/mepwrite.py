@@ -27,7 +27,7 @@ from ..spec import DTYPES, PLACEMENT_SPAN, Spec, load_spec, validate_dict
 from ..workspace import write_atomic
 from .use import BACKUP_SUFFIX, bytes_expression, literal
 from ..mep.assemble import _callee
-from ..mep.buildcfg import build_config
+from ..mep.buildcfg import build_config, kept_flags
 from ..evaluate.verify import poison_like
 from .convert import load_array
 from ..mep import writer
@@ -248,7 +248,6 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
                      f"{manifest['cluster']}; the MEP's <<<>>> launch has none"})
     build = build_config(inventory, kernel, set(), detect_gpu)
     tu = next((t for t in inventory.get("translation_units", []) if t["file"] == kernel["file"]), {})
-    from ..mep.buildcfg import kept_flags
     if str(inventory.get("flags_source", "")).startswith("defaults") and not kept_flags(tu.get("nvcc_args", [])):
         notes.append("build flags: the application's compile commands were not known to `mepgen extract` (no "
                      "compile_commands.json, no nvcc option in its build files), so the MEP builds with mepgen's "

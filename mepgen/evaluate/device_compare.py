@@ -34,6 +34,7 @@ from .. import mepbuild
 from ..templating import template_loader
 from ..errors import MepgenError
 from . import process
+from .verify import tolerance_for
 
 BLOCK = 256
 
@@ -82,7 +83,6 @@ def build_cubin(arch: str, build_dir: Path, timeout: float = 300.0) -> Path:
 
 def rules_for(spec) -> dict[str, list]:
     """Each output the GPU can compare: [kernel, rtol, atol, poisoned] (verify.tolerance_for; poisoned: role out)."""
-    from .verify import tolerance_for
     rules = {}
     for p in spec.outputs:
         kernel = kernel_for(p.dtype) if p.dtype else None

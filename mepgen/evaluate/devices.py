@@ -13,6 +13,7 @@ from ..spec import Spec
 from ..cbytes import captured_bytes
 from .native import NativeBackend
 from .pycuda_backend import PycudaBackend
+from .fold import folds
 
 BACKENDS = ("auto", "native", "pycuda")
 
@@ -92,7 +93,6 @@ def runtime_calls(spec: Spec) -> list[str]:
     """Functions (`sqrt`, `iDivUp`...) the launch geometry or a scalar's value calls that the pycuda entry's
     `__device__` initializers cannot: the native harness evaluates them on the host at run time. `ceil`, `floorf`,
     `max` and the like are not among them: the entry calls constexpr twins of them (fold.py)."""
-    from .fold import folds
     texts = [*spec.launch.grid, *spec.launch.block, spec.launch.shared_mem or "0",
              *(str(p.value) for p in spec.params if p.role == "scalar" and p.value is not None
                and captured_bytes(str(p.value)) is None)]

@@ -14,7 +14,10 @@ from pathlib import Path
 
 import click
 
-from . import gpu_probe, landlock_level, memcheck, sandbox, seccomp_filter
+from . import gpu_probe, landlock_level, memcheck, namespace_levels, sandbox, seccomp_filter
+from ..config import load_config
+from ..errors import MepgenError
+from ..workspace import Workspace
 
 
 def landlock_features(abi: int) -> str:
@@ -61,13 +64,13 @@ def report() -> dict:
                      "of a winner are not checked")
     cost = None
     if levels["landlock"]["works"]:
-        base, confined = landlock_level.setup_seconds(repeat=9)
+        base, confined = sandbox.setup_seconds(repeat=9)
         cost = {"rlimits_ms": round(base * 1e3, 2), "landlock_ms": round(confined * 1e3, 2)}
     return {"kernel": os.uname().release, "landlock": landlock_features(abi), "seccomp": seccomp_filter.compiled()
-            is not None, "bwrap": sandbox.bwrap_executable(), "gpu_driver_usable": gpu, "levels": levels,
+            is not None, "bwrap": namespace_levels.bwrap_executable(), "gpu_driver_usable": gpu, "levels": levels,
             "auto": level, "auto_why_not_stronger": why, "landlock_process_cost": cost,
             "compute_sanitizer": str(sanitizer) if sanitizer else None, "hints": hints,
-            "landlock_gpu": landlock_level.gpu_note() if levels["landlock"]["works"] else ""}
+            "landlock_gpu": landlock_level.gpu_note(sandbox.gpu_abi_cap()) if levels["landlock"]["works"] else ""}
 
 
 def render(r: dict) -> str:
@@ -97,9 +100,6 @@ def render(r: dict) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def doctor(app, as_json):
     """What this machine allows to confine candidates (sandbox levels) and check memory, and how to get more."""
-    from ..config import load_config
-    from ..errors import MepgenError
-    from ..workspace import Workspace
     if app is not None and not Path(app).is_dir():
         raise MepgenError(f"{app}: no such directory")
     if app is None:

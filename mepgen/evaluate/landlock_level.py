@@ -29,11 +29,11 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from functools import lru_cache
 from pathlib import Path
 
 from . import seccomp_filter
+from .confine_paths import NOBODY, open_to_others, workspace_of
 
 LAUNCHER = Path(__file__).with_name("confine_exec.py")       # confine_exec.c beside it: the same, in C
 #: the system's libraries and read-only data every process may read (not the programs: /usr/bin, /bin)
@@ -83,7 +83,6 @@ def library_folders() -> list[str]:
 
 def policy(c, args: list[str], scratch: list[Path]) -> list[str]:
     """The launcher's arguments for the process of Confinement `c` running `args` (confine_exec.c's usage)."""
-    from .sandbox import workspace_of
     read = [p for p in (*SYSTEM_READ, *library_folders()) if workspace_of(Path(p)) is None]
     read += [str(Path(p).resolve()) for p in c.read]
     write = [str(Path(p).resolve()) for p in [*c.write, *scratch]]
@@ -94,13 +93,12 @@ def policy(c, args: list[str], scratch: list[Path]) -> list[str]:
     exe = [_resolve(args[0])] + [str(Path(p).resolve()) for p in c.programs]
     out = ["-p", exe[0]]
     if c.drops_root:
-        from .sandbox import NOBODY
         out += ["-u", str(NOBODY)]
     elif c.keep_caps:
         out += ["-k", "1"]
     cap = getattr(c, "abi_cap", None)
     if cap is None and c.gpu:
-        cap = gpu_abi_cap()
+        cap = _gpu_cap
     if cap and cap > 0:
         out += ["-A", str(cap)]
     for flag, paths in (("-r", read), ("-w", write), ("-x", exe), ("-d", dev)):
@@ -112,7 +110,6 @@ def policy(c, args: list[str], scratch: list[Path]) -> list[str]:
 def nobody_can_use(paths, gpu: bool) -> bool:
     """Whether `nobody` can use every path (read it, enter the folders above it) and, for a GPU process, the
     device nodes: then a process started as root runs as `nobody` (root keeps no capability in any case)."""
-    from .sandbox import open_to_others
     if gpu and not all(os.stat(n).st_mode & 0o006 == 0o006 for n in glob.glob("/dev/nvidia*")
                        if not os.path.isdir(n)):
         return False
@@ -178,86 +175,27 @@ def launcher_binary() -> Path | None:
     return None
 
 
-def setup_seconds(repeat: int = 10) -> tuple[float, float]:
-    """(seconds to start `true` under rlimits, under landlock) per process, the median of `repeat`: what this level
-    adds to each candidate process (`mepgen doctor` says it)."""
-    from . import process
-    from .sandbox import Confinement
-    times = {}
-    for level in ("rlimits", "landlock"):
-        runs = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            process.run(["true"], 30, confine=Confinement(level))
-            runs.append(time.perf_counter() - start)
-        times[level] = sorted(runs)[len(runs) // 2]
-    return times["rlimits"], times["landlock"]
-
-
-def works() -> tuple[bool, str]:
-    """(whether the landlock level runs `true` here, why not)."""
-    from .sandbox import Confinement, _works
-    if abi() < 1:
-        return False, "the kernel has no Landlock (Linux >= 5.13 with the LSM enabled: lsm=...,landlock)"
-    probe = Confinement("landlock")
-    try:
-        if _works(probe.command(["true"]), probe.pass_fds):
-            return True, ""
-    finally:
-        probe.close()
-    return False, "a process cannot confine itself with Landlock here"
-
-
 #: what each Landlock ABI adds to the rules of the one before (what a process keeps when the ABI is capped below)
 ABI_ADDS = {2: "refer (renames and links across folders)", 3: "truncate", 4: "no TCP bind or connect",
             5: "ioctl on device nodes", 6: "no abstract unix socket and no signal outside its own processes"}
 
-
-def _refuses_at(level: str, cap: int | None) -> bool:
-    """Whether the GPU works here unconfined but not under `level` with the Landlock ABI capped at `cap`."""
-    from . import gpu_probe
-    from .sandbox import Confinement, python_paths
-    probe = Confinement(level, gpu=True, read=python_paths([]))
-    probe.abi_cap = cap
-    probe.environment({})
-    probe.prepare()
-    try:
-        return gpu_probe.refuses(probe.command([sys.executable])[:-1], probe.pass_fds)
-    finally:
-        probe.close()
+#: the newest ABI a GPU process is confined with here (0: the kernel's own); sandbox.resolve sets it from its probe
+#: (sandbox.gpu_abi_cap) when it chooses this level: some drivers refuse a CUDA context under a newer ABI's rules
+_gpu_cap = 0
 
 
-@lru_cache(maxsize=None)
-def gpu_abi_cap() -> int:
-    """0 when a CUDA context works under the kernel's own Landlock ABI (or there is no usable GPU to ask); else the
-    newest ABI under which the driver still makes one (some drivers refuse a context under a newer ABI's rules,
-    with CUDA_ERROR_OPERATING_SYSTEM: the candidate is then confined by the older ABI's rules, and gpu_note says
-    what that gives up); -1 when none does."""
-    from . import gpu_probe
-    top = abi()
-    if top < 1 or not gpu_probe.usable_here() or not _refuses_at("landlock", 0):
-        return 0
-    for cap in range(top - 1, 0, -1):
-        if not _refuses_at("landlock", cap):
-            return cap
-    return -1
+def use_gpu_abi_cap(cap: int) -> None:
+    global _gpu_cap
+    _gpu_cap = max(int(cap), 0)
 
 
-def gpu_note() -> str:
-    """One line on what a capped ABI gives up for GPU processes ('' when nothing)."""
-    cap = gpu_abi_cap()
+def gpu_note(cap: int) -> str:
+    """One line on what GPU processes give up under ABI `cap` ('' when nothing is given up)."""
     if cap <= 0:
         return ""
     lost = "; ".join(ABI_ADDS[v] for v in range(cap + 1, abi() + 1) if v in ABI_ADDS)
     return (f"GPU processes under Landlock ABI {cap} of {abi()}: the driver refuses a CUDA context under ABI "
             f"{cap + 1}'s rules (given up: {lost})")
-
-
-def gpu_refuses(level: str) -> bool:
-    """Whether the GPU works here unconfined but not under `level` at any Landlock ABI."""
-    if level == "landlock":
-        return gpu_abi_cap() == -1
-    return _refuses_at(level, None)
 
 
 @lru_cache(maxsize=None)
@@ -271,7 +209,7 @@ def worker_scratch() -> str:
 def worker_site(packages) -> Path:
     """A folder of links to the packages the worker imports, first on its PYTHONPATH. Python lists a sys.path
     folder before it imports from it, and a folder holding a workspace or the home folder is not readable under
-    landlock: its packages are found through these links (whose targets sandbox.python_paths allows)."""
+    landlock: its packages are found through these links (whose targets confined.python_paths allows)."""
     site = Path(worker_scratch()) / "site"
     site.mkdir(exist_ok=True)
     for name in packages:

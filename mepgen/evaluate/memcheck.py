@@ -21,7 +21,15 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import mepbuild
+from ..spec import load_spec
+from . import confined, confinement, process, sandbox
+from .backend import InputSet
+from .devices import list_gpus
 from .guards import GUARD_BYTES
+from .native import NativeBackend
+from .results import CompileFailed
+from .store import Store
 
 #: compute-sanitizer's exit status when it found an error
 ERROR_EXIT = 86
@@ -53,9 +61,7 @@ def executable() -> Path | None:
     found = shutil.which("compute-sanitizer")
     if found:
         return Path(found)
-    from .. import mepbuild
-    from .sandbox import toolkit_root
-    root = toolkit_root(mepbuild.nvcc_executable())
+    root = confined.toolkit_root(mepbuild.nvcc_executable())
     for p in ([root / "bin" / "compute-sanitizer", root / "compute-sanitizer" / "compute-sanitizer"] if root else []):
         if p.is_file():
             return p
@@ -142,7 +148,6 @@ def command(tool: Path, binary: Path, data_dir: Path, out_dir: Path) -> list[str
 def check(native, built, inputs, out_dir: Path, level: str, timeout: float) -> Report:
     """Run the native harness `built` once on input set `inputs` under memcheck (NativeBackend `native` gives the
     environment and the sandbox level's rules); a Report with the verdict and what it cost."""
-    from . import process, sandbox
     tool = executable()
     if tool is None:
         return Report(None, message="compute-sanitizer not found (it ships with the CUDA toolkit): reads out of "
@@ -156,7 +161,7 @@ def check(native, built, inputs, out_dir: Path, level: str, timeout: float) -> R
     out_dir.mkdir(parents=True)
     args = command(tool, Path(built.artifact), Path(inputs.data_dir), out_dir)
     root = tool.resolve().parent.parent if tool.resolve().parent.name == "bin" else tool.resolve().parent
-    confine = sandbox.for_run(level, args, out_dir, sandbox.BUILD_FILE_LIMIT,
+    confine = confined.for_run(level, args, out_dir, confinement.BUILD_FILE_LIMIT,
                               read=[*native.runtime_read, root], programs=[root, Path(built.artifact)])
     confine.seccomp = False            # the sanitizer drives the target process in ways the filter refuses
     start = time.monotonic()
@@ -207,13 +212,6 @@ def check_variant(mep_dir: Path, variant: Path, launch=None, flags=(), level_mod
         return Report(True, message="checked clean by mepgen optimize")
     if executable() is None:
         return Report(None, message="compute-sanitizer not found: out-of-bounds reads not checked")
-    from ..spec import load_spec
-    from . import sandbox
-    from .backend import InputSet
-    from .devices import list_gpus
-    from .native import NativeBackend
-    from .results import CompileFailed
-    from .store import Store
     gpus, why = list_gpus()
     if not gpus:
         return Report(None, message=f"no memory check: no GPU here ({why})")

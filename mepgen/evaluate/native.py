@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import mepbuild
 from ..spec import Launch, Spec
-from . import guards, output_digest, process, sandbox
+from . import confined, guards, output_digest, process, sandbox
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
 from .. import perturb
 from .launchcfg import candidate_harness, with_flags
@@ -123,7 +123,7 @@ class NativeBackend(Backend):
         self.ref_digests: dict[int, dict[str, list[str]]] = {}      # use_digests: set -> output -> [lane A, lane B]
         self.sandbox_level: str | None = None      # set by the evaluator (config evaluate.sandbox); None: auto
         #: what a harness process reads besides its arguments: the toolkit (a harness built with -cudart shared)
-        self.runtime_read: list[Path] = [r for r in [sandbox.toolkit_root(mepbuild.nvcc_executable())] if r]
+        self.runtime_read: list[Path] = [r for r in [confined.toolkit_root(mepbuild.nvcc_executable())] if r]
         #: what a harness process may start besides itself (landlock level; nothing for a real harness)
         self.runtime_programs: list[Path] = []
 
@@ -194,7 +194,7 @@ class NativeBackend(Backend):
         tmp = out_dir / f"mep.{os.getpid()}.{time.monotonic_ns()}.tmp"
         cmd = mepbuild.nvcc_command(spec, self.mep_dir, kernel_file, tmp, harness) + ["-Xptxas", "-v"]
         try:
-            confine = sandbox.for_build(self._level(), cmd, self.mep_dir, out_dir,
+            confine = confined.for_build(self._level(), cmd, self.mep_dir, out_dir,
                                         [kernel_file] + ([harness] if harness is not None else []))
             done = process.run(cmd, timeout=self.compile_timeout, cwd=self.mep_dir, confine=confine)
         except FileNotFoundError:
@@ -230,7 +230,7 @@ class NativeBackend(Backend):
         if self.check_inputs:
             args.append(CHECK_INPUTS_FLAG)
         timeout = self.run_timeout
-        confine = sandbox.for_run(self._level(), args, out_dir, self._file_limit(), read=self.runtime_read,
+        confine = confined.for_run(self._level(), args, out_dir, self._file_limit(), read=self.runtime_read,
                                   programs=self.runtime_programs)
         done = process.run(args, timeout=timeout, cwd=out_dir, env=self._env(), confine=confine)
         record, fault = classify(done, timeout)
@@ -273,7 +273,7 @@ class NativeBackend(Backend):
     def _read(folder: Path, names: list[str]) -> tuple[dict[str, np.ndarray], list[str]]:
         arrays, missing = {}, []
         for name in names:
-            arr = sandbox.read_output(folder / f"{name}.npy")
+            arr = confined.read_output(folder / f"{name}.npy")
             if arr is not None:
                 arrays[name] = arr
             else:

@@ -4,9 +4,9 @@ A hung kernel keeps its process in the driver; `subprocess.run(timeout=)` kills 
 and then waits on pipes a grandchild may still hold. Here the child starts in its own session, and on
 time-out the whole process group gets SIGKILL. Its stdout and stderr go to unlinked temporary files, not
 pipes: nothing can hold them open, and a child that prints without end meets its file-size limit
-(sandbox.Limits) instead of filling mepgen's memory; only the head and tail are read back.
+(confinement.Limits) instead of filling mepgen's memory; only the head and tail are read back.
 
-Every compiler and candidate process is started here; `confine` (sandbox.Confinement) wraps it in the
+Every compiler and candidate process is started here; `confine` (confinement.Confinement) wraps it in the
 sandbox level the evaluator chose and sets its resource limits.
 """
 from __future__ import annotations
@@ -119,7 +119,7 @@ def wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
 def run(args: list[str], timeout: float, cwd: Path | None = None, env: dict | None = None,
         confine=None) -> Completed:
     """Run `args`; never raises for the child's failure, only for a program that does not exist. The child
-    never sees secrets from the environment (see candidate_env); `confine` (sandbox.Confinement): the
+    never sees secrets from the environment (see candidate_env); `confine` (confinement.Confinement): the
     sandbox and resource limits it runs under (None: neither)."""
     start = time.monotonic()
     env = candidate_env(env)

@@ -13,7 +13,10 @@ import re
 import shutil
 from pathlib import Path
 
-from . import process, sandbox
+from . import confined, confinement, process
+from .native import NativeBackend
+from .results import CompileFailed
+from .symbols import callee
 
 METRICS = {
     "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct",
@@ -70,7 +73,7 @@ def run_ncu(binary: Path, data_dir: Path, out_dir: Path, callee: str, device: in
     args = [exe, "--csv", "--clock-control", "none", "--kernel-name", kernel_regex(callee), "--launch-count", "1",
             "--metrics", ",".join(METRICS), binary, "--data", data_dir, "--out", out_dir]
     tool_dir = Path(exe).resolve().parent.parent        # under landlock ncu runs the binary and its own programs
-    confine = sandbox.for_run(level, args, out_dir, sandbox.BUILD_FILE_LIMIT,   # `level`: the candidate's sandbox
+    confine = confined.for_run(level, args, out_dir, confinement.BUILD_FILE_LIMIT,   # `level`: the candidate's sandbox
                               read=[tool_dir], programs=[tool_dir, Path(binary)])
     confine.keep_root = True          # GPU performance counters are for admins unless the driver says otherwise
     confine.keep_caps = True          # (under landlock: root keeps its capabilities)
@@ -89,9 +92,6 @@ def of_candidate(ev, kernel_file: Path, worker, launch=None, flags=()) -> dict:
     """Nsight Compute numbers for the kernel file of evaluator `ev`'s MEP, on a native build (whatever the timing
     backend) with the candidate's own launch configuration and nvcc flags (the harness of mep.yaml's launch would
     run another kernel: a warp-per-row rewrite on the thread-per-row grid covers 1/32 of the rows)."""
-    from .native import NativeBackend
-    from .results import CompileFailed
-    from .symbols import callee
     be = worker.backend if isinstance(worker.backend, NativeBackend) else NativeBackend(
         ev.spec, ev.mep_dir, ev.store.build_dir, device=worker.device)
     be.sandbox_level = ev.sandbox

@@ -4,7 +4,7 @@ upload per candidate: that is where its throughput comes from).
 
 The worker is killed and restarted on a hang (no reply within the time-out), a crash (the pipe closes)
 or any CUDA error (sticky: the context is unusable). It runs candidate code on the GPU, so it runs in the
-sandbox as the native harness does (sandbox.for_worker, docs/sandbox.md) and talks JSON and .npy (wire.py),
+sandbox as the native harness does (confined.for_worker, docs/sandbox.md) and talks JSON and .npy (wire.py),
 never pickle: mepgen unpickles nothing from it. Needs the `mepgen[gpu]` extra (pycuda).
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ import tempfile
 import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,7 @@ from ..spec import Launch, Spec
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
 from .launchcfg import with_flags, with_launch
 from .. import perturb
-from . import device_compare, guards, l2_flush, process, sandbox, wire
+from . import confined, device_compare, guards, l2_flush, process, sandbox, wire
 from .pycuda_entry import build_cubin
 from .results import CompileFailed, RuntimeFault
 
@@ -87,13 +88,12 @@ class PycudaBackend(Backend):
     # --- the worker ---------------------------------------------------------------------------------
 
     def _start(self) -> RuntimeFault | None:
-        """Start the worker in the sandbox (sandbox.for_worker: the level the evaluator chose), its end of a
+        """Start the worker in the sandbox (confined.for_worker: the level the evaluator chose), its end of a
         socket pair passed as a descriptor; its stdout and stderr go to an unlinked file (the tail says why it
         died)."""
-        from multiprocessing.connection import Connection
 
         level = self.sandbox_level or sandbox.resolve("auto")
-        confine = sandbox.for_worker(level, hide=[self.mep_dir, self.build_dir])
+        confine = confined.for_worker(level, hide=[self.mep_dir, self.build_dir])
         ours, theirs = socket.socketpair()
         self.conn = Connection(ours.detach())
         child = theirs.detach()

@@ -22,7 +22,7 @@ from ..errors import MepgenError
 from ..cbytes import captured_bytes
 from ..datagen import const_file_name
 from ..spec import Spec
-from . import fold, process, sandbox
+from . import confined, fold, process, sandbox
 from .backend import Built
 from .cubin import Cubin, mangle_variable
 from .native import compile_message
@@ -152,7 +152,7 @@ def build_cubin(spec: Spec, mep_dir: Path, kernel_file: Path, build_dir: Path, t
     tmp = out_dir / f"kernel.{os.getpid()}.{time.monotonic_ns()}.tmp"
     cmd = [mepbuild.nvcc_executable(), *flags, "-cubin", str(entry), "-o", str(tmp), "-Xptxas", "-v"]
     try:
-        confine = sandbox.for_build(level or sandbox.resolve("auto"), cmd, mep_dir, out_dir, [kernel_file, entry])
+        confine = confined.for_build(level or sandbox.resolve("auto"), cmd, mep_dir, out_dir, [kernel_file, entry])
         done = process.run(cmd, timeout=timeout, cwd=mep_dir, confine=confine)
     except FileNotFoundError:
         return CompileFailed(f"{cmd[0]} not found: install the CUDA toolkit or set $NVCC", "")

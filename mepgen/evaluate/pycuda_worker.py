@@ -1,7 +1,7 @@
 """The pycuda worker process: one CUDA context, the input sets resident on the GPU, kernels from cubins.
 
 Started by pycuda_backend.py (`python -m mepgen.evaluate.pycuda_worker FD DEVICE`, inside the sandbox:
-sandbox.for_worker) and driven over a socket (wire.py: JSON and .npy frames, no pickle): `setup`, `load_set`,
+confined.for_worker) and driven over a socket (wire.py: JSON and .npy frames, no pickle): `setup`, `load_set`,
 `load`, `unload`, `run`, `time`, `exit`. Each reply is ["ok", payload], ["cuda_error", message] or
 ["error", message]. The worker sees no workspace: cubins come as bytes, input files as open descriptors.
 After a CUDA error the context is poisoned (errors are sticky), so the worker replies and exits; the parent
@@ -22,8 +22,10 @@ there (_perturbed_on_gpu).
 """
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+from multiprocessing.connection import Connection
 
 import numpy as np
 
@@ -502,7 +504,7 @@ def main(conn, device: int) -> None:
     os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
     try:
-        import pycuda.driver as cuda
+        import pycuda.driver as cuda     # optional (mepgen[gpu]): its absence is reported to the parent
         cuda.init()
         state = State(cuda, 0)
     except Exception as e:  # no pycuda, no driver, no device: the parent reports it in one line
@@ -535,11 +537,9 @@ def main(conn, device: int) -> None:
 def serve(argv: list[str]) -> None:
     """`python -m mepgen.evaluate.pycuda_worker FD DEVICE [MODULE:FUNCTION]`: serve the socket FD (a
     multiprocessing Connection's end, passed by pycuda_backend) with `main`, or with another entry (tests)."""
-    from multiprocessing.connection import Connection
     fd, device = int(argv[0]), int(argv[1])
     entry = main
     if len(argv) > 2:
-        import importlib
         module, _, function = argv[2].partition(":")
         entry = getattr(importlib.import_module(module), function)
     conn = Connection(fd)

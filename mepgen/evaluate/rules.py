@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .. import mepbuild
 from . import host_decls
+from .confined import toolkit_root
 from .results import RuleViolation
 
 _IDENT_PREFIXES = r"(?:cuda|CUDA|cu[A-Z]|MEP|mep|__cuda|main\b|std\b)"
@@ -138,7 +139,6 @@ _STD_HEADER = re.compile(r"^<[a-z_]+>$")          # <cstdint>, <type_traits>: th
 
 @functools.lru_cache(maxsize=None)
 def toolkit_include_dirs() -> tuple[Path, ...]:
-    from .sandbox import toolkit_root
     root = toolkit_root(mepbuild.nvcc_executable())
     if root is None:
         return ()

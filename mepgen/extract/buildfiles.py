@@ -19,6 +19,7 @@ declarations of the toolkit); flags that name an undefined variable are reported
 """
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shlex
@@ -238,7 +239,6 @@ class _Make:
                 words = words[:1]
             return " ".join(words)
         if fn == "wildcard" and self.top is not None:
-            import glob
             found = []
             for pat in rest.split():
                 if _UNDEFINED in pat:

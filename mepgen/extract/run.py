@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import datetime
 import os
 import signal
 import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import __version__
@@ -113,7 +114,6 @@ def _plan(app: Path, opts: ExtractOptions) -> tuple[list[tuple[Path, CompileFlag
 
 def _with_options(flags: CompileFlags, options: list[str]) -> CompileFlags:
     """A copy of `flags` with the build's nvcc options added (the default flags are shared by every unit)."""
-    from dataclasses import replace
     extra = [o for o in options if o not in flags.nvcc_args]
     return replace(flags, nvcc_args=[*flags.nvcc_args, *extra]) if extra else flags
 
@@ -160,7 +160,6 @@ def _worker_start() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)   # not the parent's handler: SIGTERM ends a parser
     try:
-        import ctypes
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass            # no prctl (not Linux): the parent's SIGTERM handler stops the workers instead

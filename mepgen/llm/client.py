@@ -84,7 +84,7 @@ class LLMSettings:
 class ChatClient:
     def __init__(self, settings: LLMSettings):
         try:
-            import openai
+            import openai     # about 0.7 s to import: loaded only when an LLM is asked
         except ImportError:  # pragma: no cover - openai is a dependency
             raise MepgenError("the openai package is missing: pip install openai") from None
         self._openai = openai

@@ -11,6 +11,9 @@ import click
 
 from ..errors import MepgenError
 from ..exitcodes import CHECK_FAILED
+from ..config import load_config
+from .client import ChatClient, LLMError, LLMSettings, is_loopback
+from ..workspace import Workspace
 
 
 @click.group("llm")
@@ -30,8 +33,6 @@ def check(app, json_mode, as_json):
     Exits 0 when the endpoint answered, 1 when it did not (unreachable, the key or the model refused), 2 when
     no endpoint is configured or one off this machine has no key.
     """
-    from ..config import load_config
-    from .client import ChatClient, LLMError, LLMSettings, is_loopback
 
     root = Path(app) if app else _found_app()
     if app is not None and not root.is_dir():
@@ -76,7 +77,6 @@ def check(app, json_mode, as_json):
 
 
 def _found_app() -> Path | None:
-    from ..workspace import Workspace
     try:
         return Workspace.find().app_root
     except MepgenError:

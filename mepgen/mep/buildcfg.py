@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..errors import MepgenError
 from ..spec import Build
+from ..mepbuild import nvcc_executable
 
 DEFAULT_ARCH = "sm_90"
 DEFAULT_FLAGS = ["-O3", "-lineinfo"]
@@ -58,7 +59,6 @@ def detected_arch() -> str | None:
 def supported_archs() -> frozenset[int] | None:
     """The compute capabilities (75, 80, 90...) the nvcc here compiles for (`nvcc --list-gpu-arch`); None when
     it cannot say."""
-    from ..mepbuild import nvcc_executable
     try:
         out = subprocess.run([nvcc_executable(), "--list-gpu-arch"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):

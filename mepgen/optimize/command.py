@@ -40,6 +40,8 @@ from ..evaluate.launchcfg import launch_from, with_flags, with_launch
 from ..mep.render import render_yaml
 from .dry_run import plan, report
 from .inherit import InheritedProposer
+from .winner_check import check_winner
+from ..evaluate.memcheck import write_marker
 
 
 def library_proposer():
@@ -277,11 +279,9 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
         raise
     finally:
         store.close()
-    from .winner_check import check_winner       # memory errors are verdicts before a winner is named
     check_winner(ev, outcome, run_dir / "memcheck", traj.event, journal)
     best_path = summary.write(traj, outcome, spec.kernel.name, baseline, command=command)
     if outcome.best is not None and outcome.best.result.memcheck and best_path is not None:
-        from ..evaluate.memcheck import write_marker       # patch then needs no second check of this text
         write_marker(best_path, outcome.best.result.memcheck)
     if outcome.best is not None and (outcome.best.proposal.launch or outcome.best.proposal.nvcc_flags):
         write_launch(spec, outcome.best.proposal.launch, run_dir / "best" / "mep.yaml", outcome.best.proposal.nvcc_flags)
@@ -319,7 +319,6 @@ def write_launch(spec, launch: dict | None, path: Path, flags=()) -> None:
 
 
 def _dry_run_many(ws: Workspace, chosen: list[dict], as_json: bool) -> None:
-    from .dry_run import plan, report
     plans = []
     for m in chosen:
         mep_dir = ws.mep_dir(m["id"])

@@ -16,6 +16,7 @@ from ..evaluate import memcheck
 from ..evaluate.launchcfg import launch_from
 from ..evaluate.results import CompileFailed, RuntimeFault
 from .candidates import write_candidate
+from ..evaluate.native import NativeBackend
 
 
 def native_backend(ev):
@@ -23,7 +24,6 @@ def native_backend(ev):
     process with the candidate's harness)."""
     if ev.backend_name == "native":
         return ev.workers[0].backend
-    from ..evaluate.native import NativeBackend
     be = NativeBackend(ev.spec, ev.mep_dir, ev.store.build_dir, ev.workers[0].device, ev.opts.compile_timeout,
                        ev.opts.run_timeout)
     be.sandbox_level = ev.sandbox

@@ -28,7 +28,7 @@ BUILTIN_FALLBACK_DIR = SHIM_DIR / "builtin"
 def cindex():
     """The clang.cindex module, with a clear error when the libclang wheel is missing or broken."""
     try:
-        import clang.cindex as ci
+        import clang.cindex as ci      # libclang: heavy, and its error is reported here in one line
         ci.Index.create()
     except Exception as e:  # ImportError, or LibclangError when the shared library is missing
         raise MepgenError(f"libclang is not usable ({e}); install it with `pip install libclang`") from None

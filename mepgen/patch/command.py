@@ -18,6 +18,7 @@ from .prepare import Prepared, extra_flags, prepare  # noqa: F401  (extra_flags:
 from .splice import unified_diff
 from .state import applied_ids, apply, compose, decode_edits, diff_path, manifest, revert
 from .validate import compile_units, validate
+from ..evaluate import memcheck
 
 
 @click.command("patch")
@@ -180,7 +181,6 @@ def _one(ws: Workspace, inv: dict, pr: Prepared, do_apply: bool, no_validate: bo
 def memory_check(ws, k, variant: Path, winner_yaml: Path, mep_yaml: Path, flags: list[str]) -> dict:
     """Before --apply: compute-sanitizer's memcheck on a variant it has not found clean yet (evaluate/memcheck.py);
     a memory error refuses the patch (exit 3), no verdict (no sanitizer, no GPU) is said and recorded."""
-    from ..evaluate import memcheck
     launch = load_spec(winner_yaml).launch if winner_yaml.is_file() and winner_yaml.resolve() != mep_yaml.resolve() \
         else None
     report = memcheck.check_variant(ws.mep_dir(k["id"]), variant, launch, flags,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import cexpr
 from ..errors import MepgenError
-from ..spec import Spec
+from ..spec import Spec, load_spec
 from ..cexpr import top_level_spans
 from .spelling import respell, site_spelling
 
@@ -294,7 +294,6 @@ def _macro_site(change: LaunchChange, inventory: dict, kernel: dict, text: str, 
 
 def read_launch(path: Path) -> dict | None:
     """The launch section of a winner's mep.yaml (beside its kernel.cu), if there is one."""
-    from ..spec import load_spec
     if not path.is_file():
         return None
     s = load_spec(path)

@@ -5,6 +5,10 @@ import json
 from pathlib import Path
 
 import click
+from ..errors import MepgenError
+from ..workspace import Workspace, write_atomic
+from .load import choose
+from .page import render
 
 
 @click.command("report")
@@ -20,10 +24,6 @@ def report(app, run, batch, output, as_json):
     """Write one self-contained HTML page for an optimize run or batch: the table, each kernel's trajectory
     (speedup per candidate, verified or rejected), its place on the roofline, the fidelity ratio and the patch
     state when recorded, and the application's speedup when `mepgen tune` ran."""
-    from ..errors import MepgenError
-    from ..workspace import Workspace, write_atomic
-    from .load import choose
-    from .page import render
 
     if app is not None and not Path(app).is_dir():
         raise MepgenError(f"{app}: no such directory")

@@ -8,6 +8,7 @@ from .load import KernelRun
 
 
 def _pyplot():
+    # matplotlib (about 0.7 s to import), loaded only when a report draws a plot
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -47,7 +48,7 @@ def trajectory(k: KernelRun) -> str | None:
     ax.scatter(xs_ok, ys_ok, color="#57c", s=18, zorder=3, label="verified, not faster")
     bottom = min([1.0] + ys_ok + ys_win) * 0.9
     ax.scatter(xs_bad, [bottom] * len(xs_bad), marker="x", color="#c33", s=22, zorder=3, label="rejected")
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator     # matplotlib: loaded with _pyplot, only for a plot
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("candidate (in the order evaluated)")
     ax.set_ylabel("speedup over the original")

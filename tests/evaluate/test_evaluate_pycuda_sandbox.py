@@ -1,4 +1,4 @@
-"""The pycuda worker runs in the sandbox like the native harness (sandbox.for_worker, docs/sandbox.md).
+"""The pycuda worker runs in the sandbox like the native harness (confined.for_worker, docs/sandbox.md).
 
 Device code cannot open files; the threat is the worker process itself doing what a candidate makes it do
 (device code writing the worker's host memory where the GPU can address it, a driver bug on a crafted cubin).
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from evaluate_fakes import FIXTURES
-from mepgen.evaluate import l2_flush, sandbox
+from mepgen.evaluate import confine_paths, confined, l2_flush, sandbox
 from mepgen.evaluate.backend import Built, InputSet, TimingPlan
 from mepgen.evaluate.pycuda_backend import PycudaBackend
 from mepgen.evaluate.results import CompileInfo
@@ -71,8 +71,8 @@ def assert_contained(found: dict, plan: dict) -> None:
     assert found["write"] == {p: False for p in plan["write"]}
     assert found["connect"] is False
     assert found["pid"] < 10                 # its own PID namespace: no other process in sight
-    if os.geteuid() == 0 and sandbox.nobody_can_run():
-        assert found["uid"] == sandbox.NOBODY
+    if os.geteuid() == 0 and confine_paths.nobody_can_run():
+        assert found["uid"] == confine_paths.NOBODY
 
 
 def axpy_desc() -> dict:
@@ -106,12 +106,12 @@ def test_the_worker_binds_python_but_no_workspace(ws, tmp_path, monkeypatch):
     libs = tmp_path / "cuda-libs"       # a library folder under /tmp on LD_LIBRARY_PATH: bound back too
     libs.mkdir()
     monkeypatch.setenv("LD_LIBRARY_PATH", f"{libs}:{ws['mep']}:{above}")
-    c = sandbox.for_worker("bwrap", hide=[ws["mep"], ws["store"].build_dir])
+    c = confined.for_worker("bwrap", hide=[ws["mep"], ws["store"].build_dir])
     assert libs.resolve() in c.read
     assert ws["mep"].parent.parent in c.hide
     assert site.resolve() in c.read and Path(sys.prefix).resolve() in c.read
-    assert above not in c.read and not any(sandbox.workspace_of(p) for p in c.read)
-    assert c.gpu and c.write == [] and c.limits.file_bytes == sandbox.WORKER_FILE_LIMIT
+    assert above not in c.read and not any(confine_paths.workspace_of(p) for p in c.read)
+    assert c.gpu and c.write == [] and c.limits.file_bytes == confined.WORKER_FILE_LIMIT
     line = c.command(["python"])
     c.close()
     assert any(a.endswith("bwrap") for a in line[:8]) and ["--ro-bind", str(site.resolve()), str(site.resolve())] == \
@@ -162,7 +162,7 @@ def test_the_worker_runs_confined_and_gets_only_its_inputs(ws, tmp_path, monkeyp
 
 
 @needs_bwrap
-@pytest.mark.skipif(os.geteuid() != 0 or not sandbox.nobody_can_run(), reason="only root's worker runs as nobody")
+@pytest.mark.skipif(os.geteuid() != 0 or not confine_paths.nobody_can_run(), reason="only root's worker runs as nobody")
 def test_packages_closed_to_others_keep_the_worker_root_in_its_namespaces(ws, tmp_path, monkeypatch):
     """A wheel unpacked into a folder of mode 0700 (mktemp -d) cannot be imported as `nobody`: the worker then
     stays root inside its namespaces (no capabilities), its seccomp filter and everything else kept."""
@@ -170,7 +170,7 @@ def test_packages_closed_to_others_keep_the_worker_root_in_its_namespaces(ws, tm
     shutil.copytree(HERE / "fake_pycuda", site)
     site.chmod(0o700)
     monkeypatch.syspath_prepend(str(site))
-    c = sandbox.for_worker("bwrap", hide=[ws["mep"]])
+    c = confined.for_worker("bwrap", hide=[ws["mep"]])
     line = c.command(["true"])
     c.close()
     assert c.keep_root and not c.drops_root and "setpriv" not in " ".join(line)

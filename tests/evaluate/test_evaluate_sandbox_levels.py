@@ -7,22 +7,23 @@ from pathlib import Path
 
 import pytest
 
-from mepgen.evaluate import gpu_probe, landlock_level, sandbox
+from mepgen.evaluate import confinement, gpu_probe, landlock_level, namespace_levels, sandbox
 
 
 @pytest.fixture
 def fresh(monkeypatch):
     sandbox.strongest.cache_clear()
     gpu_probe.usable_here.cache_clear()
-    landlock_level.gpu_abi_cap.cache_clear()
+    sandbox.gpu_abi_cap.cache_clear()
     monkeypatch.setattr(landlock_level, "abi", lambda: 6)
     monkeypatch.setattr(sandbox, "bwrap_executable", lambda: None)          # as on a machine without bubblewrap
     monkeypatch.setattr(sandbox, "_works", lambda cmd, pass_fds=(): True)    # unshare runs `true`
     monkeypatch.setattr(sandbox, "landlock_works", lambda: (False, "the kernel has no Landlock"))
     yield
+    landlock_level.use_gpu_abi_cap(0)
     sandbox.strongest.cache_clear()
     gpu_probe.usable_here.cache_clear()
-    landlock_level.gpu_abi_cap.cache_clear()
+    sandbox.gpu_abi_cap.cache_clear()
 
 
 def test_unshare_refused_when_cuda_fails_only_inside_it(fresh, monkeypatch):
@@ -72,6 +73,7 @@ def test_landlock_kept_at_an_older_abi_when_the_driver_refuses_only_the_newest(f
     level, why = sandbox.strongest()
     assert level == "landlock" and tried == [6, 5]
     assert "Landlock ABI 5 of 6" in why and "no abstract unix socket" in why
+    assert sandbox.resolve("auto") == "landlock"          # choosing the level hands the cap to every GPU process
     c = sandbox.Confinement("landlock", gpu=True)
     try:
         flags = c.command(["true"])
@@ -96,7 +98,7 @@ def test_the_probe_really_runs_python_behind_the_prefix():
     assert gpu_probe.cuda_works(["env"]) == gpu_probe.cuda_works([]) == gpu_probe.usable_here()
 
 
-@pytest.mark.skipif(sandbox.unshare_prefix()[0] is None or not sandbox._works(sandbox.unshare_prefix() + ["--", "true"]),
+@pytest.mark.skipif(namespace_levels.unshare_prefix()[0] is None or not sandbox._works(namespace_levels.unshare_prefix() + ["--", "true"]),
                     reason="unshare cannot create user namespaces on this machine")
 def test_a_candidate_that_signals_itself_under_unshare_dies_of_it():
     # as its namespace's PID 1 it would survive its own SIGSEGV (the kernel drops it); a shell is init instead
@@ -104,5 +106,5 @@ def test_a_candidate_that_signals_itself_under_unshare_dies_of_it():
 
     from mepgen.evaluate import process
     code = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV); print('survived')"
-    done = process.run([sys.executable, "-c", code], timeout=30, confine=sandbox.Confinement("unshare"))
+    done = process.run([sys.executable, "-c", code], timeout=30, confine=confinement.Confinement("unshare"))
     assert done.signal_name == "SIGSEGV" and "survived" not in done.stdout

@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mepgen.evaluate import process, rules, sandbox
+from mepgen.evaluate import confine_paths, confinement, process, rules, sandbox
+from mepgen.evaluate.confined import for_run, read_output
 
 HERE = Path(__file__).resolve().parent.parent
 SUITE = HERE / "redteam"
@@ -112,7 +113,7 @@ def workspace(tmp_path):
 
 
 def confined(ws, level=LEVEL, file_bytes=1 << 20):
-    return sandbox.for_run(level, [ws["inputs"]], ws["scratch"], file_bytes, gpu=False,
+    return for_run(level, [ws["inputs"]], ws["scratch"], file_bytes, gpu=False,
                            read=[Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()])
 
 
@@ -160,17 +161,17 @@ def test_sources_mepgen_writes_are_readable_by_the_confined_candidate(workspace)
     assert done.stdout.strip() == "__global__ void k() {}", done.stderr
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not sandbox.nobody_can_run(), reason="runs as nobody only when root")
+@pytest.mark.skipif(os.geteuid() != 0 or not confine_paths.nobody_can_run(), reason="runs as nobody only when root")
 def test_a_file_only_its_owner_reads_keeps_the_candidate_root_inside_the_namespaces(workspace):
     """A workspace written before write_atomic honoured the umask holds 0600 sources: the candidate must still
     read them (as root inside the namespaces) rather than fail with "Permission denied"."""
     src = workspace["inputs"] / "old.cu"
     src.write_text("x")
     src.chmod(0o600)
-    c = sandbox.for_run("bwrap", [src], workspace["scratch"], 1 << 20, gpu=False)
+    c = for_run("bwrap", [src], workspace["scratch"], 1 << 20, gpu=False)
     assert not c.drops_root
     src.chmod(0o644)
-    assert sandbox.for_run("bwrap", [src], workspace["scratch"], 1 << 20, gpu=False).drops_root
+    assert for_run("bwrap", [src], workspace["scratch"], 1 << 20, gpu=False).drops_root
 
 
 @pytest.mark.skipif(LEVEL not in ("bwrap", "unshare"), reason="no network namespace here")
@@ -212,12 +213,12 @@ print(made)
     c = confined(workspace)
     if os_root_without_limit(c):
         pytest.skip("running as root without bubblewrap: the kernel does not limit root's tasks")
-    c.limits.tasks = sandbox.tasks_now() + 64
+    c.limits.tasks = confinement.tasks_now() + 64
     done = process.run([sys.executable, "-c", code], 60, cwd=workspace["scratch"], confine=c)
     assert done.returncode == 0 and int(done.stdout) < 4000, done.stderr
 
 
-def os_root_without_limit(c: sandbox.Confinement) -> bool:
+def os_root_without_limit(c: confinement.Confinement) -> bool:
     return os.geteuid() == 0 and not c.drops_root
 
 
@@ -241,12 +242,12 @@ def test_outputs_are_read_back_only_as_regular_files(workspace, tmp_path):
     (out / "after").symlink_to(ws["ref"].parent)
     (out / "folder.npy").mkdir()
     os.mkfifo(out / "fifo.npy")
-    assert sandbox.read_output(out / "honest.npy") is not None
-    assert sandbox.read_output(out / "y.npy") is None
-    assert sandbox.read_output(out / "after" / "y.npy") is None
-    assert sandbox.read_output(out / "folder.npy") is None
-    assert sandbox.read_output(out / "fifo.npy") is None
-    assert sandbox.read_output(out / "missing.npy") is None
+    assert read_output(out / "honest.npy") is not None
+    assert read_output(out / "y.npy") is None
+    assert read_output(out / "after" / "y.npy") is None
+    assert read_output(out / "folder.npy") is None
+    assert read_output(out / "fifo.npy") is None
+    assert read_output(out / "missing.npy") is None
 
 
 def test_mode_require_refuses_without_bubblewrap(monkeypatch):
@@ -416,17 +417,17 @@ def test_limits_need_no_preexec_where_prlimit_is_installed(workspace, monkeypatc
     """prlimit sets the limits, so the child starts without a fork of mepgen (whose page tables grow with
     the input sets and references it holds); without prlimit, setrlimit in preexec_fn sets the same ones."""
     c = confined(workspace)
-    if sandbox.prlimit_executable() is None:
+    if confinement.prlimit_executable() is None:
         assert c.preexec() is not None
         pytest.skip("util-linux prlimit is not installed")
     line = c.command(["true"])
     c.close()
-    assert c.preexec() is None and line[0] == sandbox.prlimit_executable()
+    assert c.preexec() is None and line[0] == confinement.prlimit_executable()
     assert {a.split("=")[0] for a in line[1:line.index("--")]} == {"--core", "--fsize", "--data", "--nproc"}
     assert "--fsize=1048576" in line and "--core=0" in line
-    monkeypatch.setattr(sandbox, "prlimit_executable", lambda: None)
-    assert sandbox.Confinement("rlimits").preexec() is not None
-    assert sandbox.Confinement("rlimits").command(["true"]) == ["true"]
+    monkeypatch.setattr(confinement, "prlimit_executable", lambda: None)
+    assert confinement.Confinement("rlimits").preexec() is not None
+    assert confinement.Confinement("rlimits").command(["true"]) == ["true"]
 
 
 @pytest.mark.parametrize("level", sandbox.LEVELS)

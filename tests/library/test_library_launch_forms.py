@@ -3,7 +3,7 @@
 `const dim3 grid(dim3(...))` launches it; other spellings are kept as written."""
 from __future__ import annotations
 
-from mepgen.optimize.library.base import dim3_components
+from mepgen.optimize.library.launch_facts import dim3_components
 
 
 def test_a_dim3_object_is_read_as_its_components():

@@ -9,6 +9,7 @@ ternary) is refused by name: the tiling rewrites must prove where every neighbou
 from __future__ import annotations
 
 from .analysis import squash
+from .macros import tokens
 from .source import KernelSource, Refused, kind, walk
 
 Poly = dict
@@ -161,7 +162,6 @@ def _index_helper(src: KernelSource, call, env, depth: int) -> Poly | None:
 def _uses_macro(src: KernelSource, t: str) -> bool:
     """Whether the text uses a macro of kernel.cu other than the MEP's size symbols (cursors inside such an
     expansion have extents that do not say what they compute)."""
-    from .macros import tokens
     macros = src.macros()
     return any(tok in macros and tok not in src.spec.sizes for tok in tokens(t))
 
@@ -169,7 +169,6 @@ def _uses_macro(src: KernelSource, t: str) -> bool:
 def text_poly(src: KernelSource, t: str, env: dict[str, object], depth: int = 0) -> Poly:
     """The polynomial of an expanded macro's text: integers, identifiers (`s.f` members), + - * and parentheses;
     Refused for anything else. Identifiers bound in `env` (local constants) are seen through as in `poly`."""
-    from .macros import tokens
     toks = tokens(t)
     pos = [0]
 

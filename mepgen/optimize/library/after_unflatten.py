@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .base import Transformation, current_launch
 from .source import KernelSource, Refused
+from .unflatten import Unflatten
 
 
 class AfterUnflatten(Transformation):
@@ -17,7 +18,6 @@ class AfterUnflatten(Transformation):
         self.inner = inner
 
     def _source(self, src, spec, launch):
-        from .unflatten import Unflatten
         try:
             return self.inner.space(src, spec, launch), src, launch, None
         except Refused as first:

@@ -1,13 +1,14 @@
 """Shared applicability analyses over libclang cursors: thread indices, canonical loops, pure expressions,
 affine index terms. Each answers a narrow question exactly and says no when unsure: a transformation
-built on them refuses rather than guesses.
+built on them refuses rather than guesses. `src` is a source.KernelSource: the normalization steps that
+KernelSource runs use these analyses, so this module sits below source.py and names it only here.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from .source import KernelSource, Refused, kind, strip, walk
+from .cursors import Refused, kind, strip, walk
 
 #: device functions without side effects an addend may call
 PURE_CALLS = {"sqrtf", "sqrt", "expf", "exp", "logf", "log", "fabsf", "fabs", "sinf", "cosf", "sin", "cos",
@@ -44,7 +45,7 @@ class Loop:
     ctype: str = "int"  # the counter's declared type (`size_t` of `for (size_t j = ...)`)
 
 
-def canonical_loop(src: KernelSource, c) -> Loop:
+def canonical_loop(src, c) -> Loop:
     """`for (int v = lo; v < hi; ++v | v++ | v += s)`; Refused otherwise."""
     if kind(c) != "FOR_STMT":
         raise Refused("not a for loop")
@@ -90,7 +91,7 @@ def _counter_type(init) -> str:
         ("const ", "volatile ")) else "int"
 
 
-def size_expr(src: KernelSource, spec, text: str) -> str | None:
+def size_expr(src, spec, text: str) -> str | None:
     """`text` (a bound as the kernel writes it) as an expression over mep.yaml's sizes: a scalar parameter's
     value, the text itself, or its macro expansion (`ROWS` -> `NR`; `ROWS_P` -> `nr` -> nr's value); None when
     it has no value for the MEP's sizes."""
@@ -121,7 +122,7 @@ NUMERIC_TYPES = {"float", "double", "int", "unsigned", "unsigned int", "long", "
 ARITHMETIC_OPERATORS = {"operator+", "operator-", "operator*", "operator/"}
 
 
-def _value_operator(src: KernelSource, call) -> bool:
+def _value_operator(src, call) -> bool:
     """`a * b` in a template where the element type is a parameter: libclang shows a call of `operator*` (the
     overloads of cuda_fp16.h are visible). It is plain arithmetic where every template argument the MEP launches the
     kernel with is a numeric type (`matrix_mul<__half>`)."""
@@ -132,7 +133,7 @@ def _value_operator(src: KernelSource, call) -> bool:
     return bool(args) and all(a in NUMERIC_TYPES or a.lstrip("-").isdigit() for a in args)
 
 
-def check_pure(src: KernelSource, expr, what: str) -> None:
+def check_pure(src, expr, what: str) -> None:
     """Refuse when `expr` writes anything or calls a function that may have side effects."""
     if src.writes(expr):
         raise Refused(f"{what} assigns inside an expression: `{squash(src.src(expr))[:60]}`")
@@ -142,7 +143,7 @@ def check_pure(src: KernelSource, expr, what: str) -> None:
             raise Refused(f"{what} calls `{c.spelling or squash(src.src(c))[:40]}`, which may have side effects")
 
 
-def pure_function(src: KernelSource, call, depth: int = 0) -> bool:
+def pure_function(src, call, depth: int = 0) -> bool:
     """Whether `call` calls a function defined in kernel.cu that cannot have side effects: no parameter through
     which it could write (a pointer or reference to non-const), every assignment in its body to one of its own
     locals, and every call in it pure in turn (the example's `bin_index`, `clamp_val<int>`, `lap5`)."""
@@ -176,7 +177,7 @@ def pure_function(src: KernelSource, call, depth: int = 0) -> bool:
     return True
 
 
-def array_accesses(src: KernelSource, expr) -> list[tuple[str, object]]:
+def array_accesses(src, expr) -> list[tuple[str, object]]:
     """(base pointer name, index cursor) of every `p[i]` in `expr`."""
     out = []
     for c in walk(expr):
@@ -186,7 +187,7 @@ def array_accesses(src: KernelSource, expr) -> list[tuple[str, object]]:
     return out
 
 
-def unit_stride_in(src: KernelSource, index, var: str) -> bool:
+def unit_stride_in(src, index, var: str) -> bool:
     """True when `var` appears in `index` only as an added term (coefficient 1): `row * n + j`, `j`, `j + k`."""
     def terms(c):
         c = strip(c)
@@ -205,7 +206,7 @@ def unit_stride_in(src: KernelSource, index, var: str) -> bool:
     return found
 
 
-def thread_index_var(src: KernelSource) -> tuple[str, object]:
+def thread_index_var(src) -> tuple[str, object]:
     """The one `const int v = blockIdx.x * blockDim.x + threadIdx.x;` declared at the top of the body."""
     for stmt in body_statements(src.body):
         if kind(stmt) != "DECL_STMT":
@@ -218,7 +219,7 @@ def thread_index_var(src: KernelSource) -> tuple[str, object]:
     raise Refused("no `blockIdx.x * blockDim.x + threadIdx.x` thread index declared at the top of the kernel")
 
 
-def uses_block_geometry(src: KernelSource, skip=()) -> list[str]:
+def uses_block_geometry(src, skip=()) -> list[str]:
     """Uses of threadIdx/blockIdx/blockDim/gridDim outside the statements in `skip`."""
     skipped = set()
     for s in skip:
@@ -238,7 +239,7 @@ class GuardedThread:
     bound: str             # BOUND as written
 
 
-def guarded_thread(src: KernelSource, what: str, barrier_reason: str) -> GuardedThread:
+def guarded_thread(src, what: str, barrier_reason: str) -> GuardedThread:
     """The kernel as exactly a thread index and one guard around the work, with no shared memory, barrier,
     early return or block geometry beyond the index (`what` names the index in the reasons: "row", "thread";
     `barrier_reason` says why an early return is unsafe for the rewrite that asks)."""
@@ -269,7 +270,7 @@ def element_type(decl_type: str) -> str:
     return " ".join(t.split())
 
 
-def array_stores(src: KernelSource, block) -> list[tuple]:
+def array_stores(src, block) -> list[tuple]:
     """The statements of `block` (a compound statement) that are `p[index] = value;` with p a pointer parameter, as
     (the `p[index]` target, p, p's element type); and whether p is used nowhere else in the kernel is
     `only_use(src, p)`."""
@@ -287,7 +288,7 @@ def array_stores(src: KernelSource, block) -> list[tuple]:
     return out
 
 
-def only_use(src: KernelSource, name: str) -> bool:
+def only_use(src, name: str) -> bool:
     """`name` is referred to exactly once in the kernel's body."""
     return sum(1 for c in walk(src.body) if kind(c) == "DECL_REF_EXPR" and c.spelling == name) == 1
 
@@ -297,7 +298,7 @@ WARP_LEVEL = ("__shfl", "__ballot", "__any", "__all", "__activemask", "__syncwar
               "tiled_partition", "this_thread_block", "coalesced_threads")
 
 
-def warp_level(src: KernelSource) -> list[str]:
+def warp_level(src) -> list[str]:
     """What in the kernel depends on which threads form a warp: warp-level calls, `warpSize`, `volatile` (the
     warp-synchronous idiom); a rewrite that changes the block's shape must refuse where this is not empty."""
     body = src.src(src.body)

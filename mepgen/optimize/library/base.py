@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...cexpr import is_one_group, split_top_level
 from ...spec import Spec
+from .launch_facts import dim3_components
 from .source import KernelSource, Refused
 
 
@@ -46,51 +46,6 @@ class Transformation:
         return False
 
 
-class AfterScalarReplace(Transformation):
-    """`inner`, also where the kernel accumulates into global memory (`y[i] = 0; for (...) y[i] += ...`, the
-    naive spelling of a sum): there it applies to the kernel after scalar replacement, which it then includes.
-    The name, parameters and defaults are inner's: a chain replays the same way."""
-
-    def __init__(self, inner: Transformation, start: str = "exact"):
-        """`start`: "exact" starts the register at the target's value (the same float sum); "zero" sums the loop
-        alone and adds the start after it (for rewrites that split the loop and reorder the sum anyway)."""
-        super().__init__(inner.name, inner.summary, dict(inner.defaults))
-        self.inner = inner
-        self.start = start
-
-    def _source(self, src, spec, launch):
-        from .scalar_replace import ScalarReplace
-        try:
-            return self.inner.space(src, spec, launch), src, None
-        except Refused as first:
-            try:
-                rw = ScalarReplace().apply(src, spec, launch, {"start": self.start})
-            except Refused:
-                raise first from None
-            replaced = KernelSource(rw.text, spec)
-            try:
-                return self.inner.space(replaced, spec, launch), replaced, rw
-            except Refused as again:
-                if str(again) == str(first):
-                    raise first from None
-                raise Refused(f"{again} (after scalar replacement; as written: {first})") from None
-
-    def space(self, src, spec, launch):
-        return self._source(src, spec, launch)[0]
-
-    def first_point(self, src, spec, launch):
-        if type(self.inner).first_point is Transformation.first_point:     # the defaults: no analysis needed
-            return self.inner.defaults
-        return self.inner.first_point(self._source(src, spec, launch)[1], spec, launch)
-
-    def apply(self, src, spec, launch, params):
-        _, s, first = self._source(src, spec, launch)
-        rw = self.inner.apply(s, spec, launch, params)
-        if first is not None:
-            rw.explanation = f"{first.explanation.split(':')[0]} of the global sum, then {rw.explanation}"
-        return rw
-
-
 def current_launch(spec: Spec, launch: dict | None) -> dict:
     """The launch a rewrite starts from: the parent's override, else mep.yaml's."""
     base = {"grid": list(spec.launch.grid), "block": list(spec.launch.block),
@@ -98,21 +53,6 @@ def current_launch(spec: Spec, launch: dict | None) -> dict:
     merged = {**base, **(launch or {})}
     merged["grid"], merged["block"] = dim3_components(merged["grid"]), dim3_components(merged["block"])
     return one_dimensional(merged, spec)
-
-
-def dim3_components(dims: list) -> list[str]:
-    """A side of a launch spelled as one dim3 object (`dim3(NPTS / M1W)`, `(dim3(bx, by))`) as its components
-    (`NPTS / M1W`; `bx, by`): the harness builds `dim3 grid(dim3(a, b))`, the same launch as `dim3 grid(a, b)`.
-    Anything else is kept as written."""
-    if len(dims) != 1:
-        return list(dims)
-    e = str(dims[0]).strip()
-    while is_one_group(e):
-        e = e[1:-1].strip()
-    if not e.startswith("dim3") or not is_one_group(e[4:].strip()):
-        return list(dims)
-    parts = split_top_level(e[4:].strip()[1:-1])
-    return parts if 1 <= len(parts) <= 3 else list(dims)
 
 
 def one_dimensional(launch: dict, spec: Spec) -> dict:

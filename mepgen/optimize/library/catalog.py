@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .after_unflatten import AfterUnflatten
-from .base import AfterScalarReplace
+from .after_scalar_replace import AfterScalarReplace
 from .coarsen import Coarsen
 from .coarsen_blocks import CoarsenBlocks
 from .compiler_flags import CompilerFlags

@@ -7,6 +7,7 @@ no `__launch_bounds__` yet. The attribute does not change the kernel's type or s
 from __future__ import annotations
 
 from .base import Rewrite, Transformation, block_threads
+from .launch_facts import redefined_sizes
 from .source import Refused
 
 
@@ -17,7 +18,6 @@ class LaunchBounds(Transformation):
     def _threads(self, src, spec, launch) -> int:
         if src.has_launch_bounds():
             raise Refused("the kernel already has __launch_bounds__")
-        from .tunables import redefined_sizes
         if redefined_sizes(src.text):
             raise Refused("tune_params set this kernel's sizes: its own search covers the launch bounds")
         n = block_threads(spec, launch)

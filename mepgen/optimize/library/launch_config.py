@@ -13,6 +13,7 @@ import re
 
 from .base import Rewrite, Transformation
 from .block_expr import expression_block, substitute
+from .launch_facts import _bounds_value, redefined_sizes
 from .source import Refused
 
 SHAPES_1D = [64, 128, 256, 512, 1024]
@@ -50,7 +51,6 @@ class LaunchConfig(Transformation):
         super().__init__("launch_config", "block size / shape with the grid derived from it", {"block": 256})
 
     def _tokens(self, src, launch, spec=None) -> list[str]:
-        from .tunables import redefined_sizes
         if redefined_sizes(src.text):
             raise Refused("tune_params set this kernel's sizes: its own search covers the block")
         tokens = [_token(b) for b in launch["block"]]
@@ -84,7 +84,6 @@ class LaunchConfig(Transformation):
         tokens = self._tokens(src, launch, spec)
         shapes = SHAPES[len(tokens)]
         if src.has_launch_bounds():      # a block larger than the bound would not launch
-            from .warp_row import _bounds_value
             cap = _bounds_value(src, spec)
             shapes = [s for s in shapes if cap is not None and _threads(s) <= cap]
             if not shapes:

@@ -27,7 +27,10 @@ from __future__ import annotations
 
 import re
 
-from .source import kind, walk
+from .analysis import body_statements
+from .cursors import _past_semicolon, _unwrap, _whole_lines, kind, walk
+from .launch_facts import dim3_components
+from .normalize_sink import deferred_declarations, split_declarations, sunk_declarations
 
 _FLIP = {"<": ">=", ">=": "<", ">": "<=", "<=": ">", "==": "!=", "!=": "=="}
 _GEOMETRY = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
@@ -36,7 +39,6 @@ ROUNDS = 8
 
 def normalized(src) -> str:
     """The text of `src` (a KernelSource) after one applicable normalization step; `src.text` when none applies."""
-    from .normalize_sink import deferred_declarations, split_declarations, sunk_declarations
     for step in (_c89_counters, _late_initializers, split_declarations, sunk_declarations, deferred_declarations, _early_return, _hoist_indices, _merge_guards,
                  _pointer_offsets, _block_size_spelled, _braced_guards):
         edits = step(src)
@@ -159,25 +161,6 @@ def _early_return(src) -> list:
     return []
 
 
-def _whole_lines(src, stmt) -> tuple[int, int]:
-    """The span of a statement with its semicolon, its indentation and its line's end: removing it leaves no
-    blank line behind."""
-    a, b = src.span(stmt)
-    b = _past_semicolon(src.text, b)
-    while a > 0 and src.text[a - 1] in " \t":
-        a -= 1
-    if b < len(src.text) and src.text[b] == "\n":
-        b += 1
-    return a, b
-
-
-def _past_semicolon(text: str, pos: int) -> int:
-    j = pos
-    while j < len(text) and text[j] in " \t":
-        j += 1
-    return j + 1 if j < len(text) and text[j] == ";" else pos
-
-
 def _indent(text: str, pos: int) -> str:
     line = text[text.rfind("\n", 0, pos) + 1:pos]
     return line if not line.strip() else ""
@@ -185,12 +168,6 @@ def _indent(text: str, pos: int) -> str:
 
 def _reindent(rest: str) -> str:
     return re.sub(r"\n[ \t]+(?=\n)", "\n", rest.replace("\n", "\n    "))
-
-
-def _unwrap(c):
-    while kind(c) in ("UNEXPOSED_EXPR", "PAREN_EXPR") and len(list(c.get_children())) == 1:
-        c = list(c.get_children())[0]
-    return c
 
 
 def negated(src, cond) -> str:
@@ -428,7 +405,6 @@ def _block_size_spelled(src) -> list:
     """`blockIdx.x * TX` (or `TX * blockIdx.x`) where the launch's block x is spelled `TX`: TX becomes
     `blockDim.x` (the same value at this launch, both unsigned products), so a global index is recognised in
     any spelling and a new block shape stays consistent with the kernel."""
-    from .base import dim3_components
     block = [" ".join(str(b).split()).strip("() ") for b in dim3_components(src.spec.launch.block)]
     start, end = src.span(src.body)
     body = src.text[start:end]
@@ -449,7 +425,6 @@ def _block_size_spelled(src) -> list:
 # --- braces around a guard's single statement ---------------------------------------------------------------
 
 def _braced_guards(src) -> list:
-    from .analysis import body_statements
     for s in body_statements(src.body):
         kids = list(s.get_children())
         if kind(s) != "IF_STMT" or len(kids) != 2 or kind(kids[1]) == "COMPOUND_STMT":

@@ -10,7 +10,8 @@ a value, every use of it inside one nested block, and the first statement of tha
 """
 from __future__ import annotations
 
-from .source import kind, walk
+from .analysis import PURE_CALLS, check_pure, pure_function
+from .cursors import Refused, _unwrap, _whole_lines, kind, walk
 
 
 def _same(ref, decl) -> bool:
@@ -33,7 +34,6 @@ def _single_var_decls(stmts: list):
 def _sink_target(src, stmt, d, blocks):
     """The statement `d = value;` that first sets the value-less local `d` (declared by `stmt` at the top of the
     body) inside the one nested block holding all its uses, where the declaration can move; None otherwise."""
-    from .normalize import _unwrap
     if [k for k in d.get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]:
         return None                                      # declared with a value (or array extents)
     text = src.text[slice(*src.span(stmt))]
@@ -64,7 +64,6 @@ def _nested_blocks(src) -> list:
 
 def sunk_declarations(src) -> list:
     """Edits for the first top-level declaration that can move to its first assignment; [] when none can."""
-    from .normalize import _whole_lines
     blocks = _nested_blocks(src)
     for _, stmt, d in _single_var_decls(list(src.body.get_children())):
         first = _sink_target(src, stmt, d, blocks)
@@ -102,9 +101,6 @@ def deferred_declarations(src) -> list:
     effects (`float old = y[j]; float acc = 0; for (...) acc += ...; y[j] = f(acc, old);` becomes
     `float acc = 0; for (...) acc += ...; float old = y[j]; y[j] = ...`): the accumulator then stands right
     before its loop, as the reductions' rewrites expect. The value read is the same (nothing it reads changed)."""
-    from .analysis import PURE_CALLS, check_pure, pure_function
-    from .normalize import _whole_lines
-    from .source import Refused
     for block in (c for c in walk(src.body) if kind(c) == "COMPOUND_STMT"):
         stmts = list(block.get_children())
         for n, stmt, d in _single_var_decls(stmts):

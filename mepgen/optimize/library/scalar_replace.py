@@ -9,7 +9,7 @@ from __future__ import annotations
 from .analysis import element_type, squash
 from .base import Rewrite, Transformation
 from .reduction import sum_group, sum_loops
-from .source import KernelSource, Refused, kind
+from .source import KernelSource, Refused, kind, walk
 
 
 class ScalarReplace(Transformation):
@@ -86,7 +86,6 @@ class ScalarReplace(Transformation):
 
 def _siblings(src: KernelSource, c):
     """The statements of the compound statement directly holding `c`."""
-    from .source import walk
     for node in walk(src.body):
         if kind(node) == "COMPOUND_STMT":
             kids = list(node.get_children())

@@ -11,33 +11,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...mepbuild import build_flags
 from ...parsing.clang import parse
 from ...spec import Spec
-
-
-class Refused(Exception):
-    """The rewrite does not apply here or would be unsafe; the message says why, for the trajectory."""
-
-
-def walk(c):
-    yield c
-    for k in c.get_children():
-        yield from walk(k)
-
-
-def kind(c) -> str:
-    return c.kind.name
-
-
-def strip(c):
-    """Through implicit casts, parentheses and unexposed wrappers to the expression that matters."""
-    while c is not None and kind(c) in ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR") and \
-            kind(c) != "CSTYLE_CAST_EXPR":
-        kids = list(c.get_children())
-        if len(kids) != 1:
-            break
-        c = kids[0]
-    return c
+from . import macros
+from .cursors import Refused, kind, walk
+from .normalize import ROUNDS, normalized
 
 
 def binop(c) -> str | None:
@@ -72,7 +51,6 @@ class KernelSource:
         application's `int k; for (k = 0; ...)`, early returns and nested guards are seen as the equivalent
         declared loop and single guard; the text is the application's otherwise."""
         if normalize:
-            from .normalize import ROUNDS, normalized
             for _ in range(ROUNDS):
                 src = KernelSource(text, spec, normalize=False)
                 new = normalized(src)
@@ -84,7 +62,6 @@ class KernelSource:
         self.name = spec.kernel.name.split("::")[-1]
         # the build's own defines (mepbuild.build_flags): sizes as -DMEPGEN_SIZE_<SYM>, which kernel.cu maps onto
         # the application's macros; a bare -D<SYM> would also rename a parameter or local spelled like a size
-        from ...mepbuild import build_flags
         args = [f for f in build_flags(spec) if f.startswith("-D")]
         key = (text, tuple(args))
         if key in _PARSED:               # the same text parsed again (each proposal round re-reads its parents)
@@ -131,7 +108,7 @@ class KernelSource:
         """The kernel's definition in kernel.cu. Only declarations of kernel.cu itself are visited (and the
         namespaces and classes there), never the CUDA headers' hundreds of thousands of cursors: walking the
         whole translation unit took 1.1 s per proposal, most of the library's time (H100 profile of optimize)."""
-        from clang.cindex import Cursor, SourceLocation
+        from clang.cindex import Cursor, SourceLocation     # libclang, heavy: loaded by parsing.clang on first use
         f = self.tu.get_file(self.path)
         for m in re.finditer(r"\b%s\b" % re.escape(self.name), self.text):   # the cursor at each use of the name
             c = Cursor.from_location(self.tu, SourceLocation.from_offset(self.tu, f, len(self.text[:m.start()].encode())))
@@ -247,17 +224,15 @@ class KernelSource:
     def expand(self, text: str) -> str:
         """`text` (source as written) with kernel.cu's macros expanded, the MEP's size symbols kept: what an
         analysis compares (`ROWS_B` -> `NR`); the rewrites keep writing `text` itself."""
-        from .macros import expand, simplified
-        return simplified(expand(text, self.macros(), set(self.spec.sizes)))
+        return macros.simplified(macros.expand(text, self.macros(), set(self.spec.sizes)))
 
     def macros(self) -> dict:
         """name -> (parameters, body) of the macros the kernel's text may use: kernel.cu's own `#define`s, and
         those of the application's headers it includes as the compiler took them (macros.py)."""
         if not hasattr(self, "_macros"):
-            from .macros import active_definitions, definitions
             key = (self.text, self.path)
             if key not in _MACROS:
-                _MACROS[key] = {**active_definitions(self.tu, self.path), **definitions(self.text)}
+                _MACROS[key] = {**macros.active_definitions(self.tu, self.path), **macros.definitions(self.text)}
                 while len(_MACROS) > _PARSED_KEEP:
                     _MACROS.pop(next(iter(_MACROS)))
             self._macros = _MACROS[key]

@@ -30,6 +30,7 @@ from .analysis import array_accesses, body_statements, canonical_loop, check_pur
     unit_stride_in
 from .block_expr import expression_block, substitute
 from .base import Rewrite, Transformation
+from .launch_facts import _bounds_value
 from .source import KernelSource, Refused, kind, walk
 
 _ZERO = {"0", "0.0", "0.0f", "0.f", "0.0F", "0u", "0.0L", "0ULL", "0LL"}
@@ -219,7 +220,6 @@ class SplitColumns(Transformation):
         A bound without a second argument may be raised to the new block size (the rewrite says so)."""
         if not src.has_launch_bounds():
             return None
-        from .warp_row import _bounds_value
         cap = _bounds_value(src, spec)
         head, at = src.head, src.fn.extent.start.offset
         i = head.index("(", head.index("__launch_bounds__"))

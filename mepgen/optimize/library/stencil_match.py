@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 from ...cexpr import is_one_group
+from ...spec import DTYPES
 from dataclasses import dataclass, field
 
 from .affine import add, int_value, local_constants, param_sizes, poly, substitute, text
@@ -281,7 +282,6 @@ def _tiled_array(src, spec, guard) -> str:
 
 
 def _elem(spec, name) -> str:
-    from ...spec import DTYPES
     p = spec.param(name)
     if p.dtype not in DTYPES:
         raise Refused(f"the element type of {name} is unknown")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from .base import Rewrite, Transformation
+from .launch_facts import _bounds_value
 from .matmul_match import bound_sizes, match_matmul
 from .register_tile import LAYOUTS, canonical_type, check_shared, col_of, layout_param, prefetch_param, quad, \
     register_loads, row_of, shared_tiles, slice_coords, slices_bytes, staged_slices
@@ -211,7 +212,6 @@ def _thread_cap(src, spec) -> int | None:
     """The kernel's own __launch_bounds__ thread limit, which a tile shape must respect."""
     if not src.has_launch_bounds():
         return None
-    from .warp_row import _bounds_value
     return _bounds_value(src, spec)
 
 

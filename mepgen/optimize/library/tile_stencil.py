@@ -16,6 +16,7 @@ import re
 
 from .base import Rewrite, Transformation
 from .launch_config import _sub, _token
+from .launch_facts import _bounds_value
 from .source import Refused
 from .stencil_match import match_stencil
 
@@ -57,7 +58,6 @@ class TileStencil(Transformation):
             if tile * _size(st.ctype) <= MAX_SHARED:
                 out.append(shape)
         if src.has_launch_bounds():
-            from .warp_row import _bounds_value
             cap = _bounds_value(src, spec)
             out = [s for s in out if cap is not None and _threads(s) <= cap]
         if not out:

@@ -46,6 +46,7 @@ from .affine import poly
 from .analysis import array_stores, canonical_loop, element_type, guarded_thread, only_use, size_expr, squash
 from .base import Rewrite, Transformation
 from .launch_config import _sub, _token
+from .launch_facts import _bounds_value
 from .restrict import restrict_edits, unrestricted_pointers
 from .source import KernelSource, Refused, kind, walk
 
@@ -153,7 +154,6 @@ class TileWindow(Transformation):
                  if (u == "vector" or ((2 if u == "registers" else 1) * b * r + m["span"] + 3) * item <= MAX_SHARED)
                  and (u == "shared" or (m["ctype"] in VECTOR and r % 4 == 0))]
         if src.has_launch_bounds():
-            from .warp_row import _bounds_value
             cap = _bounds_value(src, spec)
             legal = [(b, r, u) for b, r, u in legal if cap is not None and b <= cap]
         if not legal:

@@ -27,16 +27,18 @@ against random search in bench/tuning_strategies.py) already covers.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
 from .base import Rewrite, Transformation, block_threads
 from .launch_config import LaunchConfig, _threads
+from .launch_facts import MARK, redefined_sizes
+from .replicas import _functions
 from .source import Refused
 
 REGS = [0, 32, 48, 64, 96, 128]
 BOUNDS = [0, 1, 2, 4]
-MARK = "// mepgen tune_params:"
 MAX_THREADS = 1024
 
 
@@ -48,17 +50,9 @@ def spells(text: str, name: str) -> bool:
     return re.search(_token(name), str(text)) is not None
 
 
-def redefined_sizes(text: str) -> list[str]:
-    """The size symbols an earlier tune_params candidate set in `text` (its marker comment): mep.yaml's sizes no
-    longer describe that kernel, so launch_config and launch_bounds leave it to tune_params."""
-    m = re.search(rf"{re.escape(MARK)} ([^(\n]*)", text)
-    return re.findall(r"(\w+) = ", m.group(1)) if m else []
-
-
 def _hidden_use(src, spec, sym: str) -> str | None:
     """Where the kernel reaches `sym` other than by spelling it in its own definition: a function it calls, a macro
     it uses, the template arguments of its launch."""
-    from .replicas import _functions
     for fn in _functions(src)[1:]:
         if fn.location.file is not None and fn.location.file.name == src.path:
             text = src.expand(src.text[fn.extent.start.offset:fn.extent.end.offset])
@@ -117,7 +111,6 @@ def tunable_sizes(src, spec, launch) -> tuple[dict[str, list[int]], list[str]]:
 
 
 def _with(spec, sizes: dict):
-    import dataclasses
     return dataclasses.replace(spec, sizes={**spec.sizes, **sizes})
 
 

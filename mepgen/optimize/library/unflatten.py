@@ -19,8 +19,9 @@ import re
 from .affine import poly, text as poly_text
 from .analysis import body_statements, is_global_index, size_expr, squash, uses_block_geometry, warp_level
 from .base import Rewrite, Transformation
-from .normalize import _whole_lines
+from .cursors import _whole_lines
 from .source import Refused, kind, walk
+from .stencil_match import MIRROR, _conjuncts
 
 SHAPES = ["32x8", "32x4", "64x4", "16x16", "32x16", "128x2"]
 GRID_Y_MAX = 65535
@@ -56,7 +57,6 @@ def _uncast(text: str) -> str:
 def _coordinate_guard(src, cond, idx: str, coords: dict, width: str, invariants: set):
     """`y < H` or `y < H && x < W` over the coordinates (any order): the cursor of H. The x bound, where given, must
     be the width itself (x = idx % W is below it anyway)."""
-    from .stencil_match import MIRROR, _conjuncts
     names = {v.spelling: axis for axis, (v, _) in coords.items()}
     height = None
     for t in _conjuncts(src, cond):

@@ -19,6 +19,7 @@ from ...spec import itemsize
 from .affine import poly, refs_of
 from .analysis import array_accesses, body_statements, element_type, guarded_thread, size_expr, squash, unit_stride_in
 from .base import Rewrite, Transformation
+from .launch_facts import _bounds_value
 from .reduction import sum_group, sum_loop
 from .source import KernelSource, Refused, kind, walk
 
@@ -387,18 +388,3 @@ def _init_expr(src: KernelSource, loop):
             return list(c.get_children())[-1]
     kids = list(init.get_children())
     return kids[-1] if kids else init
-
-
-def _bounds_value(src: KernelSource, spec) -> int | None:
-    head = src.head
-    i = head.find("__launch_bounds__")
-    if i < 0:
-        return None
-    j = head.find("(", i)
-    depth, k = 0, j
-    for k in range(j, len(head)):
-        depth += {"(": 1, ")": -1}.get(head[k], 0)
-        if depth == 0:
-            break
-    first = head[j + 1:k].split(",")[0]
-    return spec.size(first.strip())
