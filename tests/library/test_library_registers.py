@@ -260,3 +260,76 @@ def test_a_store_the_model_cannot_tell_apart_stops_the_run(tmp_path):
     # `n + 2 * t` and `2 * t` differ by n, a parameter: it may be 0 as far as the kernel says
     src, spec, launch = make(tmp_path, RUN.replace("out[2 * t + 1] = s;", "out[n + 2 * t] = s;"), "correct")
     assert "may be the same element" in refusal(FuseUpdates(), src, spec, launch)
+
+
+# --- the rewrites compute what the originals do: both run on the CPU, thread by thread, results compared bit for bit
+
+SIM_INPUTS = """
+    std::vector<float> a(N * M), b(N * M), o1(N * M), o2(N * M);
+    for (int i = 0; i < N * M; i++) {
+        a[i] = (i * 37 % 11) * 0.25f - 1.0f;
+        b[i] = (i * 13 % 7) * 0.5f - 1.5f;
+        o1[i] = o2[i] = (i % 5) * 0.1f;
+    }
+"""
+SIM_COMPARE = """
+    for (int i = 0; i < N * M; i++)
+        if (o1[i] != o2[i]) { printf("differs at %d: %g %g\\n", i, o1[i], o2[i]); return 1; }
+    return 0;
+"""
+
+
+def per_thread(kernel: str, m: str) -> str:
+    """main's body: every thread of a 2-block launch of 32 runs `kernel` before and after the rewrite."""
+    return SIM_INPUTS + f"""
+    blockDim = {{32, 1, 1}};
+    gridDim = {{N / 32, 1, 1}};
+    for (unsigned g = 0; g < N / 32; g++)
+        for (unsigned x = 0; x < 32; x++) {{
+            blockIdx = {{g, 0, 0}};
+            threadIdx = {{x, 0, 0}};
+            before::{kernel}(a.data(), b.data(), o1.data(), N, {m});
+            after::{kernel}(a.data(), b.data(), o2.data(), N, {m});
+        }}
+""" + SIM_COMPARE
+
+
+@pytest.mark.parametrize("m", ["M", "0"])
+@pytest.mark.parametrize("name, text, t", [("blend", FUSE, FuseUpdates()), ("correct", RUN, FuseUpdates()),
+                                           ("affine_rows", HOIST, HoistLoads())])
+def test_the_rewrites_compute_the_same_on_the_cpu(tmp_path, name, text, t, m):
+    from library_fixtures import assert_same_on_cpu
+    src, spec, launch = make(tmp_path, text, name)
+    rw = t.apply(src, spec, launch, {})
+    assert_same_on_cpu(tmp_path, text, rw.text, per_thread(name, m), defines="#define N 64\n#define M 5")
+
+
+#: a warp's shuffle on the CPU: lanes 0..31 of block threads run at once, each exchange a barrier of the 32
+SHUFFLE = """#include <barrier>
+static float mepgen_slots[32];
+static std::barrier<> mepgen_warp(32);
+template <class T> T mepgen_shfl(T v, unsigned o, unsigned lane) {
+    mepgen_slots[lane] = v;
+    mepgen_warp.arrive_and_wait();
+    T r = lane + o < 32 ? mepgen_slots[lane + o] : v;
+    mepgen_warp.arrive_and_wait();
+    return r;
+}
+#define __shfl_down_sync(mask, v, o) mepgen_shfl(v, o, threadIdx.x)
+#define N 1024
+#define M 1
+#define fmaxf(a, b) ((a) > (b) ? (a) : (b))
+"""
+
+
+@pytest.mark.parametrize("block", [256, 32])
+def test_the_shuffled_tree_sums_the_same_on_the_cpu(tmp_path, block):
+    """Bit for bit (the same pairs in the same order), with 256 threads (the shuffles) and 32 (the original loop)."""
+    from library_fixtures import assert_same_on_cpu
+    src, spec, launch = make(tmp_path, TREE, "block_total", grid="N / 256", block="256")
+    rw = WarpReduce().apply(src, spec, launch, {})
+    body = SIM_INPUTS + f"""
+    launch(N / {block}, {block}, 1, [&] {{ before::block_total(a.data(), b.data(), o1.data(), N, M); }});
+    launch(N / {block}, {block}, 1, [&] {{ after::block_total(a.data(), b.data(), o2.data(), N, M); }});
+""" + SIM_COMPARE
+    assert_same_on_cpu(tmp_path, TREE, rw.text, body, defines=SHUFFLE, blocks=True)
