@@ -109,6 +109,32 @@ def test_a_pointer_the_kernel_offsets_may_alias_the_element(tmp_path):
     assert "may be the same element" in refusal(FuseUpdates(), src, spec, launch)
 
 
+def test_what_nvcc_keeps_in_registers_itself_is_left_to_it(tmp_path):
+    """PTX of nvcc -O3: a run of updates among `__restrict__` accesses, a loop's updates of a shared element among
+    global reads, an invariant load in a loop that stores through `__restrict__` pointers come out the same
+    rewritten or not: each transformation says so instead of offering a candidate that changes nothing."""
+    restricted = RUN.replace("const float *a, const float *b, float *out",
+                             "const float *__restrict__ a, const float *__restrict__ b, float *__restrict__ out")
+    src, spec, launch = make(tmp_path, restricted, "correct")
+    assert "keeps `out[2 * t]` in a register itself" in refusal(FuseUpdates(), src, spec, launch)
+    shared = """__global__ void partial(const float *a, const float *b, float *out, int n, int m) {
+    __shared__ float acc[128];
+    acc[threadIdx.x] = 0.0f;
+    for (int k = threadIdx.x; k < n; k += 128) {
+        acc[threadIdx.x] += a[k];
+        acc[threadIdx.x] *= b[k];
+    }
+    out[blockIdx.x * 128 + threadIdx.x] = acc[threadIdx.x];
+}
+"""
+    src, spec, launch = make(tmp_path, shared, "partial")
+    assert "every other access of the loop is in another memory space" in refusal(FuseUpdates(), src, spec, launch)
+    hoisted = HOIST.replace("const float *a, const float *b, float *out",
+                            "const float *__restrict__ a, const float *__restrict__ b, float *__restrict__ out")
+    src, spec, launch = make(tmp_path, hoisted, "affine_rows", out_role="out")
+    assert "nvcc hoists `b[t]` itself" in refusal(HoistLoads(), src, spec, launch)
+
+
 def test_a_single_sum_is_left_to_scalar_replace(tmp_path):
     text = """__global__ void rowsum(const float *a, const float *b, float *out, int n, int m) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;

@@ -29,7 +29,7 @@ from __future__ import annotations
 from .affine import text as affine_text
 from .analysis import body_statements, squash
 from .base import Rewrite, Transformation
-from .loop_registers import checked_loop, inside, loops_outer_first, wrapped
+from .loop_registers import checked_loop, first_reason, inside, loops_outer_first, wrapped
 from .memory_roots import Memory, leaves, leaves_early, synchronizes
 from .reduction import sum_loop
 from .source import Refused, kind, strip
@@ -75,9 +75,11 @@ def distinct(a: tuple, b: tuple, spec=None) -> bool:
     return False
 
 
-def fusable_elements(src, mem: Memory, writes: list, region: list) -> tuple[list, list[str]]:
+def fusable_elements(src, mem: Memory, writes: list, region: list, restrict: bool = True) -> tuple[list, list[str]]:
     """The groups [(root, key, [accesses])] of the elements written by `writes` that may live in a register through
-    `region` (a loop, or a run of statements), and why each other may not."""
+    `region` (a loop, or a run of statements), and why each other may not. An element that nvcc can tell apart
+    from every other access of the region itself (memory_roots.apart_for_compiler; `restrict`: `__restrict__`
+    counts) is left to it: the rewrite would not change the code."""
     accesses = [a for r in region for a in mem.accesses(r)]
     why, groups = [], {}
     for _, w in writes:
@@ -108,6 +110,14 @@ def fusable_elements(src, mem: Memory, writes: list, region: list) -> tuple[list
         if clash is not None:
             why.append(f"`{squash(src.src(clash.cursor))[:40]}` may be the same element as the one updated "
                        f"(`{squash(src.src(mine[0].cursor if mine else clash.cursor))[:40]}`)")
+            continue
+        # the same buffer at a constant distance (`out[2 * t + 1]` beside `out[2 * t]`): nvcc sees that as well
+        others = [a for a in accesses if not (a.root == root and a.via == via and
+                                              (a.key == key or distinct(a.key, key, mem.spec)))]
+        if all(mem.apart_for_compiler(root, a.root, restrict) for a in others):
+            why.append(f"nvcc keeps `{squash(src.src(mine[0].cursor))[:40]}` in a register itself: every other "
+                       f"access of the {'loop' if restrict is False else 'statements'} is "
+                       f"{'in another memory space' if restrict is False else '__restrict__ or in another memory space'}")
             continue
         if any(not src.src(a.cursor).rstrip().endswith("]") for a in mine):
             why.append(f"an access to {root} is spelled through a macro")
@@ -158,7 +168,7 @@ class FuseUpdates(Transformation):
             if why:
                 reasons.append(f"the loop over {loop.var} has {why}: another thread or path may see the element")
                 continue
-            groups, why = fusable_elements(src, mem, writes, [loop.cursor])
+            groups, why = fusable_elements(src, mem, writes, [loop.cursor], restrict=False)
             reasons += why
             if groups:
                 chosen.append((loop, groups))
@@ -170,7 +180,7 @@ class FuseUpdates(Transformation):
             plans += self._runs(src, mem, block, reasons)
         if not plans:
             raise Refused("no loop or run of statements updates an array element more than once that a register "
-                          "may hold" + (f" ({reasons[0]})" if reasons else ""))
+                          "may hold" + (f" ({first_reason(reasons)})" if reasons else ""))
         return plans
 
     def _runs(self, src, mem, block, reasons) -> list:
@@ -195,7 +205,7 @@ class FuseUpdates(Transformation):
             if why:
                 reasons.append(f"the statements updating `{squash(src.src(ws[0][1].cursor))[:40]}` have {why}")
                 continue
-            groups, why = fusable_elements(src, mem, ws, run)
+            groups, why = fusable_elements(src, mem, ws, run, restrict=True)
             reasons += why
             if groups:
                 out.append((None, run, groups))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .analysis import body_statements, squash
 from .base import Rewrite, Transformation
-from .loop_registers import checked_loop, inside, loops_outer_first, wrapped
+from .loop_registers import checked_loop, first_reason, inside, loops_outer_first, wrapped
 from .memory_roots import Memory, _id, leaves_early, synchronizes
 from .source import Refused, kind, walk
 
@@ -88,6 +88,10 @@ class HoistLoads(Transformation):
                     reasons.append(f"`{squash(src.src(clash.cursor))[:40]}` in the loop may write "
                                    f"`{squash(src.src(a.cursor))[:40]}`")
                     continue
+                if all(mem.apart_for_compiler(a.root, w.root) for w in writes):
+                    reasons.append(f"nvcc hoists `{squash(src.src(a.cursor))[:40]}` itself: the loop's stores are "
+                                   "through __restrict__ pointers or to another memory space")
+                    continue
                 if sync and any(mem.may_alias(w.root, a.root) for w in kernel_writes):
                     reasons.append(f"the loop has {sync} and the kernel writes {a.root}: another thread's write "
                                    f"may have to be seen")
@@ -101,7 +105,7 @@ class HoistLoads(Transformation):
                 chosen.append((loop, list(groups.values())))
         if not chosen:
             raise Refused("no loop reads an element at a loop-invariant index that no store of the loop may write" +
-                          (f" ({reasons[0]})" if reasons else ""))
+                          (f" ({first_reason(reasons)})" if reasons else ""))
         return chosen
 
     def space(self, src, spec, launch):

@@ -11,6 +11,13 @@ from .analysis import PURE_CALLS, Loop, canonical_loop, check_pure, pure_functio
 from .source import KernelSource, Refused, kind, walk
 
 
+def first_reason(reasons: list[str]) -> str:
+    """The reason to show first: one about an element or a load before one about a loop's shape (a condition other
+    than `<`, a counter declared outside), which only says that loop was not looked into."""
+    shape = ("a loop ", "not a for loop")
+    return next((r for r in reasons if not r.startswith(shape)), reasons[0])
+
+
 def loops_outer_first(src: KernelSource) -> list:
     return src.nodes("FOR_STMT")
 

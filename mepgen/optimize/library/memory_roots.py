@@ -103,6 +103,19 @@ class Memory:
             return False                        # mep.yaml gives each a buffer of its own
         return not ({a, b} <= self.restricted)
 
+    def apart_for_compiler(self, a: str | None, b: str | None, restrict: bool = True) -> bool:
+        """Whether nvcc itself can tell memories `a` and `b` apart: a `__shared__` array and global memory (other
+        address spaces), or (`restrict`) two `__restrict__` pointers. Where it can, it keeps values in registers
+        across the other's stores itself (PTX of nvcc 13 -O3: an invariant load out of a loop that stores through
+        `__restrict__` pointers, a run of updates of one element among `__restrict__` reads, a loop's updates of a
+        shared element among global reads: the rewrite's PTX is the original's)."""
+        if a is None or b is None or a == b:
+            return False
+        space = lambda r: "shared" if r in self.shared else ("local" if r in self.local_arrays else "global")
+        if space(a) != space(b) or a in self.shared | self.local_arrays and b in self.shared | self.local_arrays:
+            return True                  # other address spaces, or two arrays the kernel declares: two objects
+        return restrict and space(a) == "global" and {a, b} <= self.restricted
+
     def accesses(self, region) -> list[Access]:
         """Every array subscript and pointer dereference in `region` (outermost subscripts only)."""
         out = []
