@@ -27,12 +27,12 @@ of them and stored right after the last, under the same conditions over the stat
 from __future__ import annotations
 
 from .affine import text as affine_text
-from .analysis import body_statements, squash
+from .analysis import PURE_CALLS, body_statements, pure_function, squash
 from .base import Rewrite, Transformation
 from .loop_registers import checked_loop, first_reason, inside, loops_outer_first, wrapped
 from .memory_roots import Memory, leaves, leaves_early, synchronizes
 from .reduction import sum_loop
-from .source import Refused, kind, strip
+from .source import Refused, kind, strip, walk
 
 
 def top_writes(src, mem: Memory, statements) -> list:
@@ -127,8 +127,6 @@ def fusable_elements(src, mem: Memory, writes: list, region: list, restrict: boo
 
 
 def impure_call(src, statements) -> str | None:
-    from .analysis import PURE_CALLS, pure_function
-    from .source import walk
     for s in statements:
         for n in walk(s):
             if kind(n) == "CALL_EXPR" and n.spelling not in PURE_CALLS and not n.spelling.startswith("make_") and \

@@ -34,10 +34,6 @@ class Access:
     member: bool            # `A[I].x`: a part of the element
     via: str | None = None  # the name indexed (`o` of `o[i]`, rooted at `out`): indices compare only through one
 
-    @property
-    def text_key(self) -> str:
-        return squash(",".join(str(i.extent.start.offset) for i in self.indices))
-
 
 def parents(root) -> dict:
     """Cursor (by extent and kind) -> its parent cursor, for every node under `root`."""
