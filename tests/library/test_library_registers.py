@@ -135,6 +135,15 @@ def test_what_nvcc_keeps_in_registers_itself_is_left_to_it(tmp_path):
     assert "nvcc hoists `b[t]` itself" in refusal(HoistLoads(), src, spec, launch)
 
 
+def test_a_loop_that_is_the_body_of_an_if_keeps_its_else(tmp_path):
+    text = FUSE.replace("if (t < n / 2) {\n        for", "if (t < n / 2) {\n        if (m > 0) for").replace(
+        "            out[2 * t] *= 0.5f;\n        }\n", "            out[2 * t] *= 0.5f;\n        } else out[2 * t] = 0.0f;\n")
+    src, spec, launch = make(tmp_path, text, "blend")
+    rw = FuseUpdates().apply(src, spec, launch, {})
+    assert "if (m > 0) { if ((0) < (m)) {" in rw.text and "} } else out[2 * t] = 0.0f;" in rw.text
+    compiles(tmp_path, spec, rw.text)
+
+
 def test_a_single_sum_is_left_to_scalar_replace(tmp_path):
     text = """__global__ void rowsum(const float *a, const float *b, float *out, int n, int m) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;

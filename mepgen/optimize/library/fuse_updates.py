@@ -26,6 +26,8 @@ of them and stored right after the last, under the same conditions over the stat
 """
 from __future__ import annotations
 
+import re
+
 from .affine import text as affine_text
 from .analysis import PURE_CALLS, body_statements, pure_function, squash
 from .base import Rewrite, Transformation
@@ -185,6 +187,10 @@ class FuseUpdates(Transformation):
         """The runs of `block`'s statements from the first to the last update of an element updated at least
         twice, where the element may live in a register through them (runs that overlap: the first)."""
         stmts = list(block.get_children())
+        if any(kind(s) in ("CASE_STMT", "DEFAULT_STMT", "LABEL_STMT") for s in stmts) or \
+                src.text[:src.span(block)[0]].rstrip().endswith(")") and \
+                re.search(r"\bswitch\s*\([^;{}]*\)$", src.text[:src.span(block)[0]].rstrip()):
+            return []                           # a jump to a label must not cross the register's declaration
         writes = top_writes(src, mem, stmts)
         by_elem: dict = {}
         for stmt, w in writes:

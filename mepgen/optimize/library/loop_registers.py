@@ -7,6 +7,8 @@ stores nothing it did not store. Its bounds are evaluated once more before it, s
 """
 from __future__ import annotations
 
+import re
+
 from .analysis import PURE_CALLS, Loop, canonical_loop, check_pure, pure_function
 from .source import KernelSource, Refused, kind, walk
 
@@ -73,4 +75,7 @@ def wrapped(src: KernelSource, loop: Loop, replace: list[tuple[int, int, str]], 
     ind = line if not line.strip() else ""
     body = "\n".join([f"if (({loop.lo}) < ({loop.hi})) {{", *[f"{ind}    {b}" for b in before],
                       f"{ind}    " + text.replace("\n", "\n    "), *[f"{ind}    {a}" for a in after], f"{ind}}}"])
+    before_loop = src.text[:s].rstrip()
+    if before_loop.endswith((")", "else")) or re.search(r"\bdo$", before_loop):
+        body = "{ " + body + " }"           # the loop is the body of an if, loop or else: an `else` must not bind here
     return s, e, body
