@@ -102,6 +102,18 @@ def test_fusion_refuses_what_the_model_cannot_prove(tmp_path, old, new, reason):
     assert reason in refusal(FuseUpdates(), src, spec, launch)
 
 
+def test_a_buffer_handed_to_a_function_may_be_read_at_the_element(tmp_path):
+    # `peek` has no side effects, but it reads `out` wherever it likes: the register's element among them
+    text = "__device__ float peek(const float *p, int i) { return p[i]; }\n" + FUSE.replace(
+        "out[2 * t] *= 0.5f;", "out[2 * t] *= peek(out, k);")
+    src, spec, launch = make(tmp_path, text, "blend")
+    assert "`out` may be the same element" in refusal(FuseUpdates(), src, spec, launch)
+    tree = "__device__ float first(const float *p) { return p[1]; }\n" + TREE.replace(
+        "if (me == 0) out[blockIdx.x] = part[0];", "if (me == 0) out[blockIdx.x] = first(part);")
+    src, spec, launch = make(tmp_path, tree, "block_total", grid="N / 256", block="256")
+    assert "`part` reads the tree's array at an element other than 0" in refusal(WarpReduce(), src, spec, launch)
+
+
 def test_a_pointer_the_kernel_offsets_may_alias_the_element(tmp_path):
     text = FUSE.replace("float d = a[k * n + t] - b[k * n + t];",
                         "float *o = out + 1; float d = a[k * n + t] - o[k];")

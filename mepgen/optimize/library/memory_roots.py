@@ -133,12 +133,27 @@ class Memory:
                 base = _through_casts(kids[0]) if kids else None
                 root = self.roots.get(base.spelling) if base is not None and kind(base) == "DECL_REF_EXPR" else None
                 out.append(Access(c, root, [], None, True, False, None))     # `*p`: where in p is not modelled
+            elif k == "DECL_REF_EXPR" and c.spelling in self.roots and not self._indexed(c):
+                # the pointer or array itself passed along, offset or copied (`f(out)`, `out + 1`): anywhere in it
+                out.append(Access(c, self.roots[c.spelling], [], None, True, False, c.spelling))
             elif k == "CALL_EXPR" and c.spelling.startswith("atomic"):
                 for a in list(c.get_arguments())[:1]:
                     for acc in self.accesses(a):
                         acc.write = True
                         out.append(acc)
         return out
+
+    def _indexed(self, c) -> bool:
+        """Whether the name `c` is what a subscript indexes (`A` of `A[i]`, through casts) or a dereference reads."""
+        node, p = c, self.parent.get(_id(c))
+        while p is not None and kind(p) in ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR",
+                                            "CXX_REINTERPRET_CAST_EXPR", "CXX_STATIC_CAST_EXPR"):
+            node, p = p, self.parent.get(_id(p))
+        if p is None:
+            return False
+        if kind(p) == "ARRAY_SUBSCRIPT_EXPR":
+            return _id(list(p.get_children())[0]) == _id(node)
+        return kind(p) == "UNARY_OPERATOR" and squash(self.src.src(p)).startswith("*")
 
     def _subscripted(self, c) -> bool:
         """Whether `c` is the array that an enclosing subscript indexes (`A[i]` of `A[i][j]`)."""

@@ -178,7 +178,7 @@ class WarpReduce(Transformation):
     def _reads_after(self, src, mem: Memory, env, loop, array) -> None:
         ls, le = src.span(loop)
         for a in mem.accesses(src.body):
-            if a.root != array or a.write or ls <= src.span(a.cursor)[0] < le:
+            if a.root != array or a.write and a.indices or ls <= src.span(a.cursor)[0] < le:
                 continue
             try:
                 zero = len(a.indices) == 1 and poly(src, a.indices[0], env) == {}
