@@ -3,6 +3,8 @@
     python bench/library_sweep.py prepare OUT APP_DIR...     # copy each app to OUT/apps/, extract, cut every MEP
     python bench/library_sweep.py plan OUT LABEL              # `optimize --dry-run` of every MEP -> OUT/LABEL.json
     python bench/library_sweep.py compare OUT BEFORE AFTER    # OUT/compare.md: rewrites offered per kernel
+    python bench/library_sweep.py report OUT... LABEL          # per suite, per application, without the largest
+                                                               # application, and the refusals of the commonest
 
 `plan` runs the mepgen that `python -m mepgen` imports (set PYTHONPATH to compare two versions of the library on
 the same MEPs). The apps are copied (mepgen writes .mepgen/ into an app's folder); nothing is written back.
@@ -126,13 +128,58 @@ def per_suite(b: dict, a: dict, before: str, after: str) -> list[str]:
     return rows
 
 
+def app_of(mep: str) -> str:
+    return Path(mep).parts[-4]
+
+
+def report(results: dict, label: str, top: int = 6) -> str:
+    """`results` (MEP -> plan row, every OUT's LABEL.json together) as markdown: per suite the MEPs with a structural
+    rewrite, the same without the suite's application with the most MEPs, the mean over applications of the share
+    of their MEPs, the applications with at least one; per application its counts; for the transformations that
+    refuse most often, their commonest reasons (a reason's quoted code folded to `X`)."""
+    import re
+    from collections import Counter
+    lines = [f"## {label}", "", "| suite | apps | MEPs | structural | without the largest app | mean share per app | "
+             "apps with >= 1 |", "|---|---|---|---|---|---|---|"]
+    per_app: dict = {}
+    for m, r in results.items():
+        per_app.setdefault((suite(m), app_of(m)), []).append(bool(r.get("structural")))
+    for name in sorted({s for s, _ in per_app}) + ["all"]:
+        apps = {a: v for (s, a), v in per_app.items() if name in ("all", s)}
+        n, k = sum(len(v) for v in apps.values()), sum(sum(v) for v in apps.values())
+        big = max(apps, key=lambda a: len(apps[a]))
+        nb, kb = n - len(apps[big]), k - sum(apps[big])
+        share = sum(sum(v) / len(v) for v in apps.values()) / len(apps)
+        lines.append(f"| {name} | {len(apps)} | {n} | {k} ({100 * k / n:.1f} %) | {kb} of {nb} "
+                     f"({100 * kb / max(nb, 1):.1f} %; without {big}) | {share:.2f} | "
+                     f"{sum(1 for v in apps.values() if any(v))} |")
+    lines += ["", "| application | MEPs | structural | rewrites offered (count) |", "|---|---|---|---|"]
+    for (s, a), v in sorted(per_app.items()):
+        names = Counter(n for m, r in results.items() if app_of(m) == a for n in r.get("structural", []))
+        lines.append(f"| {a} | {len(v)} | {sum(v)} | {', '.join(f'{n} {c}' for n, c in names.most_common())} |")
+    offered = Counter(n for r in results.values() for n in r.get("structural", []))
+    lines += ["", "Why the structural rewrites offered most often refuse the other kernels (a reason's quoted code "
+              "folded to `X`):", ""]
+    for t, n in offered.most_common(top):
+        why = Counter(re.sub(r"`[^`]*`", "X", r["refusals"][t])[:140] for r in results.values()
+                      if t in r.get("refusals", {}))
+        lines.append(f"- {t} (offered for {n}, refused for {sum(why.values())}): " +
+                     "; ".join(f"{w} ({c})" for w, c in why.most_common(4)))
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
     cmd, out = sys.argv[1], Path(sys.argv[2])
     if cmd == "prepare":
         prepare(out, [Path(p).resolve() for p in sys.argv[3:]])
     elif cmd == "plan":
         plan_all(out, sys.argv[3])
+    elif cmd == "report":
+        merged = {}
+        for o in sys.argv[2:-1]:
+            merged.update(json.loads((Path(o) / f"{sys.argv[-1]}.json").read_text()))
+        print(report(merged, sys.argv[-1]))
     elif cmd == "compare":
         compare(out, sys.argv[3], sys.argv[4])
     else:
-        sys.exit(f"unknown command {cmd}: prepare | plan | compare")
+        sys.exit(f"unknown command {cmd}: prepare | plan | compare | report")

@@ -6,7 +6,9 @@ from .after_scalar_replace import AfterScalarReplace
 from .coarsen import Coarsen
 from .coarsen_blocks import CoarsenBlocks
 from .compiler_flags import CompilerFlags
+from .fuse_updates import FuseUpdates
 from .grid_stride import GridStride
+from .hoist_loads import HoistLoads
 from .int_division import IntDivision
 from .launch_bounds import LaunchBounds
 from .launch_config import LaunchConfig
@@ -30,15 +32,16 @@ from .unroll import Unroll
 from .vector_loads import VectorLoads
 from .warp_row import WarpPerRow
 from .warp_row_passes import WarpRowPasses
+from .warp_reduce import WarpReduce
 
 
 def all_transformations():
     # OnOneDimension: those that need a 1D launch also apply to 1D work on a 2D launch (replicas.py)
     return [AfterScalarReplace(TileMatmul()), AfterUnflatten(TileStencil()), StencilRows(), TileWindow(),
-            WarpPerRow(), WarpRowPasses(), OnOneDimension(SpreadLoop()), Privatize(),
+            WarpPerRow(), WarpRowPasses(), OnOneDimension(SpreadLoop()), Privatize(), WarpReduce(),
             OnOneDimension(AfterScalarReplace(SplitColumns(), start="zero")), OnOneDimension(TileArgmax()),
             OnOneDimension(SplitArgmax()), SwapAxes(), OnOneDimension(Unflatten()), DropReplicas(), ScalarReplace(),
-            StageTable(), CoarsenBlocks(), VectorLoads(), OnOneDimension(Coarsen()), OnOneDimension(GridStride()),
+            FuseUpdates(), StageTable(), HoistLoads(), CoarsenBlocks(), VectorLoads(), OnOneDimension(Coarsen()), OnOneDimension(GridStride()),
             LaunchConfig(), TuneParams(),
             IntDivision(), Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]
 
