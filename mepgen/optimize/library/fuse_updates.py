@@ -34,7 +34,7 @@ from .base import Rewrite, Transformation
 from .loop_registers import checked_loop, first_reason, inside, loops_outer_first, wrapped
 from .memory_roots import Memory, leaves, leaves_early, synchronizes
 from .reduction import sum_loop
-from .source import Refused, kind, strip, walk
+from .cursors import Refused, kind, strip, walk
 
 
 def top_writes(src, mem: Memory, statements) -> list:

@@ -29,7 +29,7 @@ from .affine import local_constants, poly
 from .analysis import body_statements, check_pure, squash
 from .base import Rewrite, Transformation
 from .memory_roots import Memory
-from .source import Refused, kind, strip, walk
+from .cursors import Refused, kind, strip, walk
 
 SHUFFLE_TYPES = {"float", "double", "int", "unsigned int", "long", "unsigned long", "long long",
                  "unsigned long long"}
