@@ -9,7 +9,7 @@
  * -r read, -w read-write (no execute, no device nodes made), -x read and execute (with its ELF interpreter),
  * -d a device node (read, write, ioctl), -s the descriptor holding the seccomp program (BPF), -a the least
  * Landlock ABI, -A the newest ABI to use (0: the kernel's; a GPU driver may refuse a CUDA context under a
- * newer ABI's rules: landlock_level.gpu_abi_cap), -u the user (and group) to become when started as root, -k 1: as root, keep the capabilities
+ * newer ABI's rules: sandbox.gpu_policy), -u the user (and group) to become when started as root, -k 1: as root, keep the capabilities
  * (Nsight Compute's counters), -p the file to execute with ARGV. Steps: no_new_privs, the Landlock ruleset
  * (/proc/self and /proc/thread-self readable, its threads' files under /proc/self/task writable), as root: another user (-u) or no capability at all, the seccomp
  * filter, execv. Exit 111 with one line on stderr when a step fails. */

@@ -70,7 +70,8 @@ def report() -> dict:
             is not None, "bwrap": namespace_levels.bwrap_executable(), "gpu_driver_usable": gpu, "levels": levels,
             "auto": level, "auto_why_not_stronger": why, "landlock_process_cost": cost,
             "compute_sanitizer": str(sanitizer) if sanitizer else None, "hints": hints,
-            "landlock_gpu": landlock_level.gpu_note(sandbox.gpu_abi_cap()) if levels["landlock"]["works"] else ""}
+            "landlock_gpu": landlock_level.gpu_note(*(sandbox.gpu_policy() or (0, "none")))
+            if levels["landlock"]["works"] else ""}
 
 
 def render(r: dict) -> str:

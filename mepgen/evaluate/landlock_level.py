@@ -15,7 +15,8 @@ needed) and the strict seccomp filter, then execs the command. What the process 
 - as root: `nobody` where every path it uses is open to others, else root without any capability;
 - sockets: none (seccomp refuses `socket` for every family, AF_UNIX included: Landlock does not confine
   connecting to a named unix socket such as the session bus; `socketpair` stays), no TCP (Landlock ABI >= 4, a
-  second net), no abstract unix socket or signal outside its own processes (ABI >= 6).
+  second net), no abstract unix socket or signal outside its own processes (ABI >= 6); a GPU process whose driver needs
+  more (a unix socket, an older ABI's rules) gets the strongest rules it accepts (sandbox.gpu_policy).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import tempfile
 import glob
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from functools import lru_cache
@@ -120,7 +122,8 @@ def prefix(c, args: list[str], scratch: list[Path]) -> list[str]:
     """The command prefix: the launcher (confine_exec.c built here, else confine_exec.py in a bare interpreter)
     with the policy; the seccomp program goes in a descriptor that `c.pass_fds` carries to the child."""
     flags = policy(c, args, scratch)
-    fd = seccomp_filter.open_fd(strict=True) if c.seccomp else None
+    sockets = getattr(c, "gpu_sockets", None) or (_gpu_sockets if c.gpu else "none")
+    fd = seccomp_filter.open_fd(strict=sockets != "any", families=SOCKET_FAMILIES[sockets]) if c.seccomp else None
     if fd is not None:
         c.pass_fds.append(fd)
         flags += ["-s", str(fd)]
@@ -179,23 +182,32 @@ def launcher_binary() -> Path | None:
 ABI_ADDS = {2: "refer (renames and links across folders)", 3: "truncate", 4: "no TCP bind or connect",
             5: "ioctl on device nodes", 6: "no abstract unix socket and no signal outside its own processes"}
 
-#: the newest ABI a GPU process is confined with here (0: the kernel's own); sandbox.resolve sets it from its probe
-#: (sandbox.gpu_abi_cap) when it chooses this level: some drivers refuse a CUDA context under a newer ABI's rules
+#: the socket families a process under this level may create: "none" (the strict seccomp filter), "unix" (AF_UNIX
+#: only), "any" (no socket rule; Landlock ABI >= 4 still refuses TCP bind and connect)
+SOCKET_FAMILIES = {"none": (), "unix": (socket.AF_UNIX,), "any": None}
+
+#: what a GPU process is confined with here: the newest Landlock ABI (0: the kernel's own) and its sockets.
+#: sandbox.resolve sets them from its probe (sandbox.gpu_policy) when it chooses this level: some drivers refuse a
+#: CUDA context under a newer ABI's rules or without a socket (CUDA_ERROR_OPERATING_SYSTEM)
 _gpu_cap = 0
+_gpu_sockets = "none"
 
 
-def use_gpu_abi_cap(cap: int) -> None:
-    global _gpu_cap
-    _gpu_cap = max(int(cap), 0)
+def use_gpu_policy(cap: int, sockets: str = "none") -> None:
+    global _gpu_cap, _gpu_sockets
+    _gpu_cap, _gpu_sockets = max(int(cap), 0), sockets
 
 
-def gpu_note(cap: int) -> str:
-    """One line on what GPU processes give up under ABI `cap` ('' when nothing is given up)."""
-    if cap <= 0:
+def gpu_note(cap: int, sockets: str = "none") -> str:
+    """One line on what GPU processes give up under ABI `cap` and socket rule `sockets` ('' when nothing)."""
+    lost = [ABI_ADDS[v] for v in range(cap + 1, abi() + 1) if v in ABI_ADDS] if cap > 0 else []
+    if sockets != "none":
+        lost.append("unix sockets allowed" if sockets == "unix" else "sockets of every family allowed (no TCP still)")
+    if not lost:
         return ""
-    lost = "; ".join(ABI_ADDS[v] for v in range(cap + 1, abi() + 1) if v in ABI_ADDS)
-    return (f"GPU processes under Landlock ABI {cap} of {abi()}: the driver refuses a CUDA context under ABI "
-            f"{cap + 1}'s rules (given up: {lost})")
+    return (f"GPU processes under Landlock ABI {cap or abi()} of {abi()}"
+            f"{'' if sockets == 'none' else ', ' + sockets + ' sockets'}: the driver refuses a CUDA context under the "
+            f"stricter rules (given up: {'; '.join(lost)})")
 
 
 @lru_cache(maxsize=None)

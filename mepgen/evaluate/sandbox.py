@@ -75,11 +75,11 @@ def landlock_works() -> tuple[bool, str]:
     return False, "a process cannot confine itself with Landlock here"
 
 
-def _refuses_at(level: str, cap: int | None) -> bool:
+def _refuses_at(level: str, cap: int | None = None, sockets: str | None = None) -> bool:
     """Whether the GPU works here unconfined but not under `level` (a Python making a CUDA context behind it),
-    with the Landlock ABI capped at `cap` (None, 0: the kernel's own)."""
+    with the Landlock ABI capped at `cap` (None, 0: the kernel's own) and the socket rule `sockets`."""
     probe = Confinement(level, gpu=True, read=python_paths([]))
-    probe.abi_cap = cap
+    probe.abi_cap, probe.gpu_sockets = cap, sockets
     probe.environment({})
     probe.prepare()
     try:
@@ -89,25 +89,33 @@ def _refuses_at(level: str, cap: int | None) -> bool:
 
 
 @lru_cache(maxsize=None)
-def gpu_abi_cap() -> int:
-    """0 when a CUDA context works under the kernel's own Landlock ABI (or there is no usable GPU to ask); else the
-    newest ABI under which the driver still makes one (a driver may refuse a context under a newer ABI's rules, with
-    CUDA_ERROR_OPERATING_SYSTEM: GPU processes are then confined by the older ABI's rules, and
-    landlock_level.gpu_note says what that gives up); -1 when none does."""
+def gpu_policy() -> tuple[int, str] | None:
+    """(Landlock ABI cap, socket rule) of the strongest landlock confinement under which the driver makes a CUDA
+    context here: (0, "none") where the kernel's newest ABI and the strict filter work (or there is no usable GPU to
+    ask), None where nothing does. Tried strongest first: each ABI from the newest down, and at each the strict
+    filter, then AF_UNIX sockets allowed, then every family (seen on an H200 host: cuInit failed with
+    CUDA_ERROR_OPERATING_SYSTEM under the strict filter and worked without it)."""
     top = landlock_level.abi()
-    if top < 1 or not gpu_probe.usable_here() or not _refuses_at("landlock", 0):
-        return 0
-    for cap in range(top - 1, 0, -1):
-        if not _refuses_at("landlock", cap):
-            return cap
-    return -1
+    if top < 1 or not gpu_probe.usable_here():
+        return 0, "none"
+    for cap in range(top, 0, -1):
+        for sockets in ("none", "unix", "any"):
+            if not _refuses_at("landlock", 0 if cap == top else cap, sockets):
+                return (0 if cap == top else cap), sockets
+    return None
+
+
+def gpu_abi_cap() -> int:
+    """The Landlock ABI cap of gpu_policy: 0 the kernel's own, -1 when no landlock confinement lets CUDA work."""
+    policy = gpu_policy()
+    return -1 if policy is None else policy[0]
 
 
 def _gpu_refuses(level: str) -> bool:
-    """Whether the GPU works here unconfined but not under `level` (for landlock: at any ABI)."""
+    """Whether the GPU works here unconfined but not under `level` (for landlock: under any of gpu_policy's)."""
     if level == "landlock":
-        return gpu_abi_cap() == -1
-    return _refuses_at(level, None)
+        return gpu_policy() is None
+    return _refuses_at(level)
 
 
 def setup_seconds(repeat: int = 10) -> tuple[float, float]:
@@ -145,7 +153,7 @@ def strongest() -> tuple[str, str]:
     elif _gpu_refuses("landlock"):
         why.append("the GPU driver refuses a CUDA context under Landlock here")
     else:
-        return "landlock", "; ".join(why + [n for n in [landlock_level.gpu_note(gpu_abi_cap())] if n])
+        return "landlock", "; ".join(why + [n for n in [landlock_level.gpu_note(*gpu_policy())] if n])
     if shutil.which("unshare") is None:
         why.append("unshare is not installed")
     elif _works(unshare_prefix() + ["--", "true"]):
@@ -180,7 +188,8 @@ def resolve(mode: str, log=None) -> str:
     if level == "bwrap" and seccomp_filter.compiled() is None:
         why = "no seccomp filter: libseccomp is not installed"
     if level == "landlock":
-        landlock_level.use_gpu_abi_cap(gpu_abi_cap())   # GPU processes: the newest ABI the driver accepts
+        landlock_level.use_gpu_policy(*(gpu_policy() or (0, "none")))    # GPU processes: the strongest rules the
+                                                                           # driver accepts
     line = f"sandbox: {DESCRIPTIONS[level]}" + (f" ({why})" if why and level != "off" else "")
     if log is not None and line not in _said:
         _said.add(line)

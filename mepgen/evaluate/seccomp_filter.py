@@ -29,13 +29,25 @@ DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "bpf", "per
           "name_to_handle_at", "acct", "quotactl", "syslog", "iopl", "ioperm", "lookup_dcookie")
 #: refused besides where the process has no network namespace
 STRICT_DENIED = ("socket", "io_uring_setup", "io_uring_enter", "io_uring_register")
+#: socket families the strict filter lets through (none by default; GPU processes may get AF_UNIX where the
+#: driver needs it: sandbox.gpu_filter); every other family is refused with EPERM
+STRICT_SOCKET_FAMILIES: tuple[int, ...] = ()
+
+
+class _Cmp(ctypes.Structure):            # struct scmp_arg_cmp
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
+                ("datum_b", ctypes.c_uint64)]
+
+
+_CMP_LT, _CMP_GT = 2, 6
 _ALLOW = 0x7FFF0000                       # SCMP_ACT_ALLOW
 _ERRNO = 0x00050000                       # SCMP_ACT_ERRNO(x) = 0x00050000 | x
 
 
 @lru_cache(maxsize=2)
-def compiled(strict: bool = False) -> bytes | None:
-    """The BPF program (bytes), or None when libseccomp is not on this machine."""
+def compiled(strict: bool = False, families: tuple[int, ...] | None = None) -> bytes | None:
+    """The BPF program (bytes), or None when libseccomp is not on this machine. `families`: the socket families
+    the strict filter allows (default STRICT_SOCKET_FAMILIES: none)."""
     name = ctypes.util.find_library("seccomp")
     if name is None:
         return None
@@ -51,9 +63,21 @@ def compiled(strict: bool = False) -> bytes | None:
         if not ctx:
             return None
         try:
+            families = tuple(sorted(set(families if families is not None else STRICT_SOCKET_FAMILIES)))
             for call in DENIED + (STRICT_DENIED if strict else ()):
                 number = lib.seccomp_syscall_resolve_name(call.encode())
-                if number >= 0 and lib.seccomp_rule_add(ctx, _ERRNO | errno.EPERM, number, 0) != 0:
+                if number < 0:
+                    continue
+                if call == "socket" and families:
+                    if len(families) != 1:
+                        return None          # one family at most: a rule compares an argument once
+                    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
+                                                           ctypes.c_uint, ctypes.POINTER(_Cmp)]
+                    for op in (_CMP_LT, _CMP_GT):          # refused: any family below or above the one allowed
+                        cmp = _Cmp(0, op, families[0], 0)
+                        if lib.seccomp_rule_add_array(ctx, _ERRNO | errno.EPERM, number, 1, ctypes.byref(cmp)) != 0:
+                            return None
+                elif lib.seccomp_rule_add(ctx, _ERRNO | errno.EPERM, number, 0) != 0:
                     return None
             with tempfile.TemporaryFile() as fh:
                 if lib.seccomp_export_bpf(ctx, fh.fileno()) != 0:
@@ -66,12 +90,12 @@ def compiled(strict: bool = False) -> bytes | None:
         return None
 
 
-def open_fd(strict: bool = False) -> int | None:
+def open_fd(strict: bool = False, families: tuple[int, ...] | None = None) -> int | None:
     """A file descriptor holding the program, for `bwrap --seccomp FD` or confine_exec (the caller passes it and
     closes it): the read end of a pipe holding the whole program (a few hundred bytes, far below a pipe's
     buffer), its write end closed. Not a memfd: a child started with a memfd among its descriptors took ~7 ms
     longer to run `true` (measured here), a pipe's read end nothing."""
-    program = compiled(strict)
+    program = compiled(strict, families)
     if not program:
         return None
     r, w = os.pipe()

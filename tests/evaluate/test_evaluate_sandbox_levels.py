@@ -14,16 +14,16 @@ from mepgen.evaluate import confinement, gpu_probe, landlock_level, namespace_le
 def fresh(monkeypatch):
     sandbox.strongest.cache_clear()
     gpu_probe.usable_here.cache_clear()
-    sandbox.gpu_abi_cap.cache_clear()
+    sandbox.gpu_policy.cache_clear()
     monkeypatch.setattr(landlock_level, "abi", lambda: 6)
     monkeypatch.setattr(sandbox, "bwrap_executable", lambda: None)          # as on a machine without bubblewrap
     monkeypatch.setattr(sandbox, "_works", lambda cmd, pass_fds=(): True)    # unshare runs `true`
     monkeypatch.setattr(sandbox, "landlock_works", lambda: (False, "the kernel has no Landlock"))
     yield
-    landlock_level.use_gpu_abi_cap(0)
+    landlock_level.use_gpu_policy(0, "none")
     sandbox.strongest.cache_clear()
     gpu_probe.usable_here.cache_clear()
-    sandbox.gpu_abi_cap.cache_clear()
+    sandbox.gpu_policy.cache_clear()
 
 
 def test_unshare_refused_when_cuda_fails_only_inside_it(fresh, monkeypatch):
@@ -71,7 +71,7 @@ def test_landlock_kept_at_an_older_abi_when_the_driver_refuses_only_the_newest(f
         return cap <= 5
     monkeypatch.setattr(gpu_probe, "cuda_works", cuda_works)
     level, why = sandbox.strongest()
-    assert level == "landlock" and tried == [6, 5]
+    assert level == "landlock" and tried == [6, 6, 6, 5]      # the strict filter first at each ABI
     assert "Landlock ABI 5 of 6" in why and "no abstract unix socket" in why
     assert sandbox.resolve("auto") == "landlock"          # choosing the level hands the cap to every GPU process
     c = sandbox.Confinement("landlock", gpu=True)
@@ -82,6 +82,27 @@ def test_landlock_kept_at_an_older_abi_when_the_driver_refuses_only_the_newest(f
         assert "-A" not in cpu                                          # a compiler keeps the newest rules
     finally:
         c.close()
+
+
+def test_a_driver_that_needs_a_unix_socket_gets_one_and_nothing_more(fresh, monkeypatch):
+    """Seen on an H200 host: cuInit fails under the strict seccomp filter (no socket at all) and works without it.
+    GPU processes then get AF_UNIX sockets alone, the newest ABI kept; compilers keep the strict filter."""
+    from mepgen.evaluate import seccomp_filter
+    monkeypatch.setattr(sandbox, "landlock_works", lambda: (True, ""))
+    monkeypatch.setattr(gpu_probe, "driver_present", lambda: True)
+    asked = []
+    monkeypatch.setattr(seccomp_filter, "open_fd", lambda strict=False, families=None: asked.append(
+        (strict, families)))
+    monkeypatch.setattr(gpu_probe, "cuda_works", lambda prefix, pass_fds=(): not any(
+        "confine" in Path(a).name for a in prefix) or asked[-1] != (True, ()))
+    level, why = sandbox.strongest()
+    assert level == "landlock" and sandbox.gpu_policy() == (0, "unix")
+    assert "unix sockets allowed" in why and "ABI 6 of 6, unix sockets" in why
+    asked.clear()
+    assert sandbox.resolve("auto") == "landlock"
+    sandbox.Confinement("landlock", gpu=True).command(["true"])
+    sandbox.Confinement("landlock").command(["nvcc"])
+    assert asked == [(True, (1,)), (True, ())]
 
 
 def test_no_driver_no_gpu_reason_to_refuse(fresh, monkeypatch):
