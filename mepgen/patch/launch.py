@@ -173,12 +173,14 @@ def _write_grid(change: LaunchChange, text: str, site: dict, grid: list[str], si
     where = f"{site['file']}:{site['line']}"
     written = (site.get("grid") or "").strip()
     new = grid[0] if len(grid) == 1 else f"dim3({', '.join(grid)})"
+    decl = None
     if written in site.get("locals", {}):
-        decl = None
         for m in re.finditer(rf"(?<![\w.]){re.escape(written)}\s*=\s*([^;]*);", text[:site["start_byte"]]):
             decl = m
-        if decl is None or " ".join(decl.group(1).split()) != " ".join(site["locals"][written].split()):
-            raise MepgenError(f"{where}: cannot find the declaration of the grid `{written}`; edit the launch by hand")
+        if decl is not None and " ".join(decl.group(1).split()) != " ".join(site["locals"][written].split()):
+            decl = None
+    # declared otherwise (`dim3 grid(1, n);`), or not found: the launch itself gets the grid, below
+    if decl is not None:
         if len(grid) == 1:
             edit = (decl.start(1), decl.end(1), new.encode())
         else:
@@ -195,7 +197,7 @@ def _write_grid(change: LaunchChange, text: str, site: dict, grid: list[str], si
         # (that launch keeps reading it): this launch gets its grid itself
     lo, hi = _arg_span(text, site, 0)
     change.edits.append((lo, hi, new.encode()))
-    shared = " (the local is shared with other code: the launch itself gets the grid)" if written in \
+    shared = f" (the launch itself gets the grid; the local `{written}` stays as it is for other code)" if written in \
         site.get("locals", {}) else ""
     change.notes.append(f"{where}: grid {text[lo:hi]} -> {new}{shared}")
 

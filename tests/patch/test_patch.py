@@ -366,7 +366,7 @@ def test_a_grid_local_shared_with_other_launches_is_left_alone(app, tmp_path):
     assert r.returncode == 0, r.stderr + r.stdout
     res = json.loads(r.stdout)
     grid = "(((A.nrows)) + (BLOCK_SIZE) * 32 - 1) / ((BLOCK_SIZE) * 32)"
-    shared = [n for n in res["launch"] if "shared with other code" in n]
+    shared = [n for n in res["launch"] if "stays as it is for other code" in n]
     assert len(shared) == 3 and all(f"grid blocks -> {grid}" in n for n in shared)
     assert [n for n in res["launch"] if n not in shared] == [next(n for n in res["launch"] if n.endswith(
         f"grid blocks = {grid}"))]

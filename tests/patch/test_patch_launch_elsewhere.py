@@ -96,3 +96,56 @@ def test_it_builds_and_reverts_byte_identical(app, tmp_path):
     r = mepgen("patch", "smooth", "--revert", cwd=app)
     assert r.returncode == 0, r.stderr
     assert (app / "main.cu").read_text() == MAIN and (app / "kernels.cu").read_text() == KERNELS
+
+
+ROWS = """__global__ void rows(const float* in, float* out, int n)
+{
+    int r = blockIdx.y * blockDim.y + threadIdx.y;
+    int c = threadIdx.x;
+    if (r < n) out[r * 16 + c] = 2.0f * in[r * 16 + c];
+}
+"""
+ROWS_MAIN = """#include <cstdlib>
+#include "kernels.cu"
+
+int main(int argc, char** argv)
+{
+    int n = argc > 1 ? atoi(argv[1]) : 4096;
+    int num_blocks = n / 16;
+    float *in, *out;
+    cudaMalloc(&in, n * 16 * sizeof(float));
+    cudaMalloc(&out, n * 16 * sizeof(float));
+    dim3  grid( 1 , num_blocks);
+    dim3  threads(16 , 16);
+    rows<<<grid, threads>>>(in, out, n);
+    cudaDeviceSynchronize();
+    return 0;
+}
+"""
+
+
+def test_a_grid_declared_as_a_dim3_gets_the_new_grid_in_the_launch(tmp_path):
+    """`dim3 grid(1, num_blocks);` (a constructor, not `grid = ...`): seen in a public application, where the
+    patch stopped with "cannot find the declaration of the grid". The launch itself gets the winner's grid."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "kernels.cu").write_text(ROWS)
+    (app / "main.cu").write_text(ROWS_MAIN)
+    (app / "Makefile").write_text("app: main.cu kernels.cu\n\tnvcc -O2 -o app main.cu\n")
+    assert mepgen("extract", ".", cwd=app).returncode == 0
+    assert mepgen("mep", "rows", "--size", "N=4096", cwd=app).returncode == 0
+    mep = app / ".mepgen/meps/rows"
+    w = tmp_path / "winner"
+    w.mkdir()
+    (w / "kernel.cu").write_text((mep / "kernel.cu").read_text())
+    text = (mep / "mep.yaml").read_text()
+    old = "launch: {grid: ['1', N / 16], block: ['16', '16']"
+    assert old in text
+    (w / "mep.yaml").write_text(text.replace(old, "launch: {grid: ['1', N / 32], block: ['16', '32']"))
+    r = mepgen("patch", "rows", "--from", str(w / "kernel.cu"), "--json", cwd=app)
+    assert r.returncode == 0, r.stderr
+    diff = (app / ".mepgen/patches/rows.diff").read_text()
+    assert "+#define ROWS_BLOCK dim3(16, 32)" in diff
+    launch = [l for l in diff.splitlines() if l.startswith("+    rows<<<")]
+    assert len(launch) == 1 and launch[0].startswith("+    rows<<<dim3(1, ") and "/ 32), ROWS_BLOCK>>>" in launch[0]
+    assert "-    dim3  grid( 1 , num_blocks);" not in diff              # the local stays
