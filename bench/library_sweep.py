@@ -169,6 +169,9 @@ def report(results: dict, label: str, top: int = 6) -> str:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 3 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
     cmd, out = sys.argv[1], Path(sys.argv[2])
     if cmd == "prepare":
         prepare(out, [Path(p).resolve() for p in sys.argv[3:]])
