@@ -15,7 +15,7 @@ overlap; with --serial one at a time, each seeing every GPU (the numbers recorde
 and OUT/tune_sweep.md as each application finishes, and OUT/apps/NAME/ (report.json, report.md, logs tail).
 
     python3 bench/tune_sweep.py --rodinia PACK/rodinia --hecbench PACK/hecbench --out OUT [--apps a,b] \\
-        [--time-limit 20] [--runs 3] [--gpus 0,1,2,3]
+        [--time-limit 20] [--runs 3] [--gpus 0,1,2,3] [--max-bytes 16G]
 """
 from __future__ import annotations
 
@@ -86,7 +86,8 @@ def one_app(name: str, roots: dict, work: Path, arch: str, gpu: str, a, env) -> 
         return row
     check = CHECK[suite]
     tune = MEPGEN + ["tune", "-C", str(app), "--build", cmd, "--runs", str(a.runs), "--time-limit", str(a.time_limit),
-                     "--timeout", "300", "--json", *(["--check", check] if check else []), "--", exe, *args]
+                     "--timeout", "300", "--json", *(["--check", check] if check else []),
+                     *(["--max-bytes", a.max_bytes] if a.max_bytes else []), "--", exe, *args]
     t0 = time.perf_counter()
     rc, out, err, dt = sh(tune, app, a.app_timeout, env)
     row.update(tune_exit=rc, tune_s=round(dt, 1), command=" ".join(tune[2:]))
@@ -180,6 +181,8 @@ def main() -> int:
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--time-limit", type=float, default=20)
+    ap.add_argument("--max-bytes", default=None, help="tune's (capture's) limit on one launch's data, e.g. 16G "
+                                                      "(perlin's launch reaches 8.5 GB; the default is 4G)")
     ap.add_argument("--app-timeout", type=float, default=1500)
     ap.add_argument("--gpus", default=None, help="GPU indices to spread the applications over (default: all)")
     ap.add_argument("--serial", action="store_true",
