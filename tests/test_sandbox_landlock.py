@@ -277,3 +277,28 @@ def test_a_confined_process_names_its_threads_but_writes_no_other_proc_file(whic
                           text=True, timeout=30)
     assert done.stdout.splitlines()[:1] == ["mg-thread"], done.stderr
     assert "oom-written" not in done.stdout and "Permission denied" in done.stderr
+
+
+@needs_landlock
+@pytest.mark.parametrize("which", ["python", "c"])
+def test_a_filter_that_allows_unix_sockets_still_refuses_every_other_family(which):
+    """The fallback for a GPU driver that needs a socket (sandbox.gpu_policy): AF_UNIX goes through, AF_INET,
+    AF_INET6 and AF_NETLINK stay refused; the strict filter refuses all four."""
+    if seccomp_filter.compiled(strict=True) is None:
+        pytest.skip("libseccomp is not installed")
+    head = dict(zip(["python", "c"], launchers())).get(which) or pytest.skip("no C compiler")
+    code = ("import socket\nfor f in (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK):\n"
+            "    try:\n        socket.socket(f, socket.SOCK_DGRAM).close(); print(f.name, 'yes')\n"
+            "    except OSError:\n        print(f.name, 'no')\n")
+    seen = {}
+    for families in ((), (socket.AF_UNIX,)):
+        fd = seccomp_filter.open_fd(strict=True, families=families)
+        try:
+            done = subprocess.run(head + ["-r", "/", "-x", sys.executable, "-s", str(fd), "-p", sys.executable, "--",
+                                          sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                                  pass_fds=(fd,))
+        finally:
+            os.close(fd)
+        seen[families] = dict(line.split() for line in done.stdout.splitlines())
+    assert seen[()] == {"AF_UNIX": "no", "AF_INET": "no", "AF_INET6": "no", "AF_NETLINK": "no"}
+    assert seen[(socket.AF_UNIX,)] == {"AF_UNIX": "yes", "AF_INET": "no", "AF_INET6": "no", "AF_NETLINK": "no"}
