@@ -70,7 +70,7 @@ def write_into(path: Path, data: bytes) -> None:
         try:
             os.fchown(fd, st.st_uid, st.st_gid)
         except OSError:
-            pass
+            pass    # not ours to give away (not root): the new file keeps this user, with the old mode
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

@@ -49,7 +49,7 @@ def toolkit_root(exe: str) -> Path | None:
             if line.startswith("#$ TOP="):
                 return Path(line[len("#$ TOP="):].strip().strip('"')).resolve()
     except (OSError, subprocess.SubprocessError):
-        pass
+        pass            # nvcc cannot say its TOP: the toolkit is the folder above its bin/, as it is laid out
     return Path(found).resolve().parent.parent
 
 

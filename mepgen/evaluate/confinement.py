@@ -56,7 +56,7 @@ class Limits:
             try:
                 resource.setrlimit(which, (value, value))
             except (ValueError, OSError):
-                pass
+                pass    # a limit this kernel does not know or lets no one lower: the others still hold
 
 
 @lru_cache(maxsize=None)
@@ -127,7 +127,7 @@ class Confinement:
             try:
                 os.close(fd)
             except OSError:
-                pass
+                pass    # already closed (by the child's start): nothing left to release
         self.pass_fds = []
 
     def environment(self, env: dict) -> dict:

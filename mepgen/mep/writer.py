@@ -44,7 +44,7 @@ def origin(mep_dir: Path) -> dict:
             sizes = data.get("sizes") if isinstance(data.get("sizes"), dict) else {}
             return {"by": data["by"], "sizes": {str(k): int(v) for k, v in sizes.items() if isinstance(v, int)}}
     except (OSError, ValueError):
-        pass
+        pass        # no readable origin record: what the folder holds decides below
     try:
         head = (mep_dir / "mep.yaml").read_text(errors="replace")[:2000]
     except OSError:

@@ -163,7 +163,7 @@ class FuseUpdates(Transformation):
                     reasons.append(f"the loop over {loop.var} is a single sum: scalar_replace rewrites it")
                     continue
             except Refused:
-                pass
+                pass        # not a single sum: this rewrite's own checks decide
             why = synchronizes(src, loop.body) or leaves_early(src, loop.body)
             if why:
                 reasons.append(f"the loop over {loop.var} has {why}: another thread or path may see the element")
