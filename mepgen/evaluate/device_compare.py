@@ -22,18 +22,13 @@ not given finds no reference outputs to copy.
 """
 from __future__ import annotations
 
-import hashlib
-import os
-import time
 from pathlib import Path
 
 import jinja2
 import numpy as np
 
-from .. import mepbuild
 from ..templating import template_loader
-from ..errors import MepgenError
-from . import process
+from .helper_cubin import cached_cubin
 from .verify import tolerance_for
 
 BLOCK = 256
@@ -59,26 +54,9 @@ def kernel_for(dtype: str) -> str | None:
 
 def build_cubin(arch: str, build_dir: Path, timeout: float = 300.0) -> Path:
     """The comparison kernels compiled for `arch` (cached by arch and source); MepgenError when nvcc fails."""
-    text = source()
-    out = Path(build_dir) / f"compare-{arch}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.cubin"
-    if out.is_file():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    src = out.with_suffix(".cu")
-    src.write_text(text)
-    tmp = out.with_name(f"{out.stem}.{os.getpid()}.{time.monotonic_ns()}.tmp")
     # -fmad=false besides the _rn intrinsics: no contraction anywhere in the rule
-    cmd = [mepbuild.nvcc_executable(), mepbuild.arch_flag(arch), "-fmad=false", "-cubin", str(src), "-o", str(tmp)]
-    try:
-        done = process.run(cmd, timeout=timeout)
-    except FileNotFoundError:
-        raise MepgenError(f"{cmd[0]} not found: install the CUDA toolkit or set $NVCC") from None
-    if done.returncode != 0 or not tmp.is_file():
-        tmp.unlink(missing_ok=True)
-        why = "timed out" if done.timed_out else (done.stderr or done.stdout).strip()[-300:]
-        raise MepgenError(f"cannot build the output comparison kernels for {arch}: {why}")
-    os.replace(tmp, out)
-    return out
+    return cached_cubin(source(), "compare", "the output comparison kernels", arch, build_dir, ("-fmad=false",),
+                        timeout)
 
 
 def rules_for(spec) -> dict[str, list]:

@@ -5,17 +5,12 @@ once per arch into the build folder and the worker launches it before each timed
 """
 from __future__ import annotations
 
-import hashlib
-import os
-import time
 from pathlib import Path
 
 import jinja2
 
-from .. import mepbuild
-from ..errors import MepgenError
 from ..templating import template_loader
-from . import process
+from .helper_cubin import cached_cubin
 
 KERNEL = "mepgen_l2_flush"
 SOURCE = "l2_flush.h"
@@ -35,22 +30,4 @@ def source() -> str:
 
 def build_cubin(arch: str, build_dir: Path, timeout: float = 300.0) -> Path:
     """The flush kernel compiled for `arch` (cached by arch and source); MepgenError when nvcc fails."""
-    text = source()
-    out = Path(build_dir) / f"l2-flush-{arch}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.cubin"
-    if out.is_file():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    src = out.with_suffix(".cu")
-    src.write_text(text)
-    tmp = out.with_name(f"{out.stem}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    cmd = [mepbuild.nvcc_executable(), mepbuild.arch_flag(arch), "-cubin", str(src), "-o", str(tmp)]
-    try:
-        done = process.run(cmd, timeout=timeout)
-    except FileNotFoundError:
-        raise MepgenError(f"{cmd[0]} not found: install the CUDA toolkit or set $NVCC") from None
-    if done.returncode != 0 or not tmp.is_file():
-        tmp.unlink(missing_ok=True)
-        why = "timed out" if done.timed_out else (done.stderr or done.stdout).strip()[-300:]
-        raise MepgenError(f"cannot build the L2 flush kernel for {arch}: {why}")
-    os.replace(tmp, out)
-    return out
+    return cached_cubin(source(), "l2-flush", "the L2 flush kernel", arch, build_dir, (), timeout)
