@@ -3,6 +3,7 @@ use it, the folders a confined process never sees, and `nobody`, whom a candidat
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
 import shutil
 import stat
@@ -13,6 +14,15 @@ from pathlib import Path
 #: who a candidate runs as under bubblewrap when mepgen runs as root: the kernel never limits root's tasks
 #: (RLIMIT_NPROC), and root's own files stay unreadable to it
 NOBODY = 65534
+
+
+def package_folders(name: str) -> list[Path]:
+    """The folders Python imports package `name` from here (none where it is not installed)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return []
+    return [Path(loc) for loc in (spec.submodule_search_locations or [])] if spec else []
 
 
 def workspace_of(path: Path) -> Path | None:

@@ -2,7 +2,6 @@
 (for_build), a candidate's run (for_run), the pycuda worker (for_worker); and reading back what one wrote."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -14,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from . import landlock_level
-from .confine_paths import _hidden, open_to_others, workspace_of
+from .confine_paths import _hidden, open_to_others, package_folders, workspace_of
 from .confinement import Confinement, Limits
 
 
@@ -136,12 +135,8 @@ def python_paths(hidden: list[Path], packages=WORKER_PACKAGES) -> list[Path]:
             continue
         if any(h == p or p in h.parents for h in hidden):
             for name in packages:
-                try:
-                    spec = importlib.util.find_spec(name)
-                except (ImportError, ValueError):
-                    continue
-                for loc in (spec.submodule_search_locations or []) if spec else []:
-                    loc = Path(loc).resolve()
+                for loc in package_folders(name):
+                    loc = loc.resolve()
                     if p in loc.parents and workspace_of(loc) is None and loc not in out:
                         out.append(loc)
             continue

@@ -23,7 +23,6 @@ from __future__ import annotations
 import atexit
 import ctypes
 import hashlib
-import importlib.util
 import tempfile
 import glob
 import os
@@ -35,7 +34,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import seccomp_filter
-from .confine_paths import NOBODY, open_to_others, workspace_of
+from .confine_paths import NOBODY, open_to_others, package_folders, workspace_of
 
 LAUNCHER = Path(__file__).with_name("confine_exec.py")       # confine_exec.c beside it: the same, in C
 #: the system's libraries and read-only data every process may read (not the programs: /usr/bin, /bin)
@@ -225,13 +224,8 @@ def worker_site(packages) -> Path:
     site = Path(worker_scratch()) / "site"
     site.mkdir(exist_ok=True)
     for name in packages:
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            continue
-        for loc in (spec.submodule_search_locations or []) if spec else []:
+        for loc in package_folders(name)[:1]:
             link = site / name
             if not link.exists() and not link.is_symlink():
-                link.symlink_to(Path(loc).resolve(), target_is_directory=True)
-            break
+                link.symlink_to(loc.resolve(), target_is_directory=True)
     return site

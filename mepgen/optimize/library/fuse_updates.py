@@ -31,7 +31,7 @@ import re
 from .affine import text as affine_text
 from .analysis import PURE_CALLS, body_statements, pure_function, squash
 from .base import Rewrite, Transformation
-from .loop_registers import checked_loop, first_reason, inside, loops_outer_first, wrapped
+from .loop_registers import first_reason, inside, open_loops, wrapped
 from .memory_roots import Memory, leaves, leaves_early, synchronizes
 from .reduction import sum_loop
 from .cursors import Refused, kind, strip, walk
@@ -146,14 +146,7 @@ class FuseUpdates(Transformation):
         runs of statements (outside those loops) that update an element several times."""
         mem = Memory(src, spec)
         chosen, reasons = [], []
-        for c in loops_outer_first(src):
-            if inside(src, c, [p[0].cursor for p in chosen]):
-                continue
-            try:
-                loop = checked_loop(src, c)
-            except Refused as e:
-                reasons.append(str(e))
-                continue
+        for c, loop in open_loops(src, chosen, reasons):
             writes = top_writes(src, mem, body_statements(loop.body))
             if not writes:
                 continue

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .analysis import body_statements, squash
 from .base import Rewrite, Transformation
-from .loop_registers import checked_loop, first_reason, inside, loops_outer_first, wrapped
+from .loop_registers import first_reason, open_loops, wrapped
 from .memory_roots import Memory, _id, leaves_early, synchronizes
 from .source import Refused, kind, walk
 
@@ -54,14 +54,7 @@ class HoistLoads(Transformation):
         mem = Memory(src, spec)
         kernel_writes = [a for a in mem.accesses(src.body) if a.write]
         chosen, reasons = [], []
-        for c in loops_outer_first(src):
-            if inside(src, c, [p[0].cursor for p in chosen]):
-                continue
-            try:
-                loop = checked_loop(src, c)
-            except Refused as e:
-                reasons.append(str(e))
-                continue
+        for c, loop in open_loops(src, chosen, reasons):
             accesses = mem.accesses(loop.body)
             writes = [a for a in accesses if a.write]
             if not writes:

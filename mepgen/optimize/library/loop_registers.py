@@ -45,6 +45,18 @@ def checked_loop(src: KernelSource, c) -> Loop:
     return loop
 
 
+def open_loops(src: KernelSource, chosen: list, reasons: list[str]):
+    """(cursor, loop) of each checked loop, outermost first, that is not inside a loop `chosen` already holds
+    (`chosen`: plans whose first item is a Loop, read as they grow); a loop checked_loop refuses adds its reason."""
+    for c in loops_outer_first(src):
+        if inside(src, c, [p[0].cursor for p in chosen]):
+            continue
+        try:
+            yield c, checked_loop(src, c)
+        except Refused as e:
+            reasons.append(str(e))
+
+
 def loop_extent(src: KernelSource, loop: Loop) -> tuple[int, int]:
     """The loop's text with the `;` of a body without braces, and the `#pragma` line before it."""
     s, e = src.span(loop.cursor)
