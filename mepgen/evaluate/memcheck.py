@@ -57,15 +57,30 @@ class Report:
 
 
 def executable() -> Path | None:
-    """compute-sanitizer: on PATH, else in the toolkit nvcc belongs to (bin/, or compute-sanitizer/)."""
+    """compute-sanitizer: the program itself, in the toolkit nvcc belongs to or beside the one on PATH. The
+    toolkit's bin/compute-sanitizer is a shell script that runs ../compute-sanitizer/compute-sanitizer: under
+    landlock only the programs given may run, and the script's shell is not one of them (exit 126, "Permission
+    denied", seen on an H200 host), so the script is never what runs when the program it wraps is there."""
     found = shutil.which("compute-sanitizer")
-    if found:
-        return Path(found)
     root = confined.toolkit_root(mepbuild.nvcc_executable())
-    for p in ([root / "bin" / "compute-sanitizer", root / "compute-sanitizer" / "compute-sanitizer"] if root else []):
-        if p.is_file():
+    places = []
+    if found:
+        places += [Path(found).resolve().parent.parent / "compute-sanitizer" / "compute-sanitizer", Path(found)]
+    if root:
+        places += [root / "compute-sanitizer" / "compute-sanitizer", root / "bin" / "compute-sanitizer"]
+    for p in places:
+        if p.is_file() and not _script(p):
             return p
-    return None
+    return next((p for p in places if p.is_file()), None)
+
+
+def _script(p: Path) -> bool:
+    """Whether `p` is a script (`#!`), not a program."""
+    try:
+        with open(p, "rb") as f:
+            return f.read(2) == b"#!"
+    except OSError:
+        return False
 
 
 def buffers_of(text: str) -> dict[str, tuple[int, int]]:
@@ -160,7 +175,8 @@ def check(native, built, inputs, out_dir: Path, level: str, timeout: float) -> R
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
     args = command(tool, Path(built.artifact), Path(inputs.data_dir), out_dir)
-    root = tool.resolve().parent.parent if tool.resolve().parent.name == "bin" else tool.resolve().parent
+    root = tool.resolve().parent.parent if tool.resolve().parent.name in ("bin", "compute-sanitizer") \
+        else tool.resolve().parent
     confine = confined.for_run(level, args, out_dir, confinement.BUILD_FILE_LIMIT,
                               read=[*native.runtime_read, root], programs=[root, Path(built.artifact)])
     confine.seccomp = False            # the sanitizer drives the target process in ways the filter refuses

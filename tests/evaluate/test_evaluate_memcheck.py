@@ -122,3 +122,21 @@ def test_an_old_harness_without_exact_allocations_is_no_verdict(tmp_path, monkey
     built = Built(tmp_path / "k.cu", tmp_path / "mep", "k", CompileInfo(), "")
     r = memcheck.check(old, built, InputSet(0, tmp_path), tmp_path / "out", "off", 30)
     assert r.clean is None and "--refresh" in r.message
+
+
+def test_the_program_runs_not_the_toolkit_s_wrapper_script(tmp_path, monkeypatch):
+    """The toolkit's bin/compute-sanitizer is a shell script around compute-sanitizer/compute-sanitizer; under
+    landlock the shell may not run, so the program itself is what memcheck starts."""
+    kit = tmp_path / "cuda"
+    (kit / "bin").mkdir(parents=True)
+    (kit / "compute-sanitizer").mkdir()
+    wrapper = kit / "bin" / "compute-sanitizer"
+    wrapper.write_text('#!/bin/sh\nexec "$(dirname "$0")/../compute-sanitizer/compute-sanitizer" "$@"\n')
+    program = kit / "compute-sanitizer" / "compute-sanitizer"
+    program.write_bytes(b"\x7fELF" + bytes(60))
+    for p in (wrapper, program):
+        p.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{kit / 'bin'}:{os.environ['PATH']}")
+    assert memcheck.executable() == program
+    program.unlink()                    # a toolkit without the program: the script is all there is
+    assert memcheck.executable() == wrapper

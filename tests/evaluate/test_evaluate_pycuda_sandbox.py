@@ -236,6 +236,9 @@ def test_the_worker_under_landlock_gets_only_its_inputs(ws, tmp_path, monkeypatc
     shutil.copytree(HERE / "fake_pycuda", site)
     shutil.copy(HERE / "worker_probe" / "sitecustomize.py", site)
     monkeypatch.syspath_prepend(str(site))
+    for name in [m for m in sys.modules if m == "pycuda" or m.startswith("pycuda.")]:
+        monkeypatch.delitem(sys.modules, name)      # a GPU host's real pycuda, imported by an earlier test, must
+        #                                             not be what the worker's links point to
     plan = probe_plan(ws, listening)
     monkeypatch.setenv("MEPGEN_TEST_PROBE", json.dumps(plan))
     monkeypatch.setattr(l2_flush, "build_cubin", lambda arch, folder, timeout: FIXTURES / "axpy" / "kernel.cu")
