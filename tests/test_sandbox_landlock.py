@@ -225,9 +225,11 @@ def test_a_worker_that_stays_root_writes_the_scratch_an_earlier_nobody_worker_ow
     os.chown(scratch, confine_paths.NOBODY, confine_paths.NOBODY)
     c = confined.for_worker("landlock", gpu=False)
     c.keep_root = True
-    code = "import os; open(os.path.join(os.environ['TMPDIR'], 't'), 'w').write('x'); print('tmp yes')"
+    code = ("import os, sys; t = os.environ['TMPDIR']; s = os.stat(t); "
+            "print('uid', os.getuid(), 'folder', t, oct(s.st_mode), s.st_uid, file=sys.stderr); "
+            "open(os.path.join(t, 't'), 'w').write('x'); print('tmp yes')")
     done = process.run([sys.executable, "-c", code], 60, confine=c)
-    assert done.stdout.strip() == "tmp yes", done.stderr
+    assert done.stdout.strip() == "tmp yes", (done.stderr, c.command([sys.executable])[:40])
 
 
 @needs_landlock

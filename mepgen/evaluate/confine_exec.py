@@ -149,6 +149,8 @@ def drop_root(uid, keep_caps: bool) -> None:
     if os.geteuid() != 0 or (keep_caps and uid is None):
         return
     for cap in range(64):
+        if _libc.prctl(23, cap, 0, 0, 0) != 1:     # PR_CAPBSET_READ: already out (a launcher a confined one started)
+            continue
         if _libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:     # PR_CAPBSET_DROP; EINVAL: none
             _fail("dropping the bounding set")
     if uid is not None:

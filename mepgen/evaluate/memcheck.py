@@ -17,13 +17,14 @@ import hashlib
 import json
 import re
 import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import mepbuild
 from ..spec import load_spec
-from . import confined, confinement, process, sandbox
+from . import confined, confinement, landlock_level, process, sandbox
 from .backend import InputSet
 from .devices import list_gpus
 from .guards import GUARD_BYTES
@@ -177,9 +178,7 @@ def check(native, built, inputs, out_dir: Path, level: str, timeout: float) -> R
     args = command(tool, Path(built.artifact), Path(inputs.data_dir), out_dir)
     root = tool.resolve().parent.parent if tool.resolve().parent.name in ("bin", "compute-sanitizer") \
         else tool.resolve().parent
-    confine = confined.for_run(level, args, out_dir, confinement.BUILD_FILE_LIMIT,
-                              read=[*native.runtime_read, root], programs=[root, Path(built.artifact)])
-    confine.seccomp = False            # the sanitizer drives the target process in ways the filter refuses
+    args, confine = confine_run(level, args, args.index(str(built.artifact)), root, native, out_dir)
     start = time.monotonic()
     done = process.run(args, timeout=timeout, cwd=out_dir, env=native._env(), confine=confine)
     seconds = time.monotonic() - start
@@ -198,6 +197,42 @@ def check(native, built, inputs, out_dir: Path, level: str, timeout: float) -> R
         return Report(None, seconds, message=f"memcheck run failed (exit {done.returncode}): {tail[0][:300]}",
                       tool=str(tool))
     return Report(True, seconds, tool=str(tool))
+
+
+#: the harness under the sanitizer gets the seccomp filter of a GPU process (its program passes through the
+#: sanitizer to the launcher as an open descriptor)
+TARGET_SECCOMP = True
+
+
+def confine_run(level: str, args: list[str], at: int, root: Path, native, out_dir: Path):
+    """(argv, Confinement) of the sanitizer running the harness `args[at:]`. Under landlock the harness is its
+    own confined process: the sanitizer's target is the launcher, which confines the harness as a candidate's run
+    is (its own files, its scratch, no other program, the seccomp filter of a GPU process) before it starts it.
+    The sanitizer itself (NVIDIA's program, not the candidate's) reads /proc (the target's status and maps: the
+    launcher grants a process only its own) and runs without the filter, which refuses what it does to its
+    target. Other levels: one confinement for both, without the filter, as before."""
+    tool_args, harness = list(args[:at]), list(args[at:])
+    if level != "landlock":
+        c = confined.for_run(level, args, out_dir, confinement.BUILD_FILE_LIMIT,
+                             read=[*native.runtime_read, root], programs=[root, Path(harness[0])])
+        c.seccomp = False
+        return args, c
+    inner = confined.for_run(level, harness, out_dir, confinement.BUILD_FILE_LIMIT,
+                             read=[*native.runtime_read, root], programs=native.runtime_programs)
+    inner.keep_root = True          # as the sanitizer runs: the launcher inside has no right to change user
+    inner.seccomp = TARGET_SECCOMP
+    inner.environment({})
+    inner.prepare()
+    inner_argv = landlock_level.prefix(inner, harness, inner.scratch) + harness
+    head = Path(inner_argv[0])
+    launcher = [head] if head.name != Path(sys.executable).name else [head, landlock_level.LAUNCHER,
+                                                                       *confined.python_paths([])]
+    outer = confined.for_run(level, [*tool_args, *inner_argv], out_dir, confinement.BUILD_FILE_LIMIT,
+                             read=[*native.runtime_read, root, Path("/proc"), *launcher],
+                             programs=[root, launcher[0], Path(harness[0])])
+    outer.seccomp = False
+    outer.pass_fds += inner.pass_fds        # the harness's seccomp program, through the sanitizer to the launcher
+    return [*tool_args, *inner_argv], outer
 
 
 #: beside a winner's kernel.cu (optimize's best/): the memcheck verdict on exactly that text

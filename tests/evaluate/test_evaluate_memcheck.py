@@ -4,10 +4,14 @@ text, and a stand-in sanitizer script for the run itself."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import subprocess
 from pathlib import Path
 
-from mepgen.evaluate import memcheck
+import pytest
+
+from mepgen.evaluate import memcheck, sandbox
 from mepgen.evaluate.backend import Built, InputSet
 from mepgen.evaluate.results import CompileInfo
 
@@ -140,3 +144,56 @@ def test_the_program_runs_not_the_toolkit_s_wrapper_script(tmp_path, monkeypatch
     assert memcheck.executable() == program
     program.unlink()                    # a toolkit without the program: the script is all there is
     assert memcheck.executable() == wrapper
+
+
+_SANITIZER = r"""
+#include <stdio.h>
+#include <unistd.h>
+#include <sys/wait.h>
+int main(int argc, char **argv) {          /* a stand-in: reads /proc as compute-sanitizer does, runs its target */
+    int i = 1;
+    while (i < argc && argv[i][0] == '-') i += 2;
+    printf("sanitizer proc %s\n", fopen("/proc/self/status", "r") ? "yes" : "no");
+    pid_t p = fork();
+    if (p == 0) { execv(argv[i], argv + i); _exit(127); }
+    int st = 0;
+    waitpid(p, &st, 0);
+    return WEXITSTATUS(st);
+}
+"""
+_TARGET = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+int main(void) {                            /* the harness: what it may and may not do under the sanitizer */
+    char p[512];
+    snprintf(p, sizeof p, "%s/x", getenv("TMPDIR"));
+    printf("own maps %s\n", fopen("/proc/self/maps", "r") ? "yes" : "no");
+    printf("other process %s\n", fopen("/proc/1/environ", "r") ? "yes" : "no");
+    printf("scratch %s\n", fopen(p, "w") ? "yes" : "no");
+    printf("inet %s\n", socket(AF_INET, SOCK_DGRAM, 0) >= 0 ? "yes" : "no");
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None or sandbox.landlock_works()[0] is False,
+                    reason="needs gcc and Landlock")
+def test_under_landlock_the_sanitizer_s_target_is_confined_on_its_own(tmp_path):
+    """compute-sanitizer reads its target's /proc files, which the launcher gives a process only for itself: the
+    sanitizer gets /proc, and its target is the launcher, which confines the harness as any run (its own /proc,
+    its scratch, the seccomp filter passed through as a descriptor)."""
+    import types
+    from mepgen.evaluate import process
+    for name, text in (("san", _SANITIZER), ("target", _TARGET)):
+        (tmp_path / f"{name}.c").write_text(text)
+        subprocess.run(["gcc", "-O1", "-o", str(tmp_path / name), str(tmp_path / f"{name}.c")], check=True)
+    out = tmp_path / "out"
+    out.mkdir()
+    native = types.SimpleNamespace(runtime_read=[], runtime_programs=[])
+    args = [str(tmp_path / "san"), "--tool", "memcheck", str(tmp_path / "target"), "--data", str(tmp_path)]
+    argv, c = memcheck.confine_run("landlock", args, 3, tmp_path, native, out)
+    done = process.run(argv, 60, cwd=out, confine=c)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:5] == ["own maps yes", "other process no", "scratch yes", "inet no",
+                                           "sanitizer proc yes"], done.stdout
