@@ -70,8 +70,6 @@ def pycuda_unsupported(spec: Spec) -> str | None:
     for p in spec.params:
         if p.role == "scalar" and p.value is None:
             return f"scalar parameter {p.name} has no value"
-    if spec.buffers or any(p.relocate for p in spec.params):
-        return "the MEP holds captured pointers (mep.yaml `buffers`, `relocate`)"
     for p in spec.params:
         if p.role == "scalar" and p.dtype is None and p.value is not None and captured_bytes(str(p.value)) is None \
                 and not str(p.value).lstrip().startswith("{"):
@@ -112,7 +110,7 @@ def choose_backend(name: str, spec: Spec) -> tuple[str, str]:
     if name not in BACKENDS:
         raise MepgenError(f"unknown backend '{name}' (known: {', '.join(BACKENDS)})")
     if name != "auto":
-        return resolve_backend(name, chained=bool(spec.chain) or bool(spec.buffers)), "asked for"
+        return resolve_backend(name, chained=bool(spec.chain)), "asked for"
     if not have_pycuda():
         return "native", "auto: pycuda is not installed (pip install 'mepgen[gpu]' for the faster backend)"
     why = pycuda_unsupported(spec)
