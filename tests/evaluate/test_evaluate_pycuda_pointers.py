@@ -206,3 +206,30 @@ def test_a_worker_process_gets_the_buffers_through_the_protocol(tmp_path, monkey
     assert out.fault is None, out.fault
     assert sorted(out.outputs) == ["energy", "reached_x"] and out.inputs_changed == []
     np.testing.assert_array_equal(out.outputs["reached_x"], np.load(store.input_set(0) / "reached_x.npy"))
+
+
+def test_a_pointer_into_another_parameter_s_buffer_runs_on_pycuda(tmp_path, monkeypatch):
+    """The capture's form for two parameters the application pointed into one allocation: the second a null pointer
+    of the parameter's type with `relocate` at byte 0. Its initializer is constant (auto keeps pycuda) and the worker
+    passes the first one's address plus the offset."""
+    spec = write_mep(tmp_path / "mep")
+    monkeypatch.setattr(devices, "have_pycuda", lambda: True)
+    alias = spec.param("nfields")
+    alias.ctype, alias.dtype, alias.value = "const float *", None, "static_cast<const float *>(nullptr)"
+    alias.relocate = [{"at": 0, "buffer": "weights", "offset": 12}]
+    assert devices.choose_backend("auto", spec)[0] == "pycuda"
+    alias.value = "nullptr"
+    assert devices.pycuda_unsupported(spec) is None
+    alias.value = "Payoff(4.0)"
+    assert "by a constructor" in devices.pycuda_unsupported(spec)
+    cuda = fake_cuda()
+    state = pycuda_worker.State(cuda, 0)
+    params, buffers = worker_layout(spec)
+    state.op_setup(params, b"flush", None, buffers)
+    folder = Store(tmp_path / "mep", spec).input_set(0)
+    state.op_load_set(0, {x.name: str(folder / f"{x.name}.npy") for x in [*spec.inputs, *spec.chain_inputs]}, {})
+    size = {"p": 24}
+    desc = {"params": [{"name": p.name, "role": p.role, "size": size.get(p.name, 8), "align": 8,
+                        "bytes": "00" * size.get(p.name, 8)} for p in spec.params]}
+    args = state._args({"desc": desc, "args": {}}, 0)
+    assert int.from_bytes(args[32:40], "little") == int(state.sets[0]["dev"]["weights"]) + 12
