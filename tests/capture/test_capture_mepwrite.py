@@ -328,6 +328,13 @@ def test_one_run_records_the_swarm_and_its_mep_reproduces_the_launch(swarm_app, 
         if a.get("written"):
             got = np.load(mep / "data" / "out" / f"reached{a['id']}.npy")
             assert np.array_equal(got, load_array(mep / "data" / "captured", a["after"])), a
+    # `mepgen run` verifies it on both backends (the table of pointers, an input, is no modified input on either)
+    import importlib.util
+    for backend in ["native"] + (["pycuda"] if importlib.util.find_spec("pycuda") else []):
+        r = run_mepgen("run", "drift", "--backend", backend, "--json", "-C", app)
+        assert r.returncode == 0, f"{backend}: {r.stdout[-3000:]} {r.stderr[-3000:]}"
+        base = json.loads(r.stdout)["baseline"]
+        assert base["status"] == "ok" and base["backend"] == backend, base
 
 
 def test_roles_from_what_the_launch_changed():
