@@ -90,7 +90,7 @@ def _render_harness(spec: Spec) -> str:
         buffers.append({"name": p.name, "role": p.role, "ctype": DTYPES[p.dtype], "descr": NPY_DESCR[p.dtype],
                         "count": _wide(str(p.count), spec.sizes),
                         "poison": "0xFF" if p.dtype.startswith("float") else "0xA5", "placement": p.placement,
-                        "fed": is_fed(p),
+                        "fed": is_fed(p), "relocate": (p.relocate or []) if p.role == "in" else [],
                         "perturb": perturbed.index(p.name) if p.name in perturbed else None})
         # `char*`, `long*`, a typedef: the same bytes as the harness's buffer, another spelling (C++ keeps `char`
         # and `signed char` apart): passed through the conversion to the kernel's own pointer type

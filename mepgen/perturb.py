@@ -19,7 +19,8 @@ author when it is written).
 
 Perturbable inputs: `in`/`inout` buffers whose values are random draws (init `uniform` or `normal`), or
 floating-point data read from a file (captured values). Index arrays, row pointers, ramps and constants keep
-their structure (an index moved elsewhere could fall out of its row, a ramp stops being sorted).
+their structure (an index moved elsewhere could fall out of its row, a ramp stops being sorted), and so do buffers
+holding device pointers (mep.yaml `relocate`).
 """
 from __future__ import annotations
 
@@ -69,8 +70,8 @@ def apply(arr: np.ndarray, seed: int, step: int, buffer: int) -> np.ndarray:
 
 
 def perturbable(p: Param) -> bool:
-    if p.role not in ("in", "inout") or is_fed(p) or p.init is None or p.dtype in (None, "bool"):
-        return False
+    if p.role not in ("in", "inout") or is_fed(p) or p.init is None or p.dtype in (None, "bool") or p.relocate:
+        return False                     # (a buffer holding device pointers keeps them where mepgen wrote them)
     if p.init.kind in ("uniform", "normal"):
         return True
     return p.init.kind == "file" and np.dtype(p.dtype).kind == "f"

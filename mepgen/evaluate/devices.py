@@ -70,11 +70,9 @@ def pycuda_unsupported(spec: Spec) -> str | None:
     for p in spec.params:
         if p.role == "scalar" and p.value is None:
             return f"scalar parameter {p.name} has no value"
-    if spec.buffers or any(p.relocate for p in spec.params):
-        return "the MEP holds captured pointers (mep.yaml `buffers`, `relocate`)"
     for p in spec.params:
         if p.role == "scalar" and p.dtype is None and p.value is not None and captured_bytes(str(p.value)) is None \
-                and not str(p.value).lstrip().startswith("{"):
+                and not str(p.value).lstrip().startswith("{") and not _NULL_POINTER.match(str(p.value)):
             return (f"scalar parameter {p.name} ({p.ctype}) is built from `{p.value}` by a constructor, which a "
                     "`__device__` variable's constant initializer cannot run")
     calls = runtime_calls(spec)
@@ -83,6 +81,10 @@ def pycuda_unsupported(spec: Spec) -> str | None:
                 "initializer cannot (the pycuda entry folds ceil, floor, min, max and the like: fold.py)")
     return None
 
+
+#: a null pointer (captured as null, or a pointer into another parameter's buffer that the worker writes in:
+#: mep.yaml `relocate`): a constant initializer, no constructor
+_NULL_POINTER = re.compile(r"^\s*(?:nullptr|NULL|0|static_cast<[^<>()]*>\(\s*nullptr\s*\))\s*$")
 
 _NOT_CALLS = {"sizeof", "alignof", "decltype", "dim3", "static_cast", "reinterpret_cast", "const_cast", "int",
               "unsigned", "long", "short", "char", "float", "double", "size_t", "bool", "int64_t", "uint64_t",
@@ -112,7 +114,7 @@ def choose_backend(name: str, spec: Spec) -> tuple[str, str]:
     if name not in BACKENDS:
         raise MepgenError(f"unknown backend '{name}' (known: {', '.join(BACKENDS)})")
     if name != "auto":
-        return resolve_backend(name, chained=bool(spec.chain) or bool(spec.buffers)), "asked for"
+        return resolve_backend(name, chained=bool(spec.chain)), "asked for"
     if not have_pycuda():
         return "native", "auto: pycuda is not installed (pip install 'mepgen[gpu]' for the faster backend)"
     why = pycuda_unsupported(spec)

@@ -45,9 +45,6 @@ class PycudaBackend(Backend):
             names = ", ".join(c.kernel for c in spec.chain)
             raise MepgenError(f"unsupported by the pycuda backend: the MEP runs a chain ({names}) before the "
                               "target; use --backend native")
-        if spec.buffers or any(p.relocate for p in spec.params):
-            raise MepgenError("unsupported by the pycuda backend: the MEP rewrites captured device pointers "
-                              "(mep.yaml `buffers`, `relocate`); use --backend native")
         for p in spec.params:
             if p.role == "scalar" and p.value is None:
                 raise MepgenError(f"unsupported by the pycuda backend: scalar parameter {p.name} has no value")
@@ -118,17 +115,14 @@ class PycudaBackend(Backend):
         reply = self._receive(self.start_timeout, "starting the worker")
         if isinstance(reply, RuntimeFault):
             return reply
-        order = perturb.names(self.spec)
-        params = [{"name": p.name, "role": p.role, "dtype": p.dtype, "count": self.spec.count(p) if p.is_buffer else 0,
-                   "placement": p.placement, "perturb": order.index(p.name) if p.name in order else None}
-                  for p in self.spec.params]
+        params, buffers = worker_layout(self.spec)
         if self._helpers is not None:
             self._helpers.result()
         try:
             flush_cubin = l2_flush.build_cubin(self.spec.build.arch, self.build_dir, self.compile_timeout).read_bytes()
         except MepgenError as e:
             return RuntimeFault("harness_error", str(e))
-        reply = self._call("setup", params, flush_cubin, self._compare_cubin())
+        reply = self._call("setup", params, flush_cubin, self._compare_cubin(), buffers)
         if isinstance(reply, RuntimeFault):
             return reply
         self.info = reply
@@ -196,8 +190,8 @@ class PycudaBackend(Backend):
 
     def _limit(self) -> wire.Limit:
         """The largest message the worker may send: an output buffer per frame (outputs come back whole)."""
-        largest = max([self.spec.count(p) * np.dtype(p.dtype).itemsize for p in self.spec.params
-                       if p.is_buffer and p.dtype], default=0)
+        held = [p for p in self.spec.params if p.is_buffer and p.dtype] + list(self.spec.buffers)
+        largest = max([self.spec.count(p) * np.dtype(p.dtype).itemsize for p in held], default=0)
         return wire.Limit(blob_bytes=largest + (1 << 20))
 
     def _receive(self, timeout: float, what: str):
@@ -259,7 +253,8 @@ class PycudaBackend(Backend):
             if s.index not in self.sets_loaded:
                 # the worker reads the .npy files itself (hundreds of MiB through the pipe cost seconds per set),
                 # from descriptors opened here: it sees no workspace
-                inputs = {p.name: Path(s.data_dir) / f"{p.name}.npy" for p in self.spec.inputs}
+                inputs = {p.name: Path(s.data_dir) / f"{p.name}.npy"
+                          for p in [*self.spec.inputs, *self.spec.chain_inputs]}
                 consts = {}
                 for c in self.spec.constants:
                     f = Path(s.data_dir) / datagen.const_file_name(c.name)
@@ -414,6 +409,19 @@ def _build_helpers(arch: str, build_dir: Path, timeout: float) -> None:
             build(arch, build_dir, timeout)
         except (MepgenError, OSError):
             pass        # a prebuild only: the build that needs it runs again and reports its error
+
+
+def worker_layout(spec: Spec) -> tuple[list[dict], list[dict]]:
+    """What the worker's `setup` gets: the parameters in kernel order (role, dtype, element count, placement, index
+    among the perturbed, captured pointers inside), and mep.yaml `buffers` (the allocations those pointers reach;
+    a chain's are refused before)."""
+    order = perturb.names(spec)
+    params = [{"name": p.name, "role": p.role, "dtype": p.dtype, "count": spec.count(p) if p.is_buffer else 0,
+               "placement": p.placement, "perturb": order.index(p.name) if p.name in order else None,
+               "relocate": p.relocate or []} for p in spec.params]
+    buffers = [{"name": b.name, "role": b.role, "dtype": b.dtype, "count": spec.count(b), "relocate": b.relocate or []}
+               for b in spec.buffers]
+    return params, buffers
 
 
 def worker_path() -> list[Path]:

@@ -5,7 +5,8 @@ nvcc compiles a generated entry file that `#include`s the kernel file with the h
 - `__device__` variables holding each scalar argument's value, each struct constant's initializer,
   each parameter's size and alignment, and the launch geometry - computed by nvcc from the same C++
   expressions the harness uses (`0.5f`, `heat::Grid{NX, NY, 1.0f, 1.0f}`, `(N + 255) / 256`); a captured value
-  held as bytes (a struct argument, NaN) is not a constant expression, so its bytes are the variable's.
+  held as bytes (a struct argument, NaN) is not a constant expression, so its bytes are the variable's (device
+  pointers inside it are rewritten by the worker for each input set: captured_pointers.py).
 The cubin's symbol table then gives the entry's mangled name (the STO_CUDA_ENTRY function matching the
 spec's callee) and the bytes of those variables, so Python never parses C++.
 """
@@ -59,6 +60,9 @@ def entry_source(spec: Spec, kernel_file: Path) -> str:
     for i, p in enumerate(spec.params):
         if p.role == "scalar":
             lines.append(_variable(f"MEPGEN_PARAM({i})", f"mepgen_arg_{i}", p.value, b))
+            for r in p.relocate or []:        # the worker writes a device pointer there (the harness's check)
+                lines.append(f'static_assert(sizeof(MEPGEN_PARAM({i})) >= {int(r["at"])} + sizeof(void*), '
+                             f'"relocation inside {p.name}");')
     layout = ", ".join(f"sizeof(MEPGEN_PARAM({i})), alignof(MEPGEN_PARAM({i}))" for i in range(n))
     # a kernel without parameters has no layout: one element still (a zero-sized array does not compile)
     lines.append(f"__device__ unsigned long long mepgen_layout[{max(2 * n, 1)}] = {{{layout}}};")

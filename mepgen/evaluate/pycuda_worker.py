@@ -5,7 +5,8 @@ confined.for_worker) and driven over a socket (wire.py: JSON and .npy frames, no
 `load`, `unload`, `run`, `time`, `exit`. Each reply is ["ok", payload], ["cuda_error", message] or
 ["error", message]. The worker sees no workspace: cubins come as bytes, input files as open descriptors.
 After a CUDA error the context is poisoned (errors are sticky), so the worker replies and exits; the parent
-starts a fresh one.
+starts a fresh one. Device pointers a capture found inside arguments and buffers (mep.yaml `buffers`, `relocate`)
+get the worker's own addresses for each input set, as the native harness writes its own (captured_pointers.py).
 
 Every launch follows the harness protocol: outputs poisoned (floats 0xFF bytes = NaN, integers 0xA5),
 in/out buffers reset from the input set's device copy, constants set, then optionally the L2 flushed (the
@@ -31,7 +32,7 @@ import numpy as np
 
 from .. import perturb
 from ..spec import PLACEMENT_SPAN
-from . import guards, l2_flush, wire
+from . import captured_pointers, guards, l2_flush, wire
 
 FLOAT_POISON, INT_POISON = 0xFF, 0xA5
 
@@ -61,6 +62,8 @@ def _align(offset: int, align: int) -> int:
 
 
 class State:
+    buffers: list = []          # mep.yaml `buffers` (op_setup): allocations reached only through captured pointers
+
     def __init__(self, cuda, device: int):
         self.cuda = cuda
         self.ctx = cuda.Device(device).make_context()
@@ -86,11 +89,15 @@ class State:
 
     # --- state --------------------------------------------------------------------------------------
 
-    def op_setup(self, params: list[dict], flush_cubin: bytes, compare_cubin: bytes | None = None) -> dict:
-        """params: name, role, dtype, count (in kernel order); flush_cubin: the L2 flush kernel (l2_flush.py),
-        its bytes (the worker sees no build folder); compare_cubin: device_compare.py's kernels (None: outputs
-        are compared in the parent)."""
+    def op_setup(self, params: list[dict], flush_cubin: bytes, compare_cubin: bytes | None = None,
+                 buffers: list[dict] | None = None) -> dict:
+        """params: name, role, dtype, count, relocate (in kernel order); flush_cubin: the L2 flush kernel
+        (l2_flush.py), its bytes (the worker sees no build folder); compare_cubin: device_compare.py's kernels (None:
+        outputs are compared in the parent); buffers: mep.yaml `buffers` (name, dtype, count, role, relocate), the
+        allocations captured pointers reach: each input set holds its own copy (from its file, zeros without one),
+        and one with role inout is an output as well, reset from that copy before every run."""
         self.params = params
+        self.buffers = list(buffers or [])
         self.refs: dict[int, dict] = {}
         self.compare = None
         if compare_cubin:
@@ -99,8 +106,8 @@ class State:
         self.perturbed = [p["name"] for p in self.perturbed]
         self.flush_module = self.cuda.module_from_buffer(flush_cubin)
         self.flush_fn = self.flush_module.get_function(l2_flush.KERNEL)
-        for p in params:
-            if p["role"] in ("out", "inout"):
+        for p in [*params, *self.buffers]:
+            if p.get("role") in ("out", "inout"):
                 dt = np.dtype(p["dtype"])
                 nbytes = max(1, dt.itemsize * p["count"])
                 poison = FLOAT_POISON if dt.kind == "f" else INT_POISON
@@ -120,17 +127,39 @@ class State:
         cuda = self.cuda
         inputs = {name: _load(f) for name, f in inputs.items()}
         consts = {stem: _load(f) for stem, f in consts.items()}
+        for b in self.buffers:        # a buffer without an input file starts as zeros (the harness's memset)
+            if b["name"] not in inputs:
+                inputs[b["name"]] = np.zeros(b["count"], np.dtype(b["dtype"]))
         s = {"host": inputs, "dev": {}, "const": {}}
         placement = {p["name"]: p.get("placement") for p in self.params}
         for name, arr in inputs.items():
-            buf = self._alloc(max(1, arr.nbytes), placement.get(name), name)
-            cuda.memcpy_htod(buf, np.ascontiguousarray(arr))
-            s["dev"][name] = buf
+            s["dev"][name] = self._alloc(max(1, arr.nbytes), placement.get(name), name)
+        # captured pointers inside the data: this set's addresses (an input's own copy, or an output buffer), in the
+        # host copy as well, which is what an input is checked against and restored from
+        for h in [*self.params, *self.buffers]:
+            if h.get("relocate") and h.get("role") != "out" and h["name"] in inputs:
+                inputs[h["name"]] = captured_pointers.patch_array(inputs[h["name"]], h["relocate"],
+                                                                  lambda n: self._address(s, n), h["name"])
+        for name, arr in inputs.items():
+            cuda.memcpy_htod(s["dev"][name], np.ascontiguousarray(arr))
         for stem, arr in consts.items():
             buf = cuda.mem_alloc(max(1, arr.nbytes))
             cuda.memcpy_htod(buf, np.ascontiguousarray(arr))
             s["const"][stem] = (buf, arr.nbytes)
         self.sets[k] = s
+
+    def _address(self, s: dict, name: str) -> int:
+        """The device address the kernel sees for buffer `name` with input set `s` loaded: an output's (out/inout
+        parameters, inout buffers) or the set's own copy (in parameters, other buffers)."""
+        if name in self.outputs:
+            return int(self.outputs[name][0])
+        if name in s["dev"]:
+            return int(s["dev"][name])
+        raise KeyError(f"a captured pointer points into {name}, which is no buffer of the MEP")
+
+    def _outs(self) -> list[dict]:
+        """The outputs in the order they come back: out/inout parameters, then inout buffers."""
+        return [x for x in [*self.params, *self.buffers] if x["name"] in self.outputs]
 
     def op_compare(self, cubin: bytes) -> None:
         """device_compare.py's kernels, and the key that masks the references (never in device memory)."""
@@ -148,7 +177,7 @@ class State:
         held = {}
         for name, f in refs.items():
             arr = np.ascontiguousarray(_load(f)).reshape(-1)
-            p = next((q for q in self.params if q["name"] == name), None)
+            p = next((q for q in self._outs() if q["name"] == name), None)
             if self.compare is None or name not in rules or p is None or name not in self.outputs \
                     or arr.dtype != np.dtype(p["dtype"]) or arr.size != p["count"] or not arr.size:
                 continue
@@ -213,6 +242,9 @@ class State:
             buf.extend(bytes(off - len(buf)))
             if p["role"] == "scalar":
                 value = bytes.fromhex(p["bytes"])
+                if spec.get("relocate"):      # a struct holding device pointers: this set's addresses written in
+                    value = captured_pointers.patch_bytes(value, spec["relocate"],
+                                                          lambda n: self._address(self.sets[k], n), p["name"])
             elif p["role"] == "in":
                 value = int(self.sets[k]["dev"][p["name"]]).to_bytes(8, "little")
             else:
@@ -243,8 +275,8 @@ class State:
 
     def _outputs(self, skip=()) -> dict:
         out = {}
-        for p in self.params:
-            if p["name"] in self.outputs and p["name"] not in skip:
+        for p in self._outs():
+            if p["name"] not in skip:
                 arr = np.empty(p["count"], dtype=np.dtype(p["dtype"]))
                 self.cuda.memcpy_dtoh(arr, self.outputs[p["name"]][0])
                 out[p["name"]] = arr
@@ -253,24 +285,27 @@ class State:
     def _inputs_changed(self, k: int) -> list[str]:
         """`in` buffers the kernel wrote to (restored, so later candidates see the true inputs). Each is copied back
         into one scratch buffer kept between runs (a GB input is not allocated again per run) and compared bit for
-        bit in slices of 64-bit words (no mask of a byte per byte of input)."""
+        bit in slices of 64-bit words (no mask of a byte per byte of input). Buffers reached through captured
+        pointers that are not outputs are restored the same way but not named: the native harness does not check
+        them (each of its runs is a fresh process), and a later candidate must not see what this one wrote."""
         changed, s = [], self.sets[k]
-        for p in self.params:
-            if p["role"] != "in":
-                continue
-            host = np.ascontiguousarray(s["host"][p["name"]])
+        checked = [(p["name"], True) for p in self.params if p["role"] == "in"] + \
+            [(b["name"], False) for b in self.buffers if b.get("role") != "inout"]
+        for name, named in checked:
+            host = np.ascontiguousarray(s["host"][name])
             if getattr(self, "compare", None) is not None and host.nbytes:   # on the GPU, against a masked copy
-                if not self._differs(k, p["name"], host):
+                if not self._differs(k, name, host):
                     continue
-                s["pristine"].pop(p["name"])     # confirmed below on the host: the copy itself may have been hit
+                s["pristine"].pop(name)     # confirmed below on the host: the copy itself may have been hit
             raw = host.reshape(-1).view(np.uint8)
             if getattr(self, "_scratch", None) is None or self._scratch.size < raw.size:
                 self._scratch = np.empty(raw.size, np.uint8)
             now = self._scratch[:raw.size]
-            self.cuda.memcpy_dtoh(now, s["dev"][p["name"]])
+            self.cuda.memcpy_dtoh(now, s["dev"][name])
             if not same_bytes(now, raw):
-                changed.append(p["name"])
-                self.cuda.memcpy_htod(s["dev"][p["name"]], host)
+                if named:
+                    changed.append(name)
+                self.cuda.memcpy_htod(s["dev"][name], host)
         return changed
 
     def _differs(self, k: int, name: str, host: np.ndarray) -> bool:
@@ -305,11 +340,10 @@ class State:
 
     def _kept(self) -> dict:
         out = {}
-        for p in self.params:
-            if p["name"] in self.outputs:
-                arr = np.empty(p["count"], dtype=np.dtype(p["dtype"]))
-                self.cuda.memcpy_dtoh(arr, self.scratch[p["name"]])
-                out[p["name"]] = arr
+        for p in self._outs():
+            arr = np.empty(p["count"], dtype=np.dtype(p["dtype"]))
+            self.cuda.memcpy_dtoh(arr, self.scratch[p["name"]])
+            out[p["name"]] = arr
         return out
 
     def _count(self, kernel: str, *args, n: int) -> int:

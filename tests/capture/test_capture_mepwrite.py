@@ -271,6 +271,38 @@ def test_the_captured_mep_builds(swarm_captured, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
 
 
+@pytest.mark.nvcc
+def test_the_captured_mep_builds_for_the_pycuda_worker_which_writes_its_own_addresses(swarm_captured, tmp_path):
+    """The same MEP as a cubin (the pycuda entry) run by the worker over the stand-in driver (host memory): the
+    struct's bytes come from the cubin as captured, its two pointers and the table's two are the worker's buffers."""
+    import importlib.util
+    from mepgen.evaluate import pycuda_worker
+    from mepgen.evaluate.pycuda_backend import worker_layout
+    from mepgen.evaluate.pycuda_entry import build_cubin
+    from mepgen.evaluate.store import Store
+    ws, inv, k, m, _ = swarm_captured
+    w = write_captured_mep(ws, inv, k, m, detect_gpu=False)
+    built = build_cubin(w.spec, w.path, w.path / "kernel.cu", tmp_path / "build", 300)
+    assert getattr(built, "extra", None), getattr(built, "message", built)
+    assert built.extra["params"][0]["bytes"] == struct.pack("<QQif", BASE[0], BASE[1], N, 0.01).hex()
+    driver = Path(__file__).resolve().parent.parent / "fake_pycuda" / "pycuda" / "driver.py"
+    found = importlib.util.spec_from_file_location("fake_pycuda_driver_swarm", driver)   # not as `pycuda`
+    cuda = importlib.util.module_from_spec(found)
+    found.loader.exec_module(cuda)
+    state = pycuda_worker.State(cuda, 0)
+    params, buffers = worker_layout(w.spec)
+    state.op_setup(params, b"flush", None, buffers)
+    folder = Store(w.path, w.spec).input_set(0)
+    state.op_load_set(0, {x.name: str(folder / f"{x.name}.npy") for x in [*w.spec.inputs, *w.spec.chain_inputs]}, {})
+    state.op_load("k", b"cubin", built.extra)
+    args, s = state._args(state.modules["k"], 0), state.sets[0]
+    assert list(struct.unpack("<QQ", args[:16])) == [int(state.outputs[b][0]) for b in ("reached0", "reached1")]
+    table = np.frombuffer(bytes(cuda._at(s["dev"]["pulls"], 16)), np.uint64).tolist()
+    assert table == [int(s["dev"]["reached3"]), int(s["dev"]["reached4"])]
+    out = state.op_run("k", 0)
+    assert sorted(out["outputs"]) == ["reached0", "reached1"] and out["inputs_changed"] == []
+
+
 @pytest.mark.gpu
 @pytest.mark.nvcc
 def test_one_run_records_the_swarm_and_its_mep_reproduces_the_launch(swarm_app, tmp_path):
@@ -296,6 +328,13 @@ def test_one_run_records_the_swarm_and_its_mep_reproduces_the_launch(swarm_app, 
         if a.get("written"):
             got = np.load(mep / "data" / "out" / f"reached{a['id']}.npy")
             assert np.array_equal(got, load_array(mep / "data" / "captured", a["after"])), a
+    # `mepgen run` verifies it on both backends (the table of pointers, an input, is no modified input on either)
+    import importlib.util
+    for backend in ["native"] + (["pycuda"] if importlib.util.find_spec("pycuda") else []):
+        r = run_mepgen("run", "drift", "--backend", backend, "--json", "-C", app)
+        assert r.returncode == 0, f"{backend}: {r.stdout[-3000:]} {r.stderr[-3000:]}"
+        base = json.loads(r.stdout)["baseline"]
+        assert base["status"] == "ok" and base["backend"] == backend, base
 
 
 def test_roles_from_what_the_launch_changed():
