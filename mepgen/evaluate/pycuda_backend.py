@@ -9,11 +9,15 @@ never pickle: mepgen unpickles nothing from it. Needs the `mepgen[gpu]` extra (p
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
+import os
+import re
+import shutil
 import socket
+import subprocess
 import sys
 import tempfile
-import os
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -77,8 +81,11 @@ class PycudaBackend(Backend):
         """The cubin; with `launch`, its launch geometry comes from that configuration instead of mep.yaml's;
         `flags`: extra nvcc flags (the cubin's cache key covers every flag)."""
         spec = with_flags(self.spec if launch is None else with_launch(self.spec, launch), flags)
+        arch = device_arch(spec.build.arch, self.device)     # `native`: this GPU's, as the harness gets it
+        if arch != spec.build.arch:
+            spec = dataclasses.replace(spec, build=dataclasses.replace(spec.build, arch=arch))
         if self._helpers is None:     # the first build (the original's): mepgen's own kernels meanwhile
-            self._helpers = _HELPERS.submit(_build_helpers, self.spec.build.arch, self.build_dir, self.compile_timeout)
+            self._helpers = _HELPERS.submit(_build_helpers, arch, self.build_dir, self.compile_timeout)
         return build_cubin(spec, self.mep_dir, Path(kernel_file), self.build_dir, self.compile_timeout,
                            level=self.sandbox_level)
 
@@ -119,7 +126,8 @@ class PycudaBackend(Backend):
         if self._helpers is not None:
             self._helpers.result()
         try:
-            flush_cubin = l2_flush.build_cubin(self.spec.build.arch, self.build_dir, self.compile_timeout).read_bytes()
+            arch = device_arch(self.spec.build.arch, self.device)
+            flush_cubin = l2_flush.build_cubin(arch, self.build_dir, self.compile_timeout).read_bytes()
         except MepgenError as e:
             return RuntimeFault("harness_error", str(e))
         reply = self._call("setup", params, flush_cubin, self._compare_cubin(), buffers)
@@ -154,7 +162,8 @@ class PycudaBackend(Backend):
         if self._helpers is not None:
             self._helpers.result()       # built in the background since the first compile: waits, then cached
         try:
-            return device_compare.build_cubin(self.spec.build.arch, self.build_dir, self.compile_timeout).read_bytes()
+            arch = device_arch(self.spec.build.arch, self.device)
+            return device_compare.build_cubin(arch, self.build_dir, self.compile_timeout).read_bytes()
         except MepgenError:
             return None
 
@@ -422,6 +431,32 @@ def worker_layout(spec: Spec) -> tuple[list[dict], list[dict]]:
     buffers = [{"name": b.name, "role": b.role, "dtype": b.dtype, "count": spec.count(b), "relocate": b.relocate or []}
                for b in spec.buffers]
     return params, buffers
+
+
+#: mep.yaml arches that name no one GPU: a cubin (no PTX to fall back on) needs the device's own
+_NOT_ONE_ARCH = ("native", "all", "all-major")
+
+
+@functools.lru_cache(maxsize=None)
+def device_arch(arch: str, device: int) -> str:
+    """`sm_XY` of GPU `device` where mep.yaml's arch is `native` (or `all`): nvcc resolves `-arch=native` by
+    asking the driver, which a confined compile cannot reach (no GPU there), and a cubin for another GPU does
+    not load ("no kernel image is available"). Any other arch is kept; so is `native` where nvidia-smi cannot
+    say (nvcc's own answer then)."""
+    if arch not in _NOT_ONE_ARCH or shutil.which("nvidia-smi") is None:
+        return arch
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    which = visible[device] if device < len(visible) else str(device)     # nvidia-smi counts every GPU
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader", "-i", which],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return arch
+    cap = done.stdout.strip().splitlines()[:1]
+    if done.returncode != 0 or not cap or not re.fullmatch(r"\d+\.\d+", cap[0].strip()):
+        return arch
+    major, minor = cap[0].strip().split(".")
+    return f"sm_{major}{minor}"
 
 
 def worker_path() -> list[Path]:

@@ -141,6 +141,7 @@ def test_the_program_runs_not_the_toolkit_s_wrapper_script(tmp_path, monkeypatch
     for p in (wrapper, program):
         p.chmod(0o755)
     monkeypatch.setenv("PATH", f"{kit / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setattr(memcheck.confined, "toolkit_root", lambda exe: None)    # not the toolkit of a GPU host
     assert memcheck.executable() == program
     program.unlink()                    # a toolkit without the program: the script is all there is
     assert memcheck.executable() == wrapper

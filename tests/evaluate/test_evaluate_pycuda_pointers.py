@@ -3,6 +3,7 @@ native harness does: the same buffers, the MEP's own addresses written into a st
 every input set, the same outputs. CPU: the worker's State over tests/fake_pycuda's driver (host memory)."""
 from __future__ import annotations
 
+import os
 import importlib.util
 import struct
 from pathlib import Path
@@ -233,3 +234,23 @@ def test_a_pointer_into_another_parameter_s_buffer_runs_on_pycuda(tmp_path, monk
                         "bytes": "00" * size.get(p.name, 8)} for p in spec.params]}
     args = state._args({"desc": desc, "args": {}}, 0)
     assert int.from_bytes(args[32:40], "little") == int(state.sets[0]["dev"]["weights"]) + 12
+
+
+def test_a_native_arch_becomes_the_gpu_s_own_for_a_cubin(tmp_path, monkeypatch):
+    """mep.yaml's `arch: native` is resolved by nvcc through the driver, which a confined compile cannot reach; a
+    cubin has no PTX to fall back on, so the pycuda backend asks nvidia-smi for the GPU's own (the visible
+    device's, counted as nvidia-smi counts)."""
+    from mepgen.evaluate import pycuda_backend
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text('#!/bin/sh\ncase "$*" in *"-i 3"*) echo 8.6 ;; *"-i 0"*) echo 9.0 ;; *) exit 6 ;; esac\n')
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    pycuda_backend.device_arch.cache_clear()
+    assert pycuda_backend.device_arch("native", 0) == "sm_90"
+    assert pycuda_backend.device_arch("sm_80", 0) == "sm_80"
+    assert pycuda_backend.device_arch("native", 1) == "native"          # nvidia-smi cannot say: nvcc's answer
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,0")
+    pycuda_backend.device_arch.cache_clear()
+    assert pycuda_backend.device_arch("native", 0) == "sm_86"
+    pycuda_backend.device_arch.cache_clear()
