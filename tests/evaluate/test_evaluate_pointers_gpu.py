@@ -56,7 +56,7 @@ def test_both_backends_agree_on_a_struct_of_captured_pointers(mep):
         assert r["verdicts"]["honest"].status == "ok", f"{b}: {r['verdicts']['honest'].feedback()}"
         wrong = r["verdicts"]["wrong"]
         assert wrong.status == "wrong_result", f"{b}: {wrong.status} {wrong.feedback()}"
-        assert [m.name for m in wrong.wrong.mismatches][:1] == ["reached_x"] and not wrong.wrong.inputs_changed
+        assert [m.output for m in wrong.wrong.mismatches][:1] == ["reached_x"] and not wrong.wrong.inputs_changed
         # what the kernel computes through the MEP's pointers, from the input set's data
         for out, data in zip(r["outputs"], r["inputs"]):
             w = data["weights"]
