@@ -92,6 +92,8 @@ class Confinement:
     seccomp: bool = True                                 # the seccomp filter (Nsight Compute needs what it refuses)
     pass_fds: list[int] = field(default_factory=list)    # descriptors the command names (the seccomp program)
     programs: list[Path] = field(default_factory=list)   # landlock: what it may run besides its own binary
+    # landlock: written but never made or owned here (the sanitizer's /proc, whose targets name their threads)
+    system_write: list[Path] = field(default_factory=list)
     keep_caps: bool = False                              # landlock, as root: keep the capabilities (ncu)
     scratch: list[Path] = field(default_factory=list)    # landlock: its HOME and TMPDIR (read-write)
     python_site: Path | None = None                      # landlock: the worker's links to its packages

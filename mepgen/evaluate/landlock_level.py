@@ -86,7 +86,7 @@ def policy(c, args: list[str], scratch: list[Path]) -> list[str]:
     """The launcher's arguments for the process of Confinement `c` running `args` (confine_exec.c's usage)."""
     read = [p for p in (*SYSTEM_READ, *library_folders()) if workspace_of(Path(p)) is None]
     read += [str(Path(p).resolve()) for p in c.read]
-    write = [str(Path(p).resolve()) for p in [*c.write, *scratch]]
+    write = [str(Path(p).resolve()) for p in [*c.write, *scratch, *getattr(c, "system_write", [])]]
     dev = list(DEVICES)
     if c.gpu:
         dev += sorted(glob.glob("/dev/nvidia*"))

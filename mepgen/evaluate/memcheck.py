@@ -208,7 +208,7 @@ def confine_run(level: str, args: list[str], at: int, root: Path, native, out_di
     """(argv, Confinement) of the sanitizer running the harness `args[at:]`. Under landlock the harness is its
     own confined process: the sanitizer's target is the launcher, which confines the harness as a candidate's run
     is (its own files, its scratch, no other program, the seccomp filter of a GPU process) before it starts it.
-    The sanitizer itself (NVIDIA's program, not the candidate's) reads /proc (the target's status and maps: the
+    The sanitizer itself (NVIDIA's program, not the candidate's) reads and writes /proc (the target's status and maps: the
     launcher grants a process only its own) and runs without the filter, which refuses what it does to its
     target. Other levels: one confinement for both, without the filter, as before."""
     tool_args, harness = list(args[:at]), list(args[at:])
@@ -231,6 +231,11 @@ def confine_run(level: str, args: list[str], at: int, root: Path, native, out_di
                              read=[*native.runtime_read, root, Path("/proc"), *launcher],
                              programs=[root, launcher[0], Path(harness[0])])
     outer.seccomp = False
+    # Landlock layers stack: the harness under the sanitizer is bound by both, and the CUDA driver in it names its
+    # threads (/proc/self/task/TID/comm; refused, its CUDA calls fail: "terminated before first instrumented API
+    # call" on an H200). The sanitizer's layer lets /proc be written; the harness's own layer, inside it, still
+    # allows only its own threads' files.
+    outer.system_write = [Path("/proc")]
     outer.pass_fds += inner.pass_fds        # the harness's seccomp program, through the sanitizer to the launcher
     return [*tool_args, *inner_argv], outer
 

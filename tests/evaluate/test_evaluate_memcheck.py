@@ -166,6 +166,7 @@ _TARGET = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <unistd.h>
 int main(void) {                            /* the harness: what it may and may not do under the sanitizer */
     char p[512];
     snprintf(p, sizeof p, "%s/x", getenv("TMPDIR"));
@@ -173,6 +174,9 @@ int main(void) {                            /* the harness: what it may and may 
     printf("other process %s\n", fopen("/proc/1/environ", "r") ? "yes" : "no");
     printf("scratch %s\n", fopen(p, "w") ? "yes" : "no");
     printf("inet %s\n", socket(AF_INET, SOCK_DGRAM, 0) >= 0 ? "yes" : "no");
+    snprintf(p, sizeof p, "/proc/self/task/%d/comm", (int)getpid());    /* as the CUDA driver names its threads */
+    FILE *comm = fopen(p, "w");
+    printf("thread name %s\n", comm && fputs("mep", comm) >= 0 && fclose(comm) == 0 ? "yes" : "no");
     return 0;
 }
 """
@@ -196,5 +200,5 @@ def test_under_landlock_the_sanitizer_s_target_is_confined_on_its_own(tmp_path):
     argv, c = memcheck.confine_run("landlock", args, 3, tmp_path, native, out)
     done = process.run(argv, 60, cwd=out, confine=c)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:5] == ["own maps yes", "other process no", "scratch yes", "inet no",
-                                           "sanitizer proc yes"], done.stdout
+    assert done.stdout.split("\n")[:6] == ["own maps yes", "other process no", "scratch yes", "inet no",
+                                           "thread name yes", "sanitizer proc yes"], done.stdout
