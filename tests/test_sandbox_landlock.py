@@ -304,3 +304,20 @@ def test_a_filter_that_allows_unix_sockets_still_refuses_every_other_family(whic
         seen[families] = dict(line.split() for line in done.stdout.splitlines())
     assert seen[()] == {"AF_UNIX": "no", "AF_INET": "no", "AF_INET6": "no", "AF_NETLINK": "no"}
     assert seen[(socket.AF_UNIX,)] == {"AF_UNIX": "yes", "AF_INET": "no", "AF_INET6": "no", "AF_NETLINK": "no"}
+
+
+@needs_landlock
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/etc/shadow"),
+                    reason="what a process kept root may read of /etc: only when mepgen runs as root")
+@pytest.mark.parametrize("which", ["c", "python"])
+def test_a_process_kept_root_reads_what_it_needs_of_etc_but_not_its_secrets(tmp_path, which, monkeypatch):
+    """Kept root (a folder it reads is closed to others), it still owns /etc/shadow: it gets the loader's and the
+    system's files of /etc by name, never the folder."""
+    if which == "python":
+        monkeypatch.setattr(landlock_level, "launcher_binary", lambda: None)
+    (tmp_path / "run").mkdir()
+    c = confined.for_run("landlock", [], tmp_path / "run", 1 << 20, gpu=False)     # pytest's tmp_path: 0700
+    assert not c.drops_root
+    done = process.run(["sh", "-c", "(: </etc/passwd) 2>/dev/null && echo passwd yes; "
+                                    "(: </etc/shadow) 2>/dev/null && echo shadow yes; echo done"], 30, confine=c)
+    assert done.stdout.split() == ["passwd", "yes", "done"], done.stdout + done.stderr

@@ -42,6 +42,14 @@ SYSTEM_READ = ("/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/libe
                "/libx32", "/usr/share", "/usr/local/lib", "/etc", "/sys", "/proc/cpuinfo", "/proc/meminfo",
                "/proc/stat", "/proc/modules", "/proc/devices", "/proc/filesystems", "/proc/driver", "/proc/sys",
                "/proc/loadavg", "/proc/version")
+#: /etc for a process that stays root (without capabilities: a file it must read is closed to others): it owns
+#: /etc/shadow, the SSH host keys and the TLS private keys, so it gets these entries only, not the folder (what
+#: the loader, nvcc, gcc, Python and the CUDA driver read there; traced with strace)
+ETC_FOR_ROOT = ("/etc/ld.so.cache", "/etc/ld.so.preload", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+                "/etc/timezone", "/etc/malloc.conf", "/etc/nsswitch.conf", "/etc/passwd", "/etc/group",
+                "/etc/hosts", "/etc/host.conf", "/etc/gai.conf", "/etc/os-release", "/etc/lsb-release",
+                "/etc/debian_version", "/etc/redhat-release", "/etc/machine-id", "/etc/locale.alias",
+                "/etc/alternatives", "/etc/nvidia", "/etc/OpenCL", "/etc/vulkan", "/etc/glvnd")
 #: what a compiler may run besides its own file: the toolchain (gcc, as, ld, the shell nvcc uses)
 TOOLCHAIN = ("/usr", "/bin", "/sbin")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
@@ -84,7 +92,10 @@ def library_folders() -> list[str]:
 
 def policy(c, args: list[str], scratch: list[Path]) -> list[str]:
     """The launcher's arguments for the process of Confinement `c` running `args` (confine_exec.c's usage)."""
-    read = [p for p in (*SYSTEM_READ, *library_folders()) if workspace_of(Path(p)) is None]
+    system = SYSTEM_READ
+    if os.geteuid() == 0 and not c.drops_root:
+        system = tuple(p for p in SYSTEM_READ if p != "/etc") + tuple(p for p in ETC_FOR_ROOT if os.path.exists(p))
+    read = [p for p in (*system, *library_folders()) if workspace_of(Path(p)) is None]
     read += [str(Path(p).resolve()) for p in c.read]
     write = [str(Path(p).resolve()) for p in [*c.write, *scratch, *getattr(c, "system_write", [])]]
     dev = list(DEVICES)
