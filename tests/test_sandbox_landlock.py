@@ -219,9 +219,11 @@ def test_a_launcher_someone_else_could_replace_is_never_run(tmp_path):
 @pytest.mark.skipif(os.geteuid() != 0, reason="who owns the shared worker scratch matters only when mepgen runs as root")
 def test_a_worker_that_stays_root_writes_the_scratch_an_earlier_nobody_worker_owned():
     """Workers under landlock share one scratch folder (HOME, TMPDIR). One that ran as `nobody` left it nobody's
-    (mode 0700); the next one, kept root without capabilities, must still write there (it failed in the full suite,
-    after an earlier test's worker)."""
+    (mode 0700), and a file in it; the next one, kept root without capabilities, must still write both (it failed
+    in the full suite after an earlier test's worker, and on a GPU host where workers ran as nobody)."""
     scratch = landlock_level.worker_scratch()
+    Path(scratch, "t").write_text("left by a worker that ran as nobody")
+    os.chown(Path(scratch, "t"), confine_paths.NOBODY, confine_paths.NOBODY)
     os.chown(scratch, confine_paths.NOBODY, confine_paths.NOBODY)
     c = confined.for_worker("landlock", gpu=False)
     c.keep_root = True

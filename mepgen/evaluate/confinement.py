@@ -59,6 +59,18 @@ class Limits:
                 pass    # a limit this kernel does not know or lets no one lower: the others still hold
 
 
+def _own_tree(folder: Path, uid: int) -> None:
+    """Everything under `folder` owned by `uid` (its group the same), links themselves not followed."""
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            f = os.path.join(root, name)
+            try:
+                if os.lstat(f).st_uid != uid:
+                    os.lchown(f, uid, uid)
+            except OSError:
+                pass        # gone meanwhile (another worker's cleanup): nothing left to own
+
+
 @lru_cache(maxsize=None)
 def prlimit_executable() -> str | None:
     return shutil.which("prlimit")
@@ -158,6 +170,10 @@ class Confinement:
                 # running as nobody owned: this one stays root without capabilities (no CAP_DAC_OVERRIDE), so
                 # the folder becomes root's again or it could not write there
                 os.chown(p, 0, 0)
+            if p in self.scratch and os.geteuid() == 0:
+                # and what an earlier worker left in it, owned by the other user, is this one's too (a file a
+                # nobody worker wrote could not be written again by one kept root: seen on an H200 host)
+                _own_tree(Path(p), NOBODY if self.drops_root else 0)
 
     def preexec(self):
         return None if self.level == "off" or prlimit_executable() else self.limits.apply
