@@ -4,12 +4,16 @@ Candidates flow lint -> compile (thread pool, nvcc subprocesses) -> a queue -> w
 free (each owns its backend and its baseline). A result seen before - same content hash of kernel file,
 flags, spec, device and settings - comes from the journal or the MEP's result cache without running.
 Every new result is appended to the journal the moment it exists, so an interrupted run resumes.
+
+`Pipeline` stays open across batches: a caller submits each candidate the moment it exists (the search, while
+its proposers are still writing the rest of a round), so nvcc compiles the next candidates while the GPUs
+judge the first ones; `evaluate_many` is one batch through a pipeline of its own.
 """
 from __future__ import annotations
 
 import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -18,73 +22,117 @@ from .journal import Journal, ResultCache
 from .results import EvalResult, RuntimeFault
 
 
-def evaluate_many(ev: Evaluator, candidates: list[tuple], journal: Journal | None = None,
-                  on_result: Callable[[EvalResult], None] | None = None) -> list[EvalResult]:
-    """Results in the order of `candidates`: (name, kernel file) pairs, or (name, kernel file, launch[, flags])
-    where a candidate runs with its own spec.Launch (None: mep.yaml's) and is built with extra nvcc flags;
-    `ev.prepare()` must have run."""
-    cache = ResultCache(ev.store.results_dir) if ev.opts.use_cache else None
-    results: list[EvalResult | None] = [None] * len(candidates)
-    lock = threading.Lock()
+class Pipeline:
+    """Candidates in (`submit`), futures of their EvalResults out; `ev.prepare()` must have run. Compiles run on
+    `ev.opts.jobs` threads (0: one per CPU core), each feeding the GPU queue the moment its cubin exists."""
 
-    def finish(i: int, res: EvalResult, fresh: bool) -> None:
-        with lock:
-            results[i] = res
-            if fresh:
-                if journal is not None:
-                    journal.append(res)
-                if cache is not None and res.status not in ("runtime_fault", "not_timed"):   # a fault may be the
-                    # machine's; an untimed candidate is timed under a longer limit
-                    cache.put(res)
-            if on_result:
-                on_result(res)
+    def __init__(self, ev: Evaluator, journal: Journal | None = None,
+                 on_result: Callable[[EvalResult], None] | None = None):
+        self.ev, self.journal, self.on_result = ev, journal, on_result
+        self.cache = ResultCache(ev.store.results_dir) if ev.opts.use_cache else None
+        self.jobs = default_jobs(ev.opts.jobs)
+        self.lock = threading.Lock()
+        self.gpu_queue: queue.Queue = queue.Queue()
+        self.pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="mepgen-compile")
+        self.threads = [threading.Thread(target=self._gpu_loop, args=(w,), daemon=True) for w in ev.workers]
+        for t in self.threads:
+            t.start()
+        self.closed = False
 
-    pending = []
-    for i, (name, path, *rest) in enumerate(candidates):
-        launch = rest[0] if rest else None
-        flags = tuple(rest[1]) if len(rest) > 1 and rest[1] else ()
-        res = ev.new_result(name, Path(path), launch, flags)
+    def submit(self, name: str, path: Path, launch=None, flags=()) -> Future:
+        """The future EvalResult of kernel file `path` (with its own spec.Launch, None: mep.yaml's, and extra nvcc
+        flags): at once when the journal or the cache has it or the lint rejects it, else after compile and GPU."""
+        if self.closed:
+            raise RuntimeError("the evaluation pipeline is closed")
+        fut: Future = Future()
+        flags = tuple(flags or ())
+        res = self.ev.new_result(name, Path(path), launch, flags, lint=False)     # the rules: on a compile thread
+        journal, cache = self.journal, self.cache
         seen = (journal.get(res.key) if journal else None) or (cache.get(res.key) if cache else None)
         if seen is not None and seen.status == "not_timed":     # a resumed run's limit may leave room to time it
             seen = None
         if seen is not None:
             seen.name = name
-            finish(i, seen, fresh=journal is not None and journal.get(res.key) is None)
-        elif res.status != "ok":
-            finish(i, res, fresh=True)
+            self._finish(fut, seen, fresh=journal is not None and journal.get(res.key) is None)
         else:
-            pending.append((i, res, Path(path), launch, flags))
+            self.pool.submit(self._compile, fut, res, Path(path), launch, flags)
+        return fut
 
-    gpu_queue: queue.Queue = queue.Queue()
+    def _finish(self, fut: Future, res: EvalResult, fresh: bool) -> None:
+        try:
+            with self.lock:
+                if fresh:
+                    if self.journal is not None:
+                        self.journal.append(res)
+                    if self.cache is not None and res.status not in ("runtime_fault", "not_timed"):   # a fault may
+                        # be the machine's; an untimed candidate is timed under a longer limit
+                        self.cache.put(res)
+                if self.on_result:
+                    self.on_result(res)
+        except BaseException as e:      # the journal could not be written: said where the caller waits
+            fut.set_exception(e)
+            return
+        fut.set_result(res)
 
-    def compile_one(item) -> None:
-        i, res, path, launch, flags = item
-        built = ev.compile(res, path, launch, flags)
+    def _compile(self, fut: Future, res: EvalResult, path: Path, launch, flags) -> None:
+        try:
+            self.ev.lint(res, path.read_text(errors="replace"))
+            if res.status != "ok":             # rejected by the rules: never compiled
+                self._finish(fut, res, fresh=True)
+                return
+            built = self.ev.compile(res, path, launch, flags)
+        except BaseException as e:      # the caller sees it where it waits for this candidate
+            fut.set_exception(e)
+            return
         if built is None:
-            finish(i, res, fresh=True)
+            self._finish(fut, res, fresh=True)
         else:
-            gpu_queue.put((i, res, built))
+            self.gpu_queue.put((fut, res, built))
 
-    def gpu_loop(worker: Worker) -> None:
+    def _gpu_loop(self, worker: Worker) -> None:
         while True:
-            item = gpu_queue.get()
+            item = self.gpu_queue.get()
             if item is None:
                 return
-            i, res, built = item
+            fut, res, built = item
             try:
-                ev.check(res, built, worker)
+                self.ev.check(res, built, worker)
             except Exception as e:  # a backend bug must not lose the other candidates' results
                 res.status = "runtime_fault"
                 res.fault = RuntimeFault("crash", f"evaluator error: {type(e).__name__}: {e}")
-            finish(i, res, fresh=True)
+            self._finish(fut, res, fresh=True)
 
-    threads = [threading.Thread(target=gpu_loop, args=(w,), daemon=True) for w in ev.workers]
-    for t in threads:
-        t.start()
-    with ThreadPoolExecutor(max_workers=default_jobs(ev.opts.jobs)) as pool:
-        list(pool.map(compile_one, pending))
-    for _ in threads:
-        gpu_queue.put(None)
-    for t in threads:
-        t.join()
-    return [r for r in results if r is not None]
+    def close(self, cancel: bool = False) -> None:
+        """Wait for what was submitted (with `cancel`: only for the compiles already running, as when the run is
+        interrupted), then stop the compile threads and the GPU threads."""
+        if self.closed:
+            return
+        self.closed = True
+        self.pool.shutdown(wait=True, cancel_futures=cancel)
+        if cancel:          # built but not yet judged: dropped
+            while True:
+                try:
+                    self.gpu_queue.get_nowait()
+                except queue.Empty:
+                    break
+        for _ in self.threads:
+            self.gpu_queue.put(None)
+        for t in self.threads:
+            t.join()
+
+    def __enter__(self) -> "Pipeline":
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        self.close(cancel=exc_type is not None)
+
+
+def evaluate_many(ev: Evaluator, candidates: list[tuple], journal: Journal | None = None,
+                  on_result: Callable[[EvalResult], None] | None = None) -> list[EvalResult]:
+    """Results in the order of `candidates`: (name, kernel file) pairs, or (name, kernel file, launch[, flags])
+    where a candidate runs with its own spec.Launch (None: mep.yaml's) and is built with extra nvcc flags;
+    `ev.prepare()` must have run."""
+    with Pipeline(ev, journal, on_result) as pipe:
+        futures = [pipe.submit(name, path, rest[0] if rest else None, rest[1] if len(rest) > 1 else ())
+                   for name, path, *rest in candidates]
+        return [f.result() for f in futures]

@@ -319,9 +319,11 @@ class Evaluator:
             parts.append({"nvcc_flags": list(flags)})
         return digest(*parts)
 
-    def new_result(self, name: str, kernel_file: Path, launch: Launch | None = None, flags=()) -> EvalResult:
+    def new_result(self, name: str, kernel_file: Path, launch: Launch | None = None, flags=(),
+                   lint: bool = True) -> EvalResult:
         """A fresh record for a candidate; `launch`: its own launch configuration (launchcfg.launch_from);
-        `flags`: extra nvcc flags it is built with."""
+        `flags`: extra nvcc flags it is built with; `lint`: the rules checked now (else by `lint` later: batch.py
+        runs them on a compile thread, off the thread that takes the proposals)."""
         text = Path(kernel_file).read_text(errors="replace")
         res = EvalResult(name=name, key=self.result_key(text, launch, flags), backend=self.backend_name,
                          kernel_sha256=digest("kernel", text), input_sets=self.k, sandbox=self.sandbox)
@@ -331,6 +333,10 @@ class Evaluator:
                              f"shared memory {d['shared_mem']}")
         if flags:
             res.notes.append(f"extra nvcc flags: {' '.join(flags)}")
+        return self.lint(res, text) if lint else res
+
+    def lint(self, res: EvalResult, text: str) -> EvalResult:
+        """The rules (rules.check) on the candidate's text; a violation rejects it at the lint stage."""
         res.rules = rules.check(text, self.original_text, [c.kernel for c in self.spec.chain], self.spec.kernel.name,
                                 rules.parse_args(self.spec, self.mep_dir))
         if res.rules:

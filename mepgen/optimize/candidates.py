@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from ..errors import MepgenError
-from ..evaluate.batch import evaluate_many
+from ..evaluate.batch import Pipeline, evaluate_many
 from ..evaluate.evaluator import Evaluator
 from ..evaluate.launchcfg import launch_from
 from ..evaluate.results import EvalResult
@@ -45,19 +45,47 @@ def write_candidate(proposal: Proposal, workdir: Path) -> Path:
     return kernel
 
 
+def _item(spec: Spec, p: Proposal, workdir: Path) -> tuple:
+    try:
+        launch = launch_from(spec, p.launch)
+    except MepgenError as e:
+        raise MepgenError(f"proposal '{p.change}': {e}") from None
+    return candidate_name(p), write_candidate(p, workdir), launch, tuple(p.nvcc_flags)
+
+
+def _same_mep(ev: Evaluator, mep_dir: Path) -> None:
+    if Path(mep_dir).resolve() != ev.mep_dir:
+        raise MepgenError(f"candidates of {mep_dir} given to the evaluator of {ev.mep_dir}")
+
+
 def evaluate(ev: Evaluator, mep_dir: Path, spec: Spec, proposals: list[Proposal], workdir: Path,
              journal=None, on_result=None) -> list[EvalResult]:
     """One EvalResult per proposal, in order; `ev.prepare()` must have run (the baseline and references).
 
     `mep_dir` and `spec` must be the evaluator's own: a proposal's launch is an override of that spec.
     """
-    if Path(mep_dir).resolve() != ev.mep_dir:
-        raise MepgenError(f"candidates of {mep_dir} given to the evaluator of {ev.mep_dir}")
-    items = []
-    for p in proposals:
-        try:
-            launch = launch_from(spec, p.launch)
-        except MepgenError as e:
-            raise MepgenError(f"proposal '{p.change}': {e}") from None
-        items.append((candidate_name(p), write_candidate(p, workdir), launch, tuple(p.nvcc_flags)))
-    return evaluate_many(ev, items, journal, on_result=on_result)
+    _same_mep(ev, mep_dir)
+    return evaluate_many(ev, [_item(spec, p, workdir) for p in proposals], journal, on_result=on_result)
+
+
+class Stream:
+    """The same door for a whole search, kept open: `submit(proposal, workdir)` starts a proposal's compile the
+    moment it exists and returns the future of its EvalResult, so nvcc builds the rest of a round while the GPUs
+    judge its first candidates (search.Search uses `submit` when its evaluate has it); calling it evaluates a
+    batch as `evaluate` does. `before`: called before each proposal is taken (a stop asked for raises there)."""
+
+    def __init__(self, ev: Evaluator, mep_dir: Path, spec: Spec, journal=None, on_result=None, before=None):
+        _same_mep(ev, mep_dir)
+        self.spec, self.before = spec, before or (lambda: None)
+        self.pipe = Pipeline(ev, journal, on_result)
+
+    def submit(self, proposal: Proposal, workdir: Path):
+        self.before()
+        return self.pipe.submit(*_item(self.spec, proposal, workdir))
+
+    def __call__(self, proposals: list[Proposal], workdir: Path) -> list[EvalResult]:
+        futures = [self.submit(p, workdir) for p in proposals]
+        return [f.result() for f in futures]
+
+    def close(self, cancel: bool = False) -> None:
+        self.pipe.close(cancel)

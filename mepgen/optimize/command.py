@@ -31,7 +31,7 @@ from . import candidates, many, strategies, summary
 from .features import kernel_features
 from .patterns import PatternStore
 from .proposer import Attempt, Context
-from .search import Budget, Search
+from .search import Budget, Search, auto_width
 from .trajectory import Trajectory, pct_roofline
 from .library.proposer import LibraryProposer
 from ..llm.client import ChatClient, LLMSettings
@@ -90,7 +90,8 @@ def gpu_info(ev: Evaluator, baseline) -> dict:
               help="Wall-time budget in seconds of the whole run, baseline included (per kernel with --all).")
 @click.option("--repairs", type=click.IntRange(min=0), default=2, show_default=True,
               help="Repair rounds per failed candidate (compile error, fault, wrong result).")
-@click.option("--width", type=click.IntRange(min=1), default=4, show_default=True, help="Candidates per round.")
+@click.option("--width", type=click.IntRange(min=1), default=None,
+              help="Candidates per round (default: half the CPU cores, 4 to 8: their compiles run side by side).")
 @click.option("--roofline", type=click.FloatRange(min=1, max=100), default=90.0, show_default=True,
               help="Stop when the best reaches this % of the GPU's measured peak.")
 @click.option("--backend", type=click.Choice(["auto", "native", "pycuda"]), default=None,
@@ -255,10 +256,10 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     def write_summary(outcome) -> None:
         summary.write(traj, outcome, spec.kernel.name, baseline, command=command)
 
-    def evaluate(props, work):
-        _check_stop()           # a signal swallowed inside a libclang callback still stops the run here
-        return candidates.evaluate(ev, mep_dir, spec, props, work, journal)
-
+    # one pipeline for the whole search: a proposal compiles the moment it exists (candidates.Stream); a signal
+    # swallowed inside a libclang callback still stops the run before the next proposal is taken (_check_stop)
+    evaluate = candidates.Stream(ev, mep_dir, spec, journal, before=_check_stop)
+    width = width or auto_width()
     search = Search(ctx, proposers, evaluate,
                     strategies.make(strategy), Budget(budget, time_limit, repairs, width, roofline), traj,
                     baseline=baseline,
@@ -278,6 +279,7 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
                                       f"{run_dir.name} continues"))
         raise
     finally:
+        evaluate.close(cancel=True)        # nothing is left running after the search (a no-op when it ended)
         store.close()
     check_winner(ev, outcome, run_dir / "memcheck", traj.event, journal)
     best_path = summary.write(traj, outcome, spec.kernel.name, baseline, command=command)
