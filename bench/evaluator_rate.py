@@ -29,7 +29,7 @@ understates a change of the native harness; cut a second copy with the older tre
 Reported per run: wall time of the whole command (baseline included) and how it splits (baseline, search, end),
 candidates evaluated, verified (status ok:
 passed verification on every input set and timed), verified per minute over that wall time, the original's
-launch time, the backend, the median phases of a candidate (compile / load / verify / time / checks); then per mode
+launch time, the backend, the median phases of a candidate (lint / compile / load / verify / time / checks); then per mode
 the median, quartiles, min and max over the MEPs, overall and for originals under 200 us and under 2 ms.
 Writes OUT/evaluator_rate.json and OUT/evaluator_rate.md after every MEP;
 `python3 bench/evaluator_rate.py merge OUT PART/evaluator_rate.json...` makes one table of several calls' parts.
@@ -51,7 +51,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PHASES = ("compile", "load", "verify", "time", "checks")
+PHASES = ("lint", "compile", "load", "verify", "time", "checks")
 
 
 def cli(tree: Path, args: list[str], cwd: Path, timeout: float, env: dict | None = None):
@@ -193,7 +193,7 @@ def markdown(res: dict) -> str:
               "references, the original verified and timed), the search to the last candidate's record, the end "
               "after it (the winner's memcheck, the summary)"]
     lines += ["", "| MEP | original ms | " + " | ".join(f"{m}: backend / wall s / verified / per min / phases s "
-                                                           "(compile, load, verify, time, checks)" for m in modes)
+                                                           "(lint, compile, load, verify, time, checks)" for m in modes)
               + " | best (after) |", "|---|---|" + "---|" * len(modes) + "---|"]
     by_mep: dict[str, dict] = {}
     for r in runs:

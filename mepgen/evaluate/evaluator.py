@@ -337,8 +337,9 @@ class Evaluator:
 
     def lint(self, res: EvalResult, text: str) -> EvalResult:
         """The rules (rules.check) on the candidate's text; a violation rejects it at the lint stage."""
-        res.rules = rules.check(text, self.original_text, [c.kernel for c in self.spec.chain], self.spec.kernel.name,
-                                rules.parse_args(self.spec, self.mep_dir))
+        res.rules = self._phase_of(res, "lint", lambda: rules.check(
+            text, self.original_text, [c.kernel for c in self.spec.chain], self.spec.kernel.name,
+            rules.parse_args(self.spec, self.mep_dir)))
         if res.rules:
             res.status, res.stage = "rejected_by_rules", "lint"
         return res
@@ -520,7 +521,7 @@ class Evaluator:
 
     def _done(self, res: EvalResult, start: float) -> EvalResult:
         res.seconds = round(res.seconds + time.monotonic() - start, 3)
-        spent = sum(v for k, v in res.phases.items() if k not in ("compile", "checks"))
+        spent = sum(v for k, v in res.phases.items() if k not in ("lint", "compile", "checks"))   # before check()
         res.phases["checks"] = round(max(0.0, res.seconds - spent), 4)
         return res
 
