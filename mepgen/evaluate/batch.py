@@ -11,24 +11,34 @@ judge the first ones; `evaluate_many` is one batch through a pipeline of its own
 """
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from .evaluator import Evaluator, Worker, default_jobs
+from .evaluator import Evaluator, Worker
 from .journal import Journal, ResultCache
+from .lint_workers import LintWorkers
 from .results import EvalResult, RuntimeFault
 
 
+def default_jobs(jobs: int) -> int:
+    """Compile threads: `jobs`, or one per CPU core when 0."""
+    return jobs if jobs > 0 else (os.cpu_count() or 1)
+
+
 class Pipeline:
-    """Candidates in (`submit`), futures of their EvalResults out; `ev.prepare()` must have run. Compiles run on
-    `ev.opts.jobs` threads (0: one per CPU core), each feeding the GPU queue the moment its cubin exists."""
+    """Candidates in (`submit`), futures of their EvalResults out; `ev.prepare()` must have run. Each is linted and
+    compiled on one of `ev.opts.jobs` threads (0: one per CPU core), feeding the GPU queue the moment its cubin
+    exists; with `lint_workers` the rules run on that many processes of their own (lint_workers.py)."""
 
     def __init__(self, ev: Evaluator, journal: Journal | None = None,
-                 on_result: Callable[[EvalResult], None] | None = None):
+                 on_result: Callable[[EvalResult], None] | None = None, lint_workers: int = 0):
         self.ev, self.journal, self.on_result = ev, journal, on_result
+        # the rules on processes of their own (lint_workers.py), else on the compile threads
+        self.lints = LintWorkers(*ev.lint_inputs(), lint_workers) if lint_workers > 0 else None
         self.cache = ResultCache(ev.store.results_dir) if ev.opts.use_cache else None
         self.jobs = default_jobs(ev.opts.jobs)
         self.lock = threading.Lock()
@@ -76,7 +86,7 @@ class Pipeline:
 
     def _compile(self, fut: Future, res: EvalResult, path: Path, launch, flags) -> None:
         try:
-            self.ev.lint(res, path.read_text(errors="replace"))
+            self.ev.lint(res, path.read_text(errors="replace"), self.lints.check if self.lints is not None else None)
             if res.status != "ok":             # rejected by the rules: never compiled
                 self._finish(fut, res, fresh=True)
                 return
@@ -119,6 +129,8 @@ class Pipeline:
             self.gpu_queue.put(None)
         for t in self.threads:
             t.join()
+        if self.lints is not None:
+            self.lints.close()
 
     def __enter__(self) -> "Pipeline":
         return self

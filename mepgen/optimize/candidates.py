@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 
 from ..errors import MepgenError
-from ..evaluate.batch import Pipeline, evaluate_many
+from ..evaluate import lint_workers
+from ..evaluate.batch import Pipeline, default_jobs, evaluate_many
 from ..evaluate.evaluator import Evaluator
 from ..evaluate.launchcfg import launch_from
 from ..evaluate.results import EvalResult
@@ -77,7 +78,7 @@ class Stream:
     def __init__(self, ev: Evaluator, mep_dir: Path, spec: Spec, journal=None, on_result=None, before=None):
         _same_mep(ev, mep_dir)
         self.spec, self.before = spec, before or (lambda: None)
-        self.pipe = Pipeline(ev, journal, on_result)
+        self.pipe = Pipeline(ev, journal, on_result, lint_workers=lint_workers.count_for(default_jobs(ev.opts.jobs)))
 
     def submit(self, proposal: Proposal, workdir: Path):
         self.before()

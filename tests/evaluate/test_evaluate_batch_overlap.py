@@ -38,7 +38,7 @@ class SleepyEvaluator:
                          input_sets=1)
         return self.lint(res, Path(path).read_text()) if lint else res
 
-    def lint(self, res, text):
+    def lint(self, res, text, check=None):
         self._note("lint", res.name, time.monotonic())
         if "forbidden" in text:
             res.rules = [RuleViolation("adds something the rules refuse", 1, text)]
