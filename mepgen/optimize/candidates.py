@@ -70,22 +70,29 @@ def evaluate(ev: Evaluator, mep_dir: Path, spec: Spec, proposals: list[Proposal]
 
 
 class Stream:
-    """The same door for a whole search, kept open: `submit(proposal, workdir)` starts a proposal's compile the
-    moment it exists and returns the future of its EvalResult, so nvcc builds the rest of a round while the GPUs
-    judge its first candidates (search.Search uses `submit` when its evaluate has it); calling it evaluates a
-    batch as `evaluate` does. `before`: called before each proposal is taken (a stop asked for raises there)."""
+    """The same door for a whole search, kept open (one Pipeline: its threads, its lint workers). Where the rules run
+    on worker processes of their own (lint_workers.count_for: 8 cores or more) it streams: `submit(proposal,
+    workdir)` lints and compiles a proposal the moment it exists and returns the future of its EvalResult, so nvcc
+    builds the rest of a round while the proposers write it and the GPUs judge its first candidates (search.Search
+    submits when its evaluate has `submit`). On fewer cores `submit` is None and the search calls it with each
+    whole round: there, lints and compiles beside the proposer on the same two or four cores slowed it more than
+    they gained (the rules' libclang callbacks and the proposer's Python share one interpreter lock).
+    `before`: called before each proposal is taken (a stop asked for raises there)."""
 
-    def __init__(self, ev: Evaluator, mep_dir: Path, spec: Spec, journal=None, on_result=None, before=None):
+    def __init__(self, ev: Evaluator, mep_dir: Path, spec: Spec, journal=None, on_result=None, before=None,
+                 lint_processes: int | None = None):
         _same_mep(ev, mep_dir)
         self.spec, self.before = spec, before or (lambda: None)
-        self.pipe = Pipeline(ev, journal, on_result, lint_workers=lint_workers.count_for(default_jobs(ev.opts.jobs)))
+        n = lint_workers.count_for(default_jobs(ev.opts.jobs)) if lint_processes is None else lint_processes
+        self.pipe = Pipeline(ev, journal, on_result, lint_workers=n)
+        self.submit = self._submit if n > 0 else None
 
-    def submit(self, proposal: Proposal, workdir: Path):
+    def _submit(self, proposal: Proposal, workdir: Path):
         self.before()
         return self.pipe.submit(*_item(self.spec, proposal, workdir))
 
     def __call__(self, proposals: list[Proposal], workdir: Path) -> list[EvalResult]:
-        futures = [self.submit(p, workdir) for p in proposals]
+        futures = [self._submit(p, workdir) for p in proposals]
         return [f.result() for f in futures]
 
     def close(self, cancel: bool = False) -> None:

@@ -99,3 +99,25 @@ def test_hand_edited_harness_refuses_overrides(heat_meps, tmp_path):
     failed = NativeBackend(spec, mep, tmp_path / "build").compile(
         mep / "kernel.cu", launch=launch_from(spec, {"block": ["128"]}))
     assert "--refresh" in failed.message
+
+
+def test_the_stream_streams_only_with_lint_workers_and_judges_alike(ev, tmp_path):
+    """candidates.Stream: on few cores (no lint workers) the search calls it with whole rounds (`submit` None); with
+    workers each proposal is submitted alone; either way the verdicts are those of candidates.evaluate."""
+    good = Proposal(text=ev.original_text + "\n// a rewrite\n", change="plain", source="library")
+    cheat = Proposal(text="__device__ float kept[8];\n" + ev.original_text, change="state", source="library")
+    alone = candidates.evaluate(ev, ev.mep_dir, ev.spec, [good, cheat], tmp_path / "a")
+    batch = candidates.Stream(ev, ev.mep_dir, ev.spec, lint_processes=0)
+    try:
+        assert batch.submit is None
+        rounds = batch([good, cheat], tmp_path / "b")
+    finally:
+        batch.close()
+    stream = candidates.Stream(ev, ev.mep_dir, ev.spec, lint_processes=1)
+    try:
+        streamed = [f.result() for f in (stream.submit(good, tmp_path / "c"), stream.submit(cheat, tmp_path / "c"))]
+    finally:
+        stream.close()
+    for res in (alone, rounds, streamed):
+        assert [r.status for r in res] == ["ok", "rejected_by_rules"] and res[1].stage == "lint"
+        assert [r.key for r in res] == [r.key for r in alone]

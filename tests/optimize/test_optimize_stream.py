@@ -87,3 +87,19 @@ def test_a_proposal_compiles_while_the_round_is_still_proposed(tmp_path):
 def test_auto_width_follows_the_cores():
     assert auto_width(2) == 4 and auto_width(1) == 4      # small machines keep the old default
     assert auto_width(12) == 6 and auto_width(16) == 8 and auto_width(128) == 8
+
+
+def test_no_round_of_one_at_the_end(tmp_path):
+    """25 candidates at width 8: rounds of 8, 8 and 9 (a last round of one would wait for its compile alone)."""
+    sizes = []
+
+    class Recording(FakeEvaluate):
+        def __call__(self, proposals, workdir):
+            sizes.append(len(proposals))
+            return super().__call__(proposals, workdir)
+    ladder = tuple(1.0 + 0.01 * i for i in range(1, 30))
+    out, _ = run(tmp_path, "rounds", Recording(), MarkerProposer(ladder=ladder), Budget(candidates=25, width=8))
+    assert out.evaluations == 25 and sizes == [8, 8, 9]
+    sizes.clear()
+    out, _ = run(tmp_path, "rounds3", Recording(), MarkerProposer(ladder=ladder), Budget(candidates=10, width=3))
+    assert sizes == [3, 3, 3, 1]          # a quarter of 3 is no candidate: the width holds
