@@ -87,6 +87,10 @@ class Stream:
         self.pipe = Pipeline(ev, journal, on_result, lint_workers=n)
         self.submit = self._submit if n > 0 else None
 
+    def keep_in(self, journal) -> None:
+        """Append every new result to `journal` from now on (the run's, made once the original is timed)."""
+        self.pipe.journal = journal
+
     def _submit(self, proposal: Proposal, workdir: Path):
         self.before()
         return self.pipe.submit(*_item(self.spec, proposal, workdir))

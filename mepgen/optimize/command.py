@@ -165,14 +165,19 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
                    compile_timeout=e["compile_timeout_s"], profile=profile, reps=reps, warmup=warmup,
                    timing=e["timing"], sandbox=e["sandbox"])
     ev = Evaluator(spec, mep_dir, opts, log=progress)
+    stream = None
     try:
         ev.require_gpu()
         progress(f"{spec.kernel.name}: backend {ev.backend_name} ({ev.backend_why})")
         guard = (e["fidelity_tolerance"], e["fidelity_floor_us"], force)
+        # the search's evaluation pipeline, opened now: its rule workers read the original while it is timed
+        stream = candidates.Stream(ev, mep_dir, spec, before=_check_stop)
         outcome, best_path, baseline, fid = _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget,
                                                  time_limit, repairs, width, roofline, resume, no_inherit, obj,
-                                                 started, guard)
+                                                 started, guard, stream)
     finally:
+        if stream is not None:
+            stream.close(cancel=True)      # nothing is left running after the search (a no-op when it ended)
         ev.close()
     _report(spec.kernel.name, run_dir, outcome, best_path, baseline, as_json, fid)
 
@@ -203,7 +208,8 @@ def _check_stop() -> None:
 
 
 def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time_limit, repairs, width, roofline,
-         resume, no_inherit, obj, started=None, guard=(fidelity.TOLERANCE, fidelity.FLOOR_US, False)):
+         resume, no_inherit, obj, started=None, guard=(fidelity.TOLERANCE, fidelity.FLOOR_US, False), evaluate=None):
+    """The baseline, then the search; `evaluate`: the run's candidates.Stream (its caller closes it)."""
     started = time.monotonic() if started is None else started
     if resume is None:
         summary.write_pending(run_dir, spec.kernel.name, "building and timing the original kernel")
@@ -256,9 +262,11 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     def write_summary(outcome) -> None:
         summary.write(traj, outcome, spec.kernel.name, baseline, command=command)
 
-    # one pipeline for the whole search: a proposal compiles the moment it exists (candidates.Stream); a signal
-    # swallowed inside a libclang callback still stops the run before the next proposal is taken (_check_stop)
-    evaluate = candidates.Stream(ev, mep_dir, spec, journal, before=_check_stop)
+    # one pipeline for the whole search (candidates.Stream); a signal swallowed inside a libclang callback still stops
+    # the run before the next proposal is taken (_check_stop)
+    own = evaluate is None
+    evaluate = candidates.Stream(ev, mep_dir, spec, before=_check_stop) if own else evaluate
+    evaluate.keep_in(journal)
     width = width or auto_width()
     search = Search(ctx, proposers, evaluate,
                     strategies.make(strategy), Budget(budget, time_limit, repairs, width, roofline), traj,
@@ -279,7 +287,8 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
                                       f"{run_dir.name} continues"))
         raise
     finally:
-        evaluate.close(cancel=True)        # nothing is left running after the search (a no-op when it ended)
+        if own:
+            evaluate.close(cancel=True)
         store.close()
     check_winner(ev, outcome, run_dir / "memcheck", traj.event, journal)
     best_path = summary.write(traj, outcome, spec.kernel.name, baseline, command=command)
