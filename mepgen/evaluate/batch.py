@@ -11,6 +11,7 @@ judge the first ones; `evaluate_many` is one batch through a pipeline of its own
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import queue
 import threading
@@ -30,9 +31,11 @@ def default_jobs(jobs: int) -> int:
 
 
 class Pipeline:
-    """Candidates in (`submit`), futures of their EvalResults out; `ev.prepare()` must have run. Each is linted and
+    """Candidates in (`submit`, once `ev.prepare()` has run), futures of their EvalResults out. Each is linted and
     compiled on one of `ev.opts.jobs` threads (0: one per CPU core), feeding the GPU queue the moment its cubin
-    exists; with `lint_workers` the rules run on that many processes of their own (lint_workers.py)."""
+    exists; with `lint_workers` the rules run on that many processes of their own (lint_workers.py). `prefetch`
+    lints and compiles a candidate ahead, before it is submitted (the GPU busy with the original meanwhile): the
+    rules' verdict is kept by text, the cubin in the build cache, so its submit finds both."""
 
     def __init__(self, ev: Evaluator, journal: Journal | None = None,
                  on_result: Callable[[EvalResult], None] | None = None, lint_workers: int = 0):
@@ -44,6 +47,8 @@ class Pipeline:
         self.lock = threading.Lock()
         self.gpu_queue: queue.Queue = queue.Queue()
         self.pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="mepgen-compile")
+        self.linted: dict[str, list] = {}            # sha256 of a text -> the rules' violations (rules.check)
+        self.ahead: dict[tuple, Future] = {}         # (path, launch, flags) -> its compile ahead (prefetch)
         self.threads = [threading.Thread(target=self._gpu_loop, args=(w,), daemon=True) for w in ev.workers]
         for t in self.threads:
             t.start()
@@ -68,6 +73,31 @@ class Pipeline:
             self.pool.submit(self._compile, fut, res, Path(path), launch, flags)
         return fut
 
+    def prefetch(self, path: Path, launch=None, flags=()) -> None:
+        """Lint and compile kernel file `path` now, for a submit of it to come; no result, nothing on the GPU."""
+        item = (str(path), repr(launch), tuple(flags or ()))
+        with self.lock:
+            if self.closed or item in self.ahead:
+                return
+            self.ahead[item] = self.pool.submit(self._ahead, Path(path), launch, tuple(flags or ()))
+
+    def _ahead(self, path: Path, launch, flags) -> None:
+        res = self.ev.new_result("ahead", path, launch, flags, lint=False)
+        self._lint(res, path)
+        if res.status == "ok":
+            self.ev.compile(res, path, launch, flags)
+
+    def _lint(self, res: EvalResult, path: Path) -> None:
+        """The rules on the candidate's text, once per text (the same original, chain and flags for every text)."""
+        text = path.read_text(errors="replace")
+        h = hashlib.sha256(text.encode()).hexdigest()
+        known = self.linted.get(h)
+        if known is not None:
+            self.ev.lint(res, text, lambda _: list(known))
+            return
+        self.ev.lint(res, text, self.lints.check if self.lints is not None else None)
+        self.linted[h] = list(res.rules)
+
     def _finish(self, fut: Future, res: EvalResult, fresh: bool) -> None:
         try:
             with self.lock:
@@ -86,7 +116,10 @@ class Pipeline:
 
     def _compile(self, fut: Future, res: EvalResult, path: Path, launch, flags) -> None:
         try:
-            self.ev.lint(res, path.read_text(errors="replace"), self.lints.check if self.lints is not None else None)
+            ahead = self.ahead.get((str(path), repr(launch), tuple(flags)))
+            if ahead is not None:              # compiled ahead, or under way: its cubin is in the build cache
+                ahead.exception()              # (waited for; an error there is met again here, in the caller's view)
+            self._lint(res, path)
             if res.status != "ok":             # rejected by the rules: never compiled
                 self._finish(fut, res, fresh=True)
                 return
@@ -115,9 +148,10 @@ class Pipeline:
     def close(self, cancel: bool = False) -> None:
         """Wait for what was submitted (with `cancel`: only for the compiles already running, as when the run is
         interrupted), then stop the compile threads and the GPU threads."""
-        if self.closed:
-            return
-        self.closed = True
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
         self.pool.shutdown(wait=True, cancel_futures=cancel)
         if cancel:          # built but not yet judged: dropped
             while True:

@@ -91,6 +91,11 @@ class Stream:
         """Append every new result to `journal` from now on (the run's, made once the original is timed)."""
         self.pipe.journal = journal
 
+    def prefetch(self, proposal: Proposal, workdir: Path) -> None:
+        """Lint and compile a proposal ahead of its submit (batch.Pipeline.prefetch): written where submit writes it."""
+        name, path, launch, flags = _item(self.spec, proposal, workdir)
+        self.pipe.prefetch(path, launch, flags)
+
     def _submit(self, proposal: Proposal, workdir: Path):
         self.before()
         return self.pipe.submit(*_item(self.spec, proposal, workdir))

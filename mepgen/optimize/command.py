@@ -219,7 +219,10 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
         progress(f"{spec.kernel.name}: building the original and computing its reference outputs")
         ev.prepare()             # builds the original while its input sets are made
         progress(f"{spec.kernel.name}: verifying and timing the original")
+        ahead = _first_round_ahead(ev, evaluate, spec, mep_dir, run_dir, kinds, width, resume)
         baseline = ev.baseline_result()
+        if ahead is not None:
+            ahead.join()
         if not baseline.ok:
             raise MepgenError(f"the MEP's own kernel.cu failed evaluation: {baseline.feedback().splitlines()[0]}",
                               exit_code=3)
@@ -297,6 +300,28 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     if outcome.best is not None and (outcome.best.proposal.launch or outcome.best.proposal.nvcc_flags):
         write_launch(spec, outcome.best.proposal.launch, run_dir / "best" / "mep.yaml", outcome.best.proposal.nvcc_flags)
     return outcome, best_path, baseline, fid
+
+
+def _first_round_ahead(ev, stream, spec, mep_dir, run_dir, kinds, width, resume) -> threading.Thread | None:
+    """While the GPU verifies and times the original, the library's first proposals from it (the search's first
+    round: it starts from the original, with nothing evaluated yet) are linted and compiled into the caches their
+    submit finds, on a thread the caller joins before the search. Only where the pipeline streams (many cores), for
+    a new run, with the library among the proposers; a proposal that differs in the search is compiled there."""
+    if stream is None or stream.submit is None or resume is not None or "library" not in kinds:
+        return None
+
+    def work() -> None:
+        try:
+            gpu = gpu_info(ev, None)
+            ctx = Context(spec=spec, mep_dir=mep_dir, original=ev.original_text, gpu=gpu,
+                          features=kernel_features(spec, ev.original_text, gpu["name"], mep_dir))
+            for p in library_proposer().propose(ctx, None, width or auto_width()):
+                stream.prefetch(p, run_dir / "work")
+        except Exception:      # noqa: BLE001 (a warm-up only: the search meets any such error itself, and says it)
+            pass
+    t = threading.Thread(target=work, name="mepgen-first-round", daemon=True)
+    t.start()
+    return t
 
 
 def check_fidelity(mep_dir, baseline, guard, run_dir, name, resume) -> fidelity.Fidelity:
