@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 
-from . import rules
+from . import process, rules
 from .results import RuleViolation
 
 #: below this many cores the rules stay in mepgen's process (a worker's start, ~0.5 s, is not worth it there)
@@ -30,6 +30,12 @@ def count_for(cores: int | None = None) -> int:
     return 0 if cores < MIN_CORES else min(MAX_WORKERS, cores // 4)
 
 
+def worker_env() -> dict:
+    """A worker's environment: mepgen's without its secrets (it reads candidates' texts: process.candidate_env), and
+    this interpreter's sys.path, so that it imports the same mepgen."""
+    return dict(process.candidate_env(), PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+
+
 class LintWorkers:
     """`check(text)`: rules.check(text, original, chain, target, args) on one of `n` workers (thread-safe)."""
 
@@ -38,7 +44,7 @@ class LintWorkers:
         self.idle: queue.Queue = queue.Queue()
         self.lock = threading.Lock()
         self.procs: list[subprocess.Popen] = []
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        env = worker_env()
         setup = json.dumps({"original": original, "chain": list(chain), "target": target, "args": list(args)})
         for _ in range(n):
             try:

@@ -2,6 +2,9 @@
 worker that ends is replaced by the check in mepgen's process; a pipeline with workers rejects at the lint stage."""
 from __future__ import annotations
 
+import os
+import sys
+
 from mepgen.evaluate import lint_workers, rules
 from mepgen.evaluate.lint_workers import LintWorkers
 
@@ -34,3 +37,10 @@ def test_a_worker_gives_the_rules_own_verdicts_and_the_process_takes_over_when_i
 def test_workers_only_where_cores_are_many():
     assert lint_workers.count_for(2) == 0 and lint_workers.count_for(4) == 0
     assert lint_workers.count_for(8) == 2 and lint_workers.count_for(16) == 4 and lint_workers.count_for(128) == 4
+
+
+def test_a_worker_gets_no_secret(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-workers")
+    env = lint_workers.worker_env()
+    assert "OPENAI_API_KEY" not in env and "sk-not-for-workers" not in env.values()
+    assert env["PYTHONPATH"].split(os.pathsep) == [p for p in sys.path if p]      # the same mepgen
