@@ -15,7 +15,7 @@ import hashlib
 import os
 import queue
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -49,6 +49,7 @@ class Pipeline:
         self.pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="mepgen-compile")
         self.linted: dict[str, list] = {}            # sha256 of a text -> the rules' violations (rules.check)
         self.ahead: dict[tuple, Future] = {}         # (path, launch, flags) -> its compile ahead (prefetch)
+        self.pending: set[Future] = set()            # submitted, no result yet
         self.threads = [threading.Thread(target=self._gpu_loop, args=(w,), daemon=True) for w in ev.workers]
         for t in self.threads:
             t.start()
@@ -56,10 +57,13 @@ class Pipeline:
 
     def submit(self, name: str, path: Path, launch=None, flags=()) -> Future:
         """The future EvalResult of kernel file `path` (with its own spec.Launch, None: mep.yaml's, and extra nvcc
-        flags): at once when the journal or the cache has it or the lint rejects it, else after compile and GPU."""
+        flags): at once when the journal or the cache has it, else after the rules (a violation ends it there),
+        the compile and the GPU."""
         if self.closed:
             raise RuntimeError("the evaluation pipeline is closed")
         fut: Future = Future()
+        self.pending.add(fut)
+        fut.add_done_callback(self.pending.discard)
         flags = tuple(flags or ())
         res = self.ev.new_result(name, Path(path), launch, flags, lint=False)     # the rules: on a compile thread
         journal, cache = self.journal, self.cache
@@ -110,9 +114,9 @@ class Pipeline:
                 if self.on_result:
                     self.on_result(res)
         except BaseException as e:      # the journal could not be written: said where the caller waits
-            fut.set_exception(e)
+            _settle(fut, error=e)
             return
-        fut.set_result(res)
+        _settle(fut, res)
 
     def _compile(self, fut: Future, res: EvalResult, path: Path, launch, flags) -> None:
         try:
@@ -125,7 +129,7 @@ class Pipeline:
                 return
             built = self.ev.compile(res, path, launch, flags)
         except BaseException as e:      # the caller sees it where it waits for this candidate
-            fut.set_exception(e)
+            _settle(fut, error=e)
             return
         if built is None:
             self._finish(fut, res, fresh=True)
@@ -153,12 +157,14 @@ class Pipeline:
                 return
             self.closed = True
         self.pool.shutdown(wait=True, cancel_futures=cancel)
-        if cancel:          # built but not yet judged: dropped
+        if cancel:          # built but not yet judged: dropped; whoever still waits for one hears it was cancelled
             while True:
                 try:
                     self.gpu_queue.get_nowait()
                 except queue.Empty:
                     break
+            for fut in list(self.pending):
+                fut.cancel()
         for _ in self.threads:
             self.gpu_queue.put(None)
         for t in self.threads:
@@ -171,6 +177,14 @@ class Pipeline:
 
     def __exit__(self, exc_type, *exc) -> None:
         self.close(cancel=exc_type is not None)
+
+
+def _settle(fut: Future, result=None, error: BaseException | None = None) -> None:
+    """Give `fut` its result or error, unless it was cancelled meanwhile (Pipeline.close(cancel=True))."""
+    try:
+        fut.set_exception(error) if error is not None else fut.set_result(result)
+    except InvalidStateError:
+        pass
 
 
 def evaluate_many(ev: Evaluator, candidates: list[tuple], journal: Journal | None = None,

@@ -185,3 +185,15 @@ def test_a_submit_waits_for_its_compile_ahead_instead_of_compiling_twice(tmp_pat
     assert res.status == "ok" and len(ev.built) == 1
     waited = [c for c in ev.of("compile") if c[1] == name]
     assert waited and waited[0][3] - waited[0][2] < COMPILE_S / 2      # found in the cache, not built again
+
+
+def test_an_interrupted_pipeline_cancels_what_it_did_not_judge(tmp_path):
+    from concurrent.futures import CancelledError
+    ev = SleepyEvaluator(tmp_path, jobs=1, compile_s=0.2)
+    pipe = Pipeline(ev)
+    futures = [pipe.submit(*item) for item in kernels(tmp_path, 3)]
+    time.sleep(0.05)
+    pipe.close(cancel=True)                     # ^C: the running compile ends, the rest is dropped
+    assert all(f.done() for f in futures)
+    with pytest.raises(CancelledError):
+        futures[-1].result()
