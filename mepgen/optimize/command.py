@@ -21,6 +21,7 @@ from ..clioptions import renamed_flag
 from ..config import load_config
 from ..errors import MepgenError
 from ..exitcodes import UNSOUND_START
+from ..evaluate import estimate
 from ..evaluate.evaluator import Evaluator, Options
 from ..evaluate.journal import Journal
 from ..evaluate.store import digest
@@ -275,7 +276,7 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
                     strategies.make(strategy), Budget(budget, time_limit, repairs, width, roofline), traj,
                     baseline=baseline,
                     on_win=pattern_recorder(store, spec.kernel.id, str(ws.app_root), features, str(run_dir)),
-                    start=started, on_progress=write_summary, pace_s=ev.candidate_s())
+                    start=started, on_progress=write_summary, pace_s=estimate.first_candidate_s(ev))
     if resume is not None:
         n = search.resume()
         traj.event("resumed", f"resumed {run_dir.name}: {n} candidate(s) already evaluated")

@@ -187,6 +187,10 @@ def test_the_baseline_estimate_and_a_candidate_session_that_cannot_fit(mep):
         ev.set_time_limit(time.monotonic(), 3600)
         base = ev.baseline_result()
         assert base.ok and ev.run_s is not None and ev.candidate_s() > 3 * ev.run_s
+        # the search's pace before a candidate was measured: the original's build and runs, not its timing
+        from mepgen.evaluate.estimate import first_candidate_s
+        assert first_candidate_s(ev) == pytest.approx(3 * ev.run_s + (ev.workers[0].baseline.info.seconds or 0.0))
+        assert first_candidate_s(ev) < ev.candidate_s()
         ev.first_ms, ev.todo = 214.0, {"gen": 0, "ref": 0, "verify": 3, "time": 1}
         ev.set_time_limit(time.monotonic(), 2)
         with pytest.raises(plan.TooShort, match=r"the baseline of cg::axpy needs about \d+ s \(3 input set\(s\) of "
