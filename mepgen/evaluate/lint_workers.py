@@ -15,6 +15,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 
 from . import process, rules
 from .results import RuleViolation
@@ -89,9 +90,10 @@ class LintWorkers:
                 p.stdin.close()
             except OSError:
                 pass
+        deadline = time.monotonic() + 5.0          # a worker stuck in libclang does not hold mepgen up longer
         for p in self.procs:
             try:
-                p.wait(timeout=5)
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
