@@ -26,9 +26,10 @@ With --backend native the MEPs are still cut by this checkout: `before` then run
 (inputs read through a mapping, loaded `in` buffers checked in the harness) with the older evaluator, which
 understates a change of the native harness; cut a second copy with the older tree for that (--work, --in-place).
 
-Reported per run: wall time of the whole command (baseline included), candidates evaluated, verified (status ok:
+Reported per run: wall time of the whole command (baseline included) and how it splits (baseline, search, end),
+candidates evaluated, verified (status ok:
 passed verification on every input set and timed), verified per minute over that wall time, the original's
-launch time, the backend, the median phases of a candidate (compile / load / verify / time / checks); then per mode
+launch time, the backend, the median phases of a candidate (lint / compile / load / verify / time / checks); then per mode
 the median, quartiles, min and max over the MEPs, overall and for originals under 200 us and under 2 ms.
 Writes OUT/evaluator_rate.json and OUT/evaluator_rate.md after every MEP;
 `python3 bench/evaluator_rate.py merge OUT PART/evaluator_rate.json...` makes one table of several calls' parts.
@@ -50,7 +51,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PHASES = ("compile", "load", "verify", "time", "checks")
+PHASES = ("lint", "compile", "load", "verify", "time", "checks")
 
 
 def cli(tree: Path, args: list[str], cwd: Path, timeout: float, env: dict | None = None):
@@ -125,7 +126,7 @@ def run_one(tree: Path, app: Path, mid: str, mode: str, args, gpu: str | None) -
            "--time-limit", f"{args.time_limit:g}", "--run-name", f"rate-{mode}", "--json"]
     if args.backend:
         cmd += ["--backend", args.backend]
-    t0 = time.monotonic()
+    t0, epoch0 = time.monotonic(), time.time()
     done = cli(tree, cmd, app, args.time_limit * 3 + 180, env)
     wall = time.monotonic() - t0
     try:
@@ -146,11 +147,26 @@ def run_one(tree: Path, app: Path, mid: str, mode: str, args, gpu: str | None) -
         vals = [r["result"].get("phases", {}).get(name) for r in recs]
         phases[name] = median([v for v in vals if v is not None])
     return {"mep": mid, "app": str(app), "mode": mode, "gpu": gpu, "exit": done.returncode, "wall_s": round(wall, 1),
+            "split_s": split(run, recs, epoch0, wall),
             "evaluations": len(recs), "verified": verified, "verified_per_min": round(verified / wall * 60, 1),
             "baseline_ms": out.get("baseline_ms"), "backend": header.get("backend"),
             "speedup": (out.get("best") or {}).get("speedup"), "stop": out.get("stop_reason"),
             "error": out.get("error"), "phases": phases, "early_stops": early, "drift_retimes": drift,
             "interleaved": interleaved, "stderr_tail": done.stderr.strip().splitlines()[-4:]}
+
+
+def split(run: Path, recs: list[dict], epoch0: float, wall: float) -> dict | None:
+    """Where the wall time went: `baseline` from the start to the search's start (run.json is written once, when
+    the original was built, verified and timed: process start, inputs, references and the winner's re-check at
+    the end are not the candidates'), `search` to the last candidate's record, `end` after it (the winner's
+    memcheck, the summary)."""
+    header = run / "run.json"
+    if not header.is_file():
+        return None
+    start = header.stat().st_mtime - epoch0
+    last = max((r.get("time") or 0.0 for r in recs), default=0.0) - epoch0
+    last = max(last, start)
+    return {"baseline": round(start, 1), "search": round(last - start, 1), "end": round(max(0.0, wall - last), 1)}
 
 
 def spread(values: list[float]) -> str:
@@ -173,8 +189,11 @@ def markdown(res: dict) -> str:
         lines.append(f"- **{label}**: " + "; ".join(
             f"{m} {spread([r['verified_per_min'] for r in runs if r['mode'] == m and r['exit'] == 0 and (cut is None or (r['baseline_ms'] or 1e9) < cut)])}"
             for m in modes))
+    lines += ["- wall s (baseline + search + end): baseline up to the first proposal (process start, inputs, build, "
+              "references, the original verified and timed), the search to the last candidate's record, the end "
+              "after it (the winner's memcheck, the summary)"]
     lines += ["", "| MEP | original ms | " + " | ".join(f"{m}: backend / wall s / verified / per min / phases s "
-                                                           "(compile, load, verify, time, checks)" for m in modes)
+                                                           "(lint, compile, load, verify, time, checks)" for m in modes)
               + " | best (after) |", "|---|---|" + "---|" * len(modes) + "---|"]
     by_mep: dict[str, dict] = {}
     for r in runs:
@@ -189,7 +208,9 @@ def markdown(res: dict) -> str:
             elif r["exit"] != 0:
                 cells.append(f"exit {r['exit']}: {(r['error'] or '')[:80]}".replace("|", "/"))
             else:
-                cells.append(f"{r['backend']} / {r['wall_s']} / {r['verified']} of {r['evaluations']} / "
+                sp = r.get("split_s")
+                wall = f"{r['wall_s']} ({sp['baseline']} + {sp['search']} + {sp['end']})" if sp else f"{r['wall_s']}"
+                cells.append(f"{r['backend']} / {wall} / {r['verified']} of {r['evaluations']} / "
                              f"**{r['verified_per_min']}** / " + ", ".join(str(r['phases'].get(p) or '-') for p in PHASES)
                              + (f" (early {r['early_stops']}, drift {r['drift_retimes']}, interleaved "
                                 f"{r['interleaved']})" if r.get("early_stops") or r.get("drift_retimes") else ""))

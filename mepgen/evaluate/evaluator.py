@@ -319,9 +319,9 @@ class Evaluator:
             parts.append({"nvcc_flags": list(flags)})
         return digest(*parts)
 
-    def new_result(self, name: str, kernel_file: Path, launch: Launch | None = None, flags=()) -> EvalResult:
-        """A fresh record for a candidate; `launch`: its own launch configuration (launchcfg.launch_from);
-        `flags`: extra nvcc flags it is built with."""
+    def new_result(self, name: str, kernel_file: Path, launch: Launch | None = None, flags=(), lint=True) -> EvalResult:
+        """A fresh record for a candidate; `launch`: its own launch configuration (launchcfg.launch_from); `flags`:
+        extra nvcc flags it is built with; `lint`: the rules checked now, else later (`lint`: batch.py)."""
         text = Path(kernel_file).read_text(errors="replace")
         res = EvalResult(name=name, key=self.result_key(text, launch, flags), backend=self.backend_name,
                          kernel_sha256=digest("kernel", text), input_sets=self.k, sandbox=self.sandbox)
@@ -331,8 +331,16 @@ class Evaluator:
                              f"shared memory {d['shared_mem']}")
         if flags:
             res.notes.append(f"extra nvcc flags: {' '.join(flags)}")
-        res.rules = rules.check(text, self.original_text, [c.kernel for c in self.spec.chain], self.spec.kernel.name,
-                                rules.parse_args(self.spec, self.mep_dir))
+        return self.lint(res, text) if lint else res
+
+    def lint_inputs(self) -> tuple:
+        """What rules.check compares a candidate's text with: (original, chain, target, libclang flags)."""
+        return (self.original_text, [c.kernel for c in self.spec.chain], self.spec.kernel.name,
+                rules.parse_args(self.spec, self.mep_dir))
+
+    def lint(self, res: EvalResult, text: str, check=None) -> EvalResult:
+        """The rules on the text (`check`: rules.check elsewhere: lint_workers.py); a violation rejects it."""
+        res.rules = self._phase_of(res, "lint", lambda: (check or (lambda t: rules.check(t, *self.lint_inputs())))(text))
         if res.rules:
             res.status, res.stage = "rejected_by_rules", "lint"
         return res
@@ -514,7 +522,7 @@ class Evaluator:
 
     def _done(self, res: EvalResult, start: float) -> EvalResult:
         res.seconds = round(res.seconds + time.monotonic() - start, 3)
-        spent = sum(v for k, v in res.phases.items() if k not in ("compile", "checks"))
+        spent = sum(v for k, v in res.phases.items() if k not in ("lint", "compile", "checks"))   # before check()
         res.phases["checks"] = round(max(0.0, res.seconds - spent), 4)
         return res
 
@@ -590,6 +598,3 @@ def _say(line: str) -> None:
     """Lines every user sees once (which sandbox runs the candidates), whatever the verbosity."""
     print(f"mepgen: {line}", file=sys.stderr)
 
-
-def default_jobs(jobs: int) -> int:
-    return jobs if jobs > 0 else (os.cpu_count() or 1)

@@ -78,7 +78,10 @@ def timing_seconds(plan: TimingPlan, launch_ms: float, run_s: float, sides: int,
     the last process, not a run of their own. With `plan.control` (a candidate against the original's stored timing)
     the original's side is its control launches at `control_ms`, in one process on the native backend, and the
     candidate's rounds in one process there too unless a round is as short as MIN_REPS launches (so are the
-    original's when it is timed alone, `sides` 1)."""
+    original's when it is timed alone, `sides` 1). On the pycuda worker (not `per_process`) the session is a call
+    to a worker already running: its overhead is a run's less the launch a run holds (a run of a 1.1 s kernel is
+    1.2 s: counting the whole run on top of the session's launches counted that launch twice)."""
+    per_call = run_s if per_process else _call_s(launch_ms, run_s)
     if plan.control is not None and sides == 2:
         # native: the controls' process, then one for every round (native.py: one for all when rounds are long)
         per_round = per_process and plan.reps <= MIN_REPS
@@ -86,13 +89,18 @@ def timing_seconds(plan: TimingPlan, launch_ms: float, run_s: float, sides: int,
         cand = plan.rounds * plan.reps + plan.warmup * (plan.rounds if per_round else 1)
         base = plan.rounds * plan.control if not per_process else plan.control
         base += min(plan.warmup, plan.control)
-        return (cand * launch_ms + base * (control_ms or launch_ms)) / 1000.0 + processes * run_s + \
+        return (cand * launch_ms + base * (control_ms or launch_ms)) / 1000.0 + processes * per_call + \
             _recheck_s(launch_ms, run_s, per_process)
     processes = plan.rounds * sides if per_process else 1
     if per_process and sides == 1 and plan.reps > MIN_REPS:      # the original alone: its rounds in one process
         processes = 1
     launches = sides * plan.rounds * plan.reps + plan.warmup * (processes if per_process else sides)
-    return launches * launch_ms / 1000.0 + processes * run_s + _recheck_s(launch_ms, run_s, per_process)
+    return launches * launch_ms / 1000.0 + processes * per_call + _recheck_s(launch_ms, run_s, per_process)
+
+
+def _call_s(launch_ms: float, run_s: float) -> float:
+    """A worker call's overhead: a measured run (`run_s`) less its one launch."""
+    return max(run_s - launch_ms / 1000.0, 0.0)
 
 
 def _recheck_s(launch_ms: float, run_s: float, per_process: bool) -> float:

@@ -146,7 +146,7 @@ class EvalResult:
     kernel_sha256: str = ""
     device: str = ""
     seconds: float = 0.0              # wall time of the whole evaluation
-    phases: dict = field(default_factory=dict)   # seconds per phase: compile (nvcc, or the build cache), load (cubin and inputs onto the GPU: pycuda), verify (runs and comparisons on every input set), time (the timing session and its re-checks), checks (the rest of check(): verdict, peaks)
+    phases: dict = field(default_factory=dict)   # seconds per phase: lint (the rules), compile (nvcc, or the build cache), load (cubin and inputs onto the GPU: pycuda), verify (runs and comparisons on every input set), time (the timing session and its re-checks), checks (the rest of check(): verdict, peaks)
     rules: list[RuleViolation] = field(default_factory=list)
     compile: CompileInfo | None = None
     compile_failed: CompileFailed | None = None

@@ -21,6 +21,7 @@ from ..clioptions import renamed_flag
 from ..config import load_config
 from ..errors import MepgenError
 from ..exitcodes import UNSOUND_START
+from ..evaluate import estimate
 from ..evaluate.evaluator import Evaluator, Options
 from ..evaluate.journal import Journal
 from ..evaluate.store import digest
@@ -31,7 +32,7 @@ from . import candidates, many, strategies, summary
 from .features import kernel_features
 from .patterns import PatternStore
 from .proposer import Attempt, Context
-from .search import Budget, Search
+from .search import Budget, Search, auto_width
 from .trajectory import Trajectory, pct_roofline
 from .library.proposer import LibraryProposer
 from ..llm.client import ChatClient, LLMSettings
@@ -90,7 +91,8 @@ def gpu_info(ev: Evaluator, baseline) -> dict:
               help="Wall-time budget in seconds of the whole run, baseline included (per kernel with --all).")
 @click.option("--repairs", type=click.IntRange(min=0), default=2, show_default=True,
               help="Repair rounds per failed candidate (compile error, fault, wrong result).")
-@click.option("--width", type=click.IntRange(min=1), default=4, show_default=True, help="Candidates per round.")
+@click.option("--width", type=click.IntRange(min=1), default=None,
+              help="Candidates per round (default: half the CPU cores, 4 to 8: their compiles run side by side).")
 @click.option("--roofline", type=click.FloatRange(min=1, max=100), default=90.0, show_default=True,
               help="Stop when the best reaches this % of the GPU's measured peak.")
 @click.option("--backend", type=click.Choice(["auto", "native", "pycuda"]), default=None,
@@ -164,14 +166,19 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
                    compile_timeout=e["compile_timeout_s"], profile=profile, reps=reps, warmup=warmup,
                    timing=e["timing"], sandbox=e["sandbox"])
     ev = Evaluator(spec, mep_dir, opts, log=progress)
+    stream = None
     try:
         ev.require_gpu()
         progress(f"{spec.kernel.name}: backend {ev.backend_name} ({ev.backend_why})")
         guard = (e["fidelity_tolerance"], e["fidelity_floor_us"], force)
+        # the search's evaluation pipeline, opened now: its rule workers read the original while it is timed
+        stream = candidates.Stream(ev, mep_dir, spec, before=_check_stop)
         outcome, best_path, baseline, fid = _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget,
                                                  time_limit, repairs, width, roofline, resume, no_inherit, obj,
-                                                 started, guard)
+                                                 started, guard, stream)
     finally:
+        if stream is not None:
+            stream.close(cancel=True)      # nothing is left running after the search (a no-op when it ended)
         ev.close()
     _report(spec.kernel.name, run_dir, outcome, best_path, baseline, as_json, fid)
 
@@ -202,7 +209,8 @@ def _check_stop() -> None:
 
 
 def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time_limit, repairs, width, roofline,
-         resume, no_inherit, obj, started=None, guard=(fidelity.TOLERANCE, fidelity.FLOOR_US, False)):
+         resume, no_inherit, obj, started=None, guard=(fidelity.TOLERANCE, fidelity.FLOOR_US, False), evaluate=None):
+    """The baseline, then the search; `evaluate`: the run's candidates.Stream (its caller closes it)."""
     started = time.monotonic() if started is None else started
     if resume is None:
         summary.write_pending(run_dir, spec.kernel.name, "building and timing the original kernel")
@@ -212,7 +220,10 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
         progress(f"{spec.kernel.name}: building the original and computing its reference outputs")
         ev.prepare()             # builds the original while its input sets are made
         progress(f"{spec.kernel.name}: verifying and timing the original")
+        ahead = _first_round_ahead(ev, evaluate, spec, mep_dir, run_dir, kinds, width, resume)
         baseline = ev.baseline_result()
+        if ahead is not None:
+            ahead.join()
         if not baseline.ok:
             raise MepgenError(f"the MEP's own kernel.cu failed evaluation: {baseline.feedback().splitlines()[0]}",
                               exit_code=3)
@@ -255,15 +266,17 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     def write_summary(outcome) -> None:
         summary.write(traj, outcome, spec.kernel.name, baseline, command=command)
 
-    def evaluate(props, work):
-        _check_stop()           # a signal swallowed inside a libclang callback still stops the run here
-        return candidates.evaluate(ev, mep_dir, spec, props, work, journal)
-
+    # one pipeline for the whole search (candidates.Stream); a signal swallowed inside a libclang callback still stops
+    # the run before the next proposal is taken (_check_stop)
+    own = evaluate is None
+    evaluate = candidates.Stream(ev, mep_dir, spec, before=_check_stop) if own else evaluate
+    evaluate.keep_in(journal)
+    width = width or auto_width()
     search = Search(ctx, proposers, evaluate,
                     strategies.make(strategy), Budget(budget, time_limit, repairs, width, roofline), traj,
                     baseline=baseline,
                     on_win=pattern_recorder(store, spec.kernel.id, str(ws.app_root), features, str(run_dir)),
-                    start=started, on_progress=write_summary, pace_s=ev.candidate_s())
+                    start=started, on_progress=write_summary, pace_s=estimate.first_candidate_s(ev))
     if resume is not None:
         n = search.resume()
         traj.event("resumed", f"resumed {run_dir.name}: {n} candidate(s) already evaluated")
@@ -278,6 +291,8 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
                                       f"{run_dir.name} continues"))
         raise
     finally:
+        if own:
+            evaluate.close(cancel=True)
         store.close()
     check_winner(ev, outcome, run_dir / "memcheck", traj.event, journal)
     best_path = summary.write(traj, outcome, spec.kernel.name, baseline, command=command)
@@ -286,6 +301,28 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     if outcome.best is not None and (outcome.best.proposal.launch or outcome.best.proposal.nvcc_flags):
         write_launch(spec, outcome.best.proposal.launch, run_dir / "best" / "mep.yaml", outcome.best.proposal.nvcc_flags)
     return outcome, best_path, baseline, fid
+
+
+def _first_round_ahead(ev, stream, spec, mep_dir, run_dir, kinds, width, resume) -> threading.Thread | None:
+    """While the GPU verifies and times the original, the library's first proposals from it (the search's first
+    round: it starts from the original, with nothing evaluated yet) are linted and compiled into the caches their
+    submit finds, on a thread the caller joins before the search. Only where the pipeline streams (many cores), for
+    a new run, with the library among the proposers; a proposal that differs in the search is compiled there."""
+    if stream is None or stream.submit is None or resume is not None or "library" not in kinds:
+        return None
+
+    def work() -> None:
+        try:
+            gpu = gpu_info(ev, None)
+            ctx = Context(spec=spec, mep_dir=mep_dir, original=ev.original_text, gpu=gpu,
+                          features=kernel_features(spec, ev.original_text, gpu["name"], mep_dir))
+            for p in library_proposer().propose(ctx, None, width or auto_width()):
+                stream.prefetch(p, run_dir / "work")
+        except Exception:      # noqa: BLE001 (a warm-up only: the search meets any such error itself, and says it)
+            pass
+    t = threading.Thread(target=work, name="mepgen-first-round", daemon=True)
+    t.start()
+    return t
 
 
 def check_fidelity(mep_dir, baseline, guard, run_dir, name, resume) -> fidelity.Fidelity:

@@ -2,7 +2,10 @@
 
 Each round the strategy names parents; the available proposers turn them into Proposals; duplicates (by
 content hash of kernel.cu and launch) are dropped; the rest are evaluated by `evaluate(proposals, workdir)`
-(in production `candidates.evaluate`, in tests a stand-in: the search never looks inside it). A candidate
+(in production `candidates.Stream`, in tests a stand-in: the search never looks inside it). When `evaluate` also
+has `submit(proposal, workdir) -> Future`, each proposal is submitted the moment a proposer returns it, so its
+compile runs while the proposers write the rest of the round and the GPUs judge the first ones; the round's
+results are still taken in its order, the same as one call would give. A candidate
 that fails to compile, faults or computes wrong results goes back to its proposer with the evidence, up to
 `repairs` rounds per candidate. A candidate is accepted only when the evaluator's noise-aware rule calls it
 faster than the ORIGINAL kernel (`EvalResult.faster`); the best is the accepted one with the lowest median.
@@ -14,6 +17,7 @@ trajectory: evaluated candidates are not evaluated again.
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +40,15 @@ class ProposerUnavailable(Exception):
 
 #: a measured share of the peak above this means the work estimate overstates the bytes or FLOPs moved
 ROOFLINE_TRUSTED_PCT = 105.0
+
+
+def auto_width(cores: int | None = None) -> int:
+    """Proposals per round when not given: half the CPU cores, 4 to 8. A round ends at a barrier (the strategy
+    picks the next parents from its verdicts), where the GPU waits for the next round's first compile; wider
+    rounds on a machine whose cores compile them side by side cross fewer barriers (8 per round on 16 cores: 3
+    rounds for the default budget of 25, 8, 8 and 9 (Search._room), instead of 7 of 4)."""
+    cores = cores if cores is not None else (os.cpu_count() or 1)
+    return max(4, min(8, cores // 2))
 
 
 @dataclass
@@ -74,6 +87,8 @@ class Search:
         self.start = clock() if start is None else start    # the time limit covers what ran before (the baseline)
         self.on_progress = on_progress                        # after every batch: a provisional Outcome
         self.first_pace = pace_s      # what one candidate should take (estimated from the baseline) until measured
+        self.submit = getattr(evaluate, "submit", None)       # streaming: a proposal starts as soon as it exists
+        self.started: dict[int, object] = {}                  # id(proposal) -> the future of its result
 
     # --- bookkeeping --------------------------------------------------------------------------------
 
@@ -203,14 +218,26 @@ class Search:
                     fresh = self._fresh(self._ask(proposer, parent, want + tried + len(props)), want)
                 if not fresh and isinstance(self.strategy, MCTS):
                     self.strategy.mark_exhausted(parent)
+                for p in fresh:
+                    self._start(p)
                 out += [(p, proposer, parent) for p in fresh]
         return out
+
+    def _start(self, proposal: Proposal) -> None:
+        """Submit a proposal to a streaming evaluate now (its compile starts while the round is still collected)."""
+        if self.submit is not None:
+            self.started[id(proposal)] = self.submit(proposal, self.traj.folder / "work")
 
     def _evaluate(self, batch: list[tuple[Proposal, object, Attempt | None, str | None]]) -> list[Attempt]:
         if not batch:
             return []
-        workdir = self.traj.folder / "work"
-        results = self.evaluate([p for p, *_ in batch], workdir)
+        if self.submit is not None:
+            for p, *_ in batch:
+                if id(p) not in self.started:
+                    self._start(p)
+            results = [self.started.pop(id(p)).result() for p, *_ in batch]
+        else:
+            results = self.evaluate([p for p, *_ in batch], self.traj.folder / "work")
         done = []
         for (prop, proposer, parent, repair_of), res in zip(batch, results):
             a = Attempt(self._next_id(), prop, res, parent=parent.id if parent else None, repair_of=repair_of)
@@ -242,6 +269,13 @@ class Search:
         pace = self._pace()
         return max(1, min(room, int(left // pace))) if pace else room
 
+    def _room(self) -> int:
+        """Proposals in the next round: the width, or what is left of the budget when that exceeds the width by a
+        quarter of it at most (25 candidates at width 8: 8, 8, 9, not 8, 8, 8, 1: a last round of one would wait
+        for its compile alone, the GPU idle)."""
+        left = self.budget.candidates - self.evaluations
+        return left if left - self.budget.width <= self.budget.width // 4 else self.budget.width
+
     def _repair(self, failed: list[Attempt]) -> None:
         """Hand each failure back to its proposer, round after round, up to `repairs` rounds per candidate."""
         while failed:
@@ -270,6 +304,7 @@ class Search:
                     continue
                 self.seen.add(h)
                 parent = self.state.attempts.get(a.parent) if a.parent else None
+                self._start(fix)          # its compile runs while the other failures are repaired
                 batch.append((fix, proposer, parent, a.id))
             done = self._evaluate(batch)
             failed = [d for d in done if getattr(d.result, "status", "") in REPAIRABLE]
@@ -285,7 +320,7 @@ class Search:
             stop = self._stop_reason()
             if stop:
                 break
-            room = self._room_in_time(min(self.budget.width, self.budget.candidates - self.evaluations))
+            room = self._room_in_time(self._room())
             parents = self.strategy.parents(self.state, self.budget.width)
             items = self._collect(parents, room)
             if not items:

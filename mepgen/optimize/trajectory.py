@@ -63,7 +63,8 @@ class Trajectory:
                     raise MepgenError(f"{self.folder}: a run of {key} {found.get(key)!r}, not {header.get(key)!r}: "
                                       f"start a new run instead of --resume")
         else:
-            if self.folder.exists() and any(f.name != "summary.md" for f in self.folder.iterdir()):
+            # summary.md says the run is starting; work/ holds the first proposals, compiled while the original was timed
+            if self.folder.exists() and any(f.name not in ("summary.md", "work") for f in self.folder.iterdir()):
                 raise MepgenError(f"{self.folder} exists already: use --resume or another run name")
             self.folder.mkdir(parents=True, exist_ok=True)
             write_json(self.folder / "run.json", json.loads(self.redact(json.dumps(header))))

@@ -159,8 +159,13 @@ def test_no_candidate_is_started_that_cannot_finish_in_the_time_limit(tmp_path):
 
 def test_timing_seconds_counts_launches_processes_and_the_recheck():
     p = plan.by_time(214.0, rounds=3, flush_l2=True)           # 3 launches per side and round, 1 warm-up
-    # one session (pycuda): 2 sides x 3 rounds x 3 launches + 1 warm-up per side, then one re-check run
-    assert plan.timing_seconds(p, 214.0, 2.0, 2, per_process=False) == pytest.approx(20 * 0.214 + 2.0 + 2.0)
+    # one session (pycuda): 2 sides x 3 rounds x 3 launches + 1 warm-up per side, the worker call's overhead (a run
+    # less the launch it holds, counted among the session's), then one re-check run
+    assert plan.timing_seconds(p, 214.0, 2.0, 2, per_process=False) == pytest.approx(20 * 0.214 + 1.786 + 2.0)
+    # corr_kernel (PolyBench), 1.1 s a launch, 1.2 s a run, timed alone: 3 x 3 launches after 1 warm-up and the
+    # re-check run; the whole run on top of the launches made it 13.4 s where the worker spends about 12.2 s
+    slow = plan.by_time(1100.0, rounds=3, flush_l2=True)
+    assert plan.timing_seconds(slow, 1100.0, 1.2, 1, per_process=False) == pytest.approx(10 * 1.1 + 0.1 + 1.2)
     # native: a process per round and side, each warming up and paying one run's overhead; the re-checks are two
     # launches inside the last process
     assert plan.timing_seconds(p, 214.0, 2.0, 2, per_process=True) == pytest.approx(24 * 0.214 + 6 * 2.0 + 2 * 0.214)
@@ -182,6 +187,10 @@ def test_the_baseline_estimate_and_a_candidate_session_that_cannot_fit(mep):
         ev.set_time_limit(time.monotonic(), 3600)
         base = ev.baseline_result()
         assert base.ok and ev.run_s is not None and ev.candidate_s() > 3 * ev.run_s
+        # the search's pace before a candidate was measured: the original's build and runs, not its timing
+        from mepgen.evaluate.estimate import first_candidate_s
+        assert first_candidate_s(ev) == pytest.approx(3 * ev.run_s + (ev.workers[0].baseline.info.seconds or 0.0))
+        assert first_candidate_s(ev) < ev.candidate_s()
         ev.first_ms, ev.todo = 214.0, {"gen": 0, "ref": 0, "verify": 3, "time": 1}
         ev.set_time_limit(time.monotonic(), 2)
         with pytest.raises(plan.TooShort, match=r"the baseline of cg::axpy needs about \d+ s \(3 input set\(s\) of "

@@ -50,7 +50,8 @@ def test_proposals_with_and_without_launch(ev, tmp_path):
     assert [r.status for r in res] == ["ok", "ok"]
     assert res[0].key != res[1].key          # same text, other launch: another candidate
     assert any("own launch: grid ((N + 511) / 512), block (512)" in n for n in res[1].notes)
-    assert SEEN[0] is None and SEEN[1].block == ["512"] and SEEN[1].callee == "cg::axpy<float>"
+    own = [launch for launch in SEEN if launch is not None]      # built side by side: in either order
+    assert len(SEEN) == 2 and len(own) == 1 and own[0].block == ["512"] and own[0].callee == "cg::axpy<float>"
     folder = tmp_path / "work" / candidates.candidate_name(wide)
     assert (folder / "kernel.cu").read_text() == text and "wider blocks" in (folder / "proposal.json").read_text()
 
@@ -99,3 +100,25 @@ def test_hand_edited_harness_refuses_overrides(heat_meps, tmp_path):
     failed = NativeBackend(spec, mep, tmp_path / "build").compile(
         mep / "kernel.cu", launch=launch_from(spec, {"block": ["128"]}))
     assert "--refresh" in failed.message
+
+
+def test_the_stream_streams_only_with_lint_workers_and_judges_alike(ev, tmp_path):
+    """candidates.Stream: on few cores (no lint workers) the search calls it with whole rounds (`submit` None); with
+    workers each proposal is submitted alone; either way the verdicts are those of candidates.evaluate."""
+    good = Proposal(text=ev.original_text + "\n// a rewrite\n", change="plain", source="library")
+    cheat = Proposal(text="__device__ float kept[8];\n" + ev.original_text, change="state", source="library")
+    alone = candidates.evaluate(ev, ev.mep_dir, ev.spec, [good, cheat], tmp_path / "a")
+    batch = candidates.Stream(ev, ev.mep_dir, ev.spec, lint_processes=0)
+    try:
+        assert batch.submit is None
+        rounds = batch([good, cheat], tmp_path / "b")
+    finally:
+        batch.close()
+    stream = candidates.Stream(ev, ev.mep_dir, ev.spec, lint_processes=1)
+    try:
+        streamed = [f.result() for f in (stream.submit(good, tmp_path / "c"), stream.submit(cheat, tmp_path / "c"))]
+    finally:
+        stream.close()
+    for res in (alone, rounds, streamed):
+        assert [r.status for r in res] == ["ok", "rejected_by_rules"] and res[1].stage == "lint"
+        assert [r.key for r in res] == [r.key for r in alone]

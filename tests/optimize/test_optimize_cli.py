@@ -109,6 +109,32 @@ def test_optimize_end_to_end_on_the_fake_gpu_states_backend_plan_and_progress(tm
     assert "still running" not in md
 
 
+def test_optimize_streams_with_a_rule_worker_and_compiles_the_first_round_ahead(tmp_path, monkeypatch):
+    """As on a machine of many cores: the rules on a worker process, proposals submitted as they come, the first
+    round linted and compiled while the original is timed; the run and its results are as without."""
+    from mepgen.evaluate import lint_workers
+    from mepgen.evaluate.batch import Pipeline
+    monkeypatch.setattr(lint_workers, "count_for", lambda cores=None: 1)
+    ahead = []
+    real = Pipeline.prefetch
+    monkeypatch.setattr(Pipeline, "prefetch", lambda self, *a: (ahead.append(a[0]), real(self, *a))[1])
+    app = _fake_gpu_app(tmp_path, monkeypatch)
+    r = CliRunner().invoke(main, ["optimize", "cg::axpy", "-C", str(app), "--budget", "3", "--run-name", "r",
+                                  "--json"])
+    assert r.exit_code == 0, r.output
+    run = app / ".mepgen" / "runs" / "cg.axpy" / "r"
+    assert ahead and all(str(p).startswith(str(run / "work")) for p in ahead)
+    recs = [json.loads(line) for line in (run / "trajectory.jsonl").read_text().splitlines()]
+    attempts = [x for x in recs if x.get("kind") == "attempt" and x.get("result")]
+    assert len(attempts) == 3 and all("lint" in x["result"]["phases"] for x in attempts)
+    # the search's first candidates are the ones compiled ahead (the same texts, the same files)
+    from mepgen.optimize.candidates import candidate_name
+    from mepgen.optimize.proposer import Proposal
+    evaluated = {candidate_name(Proposal(text=(run / "candidates" / f"{x['id']}.cu").read_text(), change="", source="",
+                                         launch=x["launch"], nvcc_flags=x["nvcc_flags"])) for x in attempts}
+    assert evaluated & {p.parent.name for p in ahead}
+
+
 def test_a_run_that_stops_before_any_candidate_leaves_a_summary(tmp_path, monkeypatch):
     app = _fake_gpu_app(tmp_path, monkeypatch, mode="illegal")
     r = CliRunner().invoke(main, ["optimize", "cg::axpy", "-C", str(app), "--budget", "2", "--run-name", "r"])
@@ -125,11 +151,12 @@ from evaluate_fakes import install
 install(MonkeyPatch())
 import time
 import mepgen.optimize.candidates as candidates
-_real = candidates.evaluate
+_real = candidates.Stream.__call__
 def _slow(*a, **k):             # each batch takes seconds: the search is still running when the signal comes
     time.sleep(2.0)
     return _real(*a, **k)
-candidates.evaluate = _slow
+candidates.Stream.__call__ = _slow
+candidates.lint_workers.count_for = lambda cores=None: 0      # whole rounds (no streaming), whatever the cores
 from mepgen.cli import main
 main(prog_name="mepgen")
 """
