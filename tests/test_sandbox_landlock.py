@@ -323,3 +323,37 @@ def test_a_process_kept_root_reads_what_it_needs_of_etc_but_not_its_secrets(tmp_
     done = process.run(["sh", "-c", "(: </etc/passwd) 2>/dev/null && echo passwd yes; "
                                     "(: </etc/shadow) 2>/dev/null && echo shadow yes; echo done"], 30, confine=c)
     assert done.stdout.split() == ["passwd", "yes", "done"], done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("which", ["python", "c"])
+def test_unix_sockets_that_reach_nothing_by_name(which, tmp_path):
+    """The GPU rung before plain AF_UNIX (sandbox.gpu_policy): a process makes unix sockets and pairs and talks
+    over a pair, but connects to no named socket (as root, the container runtime's would be one) and sends to no
+    address; other families stay refused."""
+    if seccomp_filter.compiled(strict=True, families=(socket.AF_UNIX,), local=True) is None:
+        pytest.skip("libseccomp is not installed")
+    head = dict(zip(["python", "c"], launchers())).get(which) or pytest.skip("no C compiler")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(tmp_path / "s"))
+    server.listen(1)
+    dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    dgram.bind(str(tmp_path / "d"))
+    code = ("import socket, sys\n"
+            "def t(name, f):\n    try:\n        f(); print(name, 'yes')\n    except OSError:\n        print(name, 'no')\n"
+            "t('make', lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close())\n"
+            "a, b = socket.socketpair()\n"
+            "t('pair', lambda: (a.send(b'x'), b.recv(1)))\n"
+            "t('connect', lambda: socket.socket(socket.AF_UNIX).connect(sys.argv[1]))\n"
+            "t('sendto', lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b'x', sys.argv[2]))\n"
+            "t('inet', lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close())\n")
+    fd = seccomp_filter.open_fd(strict=True, families=(socket.AF_UNIX,), local=True)
+    try:
+        done = subprocess.run(head + ["-r", "/", "-x", sys.executable, "-s", str(fd), "-p", sys.executable, "--",
+                                      sys.executable, "-c", code, str(tmp_path / "s"), str(tmp_path / "d")],
+                              capture_output=True, text=True, timeout=60, pass_fds=(fd,))
+    finally:
+        os.close(fd)
+        server.close()
+        dgram.close()
+    seen = dict(line.split() for line in done.stdout.splitlines())
+    assert seen == {"make": "yes", "pair": "yes", "connect": "no", "sendto": "no", "inet": "no"}, done.stderr

@@ -133,7 +133,8 @@ def prefix(c, args: list[str], scratch: list[Path]) -> list[str]:
     with the policy; the seccomp program goes in a descriptor that `c.pass_fds` carries to the child."""
     flags = policy(c, args, scratch)
     sockets = getattr(c, "gpu_sockets", None) or (_gpu_sockets if c.gpu else "none")
-    fd = seccomp_filter.open_fd(strict=sockets != "any", families=SOCKET_FAMILIES[sockets]) if c.seccomp else None
+    fd = seccomp_filter.open_fd(strict=sockets != "any", families=SOCKET_FAMILIES[sockets],
+                                local=sockets == "unix-local") if c.seccomp else None
     if fd is not None:
         c.pass_fds.append(fd)
         flags += ["-s", str(fd)]
@@ -192,9 +193,12 @@ def launcher_binary() -> Path | None:
 ABI_ADDS = {2: "refer (renames and links across folders)", 3: "truncate", 4: "no TCP bind or connect",
             5: "ioctl on device nodes", 6: "no abstract unix socket and no signal outside its own processes"}
 
-#: the socket families a process under this level may create: "none" (the strict seccomp filter), "unix" (AF_UNIX
-#: only), "any" (no socket rule; Landlock ABI >= 4 still refuses TCP bind and connect)
-SOCKET_FAMILIES = {"none": (), "unix": (socket.AF_UNIX,), "any": None}
+#: the socket families a process under this level may create: "none" (the strict seccomp filter), "unix-local"
+#: (AF_UNIX, but no connect and no send to an address: it reaches no named socket), "unix" (AF_UNIX only), "any"
+#: (no socket rule; Landlock ABI >= 4 still refuses TCP bind and connect)
+SOCKET_FAMILIES = {"none": (), "unix-local": (socket.AF_UNIX,), "unix": (socket.AF_UNIX,), "any": None}
+SOCKET_RULES = {"unix-local": "unix sockets allowed, none reached by name (no connect, no send to an address)",
+                "unix": "unix sockets allowed", "any": "sockets of every family allowed (no TCP still)"}
 
 #: what a GPU process is confined with here: the newest Landlock ABI (0: the kernel's own) and its sockets.
 #: sandbox.resolve sets them from its probe (sandbox.gpu_policy) when it chooses this level: some drivers refuse a
@@ -212,7 +216,7 @@ def gpu_note(cap: int, sockets: str = "none") -> str:
     """One line on what GPU processes give up under ABI `cap` and socket rule `sockets` ('' when nothing)."""
     lost = [ABI_ADDS[v] for v in range(cap + 1, abi() + 1) if v in ABI_ADDS] if cap > 0 else []
     if sockets != "none":
-        lost.append("unix sockets allowed" if sockets == "unix" else "sockets of every family allowed (no TCP still)")
+        lost.append(SOCKET_RULES[sockets])
     if not lost:
         return ""
     return (f"GPU processes under Landlock ABI {cap or abi()} of {abi()}"

@@ -93,13 +93,13 @@ def gpu_policy() -> tuple[int, str] | None:
     """(Landlock ABI cap, socket rule) of the strongest landlock confinement under which the driver makes a CUDA
     context here: (0, "none") where the kernel's newest ABI and the strict filter work (or there is no usable GPU to
     ask), None where nothing does. Tried strongest first: each ABI from the newest down, and at each the strict
-    filter, then AF_UNIX sockets allowed, then every family (seen on an H200 host: cuInit failed with
-    CUDA_ERROR_OPERATING_SYSTEM under the strict filter and worked without it)."""
+    filter, then AF_UNIX sockets that reach nothing by name, then AF_UNIX sockets, then every family (seen on an
+    H200 host: cuInit failed with CUDA_ERROR_OPERATING_SYSTEM under the strict filter and worked without it)."""
     top = landlock_level.abi()
     if top < 1 or not gpu_probe.usable_here():
         return 0, "none"
     for cap in range(top, 0, -1):
-        for sockets in ("none", "unix", "any"):
+        for sockets in ("none", "unix-local", "unix", "any"):
             if not _refuses_at("landlock", 0 if cap == top else cap, sockets):
                 return (0 if cap == top else cap), sockets
     return None

@@ -29,6 +29,10 @@ DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "bpf", "per
           "name_to_handle_at", "acct", "quotactl", "syslog", "iopl", "ioperm", "lookup_dcookie")
 #: refused besides where the process has no network namespace
 STRICT_DENIED = ("socket", "io_uring_setup", "io_uring_enter", "io_uring_register")
+#: refused besides where a process may make AF_UNIX sockets but reach none by name (`local`): connecting, and
+#: sending to an address (sendto with one; sendmsg and sendmmsg, whose address the filter cannot read): Landlock
+#: does not confine connecting to a named unix socket, and as root that reaches e.g. the container runtime's
+LOCAL_DENIED = ("connect", "sendmsg", "sendmmsg")
 #: socket families the strict filter lets through (none by default; GPU processes may get AF_UNIX where the
 #: driver needs it: sandbox.gpu_filter); every other family is refused with EPERM
 STRICT_SOCKET_FAMILIES: tuple[int, ...] = ()
@@ -39,15 +43,16 @@ class _Cmp(ctypes.Structure):            # struct scmp_arg_cmp
                 ("datum_b", ctypes.c_uint64)]
 
 
-_CMP_LT, _CMP_GT = 2, 6
+_CMP_NE, _CMP_LT, _CMP_GT = 1, 2, 6
 _ALLOW = 0x7FFF0000                       # SCMP_ACT_ALLOW
 _ERRNO = 0x00050000                       # SCMP_ACT_ERRNO(x) = 0x00050000 | x
 
 
-@lru_cache(maxsize=2)
-def compiled(strict: bool = False, families: tuple[int, ...] | None = None) -> bytes | None:
+@lru_cache(maxsize=4)
+def compiled(strict: bool = False, families: tuple[int, ...] | None = None, local: bool = False) -> bytes | None:
     """The BPF program (bytes), or None when libseccomp is not on this machine. `families`: the socket families
-    the strict filter allows (default STRICT_SOCKET_FAMILIES: none)."""
+    the strict filter allows (default STRICT_SOCKET_FAMILIES: none); `local`: sockets reach nothing by name
+    (LOCAL_DENIED, and sendto with an address)."""
     name = ctypes.util.find_library("seccomp")
     if name is None:
         return None
@@ -64,15 +69,19 @@ def compiled(strict: bool = False, families: tuple[int, ...] | None = None) -> b
             return None
         try:
             families = tuple(sorted(set(families if families is not None else STRICT_SOCKET_FAMILIES)))
-            for call in DENIED + (STRICT_DENIED if strict else ()):
+            lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
+                                                   ctypes.POINTER(_Cmp)]
+            for call in DENIED + (STRICT_DENIED if strict else ()) + (LOCAL_DENIED + ("sendto",) if local else ()):
                 number = lib.seccomp_syscall_resolve_name(call.encode())
                 if number < 0:
                     continue
-                if call == "socket" and families:
+                if call == "sendto":                       # refused with an address (its 5th argument) only
+                    cmp = _Cmp(4, _CMP_NE, 0, 0)
+                    if lib.seccomp_rule_add_array(ctx, _ERRNO | errno.EPERM, number, 1, ctypes.byref(cmp)) != 0:
+                        return None
+                elif call == "socket" and families:
                     if len(families) != 1:
                         return None          # one family at most: a rule compares an argument once
-                    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
-                                                           ctypes.c_uint, ctypes.POINTER(_Cmp)]
                     for op in (_CMP_LT, _CMP_GT):          # refused: any family below or above the one allowed
                         cmp = _Cmp(0, op, families[0], 0)
                         if lib.seccomp_rule_add_array(ctx, _ERRNO | errno.EPERM, number, 1, ctypes.byref(cmp)) != 0:
@@ -90,12 +99,12 @@ def compiled(strict: bool = False, families: tuple[int, ...] | None = None) -> b
         return None
 
 
-def open_fd(strict: bool = False, families: tuple[int, ...] | None = None) -> int | None:
+def open_fd(strict: bool = False, families: tuple[int, ...] | None = None, local: bool = False) -> int | None:
     """A file descriptor holding the program, for `bwrap --seccomp FD` or confine_exec (the caller passes it and
     closes it): the read end of a pipe holding the whole program (a few hundred bytes, far below a pipe's
     buffer), its write end closed. Not a memfd: a child started with a memfd among its descriptors took ~7 ms
     longer to run `true` (measured here), a pipe's read end nothing."""
-    program = compiled(strict, families)
+    program = compiled(strict, families, local)
     if not program:
         return None
     r, w = os.pipe()

@@ -71,7 +71,7 @@ def test_landlock_kept_at_an_older_abi_when_the_driver_refuses_only_the_newest(f
         return cap <= 5
     monkeypatch.setattr(gpu_probe, "cuda_works", cuda_works)
     level, why = sandbox.strongest()
-    assert level == "landlock" and tried == [6, 6, 6, 5]      # the strict filter first at each ABI
+    assert level == "landlock" and tried == [6, 6, 6, 6, 5]   # the strict filter first at each ABI
     assert "Landlock ABI 5 of 6" in why and "no abstract unix socket" in why
     assert sandbox.resolve("auto") == "landlock"          # choosing the level hands the cap to every GPU process
     c = sandbox.Confinement("landlock", gpu=True)
@@ -84,25 +84,31 @@ def test_landlock_kept_at_an_older_abi_when_the_driver_refuses_only_the_newest(f
         c.close()
 
 
-def test_a_driver_that_needs_a_unix_socket_gets_one_and_nothing_more(fresh, monkeypatch):
+@pytest.mark.parametrize("connects", [True, False])
+def test_a_driver_that_needs_a_unix_socket_gets_one_and_nothing_more(fresh, monkeypatch, connects):
     """Seen on an H200 host: cuInit fails under the strict seccomp filter (no socket at all) and works without it.
-    GPU processes then get AF_UNIX sockets alone, the newest ABI kept; compilers keep the strict filter."""
+    GPU processes then get AF_UNIX sockets alone, the newest ABI kept; compilers keep the strict filter. A driver
+    that only makes its sockets gets them without connect or addressed sends (no named socket reached); one that
+    connects (the MPS control socket) gets connect too."""
     from mepgen.evaluate import seccomp_filter
     monkeypatch.setattr(sandbox, "landlock_works", lambda: (True, ""))
     monkeypatch.setattr(gpu_probe, "driver_present", lambda: True)
     asked = []
-    monkeypatch.setattr(seccomp_filter, "open_fd", lambda strict=False, families=None: asked.append(
-        (strict, families)))
+    monkeypatch.setattr(seccomp_filter, "open_fd", lambda strict=False, families=None, local=False: asked.append(
+        (strict, families, local)))
+    needs = ((True, ()),) + (((True, (1,), True),) if connects else ())
     monkeypatch.setattr(gpu_probe, "cuda_works", lambda prefix, pass_fds=(): not any(
-        "confine" in Path(a).name for a in prefix) or asked[-1] != (True, ()))
+        "confine" in Path(a).name for a in prefix) or asked[-1][:2 if asked[-1][1] == () else 3] not in needs)
     level, why = sandbox.strongest()
-    assert level == "landlock" and sandbox.gpu_policy() == (0, "unix")
-    assert "unix sockets allowed" in why and "ABI 6 of 6, unix sockets" in why
+    rule = "unix" if connects else "unix-local"
+    assert level == "landlock" and sandbox.gpu_policy() == (0, rule)
+    assert "unix sockets allowed" in why and f"ABI 6 of 6, {rule} sockets" in why
+    assert ("none reached by name" in why) is not connects
     asked.clear()
     assert sandbox.resolve("auto") == "landlock"
     sandbox.Confinement("landlock", gpu=True).command(["true"])
     sandbox.Confinement("landlock").command(["nvcc"])
-    assert asked == [(True, (1,)), (True, ())]
+    assert asked == [(True, (1,), not connects), (True, (), False)]
 
 
 def test_no_driver_no_gpu_reason_to_refuse(fresh, monkeypatch):
