@@ -15,7 +15,10 @@ overlap; with --serial one at a time, each seeing every GPU (the numbers recorde
 and OUT/tune_sweep.md as each application finishes, and OUT/apps/NAME/ (report.json, report.md, logs tail).
 
     python3 bench/tune_sweep.py --rodinia PACK/rodinia --hecbench PACK/hecbench --out OUT [--apps a,b] \\
-        [--time-limit 20] [--runs 3] [--gpus 0,1,2,3] [--max-bytes 16G]
+        [--time-limit 20] [--runs 3] [--gpus 0,1,2,3] [--max-bytes 16G] [--backends-only]
+
+--backends-only replaces step 2 by the capture alone (`mepgen capture --all --use`): steps 1 and 3 in a few minutes
+for the whole list, the check that every complete MEP builds and verifies on both backends.
 """
 from __future__ import annotations
 
@@ -84,6 +87,8 @@ def one_app(name: str, roots: dict, work: Path, arch: str, gpu: str, a, env) -> 
     if rc:
         row["error"] = "extract failed: " + (err or out).strip()[-300:]
         return row
+    if a.backends_only:
+        return _backends_only(row, app, exe, args, a, env)
     check = CHECK[suite]
     tune = MEPGEN + ["tune", "-C", str(app), "--build", cmd, "--runs", str(a.runs), "--time-limit", str(a.time_limit),
                      "--timeout", "300", "--json", *(["--check", check] if check else []),
@@ -107,6 +112,28 @@ def one_app(name: str, roots: dict, work: Path, arch: str, gpu: str, a, env) -> 
         return row
     ids = [k["id"] for k in rep.get("kernels", []) if k.get("capture") == "captured" and k.get("mep_complete")]
     row["backends"] = backends(app, ids, env) if not a.no_backends else {}
+    if not a.keep:
+        shutil.rmtree(app, ignore_errors=True)
+    return row
+
+
+def _backends_only(row: dict, app: Path, exe: str, args: list, a, env) -> dict:
+    """--backends-only: the capture tune starts with (`capture --all --use`), then `mepgen run` of every complete
+    MEP on both backends; no optimize, no patch, no timed runs of the application."""
+    cap = MEPGEN + ["capture", "--all", "--use", "-C", str(app), "--json", "--timeout", "300",
+                    *(["--max-bytes", a.max_bytes] if a.max_bytes else []), "--", exe, *args]
+    rc, out, err, dt = sh(cap, app, a.app_timeout, env)
+    row.update(capture_exit=rc, capture_s=round(dt, 1), command=" ".join(cap[2:]))
+    doc = _json(out)
+    outcomes = doc if isinstance(doc, list) else None       # capture --json: one outcome per kernel
+    if outcomes is None:
+        row["error"] = f"capture exit {rc}: " + (err or out).strip()[-400:]
+        return row
+    kernels = [{"id": Path(o["mep"]).name if o.get("mep") else o.get("kernel"), "kernel": o.get("kernel"),
+                "capture": o.get("outcome"), "mep_complete": bool(o.get("complete"))} for o in outcomes]
+    row["report"] = {"kernels": kernels, "outcome": "backends only: captured, no optimize"}
+    ids = [k["id"] for k in kernels if k["capture"] == "captured" and k["mep_complete"]]
+    row["backends"] = backends(app, ids, env)
     if not a.keep:
         shutil.rmtree(app, ignore_errors=True)
     return row
@@ -189,6 +216,9 @@ def main() -> int:
                     help="one application at a time, every GPU visible to it (its optimize batch spreads over them): "
                          "nothing else runs while an application is timed")
     ap.add_argument("--no-backends", action="store_true")
+    ap.add_argument("--backends-only", action="store_true",
+                    help="capture (as tune does) and `mepgen run` every complete MEP on both backends; no optimize, "
+                         "no patch, no timed runs: the check of issue 39's both-backends rate in a few minutes")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
