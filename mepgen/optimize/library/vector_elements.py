@@ -1,0 +1,373 @@
+"""Vector loads and stores for one-element-per-thread kernels: each thread handles V consecutive elements (V = 4
+floats or ints, 2 doubles: one 16-byte access per array where the original made V 4- or 8-byte ones), and the grid
+shrinks by V (as coarsen's does).
+
+Proof, on the shared access model (memory_roots.Memory for the roots and what is written, affine.poly with the
+kernel's local constants substituted for the index), never on the spelling:
+- the kernel declares one element index `i` whose polynomial is exactly `blockIdx.x * blockDim.x + threadIdx.x`
+  (the block size may be spelled as the launch's own block macro), after pure declarations only; nothing after it
+  reads threadIdx, blockIdx or gridDim, nor a local computed from them;
+- it guards its work with `if (i < X)` (X read before the index: parameters, macros, earlier locals) and the
+  launch's threads cover X for the MEP's sizes, or it has no guard and the original grid is an expression the
+  kernel can compute (kernel_expr.in_kernel): the last, partial chunk then runs the original work lane by lane,
+  stopping at that bound;
+- an array goes through vectors when every access of it is unconditional (no if, loop, ternary, `&&`/`||` above
+  it in the work), names the pointer parameter itself (not a cast copy), is not passed to a function, an atomic or
+  a member of an element, and has an index whose polynomial is `i + c` with c the same for every thread (its atoms
+  are scalar parameters, template parameters or kernel.cu's macros); a written array has all its reads at one c (a
+  lane never reads what another lane of the same thread writes), and no written array may share memory with
+  another the kernel touches (mep.yaml gives each its own buffer). Lane l of the chunk at g0 = (global thread) * V
+  then touches element g0 + l + c: the vector at `p + c + g0`, 16-byte aligned when `p + c` is (a run-time test
+  that is the same for every thread; the original work runs lane by lane where it fails).
+
+Each lane runs the kernel's own statements with `i` redeclared and the vector arrays' accesses read from / written
+to the lane's register element: the arithmetic per element is unchanged (results are bit-identical).
+"""
+from __future__ import annotations
+
+import re
+
+from ...spec import itemsize
+from .affine import local_constants, poly, text as poly_text
+from .analysis import body_statements, check_pure, element_type, squash, warp_level
+from .base import Rewrite, Transformation
+from .kernel_expr import in_kernel
+from .memory_roots import Memory, leaves
+from .source import Refused, kind, walk
+
+BYTES = 16
+LANES = [4, 2]
+_GEOMETRY = ("threadIdx", "blockIdx", "gridDim")
+_BRANCHES = ("IF_STMT", "CONDITIONAL_OPERATOR", "FOR_STMT", "WHILE_STMT", "DO_STMT", "SWITCH_STMT",
+             "CXX_FOR_RANGE_STMT")
+#: element types whose size the kernel's text fixes (checked against mep.yaml's dtype)
+_SIZES = {"float": 4, "int": 4, "unsigned": 4, "unsigned int": 4, "double": 8, "long long": 8, "char": 1,
+          "unsigned char": 1, "short": 2, "__half": 2, "half": 2}
+
+
+def _flip(op: str) -> str:
+    return {">": "<", ">=": "<="}.get(op, op)
+
+
+class VectorElements(Transformation):
+    def __init__(self):
+        super().__init__("vector_elements", "V consecutive elements per thread through 16-byte vector accesses",
+                         {"lanes": 4})
+
+    # --- the analysis --------------------------------------------------------------------------------------
+
+    def _match(self, src, spec, launch) -> dict:
+        if len(launch["grid"]) != 1 or len(launch["block"]) != 1:
+            raise Refused("the launch is not 1D")
+        if src.shared_arrays() or any(c.startswith("__syncthreads") for c in src.calls()):
+            raise Refused("the kernel uses shared memory or barriers (a thread's lanes would cross them)")
+        warp = warp_level(src)
+        if warp:
+            raise Refused(f"the kernel depends on which threads form a warp ({warp[0]})")
+        env = local_constants(src, src.body, set())
+        stmts = body_statements(src.body)
+        var, at, g = self._index(src, spec, launch, stmts, env)
+        prefix, rest = stmts[:at + 1], stmts[at + 1:]
+        if not rest:
+            raise Refused("the kernel does nothing after its element index")
+        geo_locals = {v for s in prefix[:-1] for v in s.get_children() if kind(v) == "VAR_DECL"}
+        for s in rest:
+            for c in walk(s):
+                if kind(c) == "MEMBER_REF_EXPR" and src.src(c).split(".")[0].strip() in _GEOMETRY:
+                    raise Refused(f"the kernel uses {squash(src.src(c))} beyond its element index {var}")
+                if kind(c) == "DECL_REF_EXPR" and c.referenced is not None and \
+                        any(c.referenced == g for g in geo_locals) and self._geometric(src, c.referenced, env):
+                    raise Refused(f"the kernel uses {c.spelling} (a thread or block index) beyond its element index")
+        why = leaves(rest)
+        if why:
+            raise Refused(f"the work leaves early ({why}): every lane must run it to the end")
+        guard = self._guard(src, spec, launch, rest, var, prefix)
+        work = rest[:-1] + body_statements(list(rest[-1].get_children())[1]) if guard else rest
+        arrays, reasons = self._arrays(src, spec, rest, work, var, env, g)
+        if not arrays:
+            raise Refused("no array goes through vectors: " + "; ".join(reasons[:3]))
+        return dict(var=var, index=stmts[at], rest=rest, guard=guard, work=work, arrays=arrays, reasons=reasons)
+
+    def _index(self, src, spec, launch, stmts, env) -> tuple[str, int, dict]:
+        """The element index: the first top-level declaration whose value is the global thread index."""
+        block = squash(src.expand(str(launch["block"][0]))).strip("() ")
+        for at, s in enumerate(stmts):
+            if kind(s) != "DECL_STMT":
+                break
+            decls = list(s.get_children())
+            for v in decls:
+                init = [k for k in v.get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]
+                if not init or v.spelling not in env:
+                    continue
+                try:
+                    p = poly(src, init[-1], env)
+                except Refused:
+                    continue
+                if self._is_global(p, block):
+                    if len(decls) != 1:
+                        raise Refused(f"the element index {v.spelling} is declared together with other variables")
+                    return v.spelling, at, p
+            check_pure(src, s, "a declaration before the element index")
+        raise Refused("no element index (`blockIdx.x * blockDim.x + threadIdx.x` as the access model reads it) "
+                      "declared among the kernel's first declarations")
+
+    @staticmethod
+    def _is_global(p: dict, block: str) -> bool:
+        blocks = {("blockDim.x", "blockIdx.x"), tuple(sorted(("blockIdx.x", block)))}
+        return len(p) == 2 and p.get(("threadIdx.x",)) == 1 and \
+            any(p.get(m) == 1 for m in blocks)
+
+    def _geometric(self, src, decl, env) -> bool:
+        init = [k for k in decl.get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]
+        if not init:
+            return True
+        return any(kind(c) == "MEMBER_REF_EXPR" and src.src(c).split(".")[0].strip() in _GEOMETRY + ("blockDim",)
+                   for c in walk(init[-1])) or decl.spelling not in env
+
+    def _guard(self, src, spec, launch, rest, var, prefix):
+        """(bound text, `<` or `<=`) of a final `if (var < X) {...}` guarding the work; None without one (the
+        original grid then bounds the chunks); Refused where the launch may not cover X."""
+        last = rest[-1]
+        kids = list(last.get_children())
+        if kind(last) != "IF_STMT":
+            return None
+        cond = kids[0]
+        while kind(cond) in ("UNEXPOSED_EXPR", "PAREN_EXPR") and len(list(cond.get_children())) == 1:
+            cond = list(cond.get_children())[0]
+        if kind(cond) != "BINARY_OPERATOR":
+            return None
+        a, b = list(cond.get_children())
+        op = src.operator(cond)
+        if squash(src.src(b)) == var and op in (">", ">="):
+            a, b, op = b, a, _flip(op)
+        if squash(src.src(a)) != var or op not in ("<", "<="):
+            return None
+        if len(kids) != 2:
+            raise Refused(f"the guard of {var} has an else branch")
+        bound = b
+        declared_before = {v.spelling for s in prefix for v in s.get_children() if kind(v) == "VAR_DECL"}
+        for c in walk(bound):
+            if kind(c) in ("ARRAY_SUBSCRIPT_EXPR", "CALL_EXPR") or \
+                    (kind(c) == "UNARY_OPERATOR" and squash(src.src(c)).startswith("*")):
+                raise Refused(f"the guard's bound `{squash(src.src(bound))}` reads memory")
+            if kind(c) == "DECL_REF_EXPR" and c.referenced is not None and kind(c.referenced) == "VAR_DECL" and \
+                    c.spelling not in declared_before:
+                raise Refused(f"the guard's bound `{squash(src.src(bound))}` uses {c.spelling}, declared after "
+                              f"the element index")
+            if kind(c) == "DECL_REF_EXPR" and c.spelling == var:
+                raise Refused("the guard's bound depends on the element index")
+        threads = (spec.size(str(launch["grid"][0])) or 0) * (spec.size(str(launch["block"][0])) or 0)
+        value = self._value(src, spec, src.src(bound))
+        if value is None:
+            raise Refused(f"the guard's bound `{squash(src.src(bound))}` has no value for the MEP's sizes "
+                          "(whether the launch covers it is not provable)")
+        if threads < value + (op == "<="):
+            raise Refused(f"the launch's {threads} threads do not cover the guard's bound {value}: a shrunk grid "
+                          "rounded up would handle elements the original never did")
+        return squash(src.src(bound)), op
+
+    @staticmethod
+    def _value(src, spec, text: str):
+        from .analysis import size_expr
+        e = size_expr(src, spec, text)
+        if e is not None:
+            return spec.size(e)
+        out = src.expand(text)
+        for p in spec.params:
+            if p.role == "scalar" and p.value is not None:
+                out = re.sub(rf"(?<![\w.]){re.escape(p.name)}(?![\w.])", f"({p.value})", out)
+        return spec.size(out)
+
+    def _arrays(self, src, spec, rest, work, var, env, g) -> tuple[dict, list]:
+        """Pointer parameter -> {c (key) -> (c's text, [access cursors])} for the arrays that go through vectors,
+        and the reasons the others do not."""
+        mem = Memory(src, spec)
+        top = {_key(src, s) for s in work}
+        invariant = {p.name for p in src.params if not p.pointer} | set(src.template_values()) | \
+            {k.spelling for k in src.fn.get_children() if kind(k) == "TEMPLATE_NON_TYPE_PARAMETER"} | \
+            set(src.macros())
+        params = {p.name: p for p in src.params if p.pointer}
+        by_root, bad, written = {}, {}, set()
+        accesses = [a for s in rest for a in mem.accesses(s)]
+        for a in accesses:
+            if a.write and a.root is not None:
+                written.add(a.root)
+            if a.root is None or a.root not in params:
+                continue
+            name = a.root
+            if name in bad:
+                continue
+            why = self._why_not(src, mem, a, var, env, g, top, invariant)
+            if isinstance(why, str):
+                bad[name] = why
+                by_root.pop(name, None)
+                continue
+            key, c_text = why
+            by_root.setdefault(name, {}).setdefault(key, [c_text, [], set()])
+            by_root[name][key][1].append(a.cursor)
+            by_root[name][key][2].add("w" if a.write else "r")
+        roles = {p.name: p for p in spec.params}
+        for name, groups in list(by_root.items()):
+            modes = set().union(*(g_[2] for g_ in groups.values()))
+            why = None
+            if "w" in modes and "r" in modes and len(groups) > 1:
+                why = f"{name} is written and read at {len(groups)} offsets (a lane could read another's write)"
+            p = roles.get(name)
+            size = itemsize(p.dtype) if p is not None and p.role != "scalar" and p.dtype else None
+            etype = element_type(params[name].type)
+            if size is None:
+                why = why or f"mep.yaml gives {name} no buffer with a dtype of its own"
+            elif _SIZES.get(etype, size) != size:
+                why = why or f"{name} is {etype} but mep.yaml's dtype is {p.dtype}"
+            elif size > BYTES // 2:
+                why = why or f"{name}'s {size}-byte elements make no vector of two"
+            if why is None:
+                # a lane's write must not reach memory another array's vector holds, nor another's write this one
+                others = {a.root for a in accesses} if name in written else written | \
+                    {a.root for a in accesses if a.write}
+                other = sorted((o for o in others - {name} if mem.may_alias(name, o)), key=str)
+                if other:
+                    why = f"{name} may share memory with {other[0] or 'a pointer the kernel computes'}, which " \
+                          f"{'the kernel touches' if name in written else 'is written'}"
+            if why:
+                bad[name] = why
+                del by_root[name]
+        for name in list(by_root):
+            by_root[name] = {"groups": by_root[name], "size": itemsize(roles[name].dtype),
+                             "type": element_type(params[name].type), "written": name in written}
+        return by_root, [f"{n}: {w}" for n, w in bad.items()]
+
+    def _why_not(self, src, mem, a, var, env, g, top, invariant):
+        if a.via != a.root:
+            return f"accessed through {a.via or 'a computed pointer'}, not the parameter itself"
+        if not a.indices:
+            return "passed along, offset or dereferenced (where in it is not modelled)"
+        if len(a.indices) != 1 or a.member:
+            return f"`{squash(src.src(a.cursor))[:40]}` is not one whole element"
+        node, p = a.cursor, mem.parent.get(a.cursor)
+        while p is not None and _key(src, node) not in top:
+            if kind(p) in _BRANCHES or (kind(p) == "BINARY_OPERATOR" and src.operator(p) in ("&&", "||")):
+                return f"`{squash(src.src(a.cursor))[:40]}` runs under a condition or in a loop"
+            if kind(p) == "CALL_EXPR" and p.spelling.startswith("atomic"):
+                return f"`{squash(src.src(a.cursor))[:40]}` is an atomic's target"
+            if kind(p) == "UNARY_OPERATOR" and squash(src.src(p)).startswith("&"):
+                return f"the kernel takes the address of `{squash(src.src(a.cursor))[:40]}`"
+            node, p = p, mem.parent.get(p)
+        if _key(src, node) not in top:
+            return f"`{squash(src.src(a.cursor))[:40]}` is outside the element's work"
+        try:
+            p_ = poly(src, a.indices[0], env)
+        except Refused as e:
+            return str(e)
+        if any(p_.get(m) != c for m, c in g.items()):
+            return f"`{squash(src.src(a.cursor))[:40]}` is not at {var} + an offset the same for every thread"
+        rest = {m: c for m, c in p_.items() if m not in g}
+        for m in rest:
+            for at in m:
+                if at.split(".")[0] not in invariant:
+                    return f"`{squash(src.src(a.cursor))[:40]}`'s offset uses {at}, not the same for every thread"
+        return tuple(sorted(rest.items())), poly_text(rest)
+
+    # --- the rewrite ---------------------------------------------------------------------------------------
+
+    def _lanes(self, arrays) -> list[int]:
+        widest = max(a["size"] for a in arrays.values())
+        return [v for v in LANES if v * widest <= BYTES]
+
+    def space(self, src, spec, launch):
+        m = self._match(src, spec, launch)
+        return {"lanes": self._lanes(m["arrays"])}
+
+    def first_point(self, src, spec, launch):
+        return {"lanes": self.space(src, spec, launch)["lanes"][0]}
+
+    def apply(self, src, spec, launch, params):
+        m = self._match(src, spec, launch)
+        v = int(params.get("lanes", self._lanes(m["arrays"])[0]))
+        if v not in self._lanes(m["arrays"]):
+            raise Refused(f"{v} lanes of the widest element exceed {BYTES} bytes")
+        if m["guard"] is not None:
+            bound, op = m["guard"]
+            limit = f"(long long)({bound})" + (" + 1" if op == "<=" else "")
+        else:
+            limit = f"(long long)({in_kernel(src, spec, launch['grid'][0], launch)}) * blockDim.x"
+        text = src.replace([(*src.span(m["index"]), self._body(src, m, v, limit))] +
+                           [(src.span(m["rest"][0])[0], _end(src, m["rest"][-1]), "")])
+        grid = f"(({launch['grid'][0]}) + {v} - 1) / {v}"
+        names = ", ".join(sorted(m["arrays"]))
+        scalar = f"; scalar still: {'; '.join(m['reasons'])}" if m["reasons"] else ""
+        return Rewrite(text, f"vector accesses: {v} consecutive elements per thread, {names} through "
+                             f"{v}-element vectors (a lane-by-lane path where a chunk is partial or a pointer "
+                             f"unaligned), grid divided by {v}{scalar}",
+                       {"grid": [grid], "block": list(launch["block"]), "shared_mem": str(launch.get("shared_mem", "0"))})
+
+    def _body(self, src, m, v, limit) -> str:
+        ind = "    "
+        index = m["index"]
+        itype = re.match(rf"^(.*?)\b{re.escape(m['var'])}\s*=", src.src(index), re.S)
+        itype = (itype.group(1).strip() if itype else "") or "int"
+        types, lines, vecs, edits = {}, [], {}, []
+        for n, (name, arr) in enumerate(sorted(m["arrays"].items())):
+            vt = types.setdefault((arr["type"], arr["size"]), f"mepgen_vec{len(types)}")
+            for k, (key, (c_text, cursors, modes)) in enumerate(sorted(arr["groups"].items())):
+                reg = f"mepgen_{name}{k}"
+                vecs[reg] = (name, vt, c_text, modes, arr["type"], arr["size"])
+                edits += [(src.span(c), f"{reg}.c[mepgen_l]") for c in cursors]
+        out = [f"// mepgen vector_elements: {v} consecutive elements per thread through vector accesses"]
+        out += [f"struct __align__({v * size}) {vt} {{ {t} c[{v}]; }};" for (t, size), vt in types.items()]
+        out += [f"static_assert(sizeof({t}) == {size}, \"mepgen vector_elements: {t} is not {size} bytes\");"
+                for (t, size) in types]
+        out.append(f"const long long mepgen_g0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * {v};")
+        aligned = " && ".join(dict.fromkeys(
+            f"(reinterpret_cast<unsigned long long>({_at(name, c)}) % {v * size}) == 0"
+            for name, vt, c, modes, t, size in vecs.values()))
+        out.append(f"if (mepgen_g0 + {v} <= {limit} && {aligned}) {{")
+        for reg, (name, vt, c, modes, t, size) in vecs.items():
+            if "r" in modes:
+                const = "" if "w" in modes else "const "
+                out.append(f"{ind}{const}{vt} {reg} = *reinterpret_cast<const {vt}*>({_at(name, c)} + mepgen_g0);")
+            else:
+                out.append(f"{ind}{vt} {reg};")
+        out += [f"{ind}#pragma unroll", f"{ind}for (int mepgen_l = 0; mepgen_l < {v}; ++mepgen_l) {{",
+                f"{ind * 2}{itype} {m['var']} = mepgen_g0 + mepgen_l;", f"{ind * 2}(void){m['var']};"]
+        out += [ind * 2 + line for line in _statements(src, m["work"], edits).splitlines()]
+        out.append(f"{ind}}}")
+        out += [f"{ind}*reinterpret_cast<{vt}*>({_at(name, c)} + mepgen_g0) = {reg};"
+                for reg, (name, vt, c, modes, t, size) in vecs.items() if "w" in modes]
+        out += ["} else {", f"{ind}for (int mepgen_l = 0; mepgen_l < {v}; ++mepgen_l) {{",
+                f"{ind * 2}if (mepgen_g0 + mepgen_l >= {limit}) break;" if m["guard"] is None else "",
+                f"{ind * 2}{itype} {m['var']} = mepgen_g0 + mepgen_l;"]
+        out += [ind * 2 + line for line in _statements(src, m["rest"], []).splitlines()]
+        out += [f"{ind}}}", "}"]
+        return "\n".join(ln for ln in out if ln != "").replace("\n", "\n" + ind)
+
+
+def _key(src, c) -> tuple:
+    return (*src.span(c), kind(c))
+
+
+def _at(name: str, c: str) -> str:
+    return name if c == "0" else f"({name} + ({c}))"
+
+
+def _end(src, stmt) -> int:
+    end = src.span(stmt)[1]
+    rest = src.text[end:]
+    stripped = rest.lstrip(" \t")
+    return end + (len(rest) - len(stripped)) + 1 if stripped.startswith(";") else end
+
+
+def _statements(src, stmts: list, edits: list) -> str:
+    """The statements' text (with their `;`), the edits ((start, end), new) inside them applied, dedented."""
+    out = []
+    for s in stmts:
+        a, b = src.span(s)[0], _end(src, s)
+        piece = src.text[a:b]
+        for (s0, e0), new in sorted((e for e in edits if a <= e[0][0] < b), reverse=True):
+            piece = piece[:s0 - a] + new + piece[e0 - a:]
+        lines = piece.splitlines()
+        if len(lines) > 1:
+            import textwrap
+            piece = lines[0] + "\n" + textwrap.dedent("\n".join(lines[1:]))
+        out.append(piece)
+    return "\n".join(out)
