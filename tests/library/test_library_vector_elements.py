@@ -71,6 +71,18 @@ __global__ void halve(const double *x, double *y, double s, int n) {
 }
 """
 
+# a read-only array read at the lane's element, through a gather and under a condition: only the first is a vector
+MIXED = """__global__ void mixed(const float *x, float *y, float s, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float a = x[i];
+        float b = x[(i * 7) % n];
+        float c = a > 0.f ? x[i + n] : s;
+        y[i] = a * b + c;
+    }
+}
+"""
+
 
 def test_a_guarded_update_in_place_goes_through_vectors(tmp_path):
     src, spec, launch = make(tmp_path, SCALE, "scale_add")
@@ -115,6 +127,7 @@ def test_eight_byte_elements_go_in_pairs(tmp_path):
     ("float v = s * x[i];", "float v = s * x[i + (int)y[0]];", "x: data-dependent index"),
     ("y[i] *= 0.5f;", "atomicAdd(&y[i], 0.5f);", "y: the kernel takes the address of `y[i]`"),
     ("y[i] *= 0.5f;", "__syncthreads();", "shared memory or barriers"),
+    ("y[i] *= 0.5f;", "for (int k = 0; k < 3; ++k) y[i] *= 0.5f;", "the work loops per element"),
     ("int i = threadIdx.x + blockIdx.x * blockDim.x;", "int i = threadIdx.x + blockIdx.x * blockDim.x * 2;",
      "no element index"),
 ])
@@ -134,6 +147,14 @@ def test_refusals_name_what_the_model_cannot_prove(tmp_path, old, new, reason):
         name = reason.split(":")[0]
         assert f"mepgen_{name}0" not in rw.text
     assert reason in said, said
+
+
+def test_reads_of_a_read_only_array_elsewhere_stay_scalar(tmp_path):
+    src, spec, launch = make(tmp_path, MIXED, "mixed", y_role="out")
+    rw = VectorElements().apply(src, spec, launch, {"lanes": 4})
+    assert "float a = mepgen_x0.c[mepgen_l];" in rw.text
+    assert "float b = x[(i * 7) % n];" in rw.text and "x[i + n] : s;" in rw.text
+    assert "mepgen_y0.c[mepgen_l] = a * b + c;" in rw.text
 
 
 def test_a_launch_that_does_not_cover_the_guard_is_refused(tmp_path):
@@ -225,6 +246,7 @@ def cpu_main(kernel: str, t: str, n: int, grid_before: int, grid_after: int, shi
     ("scale_add", SCALE, {}, 1001, 4),             # a partial chunk, lane by lane
     ("scale_add", SCALE, {}, 1003, 2),
     ("planes", PLANES, {"grid": "N / 128"}, 1024, 4),
+    ("mixed", MIXED, {"y_role": "out"}, 1002, 4),
     ("halve", DOUBLES, {"block": "THREADS", "t": "double"}, 999, 2),
 ])
 def test_the_rewrite_computes_the_same_on_the_cpu(tmp_path, name, text, kw, n, lanes, shift):

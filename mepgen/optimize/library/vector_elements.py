@@ -6,7 +6,8 @@ Proof, on the shared access model (memory_roots.Memory for the roots and what is
 kernel's local constants substituted for the index), never on the spelling:
 - the kernel declares one element index `i` whose polynomial is exactly `blockIdx.x * blockDim.x + threadIdx.x`
   (the block size may be spelled as the launch's own block macro), after pure declarations only; nothing after it
-  reads threadIdx, blockIdx or gridDim, nor a local computed from them;
+  reads threadIdx, blockIdx or gridDim, nor a local computed from them; no loop per element (its threads already
+  have work: a quarter of them would cut the parallelism), no shared memory, barrier or warp-level call;
 - it guards its work with `if (i < X)` (X read before the index: parameters, macros, earlier locals) and the
   launch's threads cover X for the MEP's sizes, or it has no guard and the original grid is an expression the
   kernel can compute (kernel_expr.in_kernel): the last, partial chunk then runs the original work lane by lane,
@@ -78,6 +79,11 @@ class VectorElements(Transformation):
                 if kind(c) == "DECL_REF_EXPR" and c.referenced is not None and \
                         any(c.referenced == g for g in geo_locals) and self._geometric(src, c.referenced, env):
                     raise Refused(f"the kernel uses {c.spelling} (a thread or block index) beyond its element index")
+        loops = [c for s in rest for c in walk(s) if kind(c) in ("FOR_STMT", "WHILE_STMT", "DO_STMT",
+                                                                 "CXX_FOR_RANGE_STMT")]
+        if loops:
+            raise Refused("the work loops per element: its threads already have work, a quarter of them would cut "
+                          "the parallelism for the few accesses outside the loop")
         why = leaves(rest)
         if why:
             raise Refused(f"the work leaves early ({why}): every lane must run it to the end")
@@ -187,11 +193,10 @@ class VectorElements(Transformation):
             {k.spelling for k in src.fn.get_children() if kind(k) == "TEMPLATE_NON_TYPE_PARAMETER"} | \
             set(src.macros())
         params = {p.name: p for p in src.params if p.pointer}
-        by_root, bad, written = {}, {}, set()
         accesses = [a for s in rest for a in mem.accesses(s)]
+        written = {a.root for a in accesses if a.write and a.root is not None}
+        by_root, bad, scalar = {}, {}, {}
         for a in accesses:
-            if a.write and a.root is not None:
-                written.add(a.root)
             if a.root is None or a.root not in params:
                 continue
             name = a.root
@@ -199,13 +204,19 @@ class VectorElements(Transformation):
                 continue
             why = self._why_not(src, mem, a, var, env, g, top, invariant)
             if isinstance(why, str):
-                bad[name] = why
-                by_root.pop(name, None)
+                if name in written:             # every access of a written array must be a lane's own element
+                    bad[name] = why
+                    by_root.pop(name, None)
+                else:                           # a read-only array: this read stays a scalar load
+                    scalar.setdefault(name, why)
                 continue
             key, c_text = why
             by_root.setdefault(name, {}).setdefault(key, [c_text, [], set()])
             by_root[name][key][1].append(a.cursor)
             by_root[name][key][2].add("w" if a.write else "r")
+        for name, why in scalar.items():
+            if name not in by_root and name not in bad:
+                bad[name] = why
         roles = {p.name: p for p in spec.params}
         for name, groups in list(by_root.items()):
             modes = set().union(*(g_[2] for g_ in groups.values()))
