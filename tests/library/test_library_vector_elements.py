@@ -83,6 +83,18 @@ MIXED = """__global__ void mixed(const float *x, float *y, float s, int n) {
 }
 """
 
+# rows of a 2D launch: lanes split x (columns); the row is the same for every lane of a thread, declared after the
+# column index and kept before the lanes; row 0 read by every row
+ROWS = """__global__ void rows(const float *x, float *y, float s, int n) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int r = blockIdx.y * blockDim.y + threadIdx.y;
+    float t = x[c] * s;
+    if (c < n && r < 3) {
+        y[r * n + c] = x[r * n + c] - t;
+    }
+}
+"""
+
 
 def test_a_guarded_update_in_place_goes_through_vectors(tmp_path):
     src, spec, launch = make(tmp_path, SCALE, "scale_add")
@@ -102,9 +114,10 @@ def test_a_guarded_update_in_place_goes_through_vectors(tmp_path):
 def test_offsets_per_array_are_vectors_of_their_own(tmp_path):
     src, spec, launch = make(tmp_path, PLANES, "planes", grid="N / 128", y_role="out")
     rw = VectorElements().apply(src, spec, launch, {"lanes": 4})
-    for reg, at in (("mepgen_x0", "x"), ("mepgen_x1", "(x + (n))"), ("mepgen_x2", "(x + (2 * n))")):
+    for reg, at in (("mepgen_x0", "x"), ("mepgen_x1", "(x + ((long long)(n)))"),
+                    ("mepgen_x2", "(x + (2LL * (long long)(n)))")):
         assert f"const mepgen_vec0 {reg} = *reinterpret_cast<const mepgen_vec0*>({at} + mepgen_g0);" in rw.text
-    assert "*reinterpret_cast<mepgen_vec0*>((y + (2 * n)) + mepgen_g0) = mepgen_y2;" in rw.text
+    assert "*reinterpret_cast<mepgen_vec0*>((y + (2LL * (long long)(n))) + mepgen_g0) = mepgen_y2;" in rw.text
     # no guard: the chunks stop where the original grid (computed in the kernel) ended
     assert "(long long)((n) / 128) * blockDim.x" in rw.text
 
@@ -121,7 +134,7 @@ def test_eight_byte_elements_go_in_pairs(tmp_path):
 
 @pytest.mark.parametrize("old, new, reason", [
     ("y[i] *= 0.5f;", "if (v > 0.f) y[i] *= 0.5f;", "y: `y[i]` runs under a condition"),
-    ("y[i] *= 0.5f;", "y[i] *= y[i + 1];", "y: y is written and read at 2 offsets"),
+    ("y[i] *= 0.5f;", "y[i] *= y[i + 1];", "y: `y[i + 1]` is 1 elements off a chunk of 4"),
     ("float v = s * x[i];", "float v = s * x[i] + threadIdx.x;", "uses threadIdx.x beyond its element index"),
     ("float v = s * x[i];", "float v = s * x[2 * i];", "x: `x[2 * i]` is not at i + an offset"),
     ("float v = s * x[i];", "float v = s * x[i + (int)y[0]];", "x: data-dependent index"),
@@ -157,6 +170,17 @@ def test_reads_of_a_read_only_array_elsewhere_stay_scalar(tmp_path):
     assert "mepgen_y0.c[mepgen_l] = a * b + c;" in rw.text
 
 
+def test_rows_of_a_2d_launch_go_through_vectors_along_x(tmp_path):
+    src, spec, launch = make(tmp_path, ROWS, "rows", grid="(N + 31) / 32, 2", block="32, 2", y_role="out")
+    rw = VectorElements().apply(src, spec, launch, {"lanes": 4})
+    assert rw.launch["grid"] == ["(((N + 31) / 32) + 4 - 1) / 4", "2"]
+    # r is declared once before the lanes; its term of the guard joins the whole-chunk test
+    assert rw.text.index("int r = blockIdx.y") < rw.text.index("mepgen_g0 =")
+    assert "if (mepgen_g0 + 4 <= (long long)(n) && (r < 3) &&" in rw.text
+    row = "(long long)(blockDim.y) * (long long)(blockIdx.y) * (long long)(n) + (long long)(n) * (long long)(threadIdx.y)"
+    assert f"*reinterpret_cast<mepgen_vec0*>((y + ({row})) + mepgen_g0) = mepgen_y0;" in rw.text
+
+
 def test_a_launch_that_does_not_cover_the_guard_is_refused(tmp_path):
     src, spec, launch = make(tmp_path, SCALE, "scale_add", grid="N / 256")
     with pytest.raises(Refused, match="do not cover the guard's bound"):
@@ -182,11 +206,11 @@ def test_a_written_array_that_may_share_memory_is_refused(tmp_path):
     assert "no buffer" in str(e.value) and "may share memory with y" in str(e.value), str(e.value)
 
 
-def test_replicas_along_y_are_dropped_first(tmp_path):
-    src, spec, launch = make(tmp_path, SCALE, "scale_add", grid="(N + 127) / 128, 1", block="128, 2")
+def test_a_2d_launch_splits_x_only(tmp_path):
+    src, spec, launch = make(tmp_path, SCALE, "scale_add", grid="(N + 127) / 128, 2", block="128, 2")
     t = OnOneDimension(VectorElements())
     rw = t.apply(src, spec, launch, {"lanes": 4})
-    assert rw.launch["block"] == ["128"] and rw.launch["grid"] == ["(((N + 127) / 128) + 4 - 1) / 4"]
+    assert rw.launch["block"] == ["128", "2"] and rw.launch["grid"] == ["(((N + 127) / 128) + 4 - 1) / 4", "2"]
 
 
 @pytest.mark.parametrize("name, text, kw", [("scale_add", SCALE, {}), ("planes", PLANES, {"grid": "N / 128"}),
@@ -238,6 +262,26 @@ def cpu_main(kernel: str, t: str, n: int, grid_before: int, grid_after: int, shi
         if (y1[k] != y2[k]) {{ printf("differs at %d: %g %g\\n", k, (double)y1[k], (double)y2[k]); return 1; }}
     return 0;
 """
+
+
+@pytest.mark.parametrize("shift", [0, 1])
+@pytest.mark.parametrize("n", [1000, 998])
+def test_rows_compute_the_same_on_the_cpu(tmp_path, n, shift):
+    """A 2D grid of 32 x 2 blocks over 4 rows (the last one outside the guard), both kernels, every thread."""
+    from library_fixtures import assert_same_on_cpu
+    src, spec, launch = make(tmp_path, ROWS, "rows", grid="(N + 31) / 32, 2", block="32, 2", y_role="out")
+    rw = VectorElements().apply(src, spec, launch, {"lanes": 4})
+    gx = (n + 31) // 32
+    run = "\n".join(f"""
+    for (unsigned gy = 0; gy < 2; gy++)
+        for (unsigned g = 0; g < {grid}; g++)
+            for (unsigned ty = 0; ty < 2; ty++)
+                for (unsigned tx = 0; tx < 32; tx++) {{
+                    blockIdx = {{g, gy, 0}}; threadIdx = {{tx, ty, 0}};
+                    {ns}::rows(x.data() + {shift}, {out}.data() + {shift}, 2.0f, n);
+                }}""" for grid, ns, out in ((gx, "before", "y1"), ((gx + 3) // 4, "after", "y2")))
+    main = cpu_main("rows", "float", n, 0, 0, shift).replace("    blockDim = {128, 1, 1};", "    blockDim = {32, 2, 1};" + run)
+    assert_same_on_cpu(tmp_path, ROWS, rw.text, main, defines=SIM)
 
 
 @pytest.mark.parametrize("shift", [0, 1])

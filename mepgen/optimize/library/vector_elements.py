@@ -29,16 +29,21 @@ from __future__ import annotations
 import re
 
 from ...spec import itemsize
-from .affine import local_constants, poly, text as poly_text
+from .affine import local_constants, poly
 from .analysis import body_statements, check_pure, element_type, squash, warp_level
 from .base import Rewrite, Transformation
+from .coarsen_blocks import _bare, _conjuncts
 from .kernel_expr import in_kernel
+from .cursors import _whole_lines
 from .memory_roots import Memory, leaves
 from .source import Refused, kind, walk
 
 BYTES = 16
 LANES = [4, 2]
-_GEOMETRY = ("threadIdx", "blockIdx", "gridDim")
+#: x's thread geometry: the lanes split it; y and z stay the same for every lane of a thread
+_X_GEOMETRY = {"threadIdx.x", "blockIdx.x", "gridDim.x"}
+_SAME_FOR_LANES = {"threadIdx.y", "threadIdx.z", "blockIdx.y", "blockIdx.z", "blockDim.x", "blockDim.y", "blockDim.z",
+                   "gridDim.y", "gridDim.z"}
 _BRANCHES = ("IF_STMT", "CONDITIONAL_OPERATOR", "FOR_STMT", "WHILE_STMT", "DO_STMT", "SWITCH_STMT",
              "CXX_FOR_RANGE_STMT")
 #: element types whose size the kernel's text fixes (checked against mep.yaml's dtype)
@@ -57,9 +62,7 @@ class VectorElements(Transformation):
 
     # --- the analysis --------------------------------------------------------------------------------------
 
-    def _match(self, src, spec, launch) -> dict:
-        if len(launch["grid"]) != 1 or len(launch["block"]) != 1:
-            raise Refused("the launch is not 1D")
+    def _match(self, src, spec, launch, lanes: int) -> dict:
         if src.shared_arrays() or any(c.startswith("__syncthreads") for c in src.calls()):
             raise Refused("the kernel uses shared memory or barriers (a thread's lanes would cross them)")
         warp = warp_level(src)
@@ -68,16 +71,35 @@ class VectorElements(Transformation):
         env = local_constants(src, src.body, set())
         stmts = body_statements(src.body)
         var, at, g = self._index(src, spec, launch, stmts, env)
-        prefix, rest = stmts[:at + 1], stmts[at + 1:]
+        prefix = stmts[:at]
+        # locals of x's thread geometry before the index (`int tx = threadIdx.x;`): per thread, not per lane
+        lane_names = {var} | {v.spelling for s in prefix for v in s.get_children()
+                              if kind(v) == "VAR_DECL" and self._geometric(src, v, env)}
+        hoisted, rest, movable, leading = [], [], True, True
+        for s in stmts[at + 1:]:
+            leading = leading and kind(s) == "DECL_STMT"
+            if not leading:
+                rest.append(s)
+                continue
+            try:
+                check_pure(src, s, "a declaration")
+                pure = True
+            except Refused:
+                pure = False
+            if movable and pure and not self._lane_dependent(src, s, lane_names):
+                hoisted.append(s)          # the same for every lane: declared once, before the lanes
+            else:
+                lane_names |= {v.spelling for v in s.get_children() if kind(v) == "VAR_DECL"}
+                movable = movable and pure
+                rest.append(s)
         if not rest:
-            raise Refused("the kernel does nothing after its element index")
-        geo_locals = {v for s in prefix[:-1] for v in s.get_children() if kind(v) == "VAR_DECL"}
-        for s in rest:
+            raise Refused("the kernel does nothing per element after its element index")
+        for s in rest + hoisted:
             for c in walk(s):
-                if kind(c) == "MEMBER_REF_EXPR" and src.src(c).split(".")[0].strip() in _GEOMETRY:
+                if kind(c) == "MEMBER_REF_EXPR" and squash(src.src(c)) in _X_GEOMETRY:
                     raise Refused(f"the kernel uses {squash(src.src(c))} beyond its element index {var}")
-                if kind(c) == "DECL_REF_EXPR" and c.referenced is not None and \
-                        any(c.referenced == g for g in geo_locals) and self._geometric(src, c.referenced, env):
+                if kind(c) == "DECL_REF_EXPR" and c.spelling in lane_names - {var} and c.referenced is not None \
+                        and any(c.referenced == v for p_ in prefix for v in p_.get_children()):
                     raise Refused(f"the kernel uses {c.spelling} (a thread or block index) beyond its element index")
         loops = [c for s in rest for c in walk(s) if kind(c) in ("FOR_STMT", "WHILE_STMT", "DO_STMT",
                                                                  "CXX_FOR_RANGE_STMT")]
@@ -87,15 +109,21 @@ class VectorElements(Transformation):
         why = leaves(rest)
         if why:
             raise Refused(f"the work leaves early ({why}): every lane must run it to the end")
-        guard = self._guard(src, spec, launch, rest, var, prefix)
+        before = {v.spelling for s in prefix + hoisted for v in s.get_children() if kind(v) == "VAR_DECL"}
+        guard = self._guard(src, spec, launch, rest, var, before, lane_names)
         work = rest[:-1] + body_statements(list(rest[-1].get_children())[1]) if guard else rest
-        arrays, reasons = self._arrays(src, spec, rest, work, var, env, g)
+        arrays, reasons = self._arrays(src, spec, rest, work, var, env, g, lanes)
         if not arrays:
             raise Refused("no array goes through vectors: " + "; ".join(reasons[:3]))
-        return dict(var=var, index=stmts[at], rest=rest, guard=guard, work=work, arrays=arrays, reasons=reasons)
+        return dict(var=var, index=stmts[at], hoisted=hoisted, rest=rest, guard=guard, work=work, arrays=arrays,
+                    reasons=reasons)
+
+    def _lane_dependent(self, src, c, lane_names) -> bool:
+        return bool(src.refs(c) & lane_names) or any(kind(k) == "MEMBER_REF_EXPR" and squash(src.src(k)) in
+                                                     _X_GEOMETRY for k in walk(c))
 
     def _index(self, src, spec, launch, stmts, env) -> tuple[str, int, dict]:
-        """The element index: the first top-level declaration whose value is the global thread index."""
+        """The element index: the first top-level declaration whose value is the global thread index along x."""
         block = squash(src.expand(str(launch["block"][0]))).strip("() ")
         for at, s in enumerate(stmts):
             if kind(s) != "DECL_STMT":
@@ -124,53 +152,58 @@ class VectorElements(Transformation):
             any(p.get(m) == 1 for m in blocks)
 
     def _geometric(self, src, decl, env) -> bool:
+        """Whether a local declared before the index may differ between the lanes' elements (it reads x's thread or
+        block index, or is assigned later)."""
         init = [k for k in decl.get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]
         if not init:
             return True
-        return any(kind(c) == "MEMBER_REF_EXPR" and src.src(c).split(".")[0].strip() in _GEOMETRY + ("blockDim",)
+        return any(kind(c) == "MEMBER_REF_EXPR" and squash(src.src(c)) in _X_GEOMETRY
                    for c in walk(init[-1])) or decl.spelling not in env
 
-    def _guard(self, src, spec, launch, rest, var, prefix):
-        """(bound text, `<` or `<=`) of a final `if (var < X) {...}` guarding the work; None without one (the
-        original grid then bounds the chunks); Refused where the launch may not cover X."""
+    def _guard(self, src, spec, launch, rest, var, before, lane_names):
+        """The guard of the work: a final `if (...) {...}` whose condition is a conjunction of `var < X` (or `<=`)
+        and terms the same for every lane (no memory read, nothing declared per lane): {"bound": (X, op) or None,
+        "terms": [the other terms' text]}. None where the last statement is no such guard (the original grid then
+        bounds the chunks). Refused where the launch may not cover X."""
         last = rest[-1]
         kids = list(last.get_children())
-        if kind(last) != "IF_STMT":
+        if kind(last) != "IF_STMT" or len(kids) != 2:
             return None
-        cond = kids[0]
-        while kind(cond) in ("UNEXPOSED_EXPR", "PAREN_EXPR") and len(list(cond.get_children())) == 1:
-            cond = list(cond.get_children())[0]
-        if kind(cond) != "BINARY_OPERATOR":
-            return None
-        a, b = list(cond.get_children())
-        op = src.operator(cond)
-        if squash(src.src(b)) == var and op in (">", ">="):
-            a, b, op = b, a, _flip(op)
-        if squash(src.src(a)) != var or op not in ("<", "<="):
-            return None
-        if len(kids) != 2:
-            raise Refused(f"the guard of {var} has an else branch")
-        bound = b
-        declared_before = {v.spelling for s in prefix for v in s.get_children() if kind(v) == "VAR_DECL"}
-        for c in walk(bound):
-            if kind(c) in ("ARRAY_SUBSCRIPT_EXPR", "CALL_EXPR") or \
-                    (kind(c) == "UNARY_OPERATOR" and squash(src.src(c)).startswith("*")):
-                raise Refused(f"the guard's bound `{squash(src.src(bound))}` reads memory")
-            if kind(c) == "DECL_REF_EXPR" and c.referenced is not None and kind(c.referenced) == "VAR_DECL" and \
-                    c.spelling not in declared_before:
-                raise Refused(f"the guard's bound `{squash(src.src(bound))}` uses {c.spelling}, declared after "
-                              f"the element index")
-            if kind(c) == "DECL_REF_EXPR" and c.spelling == var:
-                raise Refused("the guard's bound depends on the element index")
+        bound, terms = None, []
+        for term in _conjuncts(src, kids[0]):
+            t = _bare(term)
+            if bound is None and kind(t) == "BINARY_OPERATOR":
+                a, b = list(t.get_children())
+                op = src.operator(t)
+                if squash(src.src(b)) == var and op in (">", ">="):
+                    a, b, op = b, a, _flip(op)
+                if squash(src.src(a)) == var and op in ("<", "<="):
+                    if self._lane_dependent(src, b, lane_names) or _reads(src, b) or \
+                            not self._declared(src, b, before):
+                        return None
+                    bound = (b, op)
+                    continue
+            if self._lane_dependent(src, t, lane_names) or _reads(src, t) or not self._declared(src, t, before):
+                return None
+            terms.append(squash(src.src(term)))
+        if bound is None:
+            return {"bound": None, "terms": terms}
+        b, op = bound
         threads = (spec.size(str(launch["grid"][0])) or 0) * (spec.size(str(launch["block"][0])) or 0)
-        value = self._value(src, spec, src.src(bound))
+        value = self._value(src, spec, src.src(b))
         if value is None:
-            raise Refused(f"the guard's bound `{squash(src.src(bound))}` has no value for the MEP's sizes "
+            raise Refused(f"the guard's bound `{squash(src.src(b))}` has no value for the MEP's sizes "
                           "(whether the launch covers it is not provable)")
         if threads < value + (op == "<="):
-            raise Refused(f"the launch's {threads} threads do not cover the guard's bound {value}: a shrunk grid "
-                          "rounded up would handle elements the original never did")
-        return squash(src.src(bound)), op
+            raise Refused(f"the launch's {threads} threads along x do not cover the guard's bound {value}: a "
+                          "shrunk grid rounded up would handle elements the original never did")
+        return {"bound": (squash(src.src(b)), op), "terms": terms}
+
+    @staticmethod
+    def _declared(src, c, before: set) -> bool:
+        """Every local `c` reads is declared before the lanes (a parameter, or a declaration kept there)."""
+        return all(k.spelling in before for k in walk(c) if kind(k) == "DECL_REF_EXPR" and k.referenced is not None
+                   and kind(k.referenced) == "VAR_DECL")
 
     @staticmethod
     def _value(src, spec, text: str):
@@ -184,7 +217,7 @@ class VectorElements(Transformation):
                 out = re.sub(rf"(?<![\w.]){re.escape(p.name)}(?![\w.])", f"({p.value})", out)
         return spec.size(out)
 
-    def _arrays(self, src, spec, rest, work, var, env, g) -> tuple[dict, list]:
+    def _arrays(self, src, spec, rest, work, var, env, g, lanes: int) -> tuple[dict, list]:
         """Pointer parameter -> {c (key) -> (c's text, [access cursors])} for the arrays that go through vectors,
         and the reasons the others do not."""
         mem = Memory(src, spec)
@@ -202,7 +235,7 @@ class VectorElements(Transformation):
             name = a.root
             if name in bad:
                 continue
-            why = self._why_not(src, mem, a, var, env, g, top, invariant)
+            why = self._why_not(src, mem, a, var, env, g, top, invariant, lanes)
             if isinstance(why, str):
                 if name in written:             # every access of a written array must be a lane's own element
                     bad[name] = why
@@ -248,7 +281,7 @@ class VectorElements(Transformation):
                              "type": element_type(params[name].type), "written": name in written}
         return by_root, [f"{n}: {w}" for n, w in bad.items()]
 
-    def _why_not(self, src, mem, a, var, env, g, top, invariant):
+    def _why_not(self, src, mem, a, var, env, g, top, invariant, lanes):
         if a.via != a.root:
             return f"accessed through {a.via or 'a computed pointer'}, not the parameter itself"
         if not a.indices:
@@ -275,9 +308,11 @@ class VectorElements(Transformation):
         rest = {m: c for m, c in p_.items() if m not in g}
         for m in rest:
             for at in m:
-                if at.split(".")[0] not in invariant:
-                    return f"`{squash(src.src(a.cursor))[:40]}`'s offset uses {at}, not the same for every thread"
-        return tuple(sorted(rest.items())), poly_text(rest)
+                if at.split(".")[0] not in invariant and at not in _SAME_FOR_LANES:
+                    return f"`{squash(src.src(a.cursor))[:40]}`'s offset uses {at}, which may differ between lanes"
+        if rest.get((), 0) % lanes:
+            return f"`{squash(src.src(a.cursor))[:40]}` is {rest[()]} elements off a chunk of {lanes} (never aligned)"
+        return tuple(sorted(rest.items())), _offset(rest)
 
     # --- the rewrite ---------------------------------------------------------------------------------------
 
@@ -286,33 +321,47 @@ class VectorElements(Transformation):
         return [v for v in LANES if v * widest <= BYTES]
 
     def space(self, src, spec, launch):
-        m = self._match(src, spec, launch)
-        return {"lanes": self._lanes(m["arrays"])}
+        ok, first = [], None
+        for v in LANES:
+            try:
+                m = self._match(src, spec, launch, v)
+            except Refused as e:
+                first = first or e
+                continue
+            if v in self._lanes(m["arrays"]):
+                ok.append(v)
+        if not ok:
+            raise first or Refused(f"{LANES[-1]} lanes of the widest element exceed {BYTES} bytes")
+        return {"lanes": ok}
 
     def first_point(self, src, spec, launch):
         return {"lanes": self.space(src, spec, launch)["lanes"][0]}
 
     def apply(self, src, spec, launch, params):
-        m = self._match(src, spec, launch)
-        v = int(params.get("lanes", self._lanes(m["arrays"])[0]))
+        v = int(params.get("lanes", LANES[0]))
+        m = self._match(src, spec, launch, v)
         if v not in self._lanes(m["arrays"]):
             raise Refused(f"{v} lanes of the widest element exceed {BYTES} bytes")
-        if m["guard"] is not None:
-            bound, op = m["guard"]
+        guard = m["guard"] or {"bound": None, "terms": []}
+        if guard["bound"] is not None:
+            bound, op = guard["bound"]
             limit = f"(long long)({bound})" + (" + 1" if op == "<=" else "")
         else:
             limit = f"(long long)({in_kernel(src, spec, launch['grid'][0], launch)}) * blockDim.x"
-        text = src.replace([(*src.span(m["index"]), self._body(src, m, v, limit))] +
-                           [(src.span(m["rest"][0])[0], _end(src, m["rest"][-1]), "")])
-        grid = f"(({launch['grid'][0]}) + {v} - 1) / {v}"
+        hoisted = "\n".join(src.text[src.span(s)[0]:_end(src, s)] for s in m["hoisted"])
+        edits = [(*src.span(m["index"]), (hoisted + "\n    " if hoisted else "") +
+                  self._body(src, m, v, limit, guard["terms"]))]
+        edits += [(*_whole_lines(src, s), "") for s in m["hoisted"] + m["rest"]]
+        text = src.replace(edits)
+        grid = [f"(({launch['grid'][0]}) + {v} - 1) / {v}"] + list(launch["grid"][1:])
         names = ", ".join(sorted(m["arrays"]))
         scalar = f"; scalar still: {'; '.join(m['reasons'])}" if m["reasons"] else ""
         return Rewrite(text, f"vector accesses: {v} consecutive elements per thread, {names} through "
                              f"{v}-element vectors (a lane-by-lane path where a chunk is partial or a pointer "
                              f"unaligned), grid divided by {v}{scalar}",
-                       {"grid": [grid], "block": list(launch["block"]), "shared_mem": str(launch.get("shared_mem", "0"))})
+                       {"grid": grid, "block": list(launch["block"]), "shared_mem": str(launch.get("shared_mem", "0"))})
 
-    def _body(self, src, m, v, limit) -> str:
+    def _body(self, src, m, v, limit, terms) -> str:
         ind = "    "
         index = m["index"]
         itype = re.match(rf"^(.*?)\b{re.escape(m['var'])}\s*=", src.src(index), re.S)
@@ -332,7 +381,8 @@ class VectorElements(Transformation):
         aligned = " && ".join(dict.fromkeys(
             f"(reinterpret_cast<unsigned long long>({_at(name, c)}) % {v * size}) == 0"
             for name, vt, c, modes, t, size in vecs.values()))
-        out.append(f"if (mepgen_g0 + {v} <= {limit} && {aligned}) {{")
+        same = "".join(f" && ({t})" for t in terms)
+        out.append(f"if (mepgen_g0 + {v} <= {limit}{same} && {aligned}) {{")
         for reg, (name, vt, c, modes, t, size) in vecs.items():
             if "r" in modes:
                 const = "" if "w" in modes else "const "
@@ -346,15 +396,29 @@ class VectorElements(Transformation):
         out += [f"{ind}*reinterpret_cast<{vt}*>({_at(name, c)} + mepgen_g0) = {reg};"
                 for reg, (name, vt, c, modes, t, size) in vecs.items() if "w" in modes]
         out += ["} else {", f"{ind}for (int mepgen_l = 0; mepgen_l < {v}; ++mepgen_l) {{",
-                f"{ind * 2}if (mepgen_g0 + mepgen_l >= {limit}) break;" if m["guard"] is None else "",
+                f"{ind * 2}if (mepgen_g0 + mepgen_l >= {limit}) break;" if not (m["guard"] or {}).get("bound") else "",
                 f"{ind * 2}{itype} {m['var']} = mepgen_g0 + mepgen_l;"]
         out += [ind * 2 + line for line in _statements(src, m["rest"], []).splitlines()]
         out += [f"{ind}}}", "}"]
         return "\n".join(ln for ln in out if ln != "").replace("\n", "\n" + ind)
 
 
+def _reads(src, c) -> bool:
+    return any(kind(k) in ("ARRAY_SUBSCRIPT_EXPR", "CALL_EXPR") or
+               (kind(k) == "UNARY_OPERATOR" and squash(src.src(k)).startswith("*")) for k in walk(c))
+
+
 def _key(src, c) -> tuple:
     return (*src.span(c), kind(c))
+
+
+def _offset(p: dict) -> str:
+    """C text of an offset polynomial in 64-bit arithmetic (the original may compute it in `long`)."""
+    parts = []
+    for m, c in sorted(p.items()):
+        factors = [f"(long long)({a})" for a in m]
+        parts.append(" * ".join(([] if c == 1 and factors else [f"{c}LL"]) + factors))
+    return " + ".join(parts) or "0"
 
 
 def _at(name: str, c: str) -> str:
