@@ -111,6 +111,14 @@ def test_a_guarded_update_in_place_goes_through_vectors(tmp_path):
     assert "vector_elements" in STRUCTURAL
 
 
+def test_an_index_computed_in_64_bits_through_static_cast(tmp_path):
+    text = SCALE.replace("int i = threadIdx.x + blockIdx.x * blockDim.x;",
+                         "const long long i = static_cast<long long>(blockDim.x) * blockIdx.x + threadIdx.x;")
+    src, spec, launch = make(tmp_path, text, "scale_add")
+    rw = VectorElements().apply(src, spec, launch, {"lanes": 4})
+    assert "const long long i = mepgen_g0 + mepgen_l;" in rw.text
+
+
 def test_offsets_per_array_are_vectors_of_their_own(tmp_path):
     src, spec, launch = make(tmp_path, PLANES, "planes", grid="N / 128", y_role="out")
     rw = VectorElements().apply(src, spec, launch, {"lanes": 4})

@@ -1,25 +1,28 @@
-"""Vector loads and stores for one-element-per-thread kernels: each thread handles V consecutive elements (V = 4
-floats or ints, 2 doubles: one 16-byte access per array where the original made V 4- or 8-byte ones), and the grid
-shrinks by V (as coarsen's does).
+"""Vector loads and stores for one-element-per-thread kernels: each thread handles V consecutive elements along x (V =
+4 floats or ints, 2 doubles: one 16-byte access per array where the original made V 4- or 8-byte ones), and the
+grid along x shrinks by V (as coarsen's does). 2D and 3D launches too: y and z stay the same for every lane.
 
 Proof, on the shared access model (memory_roots.Memory for the roots and what is written, affine.poly with the
 kernel's local constants substituted for the index), never on the spelling:
 - the kernel declares one element index `i` whose polynomial is exactly `blockIdx.x * blockDim.x + threadIdx.x`
   (the block size may be spelled as the launch's own block macro), after pure declarations only; nothing after it
-  reads threadIdx, blockIdx or gridDim, nor a local computed from them; no loop per element (its threads already
-  have work: a quarter of them would cut the parallelism), no shared memory, barrier or warp-level call;
-- it guards its work with `if (i < X)` (X read before the index: parameters, macros, earlier locals) and the
-  launch's threads cover X for the MEP's sizes, or it has no guard and the original grid is an expression the
-  kernel can compute (kernel_expr.in_kernel): the last, partial chunk then runs the original work lane by lane,
-  stopping at that bound;
-- an array goes through vectors when every access of it is unconditional (no if, loop, ternary, `&&`/`||` above
-  it in the work), names the pointer parameter itself (not a cast copy), is not passed to a function, an atomic or
-  a member of an element, and has an index whose polynomial is `i + c` with c the same for every thread (its atoms
-  are scalar parameters, template parameters or kernel.cu's macros); a written array has all its reads at one c (a
-  lane never reads what another lane of the same thread writes), and no written array may share memory with
-  another the kernel touches (mep.yaml gives each its own buffer). Lane l of the chunk at g0 = (global thread) * V
-  then touches element g0 + l + c: the vector at `p + c + g0`, 16-byte aligned when `p + c` is (a run-time test
-  that is the same for every thread; the original work runs lane by lane where it fails).
+  reads threadIdx.x, blockIdx.x or gridDim.x, nor a local computed from them; declarations after it that the lanes
+  share (`int y = blockIdx.y * blockDim.y + threadIdx.y;`) are kept before the lanes; no loop per element (its
+  threads already have work: a quarter of them would cut the parallelism), no shared memory, barrier or warp-level
+  call, no early return;
+- it guards its work with `if (i < X && T...)` (X and the terms T the same for every lane: nothing declared per
+  lane, no memory read) and the launch's threads along x cover X for the MEP's sizes, or it has no such guard and
+  the original grid is an expression the kernel can compute (kernel_expr.in_kernel): chunks stop at either bound,
+  and a partial chunk runs the original work lane by lane;
+- an array goes through vectors where its access is unconditional (no if, loop, ternary, `&&`/`||` above it in the
+  work), names the pointer parameter itself (not a cast copy), is not passed to a function, an atomic or a member
+  of an element, and has an index whose polynomial is `i + c` with c the same for every lane (scalar parameters,
+  template parameters, kernel.cu's macros, y/z thread geometry) and a constant part that is a multiple of V. A
+  written array must have every access so, and all at one c where it is also read (a lane never reads what
+  another lane writes); a read-only one keeps its other reads (gathers, reads under a condition) scalar. No array
+  that goes through vectors may share memory with one that is written (mep.yaml gives each its own buffer). Lane
+  l of the chunk at g0 = (global x thread) * V touches element g0 + l + c: the vector at `p + c + g0`, aligned when
+  `p + c` is (tested at run time; the original work runs lane by lane where it fails).
 
 Each lane runs the kernel's own statements with `i` redeclared and the vector arrays' accesses read from / written
 to the lane's register element: the arithmetic per element is unchanged (results are bit-identical).
