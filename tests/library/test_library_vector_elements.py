@@ -95,6 +95,19 @@ ROWS = """__global__ void rows(const float *x, float *y, float s, int n) {
 }
 """
 
+# per-element state declared before the index, the block size written as the number its macro is
+STATE = """#define WIDTH 128
+__global__ void carry(const float *x, float *y, float s, int n) {
+    float acc = 1.0f;
+    int i = blockIdx.x * WIDTH + threadIdx.x;
+    if (i < n) {
+        acc += x[i];
+        acc *= s;
+        y[i] = acc;
+    }
+}
+"""
+
 
 def test_a_guarded_update_in_place_goes_through_vectors(tmp_path):
     src, spec, launch = make(tmp_path, SCALE, "scale_add")
@@ -187,6 +200,14 @@ def test_rows_of_a_2d_launch_go_through_vectors_along_x(tmp_path):
     assert "if (mepgen_g0 + 4 <= (long long)(n) && (r < 3) &&" in rw.text
     row = "(long long)(blockDim.y) * (long long)(blockIdx.y) * (long long)(n) + (long long)(n) * (long long)(threadIdx.y)"
     assert f"*reinterpret_cast<mepgen_vec0*>((y + ({row})) + mepgen_g0) = mepgen_y0;" in rw.text
+
+
+def test_state_declared_before_the_index_is_each_lanes_own(tmp_path):
+    src, spec, launch = make(tmp_path, STATE, "carry", block="128", y_role="out")
+    rw = VectorElements().apply(src, spec, launch, {"lanes": 4})
+    body = rw.text[rw.text.index("mepgen vector_elements"):]
+    assert body.count("float acc = 1.0f;") == 2           # in each path's lanes, none before them
+    assert rw.text.index("mepgen vector_elements") < rw.text.index("float acc = 1.0f;")
 
 
 def test_a_launch_that_does_not_cover_the_guard_is_refused(tmp_path):
@@ -299,6 +320,7 @@ def test_rows_compute_the_same_on_the_cpu(tmp_path, n, shift):
     ("scale_add", SCALE, {}, 1003, 2),
     ("planes", PLANES, {"grid": "N / 128"}, 1024, 4),
     ("mixed", MIXED, {"y_role": "out"}, 1002, 4),
+    ("carry", STATE, {"y_role": "out"}, 1001, 4),
     ("halve", DOUBLES, {"block": "THREADS", "t": "double"}, 999, 2),
 ])
 def test_the_rewrite_computes_the_same_on_the_cpu(tmp_path, name, text, kw, n, lanes, shift):

@@ -76,6 +76,16 @@ class VectorElements(Transformation):
         var, at, g = self._index(src, spec, launch, stmts, env)
         prefix = stmts[:at]
         # locals of x's thread geometry before the index (`int tx = threadIdx.x;`): per thread, not per lane
+        # a local declared before the index and assigned in the work (`float acc = 0; ... acc += ...`) is one
+        # element's state: each lane declares its own copy (where nothing else before the lanes reads it)
+        fresh = []
+        for k, s in enumerate(prefix):
+            names = {v.spelling for v in s.get_children() if kind(v) == "VAR_DECL"}
+            if any(v.spelling not in env and not self._geometric(src, v, env, x_only=True)
+                   for v in s.get_children() if kind(v) == "VAR_DECL") and \
+                    not any(names & src.refs(o) for o in prefix[k + 1:] + [stmts[at]]):
+                fresh.append(s)
+        prefix = [s for s in prefix if s not in fresh]
         lane_names = {var} | {v.spelling for s in prefix for v in s.get_children()
                               if kind(v) == "VAR_DECL" and self._geometric(src, v, env)}
         hoisted, rest, movable, leading = [], [], True, True
@@ -118,8 +128,8 @@ class VectorElements(Transformation):
         arrays, reasons = self._arrays(src, spec, rest, work, var, env, g, lanes)
         if not arrays:
             raise Refused("no array goes through vectors: " + "; ".join(reasons[:3]))
-        return dict(var=var, index=stmts[at], hoisted=hoisted, rest=rest, guard=guard, work=work, arrays=arrays,
-                    reasons=reasons)
+        return dict(var=var, index=stmts[at], fresh=fresh, hoisted=hoisted, rest=rest, guard=guard, work=work,
+                    arrays=arrays, reasons=reasons)
 
     def _lane_dependent(self, src, c, lane_names) -> bool:
         return bool(src.refs(c) & lane_names) or any(kind(k) == "MEMBER_REF_EXPR" and squash(src.src(k)) in
@@ -150,18 +160,20 @@ class VectorElements(Transformation):
 
     @staticmethod
     def _is_global(p: dict, block: str) -> bool:
+        """`p` is blockIdx.x * (blockDim.x, or the launch's block as written: a macro, a size symbol or the number a
+        macro expands to) + threadIdx.x."""
         blocks = {("blockDim.x", "blockIdx.x"), tuple(sorted(("blockIdx.x", block)))}
-        return len(p) == 2 and p.get(("threadIdx.x",)) == 1 and \
-            any(p.get(m) == 1 for m in blocks)
+        literal = block.isdigit() and p.get(("blockIdx.x",)) == int(block)
+        return len(p) == 2 and p.get(("threadIdx.x",)) == 1 and (literal or any(p.get(m) == 1 for m in blocks))
 
-    def _geometric(self, src, decl, env) -> bool:
+    def _geometric(self, src, decl, env, x_only: bool = False) -> bool:
         """Whether a local declared before the index may differ between the lanes' elements (it reads x's thread or
-        block index, or is assigned later)."""
+        block index, or, unless `x_only`, is assigned later or declared without a value)."""
         init = [k for k in decl.get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]
         if not init:
-            return True
+            return not x_only
         return any(kind(c) == "MEMBER_REF_EXPR" and squash(src.src(c)) in _X_GEOMETRY
-                   for c in walk(init[-1])) or decl.spelling not in env
+                   for c in walk(init[-1])) or (decl.spelling not in env and not x_only)
 
     def _guard(self, src, spec, launch, rest, var, before, lane_names):
         """The guard of the work: a final `if (...) {...}` whose condition is a conjunction of `var < X` (or `<=`)
@@ -354,7 +366,7 @@ class VectorElements(Transformation):
         hoisted = "\n".join(src.text[src.span(s)[0]:_end(src, s)] for s in m["hoisted"])
         edits = [(*src.span(m["index"]), (hoisted + "\n    " if hoisted else "") +
                   self._body(src, m, v, limit, guard["terms"]))]
-        edits += [(*_whole_lines(src, s), "") for s in m["hoisted"] + m["rest"]]
+        edits += [(*_whole_lines(src, s), "") for s in m["fresh"] + m["hoisted"] + m["rest"]]
         text = src.replace(edits)
         grid = [f"(({launch['grid'][0]}) + {v} - 1) / {v}"] + list(launch["grid"][1:])
         names = ", ".join(sorted(m["arrays"]))
@@ -394,6 +406,7 @@ class VectorElements(Transformation):
                 out.append(f"{ind}{vt} {reg};")
         out += [f"{ind}#pragma unroll", f"{ind}for (int mepgen_l = 0; mepgen_l < {v}; ++mepgen_l) {{",
                 f"{ind * 2}{itype} {m['var']} = mepgen_g0 + mepgen_l;", f"{ind * 2}(void){m['var']};"]
+        out += [ind * 2 + line for line in _statements(src, m["fresh"], []).splitlines()]
         out += [ind * 2 + line for line in _statements(src, m["work"], edits).splitlines()]
         out.append(f"{ind}}}")
         out += [f"{ind}*reinterpret_cast<{vt}*>({_at(name, c)} + mepgen_g0) = {reg};"
@@ -403,6 +416,7 @@ class VectorElements(Transformation):
         out += ["} else {", f"{ind}#pragma unroll 1", f"{ind}for (int mepgen_l = 0; mepgen_l < {v}; ++mepgen_l) {{",
                 f"{ind * 2}if (mepgen_g0 + mepgen_l >= {limit}) break;" if not (m["guard"] or {}).get("bound") else "",
                 f"{ind * 2}{itype} {m['var']} = mepgen_g0 + mepgen_l;"]
+        out += [ind * 2 + line for line in _statements(src, m["fresh"], []).splitlines()]
         out += [ind * 2 + line for line in _statements(src, m["rest"], []).splitlines()]
         out += [f"{ind}}}", "}"]
         return "\n".join(ln for ln in out if ln != "").replace("\n", "\n" + ind)
