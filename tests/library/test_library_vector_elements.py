@@ -132,6 +132,13 @@ def test_an_index_computed_in_64_bits_through_static_cast(tmp_path):
     assert "const long long i = mepgen_g0 + mepgen_l;" in rw.text
 
 
+def test_an_index_declared_auto_keeps_its_type(tmp_path):
+    text = SCALE.replace("int i = threadIdx.x + blockIdx.x * blockDim.x;", "const auto i = threadIdx.x + blockIdx.x * blockDim.x;")
+    src, spec, launch = make(tmp_path, text, "scale_add")
+    rw = VectorElements().apply(src, spec, launch, {"lanes": 4})
+    assert "const unsigned int i = mepgen_g0 + mepgen_l;" in rw.text
+
+
 def test_offsets_per_array_are_vectors_of_their_own(tmp_path):
     src, spec, launch = make(tmp_path, PLANES, "planes", grid="N / 128", y_role="out")
     rw = VectorElements().apply(src, spec, launch, {"lanes": 4})

@@ -127,7 +127,8 @@ class VectorElements(Transformation):
         work = rest[:-1] + body_statements(list(rest[-1].get_children())[1]) if guard else rest
         arrays, reasons = self._arrays(src, spec, rest, work, var, env, g, lanes)
         if not arrays:
-            raise Refused("no array goes through vectors: " + "; ".join(reasons[:3]))
+            raise Refused("no array goes through vectors: " + ("; ".join(reasons[:3]) or
+                                                                "the work accesses no pointer parameter's element"))
         return dict(var=var, index=stmts[at], fresh=fresh, hoisted=hoisted, rest=rest, guard=guard, work=work,
                     arrays=arrays, reasons=reasons)
 
@@ -381,6 +382,10 @@ class VectorElements(Transformation):
         index = m["index"]
         itype = re.match(rf"^(.*?)\b{re.escape(m['var'])}\s*=", src.src(index), re.S)
         itype = (itype.group(1).strip() if itype else "") or "int"
+        if re.search(r"\bauto\b", itype):         # the type `auto` took from blockIdx.x * blockDim.x + threadIdx.x
+            decl = next(v for v in index.get_children() if kind(v) == "VAR_DECL")
+            itype = ("const " if "const" in itype.split() else "") + \
+                decl.type.get_canonical().spelling.replace("const ", "")
         types, lines, vecs, edits = {}, [], {}, []
         for n, (name, arr) in enumerate(sorted(m["arrays"].items())):
             vt = types.setdefault((arr["type"], arr["size"]), f"mepgen_vec{len(types)}")
