@@ -30,10 +30,11 @@ to the lane's register element: the arithmetic per element is unchanged (results
 from __future__ import annotations
 
 import re
+import textwrap
 
 from ...spec import itemsize
 from .affine import local_constants, poly
-from .analysis import body_statements, check_pure, element_type, squash, warp_level
+from .analysis import body_statements, check_pure, element_type, size_expr, squash, warp_level
 from .base import Rewrite, Transformation
 from .coarsen_blocks import _bare, _conjuncts
 from .kernel_expr import in_kernel
@@ -223,7 +224,6 @@ class VectorElements(Transformation):
 
     @staticmethod
     def _value(src, spec, text: str):
-        from .analysis import size_expr
         e = size_expr(src, spec, text)
         if e is not None:
             return spec.size(e)
@@ -466,7 +466,6 @@ def _statements(src, stmts: list, edits: list) -> str:
             piece = piece[:s0 - a] + new + piece[e0 - a:]
         lines = piece.splitlines()
         if len(lines) > 1:
-            import textwrap
             piece = lines[0] + "\n" + textwrap.dedent("\n".join(lines[1:]))
         out.append(piece)
     return "\n".join(out)
