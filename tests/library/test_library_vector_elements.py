@@ -120,7 +120,9 @@ def test_a_guarded_update_in_place_goes_through_vectors(tmp_path):
     assert "*reinterpret_cast<mepgen_vec0*>(y + mepgen_g0) = mepgen_y0;" in rw.text
     assert "mepgen_y0.c[mepgen_l] *= 0.5f;" in rw.text
     # the vector path only for a whole chunk below the guard's bound, with every pointer aligned
-    assert "if (mepgen_g0 + 4 <= (long long)(n) && (reinterpret_cast<unsigned long long>(x) % 16) == 0" in rw.text
+    assert "constexpr int mepgen_lanes = 4;" in rw.text
+    assert "if (mepgen_g0 + mepgen_lanes <= (long long)(n) && " \
+           "(reinterpret_cast<unsigned long long>(x) % sizeof(mepgen_vec0)) == 0" in rw.text
     assert "vector_elements" in STRUCTURAL
 
 
@@ -155,7 +157,8 @@ def test_eight_byte_elements_go_in_pairs(tmp_path):
     t = VectorElements()
     assert t.space(src, spec, launch) == {"lanes": [2]}
     rw = t.apply(src, spec, launch, {"lanes": 2})
-    assert "struct __align__(16) mepgen_vec0 { double c[2]; };" in rw.text
+    assert "struct __align__(sizeof(double) * mepgen_lanes) mepgen_vec0 { double c[mepgen_lanes]; };" in rw.text
+    assert "constexpr int mepgen_lanes = 2;" in rw.text
     with pytest.raises(Refused, match="exceed 16 bytes"):
         t.apply(src, spec, launch, {"lanes": 4})
 
@@ -204,7 +207,7 @@ def test_rows_of_a_2d_launch_go_through_vectors_along_x(tmp_path):
     assert rw.launch["grid"] == ["(((N + 31) / 32) + 4 - 1) / 4", "2"]
     # r is declared once before the lanes; its term of the guard joins the whole-chunk test
     assert rw.text.index("int r = blockIdx.y") < rw.text.index("mepgen_g0 =")
-    assert "if (mepgen_g0 + 4 <= (long long)(n) && (r < 3) &&" in rw.text
+    assert "if (mepgen_g0 + mepgen_lanes <= (long long)(n) && (r < 3) &&" in rw.text
     row = "(long long)(blockDim.y) * (long long)(blockIdx.y) * (long long)(n) + (long long)(n) * (long long)(threadIdx.y)"
     assert f"*reinterpret_cast<mepgen_vec0*>((y + ({row})) + mepgen_g0) = mepgen_y0;" in rw.text
 
@@ -215,6 +218,22 @@ def test_state_declared_before_the_index_is_each_lanes_own(tmp_path):
     body = rw.text[rw.text.index("mepgen vector_elements"):]
     assert body.count("float acc = 1.0f;") == 2           # in each path's lanes, none before them
     assert rw.text.index("mepgen vector_elements") < rw.text.index("float acc = 1.0f;")
+
+
+def test_launch_config_still_retunes_the_block_of_the_rewrite(tmp_path):
+    """The rewrite writes no number a block size could be (sizes through sizeof, the lane count once): a 2D block
+    of 32 x 8 of doubles stays retunable."""
+    from mepgen.optimize.library.base import apply_chain
+    from mepgen.optimize.library.catalog import all_transformations
+    from mepgen.optimize.library.launch_config import LaunchConfig
+    text = ROWS.replace("float", "double")
+    src, spec, launch = make(tmp_path, text, "rows", grid="(N + 31) / 32, (3 + 8 - 1) / 8", block="32, 8", t="double",
+                             y_role="out")
+    catalog = {t.name: t for t in all_transformations()}
+    new, rw_launch, _ = apply_chain(catalog, text, spec, [{"name": "vector_elements", "params": {"lanes": 2}}])
+    assert rw_launch["block"] == ["32", "8"]
+    after = KernelSource(new, spec)
+    assert LaunchConfig().space(after, spec, current_launch(spec, rw_launch))["block"]
 
 
 def test_a_launch_that_does_not_cover_the_guard_is_refused(tmp_path):

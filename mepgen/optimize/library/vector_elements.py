@@ -393,23 +393,25 @@ class VectorElements(Transformation):
                 reg = f"mepgen_{name}{k}"
                 vecs[reg] = (name, vt, c_text, modes, arr["type"], arr["size"])
                 edits += [(src.span(c), f"{reg}.c[mepgen_l]") for c in cursors]
-        out = [f"// mepgen vector_elements: {v} consecutive elements per thread through vector accesses"]
-        out += [f"struct __align__({v * size}) {vt} {{ {t} c[{v}]; }};" for (t, size), vt in types.items()]
-        out += [f"static_assert(sizeof({t}) == {size}, \"mepgen vector_elements: {t} is not {size} bytes\");"
-                for (t, size) in types]
-        out.append(f"const long long mepgen_g0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * {v};")
+        # the lane count is written once, and every size through sizeof: no other number in the kernel that could be
+        # read as a baked-in block size (launch_config then still retunes the block of the rewrite)
+        out = ["// mepgen vector_elements: mepgen_lanes consecutive elements per thread through vector accesses",
+               f"constexpr int mepgen_lanes = {v};"]
+        out += [f"struct __align__(sizeof({t}) * mepgen_lanes) {vt} {{ {t} c[mepgen_lanes]; }};"
+                for (t, size), vt in types.items()]
+        out.append("const long long mepgen_g0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * mepgen_lanes;")
         aligned = " && ".join(dict.fromkeys(
-            f"(reinterpret_cast<unsigned long long>({_at(name, c)}) % {v * size}) == 0"
+            f"(reinterpret_cast<unsigned long long>({_at(name, c)}) % sizeof({vt})) == 0"
             for name, vt, c, modes, t, size in vecs.values()))
         same = "".join(f" && ({t})" for t in terms)
-        out.append(f"if (mepgen_g0 + {v} <= {limit}{same} && {aligned}) {{")
+        out.append(f"if (mepgen_g0 + mepgen_lanes <= {limit}{same} && {aligned}) {{")
         for reg, (name, vt, c, modes, t, size) in vecs.items():
             if "r" in modes:
                 const = "" if "w" in modes else "const "
                 out.append(f"{ind}{const}{vt} {reg} = *reinterpret_cast<const {vt}*>({_at(name, c)} + mepgen_g0);")
             else:
                 out.append(f"{ind}{vt} {reg};")
-        out += [f"{ind}#pragma unroll", f"{ind}for (int mepgen_l = 0; mepgen_l < {v}; ++mepgen_l) {{",
+        out += [f"{ind}#pragma unroll", f"{ind}for (int mepgen_l = 0; mepgen_l < mepgen_lanes; ++mepgen_l) {{",
                 f"{ind * 2}{itype} {m['var']} = mepgen_g0 + mepgen_l;", f"{ind * 2}(void){m['var']};"]
         out += [ind * 2 + line for line in _statements(src, m["fresh"], []).splitlines()]
         out += [ind * 2 + line for line in _statements(src, m["work"], edits).splitlines()]
@@ -418,7 +420,7 @@ class VectorElements(Transformation):
                 for reg, (name, vt, c, modes, t, size) in vecs.items() if "w" in modes]
         # the lane-by-lane path (a partial chunk, a pointer off alignment) stays a loop: it is rare, and unrolled it
         # would copy the work V times more (cfd's time step: PTX 55 -> 22 ld.global, the vector path unchanged)
-        out += ["} else {", f"{ind}#pragma unroll 1", f"{ind}for (int mepgen_l = 0; mepgen_l < {v}; ++mepgen_l) {{",
+        out += ["} else {", f"{ind}#pragma unroll 1", f"{ind}for (int mepgen_l = 0; mepgen_l < mepgen_lanes; ++mepgen_l) {{",
                 f"{ind * 2}if (mepgen_g0 + mepgen_l >= {limit}) break;" if not (m["guard"] or {}).get("bound") else "",
                 f"{ind * 2}{itype} {m['var']} = mepgen_g0 + mepgen_l;"]
         out += [ind * 2 + line for line in _statements(src, m["fresh"], []).splitlines()]
