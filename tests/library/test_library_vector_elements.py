@@ -174,6 +174,7 @@ def test_eight_byte_elements_go_in_pairs(tmp_path):
     ("y[i] *= 0.5f;", "for (int k = 0; k < 3; ++k) y[i] *= 0.5f;", "the work loops per element"),
     ("int i = threadIdx.x + blockIdx.x * blockDim.x;", "int i = threadIdx.x + blockIdx.x * blockDim.x * 2;",
      "no element index"),
+    ("    y[i] *= 0.5f;\n", "#ifdef HALVE\n    y[i] *= 0.5f;\n#endif\n", "a preprocessor directive"),
 ])
 def test_refusals_name_what_the_model_cannot_prove(tmp_path, old, new, reason):
     """The reason is the refusal's where nothing goes through vectors, else the rewrite says which array stays

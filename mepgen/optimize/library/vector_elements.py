@@ -87,8 +87,8 @@ class VectorElements(Transformation):
                     not any(names & src.refs(o) for o in prefix[k + 1:] + [stmts[at]]):
                 fresh.append(s)
         prefix = [s for s in prefix if s not in fresh]
-        lane_names = {var} | {v.spelling for s in prefix for v in s.get_children()
-                              if kind(v) == "VAR_DECL" and self._geometric(src, v, env)}
+        lane_names = {var} | {v.spelling for s in prefix + fresh for v in s.get_children()
+                              if kind(v) == "VAR_DECL" and (s in fresh or self._geometric(src, v, env))}
         hoisted, rest, movable, leading = [], [], True, True
         for s in stmts[at + 1:]:
             leading = leading and kind(s) == "DECL_STMT"
@@ -123,6 +123,10 @@ class VectorElements(Transformation):
         why = leaves(rest)
         if why:
             raise Refused(f"the work leaves early ({why}): every lane must run it to the end")
+        body = src.text[src.span(stmts[0])[0]:src.span(src.body)[1]]
+        directive = re.search(r"^[ \t]*#[ \t]*(?!pragma\b)\w+", body, re.M)
+        if directive:        # the statements move into the lanes: a directive between them would not follow
+            raise Refused(f"a preprocessor directive among the kernel's statements: `{directive.group(0).strip()}`")
         before = {v.spelling for s in prefix + hoisted for v in s.get_children() if kind(v) == "VAR_DECL"}
         guard = self._guard(src, spec, launch, rest, var, before, lane_names)
         work = rest[:-1] + body_statements(list(rest[-1].get_children())[1]) if guard else rest
