@@ -210,7 +210,11 @@ class VectorElements(Transformation):
         if bound is None:
             return {"bound": None, "terms": terms}
         b, op = bound
-        threads = (spec.size(str(launch["grid"][0])) or 0) * (spec.size(str(launch["block"][0])) or 0)
+        gx, bx = spec.size(str(launch["grid"][0])), spec.size(str(launch["block"][0]))
+        if gx is None or bx is None:
+            raise Refused(f"the launch along x (`{launch['grid'][0]}` x `{launch['block'][0]}`) has no value for the "
+                          "MEP's sizes (whether it covers the guard's bound is not provable)")
+        threads = gx * bx
         value = self._value(src, spec, src.src(b))
         if value is None:
             raise Refused(f"the guard's bound `{squash(src.src(b))}` has no value for the MEP's sizes "
