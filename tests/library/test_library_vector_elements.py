@@ -346,6 +346,7 @@ def test_rows_compute_the_same_on_the_cpu(tmp_path, n, shift):
     ("scale_add", SCALE, {}, 1001, 4),             # a partial chunk, lane by lane
     ("scale_add", SCALE, {}, 1003, 2),
     ("planes", PLANES, {"grid": "N / 128"}, 1024, 4),
+    ("planes", PLANES, {"grid": "N / 128"}, 1152, 4),    # 9 blocks: the shrunk grid's last chunks lie past the work
     ("mixed", MIXED, {"y_role": "out"}, 1002, 4),
     ("carry", STATE, {"y_role": "out"}, 1001, 4),
     ("halve", DOUBLES, {"block": "THREADS", "t": "double"}, 999, 2),
