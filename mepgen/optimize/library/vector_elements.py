@@ -76,7 +76,6 @@ class VectorElements(Transformation):
         stmts = body_statements(src.body)
         var, at, g = self._index(src, spec, launch, stmts, env)
         prefix = stmts[:at]
-        # locals of x's thread geometry before the index (`int tx = threadIdx.x;`): per thread, not per lane
         # a local declared before the index and assigned in the work (`float acc = 0; ... acc += ...`) is one
         # element's state: each lane declares its own copy (where nothing else before the lanes reads it)
         fresh = []
@@ -87,6 +86,8 @@ class VectorElements(Transformation):
                     not any(names & src.refs(o) for o in prefix[k + 1:] + [stmts[at]]):
                 fresh.append(s)
         prefix = [s for s in prefix if s not in fresh]
+        # what else before the index differs between lanes: x's thread geometry (`int tx = threadIdx.x;`) and
+        # state that could not move into the lanes; the work may not read either
         lane_names = {var} | {v.spelling for s in prefix + fresh for v in s.get_children()
                               if kind(v) == "VAR_DECL" and (s in fresh or self._geometric(src, v, env))}
         hoisted, rest, movable, leading = [], [], True, True
@@ -114,7 +115,8 @@ class VectorElements(Transformation):
                     raise Refused(f"the kernel uses {squash(src.src(c))} beyond its element index {var}")
                 if kind(c) == "DECL_REF_EXPR" and c.spelling in lane_names - {var} and c.referenced is not None \
                         and any(c.referenced == v for p_ in prefix for v in p_.get_children()):
-                    raise Refused(f"the kernel uses {c.spelling} (a thread or block index) beyond its element index")
+                    raise Refused(f"the kernel uses {c.spelling} (x's thread index, or state set before the element "
+                                  f"index that the lanes cannot each have) beyond its element index")
         loops = [c for s in rest for c in walk(s) if kind(c) in ("FOR_STMT", "WHILE_STMT", "DO_STMT",
                                                                  "CXX_FOR_RANGE_STMT")]
         if loops:
