@@ -135,7 +135,8 @@ def test_an_index_computed_in_64_bits_through_static_cast(tmp_path):
 
 
 def test_an_index_declared_auto_keeps_its_type(tmp_path):
-    text = SCALE.replace("int i = threadIdx.x + blockIdx.x * blockDim.x;", "const auto i = threadIdx.x + blockIdx.x * blockDim.x;")
+    text = SCALE.replace("int i = threadIdx.x + blockIdx.x * blockDim.x;",
+                         "const auto i = threadIdx.x + blockIdx.x * blockDim.x;")
     src, spec, launch = make(tmp_path, text, "scale_add")
     rw = VectorElements().apply(src, spec, launch, {"lanes": 4})
     assert "const unsigned int i = mepgen_g0 + mepgen_l;" in rw.text
@@ -209,7 +210,8 @@ def test_rows_of_a_2d_launch_go_through_vectors_along_x(tmp_path):
     # r is declared once before the lanes; its term of the guard joins the whole-chunk test
     assert rw.text.index("int r = blockIdx.y") < rw.text.index("mepgen_g0 =")
     assert "if (mepgen_g0 + mepgen_lanes <= (long long)(n) && (r < 3) &&" in rw.text
-    row = "(long long)(blockDim.y) * (long long)(blockIdx.y) * (long long)(n) + (long long)(n) * (long long)(threadIdx.y)"
+    row = "(long long)(blockDim.y) * (long long)(blockIdx.y) * (long long)(n) + " \
+          "(long long)(n) * (long long)(threadIdx.y)"
     assert f"*reinterpret_cast<mepgen_vec0*>((y + ({row})) + mepgen_g0) = mepgen_y0;" in rw.text
 
 
@@ -336,7 +338,8 @@ def test_rows_compute_the_same_on_the_cpu(tmp_path, n, shift):
                     blockIdx = {{g, gy, 0}}; threadIdx = {{tx, ty, 0}};
                     {ns}::rows(x.data() + {shift}, {out}.data() + {shift}, 2.0f, n);
                 }}""" for grid, ns, out in ((gx, "before", "y1"), ((gx + 3) // 4, "after", "y2")))
-    main = cpu_main("rows", "float", n, 0, 0, shift).replace("    blockDim = {128, 1, 1};", "    blockDim = {32, 2, 1};" + run)
+    main = cpu_main("rows", "float", n, 0, 0, shift).replace("    blockDim = {128, 1, 1};",
+                                                             "    blockDim = {32, 2, 1};" + run)
     assert_same_on_cpu(tmp_path, ROWS, rw.text, main, defines=SIM)
 
 

@@ -430,7 +430,8 @@ class VectorElements(Transformation):
                 for reg, (name, vt, c, modes, t, size) in vecs.items() if "w" in modes]
         # the lane-by-lane path (a partial chunk, a pointer off alignment) stays a loop: it is rare, and unrolled it
         # would copy the work V times more (cfd's time step: PTX 55 -> 22 ld.global, the vector path unchanged)
-        out += ["} else {", f"{ind}#pragma unroll 1", f"{ind}for (int mepgen_l = 0; mepgen_l < mepgen_lanes; ++mepgen_l) {{",
+        out += ["} else {", f"{ind}#pragma unroll 1",
+                f"{ind}for (int mepgen_l = 0; mepgen_l < mepgen_lanes; ++mepgen_l) {{",
                 f"{ind * 2}if (mepgen_g0 + mepgen_l >= {limit}) break;" if not (m["guard"] or {}).get("bound") else "",
                 f"{ind * 2}{itype} {m['var']} = mepgen_g0 + mepgen_l;"]
         out += [ind * 2 + line for line in _statements(src, m["fresh"], []).splitlines()]
