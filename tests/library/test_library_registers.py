@@ -266,6 +266,8 @@ def test_a_max_tree_with_the_barrier_first_gets_a_barrier_before_the_shuffles(tm
     (("if (me == 0) out[blockIdx.x] = part[0];", "out[i] = part[me];"), "element other than 0"),
     (("part[me] = part[me] + part[me + half];", "part[me] = part[me] - part[me + half];"), "associative"),
     (("part[me] = part[me] + part[me + half];", "part[me] = part[me] + part[me + half + 1];"), "away"),
+    # a start the parse cannot read (a macro no header of the MEP defines): a reason, not a crash
+    (("unsigned int half = blockDim.x >> 1;", "unsigned int half = NO_SUCH_MACRO / 2;"), "has no value the parse"),
 ])
 def test_warp_reduce_refuses_what_is_not_the_tree(tmp_path, change, reason):
     src, spec, launch = make(tmp_path, TREE.replace(*change), "block_total", grid="N / 256", block="256")

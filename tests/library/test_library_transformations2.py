@@ -40,7 +40,7 @@ def refusal(meps, kernel, t, text=None, edit_spec=None) -> str:
 
 def test_registered():
     names = [t.name for t in all_transformations()]
-    assert {"split_columns", "coarsen", "vector_loads"} <= set(names)
+    assert {"split_columns", "coarsen", "vector_loads", "vector_elements"} <= set(names)
 
 
 # --- split_columns ------------------------------------------------------------------------------------

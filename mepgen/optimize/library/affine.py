@@ -103,7 +103,7 @@ def poly(src: KernelSource, c, env: dict[str, object], depth: int = 0) -> Poly:
         raise Refused("an index expression nests too deeply to analyse")
     k = kind(c)
     kids = list(c.get_children())
-    if k in ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR", "CXX_FUNCTIONAL_CAST_EXPR") and kids:
+    if k in ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR", "CXX_FUNCTIONAL_CAST_EXPR", "CXX_STATIC_CAST_EXPR") and kids:
         return poly(src, kids[-1], env, depth + 1)
     if k != "MEMBER_REF_EXPR" and _uses_macro(src, src.src(c)):
         return text_poly(src, src.expand(src.src(c)), env, depth + 1)

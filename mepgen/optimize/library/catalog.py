@@ -29,6 +29,7 @@ from .tile_window import TileWindow
 from .tunables import TuneParams
 from .unflatten import Unflatten
 from .unroll import Unroll
+from .vector_elements import VectorElements
 from .vector_loads import VectorLoads
 from .warp_row import WarpPerRow
 from .warp_row_passes import WarpRowPasses
@@ -41,7 +42,8 @@ def all_transformations():
             WarpPerRow(), WarpRowPasses(), OnOneDimension(SpreadLoop()), Privatize(), WarpReduce(),
             OnOneDimension(AfterScalarReplace(SplitColumns(), start="zero")), OnOneDimension(TileArgmax()),
             OnOneDimension(SplitArgmax()), SwapAxes(), OnOneDimension(Unflatten()), DropReplicas(), ScalarReplace(),
-            FuseUpdates(), StageTable(), HoistLoads(), CoarsenBlocks(), VectorLoads(), OnOneDimension(Coarsen()), OnOneDimension(GridStride()),
+            FuseUpdates(), StageTable(), HoistLoads(), CoarsenBlocks(), VectorLoads(), OnOneDimension(VectorElements()),
+            OnOneDimension(Coarsen()), OnOneDimension(GridStride()),
             LaunchConfig(), TuneParams(),
             IntDivision(), Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]
 

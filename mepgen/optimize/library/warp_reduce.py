@@ -75,7 +75,10 @@ class WarpReduce(Transformation):
             raise Refused("not a halving loop")
         if not re.fullmatch(rf"{v}>0|{v}>=1|0<{v}|1<={v}|{v}!=0|{v}>0u|{v}>0U", _nospace(src.src(cond))):
             raise Refused(f"the halving loop's condition `{squash(src.src(cond))}` is not `{var} > 0`")
-        start = list(list(init.get_children())[0].get_children())[-1]
+        start = [k for k in list(init.get_children())[0].get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]
+        if not start:        # an initializer the parse could not read (a macro without a value there)
+            raise Refused(f"the halving loop's start `{squash(src.src(init))[:50]}` has no value the parse can read")
+        start = start[-1]
         if re.search(r"\bthreadIdx\b", src.expand(src.src(start))) or \
                 any(kind(k) in ("ARRAY_SUBSCRIPT_EXPR", "CALL_EXPR") for k in walk(start)):
             raise Refused("the tree's first step may differ between threads")
