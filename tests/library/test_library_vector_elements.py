@@ -126,20 +126,16 @@ def test_a_guarded_update_in_place_goes_through_vectors(tmp_path):
     assert "vector_elements" in STRUCTURAL
 
 
-def test_an_index_computed_in_64_bits_through_static_cast(tmp_path):
-    text = SCALE.replace("int i = threadIdx.x + blockIdx.x * blockDim.x;",
-                         "const long long i = static_cast<long long>(blockDim.x) * blockIdx.x + threadIdx.x;")
+@pytest.mark.parametrize("index, kept", [
+    # computed in 64 bits through static_cast: the type stays
+    ("const long long i = static_cast<long long>(blockDim.x) * blockIdx.x + threadIdx.x;", "const long long i"),
+    # declared auto: the type it deduces is written
+    ("const auto i = threadIdx.x + blockIdx.x * blockDim.x;", "const unsigned int i")])
+def test_an_index_keeps_its_type(tmp_path, index, kept):
+    text = SCALE.replace("int i = threadIdx.x + blockIdx.x * blockDim.x;", index)
     src, spec, launch = make(tmp_path, text, "scale_add")
     rw = VectorElements().apply(src, spec, launch, {"lanes": 4})
-    assert "const long long i = mepgen_g0 + mepgen_l;" in rw.text
-
-
-def test_an_index_declared_auto_keeps_its_type(tmp_path):
-    text = SCALE.replace("int i = threadIdx.x + blockIdx.x * blockDim.x;",
-                         "const auto i = threadIdx.x + blockIdx.x * blockDim.x;")
-    src, spec, launch = make(tmp_path, text, "scale_add")
-    rw = VectorElements().apply(src, spec, launch, {"lanes": 4})
-    assert "const unsigned int i = mepgen_g0 + mepgen_l;" in rw.text
+    assert f"{kept} = mepgen_g0 + mepgen_l;" in rw.text
 
 
 def test_offsets_per_array_are_vectors_of_their_own(tmp_path):

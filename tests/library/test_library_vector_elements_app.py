@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from library_fixtures import assert_structural_rewrites_compile, planned
+from library_fixtures import assert_structural_rewrites_compile, dry_run_plans, planned
 
 APP = Path(__file__).parent.parent / "library_idioms" / "element_vectors"
 KERNELS = {"relax_planes": "lanes=4", "scale_rows": "lanes=2", "clamp_inplace": "lanes=4"}
@@ -31,15 +31,7 @@ def cut(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory):
-    from mepgen.optimize.dry_run import plan
-    from mepgen.spec import load_spec
-    app = cut(tmp_path_factory.mktemp("vectors") / "element_vectors")
-    out = {}
-    for mep in sorted((app / ".mepgen" / "meps").iterdir()):
-        spec = load_spec(mep / "mep.yaml")
-        assert not spec.todo, (mep.name, spec.todo)
-        out[mep.name] = (mep, spec, plan(spec, (mep / "kernel.cu").read_text(), app / "dryrun" / mep.name))
-    return out
+    return dry_run_plans(APP, tmp_path_factory.mktemp("vectors"))
 
 
 def test_the_dry_run_offers_vectors_for_every_kernel(plans):
