@@ -11,7 +11,12 @@ would differ from the baseline's in more than the launch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import os
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 from ..errors import MepgenError
@@ -60,6 +65,40 @@ def with_flags(spec: Spec, flags) -> Spec:
         return spec
     return dataclasses.replace(spec, build=dataclasses.replace(spec.build, nvcc_flags=[*spec.build.nvcc_flags,
                                                                                         *flags]))
+
+
+#: mep.yaml arches that name no one GPU: a cubin (no PTX to fall back on) needs the device's own
+_NOT_ONE_ARCH = ("native", "all", "all-major")
+
+
+@functools.lru_cache(maxsize=None)
+def device_arch(arch: str, device: int, physical: bool = False, only=_NOT_ONE_ARCH) -> str:
+    """`sm_XY` of GPU `device` (a CUDA ordinal among the visible GPUs; `physical`: nvidia-smi's index) where
+    mep.yaml's arch is one of `only` (`native`, `all`): nvcc resolves `-arch=native` by asking the driver, which a
+    confined compile cannot reach (no GPU there: nvcc then builds for its default arch, and a cubin for another GPU
+    does not load, "no kernel image is available"). Any other arch is kept; so is `native` where nvidia-smi cannot
+    say (nvcc's own answer then)."""
+    if arch not in only or shutil.which("nvidia-smi") is None:
+        return arch
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    which = str(device) if physical or device >= len(visible) else visible[device]   # nvidia-smi counts every GPU
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader", "-i", which],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return arch
+    cap = done.stdout.strip().splitlines()[:1]
+    if done.returncode != 0 or not cap or not re.fullmatch(r"\d+\.\d+", cap[0].strip()):
+        return arch
+    major, minor = cap[0].strip().split(".")
+    return f"sm_{major}{minor}"
+
+
+def with_arch(spec: Spec, arch: str) -> Spec:
+    """The spec built for `arch` instead of mep.yaml's (device_arch's answer)."""
+    if arch == spec.build.arch:
+        return spec
+    return dataclasses.replace(spec, build=dataclasses.replace(spec.build, arch=arch))
 
 
 def as_dict(launch: Launch) -> dict:

@@ -21,7 +21,7 @@ from ..spec import Launch, Spec
 from . import confined, guards, output_digest, process, sandbox
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
 from .. import perturb
-from .launchcfg import candidate_harness, with_flags
+from .launchcfg import candidate_harness, device_arch, with_arch, with_flags
 from .plan import MIN_REPS
 from .ptxas import kernel_info
 from .results import CompileFailed, RuntimeFault
@@ -178,6 +178,9 @@ class NativeBackend(Backend):
         `flags`: extra nvcc flags after mep.yaml's (they are part of the command, hence of the build key)."""
         kernel_file = Path(kernel_file).resolve()
         spec = with_flags(self.spec, flags)
+        # `arch: native`: this GPU's own (a confined nvcc cannot ask the driver and would build for its default)
+        spec = with_arch(spec, device_arch(spec.build.arch, self.device or 0, physical=self.device is not None,
+                                           only=("native",)))
         harness, harness_text = None, None
         if launch is not None:
             harness, harness_text = candidate_harness(self.spec, self.mep_dir, launch, self.build_dir)

@@ -9,11 +9,7 @@ never pickle: mepgen unpickles nothing from it. Needs the `mepgen[gpu]` extra (p
 """
 from __future__ import annotations
 
-import dataclasses
-import functools
 import os
-import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -28,7 +24,7 @@ from .. import datagen
 from ..errors import MepgenError
 from ..spec import Launch, Spec
 from .backend import Backend, Built, InputSet, RunOutput, TimingOutput, TimingPlan
-from .launchcfg import with_flags, with_launch
+from .launchcfg import device_arch, with_arch, with_flags, with_launch
 from .. import perturb
 from . import confined, device_compare, guards, l2_flush, process, sandbox, wire
 from .pycuda_entry import build_cubin
@@ -82,8 +78,7 @@ class PycudaBackend(Backend):
         `flags`: extra nvcc flags (the cubin's cache key covers every flag)."""
         spec = with_flags(self.spec if launch is None else with_launch(self.spec, launch), flags)
         arch = device_arch(spec.build.arch, self.device)     # `native`: this GPU's, as the harness gets it
-        if arch != spec.build.arch:
-            spec = dataclasses.replace(spec, build=dataclasses.replace(spec.build, arch=arch))
+        spec = with_arch(spec, arch)
         if self._helpers is None:     # the first build (the original's): mepgen's own kernels meanwhile
             self._helpers = _HELPERS.submit(_build_helpers, arch, self.build_dir, self.compile_timeout)
         return build_cubin(spec, self.mep_dir, Path(kernel_file), self.build_dir, self.compile_timeout,
@@ -431,32 +426,6 @@ def worker_layout(spec: Spec) -> tuple[list[dict], list[dict]]:
     buffers = [{"name": b.name, "role": b.role, "dtype": b.dtype, "count": spec.count(b), "relocate": b.relocate or []}
                for b in spec.buffers]
     return params, buffers
-
-
-#: mep.yaml arches that name no one GPU: a cubin (no PTX to fall back on) needs the device's own
-_NOT_ONE_ARCH = ("native", "all", "all-major")
-
-
-@functools.lru_cache(maxsize=None)
-def device_arch(arch: str, device: int) -> str:
-    """`sm_XY` of GPU `device` where mep.yaml's arch is `native` (or `all`): nvcc resolves `-arch=native` by
-    asking the driver, which a confined compile cannot reach (no GPU there), and a cubin for another GPU does
-    not load ("no kernel image is available"). Any other arch is kept; so is `native` where nvidia-smi cannot
-    say (nvcc's own answer then)."""
-    if arch not in _NOT_ONE_ARCH or shutil.which("nvidia-smi") is None:
-        return arch
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    which = visible[device] if device < len(visible) else str(device)     # nvidia-smi counts every GPU
-    try:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader", "-i", which],
-                              capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return arch
-    cap = done.stdout.strip().splitlines()[:1]
-    if done.returncode != 0 or not cap or not re.fullmatch(r"\d+\.\d+", cap[0].strip()):
-        return arch
-    major, minor = cap[0].strip().split(".")
-    return f"sm_{major}{minor}"
 
 
 def worker_path() -> list[Path]:

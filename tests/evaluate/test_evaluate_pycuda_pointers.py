@@ -240,17 +240,19 @@ def test_a_native_arch_becomes_the_gpu_s_own_for_a_cubin(tmp_path, monkeypatch):
     """mep.yaml's `arch: native` is resolved by nvcc through the driver, which a confined compile cannot reach; a
     cubin has no PTX to fall back on, so the pycuda backend asks nvidia-smi for the GPU's own (the visible
     device's, counted as nvidia-smi counts)."""
-    from mepgen.evaluate import pycuda_backend
+    from mepgen.evaluate import launchcfg          # both backends' device_arch
     smi = tmp_path / "nvidia-smi"
     smi.write_text('#!/bin/sh\ncase "$*" in *"-i 3"*) echo 8.6 ;; *"-i 0"*) echo 9.0 ;; *) exit 6 ;; esac\n')
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    pycuda_backend.device_arch.cache_clear()
-    assert pycuda_backend.device_arch("native", 0) == "sm_90"
-    assert pycuda_backend.device_arch("sm_80", 0) == "sm_80"
-    assert pycuda_backend.device_arch("native", 1) == "native"          # nvidia-smi cannot say: nvcc's answer
+    launchcfg.device_arch.cache_clear()
+    assert launchcfg.device_arch("native", 0) == "sm_90"
+    assert launchcfg.device_arch("sm_80", 0) == "sm_80"
+    assert launchcfg.device_arch("native", 1) == "native"          # nvidia-smi cannot say: nvcc's answer
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,0")
-    pycuda_backend.device_arch.cache_clear()
-    assert pycuda_backend.device_arch("native", 0) == "sm_86"
-    pycuda_backend.device_arch.cache_clear()
+    launchcfg.device_arch.cache_clear()
+    assert launchcfg.device_arch("native", 0) == "sm_86"
+    assert launchcfg.device_arch("native", 0, physical=True) == "sm_90"     # the native harness's index
+    assert launchcfg.device_arch("all", 0, only=("native",)) == "all"      # a fat binary runs anywhere
+    launchcfg.device_arch.cache_clear()
