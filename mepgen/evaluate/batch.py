@@ -184,7 +184,7 @@ def _settle(fut: Future, result=None, error: BaseException | None = None) -> Non
     try:
         fut.set_exception(error) if error is not None else fut.set_result(result)
     except InvalidStateError:
-        pass
+        pass        # cancelled meanwhile: nobody waits for this result any more
 
 
 def evaluate_many(ev: Evaluator, candidates: list[tuple], journal: Journal | None = None,

@@ -89,7 +89,7 @@ class LintWorkers:
             try:
                 p.stdin.close()
             except OSError:
-                pass
+                pass    # the worker already ended (its pipe broken): nothing left to close
         deadline = time.monotonic() + 5.0          # a worker stuck in libclang does not hold mepgen up longer
         for p in self.procs:
             try:
