@@ -40,16 +40,21 @@ def mepgen(*args, cwd):
     return subprocess.run([sys.executable, "-m", "mepgen.cli", *args], cwd=cwd, capture_output=True, text=True)
 
 
-@pytest.fixture
-def app(tmp_path):
-    app = tmp_path / "app"
+def make_app(folder: Path, kernels: str, main: str, kernel: str) -> Path:
+    """An application whose main.cu includes kernels.cu and launches `kernel`, extracted, its MEP made."""
+    app = folder / "app"
     app.mkdir()
-    (app / "kernels.cu").write_text(KERNELS)
-    (app / "main.cu").write_text(MAIN)
+    (app / "kernels.cu").write_text(kernels)
+    (app / "main.cu").write_text(main)
     (app / "Makefile").write_text("app: main.cu kernels.cu\n\tnvcc -O2 -o app main.cu\n")
     assert mepgen("extract", ".", cwd=app).returncode == 0
-    assert mepgen("mep", "smooth", "--size", "N=4096", cwd=app).returncode == 0
+    assert mepgen("mep", kernel, "--size", "N=4096", cwd=app).returncode == 0
     return app
+
+
+@pytest.fixture
+def app(tmp_path):
+    return make_app(tmp_path, KERNELS, MAIN, "smooth")
 
 
 def winner(app: Path, tmp_path: Path, block: int) -> Path:
@@ -127,13 +132,7 @@ int main(int argc, char** argv)
 def test_a_grid_declared_as_a_dim3_gets_the_new_grid_in_the_launch(tmp_path):
     """`dim3 grid(1, num_blocks);` (a constructor, not `grid = ...`): seen in a public application, where the
     patch stopped with "cannot find the declaration of the grid". The launch itself gets the winner's grid."""
-    app = tmp_path / "app"
-    app.mkdir()
-    (app / "kernels.cu").write_text(ROWS)
-    (app / "main.cu").write_text(ROWS_MAIN)
-    (app / "Makefile").write_text("app: main.cu kernels.cu\n\tnvcc -O2 -o app main.cu\n")
-    assert mepgen("extract", ".", cwd=app).returncode == 0
-    assert mepgen("mep", "rows", "--size", "N=4096", cwd=app).returncode == 0
+    app = make_app(tmp_path, ROWS, ROWS_MAIN, "rows")
     mep = app / ".mepgen/meps/rows"
     w = tmp_path / "winner"
     w.mkdir()
