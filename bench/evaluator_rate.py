@@ -152,7 +152,8 @@ def run_one(tree: Path, app: Path, mid: str, mode: str, args, gpu: str | None) -
             "baseline_ms": out.get("baseline_ms"), "backend": header.get("backend"),
             "speedup": (out.get("best") or {}).get("speedup"), "stop": out.get("stop_reason"),
             "error": out.get("error"), "phases": phases, "early_stops": early, "drift_retimes": drift,
-            "interleaved": interleaved, "stderr_tail": done.stderr.strip().splitlines()[-4:]}
+            "interleaved": interleaved, "baseline_phases_s": header.get("baseline_phases_s"),
+            "stderr_tail": done.stderr.strip().splitlines()[-4:]}
 
 
 def split(run: Path, recs: list[dict], epoch0: float, wall: float) -> dict | None:
@@ -192,6 +193,12 @@ def markdown(res: dict) -> str:
     lines += ["- wall s (baseline + search + end): baseline up to the first proposal (process start, inputs, build, "
               "references, the original verified and timed), the search to the last candidate's record, the end "
               "after it (the winner's memcheck, the summary)"]
+    for m in modes:      # where the baseline's seconds go (run.json's baseline_phases_s), the median over the MEPs
+        got = [r["baseline_phases_s"] for r in runs if r["mode"] == m and r.get("baseline_phases_s")]
+        names = list(dict.fromkeys(k for g in got for k in g))
+        if got:
+            lines.append(f"- {m}: the baseline's phases, median s over {len(got)} MEPs: " + ", ".join(
+                f"{k} {statistics.median(g[k] for g in got if g.get(k) is not None):.2f}" for k in names))
     lines += ["", "| MEP | original ms | " + " | ".join(f"{m}: backend / wall s / verified / per min / phases s "
                                                            "(lint, compile, load, verify, time, checks)" for m in modes)
               + " | best (after) |", "|---|---|" + "---|" * len(modes) + "---|"]

@@ -24,7 +24,7 @@ from . import peaks as peaks_mod
 from .. import perturb
 from . import plan as plan_mod
 from . import profile as profile_mod
-from . import rules, sandbox, session
+from . import baseline, rules, sandbox, session
 from .backend import Built, InputSet, TimingPlan
 from .decide import MIN_GAIN, decide, round_range, summarize, timer_escape
 from .devices import choose_backend, list_gpus, make_backend
@@ -108,7 +108,10 @@ class Evaluator:
                                       self.opts.reps or t.reps, max(1, self.opts.rounds), flush)
         self.first_ms: float | None = None    # the original's first launch (time-based plans start from it)
         self.floor_broken: str | None = None  # why the peak check is off for this MEP (_timed)
+        self.spent: dict[str, float] = {}      # the baseline's phases so far, seconds (said when it cannot finish)
+        probing = time.monotonic()
         self.sandbox = sandbox.resolve(self.opts.sandbox)      # (said with the first build: compile_baseline)
+        self._spend("sandbox", probing)
         gpus, self.no_gpu_reason = list_gpus()
         self.gpus = [d for d in gpus if self.opts.devices is None or d in self.opts.devices]
         devices: list[int | None] = list(self.gpus) or [None]
@@ -128,7 +131,6 @@ class Evaluator:
         self.run_s: float | None = None       # one run of the original: launch, outputs back, checks
         self.runs_seen = 0
         self.todo = {"gen": self.k, "ref": self.k, "verify": self.k, "time": 1}
-        self.spent: dict[str, float] = {}      # the baseline's phases so far, seconds (said when it cannot finish)
 
     # --- set-up -------------------------------------------------------------------------------------
 
@@ -532,62 +534,7 @@ class Evaluator:
 
     def baseline_result(self) -> EvalResult:
         """The original kernel as a candidate of its own: re-verified (run to run), timed alone, peaks checked."""
-        res = EvalResult(name="baseline", key=self.result_key(self.original_text), backend=self.backend_name,
-                         kernel_sha256=digest("kernel", self.original_text), input_sets=self.k, sandbox=self.sandbox)
-        worker = self.workers[0]
-        res.compile = worker.baseline.info
-        start = time.monotonic()
-        work = self.store.work_dir / "baseline"
-        mark = time.monotonic()
-        for s in self.sets:
-            self.check_time()
-            if (self.run_s or 0.0) > 3:
-                self.log(f"verifying the original on input set {s.index} (about {self.run_s:.0f} s)")
-            res.stage = "run"
-            t0 = time.monotonic()
-            out = worker.backend.run(worker.baseline, s, work / f"set{s.index}")
-            if out.fault is not None:
-                res.status, res.fault = "runtime_fault", out.fault
-                return self._done(res, start)
-            self._saw_baseline(out)
-            res.stage = "verify"
-            wrong = self._wrong(out.outputs, s.index, "run", out.inputs_after, out.inputs_changed, out.matched)
-            if not wrong and out.outputs:      # references cached without digests: the original's run gives them
-                self._use_digests(s.index, output_digest.of_run(self.spec.outputs, out, self.refs[s.index]))
-            self._saw_run(time.monotonic() - t0)
-            self.todo["verify"] -= 1
-            if wrong:
-                res.status, res.wrong = "wrong_result", wrong
-                res.notes.append("the original kernel does not reproduce its own outputs: a race, or a tolerance "
-                                 "in mep.yaml that is too tight")
-                return self._done(res, start)
-        res.stage = "time"
-        self._spend("verification", mark)
-        self.check_time()
-        mark = time.monotonic()
-        plan = session.baseline_plan(self)      # alone: no perturbation re-check (nothing to compare it with)
-        est = plan_mod.timing_seconds(plan, self.first_ms or 0.0, self.run_s or 0.0, 1, self.backend_name == "native")
-        self.log(f"timing the original for about {est:.0f} s: {plan.how}")
-        stored, t = session.time_baseline(self, worker, work / "time")     # kept: candidates are timed against it
-        self.todo["time"] = 0
-        self._spend("timing", mark)
-        if self._failed_timing(res, t):
-            return self._done(res, start)
-        res.device = t.device
-        res.timed, impossible = self._timed(t.baseline_rounds, None, t.l2_bytes, worker)
-        res.timed.plan = plan.how
-        impossible = impossible or timer_escape(res.timed.median_ms, t.sync_ms)
-        if self.floor_broken and self.floor_broken not in res.notes:
-            res.notes.append(self.floor_broken)
-        if impossible:
-            res.status, res.impossible = "impossible", Impossible(impossible)
-            res.notes.append("the baseline beats the measured peak: check work.bytes / work.flops in mep.yaml")
-        else:
-            res.stage, res.status = "done", "ok"
-        res.notes += worker.notes
-        if self.opts.profile:
-            res.profile = self.profile(self.original, worker)
-        return self._done(res, start)
+        return baseline.result(self)
 
     def close(self) -> None:
         for w in self.workers:

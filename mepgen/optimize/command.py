@@ -41,7 +41,7 @@ from ..evaluate.launchcfg import launch_from, with_flags, with_launch
 from ..mep.render import render_yaml
 from .dry_run import plan, report
 from .inherit import InheritedProposer
-from .winner_check import check_winner
+from .winner_check import Prebuild, check_winner
 from ..evaluate.memcheck import write_marker
 
 
@@ -234,6 +234,7 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
         raise
     progress(f"{spec.kernel.name}: original {baseline.timed.median_ms:.4g} ms ({baseline.timed.plan}); "
              f"{time.monotonic() - started:.0f} s so far")
+    ready = time.monotonic()
     fid = check_fidelity(mep_dir, baseline, guard, run_dir, spec.kernel.name, resume)
     original = (mep_dir / "kernel.cu").read_text(errors="replace")
     gpu = gpu_info(ev, baseline)
@@ -254,7 +255,8 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
         key = os.environ.pop(settings.api_key_env, None)
         if key:
             secrets.append(key)
-    header = {"kernel": spec.kernel.id, "spec_sha256": spec_hash, "proposers": kinds, "strategy": strategy,
+    phases = {"start": process_age_s(started), **ev.spent, "to_search": round(time.monotonic() - ready, 3)}
+    header = {"kernel": spec.kernel.id, "spec_sha256": spec_hash, "baseline_phases_s": phases, "proposers": kinds, "strategy": strategy,
               "budget": budget, "time_limit_s": time_limit, "repairs": repairs, "backend": ev.backend_name,
               "fidelity": fid.to_dict(),
               "backend_why": ev.backend_why, "gpu": gpu, "features": features, "inherited": len(patterns),
@@ -272,10 +274,15 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     evaluate = candidates.Stream(ev, mep_dir, spec, before=_check_stop) if own else evaluate
     evaluate.keep_in(journal)
     width = width or auto_width()
+    prebuild = Prebuild(ev, run_dir / "memcheck")      # the winner's memcheck harnesses, built during the search
+    record = pattern_recorder(store, spec.kernel.id, str(ws.app_root), features, str(run_dir))
+
+    def on_win(attempt) -> None:
+        record(attempt)
+        prebuild.offer(attempt)
     search = Search(ctx, proposers, evaluate,
                     strategies.make(strategy), Budget(budget, time_limit, repairs, width, roofline), traj,
-                    baseline=baseline,
-                    on_win=pattern_recorder(store, spec.kernel.id, str(ws.app_root), features, str(run_dir)),
+                    baseline=baseline, on_win=on_win,
                     start=started, on_progress=write_summary, pace_s=estimate.first_candidate_s(ev))
     if resume is not None:
         n = search.resume()
@@ -286,21 +293,38 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     write_summary(search.snapshot("still running: searching"))
     try:
         outcome = search.run()
-    except KeyboardInterrupt:
-        write_summary(search.snapshot("interrupted (killed or ^C): what was evaluated is kept; --resume "
-                                      f"{run_dir.name} continues"))
+    except BaseException as e:
+        prebuild.cancel()
+        if isinstance(e, KeyboardInterrupt):
+            write_summary(search.snapshot("interrupted (killed or ^C): what was evaluated is kept; --resume "
+                                          f"{run_dir.name} continues"))
         raise
     finally:
         if own:
             evaluate.close(cancel=True)
         store.close()
-    check_winner(ev, outcome, run_dir / "memcheck", traj.event, journal)
+    end = time.monotonic()
+    check_winner(ev, outcome, run_dir / "memcheck", traj.event, journal, prebuild)
+    if prebuild.best_ms is not None:
+        traj.event("phases", f"the winner's memory check took {time.monotonic() - end:.1f} s after the search (its "
+                             f"harnesses were built during it: {prebuild.seconds:.1f} s)")
     best_path = summary.write(traj, outcome, spec.kernel.name, baseline, command=command)
     if outcome.best is not None and outcome.best.result.memcheck and best_path is not None:
         write_marker(best_path, outcome.best.result.memcheck)
     if outcome.best is not None and (outcome.best.proposal.launch or outcome.best.proposal.nvcc_flags):
         write_launch(spec, outcome.best.proposal.launch, run_dir / "best" / "mep.yaml", outcome.best.proposal.nvcc_flags)
     return outcome, best_path, baseline, fid
+
+
+def process_age_s(at: float) -> float | None:
+    """Seconds from this process's start (the interpreter, the imports) to `at` (time.monotonic()); None where
+    /proc does not say."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        since_boot = time.clock_gettime(time.CLOCK_BOOTTIME) - (time.monotonic() - at)
+        return round(since_boot - ticks / os.sysconf("SC_CLK_TCK"), 3)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 def _first_round_ahead(ev, stream, spec, mep_dir, run_dir, kinds, width, resume) -> threading.Thread | None:

@@ -7,9 +7,17 @@ trajectory) and the next is checked; the first clean one is the winner. Where th
 compute-sanitizer, a build or a run that fails under it, an original kernel that has memory errors itself: its
 buffers may be smaller than the application's) the candidate stays the winner, with the reason in its record.
 Every check's cost is in the candidate's record (`memcheck.seconds`); the original is checked once first.
+
+Where candidates are timed on the pycuda backend, the native harnesses memcheck runs are built while the search
+goes on (`Prebuild`: the original's at once, then each new best as it is found), on one thread beside the search's
+compiles, so that the end of a run is the sanitizer's runs, not two builds of the harness one after the other.
+Builds are cached by content (NativeBackend.compile): the check at the end finds them.
 """
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from ..evaluate import memcheck
@@ -30,10 +38,15 @@ def native_backend(ev):
     return be
 
 
-def check_attempt(ev, native, attempt, workdir: Path) -> memcheck.Report:
+def build_attempt(ev, native, attempt, workdir: Path):
+    """The native harness of `attempt` as memcheck runs it (Built or CompileFailed; cached by content)."""
     p = attempt.proposal
     kernel = write_candidate(p, workdir)
-    built = native.compile(kernel, launch=launch_from(ev.spec, p.launch), flags=tuple(p.nvcc_flags))
+    return native.compile(kernel, launch=launch_from(ev.spec, p.launch), flags=tuple(p.nvcc_flags))
+
+
+def check_attempt(ev, native, attempt, workdir: Path) -> memcheck.Report:
+    built = build_attempt(ev, native, attempt, workdir)
     if isinstance(built, CompileFailed):
         return memcheck.Report(None, message=f"the native harness did not build for memcheck: {built.message[:300]}")
     timeout = max(120.0, 10 * float(ev.opts.run_timeout))
@@ -49,9 +62,62 @@ def check_original(ev, native, workdir: Path) -> memcheck.Report:
     return memcheck.check(native, built, ev.sets[0], Path(workdir) / "memcheck" / "original", ev.sandbox, timeout)
 
 
-def check_winner(ev, outcome, workdir: Path, event, journal=None) -> None:
+class Prebuild:
+    """The native harnesses that check_winner will run, built during the search (pycuda backend only: the native
+    backend has built them already). `offer(attempt)` on each faster attempt: at the first, the original is queued;
+    a new best is queued, replacing one still waiting; `finish()` before the check waits for them. Nothing is built
+    for a search that finds nothing faster. A build's failure is met again, and said, by the check itself."""
+
+    def __init__(self, ev, workdir: Path):
+        self.ev, self.workdir = ev, Path(workdir)
+        self.native = native_backend(ev) if ev.backend_name != "native" and memcheck.executable() else None
+        self.best_ms: float | None = None
+        self.waiting: Future | None = None
+        self.seconds = 0.0                  # build time spent during the search
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="mepgen-memcheck-build") if self.native else None
+
+    def _timed(self, build) -> None:
+        start = time.monotonic()
+        try:
+            build()
+        except Exception:  # noqa: BLE001 (a warm-up: check_winner builds again and reports any error itself)
+            pass
+        with self._lock:
+            self.seconds += time.monotonic() - start
+
+    def offer(self, attempt) -> None:
+        if self._pool is None:
+            return
+        ms = attempt.result.timed.median_ms
+        with self._lock:
+            if self.best_ms is not None and ms >= self.best_ms:
+                return
+            if self.best_ms is None:         # the first win: the original is checked first, build it first
+                self._pool.submit(self._timed, lambda: self.native.compile(self.ev.mep_dir / "kernel.cu"))
+            self.best_ms = ms
+            if self.waiting is not None:
+                self.waiting.cancel()        # not started yet: a better one replaces it
+            self.waiting = self._pool.submit(
+                self._timed, lambda: build_attempt(self.ev, self.native, attempt, self.workdir))
+
+    def finish(self) -> None:
+        """Wait for the builds under way and the best's (the winner unless memcheck rejects it)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    def cancel(self) -> None:
+        """A run that stops early (^C, an error): nothing waits, what runs ends on its own."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def check_winner(ev, outcome, workdir: Path, event, journal=None, prebuild: Prebuild | None = None) -> None:
     """Set `outcome.best` to the best faster attempt that memcheck finds clean (or cannot judge); `event(kind,
-    message)` tells the trajectory each check; rejected attempts' records are appended to `journal`."""
+    message)` tells the trajectory each check; rejected attempts' records are appended to `journal`. With
+    `prebuild`, its native backend and the harnesses it built."""
+    if prebuild is not None:
+        prebuild.finish()
     ranked = sorted((a for a in outcome.attempts if getattr(a.result, "faster", False)),
                     key=lambda a: a.result.timed.median_ms)
     if not ranked:
@@ -61,7 +127,7 @@ def check_winner(ev, outcome, workdir: Path, event, journal=None) -> None:
         event("memcheck", f"{ranked[0].id}: no memory check: {why}")
         ranked[0].result.memcheck = memcheck.Report(None, message=why).to_dict()
         return
-    native = native_backend(ev)
+    native = prebuild.native if prebuild is not None and prebuild.native is not None else native_backend(ev)
     original = check_original(ev, native, workdir)
     if original.clean is False:      # the MEP's own kernel: its buffers may be smaller than the application's
         why = (f"the original kernel has memory errors under memcheck too ({original.message}): no memory verdict "

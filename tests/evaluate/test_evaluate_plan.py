@@ -194,7 +194,7 @@ def test_the_baseline_estimate_and_a_candidate_session_that_cannot_fit(mep):
         ev.first_ms, ev.todo = 214.0, {"gen": 0, "ref": 0, "verify": 3, "time": 1}
         ev.set_time_limit(time.monotonic(), 2)
         with pytest.raises(plan.TooShort, match=r"the baseline of cg::axpy needs about \d+ s \(3 input set\(s\) of "
-                                                r".*214 ms per launch, 10 timed launches; so far build [\d.]+ s, "
+                                                r".*214 ms per launch, 10 timed launches; so far sandbox [\d.]+ s, build [\d.]+ s, "
                                                 r"inputs [\d.]+ s, references [\d.]+ s, verification [\d.]+ s, timing "
                                                 r"[\d.]+ s\); give --time-limit >= \d+"):
             ev.check_time()

@@ -80,3 +80,65 @@ def test_an_original_with_memory_errors_gives_no_verdict_on_candidates(monkeypat
     winner_check.check_winner(SimpleNamespace(), out, tmp_path, lambda k, m: events.append(m))
     assert out.best is best and best.result.status == "ok" and best.result.memcheck["clean"] is None
     assert "original kernel has memory errors" in events[0]
+
+
+class RecordingNative:
+    """A native backend stand-in: records what it builds; the original's build waits for the gate to open."""
+
+    def __init__(self, gate=None):
+        import threading
+        self.built, self.gate, self.lock = [], gate, threading.Lock()
+
+    def compile(self, kernel, launch=None, flags=()):
+        text = kernel.read_text()
+        name = "original" if "//" not in text else text.split()[1]
+        if self.gate is not None and name == "original":
+            self.gate.wait(10)
+        with self.lock:
+            self.built.append(name)
+        return SimpleNamespace(binary=kernel)
+
+
+def prebuild_for(monkeypatch, tmp_path, native, backend="pycuda"):
+    mep = tmp_path / "mep"
+    mep.mkdir()
+    (mep / "kernel.cu").write_text("__global__ void k() {}\n")
+    monkeypatch.setattr(memcheck, "executable", lambda: tmp_path / "compute-sanitizer")
+    monkeypatch.setattr(winner_check, "native_backend", lambda ev: native)
+    ev = SimpleNamespace(backend_name=backend, mep_dir=mep, spec=SimpleNamespace(), sets=[SimpleNamespace(index=0)])
+    monkeypatch.setattr(winner_check, "launch_from", lambda spec, launch: None)
+    return ev, winner_check.Prebuild(ev, tmp_path / "memcheck")
+
+
+def test_the_winner_s_harnesses_are_built_during_the_search_the_original_first(monkeypatch, tmp_path):
+    """pycuda times the candidates; memcheck needs native harnesses. The first win queues the original's build and
+    its own; a better win replaces one still waiting; a slower win builds nothing; the check at the end uses that
+    backend (its builds cached by content) and waits for what is under way."""
+    import threading
+    gate = threading.Event()
+    native = RecordingNative(gate)
+    ev, pre = prebuild_for(monkeypatch, tmp_path, native)
+    first, second, better, slower = (attempt("c0001", 3.0), attempt("c0002", 2.0), attempt("c0003", 1.0),
+                                     attempt("c0004", 5.0))
+    for a in (first, second, better, slower):     # the original's build holds the thread: each waits, then is replaced
+        pre.offer(a)
+    gate.set()
+    seen = []
+    monkeypatch.setattr(winner_check, "check_original", lambda e, n, w: seen.append(n) or memcheck.Report(True, 0.1))
+    monkeypatch.setattr(winner_check, "check_attempt", lambda e, n, a, w: seen.append(n) or memcheck.Report(True, 0.1))
+    out = outcome_of(first, second, better, slower)
+    winner_check.check_winner(ev, out, tmp_path, lambda k, m: None, prebuild=pre)
+    assert native.built == ["original", "c0003"] and out.best is better and seen == [native, native]
+    assert pre.seconds > 0
+
+
+def test_nothing_is_built_ahead_for_the_native_backend_or_a_search_without_a_win(monkeypatch, tmp_path):
+    native = RecordingNative()
+    ev, pre = prebuild_for(monkeypatch, tmp_path, native, backend="native")   # its own builds are the harnesses
+    pre.offer(attempt("c0001", 1.0))
+    pre.finish()
+    assert pre.native is None and native.built == []
+    (tmp_path / "b").mkdir()
+    ev, pre = prebuild_for(monkeypatch, tmp_path / "b", native)
+    pre.finish()
+    assert native.built == []

@@ -1,0 +1,73 @@
+"""The original kernel as a candidate of its own (Evaluator.baseline_result): run on every input set and verified
+against its own references (run to run), then timed alone; the timing is kept, and candidates are timed against
+it (session.py). Its phases go to `Evaluator.spent` (verification, timing)."""
+from __future__ import annotations
+
+import time
+
+from . import output_digest, session
+from . import plan as plan_mod
+from .decide import timer_escape
+from .results import EvalResult, Impossible
+from .store import digest
+
+
+def result(ev) -> EvalResult:
+    """The original kernel as a candidate of its own: re-verified (run to run), timed alone, peaks checked."""
+    res = EvalResult(name="baseline", key=ev.result_key(ev.original_text), backend=ev.backend_name,
+                     kernel_sha256=digest("kernel", ev.original_text), input_sets=ev.k, sandbox=ev.sandbox)
+    worker = ev.workers[0]
+    res.compile = worker.baseline.info
+    start = time.monotonic()
+    work = ev.store.work_dir / "baseline"
+    mark = time.monotonic()
+    for s in ev.sets:
+        ev.check_time()
+        if (ev.run_s or 0.0) > 3:
+            ev.log(f"verifying the original on input set {s.index} (about {ev.run_s:.0f} s)")
+        res.stage = "run"
+        t0 = time.monotonic()
+        out = worker.backend.run(worker.baseline, s, work / f"set{s.index}")
+        if out.fault is not None:
+            res.status, res.fault = "runtime_fault", out.fault
+            return ev._done(res, start)
+        ev._saw_baseline(out)
+        res.stage = "verify"
+        wrong = ev._wrong(out.outputs, s.index, "run", out.inputs_after, out.inputs_changed, out.matched)
+        if not wrong and out.outputs:      # references cached without digests: the original's run gives them
+            ev._use_digests(s.index, output_digest.of_run(ev.spec.outputs, out, ev.refs[s.index]))
+        ev._saw_run(time.monotonic() - t0)
+        ev.todo["verify"] -= 1
+        if wrong:
+            res.status, res.wrong = "wrong_result", wrong
+            res.notes.append("the original kernel does not reproduce its own outputs: a race, or a tolerance "
+                             "in mep.yaml that is too tight")
+            return ev._done(res, start)
+    res.stage = "time"
+    ev._spend("verification", mark)
+    ev.check_time()
+    mark = time.monotonic()
+    plan = session.baseline_plan(ev)      # alone: no perturbation re-check (nothing to compare it with)
+    est = plan_mod.timing_seconds(plan, ev.first_ms or 0.0, ev.run_s or 0.0, 1, ev.backend_name == "native")
+    ev.log(f"timing the original for about {est:.0f} s: {plan.how}")
+    stored, t = session.time_baseline(ev, worker, work / "time")     # kept: candidates are timed against it
+    ev.todo["time"] = 0
+    ev._spend("timing", mark)
+    if ev._failed_timing(res, t):
+        return ev._done(res, start)
+    res.device = t.device
+    res.timed, impossible = ev._timed(t.baseline_rounds, None, t.l2_bytes, worker)
+    res.timed.plan = plan.how
+    impossible = impossible or timer_escape(res.timed.median_ms, t.sync_ms)
+    if ev.floor_broken and ev.floor_broken not in res.notes:
+        res.notes.append(ev.floor_broken)
+    if impossible:
+        res.status, res.impossible = "impossible", Impossible(impossible)
+        res.notes.append("the baseline beats the measured peak: check work.bytes / work.flops in mep.yaml")
+    else:
+        res.stage, res.status = "done", "ok"
+    res.notes += worker.notes
+    if ev.opts.profile:
+        res.profile = ev.profile(ev.original, worker)
+    return ev._done(res, start)
+
