@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -9,6 +10,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# the tests stand in for the GPU driver's answers: none is remembered between runs (evaluate/probe_memo.py), in
+# this process or in the mepgen commands the tests start
+os.environ["MEPGEN_PROBE_MEMO"] = "0"
 EXAMPLES = ROOT / "examples"
 
 
@@ -26,7 +30,10 @@ def have_gpu() -> bool:
 def pytest_collection_modifyitems(config, items):
     no_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU (nvidia-smi -L failed or is missing)")
     no_nvcc = pytest.mark.skip(reason="needs nvcc on PATH")
-    for item in items:
+    one_gpu_worker = pytest.mark.xdist_group("gpu")    # under `-n N --dist loadgroup`: GPU tests one at a time,
+    for item in items:                                   # so no timing verdict shares the card with another test
+        if "gpu" in item.keywords:
+            item.add_marker(one_gpu_worker)
         if "gpu" in item.keywords and not have_gpu():
             item.add_marker(no_gpu)
         if "nvcc" in item.keywords and shutil.which("nvcc") is None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from . import gpu_probe, landlock_level, memcheck, namespace_levels, sandbox, seccomp_filter
+from . import gpu_probe, landlock_level, memcheck, namespace_levels, probe_memo, sandbox, seccomp_filter
 from ..config import load_config
 from ..errors import MepgenError
 from ..workspace import Workspace
@@ -34,7 +34,9 @@ def landlock_features(abi: int) -> str:
 
 
 def report() -> dict:
-    """What the machine allows, as data (the command prints it, or emits it as JSON)."""
+    """What the machine allows, as data (the command prints it, or emits it as JSON). Probes afresh: what the
+    optimizer remembered of the GPU's probe for this boot (probe_memo) is asked again and replaced."""
+    probe_memo.ask_again = True
     level, why = sandbox.strongest()
     abi = landlock_level.abi()
     gpu = gpu_probe.usable_here()

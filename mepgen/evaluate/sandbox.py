@@ -35,7 +35,7 @@ import time
 from functools import lru_cache
 
 from ..errors import MepgenError
-from . import gpu_probe, landlock_level, process, seccomp_filter
+from . import gpu_probe, landlock_level, probe_memo, process, seccomp_filter
 from .confined import python_paths
 from .confinement import Confinement
 from .namespace_levels import bwrap_executable, unshare_prefix
@@ -96,10 +96,19 @@ def gpu_policy() -> tuple[int, str] | None:
     filter, then AF_UNIX sockets that reach nothing by name, then AF_UNIX sockets, then every family (seen on an
     H200 host: cuInit failed with CUDA_ERROR_OPERATING_SYSTEM under the strict filter and worked without it)."""
     top = landlock_level.abi()
+    found, policy = probe_memo.load(top)       # the probes' answer for this boot, where it was asked before
+    if found:
+        return policy
     if top < 1 or not gpu_probe.usable_here():
         return 0, "none"
+    policy = _probe_policy(top)
+    probe_memo.save(top, policy)
+    return policy
+
+
+def _probe_policy(top: int) -> tuple[int, str] | None:
     for cap in range(top, 0, -1):
-        for sockets in ("none", "unix-local", "unix", "any"):
+        for sockets in probe_memo.SOCKET_RULES:
             if not _refuses_at("landlock", 0 if cap == top else cap, sockets):
                 return (0 if cap == top else cap), sockets
     return None
