@@ -70,12 +70,13 @@ class Prebuild:
 
     def __init__(self, ev, workdir: Path):
         self.ev, self.workdir = ev, Path(workdir)
-        self.native = native_backend(ev) if ev.backend_name != "native" and memcheck.executable() else None
+        self.native = None                  # made at the first win (the check makes its own where this failed)
         self.best_ms: float | None = None
         self.waiting: Future | None = None
         self.seconds = 0.0                  # build time spent during the search
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="mepgen-memcheck-build") if self.native else None
+        wanted = ev.backend_name != "native" and memcheck.executable() is not None
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="mepgen-memcheck-build") if wanted else None
 
     def _timed(self, build) -> None:
         start = time.monotonic()
@@ -94,6 +95,12 @@ class Prebuild:
             if self.best_ms is not None and ms >= self.best_ms:
                 return
             if self.best_ms is None:         # the first win: the original is checked first, build it first
+                try:
+                    self.native = native_backend(self.ev)
+                except Exception:  # noqa: BLE001 (a warm-up only: check_winner makes its own and says what failed)
+                    self._pool.shutdown(wait=False)
+                    self._pool = None
+                    return
                 self._pool.submit(self._timed, lambda: self.native.compile(self.ev.mep_dir / "kernel.cu"))
             self.best_ms = ms
             if self.waiting is not None:

@@ -134,11 +134,20 @@ def test_the_winner_s_harnesses_are_built_during_the_search_the_original_first(m
 
 def test_nothing_is_built_ahead_for_the_native_backend_or_a_search_without_a_win(monkeypatch, tmp_path):
     native = RecordingNative()
-    ev, pre = prebuild_for(monkeypatch, tmp_path, native, backend="native")   # its own builds are the harnesses
+    _, pre = prebuild_for(monkeypatch, tmp_path, native, backend="native")   # its own builds are the harnesses
+    pre.offer(attempt("c0001", 1.0))
+    pre.finish()
+    assert pre.native is None and native.built == []
+    (tmp_path / "c").mkdir()
+    _, pre = prebuild_for(monkeypatch, tmp_path / "c", native)
+
+    def broken(ev):
+        raise RuntimeError("no native harness here")
+    monkeypatch.setattr(winner_check, "native_backend", broken)     # the check at the end says it; no build ahead
     pre.offer(attempt("c0001", 1.0))
     pre.finish()
     assert pre.native is None and native.built == []
     (tmp_path / "b").mkdir()
-    ev, pre = prebuild_for(monkeypatch, tmp_path / "b", native)
+    _, pre = prebuild_for(monkeypatch, tmp_path / "b", native)
     pre.finish()
     assert native.built == []
