@@ -15,6 +15,7 @@ Builds are cached by content (NativeBackend.compile): the check at the end finds
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -65,18 +66,22 @@ def check_original(ev, native, workdir: Path) -> memcheck.Report:
 class Prebuild:
     """The native harnesses that check_winner will run, built during the search (pycuda backend only: the native
     backend has built them already). `offer(attempt)` on each faster attempt: at the first, the original is queued;
-    a new best is queued, replacing one still waiting; `finish()` before the check waits for them. Nothing is built
-    for a search that finds nothing faster. A build's failure is met again, and said, by the check itself."""
+    a new best is queued, replacing one still waiting; `finish()` before the check waits for the original's and the
+    best's. Nothing is built for a search that finds nothing faster. A build's failure is met again, and said, by the
+    check itself. Threads: 1 below 16 cores, 2 from 16, 3 from 24 (each build is one nvcc of the whole harness, about
+    4 s on an H200 host: with one thread, a best found while an earlier best builds waited for it)."""
 
     def __init__(self, ev, workdir: Path):
         self.ev, self.workdir = ev, Path(workdir)
         self.native = None                  # made at the first win (the check makes its own where this failed)
         self.best_ms: float | None = None
         self.waiting: Future | None = None
+        self.original: Future | None = None
         self.seconds = 0.0                  # build time spent during the search
         self._lock = threading.Lock()
         wanted = ev.backend_name != "native" and memcheck.executable() is not None
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="mepgen-memcheck-build") if wanted else None
+        threads = min(3, max(1, (os.cpu_count() or 1) // 8))
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="mepgen-memcheck-build") if wanted else None
 
     def _timed(self, build) -> None:
         start = time.monotonic()
@@ -101,7 +106,8 @@ class Prebuild:
                     self._pool.shutdown(wait=False)
                     self._pool = None
                     return
-                self._pool.submit(self._timed, lambda: self.native.compile(self.ev.mep_dir / "kernel.cu"))
+                self.original = self._pool.submit(
+                    self._timed, lambda: self.native.compile(self.ev.mep_dir / "kernel.cu"))
             self.best_ms = ms
             if self.waiting is not None:
                 self.waiting.cancel()        # not started yet: a better one replaces it
@@ -109,9 +115,13 @@ class Prebuild:
                 self._timed, lambda: build_attempt(self.ev, self.native, attempt, self.workdir))
 
     def finish(self) -> None:
-        """Wait for the builds under way and the best's (the winner unless memcheck rejects it)."""
+        """Wait for the original's build and the best's (the winner unless memcheck rejects it); a build of an
+        earlier best still under way ends on its own."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True)
+            for f in (self.original, self.waiting):
+                if f is not None and not f.cancelled():
+                    f.result()
+            self._pool.shutdown(wait=False)
 
     def cancel(self) -> None:
         """A run that stops early (^C, an error): nothing waits, what runs ends on its own."""

@@ -99,7 +99,8 @@ class RecordingNative:
         return SimpleNamespace(binary=kernel)
 
 
-def prebuild_for(monkeypatch, tmp_path, native, backend="pycuda"):
+def prebuild_for(monkeypatch, tmp_path, native, backend="pycuda", cores=4):
+    monkeypatch.setattr(winner_check.os, "cpu_count", lambda: cores)      # 1 build thread below 16 cores
     mep = tmp_path / "mep"
     mep.mkdir()
     (mep / "kernel.cu").write_text("__global__ void k() {}\n")
@@ -130,6 +131,19 @@ def test_the_winner_s_harnesses_are_built_during_the_search_the_original_first(m
     winner_check.check_winner(ev, out, tmp_path, lambda k, m: None, prebuild=pre)
     assert native.built == ["original", "c0003"] and out.best is better and seen == [native, native]
     assert pre.seconds > 0
+
+
+def test_with_many_cores_a_new_best_builds_beside_the_original(monkeypatch, tmp_path):
+    import threading
+    gate = threading.Event()
+    native = RecordingNative(gate)
+    ev, pre = prebuild_for(monkeypatch, tmp_path, native, cores=16)
+    pre.offer(attempt("c0001", 2.0))
+    pre.waiting.result(timeout=10)          # built while the original's build still waits at the gate
+    assert native.built == ["c0001"]
+    gate.set()
+    pre.finish()
+    assert native.built == ["c0001", "original"]
 
 
 def test_nothing_is_built_ahead_for_the_native_backend_or_a_search_without_a_win(monkeypatch, tmp_path):
