@@ -26,9 +26,10 @@ demo: install
 		$(MAKE) -s -C $(EXAMPLE)/.mepgen/meps/$(subst ::,.,$(DEMO_KERNEL)) && echo "built $(EXAMPLE)/.mepgen/meps/$(subst ::,.,$(DEMO_KERNEL))/mep"; \
 	fi
 
-# All tests; those that need a GPU skip with a reason on machines without one.
+# All tests, on every core (pytest-xdist; the GPU tests one at a time, in one group); those that need a GPU skip
+# with a reason on machines without one. One process: python3 -m pytest -q
 test: install
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n auto --dist loadgroup
 
 bench-extract: install
 	$(PYTHON) bench/extract_scaling.py
