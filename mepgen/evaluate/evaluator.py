@@ -160,8 +160,10 @@ class Evaluator:
             self.compile_baseline()          # its failure first: it is the MEP's, the missing GPU the machine's
         self.require_gpu()
         building = None
-        if self.workers[0].baseline is None:      # nvcc builds the original while the input sets are made
-            with ThreadPoolExecutor(1) as pool:
+        if self.workers[0].baseline is None:      # nvcc builds the original while the input sets are made,
+            with ThreadPoolExecutor(1 + len(self.workers)) as pool:     # and the workers start (pycuda: ~1 s)
+                for w in (w for w in self.workers if hasattr(w.backend, "warm")):
+                    pool.submit(w.backend.warm)
                 building = pool.submit(self.compile_baseline)
                 self._make_inputs()
             building.result()        # the build's MepgenError, when the original does not compile

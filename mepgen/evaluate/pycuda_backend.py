@@ -162,6 +162,15 @@ class PycudaBackend(Backend):
         except MepgenError:
             return None
 
+    def warm(self) -> None:
+        """Start the worker ahead of its first request (the evaluator does it while the original builds). Nothing
+        is raised or kept here: a worker that did not start is started, and its fault said, by that request."""
+        try:
+            if not self._alive() and self._start() is not None:
+                self._kill()
+        except Exception:  # noqa: BLE001 (a warm-up: the first request starts the worker again and says why not)
+            self._kill()
+
     def _alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 

@@ -229,3 +229,29 @@ def test_the_first_run_which_starts_the_worker_does_not_set_the_pace(mep):
     ev._saw_run(0.2)
     ev._saw_run(0.3)
     assert ev.run_s == 0.3
+
+
+def test_the_workers_start_while_the_original_builds(tmp_path, monkeypatch):
+    """Evaluator.prepare asks each backend that can (the pycuda worker: a Python, pycuda and a CUDA context, about
+    a second) to start before its first run, beside the original's build and the input sets."""
+    import mepgen.evaluate.evaluator as ev_mod
+    from evaluate_fakes import FakeNative
+    install(monkeypatch)
+    events = []
+
+    class Warmed(FakeNative):
+        def warm(self):
+            events.append("warm")
+
+        def run(self, *a, **k):
+            events.append("run")
+            return super().run(*a, **k)
+    monkeypatch.setattr(ev_mod, "make_backend", lambda name, spec, mep_dir, build_dir, device, rt, ct:
+                        Warmed(spec, mep_dir, build_dir, device=device, run_timeout=rt, compile_timeout=ct))
+    mep = make_mep(tmp_path)
+    ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options())
+    try:
+        ev.prepare()
+    finally:
+        ev.close()
+    assert events[0] == "warm" and events.count("warm") == 1 and "run" in events

@@ -50,6 +50,24 @@ def test_worker_faults_are_results_and_the_worker_restarts(backend, tmp_path):
     assert after.fault is None and int(after.outputs["y"][0]) != me             # a fresh worker
 
 
+def test_a_worker_warmed_ahead_serves_the_first_run_and_a_failed_warm_up_is_said_by_it(backend, tmp_path,
+                                                                                        monkeypatch):
+    """The evaluator starts the worker while the original builds (warm): the first run finds it ready; a worker
+    that could not start leaves nothing behind, and the first run says why."""
+    be, inputs = backend
+    be.warm()
+    proc = be.proc
+    assert proc is not None and proc.poll() is None
+    first = be.run(built("good"), inputs, tmp_path)
+    assert first.fault is None and be.proc is proc
+    be.close()
+    monkeypatch.setattr(be, "entry", "no_such_worker_module")
+    be.warm()
+    assert be.proc is None
+    failed = be.run(built("good"), inputs, tmp_path)
+    assert failed.fault.kind == "crash" and "No module named 'no_such_worker_module'" in failed.fault.message
+
+
 def test_argument_buffer_follows_each_parameter_alignment():
     state = object.__new__(pycuda_worker.State)
     state.params = [{"name": "u", "role": "in"}, {"name": "u_new", "role": "inout"}, {"name": "g", "role": "scalar"},
