@@ -7,8 +7,7 @@ import time
 
 from . import output_digest, session
 from . import plan as plan_mod
-from .decide import timer_escape
-from .results import EvalResult, Impossible
+from .results import EvalResult
 from .store import digest
 
 
@@ -56,13 +55,7 @@ def result(ev) -> EvalResult:
     if ev._failed_timing(res, t):
         return ev._done(res, start)
     res.device = t.device
-    res.timed, impossible = ev._timed(t.baseline_rounds, None, t.l2_bytes, worker)
-    res.timed.plan = plan.how
-    impossible = impossible or timer_escape(res.timed.median_ms, t.sync_ms)
-    if ev.floor_broken and ev.floor_broken not in res.notes:
-        res.notes.append(ev.floor_broken)
-    if impossible:
-        res.status, res.impossible = "impossible", Impossible(impossible)
+    if ev.judge_times(res, t.baseline_rounds, None, t, plan, worker):
         res.notes.append("the baseline beats the measured peak: check work.bytes / work.flops in mep.yaml")
     else:
         res.stage, res.status = "done", "ok"

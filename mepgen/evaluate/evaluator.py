@@ -443,18 +443,24 @@ class Evaluator:
         if self._failed_timing(res, t) or self._perturbation_failed(res, t, plan):
             return self._done(res, start)
         res.device = t.device or res.device
-        res.timed, impossible = self._timed(t.candidate_rounds, base_rounds, t.l2_bytes, worker)
+        if self.judge_times(res, t.candidate_rounds, base_rounds, t, plan, worker):
+            return self._done(res, start)
+        res.stage, res.status = "done", "ok"
+        if self.opts.profile:
+            res.profile = self.profile(Path(built.kernel_file), worker, built.launch, built.flags)
+        return self._done(res, start)
+
+    def judge_times(self, res: EvalResult, rounds, base_rounds, t, plan: TimingPlan, worker: Worker) -> str | None:
+        """res.timed from the timed rounds; where the time is impossible (beats the peaks or the timer), the reason,
+        and res says so."""
+        res.timed, impossible = self._timed(rounds, base_rounds, t.l2_bytes, worker)
         res.timed.plan = plan.how
         impossible = impossible or timer_escape(res.timed.median_ms, t.sync_ms)
         if self.floor_broken and self.floor_broken not in res.notes:
             res.notes.append(self.floor_broken)
         if impossible:
             res.status, res.impossible = "impossible", Impossible(impossible)
-            return self._done(res, start)
-        res.stage, res.status = "done", "ok"
-        if self.opts.profile:
-            res.profile = self.profile(Path(built.kernel_file), worker, built.launch, built.flags)
-        return self._done(res, start)
+        return impossible
 
     def _failed_timing(self, res: EvalResult, t) -> bool:
         """Record a fault during timing, or wrong outputs in the re-check after it; True when either happened."""
