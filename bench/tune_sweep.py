@@ -15,7 +15,7 @@ overlap; with --serial one at a time, each seeing every GPU (the numbers recorde
 and OUT/tune_sweep.md as each application finishes, and OUT/apps/NAME/ (report.json, report.md, logs tail).
 
     python3 bench/tune_sweep.py --rodinia PACK/rodinia --hecbench PACK/hecbench --out OUT [--apps a,b] \\
-        [--time-limit 20] [--runs 3] [--gpus 0,1,2,3] [--max-bytes 16G] [--backends-only]
+        [--time-limit 20] [--runs 3] [--gpus 0,1,2,3] [--max-bytes 16G] [--backends-only] [--keep --work DIR]
 
 --backends-only replaces step 2 by the capture alone (`mepgen capture --all --use`): steps 1 and 3 in a few minutes
 for the whole list, the check that every complete MEP builds and verifies on both backends.
@@ -76,6 +76,7 @@ def one_app(name: str, roots: dict, work: Path, arch: str, gpu: str, a, env) -> 
     row = {"app": name, "suite": suite, "gpu": gpu}
     src = Path(roots[suite]) / folder
     app = work / f"{suite}-{name}"
+    shutil.rmtree(app, ignore_errors=True)       # a --work used before: a fresh copy
     shutil.copytree(src, app, symlinks=True)
     cmd = build.format(arch=arch, flags=R_FLAGS)
     rc, out, err, dt = sh(cmd, app, 600, env)
@@ -219,7 +220,10 @@ def main() -> int:
     ap.add_argument("--backends-only", action="store_true",
                     help="capture (as tune does) and `mepgen run` every complete MEP on both backends; no optimize, "
                          "no patch, no timed runs: the check of issue 39's both-backends rate in a few minutes")
-    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep each application's copy (with its .mepgen/)")
+    ap.add_argument("--work", type=Path, default=None,
+                    help="where the applications are copied (default: a new temporary folder); with --keep, where "
+                         "their captured MEPs stay (bench/evaluator_rate_captured.sh reads them there)")
     a = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     names = [n for n in a.apps.split(",") if n]
@@ -233,7 +237,8 @@ def main() -> int:
     gpus = a.gpus.split(",") if a.gpus else [l.split(",")[0].strip() for l in listed] or ["0"]
     if a.serial:
         gpus = [",".join(gpus)]
-    work = Path(tempfile.mkdtemp(prefix="tune-sweep-"))
+    work = a.work.resolve() if a.work else Path(tempfile.mkdtemp(prefix="tune-sweep-"))
+    work.mkdir(parents=True, exist_ok=True)
     a.out.mkdir(parents=True, exist_ok=True)
     meta = {"date": datetime.date.today().isoformat(), "gpu": listed[0].split(",", 1)[1].strip() if listed else "?",
             "gpus": len(gpus), "command": " ".join(sys.argv), "time_limit_s": a.time_limit, "runs": a.runs}
