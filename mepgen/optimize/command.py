@@ -257,8 +257,8 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
             secrets.append(key)
     phases = {"start": process_age_s(started), **ev.spent, "to_search": round(time.monotonic() - ready, 3)}
     header = {"kernel": spec.kernel.id, "spec_sha256": spec_hash, "baseline_phases_s": phases, "proposers": kinds,
-              "strategy": strategy, "budget": budget, "time_limit_s": time_limit, "repairs": repairs, "backend": ev.backend_name,
-              "fidelity": fid.to_dict(),
+              "strategy": strategy, "budget": budget, "time_limit_s": time_limit, "repairs": repairs,
+              "backend": ev.backend_name, "fidelity": fid.to_dict(),
               "backend_why": ev.backend_why, "gpu": gpu, "features": features, "inherited": len(patterns),
               "llm": {"base_url": settings.base_url, "model": settings.model} if settings and "llm" in kinds else None}
     traj = Trajectory(run_dir, header, resume=resume is not None, secrets=tuple(secrets))

@@ -4,14 +4,14 @@ The faster candidates are taken best first; each runs once in the native harness
 flags, whatever the backend that timed it) under memcheck on the first input set. A memory error rejects it
 (`runtime_fault`, fault `out_of_bounds`, the address, the buffer and the reason: in the journal and the
 trajectory) and the next is checked; the first clean one is the winner. Where there is no verdict (no
-compute-sanitizer, a build or a run that fails under it, an original kernel that has memory errors itself: its
+compute-sanitizer, a build or a run that fails under it, an original kernel that has the memory errors itself: its
 buffers may be smaller than the application's) the candidate stays the winner, with the reason in its record.
-Every check's cost is in the candidate's record (`memcheck.seconds`); the original is checked once first.
+The original runs under memcheck only when a candidate has errors (once): a clean winner needs no comparison.
+Every check's cost is in the candidate's record (`memcheck.seconds`).
 
-Where candidates are timed on the pycuda backend, the native harnesses memcheck runs are built while the search
-goes on (`Prebuild`: the original's at once, then each new best as it is found), on one thread beside the search's
-compiles, so that the end of a run is the sanitizer's runs, not two builds of the harness one after the other.
-Builds are cached by content (NativeBackend.compile): the check at the end finds them.
+Where candidates are timed on the pycuda backend, the native harness of each new best is built while the search
+goes on (`Prebuild`), beside the search's compiles, so that the end of a run is the sanitizer's run, not a build of
+the harness. Builds are cached by content (NativeBackend.compile): the check at the end finds them.
 """
 from __future__ import annotations
 
@@ -65,18 +65,18 @@ def check_original(ev, native, workdir: Path) -> memcheck.Report:
 
 class Prebuild:
     """The native harnesses that check_winner will run, built during the search (pycuda backend only: the native
-    backend has built them already). `offer(attempt)` on each faster attempt: at the first, the original is queued;
-    a new best is queued, replacing one still waiting; `finish()` before the check waits for the original's and the
-    best's. Nothing is built for a search that finds nothing faster. A build's failure is met again, and said, by the
-    check itself. Threads: 1 below 16 cores, 2 from 16, 3 from 24 (each build is one nvcc of the whole harness, about
-    4 s on an H200 host: with one thread, a best found while an earlier best builds waited for it)."""
+    backend has built them already). `offer(attempt)` on each faster attempt: a new best is queued, replacing one
+    still waiting; `finish()` before the check waits for the best's. Nothing is built for a search that finds
+    nothing faster (nor for the original: it is checked only after a memory error, see check_winner). A build's
+    failure is met again, and said, by the check itself. Threads: 1 below 16 cores, 2 from 16, 3 from 24 (each build
+    is one nvcc of the whole harness, about 4 s on an H200 host: with one thread, a best found while an earlier
+    best builds waited for it)."""
 
     def __init__(self, ev, workdir: Path):
         self.ev, self.workdir = ev, Path(workdir)
         self.native = None                  # made at the first win (the check makes its own where this failed)
         self.best_ms: float | None = None
         self.waiting: Future | None = None
-        self.original: Future | None = None
         self.seconds = 0.0                  # build time spent during the search
         self._lock = threading.Lock()
         wanted = ev.backend_name != "native" and memcheck.executable() is not None
@@ -99,15 +99,13 @@ class Prebuild:
         with self._lock:
             if self.best_ms is not None and ms >= self.best_ms:
                 return
-            if self.best_ms is None:         # the first win: the original is checked first, build it first
+            if self.best_ms is None:         # the first win: the native backend the check will use
                 try:
                     self.native = native_backend(self.ev)
                 except Exception:  # noqa: BLE001 (a warm-up only: check_winner makes its own and says what failed)
                     self._pool.shutdown(wait=False)
                     self._pool = None
                     return
-                self.original = self._pool.submit(
-                    self._timed, lambda: self.native.compile(self.ev.mep_dir / "kernel.cu"))
             self.best_ms = ms
             if self.waiting is not None:
                 self.waiting.cancel()        # not started yet: a better one replaces it
@@ -115,12 +113,11 @@ class Prebuild:
                 self._timed, lambda: build_attempt(self.ev, self.native, attempt, self.workdir))
 
     def finish(self) -> None:
-        """Wait for the original's build and the best's (the winner unless memcheck rejects it); a build of an
-        earlier best still under way ends on its own."""
+        """Wait for the best's build (the winner unless memcheck rejects it); a build of an earlier best still under
+        way ends on its own."""
         if self._pool is not None:
-            for f in (self.original, self.waiting):
-                if f is not None and not f.cancelled():
-                    f.result()
+            if self.waiting is not None and not self.waiting.cancelled():
+                self.waiting.result()
             self._pool.shutdown(wait=False)
 
     def cancel(self) -> None:
@@ -145,18 +142,21 @@ def check_winner(ev, outcome, workdir: Path, event, journal=None, prebuild: Preb
         ranked[0].result.memcheck = memcheck.Report(None, message=why).to_dict()
         return
     native = prebuild.native if prebuild is not None and prebuild.native is not None else native_backend(ev)
-    original = check_original(ev, native, workdir)
-    if original.clean is False:      # the MEP's own kernel: its buffers may be smaller than the application's
-        why = (f"the original kernel has memory errors under memcheck too ({original.message}): no memory verdict "
-               "on candidates (are the MEP's buffer counts smaller than the application's?)")
-        event("memcheck", f"{ranked[0].id}: {why} (memcheck took {original.seconds:.1f} s)")
-        ranked[0].result.memcheck = memcheck.Report(None, original.seconds, [], why, original.tool).to_dict()
-        ranked[0].result.notes.append(f"memcheck: {why}")
-        return
+    original = None       # checked at the first memory error only: an error counts where the original has none
     for a in ranked:
         report = check_attempt(ev, native, a, workdir)
         a.result.memcheck = report.to_dict()
         if report.clean is False:
+            original = original or check_original(ev, native, workdir)
+            if original.clean is False:      # the MEP's buffers may be smaller than the application's
+                why = (f"the original kernel has memory errors under memcheck too ({original.message}): no memory "
+                       "verdict on candidates (are the MEP's buffer counts smaller than the application's?)")
+                event("memcheck", f"{a.id}: {why} (memcheck took {report.seconds + original.seconds:.1f} s)")
+                a.result.memcheck = memcheck.Report(None, report.seconds + original.seconds, [], why,
+                                                    original.tool).to_dict()
+                a.result.notes.append(f"memcheck: {why}")
+                outcome.best = a
+                return
             a.result.status = "runtime_fault"
             a.result.fault = RuntimeFault("out_of_bounds", report.message, input_set=ev.sets[0].index)
             event("memcheck", f"{a.id} rejected before it was named best: {report.message} "

@@ -66,33 +66,50 @@ def test_without_the_sanitizer_the_winner_stays_and_says_why(monkeypatch, tmp_pa
     assert out.best is best and best.result.memcheck["clean"] is None and "not found" in events[0]
 
 
-def test_an_original_with_memory_errors_gives_no_verdict_on_candidates(monkeypatch, tmp_path):
+def test_an_original_with_the_memory_errors_too_gives_no_verdict(monkeypatch, tmp_path):
     """The MEP's buffers may be smaller than the application's: a read the original makes too is no reason to
-    reject a winner; it stays, with the reason."""
+    reject a winner; it stays, with the reason. The original is run under memcheck only then, once."""
+    best, next_ = attempt("c0001", 1.0), attempt("c0002", 2.0)
+    out = outcome_of(best, next_)
+    monkeypatch.setattr(memcheck, "executable", lambda: tmp_path / "cs")
+    monkeypatch.setattr(winner_check, "native_backend", lambda ev: None)
+    originals = []
+    monkeypatch.setattr(winner_check, "check_original", lambda ev, native, work: originals.append(1) or memcheck.Report(
+        False, 2.0, [{}], "memcheck: read past the end of x"))
+    monkeypatch.setattr(winner_check, "check_attempt", lambda ev, native, a, work: memcheck.Report(
+        False, 1.5, [{}], "memcheck: read past the end of x"))
+    events = []
+    winner_check.check_winner(SimpleNamespace(), out, tmp_path, lambda k, m: events.append(m))
+    assert out.best is best and best.result.status == "ok" and best.result.memcheck["clean"] is None
+    assert best.result.memcheck["seconds"] == 3.5 and originals == [1]
+    assert "original kernel has memory errors" in events[0] and len(events) == 1
+
+
+def test_a_clean_winner_needs_no_run_of_the_original(monkeypatch, tmp_path):
     best = attempt("c0001", 1.0)
     out = outcome_of(best)
     monkeypatch.setattr(memcheck, "executable", lambda: tmp_path / "cs")
     monkeypatch.setattr(winner_check, "native_backend", lambda ev: None)
-    monkeypatch.setattr(winner_check, "check_original",
-                        lambda ev, native, work: memcheck.Report(False, 2.0, [{}], "memcheck: read past the end of x"))
-    monkeypatch.setattr(winner_check, "check_attempt", lambda *a: pytest.fail("no candidate is checked"))
-    events = []
-    winner_check.check_winner(SimpleNamespace(), out, tmp_path, lambda k, m: events.append(m))
-    assert out.best is best and best.result.status == "ok" and best.result.memcheck["clean"] is None
-    assert "original kernel has memory errors" in events[0]
+    monkeypatch.setattr(winner_check, "check_original", lambda *a: pytest.fail("the original is not run"))
+    monkeypatch.setattr(winner_check, "check_attempt", lambda ev, native, a, work: memcheck.Report(True, 0.4))
+    winner_check.check_winner(SimpleNamespace(), out, tmp_path, lambda k, m: None)
+    assert out.best is best and best.result.memcheck["clean"] is True
 
 
 class RecordingNative:
-    """A native backend stand-in: records what it builds; the original's build waits for the gate to open."""
+    """A native backend stand-in: records what it builds; the build of `held` starts, says so, and waits for the
+    gate to open."""
 
-    def __init__(self, gate=None):
+    def __init__(self, held=None):
         import threading
-        self.built, self.gate, self.lock = [], gate, threading.Lock()
+        self.built, self.lock = [], threading.Lock()
+        self.held, self.started, self.gate = held, threading.Event(), threading.Event()
 
     def compile(self, kernel, launch=None, flags=()):
         text = kernel.read_text()
         name = "original" if "//" not in text else text.split()[1]
-        if self.gate is not None and name == "original":
+        if name == self.held:
+            self.started.set()
             self.gate.wait(10)
         with self.lock:
             self.built.append(name)
@@ -111,39 +128,39 @@ def prebuild_for(monkeypatch, tmp_path, native, backend="pycuda", cores=4):
     return ev, winner_check.Prebuild(ev, tmp_path / "memcheck")
 
 
-def test_the_winner_s_harnesses_are_built_during_the_search_the_original_first(monkeypatch, tmp_path):
-    """pycuda times the candidates; memcheck needs native harnesses. The first win queues the original's build and
-    its own; a better win replaces one still waiting; a slower win builds nothing; the check at the end uses that
-    backend (its builds cached by content) and waits for what is under way."""
-    import threading
-    gate = threading.Event()
-    native = RecordingNative(gate)
+def test_the_winner_s_harness_is_built_during_the_search(monkeypatch, tmp_path):
+    """pycuda times the candidates; memcheck needs native harnesses. Each new best is queued, replacing one still
+    waiting; a slower win builds nothing; the check at the end uses that backend (its builds cached by content)
+    and waits for the best's build."""
+    native = RecordingNative(held="c0001")
     ev, pre = prebuild_for(monkeypatch, tmp_path, native)
     first, second, better, slower = (attempt("c0001", 3.0), attempt("c0002", 2.0), attempt("c0003", 1.0),
                                      attempt("c0004", 5.0))
-    for a in (first, second, better, slower):     # the original's build holds the thread: each waits, then is replaced
+    pre.offer(first)
+    assert native.started.wait(10)               # c0001's build holds the one thread: the next bests wait
+    for a in (second, better, slower):
         pre.offer(a)
-    gate.set()
+    native.gate.set()
     seen = []
-    monkeypatch.setattr(winner_check, "check_original", lambda e, n, w: seen.append(n) or memcheck.Report(True, 0.1))
+    monkeypatch.setattr(winner_check, "check_original", lambda *a: pytest.fail("the original is not run"))
     monkeypatch.setattr(winner_check, "check_attempt", lambda e, n, a, w: seen.append(n) or memcheck.Report(True, 0.1))
     out = outcome_of(first, second, better, slower)
     winner_check.check_winner(ev, out, tmp_path, lambda k, m: None, prebuild=pre)
-    assert native.built == ["original", "c0003"] and out.best is better and seen == [native, native]
+    assert native.built == ["c0001", "c0003"] and out.best is better and seen == [native]
     assert pre.seconds > 0
 
 
-def test_with_many_cores_a_new_best_builds_beside_the_original(monkeypatch, tmp_path):
-    import threading
-    gate = threading.Event()
-    native = RecordingNative(gate)
-    ev, pre = prebuild_for(monkeypatch, tmp_path, native, cores=16)
+def test_with_many_cores_a_new_best_builds_beside_an_earlier_one(monkeypatch, tmp_path):
+    native = RecordingNative(held="c0001")
+    _, pre = prebuild_for(monkeypatch, tmp_path, native, cores=16)
     pre.offer(attempt("c0001", 2.0))
-    pre.waiting.result(timeout=10)          # built while the original's build still waits at the gate
-    assert native.built == ["c0001"]
-    gate.set()
-    pre.finish()
-    assert native.built == ["c0001", "original"]
+    assert native.started.wait(10)
+    pre.offer(attempt("c0002", 1.0))
+    pre.waiting.result(timeout=10)          # built while c0001's build still waits at the gate
+    assert native.built == ["c0002"]
+    native.gate.set()
+    pre.finish()                            # the best's build only; the earlier one ends on its own
+    assert native.built[0] == "c0002"
 
 
 def test_nothing_is_built_ahead_for_the_native_backend_or_a_search_without_a_win(monkeypatch, tmp_path):
