@@ -77,7 +77,8 @@ def summary(runs: list[dict], key) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
-def measure(mep: Path, spec, cands, backend: str, repeats: int) -> dict:
+def measure(mep: Path, spec, cands, backend: str, repeats: int, done=None) -> dict:
+    """Both modes `repeats` times; `done(partial)` after each repeat with what it measured so far."""
     runs = []
     for r in range(repeats):
         for mode in (("off", "auto") if r % 2 == 0 else ("auto", "off")):
@@ -85,6 +86,12 @@ def measure(mep: Path, spec, cands, backend: str, repeats: int) -> dict:
             print(f"{backend}: repeat {r} {mode:4s} ({run['level']}, backend {run['backend']}): "
                   f"{run['per_candidate_s']:.3f} s per candidate", flush=True)
             runs.append(run)
+        if done is not None:
+            done(summarize_runs(backend, runs))
+    return summarize_runs(backend, runs)
+
+
+def summarize_runs(backend: str, runs: list[dict]) -> dict:
     by = {m: [r for r in runs if r["mode"] == m] for m in ("off", "auto")}
     per = {m: summary(by[m], lambda r: r["per_candidate_s"]) for m in by}
     gpu = {m: summary(by[m], lambda r: statistics.median(r["gpu_stage_s"])) for m in by}
@@ -100,7 +107,8 @@ def write(args, cands, measured: list[dict]) -> None:
               "repeats": args.repeats, "why_not_stronger": sandbox.strongest()[1], "backends": measured}
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "sandbox_cost.json").write_text(json.dumps(record, indent=1))
-    rows = [f"# Cost of confinement ({args.kernel}, {len(cands)} candidates, {args.repeats} repeats)", "",
+    done = min(b["per_candidate_s"][m]["n"] for b in measured for m in ("off", "auto"))
+    rows = [f"# Cost of confinement ({args.kernel}, {len(cands)} candidates, {done} of {args.repeats} repeats)", "",
             f"device: {measured[0]['device']}; sandbox level of `auto`: {measured[0]['level']}", "",
             "| backend | mode | wall per candidate (s): median [min, max] | GPU stage per candidate (s): "
             "median [min, max] |", "|---|---|---|---|"]
@@ -140,8 +148,9 @@ def main() -> int:
     spec = load_spec(mep / "mep.yaml")
     cands = candidates(mep, spec, args.candidates, Path(tempfile.mkdtemp(prefix="mepgen-sandbox-cost-")))
     measured = []
-    for b in backends:        # the record is rewritten after each backend: a run cut short keeps what it measured
-        measured.append(measure(mep, spec, cands, b, args.repeats))
+    for b in backends:        # the record is rewritten after each repeat: a run cut short keeps what it measured
+        measured.append(measure(mep, spec, cands, b, args.repeats,
+                                done=lambda partial: write(args, cands, measured + [partial])))
         write(args, cands, measured)
     return 0 if all(b["verdicts_agree"] for b in measured) else 1
 
