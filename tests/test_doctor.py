@@ -6,7 +6,7 @@ import json
 from click.testing import CliRunner
 
 from mepgen.cli import main
-from mepgen.evaluate import doctor, landlock_level, memcheck, namespace_levels, sandbox
+from mepgen.evaluate import doctor, landlock_level, memcheck, namespace_levels, probe_memo, sandbox
 
 
 def test_doctor_names_every_level_and_the_one_auto_takes():
@@ -40,3 +40,16 @@ def test_doctor_says_what_the_applications_config_asks_for(tmp_path):
                               env={"MEPGEN_CONFIG": "", "XDG_CONFIG_HOME": str(tmp_path / "none")}).output
     assert f"configured evaluate.sandbox: require (config of {tmp_path.resolve()})" in text
     assert CliRunner().invoke(main, ["doctor", "-C", str(tmp_path / "nope")]).exit_code == 2
+
+
+def test_doctor_probes_afresh_and_says_where_optimize_remembers_it(monkeypatch, tmp_path):
+    """doctor asks the GPU again (the memo is bypassed for its probes only) and names the file the optimizer reads."""
+    monkeypatch.setenv("MEPGEN_PROBE_MEMO", "1")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    asked = []
+    monkeypatch.setattr(sandbox, "strongest", lambda: asked.append(probe_memo.ask_again) or ("rlimits", ""))
+    r = doctor.report()
+    assert asked == [True] and probe_memo.ask_again is False
+    assert r["gpu_probe_memo"] == str(tmp_path / "mepgen" / "gpu-policy.json")
+    r["landlock_gpu"] = "GPU processes under Landlock ABI 7 of 7"
+    assert f"until the next boot or driver: {tmp_path}" in doctor.render(r)

@@ -37,6 +37,13 @@ def report() -> dict:
     """What the machine allows, as data (the command prints it, or emits it as JSON). Probes afresh: what the
     optimizer remembered of the GPU's probe for this boot (probe_memo) is asked again and replaced."""
     probe_memo.ask_again = True
+    try:
+        return _report()
+    finally:
+        probe_memo.ask_again = False
+
+
+def _report() -> dict:
     level, why = sandbox.strongest()
     abi = landlock_level.abi()
     gpu = gpu_probe.usable_here()
@@ -73,7 +80,8 @@ def report() -> dict:
             "auto": level, "auto_why_not_stronger": why, "landlock_process_cost": cost,
             "compute_sanitizer": str(sanitizer) if sanitizer else None, "hints": hints,
             "landlock_gpu": landlock_level.gpu_note(*(sandbox.gpu_policy() or (0, "none")))
-            if levels["landlock"]["works"] else ""}
+            if levels["landlock"]["works"] else "",
+            "gpu_probe_memo": str(probe_memo.path()) if probe_memo.enabled() else None}
 
 
 def render(r: dict) -> str:
@@ -85,6 +93,9 @@ def render(r: dict) -> str:
     lines.append(f"evaluate.sandbox auto takes: {r['auto']} -- {sandbox.DESCRIPTIONS[r['auto']]}")
     if r.get("landlock_gpu"):
         lines.append(f"  {r['landlock_gpu']}")
+        if r.get("gpu_probe_memo"):
+            lines.append(f"  (probed now; `mepgen optimize` reuses this answer until the next boot or driver: "
+                         f"{r['gpu_probe_memo']})")
     if r["landlock_process_cost"]:
         c = r["landlock_process_cost"]
         lines.append(f"landlock costs {c['landlock_ms'] - c['rlimits_ms']:.1f} ms per process here "

@@ -16,6 +16,7 @@ def memo(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(landlock_level, "abi", lambda: 6)
     monkeypatch.setattr(gpu_probe, "usable_here", lambda: True)
+    monkeypatch.setattr(probe_memo, "ask_again", False)
     probes = []
 
     def refuses(level, cap=None, sockets=None):
@@ -24,7 +25,6 @@ def memo(monkeypatch, tmp_path):
     monkeypatch.setattr(sandbox, "_refuses_at", refuses)
     sandbox.gpu_policy.cache_clear()
     yield probes
-    monkeypatch.setattr(probe_memo, "ask_again", False)
     sandbox.gpu_policy.cache_clear()
 
 
