@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from ..evaluate import memcheck
@@ -84,13 +84,14 @@ class Prebuild:
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="mepgen-memcheck-build") if wanted else None
 
     def _timed(self, build) -> None:
+        """A build, its time counted; an error stays in its future (finish does not raise it): check_winner
+        builds again and reports it."""
         start = time.monotonic()
         try:
             build()
-        except Exception:  # noqa: BLE001 (a warm-up: check_winner builds again and reports any error itself)
-            pass
-        with self._lock:
-            self.seconds += time.monotonic() - start
+        finally:
+            with self._lock:
+                self.seconds += time.monotonic() - start
 
     def offer(self, attempt) -> None:
         if self._pool is None:
@@ -116,8 +117,8 @@ class Prebuild:
         """Wait for the best's build (the winner unless memcheck rejects it); a build of an earlier best still under
         way ends on its own."""
         if self._pool is not None:
-            if self.waiting is not None and not self.waiting.cancelled():
-                self.waiting.result()
+            if self.waiting is not None:
+                wait([self.waiting])
             self._pool.shutdown(wait=False)
 
     def cancel(self) -> None:

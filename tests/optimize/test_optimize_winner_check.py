@@ -163,6 +163,17 @@ def test_with_many_cores_a_new_best_builds_beside_an_earlier_one(monkeypatch, tm
     assert native.built[0] == "c0002"
 
 
+def test_a_build_that_fails_ahead_is_left_to_the_check(monkeypatch, tmp_path):
+    """A harness that does not build during the search raises nothing there: the check builds it again and says."""
+    class Failing(RecordingNative):
+        def compile(self, kernel, launch=None, flags=()):
+            raise RuntimeError("nvcc was killed")
+    _, pre = prebuild_for(monkeypatch, tmp_path, Failing())
+    pre.offer(attempt("c0001", 1.0))
+    pre.finish()
+    assert isinstance(pre.waiting.exception(), RuntimeError) and pre.seconds >= 0
+
+
 def test_nothing_is_built_ahead_for_the_native_backend_or_a_search_without_a_win(monkeypatch, tmp_path):
     native = RecordingNative()
     _, pre = prebuild_for(monkeypatch, tmp_path, native, backend="native")   # its own builds are the harnesses
