@@ -19,6 +19,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from . import usercache
+
 _PRELUDE = r"""#include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -52,8 +54,7 @@ def compiler() -> str | None:
 
 
 def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mepgen" / "cppeval"
+    return usercache.folder("cppeval")
 
 
 def _defines(exprs: list[str], values: dict[str, object]) -> list[str]:

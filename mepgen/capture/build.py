@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import usercache
 from ..errors import MepgenError
 from ..exitcodes import NO_GPU
 from .toolkit import Toolkit, find_toolkit
@@ -34,8 +35,7 @@ class Injector:
 
 
 def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mepgen" / "capture"
+    return usercache.folder("capture")
 
 
 def find_compiler() -> str:

@@ -33,6 +33,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from .. import usercache
 from . import seccomp_filter
 from .confine_paths import NOBODY, open_to_others, package_folders, workspace_of
 
@@ -160,7 +161,7 @@ def launcher_binary() -> Path | None:
     if not source.is_file():
         return None
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mepgen"
+    cache = usercache.folder()
     for folder in (cache, Path(tempfile.gettempdir()) / f"mepgen-{os.getuid()}"):
         target = folder / f"confine-exec-{digest}"
         if folder.is_dir() and not _ours(folder):

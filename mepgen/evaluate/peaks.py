@@ -21,6 +21,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import usercache
 from .. import mepbuild
 from ..workspace import write_json
 from . import l2_flush, process
@@ -68,8 +69,7 @@ class Peaks:
 
 
 def cache_file() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mepgen" / "peaks.json"
+    return usercache.folder("peaks.json")
 
 
 def gpu_identity(device: int | None) -> str | None:

@@ -16,6 +16,8 @@ import json
 import os
 from pathlib import Path
 
+from .. import usercache
+
 SOCKET_RULES = ("none", "unix-local", "unix", "any")
 _SOURCES = ("confine_exec.c", "seccomp_filter.py", "landlock_level.py", "sandbox.py", "gpu_probe.py")
 
@@ -29,7 +31,7 @@ def enabled() -> bool:
 
 
 def path() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mepgen" / "gpu-policy.json"
+    return usercache.folder("gpu-policy.json")
 
 
 def _read(p: str) -> str:
