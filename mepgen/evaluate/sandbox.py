@@ -96,10 +96,12 @@ def gpu_policy() -> tuple[int, str] | None:
     filter, then AF_UNIX sockets that reach nothing by name, then AF_UNIX sockets, then every family (seen on an
     H200 host: cuInit failed with CUDA_ERROR_OPERATING_SYSTEM under the strict filter and worked without it)."""
     top = landlock_level.abi()
+    if top < 1:
+        return 0, "none"
     found, policy = probe_memo.load(top)       # the probes' answer for this boot, where it was asked before
     if found:
         return policy
-    if top < 1 or not gpu_probe.usable_here():
+    if not gpu_probe.usable_here():
         return 0, "none"
     policy = _probe_policy(top)
     probe_memo.save(top, policy)
