@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from .. import usercache
+from ..workspace import write_atomic
 
 SOCKET_RULES = ("none", "unix-local", "unix", "any")
 _SOURCES = ("confine_exec.c", "seccomp_filter.py", "landlock_level.py", "sandbox.py", "gpu_probe.py")
@@ -72,11 +73,7 @@ def load(abi: int) -> tuple[bool, tuple[int, str] | None]:
 def save(abi: int, policy: tuple[int, str] | None) -> None:
     if not enabled():
         return
-    target = path()
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"key": key(abi), "policy": None if policy is None else list(policy)}) + "\n")
-        os.replace(tmp, target)
+        write_atomic(path(), json.dumps({"key": key(abi), "policy": None if policy is None else list(policy)}) + "\n")
     except OSError:
         pass        # a read-only home: the next run probes again, nothing else changes
