@@ -1,11 +1,14 @@
 """Options that several commands share, so that one flag means one thing everywhere."""
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import click
 
 from .errors import MepgenError
+from .workspace import Workspace
 
 
 def renamed_flag(old: str, new: str):
@@ -29,3 +32,21 @@ def parse_bytes(text: str, option: str = "--max-bytes") -> int:
     if not m:
         raise MepgenError(f"{option}: '{text}' is not a size (e.g. 4294967296, 512M, 8G)")
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def app_folder(positional: Path | None, option: Path | None) -> Path:
+    """The application of `extract`: `-C APP` or the argument APP (one of them, or both the same); neither:
+    the application whose workspace is found upwards, else the current folder."""
+    if positional is not None and option is not None and Path(positional).resolve() != Path(option).resolve():
+        raise MepgenError(f"two applications given: {positional} and -C {option}: give one")
+    chosen = option if option is not None else positional
+    if chosen is not None:
+        return Path(chosen)
+    try:
+        return Workspace.find().app_root
+    except MepgenError:
+        return Path(".")
+
+
+def emit_json(obj) -> None:
+    click.echo(json.dumps(obj, indent=1))

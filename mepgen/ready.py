@@ -16,14 +16,19 @@ written again (its built binary stays).
 """
 from __future__ import annotations
 
+import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import click
+
+from . import exitcodes
+from .clioptions import emit_json
 from .errors import MepgenError
 from .todokind import todo_kind
 from .workspace import Workspace
-from .extract import extract
+from .extract import ExtractOptions, extract
 from .inventory import load
 from .mep.generate import Failed, check_fresh, generate
 from .mep import writer
@@ -194,3 +199,40 @@ def render_text(report: dict) -> str:
                + (f" ({s['internal_errors']} internal errors)" if s["internal_errors"] else ""))
     out.append(f"flags: {report['flags_source']}")
     return "\n".join(out)
+
+
+@click.command("ready")
+@click.option("-C", "--app", "app", type=click.Path(path_type=Path), default=None,
+              help="The application's folder (default: found from the current folder upwards).")
+@click.option("-p", "--compile-commands", "compile_commands", type=click.Path(path_type=Path),
+              help="For the extraction it runs: compile_commands.json, or the folder holding it.")
+@click.option("-I", "include_dirs", multiple=True, help="For the extraction it runs: extra include folder.")
+@click.option("-D", "defines", multiple=True, help="For the extraction it runs: extra macro NAME[=VALUE].")
+@click.option("--profile", type=click.Path(path_type=Path),
+              help="For the extraction it runs: an Nsight report (.nsys-rep, .ncu-rep) or its CSV to rank by.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts).")
+@click.pass_obj
+def ready_command(obj, app, compile_commands, include_dirs, defines, profile, as_json):
+    """Per kernel: ready, needs a person (which field, why) or cannot (why). Run it first.
+
+    Extracts when there is no inventory or the sources changed, then completes every kernel's MEP into
+    .mepgen/meps/ as `mepgen mep --all` does, one kernel at a time (-p/-I/-D/--profile extract again with them).
+    Exits 0 when every kernel is ready, 3 (needs a person) otherwise.
+    """
+
+    if app is not None and not Path(app).is_dir():
+        raise MepgenError(f"{app}: no such directory")
+    opts = ExtractOptions(compile_commands=compile_commands, include_dirs=list(include_dirs), defines=list(defines),
+                          profile=profile)
+    report = ready(app, opts, log=obj.log)
+    if as_json:
+        emit_json(report)
+    else:
+        click.echo(render_text(report))
+    not_ready = [k for k in report["kernels"] if k["outcome"] != READY]
+    if not_ready or report["files_not_understood"]:
+        if not as_json:     # under --json the document says it (and stdout stays one document even where mixed)
+            click.echo(f"mepgen: {len(not_ready)} of {len(report['kernels'])} kernel(s) not ready"
+                       + (f", {len(report['files_not_understood'])} file(s) not understood"
+                          if report["files_not_understood"] else ""), err=True)
+        sys.exit(exitcodes.NEEDS_PERSON)

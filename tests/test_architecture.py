@@ -84,7 +84,11 @@ def imports_of(module: str, path: Path, known: dict[str, Path]) -> set[str]:
 def graph() -> dict[str, set[str]]:
     known = modules()
     # a package's __init__ only hands names on: an arrow into it is not a tie back to its modules
-    return {m: {t for t in imports_of(m, p, known) if known[t].name != "__init__.py"} for m, p in known.items()}
+    edges = {m: {t for t in imports_of(m, p, known) if known[t].name != "__init__.py"} for m, p in known.items()}
+    # the commands mepgen.cli imports when they are asked for (its `lazy` table) are its arrows as well
+    from mepgen.cli import main
+    edges["mepgen.cli"] |= {f"mepgen.{target.partition(':')[0]}" for target in main.lazy.values()}
+    return edges
 
 
 def circles(edges: dict[str, set[str]]) -> list[list[str]]:

@@ -52,7 +52,8 @@ def test_help_lists_every_exit_code_and_the_doc_agrees():
 
 
 def test_every_command_takes_dash_C():
-    for name, cmd in main.commands.items():
+    for name in main.list_commands(None):
+        cmd = main.get_command(None, name)
         subs = cmd.commands.values() if hasattr(cmd, "commands") else [cmd]
         for sub in subs:
             flags = {o for p in sub.params for o in getattr(p, "opts", [])}
