@@ -216,6 +216,7 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
         summary.write_pending(run_dir, spec.kernel.name, "building and timing the original kernel")
     if time_limit is not None:
         ev.set_time_limit(started, time_limit)
+    setup = round(time.monotonic() - started, 3)      # the command's own start: workspace, spec, evaluator, pipeline
     try:
         progress(f"{spec.kernel.name}: building the original and computing its reference outputs")
         ev.prepare()             # builds the original while its input sets are made
@@ -255,7 +256,7 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
         key = os.environ.pop(settings.api_key_env, None)
         if key:
             secrets.append(key)
-    phases = {"start": process_age_s(started), **ev.spent, "to_search": round(time.monotonic() - ready, 3)}
+    phases = {"start": process_age_s(started), "setup": setup, **ev.spent, "to_search": round(time.monotonic() - ready, 3)}
     header = {"kernel": spec.kernel.id, "spec_sha256": spec_hash, "baseline_phases_s": phases, "proposers": kinds,
               "strategy": strategy, "budget": budget, "time_limit_s": time_limit, "repairs": repairs,
               "backend": ev.backend_name, "fidelity": fid.to_dict(),
