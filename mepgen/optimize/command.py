@@ -284,8 +284,7 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     search = Search(ctx, proposers, evaluate,
                     strategies.make(strategy), Budget(budget, time_limit, repairs, width, roofline), traj,
                     baseline=baseline, on_win=on_win,
-                    start=started, on_progress=write_summary, pace_s=estimate.first_candidate_s(ev),
-                    on_propose=prebuild.ahead)
+                    start=started, on_progress=write_summary, pace_s=estimate.first_candidate_s(ev))
     if resume is not None:
         n = search.resume()
         traj.event("resumed", f"resumed {run_dir.name}: {n} candidate(s) already evaluated")

@@ -73,8 +73,7 @@ class Search:
     def __init__(self, ctx: Context, proposers: list, evaluate: Evaluate, strategy: Strategy, budget: Budget,
                  trajectory: Trajectory, baseline=None, on_win: Callable[[Attempt], None] | None = None,
                  clock: Callable[[], float] = time.monotonic, start: float | None = None,
-                 on_progress: Callable[["Outcome"], None] | None = None, pace_s: float | None = None,
-                 on_propose: Callable[[Proposal], None] | None = None):
+                 on_progress: Callable[["Outcome"], None] | None = None, pace_s: float | None = None):
         self.ctx, self.proposers, self.evaluate = ctx, list(proposers), evaluate
         self.strategy, self.budget, self.traj = strategy, budget, trajectory
         self.baseline, self.on_win, self.clock = baseline, on_win, clock
@@ -90,7 +89,6 @@ class Search:
         self.first_pace = pace_s      # what one candidate should take (estimated from the baseline) until measured
         self.submit = getattr(evaluate, "submit", None)       # streaming: a proposal starts as soon as it exists
         self.started: dict[int, object] = {}                  # id(proposal) -> the future of its result
-        self.on_propose = on_propose                          # each new proposal as it is taken (before its result)
 
     # --- bookkeeping --------------------------------------------------------------------------------
 
@@ -227,8 +225,6 @@ class Search:
 
     def _start(self, proposal: Proposal) -> None:
         """Submit a proposal to a streaming evaluate now (its compile starts while the round is still collected)."""
-        if self.on_propose is not None:
-            self.on_propose(proposal)
         if self.submit is not None:
             self.started[id(proposal)] = self.submit(proposal, self.traj.folder / "work")
 

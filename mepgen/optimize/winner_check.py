@@ -11,10 +11,7 @@ Every check's cost is in the candidate's record (`memcheck.seconds`).
 
 Where candidates are timed on the pycuda backend, the native harness of each new best is built while the search
 goes on (`Prebuild`), beside the search's compiles, so that the end of a run is the sanitizer's run, not a build of
-the harness. On a host of AHEAD_CORES cores or more, every candidate's harness is built from the moment it is
-proposed (its cubin compiles beside it): a best found in the last round no longer waits for a whole harness build
-after the search (5.4 s of a 15.4 s run on an H200 host). Builds are cached by content (NativeBackend.compile): the
-check at the end finds them.
+the harness. Builds are cached by content (NativeBackend.compile): the check at the end finds them.
 """
 from __future__ import annotations
 
@@ -28,13 +25,7 @@ from ..evaluate import memcheck
 from ..evaluate.launchcfg import launch_from
 from ..evaluate.results import CompileFailed, RuntimeFault
 from .candidates import write_candidate
-from .trajectory import content_hash
 from ..evaluate.native import NativeBackend
-
-#: from this many cores, every candidate's native harness is built as it is proposed (`Prebuild.ahead`): one nvcc
-#: of the harness per candidate beside its cubin's (a round of 8 is 16 compiles), which a smaller host would feel in
-#: the search's own compiles
-AHEAD_CORES = 32
 
 
 def native_backend(ev):
@@ -50,10 +41,7 @@ def native_backend(ev):
 
 def build_attempt(ev, native, attempt, workdir: Path):
     """The native harness of `attempt` as memcheck runs it (Built or CompileFailed; cached by content)."""
-    return build_proposal(ev, native, attempt.proposal, workdir)
-
-
-def build_proposal(ev, native, p, workdir: Path):
+    p = attempt.proposal
     kernel = write_candidate(p, workdir)
     return native.compile(kernel, launch=launch_from(ev.spec, p.launch), flags=tuple(p.nvcc_flags))
 
@@ -82,9 +70,7 @@ class Prebuild:
     nothing faster (nor for the original: it is checked only after a memory error, see check_winner). A build's
     failure is met again, and said, by the check itself. Threads: 1 below 16 cores, 2 from 16, 3 from 24 (each build
     is one nvcc of the whole harness, about 4 s on an H200 host: with one thread, a best found while an earlier
-    best builds waited for it). From AHEAD_CORES cores, `ahead(proposal)` builds every candidate's harness as it is
-    proposed (cores / 8 threads, 8 at most: a round's builds side by side), and `offer` takes the build already
-    under way."""
+    best builds waited for it)."""
 
     def __init__(self, ev, workdir: Path):
         self.ev, self.workdir = ev, Path(workdir)
@@ -94,10 +80,7 @@ class Prebuild:
         self.seconds = 0.0                  # build time spent during the search
         self._lock = threading.Lock()
         wanted = ev.backend_name != "native" and memcheck.executable() is not None
-        cores = os.cpu_count() or 1
-        self.every = wanted and cores >= AHEAD_CORES
-        threads = min(8, cores // 8) if self.every else min(3, max(1, cores // 8))
-        self.builds: dict[str, Future] = {}     # ahead: candidate content -> its build
+        threads = min(3, max(1, (os.cpu_count() or 1) // 8))
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="mepgen-memcheck-build") if wanted else None
 
     def _timed(self, build) -> None:
@@ -110,32 +93,6 @@ class Prebuild:
             with self._lock:
                 self.seconds += time.monotonic() - start
 
-    def _ready(self) -> bool:
-        """The native backend the check will use, made at the first build (under the lock); False: none here."""
-        if self._pool is not None and self.native is None:
-            try:
-                self.native = native_backend(self.ev)
-            except Exception:  # noqa: BLE001 (a warm-up only: check_winner makes its own and says what failed)
-                self._pool.shutdown(wait=False)
-                self._pool = None
-        return self._pool is not None
-
-    def _build(self, proposal) -> Future:
-        """The build of `proposal`'s harness: the one under way for the same content, else a new one."""
-        key = content_hash(proposal.text, proposal.launch, proposal.nvcc_flags)
-        if key not in self.builds:
-            self.builds[key] = self._pool.submit(
-                self._timed, lambda: build_proposal(self.ev, self.native, proposal, self.workdir))
-        return self.builds[key]
-
-    def ahead(self, proposal) -> None:
-        """A candidate just proposed (AHEAD_CORES cores or more): its harness builds beside its cubin."""
-        if not self.every:
-            return
-        with self._lock:
-            if self._ready():
-                self._build(proposal)
-
     def offer(self, attempt) -> None:
         if self._pool is None:
             return
@@ -143,12 +100,14 @@ class Prebuild:
         with self._lock:
             if self.best_ms is not None and ms >= self.best_ms:
                 return
-            if not self._ready():
-                return
+            if self.best_ms is None:         # the first win: the native backend the check will use
+                try:
+                    self.native = native_backend(self.ev)
+                except Exception:  # noqa: BLE001 (a warm-up only: check_winner makes its own and says what failed)
+                    self._pool.shutdown(wait=False)
+                    self._pool = None
+                    return
             self.best_ms = ms
-            if self.every:
-                self.waiting = self._build(attempt.proposal)
-                return
             if self.waiting is not None:
                 self.waiting.cancel()        # not started yet: a better one replaces it
             self.waiting = self._pool.submit(
@@ -156,11 +115,11 @@ class Prebuild:
 
     def finish(self) -> None:
         """Wait for the best's build (the winner unless memcheck rejects it); a build of an earlier best still under
-        way ends on its own; builds ahead not started are dropped (the check builds what it needs)."""
+        way ends on its own."""
         if self._pool is not None:
             if self.waiting is not None:
                 wait([self.waiting])
-            self._pool.shutdown(wait=False, cancel_futures=self.every)
+            self._pool.shutdown(wait=False)
 
     def cancel(self) -> None:
         """A run that stops early (^C, an error): nothing waits, what runs ends on its own."""

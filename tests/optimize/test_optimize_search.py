@@ -20,7 +20,6 @@ def new_search(tmp_path, proposers, budget=Budget(candidates=10, width=3), strat
     traj = Trajectory(tmp_path / "runs" / name, {"kernel": "cg.xpay", "spec_sha256": "s"}, resume=resume,
                       progress=(lines.append if lines is not None else (lambda line: None)))
     kw = {"clock": clock} if clock else {}
-    kw.update(opts.pop("search_kw", {}))
     return Search(ctx, proposers, evaluate or FakeEvaluate(), strategies.make(strategy, **opts), budget, traj,
                   baseline=baseline(), **kw)
 
@@ -180,13 +179,3 @@ def test_duplicate_proposals_are_evaluated_once(tmp_path):
     ev = FakeEvaluate()
     out = new_search(tmp_path, [Same()], Budget(candidates=5, width=2), evaluate=ev).run()
     assert len(ev.seen) == 1 and out.evaluations == 1
-
-
-def test_each_proposal_is_told_as_it_is_taken_repairs_included(tmp_path):
-    """on_propose (the winner check's harness builds ahead) sees every candidate evaluated, once, before its result."""
-    prop = MarkerProposer(ladder=(), extra=[("compile", "bad intrinsic"), ("speed=1.2", "fine")], repair_to="speed=1.3")
-    told = []
-    out = new_search(tmp_path, [prop], Budget(candidates=6, width=2, repairs=1),
-                     search_kw={"on_propose": told.append}).run()
-    assert [p.text for p in told] == [a.proposal.text for a in sorted(out.attempts, key=lambda a: a.id)]
-    assert any(a.repair_of for a in out.attempts)

@@ -10,7 +10,6 @@ from mepgen.evaluate import memcheck
 from mepgen.evaluate.results import EvalResult, Timed
 from mepgen.optimize import winner_check
 from mepgen.optimize.proposer import Attempt, Proposal
-from mepgen.optimize.trajectory import content_hash
 
 
 def attempt(name: str, ms: float) -> Attempt:
@@ -194,31 +193,3 @@ def test_nothing_is_built_ahead_for_the_native_backend_or_a_search_without_a_win
     _, pre = prebuild_for(monkeypatch, tmp_path / "b", native)
     pre.finish()
     assert native.built == []
-
-
-def test_with_many_cores_every_candidate_s_harness_builds_as_it_is_proposed(monkeypatch, tmp_path):
-    """From AHEAD_CORES cores a best found in the last round does not wait for its harness build after the search:
-    each proposal's build starts when it is proposed, once per content, and a win takes the build under way."""
-    native = RecordingNative()
-    ev, pre = prebuild_for(monkeypatch, tmp_path, native, cores=winner_check.AHEAD_CORES)
-    assert pre.every
-    one, two = attempt("c0001", 2.0), attempt("c0002", 1.0)
-    for a in (one, two):
-        pre.ahead(a.proposal)
-    pre.ahead(Proposal(text=one.proposal.text, change="the same text again", source="library"))
-    for fut in list(pre.builds.values()):
-        fut.result(timeout=10)
-    assert sorted(native.built) == ["c0001", "c0002"]          # built once each, before any verdict
-    pre.offer(one)
-    pre.offer(two)
-    assert pre.waiting is pre.builds[content_hash(two.proposal.text, None, ())]
-    pre.finish()
-    assert sorted(native.built) == ["c0001", "c0002"]          # the win built nothing again
-
-
-def test_below_the_ahead_cores_nothing_builds_before_a_win(monkeypatch, tmp_path):
-    native = RecordingNative()
-    _, pre = prebuild_for(monkeypatch, tmp_path, native, cores=winner_check.AHEAD_CORES - 1)
-    pre.ahead(attempt("c0001", 1.0).proposal)
-    pre.finish()
-    assert not pre.every and native.built == [] and pre.native is None
