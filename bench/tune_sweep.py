@@ -134,7 +134,7 @@ def _backends_only(row: dict, app: Path, exe: str, args: list, a, env) -> dict:
                 "capture": o.get("outcome"), "mep_complete": bool(o.get("complete"))} for o in outcomes]
     row["report"] = {"kernels": kernels, "outcome": "backends only: captured, no optimize"}
     ids = [k["id"] for k in kernels if k["capture"] == "captured" and k["mep_complete"]]
-    row["backends"] = backends(app, ids, env)
+    row["backends"] = backends(app, ids, env) if not a.no_backends else {}     # with --no-backends: capture only
     if not a.keep:
         shutil.rmtree(app, ignore_errors=True)
     return row
@@ -216,7 +216,8 @@ def main() -> int:
     ap.add_argument("--serial", action="store_true",
                     help="one application at a time, every GPU visible to it (its optimize batch spreads over them): "
                          "nothing else runs while an application is timed")
-    ap.add_argument("--no-backends", action="store_true")
+    ap.add_argument("--no-backends", action="store_true",
+                    help="no `mepgen run` of the MEPs on both backends (with --backends-only: the capture alone)")
     ap.add_argument("--backends-only", action="store_true",
                     help="capture (as tune does) and `mepgen run` every complete MEP on both backends; no optimize, "
                          "no patch, no timed runs: the check of issue 39's both-backends rate in a few minutes")
