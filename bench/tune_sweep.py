@@ -134,7 +134,7 @@ def _backends_only(row: dict, app: Path, exe: str, args: list, a, env) -> dict:
                 "capture": o.get("outcome"), "mep_complete": bool(o.get("complete"))} for o in outcomes]
     row["report"] = {"kernels": kernels, "outcome": "backends only: captured, no optimize"}
     ids = [k["id"] for k in kernels if k["capture"] == "captured" and k["mep_complete"]]
-    row["backends"] = backends(app, ids, env) if not a.no_backends else {}     # with --no-backends: capture only
+    row["backends"] = backends(app, ids, env) if not getattr(a, "no_backends", False) else {}   # capture only
     if not a.keep:
         shutil.rmtree(app, ignore_errors=True)
     return row
