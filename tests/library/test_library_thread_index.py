@@ -41,11 +41,12 @@ __global__ void scale(const float *a, float *b, int len) {
 }
 """
 
-# thread index first, `const unsigned`, declared after another statement
+# the thread index in another order, `const unsigned`, declared after a value-less local
 LATE = """__global__ void scale(const float *a, float *b, int len) {
-    float bias = 0.5f;
+    float bias;
     const unsigned int e = threadIdx.x + blockDim.x * blockIdx.x;
     if (e >= len) return;
+    bias = 0.5f;
     b[e] = a[e] * 2.0f + bias;
 }
 """
@@ -97,7 +98,7 @@ def test_a_local_still_read_elsewhere_stays(tmp_path):
     src, spec, launch = make(tmp_path, text)
     assert thread_index_var(src)[0] == "e"
     assert "int lane = threadIdx.x;" in src.text and "int blk" not in src.text
-    with pytest.raises(Refused, match="threadIdx.x beyond its thread index"):
+    with pytest.raises(Refused, match="not the kernel's first statement"):
         Coarsen().space(src, spec, launch)
 
 
@@ -106,8 +107,17 @@ def test_an_index_declared_late_in_another_order_moves_first(tmp_path):
     first = next(iter(src.body.get_children()))
     assert src.src(first).startswith("const unsigned int e = threadIdx.x + blockDim.x * blockIdx.x")
     rw = rewrite(tmp_path, src, spec, launch, Coarsen())
-    assert "float bias = 0.5f;" in rw.text
+    assert "bias = 0.5f;" in rw.text
     rewrite(tmp_path, src, spec, launch, VectorElements())
+
+
+def test_a_local_with_a_value_before_the_index_keeps_its_place(tmp_path):
+    text = LATE.replace("    float bias;\n", "    float bias = 0.25f;\n")
+    src, spec, launch = make(tmp_path, text)
+    first = next(iter(src.body.get_children()))
+    assert src.src(first).startswith("float bias = 0.25f")
+    with pytest.raises(Refused, match="not the kernel's first statement"):
+        Coarsen().space(src, spec, launch)
 
 
 def test_umul24_where_the_grid_fits_24_bits(tmp_path):

@@ -206,7 +206,11 @@ def spelled_indices(src) -> list:
     `T v = blockIdx.x * blockDim.x + threadIdx.x;`, and the locals it read (`int bx = blockIdx.x;`) removed where
     nothing else reads them; [] when no declaration needs it."""
     edits, locals_read, replaced = [], {}, []
-    for d in (c for c in walk(src.body) if kind(c) == "VAR_DECL"):
+    # declarations that are statements of a block: a loop's start (`for (int i = blockIdx.x * blockDim.x + tid; ...`)
+    # stays as written, for grid_stride's own reading of the loops
+    statements = (s for b in walk(src.body) if kind(b) == "COMPOUND_STMT" for s in b.get_children()
+                  if kind(s) == "DECL_STMT")
+    for d in (c for s in statements for c in s.get_children() if kind(c) == "VAR_DECL"):
         init = [k for k in d.get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]
         if not init or is_global_index(src.src(init[-1])) or \
                 d.type.get_canonical().kind.name not in ("INT", "UINT", "LONG", "ULONG", "LONGLONG", "ULONGLONG"):
@@ -234,10 +238,10 @@ def spelled_indices(src) -> list:
 
 def index_first(src) -> list:
     """Normalization step: the top-level declaration `T v = blockIdx.x * blockDim.x + threadIdx.x;` moved to the top
-    of the body when the statements before it have no loop or jump and do not name `v` (`unsigned int hash;
+    of the body when only declarations of locals without a value come before it (`unsigned int hash;
     const unsigned int index = ...;`): its value reads only the block geometry, the same wherever it is computed,
-    and the 1D rewrites find the index first, as they expect it. A loop is never passed (normalize_sink.py's
-    deferred_declarations moves declarations past loops: the two would undo each other). [] when none moves."""
+    and the 1D rewrites find the index first, as they expect it. A local declared with a value before the index
+    (`float acc = 1.0f;`) is state vector_elements keeps per lane: that order stays. [] when none moves."""
     stmts = list(src.body.get_children())
     for n, stmt in enumerate(stmts):
         decls = list(stmt.get_children()) if kind(stmt) == "DECL_STMT" else []
@@ -250,10 +254,12 @@ def index_first(src) -> list:
         if n == 0 or "static" in text or "__shared__" in text or \
                 sum(1 for c in walk(src.fn) if kind(c) in ("VAR_DECL", "PARM_DECL") and c.spelling == name) > 1:
             return []
-        for c in (c for s in stmts[:n] for c in walk(s)):
-            if kind(c) in ("FOR_STMT", "WHILE_STMT", "DO_STMT", "GOTO_STMT", "LABEL_STMT", "RETURN_STMT") or \
-                    kind(c) == "DECL_REF_EXPR" and c.spelling == name:
-                return []
+        for s in stmts[:n]:
+            kids = list(s.get_children()) if kind(s) == "DECL_STMT" else []
+            if not kids or any(kind(d) != "VAR_DECL" or d.spelling == name or
+                               [k for k in d.get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]
+                               for d in kids) or re.search(r"\b(__shared__|static|extern)\b", src.src(s)):
+                return []       # only value-less locals: a value before the index is state the rewrites keep apart
         a, b = _whole_lines(src, stmt)
         top = _whole_lines(src, stmts[0])[0]
         moved = src.text[a:b] if src.text[a:b].endswith("\n") else src.text[a:b] + "\n"
