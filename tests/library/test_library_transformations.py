@@ -106,7 +106,8 @@ def test_warp_per_row_vector_loads_refused(meps):
 
 def test_warp_per_row_refuses(meps):
     assert "already read neighbouring elements (coalesced)" in refusal(meps, "matvec_cols", WarpPerRow())
-    assert "no `blockIdx.x * blockDim.x + threadIdx.x` thread index" in refusal(meps, "analysis.column_mean",
+    # `tid = threadIdx.x; col = blockIdx.x * blockDim.x + tid` is the index (thread_index.py); the column loop is not
+    assert "the kernel is not `col = global index; if (col < bound) {...}`" in refusal(meps, "analysis.column_mean",
                                                                                 WarpPerRow())
 
 

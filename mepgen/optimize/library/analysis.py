@@ -9,24 +9,17 @@ import re
 from dataclasses import dataclass
 
 from .cursors import Refused, kind, strip, walk
+from .thread_index import is_global_index, why_not  # noqa: F401  (is_global_index: the analyses' name for it)
 
 #: device functions without side effects an addend may call
 PURE_CALLS = {"sqrtf", "sqrt", "expf", "exp", "logf", "log", "fabsf", "fabs", "sinf", "cosf", "sin", "cos",
               "fminf", "fmaxf", "fmin", "fmax", "min", "max", "powf", "pow", "rsqrtf", "__ldg", "tanhf", "tanh",
               "abs", "fmaf", "fma", "static_cast"}
-_GLOBAL_INDEX = re.compile(r"^\(?\s*(?:blockIdx\.x\s*\*\s*blockDim\.x|blockDim\.x\s*\*\s*blockIdx\.x)\s*\+\s*"
-                           r"threadIdx\.x\s*\)?$|^\(?\s*threadIdx\.x\s*\+\s*(?:blockIdx\.x\s*\*\s*blockDim\.x|"
-                           r"blockDim\.x\s*\*\s*blockIdx\.x)\s*\)?$")
 _STRIDE = re.compile(r"^\(?\s*(?:blockDim\.x\s*\*\s*gridDim\.x|gridDim\.x\s*\*\s*blockDim\.x)\s*\)?$")
 
 
 def squash(s: str) -> str:
     return " ".join(s.split())
-
-
-def is_global_index(text: str) -> bool:
-    """`blockIdx.x * blockDim.x + threadIdx.x` in any of its commuted spellings."""
-    return bool(_GLOBAL_INDEX.match(squash(text)))
 
 
 def is_grid_stride(text: str) -> bool:
@@ -216,6 +209,12 @@ def thread_index_var(src) -> tuple[str, object]:
             init = list(decls[0].get_children())
             if init and is_global_index(src.src(init[-1])):
                 return decls[0].spelling, stmt
+    for d in (c for c in walk(src.body) if kind(c) == "VAR_DECL"):
+        init = [k for k in d.get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]
+        why = why_not(src, init[-1])[1] if init else None
+        if why:         # the index's shape, with a part that is not provably the library's spelling
+            raise Refused(f"the thread index `{d.spelling}` is not provably `blockIdx.x * blockDim.x + "
+                          f"threadIdx.x`: {why}")
     raise Refused("no `blockIdx.x * blockDim.x + threadIdx.x` thread index declared at the top of the kernel")
 
 

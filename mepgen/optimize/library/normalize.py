@@ -16,7 +16,11 @@ signature, macros or types, so a rewrite still reads as the application's code a
   moves before the guard (it reads only the block geometry);
 - nested guards without else (`if (a) { if (b) {...} }`) become one (`if (a && b) {...}`);
 - the block size spelled as the macro or literal the launch's block is (`blockIdx.x * TILE_X + threadIdx.x` with
-  `dim3 block(TILE_X, TILE_Y)`) is read as `blockDim.x`: the same value at that launch;
+  `dim3 block(TILE_X, TILE_Y)`, or a macro for the same fixed integer as a literal block) is read as `blockDim.x`:
+  the same value at that launch;
+- the global index spelled through locals (`int bx = blockIdx.x; ... bx * BLOCK + tx`) or `__umul24` is written
+  `blockIdx.x * blockDim.x + threadIdx.x` where each part is provably that (thread_index.py), and its declaration
+  moves to the top of the body over statements without loops (it reads only the block geometry);
 - a guard of the kernel's top level whose body is one statement without braces (`if (x < n) y[x] = ...;`) gets
   braces, so a rewrite that copies the guarded work copies whole statements;
 - a local pointer into a parameter's buffer (`const float* row = A + i * n; ... row[j]`) that is only indexed is
@@ -29,8 +33,8 @@ import re
 
 from .analysis import body_statements
 from .cursors import _past_semicolon, _unwrap, _whole_lines, kind, walk
-from .launch_facts import dim3_components
 from .normalize_sink import deferred_declarations, split_declarations, sunk_declarations
+from .thread_index import block_size_reason, index_first, spelled_indices
 
 _FLIP = {"<": ">=", ">=": "<", ">": "<=", "<=": ">", "==": "!=", "!=": "=="}
 _GEOMETRY = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
@@ -39,8 +43,10 @@ ROUNDS = 8
 
 def normalized(src) -> str:
     """The text of `src` (a KernelSource) after one applicable normalization step; `src.text` when none applies."""
-    for step in (_c89_counters, _late_initializers, split_declarations, sunk_declarations, deferred_declarations, _early_return, _hoist_indices, _merge_guards,
-                 _pointer_offsets, _block_size_spelled, _braced_guards):
+    # the thread index first: a kernel with many C89 declarations spends the ROUNDS on the others
+    for step in (spelled_indices, index_first, _c89_counters, _late_initializers, split_declarations, sunk_declarations,
+                 deferred_declarations, _early_return, _hoist_indices, _merge_guards, _pointer_offsets,
+                 _block_size_spelled, _braced_guards):
         edits = step(src)
         if edits:
             return src.replace(edits)
@@ -405,19 +411,14 @@ def _block_size_spelled(src) -> list:
     """`blockIdx.x * TX` (or `TX * blockIdx.x`) where the launch's block x is spelled `TX`: TX becomes
     `blockDim.x` (the same value at this launch, both unsigned products), so a global index is recognised in
     any spelling and a new block shape stays consistent with the kernel."""
-    block = [" ".join(str(b).split()).strip("() ") for b in dim3_components(src.spec.launch.block)]
     start, end = src.span(src.body)
     body = src.text[start:end]
     edits = []
     for pattern, axis_group, token_group in ((_BLOCK_TIMES, 1, 2), (_TIMES_BLOCK, 2, 1)):
         for m in pattern.finditer(body):
             d = "xyz".index(m.group(axis_group))
-            tok = m.group(token_group)
-            if d >= len(block) or block[d] != tok or (tok.isdigit() and tok.startswith("0")):
-                continue
-            if not tok.isdigit() and tok not in src.spec.sizes and \
-                    not re.fullmatch(r"\d+", src.expand(tok).strip("() ")):
-                continue            # only a macro for an integer literal (a typed or computed value may differ)
+            if block_size_reason(src, m.group(token_group), d) is not None:
+                continue            # not provably the launch's block size (thread_index.py)
             edits.append((start + m.start(token_group), start + m.end(token_group), f"blockDim.{m.group(axis_group)}"))
     return sorted(set(edits))
 
