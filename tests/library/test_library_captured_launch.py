@@ -1,0 +1,96 @@
+"""A captured launch is numbers only (grid 7813, block 128): launch_config, and tune_params' block axis with it,
+derive the grid of another block from the kernel's guard where the kernel is exactly a thread index and `i < N`
+(N from mep.yaml: the scalar's recorded value), and refuse, saying why, where the grid cannot follow the block.
+Hand-written kernels and specs in the form `mepgen capture` writes (sizes empty, scalars as literals)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from mepgen.optimize.library.base import current_launch
+from mepgen.optimize.library.launch_config import LaunchConfig
+from mepgen.optimize.library.source import KernelSource, Refused
+from mepgen.optimize.library.tunables import TuneParams
+from mepgen.spec import load_spec
+
+YAML = """version: 1
+kernel: {{name: shift, id: shift, source: s.cu, source_sha256: "0", start_byte: 0, end_byte: 1}}
+sizes: {{}}
+params:
+  - {{name: src, role: in, ctype: const float *, dtype: float32, count: 1000000, init: {{kind: file, path: data/in/src.npy}}}}
+  - {{name: dst, role: out, ctype: float *, dtype: float32, count: 1000000}}
+  - {{name: count, role: scalar, ctype: int, dtype: int32, value: '{count}'}}
+constants: []
+launch: {{grid: ['{grid}'], block: ['{block}'], shared_mem: '0'}}
+build: {{arch: sm_90, std: c++17, nvcc_flags: [-O3]}}
+verify: {{input_sets: 1, seed: 1}}
+timing: {{warmup: 5, reps: 50, flush_l2: true}}
+todo: []
+"""
+
+GUARDED = """__global__ void shift(const float *src, float *dst, int count) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < count) { dst[t] = src[t] + 2.0f; }
+}
+"""
+
+# the block size in shared memory: another block would change what the kernel computes per block
+SHARED = """__global__ void shift(const float *src, float *dst, int count) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < count) {
+        __shared__ float tile[128];
+        tile[threadIdx.x] = src[t];
+        __syncthreads();
+        dst[t] = tile[(threadIdx.x + 1) % 128] + 2.0f;
+    }
+}
+"""
+
+# no guard: the captured grid covers exactly the elements, another block would run threads past them
+UNGUARDED = """__global__ void shift(const float *src, float *dst, int count) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    dst[t] = src[t] + 2.0f;
+}
+"""
+
+
+def make(tmp_path, text, grid="7813", block="128", count="1000000"):
+    (tmp_path / "mep.yaml").write_text(YAML.format(grid=grid, block=block, count=count))
+    spec = load_spec(tmp_path / "mep.yaml")
+    return KernelSource(text, spec), spec, current_launch(spec, None)
+
+
+def test_the_grid_of_a_captured_launch_follows_the_guard(tmp_path):
+    src, spec, launch = make(tmp_path, GUARDED)
+    t = LaunchConfig()
+    assert 256 in t.space(src, spec, launch)["block"]
+    rw = t.apply(src, spec, launch, {"block": 256})
+    assert rw.launch["block"] == ["256"] and rw.launch["grid"] == ["3907"]      # ceil(1000000 / 256)
+    assert t.apply(src, spec, launch, {"block": 1024}).launch["grid"] == ["977"]
+    assert rw.text == src.text                                                  # only the launch changes
+
+
+def test_tune_params_gets_a_block_axis_on_a_captured_launch(tmp_path):
+    src, spec, launch = make(tmp_path, GUARDED)
+    space = TuneParams().space(src, spec, launch)
+    assert "block" in space and 128 in space["block"] and 512 in space["block"]
+
+
+@pytest.mark.parametrize("text, grid, count, why", [
+    (SHARED, "7813", "1000000", "shared memory"),
+    (UNGUARDED, "7813", "1000000", "not `t = global index; if (t < bound)"),
+    (GUARDED, "7000", "1000000", "do not cover"),                # the application ran fewer threads than N
+    (GUARDED, "7813", "n_of(3)", "no value"),                    # a bound mep.yaml cannot evaluate
+])
+def test_a_captured_launch_whose_grid_cannot_follow_the_block_is_refused_with_why(tmp_path, text, grid, count, why):
+    src, spec, launch = make(tmp_path, text, grid=grid, count=count)
+    with pytest.raises(Refused, match=re.escape(why)):
+        LaunchConfig().space(src, spec, launch)
+
+
+def test_an_early_return_guard_is_the_same_guard(tmp_path):
+    text = GUARDED.replace("if (t < count) { dst[t] = src[t] + 2.0f; }", "if (t >= count) return;\n    dst[t] = src[t] + 2.0f;")
+    assert "return;" in text
+    src, spec, launch = make(tmp_path, text)
+    assert LaunchConfig().apply(src, spec, launch, {"block": 512}).launch["grid"] == ["1954"]
