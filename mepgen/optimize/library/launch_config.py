@@ -126,7 +126,11 @@ def literal_extent(src, spec, launch) -> int:
     """N of a captured 1D launch (grid and block numbers): the guard's bound of a kernel that is exactly a thread
     index and `if (i < N) {...}`, evaluated from mep.yaml, and covered by the launch (grid x block >= N); Refused
     with the reason otherwise."""
-    g = guarded_thread(src, "thread", "another block moves the threads that return")
+    try:
+        g = guarded_thread(src, "thread", "another block moves the threads that return")
+    except Refused as e:
+        raise Refused(f"the grid `{launch['grid'][0]}` is a number, not derived from the block, and no other grid "
+                      f"follows from the kernel: {e}") from None
     env: dict[str, object] = dict(spec.sizes)
     for p in spec.params:
         if p.role == "scalar" and p.value is not None:
