@@ -1,7 +1,8 @@
-"""A captured launch is numbers only (grid 7813, block 128): launch_config, and tune_params' block axis with it,
-derive the grid of another block from the kernel's guard where the kernel is exactly a thread index and `i < N`
-(N from mep.yaml: the scalar's recorded value), and refuse, saying why, where the grid cannot follow the block.
-Hand-written kernels and specs in the form `mepgen capture` writes (sizes empty, scalars as literals)."""
+"""Launches of numbers. A captured launch (grid 7813, block 128): launch_config, and tune_params' block axis with
+it, derive the grid of another block from the kernel's guard where the kernel is exactly a thread index and `i < N`
+(N from mep.yaml: the scalar's recorded value), and refuse, saying why, where the grid cannot follow the block. A
+literal block the kernel names with its own macro (`__shared__ float s[LANES]`, LANES = 256) is baked in. Hand-written
+kernels and specs in the form `mepgen capture` writes (sizes empty, scalars as literals)."""
 from __future__ import annotations
 
 import re
@@ -94,3 +95,22 @@ def test_an_early_return_guard_is_the_same_guard(tmp_path):
     assert "return;" in text
     src, spec, launch = make(tmp_path, text)
     assert LaunchConfig().apply(src, spec, launch, {"block": 512}).launch["grid"] == ["1954"]
+
+
+# the literal block's number under the kernel's own name for it: another block would not match the shared array
+NAMED = """#define LANES 256
+__global__ void shift(const float *src, float *dst, int count) {
+    __shared__ float stage[LANES];
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    stage[threadIdx.x] = t < count ? src[t] : 0.0f;
+    __syncthreads();
+    if (t < count) dst[t] = stage[LANES - 1 - threadIdx.x];
+}
+"""
+
+
+def test_a_literal_block_the_kernel_spells_through_a_macro_is_baked_in(tmp_path):
+    src, spec, launch = make(tmp_path, NAMED, grid="(1000000 + 255) / 256", block="256")
+    with pytest.raises(Refused, match=re.escape("bakes the block size 256 in: `__shared__ float stage[LANES];` "
+                                                "(LANES = 256)")):
+        LaunchConfig().space(src, spec, launch)

@@ -83,6 +83,10 @@ class LaunchConfig(Transformation):
                     line = (src.head + src.src(src.body))[:used.start()].count("\n")
                     text = (src.head + src.src(src.body)).splitlines()[line].strip()
                     raise Refused(f"the kernel bakes the block size {t} in: `{text[:70]}`")
+                if t.isdigit():                   # the same number through a macro (`__shared__ float s[BS]`)
+                    baked = _macro_for(src, int(t))
+                    if baked is not None:
+                        raise Refused(f"the kernel bakes the block size {t} in: `{baked[1][:70]}` ({baked[0]} = {t})")
         shared = str(launch.get("shared_mem", "0"))
         for t in {t for t in tokens if tokens.count(t) > 1 and t.isidentifier()}:
             # `dim3 block(BS, BS)`: each grid dimension follows its own block dimension; only a shared-memory
@@ -145,3 +149,17 @@ def literal_extent(src, spec, launch) -> int:
     if covered < n:
         raise Refused(f"the launch's {covered} threads do not cover the guard's bound {g.bound} = {n}")
     return n
+
+
+def _macro_for(src, value: int) -> tuple[str, str] | None:
+    """(macro, the kernel's line) where the kernel spells a macro whose value is `value` (a literal launch block
+    that the kernel sizes with its own name for the number)."""
+    body = src.head + src.src(src.body)
+    for name in sorted(set(re.findall(r"(?<![\w.])([A-Za-z_]\w*)(?![\w.(])", body))):
+        if name in src.spec.sizes or src.param(name) is not None:
+            continue
+        expanded = src.expand(name).strip("() ")
+        if expanded != name and expanded.isdigit() and int(expanded) == value:
+            at = re.search(rf"(?<![\w.]){re.escape(name)}(?![\w.])", body)
+            return name, body.splitlines()[body[:at.start()].count("\n")].strip()
+    return None
