@@ -358,3 +358,25 @@ def test_the_rewrite_computes_the_same_on_the_cpu(tmp_path, name, text, kw, n, l
     grid = (n + 127) // 128 if name != "planes" else n // 128
     main = cpu_main(name, t, n, grid, (grid + lanes - 1) // lanes, shift)
     assert_same_on_cpu(tmp_path, text, rw.text, main, defines=SIM)
+
+
+# the same state declared after the index, before the guard: still one element's, each lane's own
+STATE_AFTER = """__global__ void carry(const float *x, float *y, float s, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float acc = 1.0f;
+    if (i < n) {
+        acc += s * x[i];
+        y[i] = acc;
+    }
+}
+"""
+
+
+def test_state_declared_after_the_index_is_each_lanes_own_too(tmp_path):
+    src, spec, launch = make(tmp_path, STATE_AFTER, "carry", block="128", y_role="out")
+    rw = VectorElements().apply(src, spec, launch, {"lanes": 4})
+    body = rw.text[rw.text.index("mepgen vector_elements"):]
+    assert body.count("float acc = 1.0f;") == 2           # inside each path's lane loop, not once before the lanes
+    assert rw.text.index("mepgen vector_elements") < rw.text.index("float acc = 1.0f;")
+    lanes = body.index("for (int mepgen_l = 0;")
+    assert lanes < body.index("float acc = 1.0f;")

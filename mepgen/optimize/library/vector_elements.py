@@ -91,6 +91,9 @@ class VectorElements(Transformation):
         lane_names = {var} | {v.spelling for s in prefix + fresh for v in s.get_children()
                               if kind(v) == "VAR_DECL" and (s in fresh or self._geometric(src, v, env))}
         hoisted, rest, movable, leading = [], [], True, True
+        # a local the work assigns (`float acc = 1.0f; ... acc += ...`) or takes the address of is one element's
+        # state however it starts: each lane declares its own, never one copy shared by the lanes
+        state = _assigned(src, spec, stmts[at + 1:])
         for s in stmts[at + 1:]:
             leading = leading and kind(s) == "DECL_STMT"
             if not leading:
@@ -101,7 +104,8 @@ class VectorElements(Transformation):
                 pure = True
             except Refused:
                 pure = False
-            if movable and pure and not self._lane_dependent(src, s, lane_names):
+            if movable and pure and not self._lane_dependent(src, s, lane_names) and \
+                    not {v.spelling for v in s.get_children() if kind(v) == "VAR_DECL"} & state:
                 hoisted.append(s)          # the same for every lane: declared once, before the lanes
             else:
                 lane_names |= {v.spelling for v in s.get_children() if kind(v) == "VAR_DECL"}
@@ -438,6 +442,17 @@ class VectorElements(Transformation):
         out += [ind * 2 + line for line in _statements(src, m["rest"], []).splitlines()]
         out += [f"{ind}}}", "}"]
         return "\n".join(ln for ln in out if ln != "").replace("\n", "\n" + ind)
+
+
+def _assigned(src, spec, stmts) -> set[str]:
+    """Locals that `stmts` assign or increment (memory_roots' reading of a write's target), or take the address of."""
+    mem = Memory(src, spec)
+    out = set()
+    for s in stmts:
+        out |= mem.assigned_names(s)
+        out |= {n.spelling for c in walk(s) if kind(c) == "UNARY_OPERATOR" and squash(src.src(c)).startswith("&")
+                for n in walk(c) if kind(n) == "DECL_REF_EXPR"}
+    return out
 
 
 def _reads(src, c) -> bool:
