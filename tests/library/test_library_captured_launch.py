@@ -114,3 +114,74 @@ def test_a_literal_block_the_kernel_spells_through_a_macro_is_baked_in(tmp_path)
     with pytest.raises(Refused, match=re.escape("bakes the block size 256 in: `__shared__ float stage[LANES];` "
                                                 "(LANES = 256)")):
         LaunchConfig().space(src, spec, launch)
+
+
+YAML_2D = """version: 1
+kernel: {{name: blend, id: blend, source: s.cu, source_sha256: "0", start_byte: 0, end_byte: 1}}
+sizes: {{}}
+params:
+  - {{name: img, role: in, ctype: const float *, dtype: float32, count: 1920000, init: {{kind: file, path: data/in/img.npy}}}}
+  - {{name: out, role: out, ctype: float *, dtype: float32, count: 1920000}}
+  - {{name: width, role: scalar, ctype: int, dtype: int32, value: '1600'}}
+  - {{name: height, role: scalar, ctype: int, dtype: int32, value: '1200'}}
+constants: []
+launch: {{grid: ['{gx}', '{gy}'], block: ['16', '16'], shared_mem: '0'}}
+build: {{arch: sm_90, std: c++17, nvcc_flags: [-O3]}}
+verify: {{input_sets: 1, seed: 1}}
+timing: {{warmup: 5, reps: 50, flush_l2: true}}
+todo: []
+"""
+
+# one pixel per thread of a 2D launch, both indices guarded
+PIXELS = """__global__ void blend(const float *img, float *out, int width, int height) {
+    int col = threadIdx.x + blockIdx.x * blockDim.x;
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    if (row < height && col < width) {
+        out[row * width + col] = 0.5f * img[row * width + col] + 0.25f;
+    }
+}
+"""
+
+
+def make_2d(tmp_path, text, gx="100", gy="75"):
+    (tmp_path / "mep.yaml").write_text(YAML_2D.format(gx=gx, gy=gy))
+    spec = load_spec(tmp_path / "mep.yaml")
+    return KernelSource(text, spec), spec, current_launch(spec, None)
+
+
+def test_the_grid_of_a_captured_2d_launch_follows_both_guards(tmp_path):
+    src, spec, launch = make_2d(tmp_path, PIXELS)
+    t = LaunchConfig()
+    assert "32x8" in t.space(src, spec, launch)["block"]
+    rw = t.apply(src, spec, launch, {"block": "32x8"})
+    assert rw.launch["block"] == ["32", "8"] and rw.launch["grid"] == ["50", "150"]     # 1600 / 32, 1200 / 8
+    assert t.apply(src, spec, launch, {"block": "64x4"}).launch["grid"] == ["25", "300"]
+    assert rw.text == src.text
+
+
+@pytest.mark.parametrize("edit, gy, why", [
+    (("row < height && col < width", "col < width"), "75", "does not bound both indices"),
+    (("0.5f * img", "(float)blockDim.y * img"), "75", "beyond its x and y indices"),
+    ((None, None), "70", "do not cover"),                       # 70 x 16 rows < 1200
+])
+def test_a_captured_2d_launch_whose_grid_cannot_follow_is_refused_with_why(tmp_path, edit, gy, why):
+    text = PIXELS.replace(*edit) if edit[0] else PIXELS
+    src, spec, launch = make_2d(tmp_path, text, gy=gy)
+    with pytest.raises(Refused, match=re.escape(why)):
+        LaunchConfig().space(src, spec, launch)
+
+
+def test_a_2d_early_return_is_the_same_guard_and_an_assigned_index_is_refused(tmp_path):
+    guard = """    if (row < height && col < width) {
+        out[row * width + col] = 0.5f * img[row * width + col] + 0.25f;
+    }"""
+    early = PIXELS.replace(guard, "    if (col >= width || row >= height) return;\n"
+                                  "    out[row * width + col] = 0.5f * img[row * width + col] + 0.25f;")
+    assert "return;" in early
+    src, spec, launch = make_2d(tmp_path, early)
+    assert LaunchConfig().apply(src, spec, launch, {"block": "32x8"}).launch["grid"] == ["50", "150"]
+    (tmp_path / "b").mkdir()
+    moved = PIXELS.replace("out[row * width + col] = ", "col += 0; out[row * width + col] = ")
+    src, spec, launch = make_2d(tmp_path / "b", moved)
+    with pytest.raises(Refused, match="assigns one of its indices"):
+        LaunchConfig().space(src, spec, launch)

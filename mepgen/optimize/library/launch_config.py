@@ -8,20 +8,17 @@ so the rewrite refuses (naming the use); so does a literal block (set by an earl
 split_columns' `__shared__ float part[8][32]`) that the kernel spells. Only the launch changes.
 
 A captured launch (`mepgen capture`) is numbers only: grid 4096, block 256, with no expression that says how the
-grid follows the block. For a 1D kernel that is exactly a thread index and one guard `i < N` (analysis.
-guarded_thread: no shared memory, barrier, early return or other use of the block geometry), every thread below N
-does the same work whatever block it is in, so the grid follows as ceil(N / block), N evaluated from mep.yaml (its
-sizes, the scalars' recorded values, kernel.cu's macros) and covered by the captured launch (`literal_extent`).
+grid follows the block. Where the kernel's threads each do one element's work behind a guard (1D `i < N`, 2D
+`x < W && y < H`), the grid follows as ceil(N / block) along each axis (literal_launch.py).
 """
 from __future__ import annotations
 
 import re
 
-from ... import cexpr
-from .analysis import guarded_thread
 from .base import Rewrite, Transformation
 from .block_expr import expression_block, substitute
 from .launch_facts import _bounds_value, redefined_sizes
+from .literal_launch import is_literal, literal_extents
 from .source import Refused
 
 SHAPES_1D = [64, 128, 256, 512, 1024]
@@ -74,9 +71,9 @@ class LaunchConfig(Transformation):
                 raise Refused(f"block dimension `{launch['block'][d]}` is not a macro or a literal")
             grid_d = launch["grid"][d] if d < len(launch["grid"]) else ""
             if not re.search(rf"(?<![\w.]){re.escape(t)}(?![\w.])", grid_d):
-                if not (spec is not None and len(tokens) == 1 and t.isdigit() and _token(grid_d).isdigit()):
+                if spec is None or not is_literal(launch):
                     raise Refused(f"the grid `{launch['grid']}` is not derived from the block dimension `{t}`")
-                literal_extent(src, spec, launch)       # a captured launch: the grid follows the guard's bound
+                literal_extents(src, spec, launch)      # a captured launch: the grid follows the guard's bounds
             if t.isidentifier() or t.isdigit():   # a literal block (a rewrite's) may size arrays or strides
                 used = re.search(rf"(?<![\w.]){re.escape(t)}(?![\w.])", src.head + src.src(src.body))
                 if used:
@@ -114,8 +111,8 @@ class LaunchConfig(Transformation):
             raise Refused(f"the block is already {'x'.join(map(str, dims))} threads")
         grid, shared = list(launch["grid"]), str(launch.get("shared_mem", "0"))
         for d, (t, v) in enumerate(zip(tokens, dims)):
-            if t.isdigit() and _token(grid[d]).isdigit() and not re.search(rf"(?<![\w.]){t}(?![\w.])", grid[d]):
-                grid[d] = str(-(-literal_extent(src, spec, launch) // v))     # captured: ceil(N / block) blocks
+            if is_literal(launch) and not re.search(rf"(?<![\w.]){t}(?![\w.])", grid[d]):
+                grid[d] = str(-(-literal_extents(src, spec, launch)[d] // v))     # captured: ceil(N / block)
                 continue
             grid[d] = _sub(grid[d], t, v) if t.isidentifier() or t.isdigit() else substitute(grid[d], t, v)
             if d == 0 and t.isidentifier():
@@ -124,31 +121,6 @@ class LaunchConfig(Transformation):
         shape = "x".join(map(str, dims))
         return Rewrite(src.text, f"launch configuration: {shape} threads per block (was "
                                  f"{'x'.join(launch['block'])}), grid {', '.join(grid)}", new)
-
-
-def literal_extent(src, spec, launch) -> int:
-    """N of a captured 1D launch (grid and block numbers): the guard's bound of a kernel that is exactly a thread
-    index and `if (i < N) {...}`, evaluated from mep.yaml, and covered by the launch (grid x block >= N); Refused
-    with the reason otherwise."""
-    try:
-        g = guarded_thread(src, "thread", "another block moves the threads that return")
-    except Refused as e:
-        raise Refused(f"the grid `{launch['grid'][0]}` is a number, not derived from the block, and no other grid "
-                      f"follows from the kernel: {e}") from None
-    env: dict[str, object] = dict(spec.sizes)
-    for p in spec.params:
-        if p.role == "scalar" and p.value is not None:
-            v = cexpr.evaluate(src.expand(str(p.value)), spec.sizes, compiler=False)
-            if isinstance(v, int):
-                env[p.name] = v
-    n = cexpr.evaluate(src.expand(g.bound), env, compiler=False)
-    if not isinstance(n, int) or n <= 0:
-        raise Refused(f"the grid `{launch['grid'][0]}` is a number (a captured launch) and the guard's bound "
-                      f"`{g.bound}` has no value from mep.yaml to derive another grid from")
-    covered = int(_token(launch["grid"][0])) * int(_token(launch["block"][0]))
-    if covered < n:
-        raise Refused(f"the launch's {covered} threads do not cover the guard's bound {g.bound} = {n}")
-    return n
 
 
 def _macro_for(src, value: int) -> tuple[str, str] | None:

@@ -1,0 +1,120 @@
+"""A captured launch is numbers only (grid 7813, block 128; grid 64 x 48, block 16 x 16): nothing says how the grid
+follows the block, which launch_config (and tune_params' block axis with it) needs to try another block.
+
+Where the kernel's threads each do one element's work behind a guard, the grid that covers the same elements with
+another block is provable: 1D, a kernel that is exactly a thread index and `if (i < N) {...}` (analysis.
+guarded_thread); 2D, exactly `x = blockIdx.x * blockDim.x + threadIdx.x`, `y = blockIdx.y * blockDim.y +
+threadIdx.y` and `if (x < W && y < H) {...}`, nothing else of the block geometry, no shared memory, barrier,
+warp-level call or early return. Every thread inside the bounds then does the same work in whatever block it is, so
+the grid of a block B is ceil(N / B) along each axis. The bounds come from mep.yaml (its sizes, the scalars'
+recorded values, kernel.cu's macros) and the captured launch must cover them.
+"""
+from __future__ import annotations
+
+import re
+
+from ... import cexpr
+from .analysis import body_statements, guarded_thread, squash, uses_block_geometry, warp_level
+from .coarsen_blocks import _bare, _conjuncts
+from .cursors import Refused, kind
+from .memory_roots import Memory
+
+
+def _number(text) -> bool:
+    return str(text).strip().strip("()").strip().isdigit()
+
+
+def is_literal(launch) -> bool:
+    """Grid and block are numbers, as many of each (a captured launch, trailing 1s trimmed)."""
+    return len(launch["grid"]) == len(launch["block"]) and \
+        all(_number(v) for v in list(launch["grid"]) + list(launch["block"]))
+
+
+def _index(text: str, axis: str) -> bool:
+    """`blockIdx.A * blockDim.A + threadIdx.A` in any commuted spelling, for axis A."""
+    t = re.sub(r"[\s()]", "", text)
+    b, d, th = f"blockIdx.{axis}", f"blockDim.{axis}", f"threadIdx.{axis}"
+    return t in {f"{b}*{d}+{th}", f"{d}*{b}+{th}", f"{th}+{b}*{d}", f"{th}+{d}*{b}"}
+
+
+def _values(src, spec) -> dict:
+    env: dict[str, object] = dict(spec.sizes)
+    for p in spec.params:
+        if p.role == "scalar" and p.value is not None:
+            v = cexpr.evaluate(src.expand(str(p.value)), spec.sizes, compiler=False)
+            if isinstance(v, int):
+                env[p.name] = v
+    return env
+
+
+def _bounds_2d(src, spec) -> list[str]:
+    """[W, H] of a kernel that is exactly the x and y indices and `if (x < W && y < H) {...}`."""
+    stmts = body_statements(src.body)
+    if len(stmts) != 3 or kind(stmts[2]) != "IF_STMT":
+        raise Refused("the kernel is not `x = global x index; y = global y index; if (x < W && y < H) {...}`")
+    names, decls = {}, stmts[:2]
+    for s in decls:
+        vars_ = list(s.get_children()) if kind(s) == "DECL_STMT" else []
+        init = [k for k in vars_[0].get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")] \
+            if len(vars_) == 1 and kind(vars_[0]) == "VAR_DECL" else []
+        axis = next((a for a in "xy" if init and _index(src.src(init[-1]), a)), None)
+        if axis is None or axis in names:
+            raise Refused("the kernel's first statements are not its global x and y indices")
+        names[axis] = vars_[0].spelling
+    kids = list(stmts[2].get_children())
+    if len(kids) != 2:
+        raise Refused("the guard has an else branch")
+    bounds = {}
+    for term in _conjuncts(src, kids[0]):
+        term = _bare(term)
+        parts = [squash(src.src(c)) for c in term.get_children()] if kind(term) == "BINARY_OPERATOR" else []
+        op = src.operator(term) if parts else ""
+        var, bound = (parts[0], parts[1]) if op == "<" else ((parts[1], parts[0]) if op == ">" else (None, None))
+        axis = next((a for a, v in names.items() if v == var), None)
+        if axis is None or axis in bounds:
+            raise Refused(f"the guard term `{squash(src.src(term))}` is not `x < W` or `y < H`")
+        bounds[axis] = bound
+    if set(bounds) != {"x", "y"}:
+        raise Refused("the guard does not bound both indices")
+    if src.shared_arrays() or any(c.startswith("__syncthreads") for c in src.calls()):
+        raise Refused("the kernel uses shared memory or barriers")
+    warp = warp_level(src)
+    if warp:
+        raise Refused(f"the kernel depends on which threads form a warp ({warp[0]})")
+    if src.nodes("RETURN_STMT"):
+        raise Refused("the kernel returns early")
+    geometry = uses_block_geometry(src, skip=decls)
+    if geometry:
+        raise Refused(f"the kernel uses {geometry[0]} beyond its x and y indices")
+    if set(names.values()) & Memory(src, spec).assigned_names(src.body):
+        raise Refused("the kernel assigns one of its indices")
+    return [bounds["x"], bounds["y"]]
+
+
+def literal_extents(src, spec, launch) -> list[int]:
+    """The elements a captured launch covers along each axis ([N] or [W, H]): the guard's bounds, evaluated from
+    mep.yaml and covered by the launch; Refused with the reason otherwise."""
+    grid = launch["grid"]
+    try:
+        if len(launch["block"]) == 1:
+            bounds = [guarded_thread(src, "thread", "another block moves the threads that return").bound]
+        elif len(launch["block"]) == 2:
+            bounds = _bounds_2d(src, spec)
+        else:
+            raise Refused("a launch of three dimensions")
+    except Refused as e:
+        raise Refused(f"the grid `{', '.join(grid)}` is numbers, not derived from the block, and no other grid "
+                      f"follows from the kernel: {e}") from None
+    env = _values(src, spec)
+    out = []
+    for d, bound in enumerate(bounds):
+        n = cexpr.evaluate(src.expand(bound), env, compiler=False)
+        if not isinstance(n, int) or n <= 0:
+            raise Refused(f"the grid `{', '.join(grid)}` is numbers (a captured launch) and the guard's bound "
+                          f"`{bound}` has no value from mep.yaml to derive another grid from")
+        covered = int(str(grid[d]).strip("() ")) * int(str(launch["block"][d]).strip("() "))
+        if covered < n:
+            raise Refused(f"the launch's {covered} threads along {'xy'[d]} do not cover the guard's bound "
+                          f"{bound} = {n}")
+        out.append(n)
+    return out
