@@ -195,3 +195,19 @@ def planned(plan, name: str) -> tuple[dict, str]:
     """The dry run's candidate of transformation `name` and the kernel.cu it wrote."""
     cand = next(c for c in plan.candidates if c["name"] == name)
     return cand, (Path(cand["folder"]) / "kernel.cu").read_text()
+
+
+def written(folder: Path, yaml_text: str, kernel_text: str):
+    """A hand-written MEP's spec (`yaml_text` as mep.yaml in `folder`) and kernel: (KernelSource, spec, launch)."""
+    (folder / "mep.yaml").write_text(yaml_text)
+    spec = load_spec(folder / "mep.yaml")
+    return KernelSource(kernel_text, spec), spec, current_launch(spec, None)
+
+
+def compiles(folder: Path, spec, text: str) -> None:
+    """`text` compiles as a CUDA translation unit with the MEP's build flags (nvcc -c)."""
+    f = folder / "kernel.cu"
+    f.write_text(text)
+    done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), "-c", "-x", "cu", str(f),
+                           "-o", str(folder / "k.o")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -9,11 +9,10 @@ import re
 
 import pytest
 
-from mepgen.optimize.library.base import current_launch
+from library_fixtures import written
 from mepgen.optimize.library.launch_config import LaunchConfig
-from mepgen.optimize.library.source import KernelSource, Refused
+from mepgen.optimize.library.source import Refused
 from mepgen.optimize.library.tunables import TuneParams
-from mepgen.spec import load_spec
 
 YAML = """version: 1
 kernel: {{name: shift, id: shift, source: s.cu, source_sha256: "0", start_byte: 0, end_byte: 1}}
@@ -57,9 +56,7 @@ UNGUARDED = """__global__ void shift(const float *src, float *dst, int count) {
 
 
 def make(tmp_path, text, grid="7813", block="128", count="1000000"):
-    (tmp_path / "mep.yaml").write_text(YAML.format(grid=grid, block=block, count=count))
-    spec = load_spec(tmp_path / "mep.yaml")
-    return KernelSource(text, spec), spec, current_launch(spec, None)
+    return written(tmp_path, YAML.format(grid=grid, block=block, count=count), text)
 
 
 def test_the_grid_of_a_captured_launch_follows_the_guard(tmp_path):
@@ -144,9 +141,7 @@ PIXELS = """__global__ void blend(const float *img, float *out, int width, int h
 
 
 def make_2d(tmp_path, text, gx="100", gy="75"):
-    (tmp_path / "mep.yaml").write_text(YAML_2D.format(gx=gx, gy=gy))
-    spec = load_spec(tmp_path / "mep.yaml")
-    return KernelSource(text, spec), spec, current_launch(spec, None)
+    return written(tmp_path, YAML_2D.format(gx=gx, gy=gy), text)
 
 
 def test_the_grid_of_a_captured_2d_launch_follows_both_guards(tmp_path):

@@ -1,15 +1,12 @@
 """coarsen_blocks: each block does the work of C consecutive blocks, on hand-written kernels and specs."""
 from __future__ import annotations
 
-import subprocess
 
 import pytest
 
-from mepgen import mepbuild
-from mepgen.optimize.library.base import current_launch
 from mepgen.optimize.library.coarsen_blocks import CoarsenBlocks
-from mepgen.optimize.library.source import KernelSource, Refused
-from mepgen.spec import load_spec
+from mepgen.optimize.library.source import Refused
+from library_fixtures import compiles, written
 
 YAML = """version: 1
 kernel: {{name: k, id: k, source: k.cu, source_sha256: "0", start_byte: 0, end_byte: 1}}
@@ -48,17 +45,7 @@ TILED = """__global__ void k(const float *img, float *out, int w, int h) {
 
 
 def make(tmp_path, text, grid, block, w="W"):
-    (tmp_path / "mep.yaml").write_text(YAML.format(grid=grid, block=block, w=w))
-    spec = load_spec(tmp_path / "mep.yaml")
-    return KernelSource(text, spec), spec, current_launch(spec, None)
-
-
-def compiles(tmp_path, spec, text):
-    f = tmp_path / "kernel.cu"
-    f.write_text(text)
-    done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), "-c", "-x", "cu", str(f),
-                           "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    return written(tmp_path, YAML.format(grid=grid, block=block, w=w), text)
 
 
 def test_a_guarded_2d_kernel_takes_4_rows_of_blocks_per_block(tmp_path):

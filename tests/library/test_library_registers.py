@@ -2,18 +2,15 @@
 the refusal's reason where it does not, and that each rewrite compiles (nvcc)."""
 from __future__ import annotations
 
-import subprocess
 
 import pytest
 
-from mepgen import mepbuild
 from mepgen.optimize.dry_run import STRUCTURAL, plan
-from mepgen.optimize.library.base import current_launch
 from mepgen.optimize.library.fuse_updates import FuseUpdates
 from mepgen.optimize.library.hoist_loads import HoistLoads
-from mepgen.optimize.library.source import KernelSource, Refused
+from mepgen.optimize.library.source import Refused
 from mepgen.optimize.library.warp_reduce import WarpReduce
-from mepgen.spec import load_spec
+from library_fixtures import compiles, written
 
 YAML = """version: 1
 kernel: {{name: {name}, id: {name}, source: k.cu, source_sha256: "0", start_byte: 0, end_byte: 1}}
@@ -34,17 +31,7 @@ todo: []
 
 
 def make(tmp_path, text, name, grid="(N + 127) / 128", block="128", out_role="inout"):
-    (tmp_path / "mep.yaml").write_text(YAML.format(name=name, grid=grid, block=block, out_role=out_role))
-    spec = load_spec(tmp_path / "mep.yaml")
-    return KernelSource(text, spec), spec, current_launch(spec, None)
-
-
-def compiles(tmp_path, spec, text):
-    f = tmp_path / "kernel.cu"
-    f.write_text(text)
-    done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), "-c", "-x", "cu", str(f),
-                           "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    return written(tmp_path, YAML.format(name=name, grid=grid, block=block, out_role=out_role), text)
 
 
 def refusal(t, src, spec, launch) -> str:

@@ -4,17 +4,14 @@ after other statements. Each is read as `blockIdx.x * blockDim.x + threadIdx.x` 
 1D rewrites then apply and their candidates compile. Hand-written kernels and specs."""
 from __future__ import annotations
 
-import subprocess
 
 import pytest
 
-from mepgen import mepbuild
 from mepgen.optimize.library.analysis import thread_index_var
-from mepgen.optimize.library.base import current_launch
 from mepgen.optimize.library.coarsen import Coarsen
-from mepgen.optimize.library.source import KernelSource, Refused
+from mepgen.optimize.library.source import Refused
 from mepgen.optimize.library.vector_elements import VectorElements
-from mepgen.spec import load_spec
+from library_fixtures import compiles, written
 
 YAML = """version: 1
 kernel: {{name: scale, id: scale, source: s.cu, source_sha256: "0", start_byte: 0, end_byte: 1}}
@@ -60,17 +57,7 @@ MUL24 = """__global__ void scale(const float *a, float *b, int len) {
 
 
 def make(tmp_path, text, block="128", grid="(LEN + 127) / 128", sizes="LEN: 1000000"):
-    (tmp_path / "mep.yaml").write_text(YAML.format(block=block, grid=grid, sizes=sizes))
-    spec = load_spec(tmp_path / "mep.yaml")
-    return KernelSource(text, spec), spec, current_launch(spec, None)
-
-
-def compiles(tmp_path, spec, text):
-    f = tmp_path / "kernel.cu"
-    f.write_text(text)
-    done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), "-c", "-x", "cu", str(f),
-                           "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    return written(tmp_path, YAML.format(block=block, grid=grid, sizes=sizes), text)
 
 
 def rewrite(tmp_path, src, spec, launch, t):
