@@ -99,6 +99,9 @@ def _launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict |
     if not sites:
         return change
     text = source.decode()
+    if _numbers(spec) and old_grid != new_grid:     # a captured launch: its grid holds for the recorded run only
+        _captured_block(change, inventory, kernel, old_block, new_block, old_grid, new_grid, text)
+        return change
     if not _block_explains_grid(spec, sizes, old_block, new_block, old_grid, new_grid):
         _write_launch(change, inventory, kernel, spec, new_launch, new_block, text)
         return change
@@ -117,6 +120,59 @@ def _launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict |
             raise MepgenError(f"{s['file']}:{s['line']}: the block `{written}` is neither a literal nor a macro; "
                               f"set it to {value} by hand")
     return change
+
+
+def _numbers(spec: Spec) -> bool:
+    """The MEP's launch is numbers only (`mepgen capture` records the run's grid and block)."""
+    return all(re.fullmatch(r"\(?\s*\d+\s*\)?", str(v).strip()) for v in [*spec.launch.grid, *spec.launch.block])
+
+
+def _captured_block(change: LaunchChange, inventory: dict, kernel: dict, old_block, new_block, old_grid, new_grid,
+                    text: str) -> None:
+    """A captured MEP's grid is the recorded run's number of blocks: written at a site it would hold for that run's
+    size only. A 1-D block change whose grid covers the same elements (both grids are ceil(N / block) of one N) lands
+    where the site spells its block, a literal or a macro, in the block and in the grid computation that divides by
+    it (the site's own terms: right for every size); anything else is refused, with the site."""
+    shown = lambda d: "x".join(str(v) for v in (d[:1] if d[1:] == [1, 1] else d))   # noqa: E731
+    b0, b1, g0, g1 = old_block[0], new_block[0], old_grid[0], new_grid[0]
+    one_d = old_block[1:] == [1, 1] and new_block[1:] == [1, 1] and old_grid[1:] == new_grid[1:]
+    if not one_d or max((g0 - 1) * b0, (g1 - 1) * b1) >= min(g0 * b0, g1 * b1):
+        raise MepgenError(f"the MEP's launch is the captured run's numbers (grid {shown(old_grid)}, block "
+                          f"{shown(old_block)}) and the winner's grid {shown(new_grid)} with block {shown(new_block)} "
+                          f"is not the same elements in blocks of another size: written as a number it would hold "
+                          f"for that run's size only; set the launch by hand")
+    for s in kernel["launch_sites"]:
+        where = f"{s['file']}:{s['line']}"
+        written = (s["block"] or "").strip()
+        inner = re.fullmatch(r"dim3\s*\((.*)\)", written)
+        written = inner.group(1).strip() if inner else written
+        target, at = _grid_target(text, s)
+        token = re.fullmatch(r"(\d+)[uU]?", written)
+        if not (token or written in inventory.get("macros", {})) or not target or \
+                not _word(token.group(1) if token else written).search(target):
+            raise MepgenError(f"{where}: the MEP's launch is the captured run's numbers, and the grid there "
+                              f"(`{target or s.get('grid')}`) is not spelled with its block `{written}`: set the block "
+                              f"to {b1} and the grid to ceil(N / {b1}) by hand")
+        if token is None:
+            _macro_site(change, inventory, kernel, text, s, written, str(b1))
+            continue
+        _replace_in_site(change, text, s, written, str(b1))
+        new = _word(token.group(1)).sub(str(b1), target)
+        if int(token.group(1)) > 2:            # `(n + 255) / 256`: the rounding term follows the block too
+            new = _word(str(int(token.group(1)) - 1)).sub(str(b1 - 1), new)
+        if not any(e[0] == at for e in change.edits):
+            change.edits.append((at, at + len(target), new.encode()))
+        change.notes.append(f"{where}: block {written} -> {b1}, grid {target} -> {new}")
+
+
+def _grid_target(text: str, site: dict) -> tuple[str, int]:
+    """The text that computes the site's grid, and where it starts: the initializer of the local the launch names,
+    else the launch's own grid expression."""
+    grid = (site["grid"] or "").strip()
+    local = site.get("locals", {}).get(grid)
+    if local:
+        return local, text.rfind(local, 0, site["start_byte"])
+    return grid, site["start_byte"] + text[site["start_byte"]:site["end_byte"]].find(grid)
 
 
 def _block_explains_grid(spec: Spec, sizes: dict, old_block, new_block, old_grid, new_grid) -> bool:
@@ -284,10 +340,7 @@ def _macro_site(change: LaunchChange, inventory: dict, kernel: dict, text: str, 
         change.notes.append(f"new macro {own} = {value} replaces {macro} at the launch sites of {kernel['name']}")
     _replace_in_site(change, text, site, macro, own)
     # the grid: the site's grid expression, or the local it names, divides by the macro too
-    grid = (site["grid"] or "").strip()
-    local = site.get("locals", {}).get(grid)
-    target, where = (local, text.rfind(local, 0, site["start_byte"])) if local else (grid, site["start_byte"] +
-                                                                                     text[site["start_byte"]:site["end_byte"]].find(grid))
+    target, where = _grid_target(text, site)
     if target and where >= 0 and _word(macro).search(target):
         new = _word(macro).sub(own, target)
         if not any(e[0] == where for e in change.edits):

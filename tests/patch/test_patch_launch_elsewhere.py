@@ -148,3 +148,39 @@ def test_a_grid_declared_as_a_dim3_gets_the_new_grid_in_the_launch(tmp_path):
     launch = [l for l in diff.splitlines() if l.startswith("+    rows<<<")]
     assert len(launch) == 1 and launch[0].startswith("+    rows<<<dim3(1, ") and "/ 32), ROWS_BLOCK>>>" in launch[0]
     assert "-    dim3  grid( 1 , num_blocks);" not in diff              # the local stays
+
+
+def numbers_winner(app: Path, tmp_path: Path, grid: int, block: int) -> Path:
+    """The MEP's launch made numbers, as `mepgen capture` records a run (N=4096: 16 blocks of 256), and a winner
+    with `grid` blocks of `block` threads."""
+    mep = app / ".mepgen/meps/smooth"
+    old = "launch: {grid: [(N + 255) / 256], block: ['256']"
+    text = (mep / "mep.yaml").read_text()
+    assert old in text
+    (mep / "mep.yaml").write_text(text.replace(old, "launch: {grid: ['16'], block: ['256']"))
+    out = tmp_path / f"winner-{grid}x{block}"
+    out.mkdir()
+    (out / "kernel.cu").write_text((mep / "kernel.cu").read_text())
+    (out / "mep.yaml").write_text(text.replace(old, f"launch: {{grid: ['{grid}'], block: ['{block}']"))
+    return out
+
+
+def test_a_captured_launch_s_new_block_lands_in_the_site_s_own_terms_never_as_a_number(app, tmp_path):
+    """A captured MEP's grid (16) holds for the recorded run's size only: the winner's 32 blocks of 128 land as the
+    site's own grid computation with the new block, right for every n."""
+    w = numbers_winner(app, tmp_path, 32, 128)
+    r = mepgen("patch", "smooth", "--from", str(w / "kernel.cu"), "--json", cwd=app)
+    assert r.returncode == 0, r.stderr
+    assert "main.cu:12: block 256 -> 128, grid (n + 255) / 256 -> (n + 127) / 128" in json.loads(r.stdout)["launch"]
+    diff = (app / ".mepgen/patches/smooth.diff").read_text()
+    assert "+    smooth<<<(n + 127) / 128, 128>>>(in, out, n);" in diff and "32" not in diff.split("@@")[-1]
+
+
+def test_a_captured_grid_that_is_not_the_same_elements_in_other_blocks_is_refused(app, tmp_path):
+    """Half the blocks of the same size (a coarsened kernel's grid): no spelling in the application's terms follows
+    from the numbers, so nothing is written."""
+    w = numbers_winner(app, tmp_path, 8, 256)
+    r = mepgen("patch", "smooth", "--from", str(w / "kernel.cu"), "--json", cwd=app)
+    assert r.returncode != 0 and "captured run's numbers" in r.stderr and "set the launch by hand" in r.stderr
+    assert not (app / ".mepgen/patches/smooth.diff").exists()
+    assert (app / "main.cu").read_text() == MAIN
