@@ -10,7 +10,7 @@ import dataclasses
 import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -162,10 +162,14 @@ class Evaluator:
         building = None
         if self.workers[0].baseline is None:      # nvcc builds the original while the input sets are made,
             with ThreadPoolExecutor(1 + len(self.workers)) as pool:     # and the workers start (pycuda: ~1 s)
-                for w in (w for w in self.workers if hasattr(w.backend, "warm")):
-                    pool.submit(w.backend.warm)
+                warming = [pool.submit(w.backend.warm) for w in self.workers if hasattr(w.backend, "warm")]
                 building = pool.submit(self.compile_baseline)
                 self._make_inputs()
+                wait([building])
+                waited = time.monotonic()        # what the workers' start adds after the build and the inputs
+                wait(warming)
+                if warming:
+                    self._spend("worker", waited)
             building.result()        # the build's MepgenError, when the original does not compile
         else:
             self._make_inputs()

@@ -255,3 +255,18 @@ def test_the_workers_start_while_the_original_builds(tmp_path, monkeypatch):
     finally:
         ev.close()
     assert events[0] == "warm" and events.count("warm") == 1 and "run" in events
+
+
+def test_the_workers_start_after_the_build_and_the_inputs_is_its_own_phase(mep, monkeypatch):
+    """The pycuda worker starts while the original builds and the inputs are made; what its start adds after both
+    is the baseline's `worker` phase (run.json's baseline_phases_s), not hidden in another."""
+    import time
+    from evaluate_fakes import FakeNative
+    monkeypatch.setattr(FakeNative, "warm", lambda self: time.sleep(1.0), raising=False)
+    ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options(run_timeout=10.0))
+    try:
+        ev.prepare()
+    finally:
+        ev.close()
+    ahead = max(ev.spent["build"], ev.spent["inputs"])         # what ran beside the start (both from t = 0)
+    assert 1.0 - ahead - 0.25 <= ev.spent["worker"] <= 1.1 and "references" in ev.spent
