@@ -1,6 +1,7 @@
 """The user's cache folder of mepgen: `$XDG_CACHE_HOME/mepgen` (default `~/.cache/mepgen`), where what is worth
 keeping between runs on one machine lives (the GPU's peaks, the landlock launcher, the GPU probe's answer, the
-capture library, compiled size expressions). Nothing a candidate runs can write there."""
+capture library, compiled size expressions, the cubins of mepgen's own kernels). Nothing a candidate runs can
+write there."""
 from __future__ import annotations
 
 import os
