@@ -48,6 +48,8 @@ class Stages:
         self.calls: list[list[str]] = []
         self.fail_optimize = False
         self.needs_longer: set[str] = set()
+        self.refuse_best: set[str] = set()       # kernels whose best patch refuses (its launch, say)
+        self.others: dict[str, list[tuple[float, dict]]] = {}    # kernel -> other attempts (speedup, fields)
 
     def _set(self, kernel: str, value: str) -> None:
         src = self.app / "src.txt"
@@ -81,6 +83,14 @@ class Stages:
                 sp = self.wins.get(k, (None, ""))[0]
                 run = ws / "runs" / kid / batch
                 (run / "best").mkdir(parents=True, exist_ok=True)
+                (run / "best" / "kernel.cu").write_text(f"// {k} best\n")
+                (run / "candidates").mkdir(exist_ok=True)
+                lines = []
+                for n, (osp, fields) in enumerate([(sp, {"launch": {"block": ["512"]}})] + self.others.get(k, [])):
+                    (run / "candidates" / f"c{n}.cu").write_text(f"// {k} best\n" if n == 0 else f"// {k} text {n}\n")
+                    lines.append(json.dumps({"kind": "attempt", "id": f"c{n}", "faster": True, "speedup": osp,
+                                             "launch": None, "nvcc_flags": [], **fields}))
+                (run / "trajectory.jsonl").write_text("\n".join(lines) + "\n")
                 row = {"kernel": kid, "name": f"app::{k}", "status": "done", "speedup": sp, "run": str(run),
                        "original_ms": 1.0, "best_ms": 1.0 / sp if sp else 1.0, "change": "tile" if sp else None,
                        "fidelity_ratio": 1.01, "fidelity": {"ratio": 1.01, "ok": True, "forced": False}}
@@ -95,6 +105,8 @@ class Stages:
             k = args[1].split(".")[-1]
             if "--revert" in args:
                 self._set(k, "slow")
+            elif k in self.refuse_best and args[args.index("--from") + 1].endswith("best/kernel.cu"):
+                return StageResult(2, {}, "mepgen: main.cu:12: the grid there is not spelled with its block")
             else:
                 self._set(k, self.wins[k][1])
             return StageResult(0, {"file": "src.txt"}, "")
@@ -266,3 +278,24 @@ def test_a_wall_time_change_the_kernels_cannot_explain_is_no_change():
     assert explained["verdict"] == "faster" and explained["why"] == "" and explained["gpu_speedup"] > 2
     wall_only = judge(_timing(1.0, 1.01, 0.99), _timing(0.6, 0.61, 0.6), None, None)
     assert wall_only["verdict"] == "faster" and wall_only["basis"] == "wall time"
+
+
+def test_a_win_patch_refuses_gives_way_to_the_fastest_variant_that_changes_only_the_text(tmp_path, monkeypatch):
+    """The best changed the launch and patch refuses it; the run's next fastest verified variant without a launch
+    or flag change is patched instead (and kept, the application being faster); without one, the kernel is out."""
+    app = make_app(tmp_path)
+    stages = Stages(app, {"a": (3.0, "fast"), "b": (2.0, "fast")})
+    stages.refuse_best = {"a", "b"}
+    stages.others = {"a": [(1.6, {}), (1.4, {}), (2.5, {"nvcc_flags": ["-use_fast_math"]})]}   # b: none
+    r = tune(app, stages, monkeypatch)
+    assert r.exit_code == 0, r.output
+    patches = json.loads((app / ".mepgen" / "tune" / "state.json").read_text())["patch"]
+    kernels = report(app)["kernels"]
+    kernels = {k["id"]: k for k in kernels}
+    assert kernels["app.a"]["patch"] == "applied" and kernels["app.a"]["patch_speedup"] == 1.6
+    assert patches["app.a"]["state"] == "applied" and patches["app.a"]["speedup"] == 1.6
+    assert "the best (3.00x) was refused" in patches["app.a"]["why"] and "1.60x" in patches["app.a"]["why"]
+    assert Path(patches["app.a"]["variant"]).read_text() == "// a text 1\n"
+    assert patches["app.b"]["state"] == "refused" and "not spelled with its block" in patches["app.b"]["why"]
+    froms = [c[c.index("--from") + 1] for c in stages.calls if c[0] == "patch" and "--from" in c]
+    assert sum(f.endswith("fallback/kernel.cu") for f in froms) == 1

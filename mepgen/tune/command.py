@@ -10,7 +10,8 @@ tune stopped anywhere continues where it stopped (`--fresh` starts again):
  3. `mepgen optimize --only ...` over every captured, complete MEP (a batch, one worker per GPU); the fidelity
     guard refuses an MEP whose time is far from the application's;
  4. `mepgen patch --apply` of every verified win, then the application's own build: a patch that breaks the build
-    is reverted on its own;
+    is reverted on its own; a win patch refuses (a launch the application's site cannot spell) gives way to the
+    run's fastest verified variant that changes only the kernel's text, when there is one;
  5. the application again: exit code, check and time. A failing check isolates the patch that causes it (each
     alone) and keeps the others; a slower application gets every patch reverted. Either way the sources end as
     the report says, and the application is rebuilt from them.
@@ -271,14 +272,25 @@ def _patch_wins(app_root: Path, rows: dict, min_gain: float, build_cmd: str, log
             continue
         variant = Path(row["run"]) / "best" / "kernel.cu"
         say(f"patching {kid} ({sp:.2f}x in its MEP)")
-        r = mepgen(["patch", kid, "-C", str(app_root), "--from", str(variant), "--apply", "--no-validate", "--json"],
-                   logs / "patch.log", echo=False)
+        r = _apply(app_root, kid, variant, logs)
+        why = ""
         if r.code != 0:
-            out[kid] = {"state": "refused", "why": r.last_error, "speedup": sp}
             say(f"  {kid}: not patched: {r.last_error}")
-            continue
-        out[kid] = {"state": "applied", "why": "", "speedup": sp, "file": (r.doc or {}).get("file"),
-                    "nvcc_flags": (r.doc or {}).get("nvcc_flags") or []}
+            alt = _next_best(Path(row["run"]), variant, min_gain)
+            if alt is None:
+                out[kid] = {"state": "refused", "why": r.last_error, "speedup": sp}
+                continue
+            variant, alt_sp = alt
+            why = f"the best ({sp:.2f}x) was refused ({r.last_error}); its fastest variant that changes only the " \
+                  f"kernel's text ({alt_sp:.2f}x) is patched instead"
+            say(f"  {kid}: patching its fastest variant that changes only the kernel's text ({alt_sp:.2f}x)")
+            r, sp = _apply(app_root, kid, variant, logs), alt_sp
+            if r.code != 0:
+                out[kid] = {"state": "refused", "why": f"{why}, and was refused too: {r.last_error}", "speedup": sp}
+                say(f"  {kid}: not patched either: {r.last_error}")
+                continue
+        out[kid] = {"state": "applied", "why": why, "speedup": sp, "file": (r.doc or {}).get("file"),
+                    "nvcc_flags": (r.doc or {}).get("nvcc_flags") or [], "variant": str(variant)}
     applied = [k for k, v in out.items() if v["state"] == "applied"]
     if not applied:
         return out
@@ -291,7 +303,7 @@ def _patch_wins(app_root: Path, rows: dict, min_gain: float, build_cmd: str, log
     for k in reversed(applied):
         _revert(app_root, k, logs)
     for k in applied:
-        _apply_again(app_root, k, rows[k], logs)
+        _apply(app_root, k, _variant(out[k], rows[k]), logs)
         alone = appruns.run_step(build_cmd, app_root, logs / f"build-{k}.log", timeout)
         if not alone.ok:
             _revert(app_root, k, logs)
@@ -300,11 +312,43 @@ def _patch_wins(app_root: Path, rows: dict, min_gain: float, build_cmd: str, log
     return out
 
 
-def _apply_again(app_root: Path, kid: str, row: dict, logs: Path) -> bool:
-    variant = Path(row["run"]) / "best" / "kernel.cu"
-    r = mepgen(["patch", kid, "-C", str(app_root), "--from", str(variant), "--apply", "--no-validate", "--json"],
-               logs / "patch.log", echo=False)
-    return r.code == 0
+def _apply(app_root: Path, kid: str, variant: Path, logs: Path):
+    return mepgen(["patch", kid, "-C", str(app_root), "--from", str(variant), "--apply", "--no-validate", "--json"],
+                  logs / "patch.log", echo=False)
+
+
+def _variant(patch: dict, row: dict) -> Path:
+    """The kernel.cu a kept patch applied: its own record's, else (a state of an older tune) the run's best."""
+    return Path(patch.get("variant") or Path(row["run"]) / "best" / "kernel.cu")
+
+
+def _next_best(run: Path, best: Path, min_gain: float) -> tuple[Path, float] | None:
+    """Where patch refuses the best (a launch the application's site cannot spell, a helper it shares), the run's
+    fastest verified candidate that changes only the kernel's text (no launch, no nvcc flags: nothing patch could
+    not write) and differs from the best, copied to RUN/fallback/kernel.cu; patch --apply memchecks it (optimize
+    checked only the best). None: no such candidate."""
+    try:
+        lines = (run / "trajectory.jsonl").read_text().splitlines()
+        best_text = best.read_text()
+    except OSError:
+        return None
+    found = []
+    for line in lines:
+        try:
+            a = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        text_file = run / "candidates" / f"{a.get('id')}.cu"
+        if a.get("kind") == "attempt" and a.get("faster") and (a.get("speedup") or 0) >= 1 + min_gain and \
+                not a.get("launch") and not a.get("nvcc_flags") and text_file.is_file():
+            found.append((a["speedup"], text_file))
+    for speedup, text_file in sorted(found, key=lambda f: -f[0]):
+        text = text_file.read_text()
+        if text != best_text:
+            (run / "fallback").mkdir(exist_ok=True)
+            (run / "fallback" / "kernel.cu").write_text(text)
+            return run / "fallback" / "kernel.cu", speedup
+    return None
 
 
 def _revert(app_root: Path, kid: str, logs: Path) -> None:
@@ -325,7 +369,8 @@ def _after(app_root, state, command, cwd, logs, runs, check_cmd, build_cmd, time
     note = ""
     if after is not None and not after.ok:
         say(f"the patched application fails: {after.first_failure()}; checking each patch alone")
-        failing = _isolate(app_root, kept, state["optimize"], command, cwd, logs, check_cmd, build_cmd, timeout)
+        failing = _isolate(app_root, kept, {k: _variant(patches[k], state["optimize"][k]) for k in kept}, command,
+                           cwd, logs, check_cmd, build_cmd, timeout)
         for k in failing:
             patches[k].update(state="reverted", why="the application's check fails with it")
         state.put("patch", patches)
@@ -372,13 +417,14 @@ def _gpu_times(command, cwd, log, timeout) -> dict | None:
     return r.doc
 
 
-def _isolate(app_root, kept, rows, command, cwd, logs, check_cmd, build_cmd, timeout) -> list[str]:
-    """The patches whose application fails its check when applied alone (each is tried on the original sources)."""
+def _isolate(app_root, kept, variants, command, cwd, logs, check_cmd, build_cmd, timeout) -> list[str]:
+    """The patches whose application fails its check when applied alone (each is tried on the original sources);
+    `variants`: each kept patch's kernel.cu."""
     for k in reversed(kept):
         _revert(app_root, k, logs)
     failing = []
     for k in kept:
-        _apply_again(app_root, k, rows[k], logs)
+        _apply(app_root, k, variants[k], logs)
         ok = appruns.run_step(build_cmd, app_root, logs / f"build-{k}-alone.log", timeout).ok and \
             appruns.measure(command, cwd, logs, f"alone-{k}", 1, check_cmd, timeout, warmup=0).ok
         _revert(app_root, k, logs)
@@ -386,5 +432,5 @@ def _isolate(app_root, kept, rows, command, cwd, logs, check_cmd, build_cmd, tim
             failing.append(k)
     for k in kept:
         if k not in failing:
-            _apply_again(app_root, k, rows[k], logs)
+            _apply(app_root, k, variants[k], logs)
     return failing

@@ -62,7 +62,7 @@ class Report:
         for kid, p in (self.patches or {}).items():
             if kid in self.kernels:
                 self.kernels[kid].update(patch=p["state"], patch_why=p.get("why") or None,
-                                         nvcc_flags=p.get("nvcc_flags") or [])
+                                         nvcc_flags=p.get("nvcc_flags") or [], patch_speedup=p.get("speedup"))
         cmp = (self.after or {}).get("comparison") or {}
         timing = (self.after or {}).get("timing") or {}
         gb = ((self.before or {}).get("gpu") or {}).get("kernels") or {}
