@@ -33,11 +33,9 @@ def _folder(build_dir: Path) -> Path:
     shared = usercache.folder("cubins")
     try:
         shared.mkdir(parents=True, exist_ok=True)
-        if os.access(shared, os.W_OK):
-            return shared
-    except OSError:
-        pass
-    return Path(build_dir)
+    except OSError:             # a read-only home: the MEP's folder, as before the shared cache
+        return Path(build_dir)
+    return shared if os.access(shared, os.W_OK) else Path(build_dir)
 
 
 def cached_cubin(text: str, stem: str, what: str, arch: str, build_dir: Path, flags: tuple[str, ...] = (),

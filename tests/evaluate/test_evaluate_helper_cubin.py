@@ -48,3 +48,10 @@ def test_a_cache_that_cannot_be_written_leaves_the_build_in_the_mep_s_folder(nvc
     monkeypatch.setattr(helper_cubin.os, "access", lambda path, mode: False)      # a read-only home
     out = helper_cubin.cached_cubin("__global__ void k() {}", "flush", "the flush", "sm_90", tmp_path / "mep")
     assert out.parent == tmp_path / "mep" and out.is_file() and len(nvcc_runs) == 1
+
+
+def test_a_cache_folder_that_cannot_be_made_leaves_the_build_in_the_mep_s_folder(nvcc_runs, tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))          # mkdir under a file fails
+    out = helper_cubin.cached_cubin("__global__ void k() {}", "flush", "the flush", "sm_90", tmp_path / "mep")
+    assert out.parent == tmp_path / "mep" and out.is_file()
