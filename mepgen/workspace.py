@@ -89,6 +89,20 @@ def write_json(path: Path, obj) -> None:
 _HELD: set[tuple[str, int, int]] = set()   # (lock file, process, thread) that hold the lock
 
 
+def read_jsonl(path: Path) -> list[dict]:
+    """The JSON lines of `path` (a trajectory, a journal); none where the file is missing. A line that does not
+    parse (cut short by a crash) is skipped: what it recorded is done again."""
+    if not Path(path).is_file():
+        return []
+    out = []
+    for line in Path(path).read_text(errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
 def _holder(path: Path) -> str:
     try:
         pid, _, command = path.read_text().strip().partition(" ")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import MepgenError
-from ..workspace import write_atomic, write_json
+from ..workspace import read_jsonl, write_atomic, write_json
 from .proposer import Attempt
 
 FAILED = ("rejected_by_rules", "compile_failed", "runtime_fault", "wrong_result", "impossible", "mep_error")
@@ -68,20 +68,10 @@ class Trajectory:
                 raise MepgenError(f"{self.folder} exists already: use --resume or another run name")
             self.folder.mkdir(parents=True, exist_ok=True)
             write_json(self.folder / "run.json", json.loads(self.redact(json.dumps(header))))
-        self.records: list[dict] = self._load() if resume else []
+        self.records: list[dict] = read_jsonl(self.file) if resume else []
 
     # --- reading back -------------------------------------------------------------------------------
 
-    def _load(self) -> list[dict]:
-        if not self.file.is_file():
-            return []
-        out = []
-        for line in self.file.read_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue                      # a line cut short by a crash: that attempt runs again
-        return out
 
     def attempts(self) -> list[dict]:
         return [r for r in self.records if r.get("kind") == "attempt"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import MepgenError
-from ..workspace import Workspace
+from ..workspace import Workspace, read_jsonl
 
 VERIFIED = "ok"
 
@@ -89,18 +89,6 @@ def _finite(v) -> bool:
     return isinstance(v, (int, float)) and math.isfinite(v) and v > 0
 
 
-def _jsonl(path: Path) -> list[dict]:
-    out = []
-    if not path.is_file():
-        return out
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue                  # a line cut short by a crash
-    return out
-
-
 def _json(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
@@ -112,7 +100,7 @@ def _json(path: Path) -> dict:
 
 def load_run(ws: Workspace, folder: Path, row: dict | None = None) -> KernelRun:
     header = _json(folder / "run.json")
-    records = _jsonl(folder / "trajectory.jsonl")
+    records = read_jsonl(folder / "trajectory.jsonl")
     kernel = header.get("kernel") or folder.parent.name
     return KernelRun(kernel=kernel, name=(row or {}).get("name") or kernel.replace(".", "::"), folder=folder,
                      header=header, attempts=[r for r in records if r.get("kind") == "attempt"],

@@ -32,7 +32,7 @@ import click
 from ..config import load_config
 from ..clioptions import parse_bytes
 from ..errors import MepgenError
-from ..workspace import Workspace, write_json
+from ..workspace import Workspace, read_jsonl, write_json
 from . import appruns, report
 from .stages import mepgen, require, sources_unchanged
 
@@ -328,16 +328,11 @@ def _next_best(run: Path, best: Path, min_gain: float) -> tuple[Path, float] | N
     not write) and differs from the best, copied to RUN/fallback/kernel.cu; patch --apply memchecks it (optimize
     checked only the best). None: no such candidate."""
     try:
-        lines = (run / "trajectory.jsonl").read_text().splitlines()
         best_text = best.read_text()
     except OSError:
         return None
     found = []
-    for line in lines:
-        try:
-            a = json.loads(line)
-        except json.JSONDecodeError:
-            continue
+    for a in read_jsonl(run / "trajectory.jsonl"):
         text_file = run / "candidates" / f"{a.get('id')}.cu"
         if a.get("kind") == "attempt" and a.get("faster") and (a.get("speedup") or 0) >= 1 + min_gain and \
                 not a.get("launch") and not a.get("nvcc_flags") and text_file.is_file():
