@@ -104,6 +104,19 @@ def size_expr(src, spec, text: str) -> str | None:
     return None
 
 
+def bound_value(src, spec, text: str) -> int | None:
+    """The value of `text` (a bound as the kernel writes it) for the MEP: size_expr's expression, else the text
+    with kernel.cu's macros expanded and each scalar parameter replaced by its value; None without one."""
+    e = size_expr(src, spec, text)
+    if e is not None:
+        return spec.size(e)
+    out = src.expand(text)
+    for p in spec.params:
+        if p.role == "scalar" and p.value is not None:
+            out = re.sub(rf"(?<![\w.]){re.escape(p.name)}(?![\w.])", f"({p.value})", out)
+    return spec.size(out)
+
+
 def body_statements(c) -> list:
     """The statements of a compound statement, or the single statement itself."""
     return list(c.get_children()) if kind(c) == "COMPOUND_STMT" else [c]

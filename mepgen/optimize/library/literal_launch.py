@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import re
 
-from ... import cexpr
-from .analysis import body_statements, guarded_thread, squash, uses_block_geometry, warp_level
+from .analysis import body_statements, bound_value, guarded_thread, squash, uses_block_geometry, warp_level
 from .coarsen_blocks import _bare, _conjuncts
 from .cursors import Refused, kind
 from .memory_roots import Memory
@@ -35,16 +34,6 @@ def _index(text: str, axis: str) -> bool:
     t = re.sub(r"[\s()]", "", text)
     b, d, th = f"blockIdx.{axis}", f"blockDim.{axis}", f"threadIdx.{axis}"
     return t in {f"{b}*{d}+{th}", f"{d}*{b}+{th}", f"{th}+{b}*{d}", f"{th}+{d}*{b}"}
-
-
-def _values(src, spec) -> dict:
-    env: dict[str, object] = dict(spec.sizes)
-    for p in spec.params:
-        if p.role == "scalar" and p.value is not None:
-            v = cexpr.evaluate(src.expand(str(p.value)), spec.sizes, compiler=False)
-            if isinstance(v, int):
-                env[p.name] = v
-    return env
 
 
 def _bounds_2d(src, spec) -> list[str]:
@@ -105,10 +94,9 @@ def literal_extents(src, spec, launch) -> list[int]:
     except Refused as e:
         raise Refused(f"the grid `{', '.join(grid)}` is numbers, not derived from the block, and no other grid "
                       f"follows from the kernel: {e}") from None
-    env = _values(src, spec)
     out = []
     for d, bound in enumerate(bounds):
-        n = cexpr.evaluate(src.expand(bound), env, compiler=False)
+        n = bound_value(src, spec, bound)
         if not isinstance(n, int) or n <= 0:
             raise Refused(f"the grid `{', '.join(grid)}` is numbers (a captured launch) and the guard's bound "
                           f"`{bound}` has no value from mep.yaml to derive another grid from")

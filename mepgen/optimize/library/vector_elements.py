@@ -34,7 +34,7 @@ import textwrap
 
 from ...spec import itemsize
 from .affine import local_constants, poly
-from .analysis import body_statements, check_pure, element_type, size_expr, squash, warp_level
+from .analysis import body_statements, bound_value, check_pure, element_type, squash, warp_level
 from .base import Rewrite, Transformation
 from .coarsen_blocks import _bare, _conjuncts
 from .kernel_expr import in_kernel
@@ -221,7 +221,7 @@ class VectorElements(Transformation):
             raise Refused(f"the launch along x (`{launch['grid'][0]}` x `{launch['block'][0]}`) has no value for the "
                           "MEP's sizes (whether it covers the guard's bound is not provable)")
         threads = gx * bx
-        value = self._value(src, spec, src.src(b))
+        value = bound_value(src, spec, src.src(b))
         if value is None:
             raise Refused(f"the guard's bound `{squash(src.src(b))}` has no value for the MEP's sizes "
                           "(whether the launch covers it is not provable)")
@@ -235,17 +235,6 @@ class VectorElements(Transformation):
         """Every local `c` reads is declared before the lanes (a parameter, or a declaration kept there)."""
         return all(k.spelling in before for k in walk(c) if kind(k) == "DECL_REF_EXPR" and k.referenced is not None
                    and kind(k.referenced) == "VAR_DECL")
-
-    @staticmethod
-    def _value(src, spec, text: str):
-        e = size_expr(src, spec, text)
-        if e is not None:
-            return spec.size(e)
-        out = src.expand(text)
-        for p in spec.params:
-            if p.role == "scalar" and p.value is not None:
-                out = re.sub(rf"(?<![\w.]){re.escape(p.name)}(?![\w.])", f"({p.value})", out)
-        return spec.size(out)
 
     def _arrays(self, src, spec, rest, work, var, env, g, lanes: int) -> tuple[dict, list]:
         """Pointer parameter -> {c (key) -> (c's text, [access cursors])} for the arrays that go through vectors,
@@ -400,7 +389,7 @@ class VectorElements(Transformation):
             decl = next(v for v in index.get_children() if kind(v) == "VAR_DECL")
             itype = ("const " if "const" in itype.split() else "") + \
                 decl.type.get_canonical().spelling.replace("const ", "")
-        types, lines, vecs, edits = {}, [], {}, []
+        types, vecs, edits = {}, {}, []
         for n, (name, arr) in enumerate(sorted(m["arrays"].items())):
             vt = types.setdefault((arr["type"], arr["size"]), f"mepgen_vec{len(types)}")
             for k, (key, (c_text, cursors, modes)) in enumerate(sorted(arr["groups"].items())):
