@@ -180,3 +180,9 @@ def test_a_2d_early_return_is_the_same_guard_and_an_assigned_index_is_refused(tm
     src, spec, launch = make_2d(tmp_path / "b", moved)
     with pytest.raises(Refused, match="assigns one of its indices"):
         LaunchConfig().space(src, spec, launch)
+
+
+def test_a_captured_grid_that_equals_its_block_is_still_derived_from_the_guard(tmp_path):
+    """Grid 128 of block 128 (N = 16384): the number 128 in the grid is no block size to substitute."""
+    src, spec, launch = make(tmp_path, GUARDED, grid="128", block="128", count="16384")
+    assert LaunchConfig().apply(src, spec, launch, {"block": 256}).launch["grid"] == ["64"]

@@ -61,6 +61,10 @@ class LaunchConfig(Transformation):
         tokens = [_token(b) for b in launch["block"]]
         if len(tokens) > 3:
             raise Refused(f"a block of {len(tokens)} dimensions")
+        # a captured launch (numbers): the grid follows the guard's bounds, never a number that equals the block
+        literal = spec is not None and is_literal(launch)
+        if literal:
+            literal_extents(src, spec, launch)
         for d, t in enumerate(tokens):
             expr = expression_block(launch["block"][d], launch["grid"][d], spec, src.head + src.src(src.body)) \
                 if spec is not None and len(tokens) == 1 and d < len(launch["grid"]) else None
@@ -70,10 +74,8 @@ class LaunchConfig(Transformation):
             if not (t.isidentifier() or t.isdigit()):
                 raise Refused(f"block dimension `{launch['block'][d]}` is not a macro or a literal")
             grid_d = launch["grid"][d] if d < len(launch["grid"]) else ""
-            if not re.search(rf"(?<![\w.]){re.escape(t)}(?![\w.])", grid_d):
-                if spec is None or not is_literal(launch):
-                    raise Refused(f"the grid `{launch['grid']}` is not derived from the block dimension `{t}`")
-                literal_extents(src, spec, launch)      # a captured launch: the grid follows the guard's bounds
+            if not literal and not re.search(rf"(?<![\w.]){re.escape(t)}(?![\w.])", grid_d):
+                raise Refused(f"the grid `{launch['grid']}` is not derived from the block dimension `{t}`")
             if t.isidentifier() or t.isdigit():   # a literal block (a rewrite's) may size arrays or strides
                 used = re.search(rf"(?<![\w.]){re.escape(t)}(?![\w.])", src.head + src.src(src.body))
                 if used:
@@ -110,9 +112,10 @@ class LaunchConfig(Transformation):
         if current == dims:          # the same launch spelled with a literal: a candidate that changes nothing
             raise Refused(f"the block is already {'x'.join(map(str, dims))} threads")
         grid, shared = list(launch["grid"]), str(launch.get("shared_mem", "0"))
+        extents = literal_extents(src, spec, launch) if is_literal(launch) else None
         for d, (t, v) in enumerate(zip(tokens, dims)):
-            if is_literal(launch) and not re.search(rf"(?<![\w.]){t}(?![\w.])", grid[d]):
-                grid[d] = str(-(-literal_extents(src, spec, launch)[d] // v))     # captured: ceil(N / block)
+            if extents is not None:
+                grid[d] = str(-(-extents[d] // v))     # captured: ceil(N / block)
                 continue
             grid[d] = _sub(grid[d], t, v) if t.isidentifier() or t.isdigit() else substitute(grid[d], t, v)
             if d == 0 and t.isidentifier():
