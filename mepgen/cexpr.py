@@ -158,6 +158,16 @@ def _by_compiler(expr: str, values: dict[str, object]) -> int | None:
     return cppeval.evaluate(expr, values)
 
 
+def with_block(expr: str, token: str, value: int) -> str:
+    """A grid expression with its block `token` (a macro or a literal) replaced by `value`. A literal block rounds
+    up with the literal one less (`(n + 15) / 16`): that one follows the block too, or a larger block would leave
+    the last elements without a thread."""
+    out = re.sub(rf"(?<![\w.]){re.escape(token)}(?![\w.])", str(value), expr)
+    if token.isdigit() and int(token) > 2:
+        out = re.sub(rf"(?<![\w.]){int(token) - 1}(?![\w.])", str(value - 1), out)
+    return out
+
+
 def top_level_spans(text: str, sep: str = ",") -> list[tuple[int, int]]:
     """(start, end) of each item of `text` split at `sep` outside (), [], {} and template brackets that follow
     an identifier, whitespace around each item excluded: where `a, f(b, c), d` has its three items."""

@@ -24,7 +24,7 @@ from pathlib import Path
 from .. import cexpr
 from ..errors import MepgenError
 from ..spec import Spec, load_spec
-from ..cexpr import top_level_spans
+from ..cexpr import top_level_spans, with_block
 from .spelling import respell, site_spelling
 
 Edit = tuple[int, int, bytes]  # start, end, replacement, in the kernel's file
@@ -133,12 +133,11 @@ def _captured_block(change: LaunchChange, inventory: dict, kernel: dict, old_blo
     size only. A 1-D block change whose grid covers the same elements (both grids are ceil(N / block) of one N) lands
     where the site spells its block, a literal or a macro, in the block and in the grid computation that divides by
     it (the site's own terms: right for every size); anything else is refused, with the site."""
-    shown = lambda d: "x".join(str(v) for v in (d[:1] if d[1:] == [1, 1] else d))   # noqa: E731
     b0, b1, g0, g1 = old_block[0], new_block[0], old_grid[0], new_grid[0]
     one_d = old_block[1:] == [1, 1] and new_block[1:] == [1, 1] and old_grid[1:] == new_grid[1:]
     if not one_d or max((g0 - 1) * b0, (g1 - 1) * b1) >= min(g0 * b0, g1 * b1):
-        raise MepgenError(f"the MEP's launch is the captured run's numbers (grid {shown(old_grid)}, block "
-                          f"{shown(old_block)}) and the winner's grid {shown(new_grid)} with block {shown(new_block)} "
+        raise MepgenError(f"the MEP's launch is the captured run's numbers (grid {_shown(old_grid)}, block "
+                          f"{_shown(old_block)}) and the winner's grid {_shown(new_grid)} with block {_shown(new_block)} "
                           f"is not the same elements in blocks of another size: written as a number it would hold "
                           f"for that run's size only; set the launch by hand")
     for s in kernel["launch_sites"]:
@@ -157,12 +156,14 @@ def _captured_block(change: LaunchChange, inventory: dict, kernel: dict, old_blo
             _macro_site(change, inventory, kernel, text, s, written, str(b1))
             continue
         _replace_in_site(change, text, s, written, str(b1))
-        new = _word(token.group(1)).sub(str(b1), target)
-        if int(token.group(1)) > 2:            # `(n + 255) / 256`: the rounding term follows the block too
-            new = _word(str(int(token.group(1)) - 1)).sub(str(b1 - 1), new)
+        new = with_block(target, token.group(1), b1)            # `(n + 255) / 256` -> `(n + 127) / 128`
         if not any(e[0] == at for e in change.edits):
             change.edits.append((at, at + len(target), new.encode()))
         change.notes.append(f"{where}: block {written} -> {b1}, grid {target} -> {new}")
+
+
+def _shown(dims: list[int]) -> str:
+    return "x".join(str(v) for v in (dims[:1] if dims[1:] == [1, 1] else dims))
 
 
 def _grid_target(text: str, site: dict) -> tuple[str, int]:

@@ -17,7 +17,7 @@ import pytest
 from mepgen.optimize.dry_run import plan
 from mepgen.optimize.library.base import apply_chain, current_launch
 from mepgen.optimize.library.catalog import all_transformations
-from mepgen.optimize.library.launch_config import _sub
+from mepgen.cexpr import with_block
 from mepgen.optimize.library.source import KernelSource, Refused
 from mepgen.optimize.library.swap_axes import SwapAxes
 from mepgen.spec import load_spec
@@ -86,8 +86,8 @@ def test_swapped_then_reshaped_keeps_every_element_covered(plans):
                                 {"name": "launch_config", "params": {"block": "32x8"}}])
     assert launch["block"] == ["32", "8"]
     assert launch["grid"] == ["(4096 + 31) / 32", "(4096 + 7) / 8"]
-    assert _sub("(n + 255) / 256", "256", 128) == "(n + 127) / 128"
-    assert _sub("1 + (n - 1) / 16", "16", 32) == "1 + (n - 1) / 32"
+    assert with_block("(n + 255) / 256", "256", 128) == "(n + 127) / 128"
+    assert with_block("1 + (n - 1) / 16", "16", 32) == "1 + (n - 1) / 32"
 
 
 def test_block_size_macros_and_template_bounds_are_tiled(plans):

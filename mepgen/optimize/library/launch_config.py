@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from ...cexpr import with_block
 from .base import Rewrite, Transformation
 from .block_expr import expression_block, substitute
 from .launch_facts import _bounds_value, redefined_sizes
@@ -33,15 +34,6 @@ def _token(expr: str) -> str:
     while e.startswith("(") and e.endswith(")"):
         e = e[1:-1].strip()
     return e
-
-
-def _sub(expr: str, token: str, value: int) -> str:
-    out = re.sub(rf"(?<![\w.]){re.escape(token)}(?![\w.])", str(value), expr)
-    if token.isdigit() and int(token) > 2:
-        # a literal block rounds up with the literal one less (`(n + 15) / 16`): that one follows the block too,
-        # or a larger block would leave the last elements without a thread
-        out = re.sub(rf"(?<![\w.]){int(token) - 1}(?![\w.])", str(value - 1), out)
-    return out
 
 
 def _threads(shape) -> int:
@@ -117,9 +109,9 @@ class LaunchConfig(Transformation):
             if extents is not None:
                 grid[d] = str(-(-extents[d] // v))     # captured: ceil(N / block)
                 continue
-            grid[d] = _sub(grid[d], t, v) if t.isidentifier() or t.isdigit() else substitute(grid[d], t, v)
+            grid[d] = with_block(grid[d], t, v) if t.isidentifier() or t.isdigit() else substitute(grid[d], t, v)
             if d == 0 and t.isidentifier():
-                shared = _sub(shared, t, v)
+                shared = with_block(shared, t, v)
         new = {"grid": grid, "block": [str(v) for v in dims], "shared_mem": shared}
         shape = "x".join(map(str, dims))
         return Rewrite(src.text, f"launch configuration: {shape} threads per block (was "

@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 
 from .base import Rewrite, Transformation
-from .launch_config import _sub, _token
+from ...cexpr import with_block
+from .launch_config import _token
 from .launch_facts import _bounds_value
 from .source import Refused
 from .stencil_match import match_stencil
@@ -131,7 +132,7 @@ class TileStencil(Transformation):
                 # every axis, so the threads past the end do nothing)
                 grid[d] = grid[d] if b[d] == 1 else f"(({grid[d]}) + {b[d] - 1}) / {b[d]}"
             else:
-                grid[d] = _sub(grid[d], t, b[d])
+                grid[d] = with_block(grid[d], t, b[d])
         via = f", {helpers} helper call(s) given the tile" if helpers else ""
         return Rewrite(text, f"tile_stencil: {st.array} staged in a {'x'.join(map(str, w))} shared-memory tile "
                              f"(halo {'/'.join(map(str, r))}, loaded once per block), {direct} neighbour read(s) "

@@ -45,7 +45,8 @@ import re
 from .affine import poly
 from .analysis import array_stores, canonical_loop, element_type, guarded_thread, only_use, size_expr, squash
 from .base import Rewrite, Transformation
-from .launch_config import _sub, _token
+from ...cexpr import with_block
+from .launch_config import _token
 from .launch_facts import _bounds_value
 from .restrict import restrict_edits, unrestricted_pointers
 from .source import KernelSource, Refused, kind, walk
@@ -209,7 +210,7 @@ class TileWindow(Transformation):
                 "}"]
         start, end = src.span(src.body)
         text = src.replace([(start, end, "\n".join(body))])
-        grid = [_sub(launch["grid"][0], m["token"], b * r)]
+        grid = [with_block(launch["grid"][0], m["token"], b * r)]
         return Rewrite(text, f"tile_window: every read of {arr}[{i} + offset] served from a shared-memory window "
                              f"({b * r} outputs + span {m['span']} loaded once per block, coalesced), {r} outputs "
                              f"per thread; launch {b}-thread blocks",
@@ -405,7 +406,7 @@ def _restricted_body(src, spec, launch, m, body: list[str], per_block: int) -> t
     start, end = src.span(src.body)
     text = src.replace(sorted(restrict_edits(src, restrict) + [(start, end, "\n".join(body))]))
     what = f"; __restrict__ on {', '.join(p.name for p in restrict)}" if restrict else ""
-    return text, [_sub(launch["grid"][0], m["token"], per_block)], what
+    return text, [with_block(launch["grid"][0], m["token"], per_block)], what
 
 
 def _index_type(src, m) -> str:
