@@ -1,7 +1,8 @@
 """Before `optimize` names a winner: compute-sanitizer's memcheck on it (evaluate/memcheck.py).
 
 The faster candidates are taken best first; each runs once in the native harness (built with its launch and
-flags, whatever the backend that timed it) under memcheck on the first input set. A memory error rejects it
+flags, whatever the backend that timed it; the host code at -O1 where the harness is built for the check alone:
+check_flags) under memcheck on the first input set. A memory error rejects it
 (`runtime_fault`, fault `out_of_bounds`, the address, the buffer and the reason: in the journal and the
 trajectory) and the next is checked; the first clean one is the winner. Where there is no verdict (no
 compute-sanitizer, a build or a run that fails under it, an original kernel that has the memory errors itself: its
@@ -39,11 +40,18 @@ def native_backend(ev):
     return be
 
 
+def check_flags(ev, flags=()) -> tuple[str, ...]:
+    """nvcc flags of a harness memcheck runs: with the native backend the timed build's own (in the build cache
+    already: no build), else built for the check alone, with the host's quicker optimization (memcheck.HOST_OPT).
+    Prebuild and check_winner build through build_attempt: the same flags, so the check finds Prebuild's build."""
+    return tuple(flags) if ev.backend_name == "native" else memcheck.host_flags(flags)
+
+
 def build_attempt(ev, native, attempt, workdir: Path):
     """The native harness of `attempt` as memcheck runs it (Built or CompileFailed; cached by content)."""
     p = attempt.proposal
     kernel = write_candidate(p, workdir)
-    return native.compile(kernel, launch=launch_from(ev.spec, p.launch), flags=tuple(p.nvcc_flags))
+    return native.compile(kernel, launch=launch_from(ev.spec, p.launch), flags=check_flags(ev, p.nvcc_flags))
 
 
 def check_attempt(ev, native, attempt, workdir: Path) -> memcheck.Report:
@@ -56,7 +64,7 @@ def check_attempt(ev, native, attempt, workdir: Path) -> memcheck.Report:
 
 def check_original(ev, native, workdir: Path) -> memcheck.Report:
     """The MEP's own kernel.cu under memcheck: a candidate is judged only where the original is clean."""
-    built = native.compile(ev.mep_dir / "kernel.cu")
+    built = native.compile(ev.mep_dir / "kernel.cu", flags=check_flags(ev))
     if isinstance(built, CompileFailed):
         return memcheck.Report(None, message=f"the original's native harness did not build: {built.message[:300]}")
     timeout = max(120.0, 10 * float(ev.opts.run_timeout))

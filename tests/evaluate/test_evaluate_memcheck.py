@@ -202,3 +202,33 @@ def test_under_landlock_the_sanitizer_s_target_is_confined_on_its_own(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:6] == ["own maps yes", "other process no", "scratch yes", "inet no",
                                            "thread name yes", "sanitizer proc yes"], done.stdout
+
+
+def test_patch_builds_the_variant_and_the_original_for_memcheck_with_the_host_s_quicker_level(tmp_path, monkeypatch):
+    """check_variant builds harnesses only to run them under memcheck: each takes HOST_OPT after its own flags
+    (nvcc's -O is the host's: the device code is the timed build's), the original's comparison build too."""
+    from evaluate_fakes import FIXTURES
+    mep = tmp_path / "cg.axpy"
+    shutil.copytree(FIXTURES / "axpy", mep)
+    variant = tmp_path / "best" / "kernel.cu"
+    variant.parent.mkdir()
+    variant.write_text("__global__ void k() { /* variant */ }\n")
+    asked = []
+
+    class Recording:
+        def __init__(self, spec, mep_dir, build_dir, device):
+            pass
+
+        def compile(self, kernel, launch=None, flags=()):
+            asked.append((Path(kernel).name, Path(kernel).parent.name, tuple(flags)))
+            return Built(kernel, tmp_path / "mep", "k", CompileInfo(), "")
+    monkeypatch.setattr(memcheck, "executable", lambda: tmp_path / "compute-sanitizer")
+    monkeypatch.setattr(memcheck, "list_gpus", lambda: ([0], ""))
+    monkeypatch.setattr(memcheck, "NativeBackend", Recording)
+    monkeypatch.setattr(memcheck.Store, "input_set", lambda self, k: tmp_path / "set0")
+    verdicts = iter([memcheck.Report(False, 1.0, [{}], "memcheck: read past the end of x"), memcheck.Report(True, 1.0)])
+    monkeypatch.setattr(memcheck, "check", lambda *a, **k: next(verdicts))
+    r = memcheck.check_variant(mep, variant, flags=["-use_fast_math"], level_mode="off")
+    assert r.clean is False and "past the end of x" in r.message
+    assert asked == [("kernel.cu", "best", ("-use_fast_math", memcheck.HOST_OPT)),
+                     ("kernel.cu", "cg.axpy", (memcheck.HOST_OPT,))]

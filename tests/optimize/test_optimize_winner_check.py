@@ -103,6 +103,7 @@ class RecordingNative:
     def __init__(self, held=None):
         import threading
         self.built, self.lock = [], threading.Lock()
+        self.asked: list[tuple] = []            # (kernel text, launch, flags) of every compile: its build key's parts
         self.held, self.started, self.gate = held, threading.Event(), threading.Event()
 
     def compile(self, kernel, launch=None, flags=()):
@@ -113,6 +114,7 @@ class RecordingNative:
             self.gate.wait(10)
         with self.lock:
             self.built.append(name)
+            self.asked.append((text, launch, tuple(flags)))
         return SimpleNamespace(binary=kernel)
 
 
@@ -193,3 +195,41 @@ def test_nothing_is_built_ahead_for_the_native_backend_or_a_search_without_a_win
     _, pre = prebuild_for(monkeypatch, tmp_path / "b", native)
     pre.finish()
     assert native.built == []
+
+
+def test_memcheck_builds_take_the_quicker_host_optimization_unless_the_timed_build_is_there(monkeypatch, tmp_path):
+    """pycuda timed cubins: the harness is built for memcheck alone, with the host's -O1 after the candidate's own
+    flags (nvcc takes the last -O). The native backend's timed harness is in the build cache: the same flags, no
+    build."""
+    native = RecordingNative()
+    ev, _ = prebuild_for(monkeypatch, tmp_path, native)
+    ev.opts, ev.sandbox = SimpleNamespace(run_timeout=1.0), "none"
+    monkeypatch.setattr(memcheck, "check", lambda *a, **k: memcheck.Report(True, 0.1))
+    a = attempt("c0001", 1.0)
+    a.proposal.nvcc_flags = ["-use_fast_math"]
+    assert winner_check.check_attempt(ev, native, a, tmp_path / "w").clean is True
+    assert winner_check.check_original(ev, native, tmp_path / "w").clean is True
+    assert [f for _, _, f in native.asked] == [("-use_fast_math", memcheck.HOST_OPT), (memcheck.HOST_OPT,)]
+    assert memcheck.HOST_OPT == "-O1"
+    ev.backend_name = "native"
+    native.asked.clear()
+    winner_check.check_attempt(ev, native, a, tmp_path / "w")
+    winner_check.check_original(ev, native, tmp_path / "w")
+    assert [f for _, _, f in native.asked] == [("-use_fast_math",), ()]
+
+
+def test_the_check_builds_exactly_what_prebuild_built(monkeypatch, tmp_path):
+    """The check at the end asks for the harness Prebuild built during the search (kernel text, launch and flags:
+    its build key), so it finds it in the cache."""
+    native = RecordingNative()
+    ev, pre = prebuild_for(monkeypatch, tmp_path, native)
+    best = attempt("c0001", 1.0)
+    best.proposal.nvcc_flags = ["-Xptxas", "-O2"]
+    pre.offer(best)
+    pre.finish()
+    assert len(native.asked) == 1
+    monkeypatch.setattr(memcheck, "check", lambda *a, **k: memcheck.Report(True, 0.1))
+    ev.opts, ev.sandbox = SimpleNamespace(run_timeout=1.0), "none"
+    winner_check.check_winner(ev, outcome_of(best), tmp_path / "memcheck", lambda k, m: None, prebuild=pre)
+    assert best.result.memcheck["clean"] is True and len(native.asked) == 2
+    assert native.asked[0] == native.asked[1] and native.asked[1][2] == ("-Xptxas", "-O2", memcheck.HOST_OPT)
