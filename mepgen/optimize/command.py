@@ -280,11 +280,12 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
 
     def on_win(attempt) -> None:
         record(attempt)
-        prebuild.offer(attempt)
+        prebuild.offer(attempt)         # offered already where the search streams (on_faster): nothing new then
     search = Search(ctx, proposers, evaluate,
                     strategies.make(strategy), Budget(budget, time_limit, repairs, width, roofline), traj,
                     baseline=baseline, on_win=on_win,
-                    start=started, on_progress=write_summary, pace_s=estimate.first_candidate_s(ev))
+                    start=started, on_progress=write_summary, pace_s=estimate.first_candidate_s(ev),
+                    on_faster=prebuild.offer_result)     # the build starts as the result arrives, not at round's end
     if resume is not None:
         n = search.resume()
         traj.event("resumed", f"resumed {run_dir.name}: {n} candidate(s) already evaluated")

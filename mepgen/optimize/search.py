@@ -5,7 +5,8 @@ content hash of kernel.cu and launch) are dropped; the rest are evaluated by `ev
 (in production `candidates.Stream`, in tests a stand-in: the search never looks inside it). When `evaluate` also
 has `submit(proposal, workdir) -> Future`, each proposal is submitted the moment a proposer returns it, so its
 compile runs while the proposers write the rest of the round and the GPUs judge the first ones; the round's
-results are still taken in its order, the same as one call would give. A candidate
+results are still taken in its order, the same as one call would give (`on_faster` alone hears a faster result
+the moment it arrives: optimize starts the winner's memcheck build then). A candidate
 that fails to compile, faults or computes wrong results goes back to its proposer with the evidence, up to
 `repairs` rounds per candidate. A candidate is accepted only when the evaluator's noise-aware rule calls it
 faster than the ORIGINAL kernel (`EvalResult.faster`); the best is the accepted one with the lowest median.
@@ -73,7 +74,8 @@ class Search:
     def __init__(self, ctx: Context, proposers: list, evaluate: Evaluate, strategy: Strategy, budget: Budget,
                  trajectory: Trajectory, baseline=None, on_win: Callable[[Attempt], None] | None = None,
                  clock: Callable[[], float] = time.monotonic, start: float | None = None,
-                 on_progress: Callable[["Outcome"], None] | None = None, pace_s: float | None = None):
+                 on_progress: Callable[["Outcome"], None] | None = None, pace_s: float | None = None,
+                 on_faster: Callable[[Proposal, EvalResult], None] | None = None):
         self.ctx, self.proposers, self.evaluate = ctx, list(proposers), evaluate
         self.strategy, self.budget, self.traj = strategy, budget, trajectory
         self.baseline, self.on_win, self.clock = baseline, on_win, clock
@@ -89,6 +91,9 @@ class Search:
         self.first_pace = pace_s      # what one candidate should take (estimated from the baseline) until measured
         self.submit = getattr(evaluate, "submit", None)       # streaming: a proposal starts as soon as it exists
         self.started: dict[int, object] = {}                  # id(proposal) -> the future of its result
+        # streaming: a faster result, told the moment its future completes (before its round is recorded; on_win
+        # follows then, in the round's order): on the thread that completed it
+        self.on_faster = on_faster
 
     # --- bookkeeping --------------------------------------------------------------------------------
 
@@ -226,7 +231,22 @@ class Search:
     def _start(self, proposal: Proposal) -> None:
         """Submit a proposal to a streaming evaluate now (its compile starts while the round is still collected)."""
         if self.submit is not None:
-            self.started[id(proposal)] = self.submit(proposal, self.traj.folder / "work")
+            future = self.submit(proposal, self.traj.folder / "work")
+            self.started[id(proposal)] = future
+            if self.on_faster is not None:
+                future.add_done_callback(lambda f, p=proposal: self._tell_faster(p, f))
+
+    def _tell_faster(self, proposal: Proposal, future) -> None:
+        """on_faster(proposal, result) where the future's result is faster. A done-callback: it runs on the thread
+        that completed the future (the pipeline's GPU thread; the caller's where it was done already)."""
+        try:
+            if future.cancelled() or future.exception() is not None:
+                return
+            result = future.result()
+            if getattr(result, "faster", False):
+                self.on_faster(proposal, result)
+        except Exception:  # noqa: BLE001 (a head start only, never raised into the pipeline's GPU thread, where
+            pass           # concurrent.futures would log it over the progress lines; the round's on_win tells the win)
 
     def _evaluate(self, batch: list[tuple[Proposal, object, Attempt | None, str | None]]) -> list[Attempt]:
         if not batch:

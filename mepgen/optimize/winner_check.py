@@ -49,7 +49,10 @@ def check_flags(ev, flags=()) -> tuple[str, ...]:
 
 def build_attempt(ev, native, attempt, workdir: Path):
     """The native harness of `attempt` as memcheck runs it (Built or CompileFailed; cached by content)."""
-    p = attempt.proposal
+    return build_proposal(ev, native, attempt.proposal, workdir)
+
+
+def build_proposal(ev, native, p, workdir: Path):
     kernel = write_candidate(p, workdir)
     return native.compile(kernel, launch=launch_from(ev.spec, p.launch), flags=check_flags(ev, p.nvcc_flags))
 
@@ -73,8 +76,10 @@ def check_original(ev, native, workdir: Path) -> memcheck.Report:
 
 class Prebuild:
     """The native harnesses that check_winner will run, built during the search (pycuda backend only: the native
-    backend has built them already). `offer(attempt)` on each faster attempt: a new best is queued, replacing one
-    still waiting; `finish()` before the check waits for the best's. Nothing is built for a search that finds
+    backend has built them already). `offer(attempt)` on each faster attempt, `offer_result(proposal, result)` the
+    moment a faster result arrives (Search's on_faster, on the pipeline's GPU thread; the same attempt's offer at
+    the round's end is then nothing new): a strictly better best is queued, replacing one still waiting;
+    `finish()` before the check waits for the best's. Nothing is built for a search that finds
     nothing faster (nor for the original: it is checked only after a memory error, see check_winner). A build's
     failure is met again, and said, by the check itself. Threads: 1 below 16 cores, 2 from 16, 3 from 24 (each build
     is one nvcc of the whole harness, about 4 s on an H200 host: with one thread, a best found while an earlier
@@ -102,10 +107,14 @@ class Prebuild:
                 self.seconds += time.monotonic() - start
 
     def offer(self, attempt) -> None:
-        if self._pool is None:
-            return
-        ms = attempt.result.timed.median_ms
+        self.offer_result(attempt.proposal, attempt.result)
+
+    def offer_result(self, proposal, result) -> None:
+        """Thread-safe (the search's thread and the pipeline's GPU threads); nothing after finish or cancel."""
+        ms = result.timed.median_ms
         with self._lock:
+            if self._pool is None:
+                return
             if self.best_ms is not None and ms >= self.best_ms:
                 return
             if self.best_ms is None:         # the first win: the native backend the check will use
@@ -119,20 +128,28 @@ class Prebuild:
             if self.waiting is not None:
                 self.waiting.cancel()        # not started yet: a better one replaces it
             self.waiting = self._pool.submit(
-                self._timed, lambda: build_attempt(self.ev, self.native, attempt, self.workdir))
+                self._timed, lambda: build_proposal(self.ev, self.native, proposal, self.workdir))
+
+    def _close(self) -> ThreadPoolExecutor | None:
+        """The pool, no longer taking offers (a GPU thread may still offer a late result)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+            return pool
 
     def finish(self) -> None:
         """Wait for the best's build (the winner unless memcheck rejects it); a build of an earlier best still under
         way ends on its own."""
-        if self._pool is not None:
+        pool = self._close()
+        if pool is not None:
             if self.waiting is not None:
                 wait([self.waiting])
-            self._pool.shutdown(wait=False)
+            pool.shutdown(wait=False)
 
     def cancel(self) -> None:
         """A run that stops early (^C, an error): nothing waits, what runs ends on its own."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        pool = self._close()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def check_winner(ev, outcome, workdir: Path, event, journal=None, prebuild: Prebuild | None = None) -> None:

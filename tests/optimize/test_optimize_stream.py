@@ -3,6 +3,7 @@ its proposer returns it, so its compile overlaps the rest of the round's proposi
 verdicts, repairs) is the one a batch evaluate gives."""
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -50,10 +51,11 @@ class SlowProposer(MarkerProposer):
         return out
 
 
-def run(tmp_path, name, evaluate, proposer, budget):
+def run(tmp_path, name, evaluate, proposer, budget, **hooks):
     ctx = make_ctx(tmp_path / name)
     traj = Trajectory(tmp_path / name / "run", {"kernel": "cg.xpay", "spec_sha256": "s"})
-    out = Search(ctx, [proposer], evaluate, strategies.make("elite"), budget, traj, baseline=baseline()).run()
+    out = Search(ctx, [proposer], evaluate, strategies.make("elite"), budget, traj, baseline=baseline(),
+                 **hooks).run()
     return out, [(a.id, a.parent, a.repair_of, a.proposal.change, a.result.status,
                   a.result.timed.decision if a.result.timed else None) for a in out.attempts]
 
@@ -103,3 +105,57 @@ def test_no_round_of_one_at_the_end(tmp_path):
     sizes.clear()
     out, _ = run(tmp_path, "rounds3", Recording(), MarkerProposer(ladder=ladder), Budget(candidates=10, width=3))
     assert sizes == [3, 3, 3, 1]          # a quarter of 3 is no candidate: the width holds
+
+
+class GatedEvaluate(StreamingEvaluate):
+    """The first proposal's result at once; every later one waits for `gate` (5 s at most). `events`: each
+    result's completion, in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate, self.events = threading.Event(), []
+
+    def submit(self, proposal, workdir) -> Future:
+        self.seen.append(proposal.text)
+        n = len(self.seen)
+
+        def run():
+            if n > 1:
+                self.gate.wait(5)
+            self.events.append(("done", n))
+            return score(proposal.text, f"cand{n}")
+        return self.pool.submit(run)
+
+
+def test_a_faster_result_is_told_the_moment_it_arrives_and_the_trajectory_is_unchanged(tmp_path):
+    """on_faster (optimize: the winner's memcheck harness starts building) hears the round's first faster result
+    while the round's later candidates are still being judged (they wait for the hook here); on_win and the
+    trajectory come at the round's end, in its order, as without the hook."""
+    ev, wins, told = GatedEvaluate(), [], []
+
+    def on_faster(proposal, result):
+        ev.events.append(("faster", ev.seen.index(proposal.text) + 1))
+        told.append((proposal, result))
+        ev.gate.set()
+    budget = Budget(candidates=3, width=3)
+    out, trail = run(tmp_path, "hooked", ev, MarkerProposer(), budget, on_faster=on_faster,
+                     on_win=lambda a: wins.append((a.id, len(told))))
+    ev.pool.shutdown(wait=True)            # a future's callbacks run on its thread after its waiter wakes
+    assert ev.events[:2] == [("done", 1), ("faster", 1)]                  # before candidates 2 and 3 completed
+    assert sorted(e for e in ev.events if e[0] == "faster") == [("faster", 1), ("faster", 2), ("faster", 3)]
+    assert [w for w, _ in wins] == ["c0001", "c0002", "c0003"]             # recorded after the round, in order
+    assert wins[0][1] >= 1                 # the first win was told before (the others' hooks may race the round)
+    by_text = {a.proposal.text: a for a in out.attempts}
+    assert all(by_text[p.text].proposal is p and by_text[p.text].result is r for p, r in told)
+    _, plain = run(tmp_path, "plain", StreamingEvaluate(), MarkerProposer(), budget)
+    assert trail == plain and out.best.id == "c0003"
+
+
+def test_a_hook_that_raises_does_not_disturb_the_search(tmp_path):
+    def broken(proposal, result):
+        raise RuntimeError("the build pool is gone")
+    budget = Budget(candidates=6, width=3)
+    out, trail = run(tmp_path, "broken", StreamingEvaluate(compile_s=0.01), MarkerProposer(), budget,
+                     on_faster=broken)
+    _, plain = run(tmp_path, "plain", StreamingEvaluate(compile_s=0.01), MarkerProposer(), budget)
+    assert trail == plain and out.evaluations == 6 and out.best is not None

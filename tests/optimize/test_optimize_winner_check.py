@@ -233,3 +233,21 @@ def test_the_check_builds_exactly_what_prebuild_built(monkeypatch, tmp_path):
     winner_check.check_winner(ev, outcome_of(best), tmp_path / "memcheck", lambda k, m: None, prebuild=pre)
     assert best.result.memcheck["clean"] is True and len(native.asked) == 2
     assert native.asked[0] == native.asked[1] and native.asked[1][2] == ("-Xptxas", "-O2", memcheck.HOST_OPT)
+
+
+def test_a_result_offered_as_it_arrives_is_not_built_again_at_the_round_s_end(monkeypatch, tmp_path):
+    """Search's on_faster offers (proposal, result) from the GPU thread; the round's on_win offers the same attempt:
+    nothing new. Only a strictly better best replaces it; nothing is taken after finish."""
+    native = RecordingNative()
+    ev, pre = prebuild_for(monkeypatch, tmp_path, native)
+    first, better = attempt("c0001", 2.0), attempt("c0002", 1.0)
+    pre.offer_result(first.proposal, first.result)
+    pre.offer(first)
+    pre.waiting.result(timeout=10)
+    pre.offer_result(better.proposal, better.result)
+    pre.offer(better)
+    pre.offer(first)
+    pre.finish()
+    late = attempt("c0003", 0.5)
+    pre.offer_result(late.proposal, late.result)           # a GPU thread's late result, after finish: ignored
+    assert native.built == ["c0001", "c0002"] and pre.best_ms == 1.0
