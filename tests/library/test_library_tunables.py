@@ -155,6 +155,22 @@ def test_a_rewrite_then_its_parameters(tmp_path):
     assert flags == ["-maxrregcount=32"]
 
 
+def test_a_replayed_point_this_kernel_does_not_offer_is_refused(tmp_path):
+    """A pattern's chain carries another kernel's points: a 2D kernel's block `32x4` replayed on a 1-D launch is
+    refused with the reason (it raised ValueError, exit 70, when tune shared patterns between applications)."""
+    import pytest
+    from mepgen.optimize.library.base import StepRefused, apply_chain
+    from mepgen.optimize.library.catalog import all_transformations
+    src, spec, launch = make(tmp_path, PLAIN, "twice", "N: 65536, BS: 256", "(N + BS - 1) / BS", "BS")
+    catalog = {t.name: t for t in all_transformations()}
+    for name in ("launch_config", "tune_params"):
+        with pytest.raises(StepRefused) as e:
+            apply_chain(catalog, src.text, spec, [{"name": name, "params": {"block": "32x4"}}])
+        assert e.value.step == name and "block '32x4' is not one this kernel offers" in str(e.value)
+    text, new_launch, _ = apply_chain(catalog, src.text, spec, [{"name": "launch_config", "params": {"block": 128}}])
+    assert new_launch["block"] == ["128"]
+
+
 def test_without_a_block_to_move_the_register_cap_comes_first(tmp_path):
     """A literal block the kernel bakes in (`[256]` shared) leaves the register cap and launch bounds to tune."""
     fixed = STAGED.replace("CHUNK", "256").split("#endif\n", 1)[1]

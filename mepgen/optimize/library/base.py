@@ -83,6 +83,22 @@ def block_threads(spec: Spec, launch: dict) -> int | None:
     return total
 
 
+def _in_space(t, src, spec, launch, params: dict) -> None:
+    """Refused where a parameter of `params` is not a value the transformation's space offers for this kernel. A
+    chain replayed from another kernel (a pattern: inherit.py) carries that kernel's points: a 2D block `32x4` on a
+    1-D launch is no point here (applying it anyway raised ValueError: an internal error on a real application)."""
+    if not hasattr(t, "space"):
+        return
+    try:
+        space = t.space(src, spec, launch)
+    except Refused:          # a space may refuse on heuristics (too few threads to coarsen) where an explicit point
+        return               # still applies: apply decides, as before
+    for key, value in params.items():
+        offered = space.get(key) if isinstance(space, dict) else None
+        if offered is not None and value not in offered:
+            raise Refused(f"its {key} {value!r} is not one this kernel offers ({', '.join(map(str, offered))})")
+
+
 class StepRefused(Refused):
     """A step of a chain that does not apply here; `step` names its transformation."""
 
@@ -102,8 +118,10 @@ def apply_chain(catalog: dict, text: str, spec: Spec, chain: list[dict],
         t = catalog.get(name)
         if t is None:
             raise StepRefused(name, "not in this mepgen's library")
+        src, here, params = KernelSource(text, spec), current_launch(spec, launch), step.get("params") or {}
         try:
-            rw = t.apply(KernelSource(text, spec), spec, current_launch(spec, launch), step.get("params") or {})
+            _in_space(t, src, spec, here, params)
+            rw = t.apply(src, spec, here, params)
         except Refused as e:
             raise StepRefused(name, str(e)) from None
         text, launch, flags = rw.text, (rw.launch if rw.launch is not None else launch), flags + list(rw.nvcc_flags)
