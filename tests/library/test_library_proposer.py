@@ -59,6 +59,27 @@ def test_composition_continues_from_the_parent(meps):
     assert p.refusals["warp_per_row"] == "already applied on this path"
 
 
+def test_a_parent_asked_again_is_not_analysed_again(meps):
+    """The search asks the original (and the best) again in later rounds: the parent's analysis (every
+    transformation's space and first point) is kept, and what comes out is what a fresh proposer gives."""
+    ctx = ctx_for(meps["analysis.dense_matvec"])
+    p = LibraryProposer()
+    calls = []
+    for t in p.transformations:
+        t.space = (lambda f, name: lambda *a: calls.append(name) or f(*a))(t.space, t.name)
+    first = p.propose(ctx, None, 3)
+    analysed = len(calls)
+    assert analysed >= len({x.transformations[0]["name"] for x in first})
+    ctx.history += [Attempt(f"a{i}", x, fake_result(1.5)) for i, x in enumerate(first)]
+    again = p.propose(ctx, None, 3)
+    assert len(calls) == analysed                         # no space asked for again
+    other = LibraryProposer()
+    fresh = other.propose(ctx, None, 3)
+    assert [x.text for x in again] == [x.text for x in fresh] and [x.change for x in again] == [x.change for x in fresh]
+    assert {x.text for x in again}.isdisjoint({x.text for x in first})    # the history still steers the points
+    assert p.refusals == other.refusals and "privatize_histogram" in p.refusals    # the parent's reasons, told again
+
+
 def test_history_steers_the_parameters(meps):
     ctx = ctx_for(meps["analysis.dense_matvec"])
     p = LibraryProposer(transformations=[t for t in LibraryProposer().transformations if t.name == "warp_per_row"])
