@@ -4,7 +4,7 @@ included, per MEP, before and after a change of the evaluator, side by side on t
 
     python3 bench/evaluator_rate.py OUT TARGET... [--before-tree DIR | --before-rev REV] [--modes before,after]
         [--time-limit 30] [--budget 500] [--gpus 0,1] [--max-meps N] [--shard I/N] [--work DIR] [--jobs 8] [--in-place]
-        [--backend native|pycuda|auto]
+        [--backend native|pycuda|auto] [--rev NAME]
 
 TARGET: an application folder (its MEPs are .mepgen/meps/*; one without them is copied to --work and cut as a
 user would: `mepgen extract .`, `mepgen mep --all`, --jobs applications at a time; with --in-place where it is),
@@ -33,6 +33,9 @@ launch time, the backend, the median phases of a candidate (lint / compile / loa
 the median, quartiles, min and max over the MEPs, overall and for originals under 200 us and under 2 ms.
 Writes OUT/evaluator_rate.json and OUT/evaluator_rate.md after every MEP;
 `python3 bench/evaluator_rate.py merge OUT PART/evaluator_rate.json...` makes one table of several calls' parts.
+The host is probed at the start and the end (its load average, a tiny nvcc's seconds: `host_start`, `host_end`):
+two calls of one tree on one kind of machine gave 120 and 77 per minute (gpu_2026-11-28f), every host phase 35 %
+slower in the second; the probe tells such a call apart.
 """
 from __future__ import annotations
 
@@ -190,6 +193,8 @@ def markdown(res: dict) -> str:
         lines.append(f"- **{label}**: " + "; ".join(
             f"{m} {spread([r['verified_per_min'] for r in runs if r['mode'] == m and r['exit'] == 0 and (cut is None or (r['baseline_ms'] or 1e9) < cut)])}"
             for m in modes))
+    if host_line(res):
+        lines.append(host_line(res))
     lines += ["- wall s (baseline + search + end): baseline up to the first proposal (process start, inputs, build, "
               "references, the original verified and timed), the search to the last candidate's record, the end "
               "after it (the winner's memcheck, the summary)"]
@@ -246,6 +251,43 @@ def gpu_line() -> str:
         return "no nvidia-smi"
 
 
+PROBE_KERNEL = "__global__ void probe(float* a, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; " \
+               "if (i < n) a[i] = a[i] * 2.0f + 1.0f; }\n"
+
+
+def host_probe(nvcc: str | None = None, repeat: int = 3) -> dict:
+    """What the host gives at a moment: its cores, its load average (1 and 5 minutes) and the median seconds of a
+    tiny `nvcc -cubin` (a candidate's compile is the host's largest share of a search): taken at the start and the
+    end of a call, so that two calls of one tree can be told apart by the host's speed, not the change."""
+    out = {"cores": os.cpu_count(), "loadavg": [round(v, 2) for v in os.getloadavg()[:2]], "nvcc_s": None}
+    nvcc = nvcc or shutil.which("nvcc")
+    if nvcc:
+        with tempfile.TemporaryDirectory(prefix="mepgen-probe-") as d:
+            src = Path(d) / "probe.cu"
+            src.write_text(PROBE_KERNEL)
+            took = []
+            for _ in range(repeat):
+                t = time.monotonic()
+                done = subprocess.run([nvcc, "-cubin", str(src), "-o", str(Path(d) / "probe.cubin")],
+                                      capture_output=True, timeout=120)
+                if done.returncode != 0:
+                    return out
+                took.append(time.monotonic() - t)
+            out["nvcc_s"] = round(statistics.median(took), 3)
+    return out
+
+
+def host_line(res: dict) -> str | None:
+    a, b = res.get("host_start"), res.get("host_end")
+    if not a:
+        return None
+    def said(h):
+        nv = f", a tiny nvcc -cubin {h['nvcc_s']} s" if h.get("nvcc_s") is not None else ""
+        return f"load average {h['loadavg'][0]} (1 min), {h['loadavg'][1]} (5 min){nv}"
+    return (f"- host: {a['cores']} cores; at the start {said(a)}" + (f"; at the end {said(b)}" if b else "")
+            + " (the host's speed during this call: compare calls by it)")
+
+
 def before_tree(args, work: Path) -> Path | None:
     if args.before_tree:
         return Path(args.before_tree).resolve()
@@ -292,6 +334,8 @@ def main() -> int:
     ap.add_argument("--shard", default=None, help="I/N: only every N-th MEP from the I-th (0-based)")
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--jobs", type=int, default=8, help="applications cut into MEPs at a time")
+    ap.add_argument("--rev", default=None, help="the name of this tree in the record (default: git rev-parse; a copy "
+                                                "of the tree without its history, as on a device, names a stale one)")
     ap.add_argument("--in-place", action="store_true",
                     help="cut an application without MEPs where it is (a copy already: PolyBench's Makefiles include "
                          "../../utilities, which a copy of the program alone lacks)")
@@ -317,12 +361,12 @@ def main() -> int:
         meps = meps[i::n]
     if args.max_meps:
         meps = meps[:args.max_meps]
-    rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                         text=True).stdout.strip() or "no git"
+    rev = args.rev or subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                     text=True).stdout.strip() or "no git"
     res = {"gpu": gpu_line(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "modes": modes,
            "command": "python3 bench/evaluator_rate.py " + " ".join(sys.argv[1:]), "before": str(trees.get("before")),
            "after_rev": rev, "budget": args.budget, "time_limit": args.time_limit, "skipped": skipped, "runs": [],
-           "prepare_s": round(time.monotonic() - t0, 1)}
+           "prepare_s": round(time.monotonic() - t0, 1), "host_start": host_probe()}
     print(f"{len(meps)} MEP(s) to run, {len(skipped)} skipped; prepared in {res['prepare_s']} s", flush=True)
     jobs: queue.Queue = queue.Queue()
     for i, item in enumerate(meps):
@@ -351,6 +395,7 @@ def main() -> int:
         t.start()
     for t in threads:
         t.join()
+    res["host_end"] = host_probe()
     res["bench_wall_s"] = round(time.monotonic() - t0, 1)
     (args.out / "evaluator_rate.json").write_text(json.dumps(res, indent=1) + "\n")
     (args.out / "evaluator_rate.md").write_text(markdown(res))

@@ -30,3 +30,23 @@ def test_the_wall_splits_at_the_search_s_start_and_its_last_candidate(tmp_path):
                             "before": None, "after_rev": "r", "budget": 2, "time_limit": 30.0})
     assert "| app/k | 0.1 | pycuda / 16.0 (6.0 + 8.5 + 1.5) / 2 of 2 / **7.5** /" in table
     json.dumps(run)
+
+
+def test_the_host_is_probed_and_said_beside_the_rates(tmp_path):
+    """Two calls of one tree differ by the host's speed (120 and 77 per minute, gpu_2026-11-28f): the record says
+    the load and a tiny compile's time at the start and the end. An nvcc stand-in that takes 0.05 s is measured."""
+    bench = load()
+    fake = tmp_path / "nvcc"
+    fake.write_text("#!/bin/sh\nsleep 0.05\nwhile [ $# -gt 1 ]; do shift; done\n: > \"$1\"\n")
+    fake.chmod(0o755)
+    h = bench.host_probe(str(fake), repeat=3)
+    assert h["cores"] == os.cpu_count() and len(h["loadavg"]) == 2 and 0.05 <= h["nvcc_s"] < 1.0
+    failing = tmp_path / "nvcc-broken"
+    failing.write_text("#!/bin/sh\nexit 1\n")
+    failing.chmod(0o755)
+    assert bench.host_probe(str(failing))["nvcc_s"] is None           # no time where the compile failed
+    res = {"runs": [], "modes": ["after"], "gpu": "g", "date": "d", "command": "c", "before": None, "after_rev": "r",
+           "budget": 2, "time_limit": 30.0, "host_start": {**h, "loadavg": [3.5, 1.25]}, "host_end": h}
+    line = next(ln for ln in bench.markdown(res).splitlines() if ln.startswith("- host:"))
+    assert "at the start load average 3.5 (1 min), 1.25 (5 min), a tiny nvcc -cubin" in line and "at the end" in line
+    assert not any(ln.startswith("- host:") for ln in bench.markdown({**res, "host_start": None}).splitlines())
