@@ -14,6 +14,10 @@ local the launch names (`const int blocks = ...`; a `dim3` declaration when the 
 dimensions) when nothing but this kernel's launches reads that local, else in the launch itself (heatcg's
 cg_solve sizes axpy, dot and xpay with one `blocks`: only axpy's launches change). A grid over a symbol the
 site cannot spell is refused with the site.
+A captured MEP's launch is the recorded run's numbers, never written as such: a 1-D block change over the same
+elements lands in the site's own grid computation (_captured_block), a grid the library wrote over the captured
+number (a coarsened `((4096) + 4 - 1) / 4`) as that function of the site's grid (_captured_grid); anything else is
+refused with the site. A grid local that other code reads is never changed: the launch gets its grid itself.
 """
 from __future__ import annotations
 
@@ -100,7 +104,9 @@ def _launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict |
         return change
     text = source.decode()
     if _numbers(spec) and old_grid != new_grid:     # a captured launch: its grid holds for the recorded run only
-        _captured_block(change, inventory, kernel, old_block, new_block, old_grid, new_grid, text)
+        exprs = [str(x) for x in new_launch.get("grid", spec.launch.grid)]
+        if not _captured_grid(change, kernel, old_block, new_block, old_grid, new_grid, exprs, text):
+            _captured_block(change, inventory, kernel, old_block, new_block, old_grid, new_grid, text)
         return change
     if not _block_explains_grid(spec, sizes, old_block, new_block, old_grid, new_grid):
         _write_launch(change, inventory, kernel, spec, new_launch, new_block, text)
@@ -157,9 +163,54 @@ def _captured_block(change: LaunchChange, inventory: dict, kernel: dict, old_blo
             continue
         _replace_in_site(change, text, s, written, str(b1))
         new = with_block(target, token.group(1), b1)            # `(n + 255) / 256` -> `(n + 127) / 128`
+        local = (s.get("grid") or "").strip()
+        if local in s.get("locals", {}) and not _only_our_grids_read(text, at + len(target), local,
+                                                                     kernel["launch_sites"]):
+            lo, hi = _arg_span(text, s, 0)          # the local serves other code too: this launch gets its grid
+            change.edits.append((lo, hi, new.encode()))
+            change.notes.append(f"{where}: block {written} -> {b1}, grid {local} -> {new} (the local `{local}` stays "
+                                f"as it is for other code)")
+            continue
         if not any(e[0] == at for e in change.edits):
             change.edits.append((at, at + len(target), new.encode()))
         change.notes.append(f"{where}: block {written} -> {b1}, grid {target} -> {new}")
+
+
+def _captured_grid(change: LaunchChange, kernel: dict, old_block, new_block, old_grid, new_grid, exprs: list[str],
+                   text: str) -> bool:
+    """A winner with the captured block whose grid along x is written over the captured grid's number, as the
+    library writes a coarsened grid (`((4096) + 4 - 1) / 4`: 4 elements per thread; vector_elements, coarsen,
+    coarsen_blocks), lands at each launch site as that function of the site's own grid: the library's rule, which
+    it applies to a symbolic grid alike, right for every size. Nothing is written where the winner is not of that
+    form (False: _captured_block decides)."""
+    g0 = old_grid[0]
+    own = re.compile(rf"\(\s*{g0}\s*\)")
+    if old_block != new_block or old_grid[1:] != new_grid[1:] or len(own.findall(exprs[0])) != 1 \
+            or re.fullmatch(r"\(?\s*\d+\s*\)?", exprs[0].strip()):
+        return False
+    for s in kernel["launch_sites"]:
+        lo, hi = _arg_span(text, s, 0)
+        grid = text[lo:hi].strip()
+        new = _over_grid(grid, lambda x: own.sub(lambda _: f"({x})", exprs[0]))
+        change.edits.append((lo, hi, new.encode()))
+        change.notes.append(f"{s['file']}:{s['line']}: grid {grid} -> {new} (the winner's {exprs[0]} over the "
+                            f"captured grid {g0})")
+    return True
+
+
+def _over_grid(grid: str, along_x) -> str:
+    """The launch grid `grid` with its x component replaced by `along_x(x)`, y and z kept: an arithmetic expression
+    is an integer (a dim3 has no arithmetic), `dim3(x, y)` is taken apart; anything else (a local, a call) may be
+    either, read through dim3's own constructor, which takes both."""
+    ctor = re.fullmatch(r"dim3\s*\((.*)\)", grid, re.S)
+    if ctor:
+        body = ctor.group(1)
+        parts = [body[a:b].strip() for a, b in top_level_spans(body)]
+        return "dim3(" + ", ".join([along_x(parts[0]), *parts[1:]]) + ")"
+    if re.fullmatch(r"\d+[uUlL]*", grid) or (re.search(r"[-+*/%]", grid)
+                                             and not re.fullmatch(r"[\w.:]+\s*\(.*\)", grid, re.S)):
+        return along_x(grid)
+    return f"dim3({along_x(f'dim3({grid}).x')}, dim3({grid}).y, dim3({grid}).z)"
 
 
 def _shown(dims: list[int]) -> str:

@@ -184,3 +184,68 @@ def test_a_captured_grid_that_is_not_the_same_elements_in_other_blocks_is_refuse
     assert r.returncode != 0 and "captured run's numbers" in r.stderr and "set the launch by hand" in r.stderr
     assert not (app / ".mepgen/patches/smooth.diff").exists()
     assert (app / "main.cu").read_text() == MAIN
+
+
+def test_a_captured_launch_s_coarsened_grid_lands_over_the_site_s_own_grid(app, tmp_path):
+    """4 elements per thread divide a captured grid by 4, written by the library over the captured number
+    (`((16) + 4 - 1) / 4`): at the site the same function of the site's own grid, right for every n, never 4."""
+    w = numbers_winner(app, tmp_path, 4, 256)
+    (w / "mep.yaml").write_text((w / "mep.yaml").read_text().replace("grid: ['4']", "grid: ['((16) + 4 - 1) / 4']"))
+    r = mepgen("patch", "smooth", "--from", str(w / "kernel.cu"), "--json", cwd=app)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["launch"] == ["main.cu:12: grid (n + 255) / 256 -> (((n + 255) / 256) + 4 - 1) / 4 "
+                                              "(the winner's ((16) + 4 - 1) / 4 over the captured grid 16)"]
+    diff = (app / ".mepgen/patches/smooth.diff").read_text()
+    assert "+    smooth<<<(((n + 255) / 256) + 4 - 1) / 4, 256>>>(in, out, n);" in diff
+
+
+def test_a_coarsened_grid_keeps_each_site_s_own_form_and_compiles(tmp_path):
+    """Each way a site spells its grid: an integer expression, a literal, `dim3(x, y)` taken apart, a local or a
+    call read through dim3's constructor (a dim3 or an integer alike); nvcc compiles every form."""
+    import shutil
+    from mepgen.patch.launch import _over_grid
+    quarter = lambda x: f"(({x}) + 4 - 1) / 4"
+    forms = {"(n + 255) / 256": "(((n + 255) / 256) + 4 - 1) / 4", "16": "((16) + 4 - 1) / 4",
+             "dim3(n / 64, 2)": "dim3(((n / 64) + 4 - 1) / 4, 2)",
+             "blocks": "dim3(((dim3(blocks).x) + 4 - 1) / 4, dim3(blocks).y, dim3(blocks).z)",
+             "up(n, 256)": "dim3(((dim3(up(n, 256)).x) + 4 - 1) / 4, dim3(up(n, 256)).y, dim3(up(n, 256)).z)"}
+    for grid, want in forms.items():
+        assert _over_grid(grid, quarter) == want
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("no nvcc: the forms' spelling is checked, their compile is not")
+    body = "\n".join(f"    k<<<{want}, 64>>>(p, n);" for want in forms.values())
+    src = tmp_path / "forms.cu"
+    src.write_text("__global__ void k(float* p, int n) { if (p) p[0] = n; }\n"
+                   "static int up(int a, int b) { return (a + b - 1) / b; }\n"
+                   f"void launch(float* p, int n, dim3 blocks) {{\n{body}\n}}\n"
+                   "void launch_int(float* p, int n, int blocks) {\n"
+                   f"    k<<<{forms['blocks']}, 64>>>(p, n);\n}}\n")
+    done = subprocess.run([nvcc, "-c", str(src), "-o", str(tmp_path / "forms.o")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_captured_launch_s_grid_local_that_other_code_reads_stays(tmp_path):
+    """`blocks` sizes two kernels' launches: a captured MEP's new block for one writes that kernel's grid in its own
+    launch; the local, and the other kernel's launch, stay as they were."""
+    kernels = KERNELS + ("__global__ void scale(float* out, int n)\n{\n    int i = blockIdx.x * blockDim.x + "
+                         "threadIdx.x;\n    if (i < n) out[i] *= 2.0f;\n}\n")
+    main = MAIN.replace("    smooth<<<(n + 255) / 256, 256>>>(in, out, n);\n",
+                        "    int blocks = (n + 255) / 256;\n    smooth<<<blocks, 256>>>(in, out, n);\n"
+                        "    scale<<<blocks, 256>>>(out, n);\n")
+    app = make_app(tmp_path, kernels, main, "smooth")
+    mep = app / ".mepgen/meps/smooth"
+    text = (mep / "mep.yaml").read_text()
+    old = next(ln for ln in text.splitlines() if ln.startswith("launch:"))
+    (mep / "mep.yaml").write_text(text.replace(old, "launch: {grid: ['16'], block: ['256'], shared_mem: '0'}"))
+    w = tmp_path / "winner"
+    w.mkdir()
+    (w / "kernel.cu").write_text((mep / "kernel.cu").read_text())
+    (w / "mep.yaml").write_text(text.replace(old, "launch: {grid: ['32'], block: ['128'], shared_mem: '0'}"))
+    r = mepgen("patch", "smooth", "--from", str(w / "kernel.cu"), "--json", cwd=app)
+    assert r.returncode == 0, r.stderr
+    diff = (app / ".mepgen/patches/smooth.diff").read_text()
+    assert "+    smooth<<<(n + 127) / 128, 128>>>(in, out, n);" in diff
+    changed = [ln for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+    assert changed == ["-    smooth<<<blocks, 256>>>(in, out, n);", "+    smooth<<<(n + 127) / 128, 128>>>(in, out, n);"]
+    assert "the local `blocks` stays as it is for other code" in " ".join(json.loads(r.stdout)["launch"])
