@@ -191,17 +191,21 @@ def _captured_grid(change: LaunchChange, kernel: dict, old_block, new_block, old
     for s in kernel["launch_sites"]:
         lo, hi = _arg_span(text, s, 0)
         grid = text[lo:hi].strip()
-        new = _over_grid(grid, lambda x: own.sub(lambda _: f"({x})", exprs[0]))
+        dim3_local = re.match(r"dim3\s*\(", s.get("locals", {}).get(grid, "")) is not None
+        new = _over_grid(grid, lambda x: own.sub(lambda _: f"({x})", exprs[0]), dim3_local)
         change.edits.append((lo, hi, new.encode()))
         change.notes.append(f"{s['file']}:{s['line']}: grid {grid} -> {new} (the winner's {exprs[0]} over the "
                             f"captured grid {g0})")
     return True
 
 
-def _over_grid(grid: str, along_x) -> str:
+def _over_grid(grid: str, along_x, dim3_local: bool = False) -> str:
     """The launch grid `grid` with its x component replaced by `along_x(x)`, y and z kept: an arithmetic expression
-    is an integer (a dim3 has no arithmetic), `dim3(x, y)` is taken apart; anything else (a local, a call) may be
-    either, read through dim3's own constructor, which takes both."""
+    is an integer (a dim3 has no arithmetic), `dim3(x, y)` is taken apart, a local declared as a dim3
+    (`dim3_local`) read by its members; anything else (a local of another type, a call) may be either, read through
+    dim3's own constructor, which takes both."""
+    if dim3_local and re.fullmatch(r"[A-Za-z_]\w*", grid):
+        return f"dim3({along_x(f'{grid}.x')}, {grid}.y, {grid}.z)"
     ctor = re.fullmatch(r"dim3\s*\((.*)\)", grid, re.S)
     if ctor:
         body = ctor.group(1)

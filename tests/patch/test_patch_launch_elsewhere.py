@@ -211,6 +211,8 @@ def test_a_coarsened_grid_keeps_each_site_s_own_form_and_compiles(tmp_path):
              "up(n, 256)": "dim3(((dim3(up(n, 256)).x) + 4 - 1) / 4, dim3(up(n, 256)).y, dim3(up(n, 256)).z)"}
     for grid, want in forms.items():
         assert _over_grid(grid, quarter) == want
+    assert _over_grid("gws", quarter, dim3_local=True) == "dim3(((gws.x) + 4 - 1) / 4, gws.y, gws.z)"
+    forms["gws"] = "dim3(((gws.x) + 4 - 1) / 4, gws.y, gws.z)"
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("no nvcc: the forms' spelling is checked, their compile is not")
@@ -218,7 +220,7 @@ def test_a_coarsened_grid_keeps_each_site_s_own_form_and_compiles(tmp_path):
     src = tmp_path / "forms.cu"
     src.write_text("__global__ void k(float* p, int n) { if (p) p[0] = n; }\n"
                    "static int up(int a, int b) { return (a + b - 1) / b; }\n"
-                   f"void launch(float* p, int n, dim3 blocks) {{\n{body}\n}}\n"
+                   f"void launch(float* p, int n, dim3 blocks, dim3 gws) {{\n{body}\n}}\n"
                    "void launch_int(float* p, int n, int blocks) {\n"
                    f"    k<<<{forms['blocks']}, 64>>>(p, n);\n}}\n")
     done = subprocess.run([nvcc, "-c", str(src), "-o", str(tmp_path / "forms.o")], capture_output=True, text=True)
