@@ -141,7 +141,12 @@ def _captured_block(change: LaunchChange, inventory: dict, kernel: dict, old_blo
     it (the site's own terms: right for every size); anything else is refused, with the site."""
     b0, b1, g0, g1 = old_block[0], new_block[0], old_grid[0], new_grid[0]
     one_d = old_block[1:] == [1, 1] and new_block[1:] == [1, 1] and old_grid[1:] == new_grid[1:]
-    if not one_d or max((g0 - 1) * b0, (g1 - 1) * b1) >= min(g0 * b0, g1 * b1):
+    if not one_d and _same_elements(old_block, new_block, old_grid, new_grid, axes=2) and old_block[2] == 1 and \
+            new_block[2] == 1 and old_grid[2] == new_grid[2]:
+        for s in kernel["launch_sites"]:
+            _captured_2d(change, inventory, s, old_block, new_block, text, kernel["launch_sites"])
+        return
+    if not one_d or not _same_elements(old_block, new_block, old_grid, new_grid, axes=1):
         raise MepgenError(f"the MEP's launch is the captured run's numbers (grid {_shown(old_grid)}, block "
                           f"{_shown(old_block)}) and the winner's grid {_shown(new_grid)} with block {_shown(new_block)} "
                           f"is not the same elements in blocks of another size: written as a number it would hold "
@@ -174,6 +179,49 @@ def _captured_block(change: LaunchChange, inventory: dict, kernel: dict, old_blo
         if not any(e[0] == at for e in change.edits):
             change.edits.append((at, at + len(target), new.encode()))
         change.notes.append(f"{where}: block {written} -> {b1}, grid {target} -> {new}")
+
+
+def _same_elements(old_block, new_block, old_grid, new_grid, axes: int) -> bool:
+    """Whether, along each of the first `axes` axes, both launches are ceil(N / block) blocks of one N."""
+    return all(max((g0 - 1) * b0, (g1 - 1) * b1) < min(g0 * b0, g1 * b1)
+               for b0, b1, g0, g1 in zip(old_block[:axes], new_block[:axes], old_grid[:axes], new_grid[:axes]))
+
+
+def _captured_2d(change: LaunchChange, inventory: dict, s: dict, old_block, new_block, text: str, sites) -> None:
+    """A 2-D block change of a captured launch over the same elements (16x16 -> 32x4): at a site that spells its
+    block `dim3(BX, BY)` (literals or macros of the captured values) and its grid `dim3(GX, GY)` with each axis's
+    block token in it, the block becomes the winner's numbers and each grid component its own with its axis's new
+    block (`(w+BLOCK_SIZE-1)/BLOCK_SIZE` -> `(w+32-1)/32`); a macro both axes share (one BLOCK_SIZE for 16x16) keeps
+    its value for the rest of the code. Anything else is refused with the site."""
+    where = f"{s['file']}:{s['line']}"
+    wanted = f"set the block to {new_block[0]}x{new_block[1]} and each grid axis to ceil(N / its block) by hand"
+    lo, hi = _arg_span(text, s, 1)
+    block = re.fullmatch(r"dim3\s*\((.*)\)", text[lo:hi].strip(), re.S)
+    tokens = [block.group(1)[a:b].strip() for a, b in top_level_spans(block.group(1))] if block else []
+    macros = inventory.get("macros", {})
+    if len(tokens) not in (2, 3) or (tokens[2:] and tokens[2] != "1") or not all(
+            (re.fullmatch(r"\d+", t) and int(t) == v) or (t in macros and cexpr.evaluate(str(macros[t]), {}) == v)
+            for t, v in zip(tokens, old_block)):
+        raise MepgenError(f"{where}: the MEP's launch is the captured run's numbers, and the block there "
+                          f"(`{text[lo:hi].strip()}`) is not dim3 of literals or macros of {old_block[0]}x{old_block[1]}: "
+                          f"{wanted}")
+    target, at = _grid_target(text, s)
+    grid = re.fullmatch(r"dim3\s*\((.*)\)", (target or "").strip(), re.S)
+    parts = [grid.group(1)[a:b].strip() for a, b in top_level_spans(grid.group(1))] if grid else []
+    if len(parts) not in (2, 3) or not all(_word(t).search(c) for t, c in zip(tokens, parts)):
+        raise MepgenError(f"{where}: the MEP's launch is the captured run's numbers, and the grid there "
+                          f"(`{target or s.get('grid')}`) is not dim3 with each axis spelled with its block: {wanted}")
+    new_parts = [with_block(c, t, v) for c, t, v in zip(parts, tokens, new_block)] + parts[2:]
+    new_grid = f"dim3({', '.join(new_parts)})"
+    change.edits.append((lo, hi, f"dim3({new_block[0]}, {new_block[1]})".encode()))
+    local = (s.get("grid") or "").strip()
+    if local in s.get("locals", {}) and not _only_our_grids_read(text, at + len(target), local, sites):
+        glo, ghi = _arg_span(text, s, 0)        # the local serves other code too: this launch gets its grid
+        change.edits.append((glo, ghi, new_grid.encode()))
+    elif not any(e[0] == at for e in change.edits):
+        change.edits.append((at, at + len(target), new_grid.encode()))
+    change.notes.append(f"{where}: block {text[lo:hi].strip()} -> dim3({new_block[0]}, {new_block[1]}), grid "
+                        f"{target} -> {new_grid}")
 
 
 def _captured_grid(change: LaunchChange, kernel: dict, old_block, new_block, old_grid, new_grid, exprs: list[str],
