@@ -43,6 +43,17 @@ class Plan:
         return sha256(self.patched)
 
 
+def _line_end(data: bytes) -> str:
+    """The line end most of the file's lines have: "\r\n" (a file written on Windows) or "\n"."""
+    crlf = data.count(b"\r\n")
+    return "\r\n" if crlf > data.count(b"\n") - crlf else "\n"
+
+
+def _with_line_end(text: str, eol: str) -> str:
+    """`text` (the variant's lines end in "\n": mepgen writes the MEP so) with the file's own line end."""
+    return text if eol == "\n" else text.replace("\r\n", "\n").replace("\n", eol)
+
+
 def plan(app: Path, inventory: dict, kernel: dict, defs: list[Definition], original: bytes,
          launch: LaunchChange | None = None, source: Callable[[str], bytes] | None = None) -> Plan:
     """The patch for `kernel` from the variant's definitions, applied to `original` (the recorded file),
@@ -100,7 +111,9 @@ def plan(app: Path, inventory: dict, kernel: dict, defs: list[Definition], origi
     old_kernel = original[start:end].decode()
     launch = launch or LaunchChange()
     at = _before_leading_comment(original, start) if helpers or launch.prelude else start
-    inserted = (launch.prelude + "".join(h.text + "\n\n" for h in helpers)).encode()
+    eol = _line_end(original)       # a file of CRLF lines gets CRLF lines: only what changed shows in the diff
+    kernel_text = _with_line_end(kernel_text, eol)
+    inserted = _with_line_end(launch.prelude + "".join(h.text + "\n\n" for h in helpers), eol).encode()
     edits = [(at, at, inserted), (start, end, kernel_text.encode()), *launch.edits]
     spans = sorted((lo, hi) for lo, hi, _ in launch.edits)
     if any(b[0] < a[1] for a, b in zip(spans, spans[1:])):

@@ -251,3 +251,88 @@ def test_a_captured_launch_s_grid_local_that_other_code_reads_stays(tmp_path):
     changed = [ln for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
     assert changed == ["-    smooth<<<blocks, 256>>>(in, out, n);", "+    smooth<<<(n + 127) / 128, 128>>>(in, out, n);"]
     assert "the local `blocks` stays as it is for other code" in " ".join(json.loads(r.stdout)["launch"])
+
+
+IMAGE = """// kernels.cu: a 2-D kernel, one thread per pixel
+#define TILE 16
+__global__ void shade(float* img, int w, int h)
+{
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x < w && y < h) img[y * w + x] = 0.5f * x + y;
+}
+"""
+IMAGE_MAIN = """#include <cstdio>
+#include <cstdlib>
+#include "kernels.cu"
+
+int main(int argc, char** argv)
+{
+    int w = argc > 1 ? atoi(argv[1]) : 64, h = argc > 2 ? atoi(argv[2]) : 64;
+    float* img;
+    cudaMalloc(&img, (size_t)w * h * sizeof(float));
+    shade<<<dim3((w + TILE - 1) / TILE, (h + TILE - 1) / TILE), dim3(TILE, TILE)>>>(img, w, h);
+    cudaDeviceSynchronize();
+    printf("done\\n");
+    return 0;
+}
+"""
+
+
+def test_a_captured_2d_block_change_lands_per_axis_in_the_site_s_terms(tmp_path):
+    """A captured 16x16 launch (grid 4x4 for 64x64 pixels) whose winner is 32x4 (grid 2x16): the block becomes the
+    winner's numbers, each grid axis its own computation with its new block; TILE keeps its value; nvcc builds it."""
+    import shutil
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "kernels.cu").write_text(IMAGE)
+    (app / "main.cu").write_text(IMAGE_MAIN)
+    (app / "Makefile").write_text("app: main.cu kernels.cu\n\tnvcc -O2 -o app main.cu\n")
+    assert mepgen("extract", ".", cwd=app).returncode == 0
+    assert mepgen("mep", "shade", "--size", "W=64", "--size", "H=64", cwd=app).returncode == 0
+    mep = app / ".mepgen/meps/shade"
+    text = (mep / "mep.yaml").read_text()
+    old = next(ln for ln in text.splitlines() if ln.startswith("launch:"))
+    (mep / "mep.yaml").write_text(text.replace(old, "launch: {grid: ['4', '4'], block: ['16', '16'], shared_mem: '0'}"))
+    w = tmp_path / "winner"
+    w.mkdir()
+    (w / "kernel.cu").write_text((mep / "kernel.cu").read_text())
+    (w / "mep.yaml").write_text(text.replace(old, "launch: {grid: ['2', '16'], block: ['32', '4'], shared_mem: '0'}"))
+    r = mepgen("patch", "shade", "--from", str(w / "kernel.cu"), "--apply", cwd=app)
+    assert r.returncode == 0, r.stderr
+    main = (app / "main.cu").read_text()
+    assert "shade<<<dim3((w + 32 - 1) / 32, (h + 4 - 1) / 4), dim3(32, 4)>>>(img, w, h);" in main
+    assert "#define TILE 16" in (app / "kernels.cu").read_text()
+    if shutil.which("nvcc"):
+        done = subprocess.run(["nvcc", "-o", str(tmp_path / "app.bin"), "main.cu"], cwd=app, capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stderr
+    bad = tmp_path / "winner-bad"
+    bad.mkdir()
+    (bad / "kernel.cu").write_text((mep / "kernel.cu").read_text())
+    (bad / "mep.yaml").write_text(text.replace(old, "launch: {grid: ['1', '16'], block: ['32', '4'], shared_mem: '0'}"))
+    assert mepgen("patch", "shade", "--revert", cwd=app).returncode == 0
+    r = mepgen("patch", "shade", "--from", str(bad / "kernel.cu"), cwd=app)       # x: 32 of 64 pixels
+    assert r.returncode != 0 and "not the same elements" in r.stderr
+
+
+def test_a_file_of_crlf_lines_gets_crlf_lines_and_a_diff_of_what_changed(tmp_path):
+    """A source written on Windows (CRLF, as a public application's is): the variant (mepgen writes the MEP's
+    files with LF) is spliced in with CRLF, so the diff shows the changed line only, and a variant equal to the
+    original is nothing to patch."""
+    crlf = lambda t: t.replace("\n", "\r\n")
+    app = make_app(tmp_path, crlf(KERNELS), crlf(MAIN), "smooth")
+    mep = app / ".mepgen/meps/smooth"
+    same = tmp_path / "same.cu"
+    same.write_text((mep / "kernel.cu").read_text().replace("\r\n", "\n"))
+    r = mepgen("patch", "smooth", "--from", str(same), cwd=app)
+    assert r.returncode != 0 and "byte for byte: nothing to patch" in r.stderr
+    changed = tmp_path / "changed.cu"
+    changed.write_text(same.read_text().replace("0.5f * in[i]", "in[i] * 0.5f"))
+    r = mepgen("patch", "smooth", "--from", str(changed), "--apply", cwd=app)
+    assert r.returncode == 0, r.stderr
+    diff = (app / ".mepgen/patches/smooth.diff").read_text()
+    lines = [ln for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+    assert len(lines) == 2 and "in[i] * 0.5f" in lines[1]
+    data = (app / "kernels.cu").read_bytes()
+    assert data.count(b"\n") == data.count(b"\r\n") and b"in[i] * 0.5f" in data
