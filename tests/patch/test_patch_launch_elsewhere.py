@@ -40,15 +40,15 @@ def mepgen(*args, cwd):
     return subprocess.run([sys.executable, "-m", "mepgen.cli", *args], cwd=cwd, capture_output=True, text=True)
 
 
-def make_app(folder: Path, kernels: str, main: str, kernel: str) -> Path:
-    """An application whose main.cu includes kernels.cu and launches `kernel`, extracted, its MEP made."""
+def make_app(folder: Path, kernels: str, main: str, kernel: str, sizes=("N=4096",)) -> Path:
+    """An application whose main.cu includes kernels.cu and launches `kernel`, extracted, its MEP made (`sizes`)."""
     app = folder / "app"
     app.mkdir()
     (app / "kernels.cu").write_text(kernels)
     (app / "main.cu").write_text(main)
     (app / "Makefile").write_text("app: main.cu kernels.cu\n\tnvcc -O2 -o app main.cu\n")
     assert mepgen("extract", ".", cwd=app).returncode == 0
-    assert mepgen("mep", kernel, "--size", "N=4096", cwd=app).returncode == 0
+    assert mepgen("mep", kernel, *(a for v in sizes for a in ("--size", v)), cwd=app).returncode == 0
     return app
 
 
@@ -227,6 +227,21 @@ def test_a_coarsened_grid_keeps_each_site_s_own_form_and_compiles(tmp_path):
     assert done.returncode == 0, done.stderr
 
 
+def captured(mep: Path, tmp_path: Path, launch: str, **winners: str) -> dict[str, Path]:
+    """The MEP's launch made `launch` (numbers, as `mepgen capture` records a run) and, per name, a winner folder
+    (the MEP's kernel.cu) with its own launch."""
+    text = (mep / "mep.yaml").read_text()
+    old = next(ln for ln in text.splitlines() if ln.startswith("launch:"))
+    (mep / "mep.yaml").write_text(text.replace(old, f"launch: {launch}"))
+    out = {}
+    for name, theirs in winners.items():
+        out[name] = tmp_path / name
+        out[name].mkdir()
+        (out[name] / "kernel.cu").write_text((mep / "kernel.cu").read_text())
+        (out[name] / "mep.yaml").write_text(text.replace(old, f"launch: {theirs}"))
+    return out
+
+
 def test_a_captured_launch_s_grid_local_that_other_code_reads_stays(tmp_path):
     """`blocks` sizes two kernels' launches: a captured MEP's new block for one writes that kernel's grid in its own
     launch; the local, and the other kernel's launch, stay as they were."""
@@ -236,14 +251,8 @@ def test_a_captured_launch_s_grid_local_that_other_code_reads_stays(tmp_path):
                         "    int blocks = (n + 255) / 256;\n    smooth<<<blocks, 256>>>(in, out, n);\n"
                         "    scale<<<blocks, 256>>>(out, n);\n")
     app = make_app(tmp_path, kernels, main, "smooth")
-    mep = app / ".mepgen/meps/smooth"
-    text = (mep / "mep.yaml").read_text()
-    old = next(ln for ln in text.splitlines() if ln.startswith("launch:"))
-    (mep / "mep.yaml").write_text(text.replace(old, "launch: {grid: ['16'], block: ['256'], shared_mem: '0'}"))
-    w = tmp_path / "winner"
-    w.mkdir()
-    (w / "kernel.cu").write_text((mep / "kernel.cu").read_text())
-    (w / "mep.yaml").write_text(text.replace(old, "launch: {grid: ['32'], block: ['128'], shared_mem: '0'}"))
+    w = captured(app / ".mepgen/meps/smooth", tmp_path, "{grid: ['16'], block: ['256'], shared_mem: '0'}",
+                 winner="{grid: ['32'], block: ['128'], shared_mem: '0'}")["winner"]
     r = mepgen("patch", "smooth", "--from", str(w / "kernel.cu"), "--json", cwd=app)
     assert r.returncode == 0, r.stderr
     diff = (app / ".mepgen/patches/smooth.diff").read_text()
@@ -283,21 +292,11 @@ def test_a_captured_2d_block_change_lands_per_axis_in_the_site_s_terms(tmp_path)
     """A captured 16x16 launch (grid 4x4 for 64x64 pixels) whose winner is 32x4 (grid 2x16): the block becomes the
     winner's numbers, each grid axis its own computation with its new block; TILE keeps its value; nvcc builds it."""
     import shutil
-    app = tmp_path / "app"
-    app.mkdir()
-    (app / "kernels.cu").write_text(IMAGE)
-    (app / "main.cu").write_text(IMAGE_MAIN)
-    (app / "Makefile").write_text("app: main.cu kernels.cu\n\tnvcc -O2 -o app main.cu\n")
-    assert mepgen("extract", ".", cwd=app).returncode == 0
-    assert mepgen("mep", "shade", "--size", "W=64", "--size", "H=64", cwd=app).returncode == 0
-    mep = app / ".mepgen/meps/shade"
-    text = (mep / "mep.yaml").read_text()
-    old = next(ln for ln in text.splitlines() if ln.startswith("launch:"))
-    (mep / "mep.yaml").write_text(text.replace(old, "launch: {grid: ['4', '4'], block: ['16', '16'], shared_mem: '0'}"))
-    w = tmp_path / "winner"
-    w.mkdir()
-    (w / "kernel.cu").write_text((mep / "kernel.cu").read_text())
-    (w / "mep.yaml").write_text(text.replace(old, "launch: {grid: ['2', '16'], block: ['32', '4'], shared_mem: '0'}"))
+    app = make_app(tmp_path, IMAGE, IMAGE_MAIN, "shade", sizes=("W=64", "H=64"))
+    ws = captured(app / ".mepgen/meps/shade", tmp_path, "{grid: ['4', '4'], block: ['16', '16'], shared_mem: '0'}",
+                  winner="{grid: ['2', '16'], block: ['32', '4'], shared_mem: '0'}",
+                  bad="{grid: ['1', '16'], block: ['32', '4'], shared_mem: '0'}")        # bad: x covers 32 of 64
+    w = ws["winner"]
     r = mepgen("patch", "shade", "--from", str(w / "kernel.cu"), "--apply", cwd=app)
     assert r.returncode == 0, r.stderr
     main = (app / "main.cu").read_text()
@@ -307,12 +306,8 @@ def test_a_captured_2d_block_change_lands_per_axis_in_the_site_s_terms(tmp_path)
         done = subprocess.run(["nvcc", "-o", str(tmp_path / "app.bin"), "main.cu"], cwd=app, capture_output=True,
                               text=True)
         assert done.returncode == 0, done.stderr
-    bad = tmp_path / "winner-bad"
-    bad.mkdir()
-    (bad / "kernel.cu").write_text((mep / "kernel.cu").read_text())
-    (bad / "mep.yaml").write_text(text.replace(old, "launch: {grid: ['1', '16'], block: ['32', '4'], shared_mem: '0'}"))
     assert mepgen("patch", "shade", "--revert", cwd=app).returncode == 0
-    r = mepgen("patch", "shade", "--from", str(bad / "kernel.cu"), cwd=app)       # x: 32 of 64 pixels
+    r = mepgen("patch", "shade", "--from", str(ws["bad"] / "kernel.cu"), cwd=app)
     assert r.returncode != 0 and "not the same elements" in r.stderr
 
 
