@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU: does the library's tuning search (tune_params, hill climbing) land within 5 % of an exhaustive block sweep?
+"""GPU: does the library's tuning search (tune_params, hill climbing) land within 5 % of an exhaustive sweep?
 
     python3 bench/tuning_sweep.py OUT PATH... [--budget 8] [--batch 4] [--total 330] [--rounds 2] [--work DIR]
     python3 bench/tuning_sweep.py --pack DEST PATH... [--per-app 2] [--max 20] [--max-mib 256]    # CPU: choose
@@ -18,7 +18,9 @@ For each MEP, with one evaluator (every point built, verified on every input set
 
 1. sweep: every block size of the kernel's block axis (launch_config's values where the launch alone sets the
    block; else the values of the tunable size the block spells, tune_params' `size:SYM`), the others at the
-   kernel's own values, plus the original itself (cost 1.0);
+   kernel's own values, plus the original itself (cost 1.0); a kernel without a block axis (most captured launches:
+   a block the kernel's shared arrays or reductions fix) has its whole space swept, launch bounds x register cap
+   (at most MAX_FULL points; axis `bounds x regs` in the table);
 2. search: tune_params' whole space (block or tunable sizes, launch bounds, register cap) walked by the library's
    strategy (hillclimb, tuning.py) from its first point, `--batch` points per step (ask/tell) until `--budget`
    evaluations; the original counts as a point (cost 1.0: keeping it is always possible). A point the sweep
@@ -115,10 +117,34 @@ def space_of(mep: Path):
     except Refused as e:
         return {**row, "skipped": f"tune_params: {e}"}, None
     axis = sweep_axis(space)
-    if axis is None:
-        return {**row, "skipped": "no block axis (only launch bounds and a register cap): nothing to sweep",
-                "space": space}, None
-    return row, (spec, src, launch, t, space, first, current, axis)
+    if axis is None and product(space) > MAX_FULL:
+        return {**row, "skipped": f"no block axis, and the whole space has {product(space)} points (more than "
+                                  f"{MAX_FULL}): nothing swept", "space": space}, None
+    return row, (spec, src, launch, t, space, first, current, axis or FULL)
+
+
+#: a kernel without a block axis (a captured launch whose block the kernel's shared arrays or reductions fix) still
+#: has launch bounds and a register cap to tune: its whole space (at most MAX_FULL points) is the exhaustive sweep
+FULL = "bounds x regs"
+MAX_FULL = 32
+
+
+def product(space: dict) -> int:
+    n = 1
+    for values in space.values():
+        n *= len(values)
+    return n
+
+
+def sweep_points(space: dict, current: dict, axis: str) -> list[dict]:
+    """The sweep: every value of the block axis, the other axes at the kernel's own; with FULL every point of the
+    space (launch bounds x register cap), in the space's order."""
+    if axis != FULL:
+        return [{**current, axis: v} for v in space[axis]]
+    points = [dict(current)]
+    for name, values in space.items():
+        points = [{**p, name: v} for p in points for v in values]
+    return points
 
 
 def one(mep: Path, args, work: Path) -> dict:
@@ -135,7 +161,7 @@ def one(mep: Path, args, work: Path) -> dict:
     share = getattr(args, "share", None)
     over = (lambda: share is not None and time.time() - started > share)
     cache, sweep, history, cut = {}, [], [], None
-    points = [{**current, axis: v} for v in space[axis]]
+    points = sweep_points(space, current, axis)
     try:
         ev.prepare()
         step = max(1, 2 * args.batch)
@@ -188,7 +214,12 @@ def summary(rows: list[dict], gpu: str, command: str) -> str:
     lines = ["# Tuning search (tune_params, hillclimb) against an exhaustive block sweep", "",
              f"- GPU: {gpu}; {datetime.datetime.now().isoformat(timespec='seconds')}", f"- command: `{command}`",
              f"- cost = candidate time / original time (every point verified on every input set); 1.0 = the original",
-             f"- **search within 5 % of the sweep's best: {near} of {len(done)} MEPs**", "",
+             f"- **search within 5 % of the sweep's best: {near} of {len(done)} MEPs**",
+             f"- of which with a block axis (the block swept, the rest at the kernel's own): "
+             f"{sum(r['within_5pct'] for r in done if r['axis'] != FULL)} of "
+             f"{sum(1 for r in done if r['axis'] != FULL)}; without one (`{FULL}`: the whole space swept): "
+             f"{sum(r['within_5pct'] for r in done if r['axis'] == FULL)} of {sum(1 for r in done if r['axis'] == FULL)}",
+             "",
              "| kernel | axis | sweep best (point) | search best (point) | evaluations (sweep / search) | within 5 % |",
              "|---|---|---|---|---|---|"]
     for r in rows:
@@ -197,7 +228,8 @@ def summary(rows: list[dict], gpu: str, command: str) -> str:
             lines.append(f"| {name} | {r.get('axis', '-')} | {r.get('skipped') or r.get('error') or r.get('cut') or 'not run'}"
                          f" | | | |")
             continue
-        lines.append(f"| {name} | {r['axis']} | {r['sweep_best']:.3f} ({r['sweep_best_point'].get(r['axis'])}) | "
+        best = r["sweep_best_point"] if r["axis"] == FULL else r["sweep_best_point"].get(r["axis"])
+        lines.append(f"| {name} | {r['axis']} | {r['sweep_best']:.3f} ({best}) | "
                      f"{r['search_best']:.3f} ({r['search_best_point']}) | {len(r['sweep'])} / {len(r['search'])} | "
                      f"{'yes' if r['within_5pct'] else 'NO'} |")
     return "\n".join(lines) + "\n"
@@ -257,7 +289,7 @@ def pack(dest: Path, paths: list[Path], work: Path, per_app: int, most: int, max
             why = f"{per_app} of {app} chosen already"
         else:
             row, context = space_of(mep)
-            why = row.get("skipped")
+            why = row.get("skipped") or (None if context[7] != FULL else "no block axis in tune_params' space")
             if why is None:
                 mib = buffer_mib(context[0])
                 why = "buffer sizes unknown" if mib is None else \

@@ -34,13 +34,20 @@ def test_the_table_counts_the_mep_within_5_percent():
     assert "| app2/k3 | - | 2 open todo item(s) | | | |" in text
 
 
-def _mep(root, app, name, count="N", todo="[]"):
-    from test_library_tunables import PLAIN, YAML
+def _mep(root, app, name, count="N", todo="[]", fixed=False):
+    """A hand-written MEP: `twice` (the launch alone sets the block), or with `fixed` `halve`, whose shared array
+    is sized by the literal block (no block axis: launch bounds and a register cap left)."""
+    from test_library_tunables import PLAIN, STAGED, YAML
     mep = root / app / ".mepgen" / "meps" / name
     mep.mkdir(parents=True)
-    (mep / "mep.yaml").write_text(YAML.format(name="twice", sizes="N: 65536, BS: 256", grid="(N + BS - 1) / BS",
-                                              block="BS", count=count).replace("todo: []", f"todo: {todo}"))
-    (mep / "kernel.cu").write_text(PLAIN)
+    if fixed:
+        (mep / "mep.yaml").write_text(YAML.format(name="halve", sizes="N: 65536, CHUNK: 128", grid="N / 256",
+                                                  block="256", count=count).replace("todo: []", f"todo: {todo}"))
+        (mep / "kernel.cu").write_text(STAGED.replace("CHUNK", "256").split("#endif\n", 1)[1])
+    else:
+        (mep / "mep.yaml").write_text(YAML.format(name="twice", sizes="N: 65536, BS: 256", grid="(N + BS - 1) / BS",
+                                                  block="BS", count=count).replace("todo: []", f"todo: {todo}"))
+        (mep / "kernel.cu").write_text(PLAIN)
     (mep / "harness.cu").write_text("// harness\n")
     (mep / "data").mkdir()
     (mep / "data" / "in.bin").write_bytes(b"0" * 64)
@@ -135,3 +142,20 @@ def test_pack_chooses_by_the_rule_and_copies_no_data(tmp_path):
     assert "| a1/k3 | no | 2 of a1 chosen already |" in sel
     assert "| a2/big | no | buffers of 2048 MiB |" in sel and "| a2/open | no | 1 open todo item(s) |" in sel
     assert tuning_sweep.meps_of([dest], tmp_path / "work") == taken
+
+
+def test_without_a_block_axis_the_whole_space_is_swept(tmp_path, monkeypatch):
+    """A kernel whose block its shared array fixes: the sweep is every point of launch bounds x register cap, and
+    the search (8 evaluations) is judged against that; the table says which kind of sweep each row is."""
+    import argparse
+    calls = []
+    _fake(monkeypatch, calls)
+    mep = _mep(tmp_path, "app", "halve", fixed=True)
+    row = tuning_sweep.one(mep, argparse.Namespace(budget=8, batch=4, rounds=2, backend="native"), tmp_path / "w")
+    assert row["axis"] == tuning_sweep.FULL and set(row["space"]) == {"bounds", "regs"}
+    assert len(row["sweep"]) == tuning_sweep.product(row["space"]) == len(row["space"]["bounds"]) * len(row["space"]["regs"])
+    assert abs(row["sweep_best"] - 0.97) < 1e-9 and row["sweep_best_point"]["regs"] == 64
+    assert row["within_5pct"] and len(row["search"]) == 8
+    text = tuning_sweep.summary([row], "g", "c")
+    assert "without one (`bounds x regs`: the whole space swept): 1 of 1" in text
+    assert "| app/halve | bounds x regs | 0.970 ({" in text
