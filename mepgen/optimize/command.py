@@ -219,9 +219,9 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     setup = round(time.monotonic() - started, 3)      # the command's own start: workspace, spec, evaluator, pipeline
     try:
         progress(f"{spec.kernel.name}: building the original and computing its reference outputs")
+        ahead = _first_round_ahead(ev, evaluate, spec, mep_dir, run_dir, kinds, width, resume)
         ev.prepare()             # builds the original while its input sets are made
         progress(f"{spec.kernel.name}: verifying and timing the original")
-        ahead = _first_round_ahead(ev, evaluate, spec, mep_dir, run_dir, kinds, width, resume)
         baseline = ev.baseline_result()
         if ahead is not None:
             ahead.join()
@@ -330,18 +330,19 @@ def process_age_s(at: float) -> float | None:
 
 
 def _first_round_ahead(ev, stream, spec, mep_dir, run_dir, kinds, width, resume) -> threading.Thread | None:
-    """While the GPU verifies and times the original, the library's first proposals from it (the search's first
-    round: it starts from the original, with nothing evaluated yet) are linted and compiled into the caches their
-    submit finds, on a thread the caller joins before the search. Only where the pipeline streams (many cores), for
-    a new run, with the library among the proposers; a proposal that differs in the search is compiled there."""
+    """While the original is built, its references computed and it is verified and timed, the library's first
+    proposals from it (the search's first round: it starts from the original, with nothing evaluated yet) are linted
+    and compiled into the caches their submit finds, on a thread the caller joins before the search. It starts with
+    the baseline, not after its build: the proposals need no GPU (the library reads neither the GPU nor the kernel's
+    features), and their compiles then end before the search instead of in its first round. Only where the pipeline
+    streams (many cores), for a new run, with the library among the proposers; a proposal that differs in the search
+    is compiled there."""
     if stream is None or stream.submit is None or resume is not None or "library" not in kinds:
         return None
 
     def work() -> None:
         try:
-            gpu = gpu_info(ev, None)
-            ctx = Context(spec=spec, mep_dir=mep_dir, original=ev.original_text, gpu=gpu,
-                          features=kernel_features(spec, ev.original_text, gpu["name"], mep_dir))
+            ctx = Context(spec=spec, mep_dir=mep_dir, original=ev.original_text, gpu={})
             for p in library_proposer().propose(ctx, None, width or auto_width()):
                 stream.prefetch(p, run_dir / "work")
         except Exception:      # noqa: BLE001 (a warm-up only: the search meets any such error itself, and says it)

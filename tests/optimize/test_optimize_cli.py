@@ -210,3 +210,33 @@ def test_a_time_limit_the_baseline_cannot_fit_is_refused_up_front(tmp_path, monk
     md = (app / ".mepgen" / "runs" / "cg.axpy" / "r" / "summary.md").read_text()
     assert "stopped before any candidate" in md and line.group(0) in md
     assert wall < 30
+
+
+def test_the_first_round_is_compiled_while_the_original_is_still_built(tmp_path, monkeypatch):
+    """The first round's proposals need no GPU: their lint and compile start with the baseline, so they are under
+    way while the original is built (Evaluator.prepare), not only once it is timed."""
+    import threading
+    from mepgen.evaluate import lint_workers
+    from mepgen.evaluate.batch import Pipeline
+    from mepgen.evaluate.evaluator import Evaluator
+    monkeypatch.setattr(lint_workers, "count_for", lambda cores=None: 1)
+    ahead, seen = [], threading.Event()
+    real_prefetch, real_prepare = Pipeline.prefetch, Evaluator.prepare
+
+    def prefetch(self, *a):
+        ahead.append(a[0])
+        seen.set()
+        return real_prefetch(self, *a)
+
+    during = []
+
+    def prepare(self):
+        during.append(seen.wait(20))        # a prefetch while the original is still being prepared
+        return real_prepare(self)
+    monkeypatch.setattr(Pipeline, "prefetch", prefetch)
+    monkeypatch.setattr(Evaluator, "prepare", prepare)
+    app = _fake_gpu_app(tmp_path, monkeypatch)
+    r = CliRunner().invoke(main, ["optimize", "cg::axpy", "-C", str(app), "--budget", "3", "--run-name", "r",
+                                  "--json"])
+    assert r.exit_code == 0, r.output
+    assert during == [True] and ahead
