@@ -169,6 +169,9 @@ def test_a_replayed_point_this_kernel_does_not_offer_is_refused(tmp_path):
         assert e.value.step == name and "block '32x4' is not one this kernel offers" in str(e.value)
     text, new_launch, _ = apply_chain(catalog, src.text, spec, [{"name": "launch_config", "params": {"block": 128}}])
     assert new_launch["block"] == ["128"]
+    with pytest.raises(StepRefused) as e:       # a pattern of another mepgen: a parameter this one does not know
+        apply_chain(catalog, src.text, spec, [{"name": "launch_config", "params": {"block_size": 128}}])
+    assert "do not fit this kernel or this mepgen (KeyError: 'block')" in str(e.value)
 
 
 def test_without_a_block_to_move_the_register_cap_comes_first(tmp_path):

@@ -124,5 +124,8 @@ def apply_chain(catalog: dict, text: str, spec: Spec, chain: list[dict],
             rw = t.apply(src, spec, here, params)
         except Refused as e:
             raise StepRefused(name, str(e)) from None
+        except (KeyError, ValueError, TypeError) as e:   # a chain from the pattern store may come from another
+            raise StepRefused(name, f"its parameters {params} do not fit this kernel or this mepgen "   # version
+                                    f"({type(e).__name__}: {e})") from None
         text, launch, flags = rw.text, (rw.launch if rw.launch is not None else launch), flags + list(rw.nvcc_flags)
     return text, launch, flags
