@@ -94,6 +94,7 @@ class Search:
         # streaming: a faster result, told the moment its future completes (before its round is recorded; on_win
         # follows then, in the round's order): on the thread that completed it
         self.on_faster = on_faster
+        self.faster_errors: list[str] = []        # what on_faster raised (told in the trajectory after the round)
 
     # --- bookkeeping --------------------------------------------------------------------------------
 
@@ -245,8 +246,10 @@ class Search:
             result = future.result()
             if getattr(result, "faster", False):
                 self.on_faster(proposal, result)
-        except Exception:  # noqa: BLE001 (a head start only, never raised into the pipeline's GPU thread, where
-            pass           # concurrent.futures would log it over the progress lines; the round's on_win tells the win)
+        except Exception as e:  # noqa: BLE001 (a head start only, never raised into the pipeline's GPU thread, where
+            # concurrent.futures would log it over the progress lines; the round's on_win still tells the win, and
+            # the trajectory says what failed once the round is recorded)
+            self.faster_errors.append(f"{type(e).__name__}: {e}")
 
     def _evaluate(self, batch: list[tuple[Proposal, object, Attempt | None, str | None]]) -> list[Attempt]:
         if not batch:
@@ -266,6 +269,11 @@ class Search:
             self.traj.add(a, proposer.name if proposer is not None else prop.source, self.evaluations,
                           self.budget.candidates)
             done.append(a)
+        if self.faster_errors:
+            told, self.faster_errors = self.faster_errors, []
+            self.traj.event("on_faster_failed", f"the early hand-over of a faster result failed ({told[0]}"
+                                                f"{f', and {len(told) - 1} more' if len(told) > 1 else ''}); the "
+                                                f"round's record told the win as before")
         if self.on_progress is not None:
             self.on_progress(self.snapshot("still running"))
         return done

@@ -217,7 +217,7 @@ def test_patch_builds_the_variant_and_the_original_for_memcheck_with_the_host_s_
 
     class Recording:
         def __init__(self, spec, mep_dir, build_dir, device):
-            pass
+            self.device = device
 
         def compile(self, kernel, launch=None, flags=()):
             asked.append((Path(kernel).name, Path(kernel).parent.name, tuple(flags)))

@@ -3,6 +3,7 @@ its proposer returns it, so its compile overlaps the rest of the round's proposi
 verdicts, repairs) is the one a batch evaluate gives."""
 from __future__ import annotations
 
+import json
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -159,3 +160,6 @@ def test_a_hook_that_raises_does_not_disturb_the_search(tmp_path):
                      on_faster=broken)
     _, plain = run(tmp_path, "plain", StreamingEvaluate(compile_s=0.01), MarkerProposer(), budget)
     assert trail == plain and out.evaluations == 6 and out.best is not None
+    events = [json.loads(ln) for ln in (tmp_path / "broken" / "run" / "trajectory.jsonl").read_text().splitlines()]
+    told = [e["message"] for e in events if e.get("event") == "on_faster_failed"]
+    assert told and "RuntimeError: the build pool is gone" in told[0]          # said, not swallowed
