@@ -14,20 +14,19 @@ from mepgen.optimize.library.launch_config import LaunchConfig
 from mepgen.optimize.library.source import Refused
 from mepgen.optimize.library.tunables import TuneParams
 
-YAML = """version: 1
-kernel: {{name: shift, id: shift, source: s.cu, source_sha256: "0", start_byte: 0, end_byte: 1}}
-sizes: {{}}
-params:
-  - {{name: src, role: in, ctype: const float *, dtype: float32, count: 1000000, init: {{kind: file, path: data/in/src.npy}}}}
-  - {{name: dst, role: out, ctype: float *, dtype: float32, count: 1000000}}
-  - {{name: count, role: scalar, ctype: int, dtype: int32, value: '{count}'}}
-constants: []
-launch: {{grid: ['{grid}'], block: ['{block}'], shared_mem: '0'}}
-build: {{arch: sm_90, std: c++17, nvcc_flags: [-O3]}}
-verify: {{input_sets: 1, seed: 1}}
-timing: {{warmup: 5, reps: 50, flush_l2: true}}
-todo: []
-"""
+def captured_yaml(kernel: str, params: list[str], grid: list[str], block: list[str]) -> str:
+    """mep.yaml as `mepgen capture` writes it: no sizes, the scalars' recorded values, a launch of numbers."""
+    return "\n".join([
+        "version: 1",
+        f'kernel: {{name: {kernel}, id: {kernel}, source: s.cu, source_sha256: "0", start_byte: 0, end_byte: 1}}',
+        "sizes: {}", "params:", *(f"  - {{{p}}}" for p in params), "constants: []",
+        f"launch: {{grid: {grid}, block: {block}, shared_mem: '0'}}",
+        "build: {arch: sm_90, std: c++17, nvcc_flags: [-O3]}", "verify: {input_sets: 1, seed: 1}",
+        "timing: {warmup: 5, reps: 50, flush_l2: true}", "todo: []", ""])
+
+
+ONE_D = ["name: src, role: in, ctype: const float *, dtype: float32, count: 1000000, init: {kind: file, path: data/in/src.npy}",
+         "name: dst, role: out, ctype: float *, dtype: float32, count: 1000000"]
 
 GUARDED = """__global__ void shift(const float *src, float *dst, int count) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -56,7 +55,8 @@ UNGUARDED = """__global__ void shift(const float *src, float *dst, int count) {
 
 
 def make(tmp_path, text, grid="7813", block="128", count="1000000"):
-    return written(tmp_path, YAML.format(grid=grid, block=block, count=count), text)
+    scalar = f"name: count, role: scalar, ctype: int, dtype: int32, value: '{count}'"
+    return written(tmp_path, captured_yaml("shift", [*ONE_D, scalar], [grid], [block]), text)
 
 
 def test_the_grid_of_a_captured_launch_follows_the_guard(tmp_path):
@@ -113,21 +113,10 @@ def test_a_literal_block_the_kernel_spells_through_a_macro_is_baked_in(tmp_path)
         LaunchConfig().space(src, spec, launch)
 
 
-YAML_2D = """version: 1
-kernel: {{name: blend, id: blend, source: s.cu, source_sha256: "0", start_byte: 0, end_byte: 1}}
-sizes: {{}}
-params:
-  - {{name: img, role: in, ctype: const float *, dtype: float32, count: 1920000, init: {{kind: file, path: data/in/img.npy}}}}
-  - {{name: out, role: out, ctype: float *, dtype: float32, count: 1920000}}
-  - {{name: width, role: scalar, ctype: int, dtype: int32, value: '1600'}}
-  - {{name: height, role: scalar, ctype: int, dtype: int32, value: '1200'}}
-constants: []
-launch: {{grid: ['{gx}', '{gy}'], block: ['16', '16'], shared_mem: '0'}}
-build: {{arch: sm_90, std: c++17, nvcc_flags: [-O3]}}
-verify: {{input_sets: 1, seed: 1}}
-timing: {{warmup: 5, reps: 50, flush_l2: true}}
-todo: []
-"""
+TWO_D = ["name: img, role: in, ctype: const float *, dtype: float32, count: 1920000, init: {kind: file, path: data/in/img.npy}",
+         "name: out, role: out, ctype: float *, dtype: float32, count: 1920000",
+         "name: width, role: scalar, ctype: int, dtype: int32, value: '1600'",
+         "name: height, role: scalar, ctype: int, dtype: int32, value: '1200'"]
 
 # one pixel per thread of a 2D launch, both indices guarded
 PIXELS = """__global__ void blend(const float *img, float *out, int width, int height) {
@@ -141,7 +130,7 @@ PIXELS = """__global__ void blend(const float *img, float *out, int width, int h
 
 
 def make_2d(tmp_path, text, gx="100", gy="75"):
-    return written(tmp_path, YAML_2D.format(gx=gx, gy=gy), text)
+    return written(tmp_path, captured_yaml("blend", TWO_D, [gx, gy], ["16", "16"]), text)
 
 
 def test_the_grid_of_a_captured_2d_launch_follows_both_guards(tmp_path):
