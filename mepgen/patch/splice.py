@@ -16,7 +16,7 @@ from typing import Callable
 
 from ..errors import MepgenError
 from .clones import clone_changed
-from .launch import LaunchChange
+from .launch_sites import LaunchChange
 from .variant import Definition
 
 

@@ -203,7 +203,7 @@ def test_a_coarsened_grid_keeps_each_site_s_own_form_and_compiles(tmp_path):
     """Each way a site spells its grid: an integer expression, a literal, `dim3(x, y)` taken apart, a local or a
     call read through dim3's constructor (a dim3 or an integer alike); nvcc compiles every form."""
     import shutil
-    from mepgen.patch.launch import _over_grid
+    from mepgen.patch.captured_launch import over_grid as _over_grid
     quarter = lambda x: f"(({x}) + 4 - 1) / 4"
     forms = {"(n + 255) / 256": "(((n + 255) / 256) + 4 - 1) / 4", "16": "((16) + 4 - 1) / 4",
              "dim3(n / 64, 2)": "dim3(((n / 64) + 4 - 1) / 4, 2)",
