@@ -156,7 +156,20 @@ def run_one(tree: Path, app: Path, mid: str, mode: str, args, gpu: str | None) -
             "speedup": (out.get("best") or {}).get("speedup"), "stop": out.get("stop_reason"),
             "error": out.get("error"), "phases": phases, "early_stops": early, "drift_retimes": drift,
             "interleaved": interleaved, "baseline_phases_s": header.get("baseline_phases_s"),
-            "stderr_tail": done.stderr.strip().splitlines()[-4:]}
+            "lookahead": said(run, "lookahead"), "stderr_tail": done.stderr.strip().splitlines()[-4:]}
+
+
+def said(run: Path, event: str) -> str | None:
+    """The message of the trajectory's last `event` (lookahead: proposals compiled ahead, how many were used)."""
+    path, last = run / "trajectory.jsonl", None
+    for line in (path.read_text().splitlines() if path.is_file() else []):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if rec.get("event") == event:
+            last = rec.get("message")
+    return last
 
 
 def split(run: Path, recs: list[dict], epoch0: float, wall: float) -> dict | None:

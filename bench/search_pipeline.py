@@ -5,7 +5,7 @@ that sleep (defaults: 0.75 s a compile and 0.10 s a check, the phases measured p
 bench/results/evaluator_rate_2026-11-28/), or nvcc for real with --nvcc.
 
     python3 bench/search_pipeline.py MEP_DIR [--budget 25] [--width 8] [--jobs 16] [--compile-s 0.75] [--gpu-s 0.1]
-        [--nvcc] [--mode stream|batch|evaluate] [--lint-workers N] [--json OUT]
+        [--nvcc] [--mode stream|batch|evaluate] [--lint-workers N] [--no-lookahead] [--json OUT]
 
 MEP_DIR: an MEP folder (APP/.mepgen/meps/ID) made by `mepgen mep`. Modes: `stream` (candidates.Stream with
 --lint-workers rule workers: proposals submitted as they come; the default on 8 cores or more), `batch`
@@ -13,7 +13,9 @@ MEP_DIR: an MEP folder (APP/.mepgen/meps/ID) made by `mepgen mep`. Modes: `strea
 round: an older mepgen's door, for a tree without Stream). Prints the wall time, candidates per minute, and the
 seconds spent proposing (serial, in this process), in the rules, in compiles and on the stand-in GPU.
 --jobs only sizes the compile threads; the stand-in compiles take no CPU, the proposer and the rules take this
-machine's.
+machine's. The stand-in compile is cached by content, launch and flags, as the real build is (a compile ahead,
+optimize/lookahead.py, is found by the submit after it); --no-lookahead turns the lookahead off, and the row says
+how many proposals it compiled ahead and how many of them a round then proposed.
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ def main() -> int:
     ap.add_argument("--nvcc", action="store_true", help="compile with nvcc (pycuda_entry.build_cubin) instead")
     ap.add_argument("--mode", choices=["stream", "batch", "evaluate"], default="stream")
     ap.add_argument("--lint-workers", type=int, default=1)
+    ap.add_argument("--no-lookahead", action="store_true", help="no next round compiled ahead (optimize/lookahead.py)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
@@ -65,8 +68,18 @@ def main() -> int:
         with lock:
             spent[what] += time.monotonic() - since
 
+    builds: dict[tuple, threading.Event] = {}
+
     class Backend:
         def compile(self, kernel_file, launch=None, flags=()):
+            key = (Path(kernel_file).read_text(), repr(launch), tuple(flags))     # the build cache's key
+            with lock:
+                done, mine = builds.get(key), key not in builds
+                if mine:
+                    done = builds[key] = threading.Event()
+            if not mine:
+                done.wait()
+                return Built(Path(kernel_file), None, "k", CompileInfo(seconds=0.0), "", {})
             t = time.monotonic()
             try:
                 if args.nvcc:
@@ -78,6 +91,7 @@ def main() -> int:
                 return Built(Path(kernel_file), None, "k", CompileInfo(seconds=args.compile_s), "", {})
             finally:
                 note("compile", t)
+                done.set()
 
     class StandIn:
         """The part of Evaluator that the candidates' door calls; check() sleeps as the GPU would judge."""
@@ -142,6 +156,8 @@ def main() -> int:
     start = time.monotonic()
     search = Search(ctx, [proposer], evaluate, strategies.make("elite"), Budget(args.budget, None, 2, args.width),
                     traj, start=start)
+    if args.no_lookahead:
+        search.lookahead.prefetch = None
     outcome = search.run()
     wall = time.monotonic() - start
     if stream is not None:
@@ -150,7 +166,9 @@ def main() -> int:
     row = {"mep": spec.kernel.id, "mode": args.mode, "width": args.width, "jobs": args.jobs,
            "lint_workers": args.lint_workers if args.mode == "stream" else 0, "evaluations": outcome.evaluations,
            "wall_s": round(wall, 2), "per_min": round(outcome.evaluations / wall * 60, 1),
-           **{f"{k}_s": round(v, 2) for k, v in spent.items()}}
+           **{f"{k}_s": round(v, 2) for k, v in spent.items()},
+           "ahead": getattr(getattr(search, "lookahead", None), "compiled", None),
+           "ahead_used": getattr(getattr(search, "lookahead", None), "used", None)}
     print(json.dumps(row))
     if args.json:
         args.json.write_text(json.dumps(row) + "\n")

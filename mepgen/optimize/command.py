@@ -224,7 +224,9 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
         progress(f"{spec.kernel.name}: verifying and timing the original")
         baseline = ev.baseline_result()
         if ahead is not None:
+            waited = time.monotonic()
             ahead.join()
+            ev.spent["ahead"] = round(time.monotonic() - waited, 3)    # the first round's proposing left to wait for
         if not baseline.ok:
             raise MepgenError(f"the MEP's own kernel.cu failed evaluation: {baseline.feedback().splitlines()[0]}",
                               exit_code=3)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..evaluate.results import EvalResult
+from .lookahead import Lookahead
 from .proposer import Attempt, Context, Proposal
 from .strategies import MCTS, State, Strategy
 from .trajectory import Trajectory, content_hash, pct_roofline
@@ -95,6 +96,7 @@ class Search:
         # follows then, in the round's order): on the thread that completed it
         self.on_faster = on_faster
         self.faster_errors: list[str] = []        # what on_faster raised (told in the trajectory after the round)
+        self.lookahead = Lookahead(self)          # the next round compiled ahead while this one's tail is judged
 
     # --- bookkeeping --------------------------------------------------------------------------------
 
@@ -225,6 +227,7 @@ class Search:
                 if not fresh and isinstance(self.strategy, MCTS):
                     self.strategy.mark_exhausted(parent)
                 for p in fresh:
+                    self.lookahead.note_proposed(p)
                     self._start(p)
                 out += [(p, proposer, parent) for p in fresh]
         return out
@@ -258,7 +261,9 @@ class Search:
             for p, *_ in batch:
                 if id(p) not in self.started:
                     self._start(p)
-            results = [self.started.pop(id(p)).result() for p, *_ in batch]
+            futures = [self.started.pop(id(p)) for p, *_ in batch]
+            self.lookahead.wait(batch, futures)      # guesses the next round as results arrive (lookahead.py)
+            results = [f.result() for f in futures]
         else:
             results = self.evaluate([p for p, *_ in batch], self.traj.folder / "work")
         done = []
@@ -356,5 +361,8 @@ class Search:
                 break
             done = self._evaluate([(p, who, parent, None) for p, who, parent in items])
             self._repair([a for a in done if getattr(a.result, "status", "") in REPAIRABLE])
+        said = self.lookahead.report()
+        if said:
+            self.traj.event("lookahead", said)
         self.traj.event("stopped", f"stopped after {self.evaluations} evaluation(s): {stop}")
         return Outcome(self.best(), list(self.state.attempts.values()), self.evaluations, stop, dict(self.unavailable))

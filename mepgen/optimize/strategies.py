@@ -56,6 +56,11 @@ class Strategy(abc.ABC):
     def observe(self, attempt: Attempt, reward: float) -> None:
         pass
 
+    def likely_parents(self, state: State, width: int) -> list[Attempt | None]:
+        """The parents `parents` would choose next from `state`, changing nothing (lookahead.py compiles their
+        proposals ahead); [] where the strategy cannot say without choosing."""
+        return []
+
 
 class Elite(Strategy):
     """Best-first with diverse elites: the fastest verified attempt, then the fastest of other lineages,
@@ -69,6 +74,12 @@ class Elite(Strategy):
 
     def parents(self, state: State, width: int) -> list[Attempt | None]:
         self.rounds += 1
+        return self._choose(state, width, self.rounds)
+
+    def likely_parents(self, state: State, width: int) -> list[Attempt | None]:
+        return self._choose(state, width, self.rounds + 1)
+
+    def _choose(self, state: State, width: int, round_no: int) -> list[Attempt | None]:
         ranked = sorted((a for a in state.verified() if a.result.faster), key=median)
         chosen: list[Attempt | None] = []
         kinds: set[str] = set()
@@ -83,7 +94,7 @@ class Elite(Strategy):
                 break
             if a not in chosen:
                 chosen.append(a)
-        if self.rounds <= self.options["original_rounds"] or len(chosen) < width:
+        if round_no <= self.options["original_rounds"] or len(chosen) < width:
             chosen.append(None)
         return chosen[:max(width, 1)]
 

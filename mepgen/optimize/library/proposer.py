@@ -29,6 +29,8 @@ def cost_of(result) -> float | None:
 
 class LibraryProposer:
     name = "library"
+    #: its proposals are a function of the parent, the spec and the history alone: lookahead.py may ask ahead
+    speculative = True
     MEMO = 32           # parents whose analysis is kept (a search of 25 candidates asks about a dozen)
 
     def __init__(self, transformations=None, strategy: str = "hillclimb", seed: int = 0):

@@ -1,0 +1,126 @@
+"""Lookahead: the next round's likely proposals compiled while the GPU judges the end of this one.
+
+A round of the search ends at a barrier: the strategy picks the next parents from the round's verdicts, the
+proposers write from them, and only then do the next compiles start (about 1 s of nvcc) while the GPU waits. A
+round's compiles end long before its last candidates are judged (8 candidates of a 20 us kernel: the GPU judges
+one every 0.1-0.2 s), so the cores are free for most of the round's tail.
+
+While the search waits for a round's results, each result that arrives is added to a copy of the state, and the
+strategy is asked which parents it would choose next (`Strategy.likely_parents`, which changes nothing). Each new
+likely parent is given to the deterministic proposers (`speculative = True`: the library's proposals are a function
+of the parent, the spec and the history alone) on a copy of the context whose history holds the results so far,
+and their proposals are linted and compiled ahead into the caches the next round's submit finds
+(candidates.Stream.prefetch). Nothing else is touched: the state, the history, the seen set, the trajectory and
+the proposers' answers of the real round are exactly those of a search without lookahead, so the search's path is
+the same; only a next round's compiles that were guessed right are already done. A wrong guess costs a compile on
+a core that was idle (at most CAP x the next round's proposals a round); its folder stays in the run's work/.
+
+A search whose evaluate cannot prefetch (few cores: the search calls it with whole rounds) has no lookahead.
+"""
+from __future__ import annotations
+
+from concurrent.futures import FIRST_COMPLETED, wait
+from dataclasses import replace
+
+from .proposer import Attempt
+from .strategies import State
+from .trajectory import content_hash
+
+ORIGINAL = "original"
+
+
+class Lookahead:
+    #: proposals compiled ahead in a round, at most this many times the next round's room
+    CAP = 2
+
+    def __init__(self, search):
+        self.s = search
+        self.prefetch = getattr(search.evaluate, "prefetch", None)
+        self.ahead: set[str] = set()          # content hashes compiled ahead (the whole run)
+        self.compiled = 0                     # how many were compiled ahead
+        self.used = 0                         # ... and then proposed in a real round
+        self.errors: list[str] = []           # what a guess raised (the search goes on without lookahead)
+
+    def enabled(self) -> bool:
+        return (self.prefetch is not None and self.s.submit is not None and not self.errors
+                and hasattr(self.s.strategy, "likely_parents") and bool(self._proposers()))
+
+    def _proposers(self) -> list:
+        return [p for p in self.s.available if getattr(p, "speculative", False)]
+
+    def _next_room(self, batch_len: int) -> int:
+        """Proposals in the round after this one (Search._room, with this round counted)."""
+        b = self.s.budget
+        left = b.candidates - (self.s.evaluations + batch_len)
+        if left <= 0:
+            return 0
+        return left if left - b.width <= b.width // 4 else b.width
+
+    def note_proposed(self, proposal) -> None:
+        """A real round proposed this: counted as used when it was compiled ahead."""
+        if content_hash(proposal.text, proposal.launch, proposal.nvcc_flags) in self.ahead:
+            self.used += 1
+
+    def wait(self, batch: list[tuple], futures: list) -> None:
+        """Wait until every future of the round is done, guessing and compiling the next round as results
+        arrive. Returns without guessing where lookahead is off or nothing follows this round."""
+        room = self._next_room(len(batch)) if self.enabled() else 0
+        if room <= 0:
+            return
+        spent, guessed = [0], set()
+        pending = set(futures)
+        while pending:
+            _, pending = wait(pending, return_when=FIRST_COMPLETED)
+            if pending and spent[0] < self.CAP * room and not self.errors:
+                self._guess(batch, futures, room, guessed, spent)
+
+    def _guess(self, batch, futures, room: int, guessed: set, spent: list) -> None:
+        s = self.s
+        hypothetical = []
+        for k, ((prop, _proposer, parent, repair_of), fut) in enumerate(zip(batch, futures)):
+            if not fut.done() or fut.cancelled() or fut.exception() is not None:
+                continue
+            hypothetical.append(Attempt(f"c{s.counter + k + 1:04d}", prop, fut.result(),
+                                        parent=parent.id if parent else None, repair_of=repair_of))
+        state = State({**s.state.attempts, **{a.id: a for a in hypothetical}})
+        try:
+            parents = s.strategy.likely_parents(state, s.budget.width)
+        except Exception as e:  # noqa: BLE001 (a guess only: the real round asks the strategy itself)
+            self.errors.append(f"{type(e).__name__}: {e}")
+            return
+        ctx = replace(s.ctx, history=list(s.ctx.history) + hypothetical)
+        share = max(1, -(-room // max(1, len(parents) * max(1, len(s.available)))))
+        for parent in parents:
+            pkey = ORIGINAL if parent is None else \
+                content_hash(parent.proposal.text, parent.proposal.launch, parent.proposal.nvcc_flags)
+            if pkey in guessed:
+                continue
+            guessed.add(pkey)
+            for proposer in self._proposers():
+                try:
+                    props = proposer.propose(ctx, parent, share)
+                except Exception as e:  # noqa: BLE001 (the real round asks again and meets it there)
+                    self.errors.append(f"{proposer.name}: {type(e).__name__}: {e}")
+                    return
+                for p in props[:share]:
+                    h = content_hash(p.text, p.launch, p.nvcc_flags)
+                    if h in s.seen or h in self.ahead or spent[0] >= self.CAP * room:
+                        continue
+                    try:
+                        self.prefetch(p, s.traj.folder / "work")
+                    except Exception as e:  # noqa: BLE001 (an invalid launch: the real submit says it)
+                        self.errors.append(f"{type(e).__name__}: {e}")
+                        return
+                    self.ahead.add(h)
+                    self.compiled += 1
+                    spent[0] += 1
+
+    def report(self) -> str | None:
+        """One line for the trajectory at the end of the search, or None where nothing was compiled ahead."""
+        if not self.compiled and not self.errors:
+            return None
+        line = (f"lookahead: {self.compiled} proposal(s) of a next round compiled while the GPU judged the end of "
+                f"a round; {self.used} of them were proposed")
+        if self.errors:
+            line += f"; stopped guessing after: {self.errors[0]}"
+        return line
