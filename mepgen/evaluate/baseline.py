@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from . import output_digest, session
+from . import output_digest, references, session
 from . import plan as plan_mod
 from .results import EvalResult
 from .store import digest
@@ -34,7 +34,7 @@ def result(ev) -> EvalResult:
         res.stage = "verify"
         wrong = ev._wrong(out.outputs, s.index, "run", out.inputs_after, out.inputs_changed, out.matched)
         if not wrong and out.outputs:      # references cached without digests: the original's run gives them
-            ev._use_digests(s.index, output_digest.of_run(ev.spec.outputs, out, ev.refs[s.index]))
+            references.use_digests(ev, s.index, output_digest.of_run(ev.spec.outputs, out, ev.refs[s.index]))
         ev._saw_run(time.monotonic() - t0)
         ev.todo["verify"] -= 1
         if wrong:

@@ -1,13 +1,12 @@
 """The evaluation pipeline of one MEP: lint -> compile -> run -> verify -> time, against the original kernel.
 
 `prepare()` makes the input sets, builds the original kernel.cu (the baseline) and computes its reference
-outputs once per input set (cached by content). `check(candidate)` then takes a built candidate through
+outputs once per input set (cached by content; references.py). `check(candidate)` then takes a built candidate through
 the GPU stages on one backend; batch.py spreads many candidates over CPU cores (compiles) and GPUs.
 """
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -19,19 +18,19 @@ import numpy as np
 
 from ..errors import MepgenError
 from ..spec import Launch, Spec
-from . import device_compare, estimate, launchcfg, output_digest
+from . import estimate, launchcfg
 from . import peaks as peaks_mod
 from .. import perturb
 from . import plan as plan_mod
 from . import profile as profile_mod
-from . import baseline, rules, sandbox, session
+from . import baseline, references, rules, sandbox, session
 from .backend import Built, InputSet, TimingPlan
 from .decide import MIN_GAIN, decide, round_range, summarize, timer_escape
 from .devices import choose_backend, list_gpus, make_backend
 from .results import CompileFailed, EvalResult, Impossible, Mismatch, RuntimeFault, Timed, WrongResult
 from .store import Store, digest
 from .recheck import recheck
-from .verify import compare, reference_problem, tolerance_for, unchanged, written_region
+from .verify import compare, tolerance_for, unchanged
 
 KERNEL_FILE = "kernel.cu"
 RESULT_VERSION = 1
@@ -70,19 +69,6 @@ class Worker:
     peaks: peaks_mod.Peaks | None = None
     notes: list[str] = field(default_factory=list)
     stored: session.Stored | None = None      # the original's timing on this GPU (session.py)
-
-
-class _LazyInputs(dict):
-    """Input set k's arrays, read from the store on first use: the pycuda worker compares the inputs itself
-    (inputs_changed), so on that backend the evaluator never holds a copy of every input set."""
-
-    def __init__(self, store: Store):
-        super().__init__()
-        self.store = store
-
-    def __missing__(self, k: int) -> dict[str, np.ndarray]:
-        self[k] = self.store.load_inputs(k)
-        return self[k]
 
 
 class Evaluator:
@@ -164,7 +150,7 @@ class Evaluator:
             with ThreadPoolExecutor(1 + len(self.workers)) as pool:     # and the workers start (pycuda: ~1 s)
                 warming = [pool.submit(w.backend.warm) for w in self.workers if hasattr(w.backend, "warm")]
                 building = pool.submit(self.compile_baseline)
-                self._make_inputs()
+                references.make_inputs(self)
                 wait([building])
                 waited = time.monotonic()        # what the workers' start adds after the build and the inputs
                 wait(warming)
@@ -172,87 +158,9 @@ class Evaluator:
                     self._spend("worker", waited)
             building.result()        # the build's MepgenError, when the original does not compile
         else:
-            self._make_inputs()
-        refs_start = time.monotonic()
-        self.inputs = _LazyInputs(self.store)     # read only where a backend hands inputs back to compare
-        w = self.workers[0]
-        for s in self.sets:
-            ref = self.store.load_ref(self.ref_key, s.index)
-            if ref is None:
-                self.check_time()
-                self.log(f"computing reference outputs for input set {s.index}")
-                t0 = time.monotonic()
-                out = w.backend.run(w.baseline, s, self.store.work_dir / "reference" / f"set{s.index}")
-                if out.fault is not None:
-                    hint = "" if self.sandbox == "off" or out.fault.kind not in ("cuda_error", "crash") else (
-                        f" (it ran in the sandbox, level {self.sandbox}: if the GPU or a library is out of its reach "
-                        "there, `evaluate.sandbox: off` tells; docs/sandbox.md)")
-                    raise MepgenError(f"the original kernel fails on input set {s.index}: {out.fault.kind}: "
-                                      f"{out.fault.message}{hint}", exit_code=3)
-                poisoned = {o.name: o.role == "out" for o in self.spec.outputs}
-                for name, arr in out.outputs.items():
-                    problem = reference_problem(name, arr, s.index, poisoned.get(name, True))
-                    if problem:
-                        raise MepgenError(problem, exit_code=3)
-                self._saw_baseline(out)
-                self.store.save_ref(self.ref_key, s.index, out.outputs,
-                                    {"seed": self.spec.verify.seed + s.index, "backend": self.backend_name,
-                                     "device": out.record.get("device", ""),
-                                     "digests": output_digest.of_run(self.spec.outputs, out, out.outputs)})
-                ref = out.outputs
-                self._saw_run(time.monotonic() - t0)
-            self.todo["ref"] -= 1
-            self.refs[s.index] = ref
-            self._use_digests(s.index, output_digest.stored(self.store.ref_dir(self.ref_key, s.index)))
-            for name, arr in ref.items():
-                if name not in {o.name for o in self.spec.outputs if o.role == "out"}:
-                    continue            # only an out buffer is poisoned: an inout one's elements are all data
-                region = written_region(name, arr, s.index)
-                if region and region not in self.ref_notes:
-                    self.log(region)
-                    self.ref_notes.append(region)
-        self._spend("references", refs_start)
-        if self.opts.verify_on_device:       # the pycuda worker compares outputs on the GPU (device_compare.py)
-            refs_of = lambda k: {p.name: self.store.ref_dir(self.ref_key, k) / f"{p.name}.npy"
-                                 for p in self.spec.outputs}
-            for worker in (w for w in self.workers if hasattr(w.backend, "use_references")):
-                worker.backend.use_references(refs_of, device_compare.rules_for(self.spec))
-        stale = launchcfg.stale_harness(self.spec, self.mep_dir)
-        for worker in self.workers:
-            if stale and stale not in worker.notes:
-                worker.notes.append(stale)
-            worker.notes += [n for n in self.ref_notes if n not in worker.notes]
-            if self.opts.check_peaks:
-                try:
-                    worker.peaks = peaks_mod.get(worker.device, self.store.build_dir / "peaks")
-                except RuntimeError as e:
-                    worker.notes.append(f"no peak check: {e}")
-
-    def _use_digests(self, k: int, digests: dict[str, list[str]]) -> None:
-        """From now on an output with a reference digest is not written back where it matches (native.py; off with
-        verify_on_device: every output comes back)."""
-        for w in (w for w in self.workers if digests and self.opts.verify_on_device and hasattr(w.backend, "use_digests")):
-            w.backend.use_digests(k, digests)
-
-    def _make_inputs(self) -> None:
-        start = time.monotonic()
-        missing = [k for k in range(self.k) if not self.store.has_input_set(k)]
-        self.todo["gen"] = len(missing)
-        if missing:       # the first alone (its time says what the others take), the others side by side
-            mib = self.store.set_bytes() / 2**20
-            if mib >= 64:
-                self.log(f"making {len(missing)} input set(s) of {mib:.0f} MiB")
-            t0 = time.monotonic()
-            self.store.input_set(missing[0])
-            self.gen_s, self.todo["gen"] = time.monotonic() - t0, len(missing) - 1
-            self.check_time()
-            if missing[1:]:
-                # numpy draws, casts and writes free the GIL
-                with ThreadPoolExecutor(min(len(missing) - 1, os.cpu_count() or 1)) as pool:
-                    list(pool.map(self.store.input_set, missing[1:]))
-            self.todo["gen"] = 0
-        self.sets = [InputSet(k, self.store.input_set(k)) for k in range(self.k)]
-        self._spend("inputs", start)
+            references.make_inputs(self)
+        references.compute(self)        # the original's outputs on every input set (references.py)
+        references.equip(self)
 
     # --- timing plans -------------------------------------------------------------------------------
 
