@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import os
 import queue
 import shutil
@@ -55,6 +56,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PHASES = ("lint", "compile", "load", "verify", "time", "checks")
+#: an end of a run this long after its last candidate is a harness built after the search (parts_lines)
+END_LONG_S = 2.5
 
 
 def cli(tree: Path, args: list[str], cwd: Path, timeout: float, env: dict | None = None):
@@ -194,6 +197,33 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(v):.1f} (quartiles {q[0]:.1f}-{q[2]:.1f}, min {v[0]:.1f}, max {v[-1]:.1f}, n={len(v)})"
 
 
+def parts_lines(runs: list[dict], mode: str) -> list[str]:
+    """The baseline, the search and the end, median s (quartiles), over all MEPs and those < 200 us; how many runs end
+    more than END_LONG_S after their last candidate (a late winner's memcheck harness built after the search); the
+    lookahead's totals (compiled ahead, then proposed)."""
+    out = []
+    for label, cut in (("all", None), ("< 200 us", 0.2)):
+        got = [r["split_s"] for r in runs if r["mode"] == mode and r.get("split_s") and r["exit"] == 0
+               and (cut is None or (r["baseline_ms"] or 1e9) < cut)]
+        if not got:
+            continue
+        cells = []
+        for part in ("baseline", "search", "end"):
+            v = sorted(g[part] for g in got)
+            q = statistics.quantiles(v, n=4) if len(v) > 1 else [v[0]] * 3
+            cells.append(f"{part} {statistics.median(v):.1f} ({q[0]:.1f}-{q[2]:.1f})")
+        long_end = sum(1 for g in got if g["end"] > END_LONG_S)
+        out.append(f"- {mode}, {label}: median s (quartiles): " + ", ".join(cells)
+                   + f"; the end over {END_LONG_S:g} s in {long_end} of {len(got)}")
+    said = [re.match(r"lookahead: (\d+) .*?; (\d+) of them", r.get("lookahead") or "") for r in runs
+            if r["mode"] == mode]
+    said = [m for m in said if m]
+    if said:
+        out.append(f"- {mode}: lookahead over {len(said)} runs: {sum(int(m.group(1)) for m in said)} proposals "
+                   f"compiled ahead, {sum(int(m.group(2)) for m in said)} of them proposed by a next round")
+    return out
+
+
 def markdown(res: dict) -> str:
     runs = res["runs"]
     modes = res["modes"]
@@ -217,6 +247,8 @@ def markdown(res: dict) -> str:
         if got:
             lines.append(f"- {m}: the baseline's phases, median s over {len(got)} MEPs: " + ", ".join(
                 f"{k} {statistics.median(g[k] for g in got if g.get(k) is not None):.2f}" for k in names))
+    for m in modes:
+        lines += parts_lines(runs, m)
     lines += ["", "| MEP | original ms | " + " | ".join(f"{m}: backend / wall s / verified / per min / phases s "
                                                            "(lint, compile, load, verify, time, checks)" for m in modes)
               + " | best (after) |", "|---|---|" + "---|" * len(modes) + "---|"]
