@@ -50,3 +50,26 @@ def test_the_host_is_probed_and_said_beside_the_rates(tmp_path):
     line = next(ln for ln in bench.markdown(res).splitlines() if ln.startswith("- host:"))
     assert "at the start load average 3.5 (1 min), 1.25 (5 min), a tiny nvcc -cubin" in line and "at the end" in line
     assert not any(ln.startswith("- host:") for ln in bench.markdown({**res, "host_start": None}).splitlines())
+
+
+def test_the_parts_of_the_wall_the_long_ends_and_the_lookahead_are_said():
+    """Per mode, the three parts' medians (all MEPs and those < 200 us), the runs whose end exceeds END_LONG_S (a late
+    winner's memcheck harness built after the search), and the lookahead's totals from the runs' trajectory lines."""
+    bench = load()
+
+    def run(ms, base, search, end, said=None):
+        return {"mode": "after", "exit": 0, "baseline_ms": ms, "lookahead": said,
+                "split_s": {"baseline": base, "search": search, "end": end}}
+    runs = [run(0.1, 3.0, 5.0, 0.5, "lookahead: 12 proposal(s) of a next round compiled ...; 9 of them were proposed"),
+            run(0.1, 3.2, 6.0, 4.0, "lookahead: 3 proposal(s) of a next round compiled ...; 3 of them were proposed"),
+            run(0.15, 3.4, 7.0, 3.0),
+            run(1.5, 4.0, 12.0, 1.0),
+            {**run(0.1, 9.0, 9.0, 9.0), "exit": 1}]                  # a failed run is not counted
+    lines = bench.parts_lines(runs, "after")
+    assert lines[0].startswith("- after, all: median s (quartiles): baseline 3.3 (")
+    assert "search 6.5 (" in lines[0] and "end 2.0 (" in lines[0] and "the end over 2.5 s in 2 of 4" in lines[0]
+    assert lines[1].startswith("- after, < 200 us: median s (quartiles): baseline 3.2 (")
+    assert "search 6.0 (" in lines[1] and "end 3.0 (" in lines[1] and "in 2 of 3" in lines[1]
+    assert lines[2] == ("- after: lookahead over 2 runs: 15 proposals compiled ahead, 12 of them proposed by a next "
+                        "round")
+    assert bench.parts_lines(runs, "before") == []
