@@ -117,6 +117,7 @@ class Evaluator:
         self.run_s: float | None = None       # one run of the original: launch, outputs back, checks
         self.runs_seen = 0
         self.todo = {"gen": self.k, "ref": self.k, "verify": self.k, "time": 1}
+        self.warming: list = []               # the workers' start, begun by warm_ahead (prepare waits for it)
 
     # --- set-up -------------------------------------------------------------------------------------
 
@@ -140,6 +141,18 @@ class Evaluator:
             w.baseline = built if w is self.workers[0] else w.backend.compile(self.original)
         return built
 
+    def warm_ahead(self) -> None:
+        """Start the workers now, on threads of their own, where a caller has more to set up before `prepare`
+        (optimize: the evaluation pipeline, its rule workers, the first round's proposing): the pycuda worker's start
+        (a Python, pycuda, a CUDA context: about a second) then overlaps that too. Once only; prepare waits for it."""
+        if self.warming or not self.gpus:
+            return
+        ours = [w for w in self.workers if hasattr(w.backend, "warm")]
+        if ours:
+            pool = ThreadPoolExecutor(len(ours), thread_name_prefix="mepgen-warm")
+            self.warming = [pool.submit(w.backend.warm) for w in ours]
+            pool.shutdown(wait=False)
+
     def prepare(self) -> None:
         """Inputs, baseline build and references; MEP problems raise MepgenError with the evidence."""
         if self.workers[0].baseline is None and not self.gpus:
@@ -148,7 +161,8 @@ class Evaluator:
         building = None
         if self.workers[0].baseline is None:      # nvcc builds the original while the input sets are made,
             with ThreadPoolExecutor(1 + len(self.workers)) as pool:     # and the workers start (pycuda: ~1 s)
-                warming = [pool.submit(w.backend.warm) for w in self.workers if hasattr(w.backend, "warm")]
+                warming = self.warming or [pool.submit(w.backend.warm) for w in self.workers
+                                           if hasattr(w.backend, "warm")]
                 building = pool.submit(self.compile_baseline)
                 references.make_inputs(self)
                 wait([building])
@@ -159,6 +173,7 @@ class Evaluator:
             building.result()        # the build's MepgenError, when the original does not compile
         else:
             references.make_inputs(self)
+            wait(self.warming)           # a start begun by warm_ahead: done before the first run
         references.compute(self)        # the original's outputs on every input set (references.py)
         references.equip(self)
 
@@ -457,6 +472,7 @@ class Evaluator:
         return baseline.result(self)
 
     def close(self) -> None:
+        wait(self.warming)          # a start begun by warm_ahead ends before its worker is closed (no race on it)
         for w in self.workers:
             w.backend.close()
 

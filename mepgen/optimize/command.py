@@ -34,18 +34,19 @@ from .patterns import PatternStore
 from .proposer import Attempt, Context
 from .search import Budget, Search, auto_width
 from .trajectory import Trajectory, pct_roofline
-from .library.proposer import LibraryProposer
 from ..llm.client import ChatClient, LLMSettings
 from .llm.proposer import LLMProposer
 from ..evaluate.launchcfg import launch_from, with_flags, with_launch
 from ..mep.render import render_yaml
-from .dry_run import plan, report
-from .inherit import InheritedProposer
 from .winner_check import Prebuild, check_winner
 from ..evaluate.memcheck import write_marker
 
 
 def library_proposer():
+    """The library's proposer. Its module (the transformations' catalog, a third of this command's imports) is imported
+    here, not at the command's start: the first call is the first round's, on a thread that runs while the original is
+    built and timed (_first_round_ahead), so the import is off the run's path."""
+    from .library.proposer import LibraryProposer
     return LibraryProposer()
 
 
@@ -147,6 +148,7 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
     mep_dir = mep_folder(ws, kernel)
     spec = load_spec(mep_dir / "mep.yaml")
     if dry_run:
+        from .dry_run import plan, report
         p = plan(spec, (mep_dir / "kernel.cu").read_text(errors="replace"), ws.root / "dryrun" / spec.kernel.id)
         click.echo(json.dumps(p.to_dict(), indent=1) if as_json else report(p))
         return
@@ -169,6 +171,7 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
     stream = None
     try:
         ev.require_gpu()
+        ev.warm_ahead()          # the pycuda worker starts while the pipeline and the first round are set up
         progress(f"{spec.kernel.name}: backend {ev.backend_name} ({ev.backend_why})")
         guard = (e["fidelity_tolerance"], e["fidelity_floor_us"], force)
         # the search's evaluation pipeline, opened now: its rule workers read the original while it is timed
@@ -249,6 +252,7 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     secrets = []
     proposers = []
     if patterns and "library" in kinds:
+        from .inherit import InheritedProposer
         proposers.append(InheritedProposer())       # similar kernels' winning chains, tried first
     if "library" in kinds:
         proposers.append(library_proposer())
@@ -385,6 +389,7 @@ def write_launch(spec, launch: dict | None, path: Path, flags=()) -> None:
 
 
 def _dry_run_many(ws: Workspace, chosen: list[dict], as_json: bool) -> None:
+    from .dry_run import plan, report
     plans = []
     for m in chosen:
         mep_dir = ws.mep_dir(m["id"])

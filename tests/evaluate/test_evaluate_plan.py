@@ -257,6 +257,67 @@ def test_the_workers_start_while_the_original_builds(tmp_path, monkeypatch):
     assert events[0] == "warm" and events.count("warm") == 1 and "run" in events
 
 
+def test_a_worker_started_ahead_is_started_once_and_waited_for(tmp_path, monkeypatch):
+    """warm_ahead (optimize calls it before it sets up its pipeline) starts each worker on a thread of its own;
+    prepare starts none again and makes no run before that start has ended; close waits for it too."""
+    import threading
+    import time
+    import mepgen.evaluate.evaluator as ev_mod
+    from evaluate_fakes import FakeNative
+    install(monkeypatch)
+    events, lock = [], threading.Lock()
+
+    class Slow(FakeNative):
+        def warm(self):
+            with lock:
+                events.append(("warm", threading.current_thread().name))
+            time.sleep(0.3)
+            with lock:
+                events.append(("warmed", None))
+
+        def run(self, *a, **k):
+            with lock:
+                events.append(("run", None))
+            return super().run(*a, **k)
+    monkeypatch.setattr(ev_mod, "make_backend", lambda name, spec, mep_dir, build_dir, device, rt, ct:
+                        Slow(spec, mep_dir, build_dir, device=device, run_timeout=rt, compile_timeout=ct))
+    mep = make_mep(tmp_path)
+    ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options())
+    try:
+        ev.warm_ahead()
+        ev.warm_ahead()                      # once only
+        assert events and events[0][0] == "warm" and events[0][1].startswith("mepgen-warm")
+        ev.prepare()
+    finally:
+        ev.close()
+    kinds = [k for k, _ in events]
+    assert kinds.count("warm") == 1 and kinds.index("warmed") < kinds.index("run")
+
+
+def test_close_waits_for_a_start_begun_ahead(tmp_path, monkeypatch):
+    """A run that stops before prepare (a refused MEP, ^C) closes its workers only after their start has ended."""
+    import time
+    import mepgen.evaluate.evaluator as ev_mod
+    from evaluate_fakes import FakeNative
+    install(monkeypatch)
+    order = []
+
+    class Slow(FakeNative):
+        def warm(self):
+            time.sleep(0.2)
+            order.append("warmed")
+
+        def close(self):
+            order.append("closed")
+    monkeypatch.setattr(ev_mod, "make_backend", lambda name, spec, mep_dir, build_dir, device, rt, ct:
+                        Slow(spec, mep_dir, build_dir, device=device, run_timeout=rt, compile_timeout=ct))
+    mep = make_mep(tmp_path)
+    ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options())
+    ev.warm_ahead()
+    ev.close()
+    assert order == ["warmed", "closed"]
+
+
 def test_the_workers_start_after_the_build_and_the_inputs_is_its_own_phase(mep, monkeypatch):
     """The pycuda worker starts while the original builds and the inputs are made; what its start adds after both
     is the baseline's `worker` phase (run.json's baseline_phases_s), not hidden in another."""
