@@ -1,7 +1,9 @@
 """A captured MEP's launch (the recorded run's numbers) written back in the site's own terms, never as a number: a
-1-D block change over the same elements in the grid computation that divides by it, a 2-D one per axis, a grid the
-library wrote over the captured number (a coarsened `((4096) + 4 - 1) / 4`) as that function of the site's grid;
-anything else is refused with the site (patch/launch.py decides when a launch is captured)."""
+1-D block change over the same elements in the grid computation that divides by it, or, where the site's grid is not
+spelled with its block, from the kernel's guard (ceil(N / block) of the argument the site passes for the guard's
+bound); a 2-D one per axis; a grid the library wrote over the captured number (a coarsened `((4096) + 4 - 1) / 4`)
+as that function of the site's grid; anything else is refused with the site (patch/launch.py decides when a launch
+is captured)."""
 from __future__ import annotations
 
 import re
@@ -14,10 +16,11 @@ from .launch_sites import LaunchChange, arg_span, grid_target, macro_site, only_
 
 
 def captured_change(change, inventory: dict, kernel: dict, old_block, new_block, old_grid, new_grid,
-                    exprs: list[str], text: str) -> None:
-    """The edits of a captured launch's winner (`exprs`: its grid as written), or MepgenError with the site."""
+                    exprs: list[str], text: str, guard=None) -> None:
+    """The edits of a captured launch's winner (`exprs`: its grid as written), or MepgenError with the site.
+    `guard()`: the kernel parameter that bounds its one guard (guard_param), asked only where a site needs it."""
     if not captured_grid(change, kernel, old_block, new_block, old_grid, new_grid, exprs, text):
-        captured_block(change, inventory, kernel, old_block, new_block, old_grid, new_grid, text)
+        captured_block(change, inventory, kernel, old_block, new_block, old_grid, new_grid, text, guard)
 
 
 def numbers(spec: Spec) -> bool:
@@ -26,11 +29,12 @@ def numbers(spec: Spec) -> bool:
 
 
 def captured_block(change: LaunchChange, inventory: dict, kernel: dict, old_block, new_block, old_grid, new_grid,
-                    text: str) -> None:
+                    text: str, guard=None) -> None:
     """A captured MEP's grid is the recorded run's number of blocks: written at a site it would hold for that run's
     size only. A 1-D block change whose grid covers the same elements (both grids are ceil(N / block) of one N) lands
     where the site spells its block, a literal or a macro, in the block and in the grid computation that divides by
-    it (the site's own terms: right for every size); anything else is refused, with the site."""
+    it (the site's own terms: right for every size); where it does not (a block local, a grid over a size rounded
+    to the old block), from the kernel's guard (guard_site); anything else is refused, with the site."""
     b1 = new_block[0]
     one_d = old_block[1:] == [1, 1] and new_block[1:] == [1, 1] and old_grid[1:] == new_grid[1:]
     if not one_d and same_elements(old_block, new_block, old_grid, new_grid, axes=2) and old_block[2] == 1 and \
@@ -52,6 +56,8 @@ def captured_block(change: LaunchChange, inventory: dict, kernel: dict, old_bloc
         token = re.fullmatch(r"(\d+)[uU]?", written)
         if not (token or written in inventory.get("macros", {})) or not target or \
                 not word(token.group(1) if token else written).search(target):
+            if guard_site(change, text, s, guard, b1):
+                continue
             raise MepgenError(f"{where}: the MEP's launch is the captured run's numbers, and the grid there "
                               f"(`{target or s.get('grid')}`) is not spelled with its block `{written}`: set the block "
                               f"to {b1} and the grid to ceil(N / {b1}) by hand")
@@ -71,6 +77,60 @@ def captured_block(change: LaunchChange, inventory: dict, kernel: dict, old_bloc
         if not any(e[0] == at for e in change.edits):
             change.edits.append((at, at + len(target), new.encode()))
         change.notes.append(f"{where}: block {written} -> {b1}, grid {target} -> {new}")
+
+
+#: a launch argument that may be written twice (in the grid too): names, members, literals, arithmetic; no call,
+#: assignment or increment
+_PURE = re.compile(r"[\w.\s()+\-*/%]+")
+_INTEGER = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+def guard_param(spec: Spec, kernel_text: str | None) -> tuple[int, str, str] | None:
+    """(index, name, guard) of the kernel parameter that bounds its one guard, where the kernel is exactly a global
+    thread index and `if (i < N) {...}` with N an integer scalar parameter, and nothing else of the block geometry,
+    no shared memory, barrier or early return (analysis.guarded_thread: the test by which the library derives a
+    captured grid for another block, literal_launch.py). Every thread below N then does the same work in any block,
+    so a launch of ceil(N / B) blocks of B covers the same work as the application's. None where it is not so."""
+    if not kernel_text:
+        return None
+    from ..optimize.library.analysis import guarded_thread, squash
+    from ..optimize.library.source import KernelSource, Refused
+    try:
+        src = KernelSource(kernel_text, spec)
+        g = guarded_thread(src, "thread", "another block moves the threads that return")
+    except Refused:
+        return None
+    bound = squash(g.bound)
+    names = [p.name for p in spec.params]
+    if bound not in names:
+        return None
+    p = spec.params[names.index(bound)]
+    if p.role != "scalar" or str(p.dtype) not in _INTEGER:
+        return None
+    return names.index(bound), bound, f"{g.var} < {bound}"
+
+
+def guard_site(change: LaunchChange, text: str, s: dict, guard, b1: int) -> bool:
+    """A 1-D block `b1` at site `s` from the kernel's guard: the grid becomes `(A + b1 - 1) / b1` with A the
+    argument the site passes for the guard's bound, the block `b1`; the site's own locals stay for other code. False
+    where there is no such guard, or the argument is not a plain expression (a call, an assignment: written twice
+    it could change)."""
+    found = guard() if guard is not None else None
+    args = s.get("args") or []
+    if found is None or found[0] >= len(args):
+        return False
+    arg = args[found[0]].strip()
+    if not _PURE.fullmatch(arg) or re.search(r"\w\s*\(|\+\+|--", arg):
+        return False
+    a = arg if re.fullmatch(r"[\w.]+", arg) else f"({arg})"
+    grid = f"({a} + {b1} - 1) / {b1}"
+    glo, ghi = arg_span(text, s, 0)
+    blo, bhi = arg_span(text, s, 1)
+    change.edits += [(glo, ghi, grid.encode()), (blo, bhi, str(b1).encode())]
+    change.notes.append(f"{s['file']}:{s['line']}: grid {text[glo:ghi].strip()} -> {grid}, block "
+                        f"{text[blo:bhi].strip()} -> {b1}: the kernel's threads each do one element's work behind "
+                        f"`{found[2]}`, and `{found[1]}` is `{arg}` here")
+    return True
 
 
 def same_elements(old_block, new_block, old_grid, new_grid, axes: int) -> bool:

@@ -25,7 +25,7 @@ from pathlib import Path
 from .. import cexpr
 from ..errors import MepgenError
 from ..spec import Spec, load_spec
-from .captured_launch import captured_change, numbers
+from .captured_launch import captured_change, guard_param, numbers
 from .launch_sites import LaunchChange, arg_span, macro_site, only_our_grids_read, replace_in_site
 from .spelling import respell, site_spelling
 
@@ -35,24 +35,25 @@ def _dims(spec: Spec, exprs: list[str], values: dict) -> list[int] | None:
 
 
 def launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict | None, source: bytes,
-                  read=None) -> LaunchChange:
+                  read=None, kernel_text: str | None = None) -> LaunchChange:
     """Edits that give the kernel's launch sites the winner's launch: of the kernel's file (`source`), and of the
     other files that launch it (`read(file)`: that file as extracted), each site in the file that holds it. A
     macro of mepgen's own (`<KERNEL>_BLOCK`) is defined above the kernel; a file that launches the kernel
-    elsewhere gets the same definition (under #ifndef) right above its first launch of the kernel."""
+    elsewhere gets the same definition (under #ifndef) right above its first launch of the kernel. `kernel_text`:
+    the MEP's kernel.cu, read where a captured launch's new block needs the kernel's guard (captured_launch.py)."""
     sites = kernel["launch_sites"]
     others = sorted({s["file"] for s in sites if s["file"] != kernel["file"]})
     if not others:
-        return _launch_change(inventory, kernel, spec, new_launch, source)
+        return _launch_change(inventory, kernel, spec, new_launch, source, kernel_text)
     if read is None:
         raise MepgenError(f"{kernel['qualified_name']} is launched from another file than {kernel['file']} "
                           f"({others[0]}): patch needs that file to write the launch there")
     change = _launch_change(inventory, {**kernel, "launch_sites": [s for s in sites if s["file"] == kernel["file"]]},
-                            spec, new_launch, source)
+                            spec, new_launch, source, kernel_text)
     for f in others:
         text = read(f)
         mine = [s for s in sites if s["file"] == f]
-        part = _launch_change(inventory, {**kernel, "launch_sites": mine}, spec, new_launch, text)
+        part = _launch_change(inventory, {**kernel, "launch_sites": mine}, spec, new_launch, text, kernel_text)
         edits = list(part.edits)
         if part.prelude:
             first = min(s["start_byte"] for s in mine)
@@ -66,7 +67,8 @@ def launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict | 
     return change
 
 
-def _launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict | None, source: bytes) -> LaunchChange:
+def _launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict | None, source: bytes,
+                   kernel_text: str | None = None) -> LaunchChange:
     """The edits of one file (`source`) holding the launch sites `kernel["launch_sites"]`."""
     change = LaunchChange()
     if not new_launch:
@@ -88,7 +90,8 @@ def _launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict |
     text = source.decode()
     if numbers(spec) and old_grid != new_grid:     # a captured launch: its grid holds for the recorded run only
         captured_change(change, inventory, kernel, old_block, new_block, old_grid, new_grid,
-                        [str(x) for x in new_launch.get("grid", spec.launch.grid)], text)
+                        [str(x) for x in new_launch.get("grid", spec.launch.grid)], text,
+                        guard=lambda: guard_param(spec, kernel_text))
         return change
     if not _block_explains_grid(spec, sizes, old_block, new_block, old_grid, new_grid):
         _write_launch(change, inventory, kernel, spec, new_launch, new_block, text)

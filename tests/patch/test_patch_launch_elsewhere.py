@@ -331,3 +331,69 @@ def test_a_file_of_crlf_lines_gets_crlf_lines_and_a_diff_of_what_changed(tmp_pat
     assert len(lines) == 2 and "in[i] * 0.5f" in lines[1]
     data = (app / "kernels.cu").read_bytes()
     assert data.count(b"\n") == data.count(b"\r\n") and b"in[i] * 0.5f" in data
+
+
+GUARDED = """// kernels.cu: one element per thread behind a guard
+__global__ void fill(unsigned int* out, unsigned int value, unsigned int count)
+{
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < count) {
+        out[i] = value + i;
+    }
+}
+"""
+PORTED = """#include <cstdio>
+#include <cstdlib>
+#include "kernels.cu"
+
+static const unsigned int group = 64;
+static size_t round_up(size_t n, size_t g) { return (n + g - 1) / g * g; }
+
+int main(int argc, char** argv)
+{
+    unsigned int n = argc > 1 ? atoi(argv[1]) : 1 << 20;
+    unsigned int* out;
+    cudaMalloc(&out, n * sizeof(unsigned int));
+    size_t global = round_up(n, group);
+    dim3 grid(global / group), block(group);
+    fill<<<grid, block>>>(out, 7u, n);
+    cudaDeviceSynchronize();
+    printf("grid %u\\n", grid.x);
+    return 0;
+}
+"""
+
+
+def test_a_captured_block_change_lands_from_the_kernel_s_guard_where_the_grid_is_not_spelled_with_the_block(tmp_path):
+    """A port's launch: a block local and a grid over a size rounded to the old block (`global / group`, `global`
+    from `round_up(n, group)`). The site's grid has no block token to change, but the kernel is one element per
+    thread behind `i < count`: the launch gets ceil(n / 256) blocks of 256 from the argument passed for `count`; the
+    locals stay for the code that reads them. Refused, as before, where the kernel has no such guard."""
+    app = make_app(tmp_path, GUARDED, PORTED, "fill", sizes=("COUNT=4096",))
+    mep = app / ".mepgen/meps/fill"
+    w = captured(mep, tmp_path, "{grid: ['64'], block: ['64'], shared_mem: '0'}",
+                 winner="{grid: ['16'], block: ['256'], shared_mem: '0'}")["winner"]
+    r = mepgen("patch", "fill", "--from", str(w / "kernel.cu"), "--json", cwd=app)
+    assert r.returncode == 0, r.stderr
+    said = json.loads(r.stdout)["launch"]
+    assert said == ["main.cu:15: grid grid -> (n + 256 - 1) / 256, block block -> 256: the kernel's threads each do "
+                    "one element's work behind `i < count`, and `count` is `n` here"]
+    diff = (app / ".mepgen/patches/fill.diff").read_text()
+    assert "+    fill<<<(n + 256 - 1) / 256, 256>>>(out, 7u, n);" in diff
+    r = mepgen("patch", "fill", "--from", str(w / "kernel.cu"), "--apply", "--json", cwd=app)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert json.loads(r.stdout)["valid"] is True                      # the application builds with it
+    patched = (app / "main.cu").read_text()
+    assert "fill<<<(n + 256 - 1) / 256, 256>>>(out, 7u, n);" in patched
+    assert "dim3 grid(global / group), block(group);" in patched      # the locals stay: printf reads grid
+    assert mepgen("patch", "fill", "--revert", cwd=app).returncode == 0
+    assert (app / "main.cu").read_text() == PORTED
+    # the same launch of a kernel that reads blockDim beyond its index: no guard to derive the grid from
+    strided = GUARDED.replace("out[i] = value + i;", "out[i] = value + blockDim.x;")
+    (tmp_path / "b").mkdir()
+    app2 = make_app(tmp_path / "b", strided, PORTED, "fill", sizes=("COUNT=4096",))
+    w2 = captured(app2 / ".mepgen/meps/fill", tmp_path / "b", "{grid: ['64'], block: ['64'], shared_mem: '0'}",
+                  winner="{grid: ['16'], block: ['256'], shared_mem: '0'}")["winner"]
+    r = mepgen("patch", "fill", "--from", str(w2 / "kernel.cu"), "--json", cwd=app2)
+    assert r.returncode != 0 and "is not spelled with its block `block`" in r.stderr
+    assert (app2 / "main.cu").read_text() == PORTED
