@@ -34,19 +34,18 @@ from .patterns import PatternStore
 from .proposer import Attempt, Context
 from .search import Budget, Search, auto_width
 from .trajectory import Trajectory, pct_roofline
+from .library.proposer import LibraryProposer
 from ..llm.client import ChatClient, LLMSettings
 from .llm.proposer import LLMProposer
 from ..evaluate.launchcfg import launch_from, with_flags, with_launch
 from ..mep.render import render_yaml
+from .dry_run import plan, report
+from .inherit import InheritedProposer
 from .winner_check import Prebuild, check_winner
 from ..evaluate.memcheck import write_marker
 
 
 def library_proposer():
-    """The library's proposer. Its module (the transformations' catalog, a third of this command's imports) is imported
-    here, not at the command's start: the first call is the first round's, on a thread that runs while the original is
-    built and timed (_first_round_ahead), so the import is off the run's path."""
-    from .library.proposer import LibraryProposer
     return LibraryProposer()
 
 
@@ -148,7 +147,6 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
     mep_dir = mep_folder(ws, kernel)
     spec = load_spec(mep_dir / "mep.yaml")
     if dry_run:
-        from .dry_run import plan, report
         p = plan(spec, (mep_dir / "kernel.cu").read_text(errors="replace"), ws.root / "dryrun" / spec.kernel.id)
         click.echo(json.dumps(p.to_dict(), indent=1) if as_json else report(p))
         return
@@ -252,7 +250,6 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     secrets = []
     proposers = []
     if patterns and "library" in kinds:
-        from .inherit import InheritedProposer
         proposers.append(InheritedProposer())       # similar kernels' winning chains, tried first
     if "library" in kinds:
         proposers.append(library_proposer())
@@ -389,7 +386,6 @@ def write_launch(spec, launch: dict | None, path: Path, flags=()) -> None:
 
 
 def _dry_run_many(ws: Workspace, chosen: list[dict], as_json: bool) -> None:
-    from .dry_run import plan, report
     plans = []
     for m in chosen:
         mep_dir = ws.mep_dir(m["id"])

@@ -81,21 +81,6 @@ def test_the_default_proposers_construct():
     assert hasattr(InheritedProposer, "propose")
 
 
-def test_the_command_leaves_the_library_to_the_first_round():
-    """Importing the optimize command does not import the library's transformations (a third of its imports): the
-    first round's proposing imports them on its own thread while the original is built (command._first_round_ahead),
-    off the run's path. A fresh interpreter, so that other tests' imports do not count."""
-    import subprocess
-    import sys
-    code = ("import sys, mepgen.optimize.command as c; "
-            "print(sorted(m for m in ('mepgen.optimize.library.catalog', 'mepgen.optimize.dry_run', "
-            "'mepgen.optimize.inherit') if m in sys.modules)); c.library_proposer(); "
-            "print('mepgen.optimize.library.catalog' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["[]", "True"]
-
-
 def _fake_gpu_app(tmp_path, monkeypatch, mode: str = "good"):
     """An application folder holding the axpy MEP, served by the fake harness (evaluate_fakes) as one GPU."""
     import shutil
