@@ -35,6 +35,8 @@ from .proposer import Attempt, Context
 from .search import Budget, Search, auto_width
 from .trajectory import Trajectory, pct_roofline
 from .library.proposer import LibraryProposer
+from .library.literal_launch import guard_fact, is_literal
+from .library.source import KernelSource, Refused
 from ..llm.client import ChatClient, LLMSettings
 from .llm.proposer import LLMProposer
 from ..evaluate.launchcfg import launch_from, with_flags, with_launch
@@ -43,6 +45,10 @@ from .dry_run import plan, report
 from .inherit import InheritedProposer
 from .winner_check import Prebuild, check_winner
 from ..evaluate.memcheck import write_marker
+
+
+#: beside a winner's mep.yaml: what optimize proved about its launch, for patch (write_launch)
+LAUNCH_FACTS = "launch_facts.json"
 
 
 def library_proposer():
@@ -317,7 +323,8 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     if outcome.best is not None and outcome.best.result.memcheck and best_path is not None:
         write_marker(best_path, outcome.best.result.memcheck)
     if outcome.best is not None and (outcome.best.proposal.launch or outcome.best.proposal.nvcc_flags):
-        write_launch(spec, outcome.best.proposal.launch, run_dir / "best" / "mep.yaml", outcome.best.proposal.nvcc_flags)
+        write_launch(spec, outcome.best.proposal.launch, run_dir / "best" / "mep.yaml", outcome.best.proposal.nvcc_flags,
+                     original)
     return outcome, best_path, baseline, fid
 
 
@@ -375,14 +382,25 @@ def check_fidelity(mep_dir, baseline, guard, run_dir, name, resume) -> fidelity.
 FIDELITY_EXIT = UNSOUND_START     # mepgen/exitcodes.py
 
 
-def write_launch(spec, launch: dict | None, path: Path, flags=()) -> None:
+def write_launch(spec, launch: dict | None, path: Path, flags=(), original: str | None = None) -> None:
     """best/mep.yaml: the MEP's spec with the winner's launch and extra nvcc flags (build.nvcc_flags), which
-    `mepgen patch --from` reads beside kernel.cu (it writes the launch back and prints the flags)."""
+    `mepgen patch --from` reads beside kernel.cu (it writes the launch back and prints the flags). Where the MEP's
+    launch is a captured run's numbers and the winner changes it, best/launch_facts.json says what the kernel
+    (`original`, the MEP's kernel.cu) proves about it: `guard` (literal_launch.guard_fact), by which patch writes
+    the new block where the site's grid is not spelled with it."""
     new = launch_from(spec, launch) if launch else None
+    (path.parent / LAUNCH_FACTS).unlink(missing_ok=True)       # an earlier winner's facts (a resumed run)
     if new is not None or flags:
         what = [w for w, on in (("launch configuration", new is not None), ("nvcc flags", bool(flags))) if on]
         out = with_flags(with_launch(spec, new) if new is not None else spec, list(flags))
         write_atomic(path, render_yaml(out, [f"the winner's {' and '.join(what)} ({spec.kernel.name})"]))
+    if new is not None and original and is_literal({"grid": spec.launch.grid, "block": spec.launch.block}):
+        try:
+            fact = guard_fact(KernelSource(original, spec), spec)
+        except Refused:
+            fact = None
+        if fact is not None:
+            write_atomic(path.parent / LAUNCH_FACTS, json.dumps({"guard": fact}, indent=1) + "\n")
 
 
 def _dry_run_many(ws: Workspace, chosen: list[dict], as_json: bool) -> None:

@@ -18,7 +18,7 @@ from .launch_sites import LaunchChange, arg_span, grid_target, macro_site, only_
 def captured_change(change, inventory: dict, kernel: dict, old_block, new_block, old_grid, new_grid,
                     exprs: list[str], text: str, guard=None) -> None:
     """The edits of a captured launch's winner (`exprs`: its grid as written), or MepgenError with the site.
-    `guard()`: the kernel parameter that bounds its one guard (guard_param), asked only where a site needs it."""
+    `guard`: the kernel parameter that bounds its one guard (guard_param), or None."""
     if not captured_grid(change, kernel, old_block, new_block, old_grid, new_grid, exprs, text):
         captured_block(change, inventory, kernel, old_block, new_block, old_grid, new_grid, text, guard)
 
@@ -85,37 +85,29 @@ _PURE = re.compile(r"[\w.\s()+\-*/%]+")
 _INTEGER = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
-def guard_param(spec: Spec, kernel_text: str | None) -> tuple[int, str, str] | None:
-    """(index, name, guard) of the kernel parameter that bounds its one guard, where the kernel is exactly a global
-    thread index and `if (i < N) {...}` with N an integer scalar parameter, and nothing else of the block geometry,
-    no shared memory, barrier or early return (analysis.guarded_thread: the test by which the library derives a
-    captured grid for another block, literal_launch.py). Every thread below N then does the same work in any block,
-    so a launch of ceil(N / B) blocks of B covers the same work as the application's. None where it is not so."""
-    if not kernel_text:
+def guard_param(spec: Spec, facts: dict | None) -> tuple[int, str, str] | None:
+    """(index, name, guard) of the kernel parameter that bounds its one guard, as optimize proved it of the MEP's
+    kernel (best/launch_facts.json `guard`: the kernel is exactly a global thread index and `if (i < N) {...}`, so
+    ceil(N / B) blocks of B do the application's work in any block B); checked against this MEP's parameters (an
+    integer scalar of that name at that position). None where there is no such fact."""
+    g = (facts or {}).get("guard")
+    if not isinstance(g, dict):
         return None
-    from ..optimize.library.analysis import guarded_thread, squash
-    from ..optimize.library.source import KernelSource, Refused
-    try:
-        src = KernelSource(kernel_text, spec)
-        g = guarded_thread(src, "thread", "another block moves the threads that return")
-    except Refused:
+    index, name = g.get("index"), g.get("param")
+    if not isinstance(index, int) or not 0 <= index < len(spec.params) or spec.params[index].name != name:
         return None
-    bound = squash(g.bound)
-    names = [p.name for p in spec.params]
-    if bound not in names:
-        return None
-    p = spec.params[names.index(bound)]
+    p = spec.params[index]
     if p.role != "scalar" or str(p.dtype) not in _INTEGER:
         return None
-    return names.index(bound), bound, f"{g.var} < {bound}"
+    return index, name, str(g.get("guard") or f"i < {name}")
 
 
 def guard_site(change: LaunchChange, text: str, s: dict, guard, b1: int) -> bool:
-    """A 1-D block `b1` at site `s` from the kernel's guard: the grid becomes `(A + b1 - 1) / b1` with A the
+    """A 1-D block `b1` at site `s` from the kernel's guard (`guard`: guard_param's): the grid becomes `(A + b1 - 1) / b1` with A the
     argument the site passes for the guard's bound, the block `b1`; the site's own locals stay for other code. False
     where there is no such guard, or the argument is not a plain expression (a call, an assignment: written twice
     it could change)."""
-    found = guard() if guard is not None else None
+    found = guard
     args = s.get("args") or []
     if found is None or found[0] >= len(args):
         return False

@@ -19,6 +19,7 @@ site go through launch_sites.py; a grid local that other code reads is never cha
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -35,25 +36,24 @@ def _dims(spec: Spec, exprs: list[str], values: dict) -> list[int] | None:
 
 
 def launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict | None, source: bytes,
-                  read=None, kernel_text: str | None = None) -> LaunchChange:
+                  read=None) -> LaunchChange:
     """Edits that give the kernel's launch sites the winner's launch: of the kernel's file (`source`), and of the
     other files that launch it (`read(file)`: that file as extracted), each site in the file that holds it. A
     macro of mepgen's own (`<KERNEL>_BLOCK`) is defined above the kernel; a file that launches the kernel
-    elsewhere gets the same definition (under #ifndef) right above its first launch of the kernel. `kernel_text`:
-    the MEP's kernel.cu, read where a captured launch's new block needs the kernel's guard (captured_launch.py)."""
+    elsewhere gets the same definition (under #ifndef) right above its first launch of the kernel."""
     sites = kernel["launch_sites"]
     others = sorted({s["file"] for s in sites if s["file"] != kernel["file"]})
     if not others:
-        return _launch_change(inventory, kernel, spec, new_launch, source, kernel_text)
+        return _launch_change(inventory, kernel, spec, new_launch, source)
     if read is None:
         raise MepgenError(f"{kernel['qualified_name']} is launched from another file than {kernel['file']} "
                           f"({others[0]}): patch needs that file to write the launch there")
     change = _launch_change(inventory, {**kernel, "launch_sites": [s for s in sites if s["file"] == kernel["file"]]},
-                            spec, new_launch, source, kernel_text)
+                            spec, new_launch, source)
     for f in others:
         text = read(f)
         mine = [s for s in sites if s["file"] == f]
-        part = _launch_change(inventory, {**kernel, "launch_sites": mine}, spec, new_launch, text, kernel_text)
+        part = _launch_change(inventory, {**kernel, "launch_sites": mine}, spec, new_launch, text)
         edits = list(part.edits)
         if part.prelude:
             first = min(s["start_byte"] for s in mine)
@@ -67,8 +67,7 @@ def launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict | 
     return change
 
 
-def _launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict | None, source: bytes,
-                   kernel_text: str | None = None) -> LaunchChange:
+def _launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict | None, source: bytes) -> LaunchChange:
     """The edits of one file (`source`) holding the launch sites `kernel["launch_sites"]`."""
     change = LaunchChange()
     if not new_launch:
@@ -91,7 +90,7 @@ def _launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict |
     if numbers(spec) and old_grid != new_grid:     # a captured launch: its grid holds for the recorded run only
         captured_change(change, inventory, kernel, old_block, new_block, old_grid, new_grid,
                         [str(x) for x in new_launch.get("grid", spec.launch.grid)], text,
-                        guard=lambda: guard_param(spec, kernel_text))
+                        guard_param(spec, new_launch.get("facts")))
         return change
     if not _block_explains_grid(spec, sizes, old_block, new_block, old_grid, new_grid):
         _write_launch(change, inventory, kernel, spec, new_launch, new_block, text)
@@ -196,9 +195,19 @@ def _write_grid(change: LaunchChange, text: str, site: dict, grid: list[str], si
     change.notes.append(f"{where}: grid {text[lo:hi]} -> {new}{shared}")
 
 
+#: beside a winner's mep.yaml: what optimize proved about its launch (optimize/command.py write_launch)
+LAUNCH_FACTS = "launch_facts.json"
+
+
 def read_launch(path: Path) -> dict | None:
-    """The launch section of a winner's mep.yaml (beside its kernel.cu), if there is one."""
+    """The launch section of a winner's mep.yaml (beside its kernel.cu), if there is one, with `facts`: its
+    launch_facts.json (what optimize proved about the launch; {} where there is none or it does not parse)."""
     if not path.is_file():
         return None
     s = load_spec(path)
-    return {"grid": s.launch.grid, "block": s.launch.block, "shared_mem": s.launch.shared_mem, "sizes": s.sizes}
+    try:
+        facts = json.loads((path.parent / LAUNCH_FACTS).read_text())
+    except (OSError, ValueError):
+        facts = {}      # no facts: a launch patch needs none unless the site's grid is not spelled with its block
+    return {"grid": s.launch.grid, "block": s.launch.block, "shared_mem": s.launch.shared_mem, "sizes": s.sizes,
+            "facts": facts if isinstance(facts, dict) else {}}

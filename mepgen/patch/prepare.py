@@ -104,9 +104,7 @@ def prepare(ws: Workspace, inv: dict, k: dict, variant: Path | None, launch_from
     if winner_yaml.is_file() and winner_yaml.resolve() != mep_yaml.resolve():
         if not mep_yaml.is_file():
             raise MepgenError(f"{winner_yaml} changes the launch, but the MEP's {mep_yaml} to compare with is missing")
-        mep_kernel = mep_yaml.parent / "kernel.cu"
-        change = launch_change(inv, k, load_spec(mep_yaml), read_launch(winner_yaml), recorded, source,
-                               mep_kernel.read_text(errors="replace") if mep_kernel.is_file() else None)
+        change = launch_change(inv, k, load_spec(mep_yaml), read_launch(winner_yaml), recorded, source)
         flags = extra_flags(load_spec(mep_yaml), load_spec(winner_yaml))
     elif launch_from is not None:
         raise MepgenError(f"{launch_from} not found")

@@ -367,12 +367,22 @@ int main(int argc, char** argv)
 def test_a_captured_block_change_lands_from_the_kernel_s_guard_where_the_grid_is_not_spelled_with_the_block(tmp_path):
     """A port's launch: a block local and a grid over a size rounded to the old block (`global / group`, `global`
     from `round_up(n, group)`). The site's grid has no block token to change, but the kernel is one element per
-    thread behind `i < count`: the launch gets ceil(n / 256) blocks of 256 from the argument passed for `count`; the
-    locals stay for the code that reads them. Refused, as before, where the kernel has no such guard."""
+    thread behind `i < count`, which optimize proves of the MEP's kernel and writes beside the winner
+    (launch_facts.json): the launch gets ceil(n / 256) blocks of 256 from the argument passed for `count`; the locals
+    stay for the code that reads them. Refused, as before, without that fact or where the kernel has no such guard."""
+    from mepgen.optimize.command import write_launch
+    from mepgen.spec import load_spec
     app = make_app(tmp_path, GUARDED, PORTED, "fill", sizes=("COUNT=4096",))
     mep = app / ".mepgen/meps/fill"
     w = captured(mep, tmp_path, "{grid: ['64'], block: ['64'], shared_mem: '0'}",
                  winner="{grid: ['16'], block: ['256'], shared_mem: '0'}")["winner"]
+    r = mepgen("patch", "fill", "--from", str(w / "kernel.cu"), "--json", cwd=app)
+    assert r.returncode != 0 and "is not spelled with its block `block`" in r.stderr     # no facts: refused
+    # optimize writes the winner's launch and what the kernel proves about it beside it
+    write_launch(load_spec(mep / "mep.yaml"), {"grid": ["16"], "block": ["256"]}, w / "mep.yaml",
+                 original=(mep / "kernel.cu").read_text())
+    assert json.loads((w / "launch_facts.json").read_text()) == {"guard": {"param": "count", "index": 2,
+                                                                           "guard": "i < count"}}
     r = mepgen("patch", "fill", "--from", str(w / "kernel.cu"), "--json", cwd=app)
     assert r.returncode == 0, r.stderr
     said = json.loads(r.stdout)["launch"]
@@ -394,6 +404,9 @@ def test_a_captured_block_change_lands_from_the_kernel_s_guard_where_the_grid_is
     app2 = make_app(tmp_path / "b", strided, PORTED, "fill", sizes=("COUNT=4096",))
     w2 = captured(app2 / ".mepgen/meps/fill", tmp_path / "b", "{grid: ['64'], block: ['64'], shared_mem: '0'}",
                   winner="{grid: ['16'], block: ['256'], shared_mem: '0'}")["winner"]
+    write_launch(load_spec(app2 / ".mepgen/meps/fill/mep.yaml"), {"grid": ["16"], "block": ["256"]},
+                 w2 / "mep.yaml", original=(app2 / ".mepgen/meps/fill/kernel.cu").read_text())
+    assert not (w2 / "launch_facts.json").exists()
     r = mepgen("patch", "fill", "--from", str(w2 / "kernel.cu"), "--json", cwd=app2)
     assert r.returncode != 0 and "is not spelled with its block `block`" in r.stderr
     assert (app2 / "main.cu").read_text() == PORTED

@@ -106,3 +106,26 @@ def literal_extents(src, spec, launch) -> list[int]:
                           f"{bound} = {n}")
         out.append(n)
     return out
+
+
+INTEGER_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+def guard_fact(src, spec) -> dict | None:
+    """What `mepgen patch` needs to give a captured launch another block where the site's grid is not spelled with
+    it: the kernel is exactly a global thread index and `if (i < N) {...}` (analysis.guarded_thread, the 1-D test
+    literal_extents derives another grid by) with N an integer scalar parameter, so ceil(N / B) blocks of B do the
+    same work as the application's launch; {"param": N, "index": its position, "guard": "i < N"}, else None."""
+    try:
+        g = guarded_thread(src, "thread", "another block moves the threads that return")
+    except Refused:
+        return None
+    bound = squash(g.bound)
+    names = [p.name for p in spec.params]
+    if bound not in names:
+        return None
+    p = spec.params[names.index(bound)]
+    if p.role != "scalar" or str(p.dtype) not in INTEGER_DTYPES:
+        return None
+    return {"param": bound, "index": names.index(bound), "guard": f"{g.var} < {bound}"}
+
