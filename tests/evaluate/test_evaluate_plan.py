@@ -231,10 +231,16 @@ def test_the_first_run_which_starts_the_worker_does_not_set_the_pace(mep):
     assert ev.run_s == 0.3
 
 
+def backend_class(monkeypatch, cls) -> None:
+    """Every Evaluator made from now on gets backends of `cls` (a FakeNative with a part of its own)."""
+    import mepgen.evaluate.evaluator as ev_mod
+    monkeypatch.setattr(ev_mod, "make_backend", lambda name, spec, mep_dir, build_dir, device, rt, ct:
+                        cls(spec, mep_dir, build_dir, device=device, run_timeout=rt, compile_timeout=ct))
+
+
 def test_the_workers_start_while_the_original_builds(tmp_path, monkeypatch):
     """Evaluator.prepare asks each backend that can (the pycuda worker: a Python, pycuda and a CUDA context, about
     a second) to start before its first run, beside the original's build and the input sets."""
-    import mepgen.evaluate.evaluator as ev_mod
     from evaluate_fakes import FakeNative
     install(monkeypatch)
     events = []
@@ -246,8 +252,7 @@ def test_the_workers_start_while_the_original_builds(tmp_path, monkeypatch):
         def run(self, *a, **k):
             events.append("run")
             return super().run(*a, **k)
-    monkeypatch.setattr(ev_mod, "make_backend", lambda name, spec, mep_dir, build_dir, device, rt, ct:
-                        Warmed(spec, mep_dir, build_dir, device=device, run_timeout=rt, compile_timeout=ct))
+    backend_class(monkeypatch, Warmed)
     mep = make_mep(tmp_path)
     ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options())
     try:
@@ -262,7 +267,6 @@ def test_a_worker_started_ahead_is_started_once_and_waited_for(tmp_path, monkeyp
     prepare starts none again and makes no run before that start has ended; close waits for it too."""
     import threading
     import time
-    import mepgen.evaluate.evaluator as ev_mod
     from evaluate_fakes import FakeNative
     install(monkeypatch)
     events, lock = [], threading.Lock()
@@ -279,8 +283,7 @@ def test_a_worker_started_ahead_is_started_once_and_waited_for(tmp_path, monkeyp
             with lock:
                 events.append(("run", None))
             return super().run(*a, **k)
-    monkeypatch.setattr(ev_mod, "make_backend", lambda name, spec, mep_dir, build_dir, device, rt, ct:
-                        Slow(spec, mep_dir, build_dir, device=device, run_timeout=rt, compile_timeout=ct))
+    backend_class(monkeypatch, Slow)
     mep = make_mep(tmp_path)
     ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options())
     try:
@@ -297,7 +300,6 @@ def test_a_worker_started_ahead_is_started_once_and_waited_for(tmp_path, monkeyp
 def test_close_waits_for_a_start_begun_ahead(tmp_path, monkeypatch):
     """A run that stops before prepare (a refused MEP, ^C) closes its workers only after their start has ended."""
     import time
-    import mepgen.evaluate.evaluator as ev_mod
     from evaluate_fakes import FakeNative
     install(monkeypatch)
     order = []
@@ -309,8 +311,7 @@ def test_close_waits_for_a_start_begun_ahead(tmp_path, monkeypatch):
 
         def close(self):
             order.append("closed")
-    monkeypatch.setattr(ev_mod, "make_backend", lambda name, spec, mep_dir, build_dir, device, rt, ct:
-                        Slow(spec, mep_dir, build_dir, device=device, run_timeout=rt, compile_timeout=ct))
+    backend_class(monkeypatch, Slow)
     mep = make_mep(tmp_path)
     ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options())
     ev.warm_ahead()
