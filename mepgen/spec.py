@@ -30,6 +30,9 @@ DTYPES = {
     "int32": "int", "uint32": "unsigned int", "int64": "long long", "uint64": "unsigned long long",
     "bool": "bool",
 }
+INTEGER_DTYPES = tuple(k for k in DTYPES if k.startswith(("int", "uint")))
+#: beside a winner's mep.yaml: what optimize proved about its launch (optimize/command.py writes it, patch reads it)
+LAUNCH_FACTS = "launch_facts.json"
 #: C type spellings -> numpy dtype name
 C_TYPES = {
     "float": "float32", "double": "float64", "__half": "float16", "half": "float16",
@@ -273,6 +276,11 @@ class Spec:
             at = next(i for i, (k, _) in enumerate(items) if k == "kernel") + 1
             out = dict(items[:at] + [("sizes", {})] + items[at:])
         return out
+
+
+def integer_scalar(p: Param) -> bool:
+    """A scalar parameter of an integer type (a size a launch's grid can follow)."""
+    return p.role == "scalar" and str(p.dtype) in INTEGER_DTYPES
 
 
 def is_fed(p: Param) -> bool:

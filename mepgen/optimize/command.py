@@ -26,7 +26,7 @@ from ..evaluate.evaluator import Evaluator, Options
 from ..evaluate.journal import Journal
 from ..evaluate.store import digest
 from ..kernelname import mep_folder
-from ..spec import load_spec
+from ..spec import LAUNCH_FACTS, load_spec
 from ..workspace import Workspace, write_atomic
 from . import candidates, many, strategies, summary
 from .features import kernel_features
@@ -45,10 +45,6 @@ from .dry_run import plan, report
 from .inherit import InheritedProposer
 from .winner_check import Prebuild, check_winner
 from ..evaluate.memcheck import write_marker
-
-
-#: beside a winner's mep.yaml: what optimize proved about its launch, for patch (write_launch)
-LAUNCH_FACTS = "launch_facts.json"
 
 
 def library_proposer():

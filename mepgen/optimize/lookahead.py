@@ -42,21 +42,13 @@ class Lookahead:
         self.compiled = 0                     # how many were compiled ahead
         self.used = 0                         # ... and then proposed in a real round
         self.errors: list[str] = []           # what a guess raised (the search goes on without lookahead)
+        self.spent = 0                        # compiled ahead in the round being waited for
 
     def enabled(self) -> bool:
-        return (self.prefetch is not None and self.s.submit is not None and not self.errors
-                and hasattr(self.s.strategy, "likely_parents") and bool(self._proposers()))
+        return self.prefetch is not None and self.s.submit is not None and not self.errors and bool(self._proposers())
 
     def _proposers(self) -> list:
         return [p for p in self.s.available if getattr(p, "speculative", False)]
-
-    def _next_room(self, batch_len: int) -> int:
-        """Proposals in the round after this one (Search._room, with this round counted)."""
-        b = self.s.budget
-        left = b.candidates - (self.s.evaluations + batch_len)
-        if left <= 0:
-            return 0
-        return left if left - b.width <= b.width // 4 else b.width
 
     def note_proposed(self, proposal) -> None:
         """A real round proposed this: counted as used when it was compiled ahead."""
@@ -66,17 +58,17 @@ class Lookahead:
     def wait(self, batch: list[tuple], futures: list) -> None:
         """Wait until every future of the round is done, guessing and compiling the next round as results
         arrive. Returns without guessing where lookahead is off or nothing follows this round."""
-        room = self._next_room(len(batch)) if self.enabled() else 0
+        room = self.s._room(self.s.evaluations + len(batch)) if self.enabled() else 0
         if room <= 0:
             return
-        spent = [0]
+        self.spent = 0                        # compiled ahead in this round
         pending = set(futures)
         while pending:
             _, pending = wait(pending, return_when=FIRST_COMPLETED)
-            if pending and spent[0] < self.CAP * room and not self.errors:
-                self._guess(batch, futures, room, spent)
+            if pending and self.spent < self.CAP * room and not self.errors:
+                self._guess(batch, futures, room)
 
-    def _guess(self, batch, futures, room: int, spent: list) -> None:
+    def _guess(self, batch, futures, room: int) -> None:
         """Ask the likely parents again with every result that arrived (a new best changes the parents; the
         original's next points depend on its children's costs): what was compiled ahead or seen is not again."""
         s = self.s
@@ -93,7 +85,7 @@ class Lookahead:
             self.errors.append(f"{type(e).__name__}: {e}")
             return
         ctx = replace(s.ctx, history=list(s.ctx.history) + hypothetical)
-        share = max(1, -(-room // max(1, len(parents) * max(1, len(s.available)))))
+        share = s.share(room, parents)
         for parent in parents:
             for proposer in self._proposers():
                 try:
@@ -103,7 +95,7 @@ class Lookahead:
                     return
                 for p in props[:share]:
                     h = content_hash(p.text, p.launch, p.nvcc_flags)
-                    if h in s.seen or h in self.ahead or spent[0] >= self.CAP * room:
+                    if h in s.seen or h in self.ahead or self.spent >= self.CAP * room:
                         continue
                     try:
                         self.prefetch(p, s.traj.folder / "work")
@@ -112,7 +104,7 @@ class Lookahead:
                         return
                     self.ahead.add(h)
                     self.compiled += 1
-                    spent[0] += 1
+                    self.spent += 1
 
     def report(self) -> str | None:
         """One line for the trajectory at the end of the search, or None where nothing was compiled ahead."""

@@ -213,7 +213,7 @@ class Search:
         whose proposals were all seen before is asked once more for more of them (deterministic proposers
         list the same first choices again)."""
         out: list[tuple[Proposal, object, Attempt | None]] = []
-        share = max(1, -(-room // max(1, len(parents) * max(1, len(self.available)))))
+        share = self.share(room, parents)
         for parent in parents:
             for proposer in self.available:
                 if len(out) >= room:
@@ -231,6 +231,10 @@ class Search:
                     self._start(p)
                 out += [(p, proposer, parent) for p in fresh]
         return out
+
+    def share(self, room: int, parents: list) -> int:
+        """Proposals asked of each (parent, proposer) pair for a round of `room`."""
+        return max(1, -(-room // max(1, len(parents) * max(1, len(self.available)))))
 
     def _start(self, proposal: Proposal) -> None:
         """Submit a proposal to a streaming evaluate now (its compile starts while the round is still collected)."""
@@ -302,11 +306,13 @@ class Search:
         pace = self._pace()
         return max(1, min(room, int(left // pace))) if pace else room
 
-    def _room(self) -> int:
-        """Proposals in the next round: the width, or what is left of the budget when that exceeds the width by a
-        quarter of it at most (25 candidates at width 8: 8, 8, 9, not 8, 8, 8, 1: a last round of one would wait
-        for its compile alone, the GPU idle)."""
-        left = self.budget.candidates - self.evaluations
+    def _room(self, evaluated: int | None = None) -> int:
+        """Proposals in the next round (after `evaluated` evaluations; default: those so far): the width, or what is
+        left of the budget when that exceeds the width by a quarter of it at most (25 candidates at width 8: 8, 8, 9,
+        not 8, 8, 8, 1: a last round of one would wait for its compile alone, the GPU idle); 0 when none is left."""
+        left = self.budget.candidates - (self.evaluations if evaluated is None else evaluated)
+        if left <= 0:
+            return 0
         return left if left - self.budget.width <= self.budget.width // 4 else self.budget.width
 
     def _repair(self, failed: list[Attempt]) -> None:

@@ -11,7 +11,7 @@ import re
 from .. import cexpr
 from ..cexpr import top_level_spans, with_block
 from ..errors import MepgenError
-from ..spec import Spec
+from ..spec import Spec, integer_scalar
 from .launch_sites import LaunchChange, arg_span, grid_target, macro_site, only_our_grids_read, replace_in_site, word
 
 
@@ -82,7 +82,6 @@ def captured_block(change: LaunchChange, inventory: dict, kernel: dict, old_bloc
 #: a launch argument that may be written twice (in the grid too): names, members, literals, arithmetic; no call,
 #: assignment or increment
 _PURE = re.compile(r"[\w.\s()+\-*/%]+")
-_INTEGER = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
 def guard_param(spec: Spec, facts: dict | None) -> tuple[int, str, str] | None:
@@ -91,27 +90,25 @@ def guard_param(spec: Spec, facts: dict | None) -> tuple[int, str, str] | None:
     ceil(N / B) blocks of B do the application's work in any block B); checked against this MEP's parameters (an
     integer scalar of that name at that position). None where there is no such fact."""
     g = (facts or {}).get("guard")
-    if not isinstance(g, dict):
+    if not isinstance(g, dict) or not g.get("guard"):
         return None
     index, name = g.get("index"), g.get("param")
-    if not isinstance(index, int) or not 0 <= index < len(spec.params) or spec.params[index].name != name:
+    if not isinstance(index, int) or not 0 <= index < len(spec.params) or spec.params[index].name != name or \
+            not integer_scalar(spec.params[index]):
         return None
-    p = spec.params[index]
-    if p.role != "scalar" or str(p.dtype) not in _INTEGER:
-        return None
-    return index, name, str(g.get("guard") or f"i < {name}")
+    return index, name, str(g["guard"])
 
 
 def guard_site(change: LaunchChange, text: str, s: dict, guard, b1: int) -> bool:
-    """A 1-D block `b1` at site `s` from the kernel's guard (`guard`: guard_param's): the grid becomes `(A + b1 - 1) / b1` with A the
-    argument the site passes for the guard's bound, the block `b1`; the site's own locals stay for other code. False
-    where there is no such guard, or the argument is not a plain expression (a call, an assignment: written twice
-    it could change)."""
-    found = guard
+    """A 1-D block `b1` at site `s` from the kernel's guard (`guard`: guard_param's): the grid becomes
+    `(A + b1 - 1) / b1` with A the argument the site passes for the guard's bound, the block `b1`; the site's own
+    locals stay for other code. False where there is no such guard, or the argument is not a plain expression (a
+    call, an assignment: written twice it could change)."""
     args = s.get("args") or []
-    if found is None or found[0] >= len(args):
+    if guard is None or guard[0] >= len(args):
         return False
-    arg = args[found[0]].strip()
+    index, name, said = guard
+    arg = args[index].strip()
     if not _PURE.fullmatch(arg) or re.search(r"\w\s*\(|\+\+|--", arg):
         return False
     a = arg if re.fullmatch(r"[\w.]+", arg) else f"({arg})"
@@ -121,7 +118,7 @@ def guard_site(change: LaunchChange, text: str, s: dict, guard, b1: int) -> bool
     change.edits += [(glo, ghi, grid.encode()), (blo, bhi, str(b1).encode())]
     change.notes.append(f"{s['file']}:{s['line']}: grid {text[glo:ghi].strip()} -> {grid}, block "
                         f"{text[blo:bhi].strip()} -> {b1}: the kernel's threads each do one element's work behind "
-                        f"`{found[2]}`, and `{found[1]}` is `{arg}` here")
+                        f"`{said}`, and `{name}` is `{arg}` here")
     return True
 
 

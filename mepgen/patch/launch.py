@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .. import cexpr
 from ..errors import MepgenError
-from ..spec import Spec, load_spec
+from ..spec import LAUNCH_FACTS, Spec, load_spec
 from .captured_launch import captured_change, guard_param, numbers
 from .launch_sites import LaunchChange, arg_span, macro_site, only_our_grids_read, replace_in_site
 from .spelling import respell, site_spelling
@@ -193,10 +193,6 @@ def _write_grid(change: LaunchChange, text: str, site: dict, grid: list[str], si
     shared = f" (the launch itself gets the grid; the local `{written}` stays as it is for other code)" if written in \
         site.get("locals", {}) else ""
     change.notes.append(f"{where}: grid {text[lo:hi]} -> {new}{shared}")
-
-
-#: beside a winner's mep.yaml: what optimize proved about its launch (optimize/command.py write_launch)
-LAUNCH_FACTS = "launch_facts.json"
 
 
 def read_launch(path: Path) -> dict | None:

@@ -17,6 +17,7 @@ from .analysis import body_statements, bound_value, guarded_thread, squash, uses
 from .coarsen_blocks import _bare, _conjuncts
 from .cursors import Refused, kind
 from .memory_roots import Memory
+from ...spec import integer_scalar
 
 
 def _number(text) -> bool:
@@ -108,8 +109,6 @@ def literal_extents(src, spec, launch) -> list[int]:
     return out
 
 
-INTEGER_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
-
 
 def guard_fact(src, spec) -> dict | None:
     """What `mepgen patch` needs to give a captured launch another block where the site's grid is not spelled with
@@ -124,8 +123,7 @@ def guard_fact(src, spec) -> dict | None:
     names = [p.name for p in spec.params]
     if bound not in names:
         return None
-    p = spec.params[names.index(bound)]
-    if p.role != "scalar" or str(p.dtype) not in INTEGER_DTYPES:
+    if not integer_scalar(spec.params[names.index(bound)]):
         return None
     return {"param": bound, "index": names.index(bound), "guard": f"{g.var} < {bound}"}
 
