@@ -160,15 +160,14 @@ class Evaluator:
         self.require_gpu()
         building = None
         if self.workers[0].baseline is None:      # nvcc builds the original while the input sets are made,
-            with ThreadPoolExecutor(1 + len(self.workers)) as pool:     # and the workers start (pycuda: ~1 s)
-                warming = self.warming or [pool.submit(w.backend.warm) for w in self.workers
-                                           if hasattr(w.backend, "warm")]
+            self.warm_ahead()                     # and the workers start (pycuda: ~1 s), unless a caller began it
+            with ThreadPoolExecutor(1) as pool:
                 building = pool.submit(self.compile_baseline)
                 references.make_inputs(self)
                 wait([building])
                 waited = time.monotonic()        # what the workers' start adds after the build and the inputs
-                wait(warming)
-                if warming:
+                wait(self.warming)
+                if self.warming:
                     self._spend("worker", waited)
             building.result()        # the build's MepgenError, when the original does not compile
         else:
