@@ -129,6 +129,43 @@ def test_reads_out_of_bounds_are_found_by_memcheck_and_controls_are_clean(app, t
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("level", ["auto", "landlock"])
+def test_memcheck_on_the_timed_cubin_finds_what_the_harness_finds(app, level):
+    """optimize's check where pycuda times the candidates (memcheck_worker.py): the pycuda worker itself under the
+    sanitizer, exact allocations, the cubin that was timed: every read and write out of bounds is found and named
+    by its buffer and side, every control is clean, as with the native harness (the test above); under the
+    strongest level here and under Landlock (the sanitizer confined apart, the worker inside as always)."""
+    from mepgen.evaluate import Evaluator, Options, memcheck, memcheck_worker, sandbox
+    from mepgen.spec import load_spec
+    _backend("pycuda")
+    if memcheck.executable() is None:
+        pytest.skip("compute-sanitizer not found (it ships with the CUDA toolkit)")
+    if level == "landlock" and not sandbox.landlock_works()[0]:
+        pytest.skip("no Landlock on this machine")
+    wrong, costs = [], []
+    for kid in KERNELS:
+        mep = Path(app) / ".mepgen" / "meps" / kid
+        ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options(backend="pycuda", use_cache=False, sandbox=level))
+        try:
+            ev.prepare()
+            be = ev.workers[0].backend
+            for c in [c for c in cases() if c["kernel"] == kid]:
+                built = be.compile(c["file"])
+                assert not hasattr(built, "message"), getattr(built, "message", "")
+                r, launched = memcheck_worker.check(be, built, ev.sets[0], 600)
+                costs.append(f"{kid}/{c['name']}: {r.seconds:.1f} s")
+                first = r.errors[0] if r.errors else {}
+                ok = launched and (r.clean is True if c["expect"] == "ok" else
+                                   r.clean is False and (first.get("buffer"), first.get("side")) == (c["buffer"], c["side"]))
+                if not ok:
+                    wrong.append(f"{kid}/{c['name']}: launched={launched} clean={r.clean} {r.message} {r.errors[:1]}")
+        finally:
+            ev.close()
+    print(f"memcheck on the cubin ({level}), cost per check:", "; ".join(costs))
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.gpu
 def test_both_backends_give_the_same_verdict_on_every_variant(app):
     _backend("pycuda")
     native, pycuda = verdicts(app, "native"), verdicts(app, "pycuda")

@@ -88,3 +88,23 @@ class DeviceGuards:
             for name, start, nbytes, after in self.zones:
                 self._fill(start, nbytes, after)
         return hit
+
+
+class ExactAllocations:
+    """The pycuda worker's allocations under compute-sanitizer's memcheck (memcheck_worker.py), as the native
+    harness makes them under --exact-alloc: each buffer its own allocation of its own size, no guard zones and no
+    placement (the sanitizer pads each allocation), its address told on stdout (`MEPGEN_BUFFER name address
+    bytes`, which memcheck.buffers_of reads) so that an error is told as the buffer it was meant for."""
+
+    def __init__(self, cuda):
+        self.cuda = cuda
+        self.held: list = []
+
+    def allocate(self, nbytes: int, placement: int | None, span: int, name: str) -> int:
+        raw = self.cuda.mem_alloc(nbytes)
+        self.held.append(raw)
+        print(f"MEPGEN_BUFFER {name} {int(raw):#x} {nbytes}", flush=True)
+        return int(raw)
+
+    def check(self, phase: str) -> None:
+        return None             # no guard zones: the sanitizer watches every access

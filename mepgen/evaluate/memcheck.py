@@ -58,6 +58,8 @@ class Report:
     errors: list[dict] = field(default_factory=list)
     message: str = ""                  # one line: the first error, told with its buffer; or why there is no verdict
     tool: str = ""
+    how: str = ""                      # optimize's check: "cubin" (the timed cubin, memcheck_worker.py) or "harness"
+    fallback: str = ""                 # why the harness was checked where the cubin was meant to be
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -166,10 +168,38 @@ def host_flags(flags=()) -> tuple[str, ...]:
     return (*flags, HOST_OPT)
 
 
-def command(tool: Path, binary: Path, data_dir: Path, out_dir: Path) -> list[str]:
+def tool_args(tool: Path) -> list[str]:
+    """compute-sanitizer's command line before its target's."""
     return [str(tool), "--tool", "memcheck", "--padding", str(PADDING), "--error-exitcode", str(ERROR_EXIT),
-            "--print-limit", "20", "--show-backtrace", "device", str(binary), "--data", str(data_dir),
-            "--out", str(out_dir), "--exact-alloc"]
+            "--print-limit", "20", "--show-backtrace", "device"]
+
+
+def tool_root(tool: Path) -> Path:
+    """The folder of the sanitizer's files (its libraries beside it): what its confinement reads and runs."""
+    real = Path(tool).resolve()
+    return real.parent.parent if real.parent.name in ("bin", "compute-sanitizer") else real.parent
+
+
+def command(tool: Path, binary: Path, data_dir: Path, out_dir: Path) -> list[str]:
+    return [*tool_args(tool), str(binary), "--data", str(data_dir), "--out", str(out_dir), "--exact-alloc"]
+
+
+def verdict(text: str, code: int | None, seconds: float, tool: str, timed_out: bool, timeout: float,
+            failed: str = "") -> Report:
+    """The Report of a run under memcheck: `text` its output (the sanitizer's and its target's), `code` the
+    sanitizer's exit status, `failed` why the target stopped when it did not end as it should."""
+    errors = parse(text, buffers_of(text))
+    if errors:
+        return Report(False, seconds, errors, describe(errors[0]), tool)
+    if timed_out:
+        return Report(None, seconds, message=f"memcheck did not finish within {timeout:g} s: no verdict", tool=tool)
+    if code == ERROR_EXIT:
+        return Report(False, seconds, [], "memcheck found errors it did not describe: "
+                      + (text.strip().splitlines() or ["?"])[-1][:300], tool)
+    if code != 0 or failed:
+        tail = failed or ([ln for ln in text.splitlines() if ln.strip()][-1:] or ["no output"])[0]
+        return Report(None, seconds, message=f"memcheck run failed (exit {code}): {tail[:300]}", tool=tool)
+    return Report(True, seconds, tool=tool)
 
 
 def check(native, built, inputs, out_dir: Path, level: str, timeout: float) -> Report:
@@ -187,27 +217,11 @@ def check(native, built, inputs, out_dir: Path, level: str, timeout: float) -> R
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
     args = command(tool, Path(built.artifact), Path(inputs.data_dir), out_dir)
-    root = tool.resolve().parent.parent if tool.resolve().parent.name in ("bin", "compute-sanitizer") \
-        else tool.resolve().parent
-    args, confine = confine_run(level, args, args.index(str(built.artifact)), root, native, out_dir)
+    args, confine = confine_run(level, args, args.index(str(built.artifact)), tool_root(tool), native, out_dir)
     start = time.monotonic()
     done = process.run(args, timeout=timeout, cwd=out_dir, env=native._env(), confine=confine)
-    seconds = time.monotonic() - start
-    text = done.stdout + "\n" + done.stderr
-    errors = parse(text, buffers_of(text))
-    if errors:
-        return Report(False, seconds, errors, describe(errors[0]), str(tool))
-    if done.timed_out:
-        return Report(None, seconds, message=f"memcheck did not finish within {timeout:g} s: no verdict",
-                      tool=str(tool))
-    if done.returncode == ERROR_EXIT:
-        return Report(False, seconds, [], "memcheck found errors it did not describe: "
-                      + (text.strip().splitlines() or ["?"])[-1][:300], str(tool))
-    if done.returncode != 0:
-        tail = [ln for ln in text.splitlines() if ln.strip()][-1:] or ["no output"]
-        return Report(None, seconds, message=f"memcheck run failed (exit {done.returncode}): {tail[0][:300]}",
-                      tool=str(tool))
-    return Report(True, seconds, tool=str(tool))
+    return verdict(done.stdout + "\n" + done.stderr, done.returncode, time.monotonic() - start, str(tool),
+                   done.timed_out, timeout)
 
 
 #: the harness under the sanitizer gets the seccomp filter of a GPU process (its program passes through the

@@ -92,12 +92,12 @@ class PycudaBackend(Backend):
         died)."""
 
         level = self.sandbox_level or sandbox.resolve("auto")
-        confine = confined.for_worker(level, hide=[self.mep_dir, self.build_dir])
         ours, theirs = socket.socketpair()
         self.conn = Connection(ours.detach())
         child = theirs.detach()
-        argv = [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-s", "-m",
-                "mepgen.evaluate.pycuda_worker", str(child), str(self.device), *([self.entry] if self.entry else [])]
+        argv, confine = self._confined(level, [
+            sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-s", "-m",
+            "mepgen.evaluate.pycuda_worker", str(child), str(self.device), *([self.entry] if self.entry else [])])
         env = process.candidate_env()
         env["PYTHONPATH"] = os.pathsep.join(str(p) for p in worker_path())
         self.log_file = tempfile.TemporaryFile()
@@ -130,6 +130,10 @@ class PycudaBackend(Backend):
             return reply
         self.info = reply
         return None
+
+    def _confined(self, level: str, argv: list[str]):
+        """(argv, Confinement) of the worker's process (memcheck_worker.py runs it under compute-sanitizer)."""
+        return argv, confined.for_worker(level, hide=[self.mep_dir, self.build_dir])
 
     def use_references(self, refs_of, rules: dict[str, list]) -> None:
         """Compare outputs with the references on the GPU from now on: `refs_of(k)` gives input set k's reference
@@ -257,6 +261,25 @@ class PycudaBackend(Backend):
         return self._receive(timeout or self.run_timeout, f"running '{op}'")
 
     def _ensure(self, built: Built, *sets: InputSet) -> RuntimeFault | None:
+        fault = self.load_sets(*sets)
+        if fault is not None:
+            return fault
+        if built.key not in self.modules:
+            while len(self.modules) >= MAX_MODULES:
+                victim = next((k for k in self.modules if k != self.pinned), None)
+                if victim is None:
+                    break
+                self.modules.remove(victim)
+                self._call("unload", victim)
+            reply = self._call("load", built.key, Path(built.artifact).read_bytes(), built.extra)
+            if isinstance(reply, RuntimeFault):
+                reply.message = f"loading the cubin: {reply.message}"
+                return reply
+            self.modules.append(built.key)
+        return None
+
+    def load_sets(self, *sets: InputSet) -> RuntimeFault | None:
+        """The worker started (if it is not running) and input sets `sets` on the GPU."""
         if not self._alive():
             self._kill()
             fault = self._start()
@@ -282,18 +305,6 @@ class PycudaBackend(Backend):
                 if isinstance(reply, RuntimeFault):
                     return reply
                 self.refs_held[s.index] = list(reply or [])
-        if built.key not in self.modules:
-            while len(self.modules) >= MAX_MODULES:
-                victim = next((k for k in self.modules if k != self.pinned), None)
-                if victim is None:
-                    break
-                self.modules.remove(victim)
-                self._call("unload", victim)
-            reply = self._call("load", built.key, Path(built.artifact).read_bytes(), built.extra)
-            if isinstance(reply, RuntimeFault):
-                reply.message = f"loading the cubin: {reply.message}"
-                return reply
-            self.modules.append(built.key)
         return None
 
     def _send_set(self, k: int, inputs: dict, consts: dict):

@@ -64,13 +64,13 @@ def _align(offset: int, align: int) -> int:
 class State:
     buffers: list = []          # mep.yaml `buffers` (op_setup): allocations reached only through captured pointers
 
-    def __init__(self, cuda, device: int):
+    def __init__(self, cuda, device: int, exact: bool = False):
         self.cuda = cuda
         self.ctx = cuda.Device(device).make_context()
         self.stream = cuda.Stream()
         self.params: list[dict] = []
         self.outputs: dict = {}                 # name -> (device address, nbytes, poison byte)
-        self.guards = guards.DeviceGuards(cuda)  # every buffer inside guard zones (guards.py), holding the allocations
+        self.guards = guards.ExactAllocations(cuda) if exact else guards.DeviceGuards(cuda)  # guard zones (guards.py)
         self.sets: dict[int, dict] = {}
         self.modules: dict[str, dict] = {}
         attr = getattr(cuda.device_attribute, "L2_CACHE_SIZE", None)
@@ -393,6 +393,14 @@ class State:
         return {"outputs": self._outputs(matched), "matched": matched, "inputs_changed": self._inputs_changed(k),
                 "device": self.device_name, "run_ms": start.time_till(end), "guard": self.guards.check("the run")}
 
+    def op_launch(self, key: str, k: int) -> dict:
+        """One launch on input set k, nothing sent back (memcheck_worker.py: the sanitizer's output is the verdict)."""
+        m = self.modules[key]
+        self._prepare(m, k, flush=False)
+        self._launch(m, k)
+        self.cuda.Context.synchronize()
+        return {"device": self.device_name}
+
     # --- perturbation (perturb.py) ------------------------------------------------------------------
 
     def _unperturb(self) -> None:
@@ -531,7 +539,12 @@ def _receive_files(conn, msg: list) -> list:
     return ["load_set", k, dict(zip(inputs, files[:len(inputs)])), dict(zip(consts, files[len(inputs):]))]
 
 
-def main(conn, device: int) -> None:
+def exact_main(conn, device: int) -> None:
+    """`main` with exact allocations (guards.ExactAllocations): the worker compute-sanitizer runs (memcheck_worker.py)."""
+    main(conn, device, exact=True)
+
+
+def main(conn, device: int, exact: bool = False) -> None:
     """Serve requests until `exit`, a closed pipe, or a CUDA error (after which the context is unusable)."""
     # `device` is nvidia-smi's index (devices.list_gpus), as the native harness gets it: this process sees
     # that GPU alone, as device 0, whatever CUDA_VISIBLE_DEVICES the parent had
@@ -540,7 +553,7 @@ def main(conn, device: int) -> None:
     try:
         import pycuda.driver as cuda     # optional (mepgen[gpu]): its absence is reported to the parent
         cuda.init()
-        state = State(cuda, 0)
+        state = State(cuda, 0, exact)
     except Exception as e:  # no pycuda, no driver, no device: the parent reports it in one line
         wire.send(conn, ["error", f"cannot start the pycuda worker: {type(e).__name__}: {e}"])
         return

@@ -23,6 +23,10 @@ from ..spec import Spec
 from .proposer import Proposal
 
 
+#: the folder of a run (optimize's run folder) that a search writes its candidates into
+WORK = "work"
+
+
 def candidate_name(proposal: Proposal) -> str:
     """A short, stable name: the same text with the same launch is the same candidate."""
     h = hashlib.sha256(proposal.text.encode())

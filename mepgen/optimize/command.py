@@ -280,7 +280,7 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     evaluate = candidates.Stream(ev, mep_dir, spec, before=_check_stop) if own else evaluate
     evaluate.keep_in(journal)
     width = width or auto_width()
-    prebuild = Prebuild(ev, run_dir / "memcheck")      # the winner's memcheck harnesses, built during the search
+    prebuild = Prebuild(ev, run_dir / candidates.WORK)      # the winner's check, made ready during the search
     record = pattern_recorder(store, spec.kernel.id, str(ws.app_root), features, str(run_dir))
 
     def on_win(attempt) -> None:
@@ -313,8 +313,8 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     end = time.monotonic()
     check_winner(ev, outcome, run_dir / "memcheck", traj.event, journal, prebuild)
     if prebuild.best_ms is not None:
-        traj.event("phases", f"the winner's memory check took {time.monotonic() - end:.1f} s after the search (its "
-                             f"harnesses were built during it: {prebuild.seconds:.1f} s)")
+        traj.event("phases", f"the winner's memory check took {time.monotonic() - end:.1f} s after the search (made "
+                             f"ready during it: {prebuild.seconds:.1f} s)")
     best_path = summary.write(traj, outcome, spec.kernel.name, baseline, command=command)
     if outcome.best is not None and outcome.best.result.memcheck and best_path is not None:
         write_marker(best_path, outcome.best.result.memcheck)
@@ -350,7 +350,7 @@ def _first_round_ahead(ev, stream, spec, mep_dir, run_dir, kinds, width, resume)
         try:
             ctx = Context(spec=spec, mep_dir=mep_dir, original=ev.original_text, gpu={})
             for p in library_proposer().propose(ctx, None, width or auto_width()):
-                stream.prefetch(p, run_dir / "work")
+                stream.prefetch(p, run_dir / candidates.WORK)
         except Exception:      # noqa: BLE001 (a warm-up only: the search meets any such error itself, and says it)
             pass
     t = threading.Thread(target=work, name="mepgen-first-round", daemon=True)

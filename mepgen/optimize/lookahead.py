@@ -26,6 +26,7 @@ from __future__ import annotations
 from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import replace
 
+from .candidates import WORK
 from .proposer import Attempt
 from .strategies import State
 from .trajectory import content_hash
@@ -98,7 +99,7 @@ class Lookahead:
                     if h in s.seen or h in self.ahead or self.spent >= self.CAP * room:
                         continue
                     try:
-                        self.prefetch(p, s.traj.folder / "work")
+                        self.prefetch(p, s.traj.folder / WORK)
                     except Exception as e:  # noqa: BLE001 (an invalid launch: the real submit says it)
                         self.errors.append(f"{type(e).__name__}: {e}")
                         return

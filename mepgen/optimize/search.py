@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..evaluate.results import EvalResult
+from .candidates import WORK
 from .lookahead import Lookahead
 from .proposer import Attempt, Context, Proposal
 from .strategies import MCTS, State, Strategy
@@ -239,7 +240,7 @@ class Search:
     def _start(self, proposal: Proposal) -> None:
         """Submit a proposal to a streaming evaluate now (its compile starts while the round is still collected)."""
         if self.submit is not None:
-            future = self.submit(proposal, self.traj.folder / "work")
+            future = self.submit(proposal, self.traj.folder / WORK)
             self.started[id(proposal)] = future
             if self.on_faster is not None:
                 future.add_done_callback(lambda f, p=proposal: self._tell_faster(p, f))
@@ -269,7 +270,7 @@ class Search:
             self.lookahead.wait(batch, futures)      # guesses the next round as results arrive (lookahead.py)
             results = [f.result() for f in futures]
         else:
-            results = self.evaluate([p for p, *_ in batch], self.traj.folder / "work")
+            results = self.evaluate([p for p, *_ in batch], self.traj.folder / WORK)
         done = []
         for (prop, proposer, parent, repair_of), res in zip(batch, results):
             a = Attempt(self._next_id(), prop, res, parent=parent.id if parent else None, repair_of=repair_of)
