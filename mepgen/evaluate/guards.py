@@ -101,9 +101,13 @@ class ExactAllocations:
         self.held: list = []
 
     def allocate(self, nbytes: int, placement: int | None, span: int, name: str) -> int:
+        """The first allocation of a name is the one the kernel sees (an output, made at setup; an input of the
+        set); a later one of the same name is an input set's copy of an in/out buffer, which only resets it before
+        a launch: told as NAME~input, so that an error near the kernel's buffer is told by its name."""
         raw = self.cuda.mem_alloc(nbytes)
-        self.held.append(raw)
-        print(f"MEPGEN_BUFFER {name} {int(raw):#x} {nbytes}", flush=True)
+        self.held.append((name, raw))
+        told = name if sum(n == name for n, _ in self.held) == 1 else f"{name}~input"
+        print(f"MEPGEN_BUFFER {told} {int(raw):#x} {nbytes}", flush=True)
         return int(raw)
 
     def check(self, phase: str) -> None:

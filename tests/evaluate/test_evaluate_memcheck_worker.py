@@ -111,16 +111,21 @@ def test_a_clean_cubin_is_clean_and_a_read_past_a_buffer_is_told_by_its_name(lik
     assert worker.proc is None                           # the check ends its process
     told = memcheck.buffers_of(worker.output)
     sizes = {p.name: be.spec.count(p) * 4 for p in be.spec.params if p.is_buffer}
+    sizes["y~input"] = sizes["y"]           # the input set's copy of the in/out y, which resets the kernel's y
     assert {n: size for n, (_, size) in told.items()} == sizes         # exact sizes, no guard zones
+    lines = [ln.split()[1] for ln in worker.output.splitlines() if ln.startswith("MEPGEN_BUFFER ")]
+    assert lines.index("y") < lines.index("y~input")                  # the kernel's own y (setup's) is told as y
     line = next(ln for ln in worker.output.splitlines() if ln.startswith("FAKE-SANITIZER ")).split()[1:]
     assert line[:2] == ["--tool", "memcheck"] and "--padding" in line and str(memcheck.ERROR_EXIT) in line
     assert "mepgen.evaluate.pycuda_worker" in line and memcheck_worker.EXACT_ENTRY in line
 
-    oob_tool = fake_sanitizer(tmp_path, "x")
-    report, launched = memcheck_worker.SanitizedWorker(be, oob_tool, 60.0).check(built, inputs)
-    assert launched and report.clean is False
-    assert (report.errors[0]["buffer"], report.errors[0]["side"], report.errors[0]["distance"]) == ("x", "after", 16)
-    assert "16 byte(s) past the end of x" in report.message
+    for name in ("x", "y"):                 # an input, and the output the kernel writes (not the set's copy)
+        oob_tool = fake_sanitizer(tmp_path, name)
+        report, launched = memcheck_worker.SanitizedWorker(be, oob_tool, 60.0).check(built, inputs)
+        assert launched and report.clean is False
+        e = report.errors[0]
+        assert (e["buffer"], e["side"], e["distance"]) == (name, "after", 16)
+        assert f"16 byte(s) past the end of {name}" in report.message
 
 
 def test_a_worker_started_ahead_serves_the_check(like, tmp_path):
