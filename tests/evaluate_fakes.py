@@ -161,3 +161,23 @@ def rogue_worker_main(conn, device: int) -> None:
         if msg[0] == "load_set":
             wire.recv_fds(conn, len(msg[2]) + len(msg[3]))
         conn.send_bytes(pickle.dumps(("ok", Payload())))
+
+
+def axpy_workspace(tmp: Path) -> Path:
+    """An application's workspace holding the axpy MEP (mep.yaml and kernel.cu of the fixtures): the MEP's folder."""
+    mep = tmp / "app" / ".mepgen" / "meps" / "cg.axpy"
+    mep.mkdir(parents=True)
+    for f in ("mep.yaml", "kernel.cu"):
+        shutil.copy(FIXTURES / "axpy" / f, mep / f)
+    return mep
+
+
+def axpy_desc() -> dict:
+    """The pycuda worker's launch description of the axpy fixture (pycuda_entry.describe's form)."""
+    import numpy as np
+    return {"entry": "axpy", "constants": [], "shared": 0, "grid": [4096, 1, 1], "block": [256, 1, 1],
+            "params": [{"name": "n", "role": "scalar", "size": 4, "align": 4,
+                        "bytes": (1 << 20).to_bytes(4, "little").hex()},
+                       {"name": "a", "role": "scalar", "size": 4, "align": 4, "bytes": np.float32(0.5).tobytes().hex()},
+                       {"name": "x", "role": "in", "size": 8, "align": 8},
+                       {"name": "y", "role": "inout", "size": 8, "align": 8}]}

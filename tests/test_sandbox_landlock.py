@@ -357,3 +357,21 @@ def test_unix_sockets_that_reach_nothing_by_name(which, tmp_path):
         dgram.close()
     seen = dict(line.split() for line in done.stdout.splitlines())
     assert seen == {"make": "yes", "pair": "yes", "connect": "no", "sendto": "no", "inet": "no"}, done.stderr
+
+
+def test_the_worker_s_links_to_its_packages_follow_the_package(tmp_path, monkeypatch):
+    """The worker finds its packages through links in its scratch folder; where the package is found elsewhere later
+    in the same process (sys.path changed), the link is made again, never left to the old folder."""
+    monkeypatch.setattr(landlock_level, "worker_scratch", lambda: str(tmp_path / "scratch"))
+    (tmp_path / "scratch").mkdir()
+    first, second = tmp_path / "a" / "pkg", tmp_path / "b" / "pkg"
+    for p in (first, second):
+        p.mkdir(parents=True)
+    where = {"pkg": first}
+    monkeypatch.setattr(landlock_level, "package_folders", lambda name: [where[name]])
+    site = landlock_level.worker_site(("pkg",))
+    assert (site / "pkg").resolve() == first
+    assert landlock_level.worker_site(("pkg",)) == site and (site / "pkg").resolve() == first    # kept as it is
+    where["pkg"] = second
+    landlock_level.worker_site(("pkg",))
+    assert (site / "pkg").resolve() == second and sorted(p.name for p in site.iterdir()) == ["pkg"]

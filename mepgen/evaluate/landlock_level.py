@@ -24,6 +24,7 @@ import atexit
 import ctypes
 import hashlib
 import tempfile
+import threading
 import glob
 import os
 import shutil
@@ -241,7 +242,13 @@ def worker_site(packages) -> Path:
     site.mkdir(exist_ok=True)
     for name in packages:
         for loc in package_folders(name)[:1]:
-            link = site / name
-            if not link.exists() and not link.is_symlink():
-                link.symlink_to(loc.resolve(), target_is_directory=True)
+            link, target = site / name, loc.resolve()
+            if link.is_symlink() and Path(os.readlink(link)) == target:
+                continue
+            # made, or made again where the package is found elsewhere now (sys.path changed in this process):
+            # a link left to the old folder would name files the worker's rules no longer allow
+            fresh = site / f".{name}.{os.getpid()}.{threading.get_ident()}"
+            fresh.unlink(missing_ok=True)
+            fresh.symlink_to(target, target_is_directory=True)
+            os.replace(fresh, link)
     return site

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluate_fakes import FIXTURES
+from evaluate_fakes import FIXTURES, axpy_desc, axpy_workspace
 from mepgen.evaluate import l2_flush, memcheck, memcheck_worker, sandbox
 from mepgen.evaluate.backend import Built, InputSet
 from mepgen.evaluate.pycuda_backend import PycudaBackend
@@ -65,14 +65,6 @@ def fake_sanitizer(tmp_path: Path, oob: str = "") -> Path:
     return tool
 
 
-def axpy_desc() -> dict:
-    return {"entry": "axpy", "constants": [], "shared": 0, "grid": [4096, 1, 1], "block": [256, 1, 1],
-            "params": [{"name": "n", "role": "scalar", "size": 4, "align": 4, "bytes": (1 << 20).to_bytes(4, "little").hex()},
-                       {"name": "a", "role": "scalar", "size": 4, "align": 4, "bytes": "0000003f"},
-                       {"name": "x", "role": "in", "size": 8, "align": 8},
-                       {"name": "y", "role": "inout", "size": 8, "align": 8}]}
-
-
 @pytest.fixture
 def like(tmp_path, monkeypatch):
     """The evaluator's pycuda backend on the axpy MEP (workspace, input set), the stand-in pycuda on its path."""
@@ -82,10 +74,7 @@ def like(tmp_path, monkeypatch):
     for name in [m for m in sys.modules if m == "pycuda" or m.startswith("pycuda.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setattr(l2_flush, "build_cubin", lambda arch, folder, timeout: FIXTURES / "axpy" / "kernel.cu")
-    mep = tmp_path / "app" / ".mepgen" / "meps" / "cg.axpy"
-    mep.mkdir(parents=True)
-    for f in ("mep.yaml", "kernel.cu"):
-        shutil.copy(FIXTURES / "axpy" / f, mep / f)
+    mep = axpy_workspace(tmp_path)
     spec = load_spec(mep / "mep.yaml")
     store = Store(mep, spec)
     be = PycudaBackend(spec, mep, store.build_dir, run_timeout=30.0, start_timeout=60.0)

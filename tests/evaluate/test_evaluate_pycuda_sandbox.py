@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluate_fakes import FIXTURES
+from evaluate_fakes import FIXTURES, axpy_desc, axpy_workspace
 from mepgen.evaluate import confine_paths, confined, l2_flush, sandbox
 from mepgen.evaluate.backend import Built, InputSet, TimingPlan
 from mepgen.evaluate.pycuda_backend import PycudaBackend
@@ -36,10 +36,7 @@ needs_bwrap = pytest.mark.skipif(LEVEL != "bwrap", reason=f"bubblewrap unusable 
 @pytest.fixture
 def ws(tmp_path):
     """An application's workspace with the axpy MEP, an input set and a reference output."""
-    mep = tmp_path / "app" / ".mepgen" / "meps" / "cg.axpy"
-    mep.mkdir(parents=True)
-    for f in ("mep.yaml", "kernel.cu"):
-        shutil.copy(FIXTURES / "axpy" / f, mep / f)
+    mep = axpy_workspace(tmp_path)
     spec = load_spec(mep / "mep.yaml")
     store = Store(mep, spec)
     inputs = InputSet(0, store.input_set(0))
@@ -73,15 +70,6 @@ def assert_contained(found: dict, plan: dict) -> None:
     assert found["pid"] < 10                 # its own PID namespace: no other process in sight
     if os.geteuid() == 0 and confine_paths.nobody_can_run():
         assert found["uid"] == confine_paths.NOBODY
-
-
-def axpy_desc() -> dict:
-    return {"entry": "axpy", "constants": [], "shared": 0, "grid": [4096, 1, 1], "block": [256, 1, 1],
-            "params": [{"name": "n", "role": "scalar", "size": 4, "align": 4,
-                        "bytes": (1 << 20).to_bytes(4, "little").hex()},
-                       {"name": "a", "role": "scalar", "size": 4, "align": 4, "bytes": np.float32(0.5).tobytes().hex()},
-                       {"name": "x", "role": "in", "size": 8, "align": 8},
-                       {"name": "y", "role": "inout", "size": 8, "align": 8}]}
 
 
 @pytest.fixture
