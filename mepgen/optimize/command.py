@@ -35,7 +35,7 @@ from .proposer import Attempt, Context
 from .search import Budget, Search, auto_width
 from .trajectory import Trajectory, pct_roofline
 from .library.proposer import LibraryProposer
-from .library.literal_launch import guard_fact, is_literal
+from .library.literal_launch import guard_fact, is_literal, per_thread
 from .library.source import KernelSource, Refused
 from ..llm.client import ChatClient, LLMSettings
 from .llm.proposer import LLMProposer
@@ -320,7 +320,8 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
         write_marker(best_path, outcome.best.result.memcheck)
     if outcome.best is not None and (outcome.best.proposal.launch or outcome.best.proposal.nvcc_flags):
         write_launch(spec, outcome.best.proposal.launch, run_dir / "best" / "mep.yaml", outcome.best.proposal.nvcc_flags,
-                     original)
+                     original, [(a.proposal.source, a.proposal.transformations)
+                                for a in summary.chain(outcome.best, {a.id: a for a in outcome.attempts})])
     return outcome, best_path, baseline, fid
 
 
@@ -378,12 +379,15 @@ def check_fidelity(mep_dir, baseline, guard, run_dir, name, resume) -> fidelity.
 FIDELITY_EXIT = UNSOUND_START     # mepgen/exitcodes.py
 
 
-def write_launch(spec, launch: dict | None, path: Path, flags=(), original: str | None = None) -> None:
+def write_launch(spec, launch: dict | None, path: Path, flags=(), original: str | None = None,
+                 chain: list | None = None) -> None:
     """best/mep.yaml: the MEP's spec with the winner's launch and extra nvcc flags (build.nvcc_flags), which
     `mepgen patch --from` reads beside kernel.cu (it writes the launch back and prints the flags). Where the MEP's
     launch is a captured run's numbers and the winner changes it, best/launch_facts.json says what the kernel
     (`original`, the MEP's kernel.cu) proves about it: `guard` (literal_launch.guard_fact), by which patch writes
-    the new block where the site's grid is not spelled with it."""
+    the new block where the site's grid is not spelled with it; with `per_thread` K where the winning `chain`
+    ((source, transformations) per attempt, literal_launch.per_thread) makes K elements per thread of each one
+    and the winner's 1-D grid is exactly ceil(N / (block * K)) for the MEP's N."""
     new = launch_from(spec, launch) if launch else None
     (path.parent / LAUNCH_FACTS).unlink(missing_ok=True)       # an earlier winner's facts (a resumed run)
     if new is not None or flags:
@@ -396,7 +400,22 @@ def write_launch(spec, launch: dict | None, path: Path, flags=(), original: str 
         except Refused:
             fact = None
         if fact is not None:
+            k = winner_per_thread(spec, new, fact, chain)
+            if k is not None and k > 1:
+                fact["per_thread"] = k
             write_atomic(path.parent / LAUNCH_FACTS, json.dumps({"guard": fact}, indent=1) + "\n")
+
+
+def winner_per_thread(spec, launch, fact: dict, chain) -> int | None:
+    """The winner's elements per thread (literal_launch.per_thread of its chain), where its 1-D launch is exactly
+    ceil(N / (block * K)) blocks for the value the MEP gives the guard's bound N; None otherwise."""
+    k = per_thread(chain or [])
+    if k is None or len(launch.grid) != 1 or len(launch.block) != 1:
+        return None
+    n, grid, block = (spec.size(str(v)) for v in (spec.params[fact["index"]].value, launch.grid[0], launch.block[0]))
+    if not all(isinstance(v, int) and v > 0 for v in (n, grid, block)) or grid != -(-n // (block * k)):
+        return None
+    return k
 
 
 def _dry_run_many(ws: Workspace, chosen: list[dict], as_json: bool) -> None:

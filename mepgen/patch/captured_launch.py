@@ -1,12 +1,13 @@
 """A captured MEP's launch (the recorded run's numbers) written back in the site's own terms, never as a number: a
 1-D block change over the same elements in the grid computation that divides by it, or, where the site's grid is not
 spelled with its block, from the kernel's guard (ceil(N / block) of the argument the site passes for the guard's
-bound); a 2-D one per axis; a grid the library wrote over the captured number (a coarsened `((4096) + 4 - 1) / 4`)
+bound; ceil(N / (block * K)) where the winner does K elements per thread); a 2-D one per axis; a grid the library wrote over the captured number (a coarsened `((4096) + 4 - 1) / 4`)
 as that function of the site's grid; anything else is refused with the site (patch/launch.py decides when a launch
 is captured)."""
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from .. import cexpr
 from ..cexpr import top_level_spans, with_block
@@ -37,6 +38,9 @@ def captured_block(change: LaunchChange, inventory: dict, kernel: dict, old_bloc
     to the old block), from the kernel's guard (guard_site); anything else is refused, with the site."""
     b1 = new_block[0]
     one_d = old_block[1:] == [1, 1] and new_block[1:] == [1, 1] and old_grid[1:] == new_grid[1:]
+    if one_d and guard is not None and guard.per_thread > 1:
+        per_thread_sites(change, kernel, new_grid, text, guard, b1)
+        return
     if not one_d and same_elements(old_block, new_block, old_grid, new_grid, axes=2) and old_block[2] == 1 and \
             new_block[2] == 1 and old_grid[2] == new_grid[2]:
         for s in kernel["launch_sites"]:
@@ -84,41 +88,68 @@ def captured_block(change: LaunchChange, inventory: dict, kernel: dict, old_bloc
 _PURE = re.compile(r"[\w.\s()+\-*/%]+")
 
 
-def guard_param(spec: Spec, facts: dict | None) -> tuple[int, str, str] | None:
-    """(index, name, guard) of the kernel parameter that bounds its one guard, as optimize proved it of the MEP's
-    kernel (best/launch_facts.json `guard`: the kernel is exactly a global thread index and `if (i < N) {...}`, so
-    ceil(N / B) blocks of B do the application's work in any block B); checked against this MEP's parameters (an
-    integer scalar of that name at that position). None where there is no such fact."""
+class Guard(NamedTuple):
+    """What optimize proved of the MEP's kernel (best/launch_facts.json `guard`), checked against this MEP."""
+    index: int              # the kernel parameter that bounds the guard: its position
+    name: str               # and its name
+    said: str               # the guard, `i < N`
+    per_thread: int = 1     # the winner's elements per thread (its chain's vector lanes, coarsening)
+    bound: int | None = None    # the MEP's value of the bound
+
+
+def guard_param(spec: Spec, facts: dict | None) -> Guard | None:
+    """The kernel parameter that bounds its one guard, as optimize proved it of the MEP's kernel
+    (best/launch_facts.json `guard`: the kernel is exactly a global thread index and `if (i < N) {...}`, so
+    ceil(N / B) blocks of B do the application's work in any block B; with `per_thread` K, the winner's threads do K
+    elements each and ceil(N / (B * K)) blocks do it); checked against this MEP's parameters (an integer scalar of
+    that name at that position). None where there is no such fact."""
     g = (facts or {}).get("guard")
     if not isinstance(g, dict) or not g.get("guard"):
         return None
-    index, name = g.get("index"), g.get("param")
+    index, name, k = g.get("index"), g.get("param"), g.get("per_thread", 1)
     if not isinstance(index, int) or not 0 <= index < len(spec.params) or spec.params[index].name != name or \
-            not integer_scalar(spec.params[index]):
+            not integer_scalar(spec.params[index]) or not isinstance(k, int) or k < 1:
         return None
-    return index, name, str(g["guard"])
+    return Guard(index, name, str(g["guard"]), k, spec.size(str(spec.params[index].value)))
 
 
-def guard_site(change: LaunchChange, text: str, s: dict, guard, b1: int) -> bool:
-    """A 1-D block `b1` at site `s` from the kernel's guard (`guard`: guard_param's): the grid becomes
-    `(A + b1 - 1) / b1` with A the argument the site passes for the guard's bound, the block `b1`; the site's own
-    locals stay for other code. False where there is no such guard, or the argument is not a plain expression (a
-    call, an assignment: written twice it could change)."""
+def per_thread_sites(change: LaunchChange, kernel: dict, new_grid, text: str, guard: Guard, b1: int) -> None:
+    """The winner does `guard.per_thread` elements per thread in blocks of `b1`: where its grid is exactly
+    ceil(N / (b1 * K)) for the MEP's N, each site gets that of the argument it passes for N (guard_site); anything
+    else is refused with the site."""
+    k, n = guard.per_thread, guard.bound
+    want = f"set the block to {b1} and the grid to ceil(N / {b1 * k}) by hand"
+    if not isinstance(n, int) or n <= 0 or new_grid[0] != -(-n // (b1 * k)):
+        raise MepgenError(f"the MEP's launch is the captured run's numbers and the winner's grid {new_grid[0]} is not "
+                          f"ceil({guard.name} / ({b1} x {k})) for the MEP's {guard.name} = {n}: {want}")
+    for s in kernel["launch_sites"]:
+        if not guard_site(change, text, s, guard, b1):
+            raise MepgenError(f"{s['file']}:{s['line']}: the winner does {k} elements per thread behind "
+                              f"`{guard.said}`, and the argument this launch passes for `{guard.name}` is not a plain "
+                              f"expression to write twice: {want}")
+
+
+def guard_site(change: LaunchChange, text: str, s: dict, guard: Guard | None, b1: int) -> bool:
+    """A 1-D block `b1` at site `s` from the kernel's guard (guard_param's): the grid becomes `(A + b1 - 1) / b1`
+    (`(A + b1*K - 1) / (b1*K)` where the winner does K elements per thread) with A the argument the site passes for
+    the guard's bound, the block `b1`; the site's own locals stay for other code. False where there is no such
+    guard, or the argument is not a plain expression (a call, an assignment: written twice it could change)."""
     args = s.get("args") or []
-    if guard is None or guard[0] >= len(args):
+    if guard is None or guard.index >= len(args):
         return False
-    index, name, said = guard
-    arg = args[index].strip()
+    arg = args[guard.index].strip()
     if not _PURE.fullmatch(arg) or re.search(r"\w\s*\(|\+\+|--", arg):
         return False
     a = arg if re.fullmatch(r"[\w.]+", arg) else f"({arg})"
-    grid = f"({a} + {b1} - 1) / {b1}"
+    span = b1 * guard.per_thread
+    grid = f"({a} + {span} - 1) / {span}"
     glo, ghi = arg_span(text, s, 0)
     blo, bhi = arg_span(text, s, 1)
     change.edits += [(glo, ghi, grid.encode()), (blo, bhi, str(b1).encode())]
+    work = "one element's work" if guard.per_thread == 1 else f"{guard.per_thread} elements' work"
     change.notes.append(f"{s['file']}:{s['line']}: grid {text[glo:ghi].strip()} -> {grid}, block "
-                        f"{text[blo:bhi].strip()} -> {b1}: the kernel's threads each do one element's work behind "
-                        f"`{said}`, and `{name}` is `{arg}` here")
+                        f"{text[blo:bhi].strip()} -> {b1}: the kernel's threads each do {work} behind "
+                        f"`{guard.said}`, and `{guard.name}` is `{arg}` here")
     return True
 
 

@@ -410,3 +410,49 @@ def test_a_captured_block_change_lands_from_the_kernel_s_guard_where_the_grid_is
     r = mepgen("patch", "fill", "--from", str(w2 / "kernel.cu"), "--json", cwd=app2)
     assert r.returncode != 0 and "is not spelled with its block `block`" in r.stderr
     assert (app2 / "main.cu").read_text() == PORTED
+
+
+def test_a_winner_doing_several_elements_per_thread_lands_from_the_guard_with_its_grid_divided(tmp_path):
+    """The winner vectorized the guarded kernel (4 elements per thread) and took blocks of 256: its captured grid is
+    ceil(4096 / (256 x 4)) = 4, not the same elements in blocks of another size. optimize derives the 4 from the
+    winning chain (launch_config, then vector_elements with 4 lanes) and checks it against the winner's grid; patch
+    then writes ceil(n / 1024) blocks of 256 from the argument passed for `count`, and the application builds.
+    A chain with a step of unknown effect (an LLM's text), or a grid that is not that number, gets no such fact."""
+    from mepgen.optimize.command import write_launch
+    from mepgen.spec import load_spec
+    app = make_app(tmp_path, GUARDED, PORTED, "fill", sizes=("COUNT=4096",))
+    mep = app / ".mepgen/meps/fill"
+    w = captured(mep, tmp_path, "{grid: ['64'], block: ['64'], shared_mem: '0'}",
+                 winner="{grid: ['4'], block: ['256'], shared_mem: '0'}")["winner"]
+    spec = load_spec(mep / "mep.yaml")
+    block = {"name": "launch_config", "params": {"block": 256}}
+    lanes = {"name": "vector_elements", "params": {"lanes": 4}}
+    chain = [("inherited", [block]), ("library", [{"name": "inherited", "params": {}}, lanes]),
+             ("library", [{"name": "inherited", "params": {}}, lanes, {"name": "tune_params", "params": {"regs": 32}}])]
+    for other in ([("llm", []), ("library", [lanes])], chain[:1] + [("library", [lanes, {"name": "tile_stencil"}])]):
+        write_launch(spec, {"grid": ["4"], "block": ["256"]}, w / "mep.yaml", original=(mep / "kernel.cu").read_text(),
+                     chain=other)
+        assert "per_thread" not in json.loads((w / "launch_facts.json").read_text())["guard"]
+    write_launch(spec, {"grid": ["5"], "block": ["256"]}, w / "mep.yaml", original=(mep / "kernel.cu").read_text(),
+                 chain=chain)                         # not ceil(4096 / 1024): the factor is not that grid's
+    assert "per_thread" not in json.loads((w / "launch_facts.json").read_text())["guard"]
+    write_launch(spec, {"grid": ["4"], "block": ["256"]}, w / "mep.yaml", original=(mep / "kernel.cu").read_text(),
+                 chain=chain)
+    assert json.loads((w / "launch_facts.json").read_text()) == {"guard": {"param": "count", "index": 2,
+                                                                           "guard": "i < count", "per_thread": 4}}
+    r = mepgen("patch", "fill", "--from", str(w / "kernel.cu"), "--json", cwd=app)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["launch"] == ["main.cu:15: grid grid -> (n + 1024 - 1) / 1024, block block -> 256: the "
+                                              "kernel's threads each do 4 elements' work behind `i < count`, and "
+                                              "`count` is `n` here"]
+    r = mepgen("patch", "fill", "--from", str(w / "kernel.cu"), "--apply", "--json", cwd=app)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert json.loads(r.stdout)["valid"] is True                      # the application builds with it
+    assert "fill<<<(n + 1024 - 1) / 1024, 256>>>(out, 7u, n);" in (app / "main.cu").read_text()
+    assert mepgen("patch", "fill", "--revert", cwd=app).returncode == 0
+    assert (app / "main.cu").read_text() == PORTED
+    facts = w / "launch_facts.json"                   # a fact that does not fit the winner's grid: refused
+    facts.write_text(json.dumps({"guard": {"param": "count", "index": 2, "guard": "i < count", "per_thread": 2}}))
+    r = mepgen("patch", "fill", "--from", str(w / "kernel.cu"), "--json", cwd=app)
+    assert r.returncode != 0 and "is not ceil(count / (256 x 2)) for the MEP's count = 4096" in r.stderr
+    assert (app / "main.cu").read_text() == PORTED

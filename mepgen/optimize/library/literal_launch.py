@@ -127,3 +127,44 @@ def guard_fact(src, spec) -> dict | None:
         return None
     return {"param": bound, "index": names.index(bound), "guard": f"{g.var} < {bound}"}
 
+
+#: transformations of a winning chain that keep a guarded kernel's work where it was: the same elements, one per
+#: thread behind the guard, whatever block they choose (the grid follows the block: ceil(N / B))
+SAME_WORK = {"launch_config", "tune_params", "restrict_ldg", "launch_bounds", "nvcc_flags", "unroll", "int_division"}
+
+
+def _divisor(t: dict) -> int | None:
+    """How many elements per thread transformation `t` makes of one (the factor its grid is divided by), 1 for
+    SAME_WORK, None for any other (what it does to the guard's coverage is not known here)."""
+    name, params = t.get("name"), t.get("params") or {}
+    if name in SAME_WORK:
+        return 1
+    value = {"vector_elements": params.get("lanes"), "coarsen": params.get("factor"),
+             "coarsen_blocks": params.get("factor") if params.get("dim") == "x" else None}.get(name)
+    return value if isinstance(value, int) and value >= 1 else None
+
+
+def per_thread(chain: list[tuple[str, list[dict]]]) -> int | None:
+    """The elements per thread of a guarded kernel's winner, from its chain of attempts ((source, transformations),
+    oldest first; the last is the winner, its transformations those of the whole chain, an inherited part told as
+    `inherited`, which the chain's inherited attempts spell out in order): the product of each transformation's
+    factor (_divisor). None where any part is not known: an attempt neither the library's nor inherited (an LLM's
+    text), a transformation of another kind, an `inherited` with no inherited attempt to spell it."""
+    if not chain or any(src not in ("library", "inherited") for src, _ in chain):
+        return None
+    spelled = [ts for src, ts in chain if src == "inherited"]
+    factor = 1
+    for t in chain[-1][1]:
+        parts = [t]
+        if t.get("name") == "inherited":
+            if not spelled:
+                return None
+            parts = spelled.pop(0)
+            if any(p.get("name") == "inherited" for p in parts):
+                return None
+        for p in parts:
+            d = _divisor(p)
+            if d is None:
+                return None
+            factor *= d
+    return factor
