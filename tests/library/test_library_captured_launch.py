@@ -94,6 +94,34 @@ def test_an_early_return_guard_is_the_same_guard(tmp_path):
     assert LaunchConfig().apply(src, spec, launch, {"block": 512}).launch["grid"] == ["1954"]
 
 
+@pytest.mark.parametrize("index", ["(size_t)blockIdx.x * blockDim.x + threadIdx.x",
+                                   "threadIdx.x + (long long)blockDim.x * blockIdx.x",
+                                   "static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x"])
+def test_an_index_with_integer_casts_of_its_parts_is_the_same_index(tmp_path, index):
+    """64-bit indexing, as applications past 2^31 elements write it: the value is the thread's own for every launch
+    of fewer threads, and only the launch changes (the kernel's text, its casts included, stays)."""
+    text = GUARDED.replace("int t = blockIdx.x * blockDim.x + threadIdx.x;", f"size_t t = {index};")
+    src, spec, launch = make(tmp_path, text)
+    rw = LaunchConfig().apply(src, spec, launch, {"block": 256})
+    assert rw.launch["grid"] == ["3907"] and rw.text == src.text and index in rw.text
+
+
+def test_a_barrier_after_the_guard_with_no_shared_memory_orders_nothing(tmp_path):
+    """A trailing `__syncthreads();` (as ports leave them) with no shared memory: the same one element per thread.
+    With shared memory, or a barrier anywhere else, the block still matters and the launch is refused."""
+    text = GUARDED.replace("if (t < count) { dst[t] = src[t] + 2.0f; }",
+                           "if (t < count) { dst[t] = src[t] + 2.0f; }\n    __syncthreads();")
+    src, spec, launch = make(tmp_path, text)
+    assert LaunchConfig().apply(src, spec, launch, {"block": 512}).launch["grid"] == ["1954"]
+    inside = GUARDED.replace("dst[t] = src[t] + 2.0f;", "__syncthreads(); dst[t] = src[t] + 2.0f;")
+    staged = text.replace("{\n    int t", "{\n    __shared__ float s[1];\n    int t")
+    for refused, why in ((inside, "shared memory or barriers"), (staged, "not `t = global index")):
+        (tmp_path / "b").mkdir(exist_ok=True)
+        src, spec, launch = make(tmp_path / "b", refused)
+        with pytest.raises(Refused, match=re.escape(why)):
+            LaunchConfig().space(src, spec, launch)
+
+
 # the literal block's number under the kernel's own name for it: another block would not match the shared array
 NAMED = """#define LANES 256
 __global__ void shift(const float *src, float *dst, int count) {

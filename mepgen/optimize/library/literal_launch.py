@@ -2,8 +2,9 @@
 follows the block, which launch_config (and tune_params' block axis with it) needs to try another block.
 
 Where the kernel's threads each do one element's work behind a guard, the grid that covers the same elements with
-another block is provable: 1D, a kernel that is exactly a thread index and `if (i < N) {...}` (analysis.
-guarded_thread); 2D, exactly `x = blockIdx.x * blockDim.x + threadIdx.x`, `y = blockIdx.y * blockDim.y +
+another block is provable: 1D, a kernel that is exactly a thread index and `if (i < N) {...}` (launch_guard: the
+index in any spelling thread_index.py reads, or with integer casts of its parts, `(size_t)blockIdx.x * blockDim.x
++ threadIdx.x`, and barriers after the guard with no shared memory, where they order nothing); 2D, exactly `x = blockIdx.x * blockDim.x + threadIdx.x`, `y = blockIdx.y * blockDim.y +
 threadIdx.y` and `if (x < W && y < H) {...}`, nothing else of the block geometry, no shared memory, barrier,
 warp-level call or early return. Every thread inside the bounds then does the same work in whatever block it is, so
 the grid of a block B is ceil(N / B) along each axis. The bounds come from mep.yaml (its sizes, the scalars'
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 import re
 
-from .analysis import body_statements, bound_value, guarded_thread, squash, uses_block_geometry, warp_level
+from .analysis import (body_statements, bound_value, is_global_index, squash, thread_index_var,
+                       uses_block_geometry, warp_level)
 from .coarsen_blocks import _bare, _conjuncts
 from .cursors import Refused, kind
 from .memory_roots import Memory
@@ -81,13 +83,76 @@ def _bounds_2d(src, spec) -> list[str]:
     return [bounds["x"], bounds["y"]]
 
 
+#: an integer cast of one of the index's parts: the value is the same for every thread of a launch of fewer than 2^31
+_CAST = re.compile(r"\(\s*(?:(?:unsigned|signed)\s+)?(?:long\s+long|long|int|size_t|std::size_t|u?int(?:32|64)_t|"
+                   r"ptrdiff_t|unsigned)(?:\s+int)?\s*\)\s*(?=(?:blockIdx|blockDim|threadIdx)\.x\b)")
+_STATIC_CAST = re.compile(r"static_cast\s*<\s*(?:(?:unsigned|signed)\s+)?(?:long\s+long|long|int|size_t|std::size_t|"
+                          r"u?int(?:32|64)_t|unsigned)(?:\s+int)?\s*>\s*\(\s*((?:blockIdx|blockDim|threadIdx)\.x)\s*\)")
+
+
+def _cast_index(src) -> tuple[str, object] | None:
+    """(name, declaration statement) of `T v = (size_t)blockIdx.x * blockDim.x + threadIdx.x;` (integer casts of the
+    parts, C or static_cast, in any commuted spelling) among the body's first statements."""
+    for stmt in body_statements(src.body):
+        decls = list(stmt.get_children()) if kind(stmt) == "DECL_STMT" else []
+        if len(decls) != 1 or kind(decls[0]) != "VAR_DECL":
+            continue
+        init = [k for k in decls[0].get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]
+        text = _STATIC_CAST.sub(r"\1", _CAST.sub("", src.src(init[-1]))) if init else ""
+        if init and text != src.src(init[-1]) and is_global_index(text):
+            return decls[0].spelling, stmt
+    return None
+
+
+def launch_guard(src) -> tuple[str, str]:
+    """(index, bound) of a 1-D kernel whose threads each do one element's work behind `if (i < N) {...}`: the global
+    index declared first (analysis.thread_index_var, or _cast_index), the guard without else as the only statement
+    after it but for trailing `__syncthreads();` (with no shared memory a barrier orders nothing the work does: it
+    writes only its own element's places, which the guard's proof of another grid rests on in any case), no other
+    barrier, shared memory, warp-level call, early return or block geometry, the index never assigned. Refused with
+    the reason otherwise."""
+    try:
+        var, decl = thread_index_var(src)
+    except Refused:
+        found = _cast_index(src)
+        if found is None:
+            raise
+        var, decl = found
+    rest = [s for s in body_statements(src.body) if s is not decl and src.span(s) != src.span(decl)]
+    trailing = 0
+    while rest and kind(rest[-1]) == "CALL_EXPR" and rest[-1].spelling == "__syncthreads":
+        rest, trailing = rest[:-1], trailing + 1
+    if len(rest) != 1 or kind(rest[0]) != "IF_STMT":
+        raise Refused(f"the kernel is not `{var} = global index; if ({var} < bound) {{...}}`")
+    kids = list(rest[0].get_children())
+    if len(kids) != 2:
+        raise Refused("the thread guard has an else branch")
+    cond = kids[0]
+    if kind(cond) != "BINARY_OPERATOR" or src.operator(cond) != "<" or \
+            squash(src.src(list(cond.get_children())[0])) != var:
+        raise Refused(f"the thread guard is not `{var} < bound`")
+    if src.shared_arrays() or src.calls().count("__syncthreads") != trailing:
+        raise Refused("the kernel uses shared memory or barriers")
+    warp = warp_level(src)
+    if warp:
+        raise Refused(f"the kernel depends on which threads form a warp ({warp[0]})")
+    if src.nodes("RETURN_STMT"):
+        raise Refused("the kernel returns early (another block moves the threads that return)")
+    geometry = uses_block_geometry(src, skip=[decl])
+    if geometry:
+        raise Refused(f"the kernel uses {geometry[0]} beyond its thread index")
+    if var in Memory(src, src.spec).assigned_names(src.body):
+        raise Refused("the kernel assigns its thread index")
+    return var, src.src(list(cond.get_children())[1])
+
+
 def literal_extents(src, spec, launch) -> list[int]:
     """The elements a captured launch covers along each axis ([N] or [W, H]): the guard's bounds, evaluated from
     mep.yaml and covered by the launch; Refused with the reason otherwise."""
     grid = launch["grid"]
     try:
         if len(launch["block"]) == 1:
-            bounds = [guarded_thread(src, "thread", "another block moves the threads that return").bound]
+            bounds = [launch_guard(src)[1]]
         elif len(launch["block"]) == 2:
             bounds = _bounds_2d(src, spec)
         else:
@@ -112,20 +177,20 @@ def literal_extents(src, spec, launch) -> list[int]:
 
 def guard_fact(src, spec) -> dict | None:
     """What `mepgen patch` needs to give a captured launch another block where the site's grid is not spelled with
-    it: the kernel is exactly a global thread index and `if (i < N) {...}` (analysis.guarded_thread, the 1-D test
+    it: the kernel is exactly a global thread index and `if (i < N) {...}` (launch_guard, the 1-D test
     literal_extents derives another grid by) with N an integer scalar parameter, so ceil(N / B) blocks of B do the
     same work as the application's launch; {"param": N, "index": its position, "guard": "i < N"}, else None."""
     try:
-        g = guarded_thread(src, "thread", "another block moves the threads that return")
+        var, bound = launch_guard(src)
     except Refused:
         return None
-    bound = squash(g.bound)
+    bound = squash(bound)
     names = [p.name for p in spec.params]
     if bound not in names:
         return None
     if not integer_scalar(spec.params[names.index(bound)]):
         return None
-    return {"param": bound, "index": names.index(bound), "guard": f"{g.var} < {bound}"}
+    return {"param": bound, "index": names.index(bound), "guard": f"{var} < {bound}"}
 
 
 #: transformations of a winning chain that keep a guarded kernel's work where it was: the same elements, one per
