@@ -139,6 +139,12 @@ def fake_worker_main(conn, device: int) -> None:
 FAKE_WORKER = "evaluate_fakes:fake_worker_main"
 
 
+def unstartable_worker_main(conn, device: int) -> None:
+    """A worker whose packages are out of its reach: it says so, as pycuda_worker.main does, and ends."""
+    from mepgen.evaluate import wire
+    wire.send(conn, ["error", "cannot start the pycuda worker: ModuleNotFoundError: No module named 'pycuda'"])
+
+
 def rogue_worker_main(conn, device: int) -> None:
     """A worker that candidate code took over: it answers with a pickle that would run code in mepgen."""
     import os

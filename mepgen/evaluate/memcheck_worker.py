@@ -25,6 +25,7 @@ import threading
 import time
 from pathlib import Path
 
+from ..errors import MepgenError
 from . import confined, landlock_level, memcheck
 from .backend import Built, InputSet
 from .confinement import Confinement
@@ -111,7 +112,10 @@ class SanitizedWorker(PycudaBackend):
         as the launch (the worker did not start, the cubin did not load) leaves the caller its other way."""
         start = time.monotonic()
         with self._lock:
-            fault = self._ensure(built, inputs)
+            try:
+                fault = self._ensure(built, inputs)
+            except MepgenError as e:        # the worker did not start under the sanitizer (its own words)
+                fault = RuntimeFault("harness_error", str(e))
             launched = fault is None
             if fault is None:
                 reply = self._call("launch", built.key, inputs.index)

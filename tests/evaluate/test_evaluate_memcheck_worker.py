@@ -143,3 +143,14 @@ def test_a_worker_that_cannot_start_under_the_sanitizer_is_no_launch(like, tmp_p
     tool.chmod(0o755)
     report, launched = memcheck_worker.SanitizedWorker(be, tool, 20.0).check(built, inputs)
     assert not launched and report.clean is None and "memcheck run failed" in report.message
+
+
+def test_a_worker_that_cannot_import_its_packages_is_no_launch_not_an_error(like, tmp_path):
+    """The worker says it cannot start (no pycuda where it runs): the check says no launch, and optimize falls back
+    to the native harness instead of failing after its search."""
+    be, built, inputs = like
+    be.sandbox_level = "off"
+    worker = memcheck_worker.SanitizedWorker(be, fake_sanitizer(tmp_path), 20.0)
+    worker.entry = "evaluate_fakes:unstartable_worker_main"
+    report, launched = worker.check(built, inputs)
+    assert not launched and report.clean is None and "cannot start the pycuda worker" in report.message
