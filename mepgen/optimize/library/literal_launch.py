@@ -39,6 +39,24 @@ def _index(text: str, axis: str) -> bool:
     return t in {f"{b}*{d}+{th}", f"{d}*{b}+{th}", f"{th}+{b}*{d}", f"{th}+{d}*{b}"}
 
 
+def _own_work(src, indices, barriers: int, what: str) -> None:
+    """Each thread's work is its own whatever block it is in: no shared memory, no barrier but the `barriers`
+    trailing `__syncthreads();` (nothing to order without shared memory), no warp-level call, no early return (another
+    block moves the threads that return), no block geometry beyond the index declarations `indices`; Refused with
+    the reason otherwise."""
+    calls = [c for c in src.calls() if c.startswith("__syncthreads")]
+    if src.shared_arrays() or len(calls) != barriers or any(c != "__syncthreads" for c in calls):
+        raise Refused("the kernel uses shared memory or barriers")
+    warp = warp_level(src)
+    if warp:
+        raise Refused(f"the kernel depends on which threads form a warp ({warp[0]})")
+    if src.nodes("RETURN_STMT"):
+        raise Refused("the kernel returns early")
+    geometry = uses_block_geometry(src, skip=indices)
+    if geometry:
+        raise Refused(f"the kernel uses {geometry[0]} beyond its {what}")
+
+
 def _bounds_2d(src, spec) -> list[str]:
     """[W, H] of a kernel that is exactly the x and y indices and `if (x < W && y < H) {...}`."""
     stmts = body_statements(src.body)
@@ -68,16 +86,7 @@ def _bounds_2d(src, spec) -> list[str]:
         bounds[axis] = bound
     if set(bounds) != {"x", "y"}:
         raise Refused("the guard does not bound both indices")
-    if src.shared_arrays() or any(c.startswith("__syncthreads") for c in src.calls()):
-        raise Refused("the kernel uses shared memory or barriers")
-    warp = warp_level(src)
-    if warp:
-        raise Refused(f"the kernel depends on which threads form a warp ({warp[0]})")
-    if src.nodes("RETURN_STMT"):
-        raise Refused("the kernel returns early")
-    geometry = uses_block_geometry(src, skip=decls)
-    if geometry:
-        raise Refused(f"the kernel uses {geometry[0]} beyond its x and y indices")
+    _own_work(src, decls, 0, "x and y indices")
     if set(names.values()) & Memory(src, spec).assigned_names(src.body):
         raise Refused("the kernel assigns one of its indices")
     return [bounds["x"], bounds["y"]]
@@ -131,16 +140,7 @@ def launch_guard(src) -> tuple[str, str]:
     if kind(cond) != "BINARY_OPERATOR" or src.operator(cond) != "<" or \
             squash(src.src(list(cond.get_children())[0])) != var:
         raise Refused(f"the thread guard is not `{var} < bound`")
-    if src.shared_arrays() or src.calls().count("__syncthreads") != trailing:
-        raise Refused("the kernel uses shared memory or barriers")
-    warp = warp_level(src)
-    if warp:
-        raise Refused(f"the kernel depends on which threads form a warp ({warp[0]})")
-    if src.nodes("RETURN_STMT"):
-        raise Refused("the kernel returns early (another block moves the threads that return)")
-    geometry = uses_block_geometry(src, skip=[decl])
-    if geometry:
-        raise Refused(f"the kernel uses {geometry[0]} beyond its thread index")
+    _own_work(src, [decl], trailing, "thread index")
     if var in Memory(src, src.spec).assigned_names(src.body):
         raise Refused("the kernel assigns its thread index")
     return var, src.src(list(cond.get_children())[1])
