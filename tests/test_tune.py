@@ -156,6 +156,8 @@ def test_a_patch_that_breaks_the_build_is_reverted_alone(tmp_path, monkeypatch):
     rows = {k["id"]: k for k in d["kernels"]}
     assert rows["app.b"]["patch"] == "reverted" and "breaks the application's build" in rows["app.b"]["patch_why"]
     assert d["kept"] == ["app.a"] and d["check_passed"] is True
+    md = (app / ".mepgen" / "tune" / "report.md").read_text()      # the table cuts the reason; the list has it whole
+    assert f"- app::b (reverted): {rows['app.b']['patch_why']}" in md.split("## Why a winner was not patched")[1]
     assert (app / "src.txt").read_text() == "a=fast\nb=slow\n"
 
 

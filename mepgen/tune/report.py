@@ -131,6 +131,10 @@ class Report:
             lines.append(f"| {k['kernel']} | {cap} | {_f(k.get('app_gpu_ms') or k.get('app_kernel_ms'), '{:.4g}')} | "
                          f"{_f(k.get('fidelity_ratio'), '{:.2f}')} | {opt} | {_f(k.get('mep_speedup'), '{:.2f}x')} | "
                          f"{_change(k).replace('|', '/')} | {patch.replace('|', '/')[:80]} | {inapp} |")
+        why = [k for k in d["kernels"] if k.get("patch_why")]
+        if why:      # the table cuts a reason at 80 characters: each in full, with what to do by hand
+            lines += ["", "## Why a winner was not patched as it is", ""]
+            lines += [f"- {k['kernel']} ({k.get('patch') or '-'}): {k['patch_why']}" for k in why]
         return "\n".join(lines) + "\n"
 
     def write(self, state, as_json: bool) -> dict:
