@@ -200,6 +200,38 @@ def test_vector_loads_axpy_template(meps):
     assert "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)" in otherwise   # the original loop
 
 
+@pytest.mark.parametrize("start, step", [("(size_t)blockIdx.x * blockDim.x + threadIdx.x", "stride"),
+                                         ("static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x",
+                                          "(size_t)blockDim.x * gridDim.x")])
+def test_vector_loads_read_a_64_bit_index_through_its_casts_and_keep_them(meps, start, step):
+    """`for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; ...)`, as code indexing past 2^31 elements
+    writes it: the same loop for the analysis; the vector loop, the tail and the fallback all keep the loop's own
+    start, step and counter type, so the patched kernel indexes as the application's did."""
+    text = original(meps, "cg.axpy")
+    loop = next(ln for ln in text.splitlines() if ln.strip().startswith("for (int i ="))
+    wide = loop.replace("int i = blockIdx.x * blockDim.x + threadIdx.x", f"size_t i = {start}")
+    wide = wide.replace("i += stride", f"i += {step}")
+    assert wide != loop
+    src, spec, launch = load(meps["cg.axpy"], text.replace(loop, wide))
+    rw = VectorLoads().apply(src, spec, launch, {})
+    assert f"for (size_t mepgen_q = {start}; mepgen_q < mepgen_n4; mepgen_q += {step})" in rw.text
+    assert f"for (size_t i = mepgen_n4 * 4 + ({start}); i < n; i += {step})" in rw.text
+    assert wide.strip() in rw.text[rw.text.index("} else {"):]                # the original loop, as written
+
+
+@pytest.mark.nvcc
+def test_vector_loads_of_a_64_bit_index_compile(meps, tmp_path):
+    text = original(meps, "cg.axpy")
+    loop = next(ln for ln in text.splitlines() if ln.strip().startswith("for (int i ="))
+    wide = loop.replace("int i = blockIdx.x * blockDim.x + threadIdx.x", "size_t i = (size_t)blockIdx.x * blockDim.x + "
+                                                                         "threadIdx.x")
+    src, spec, launch = load(meps["cg.axpy"], text.replace(loop, wide))
+    f = tmp_path / "kernel.cu"
+    f.write_text(VectorLoads().apply(src, spec, launch, {}).text)
+    built = NativeBackend(spec, meps["cg.axpy"], tmp_path / "build").compile(f)
+    assert not isinstance(built, CompileFailed), built.message
+
+
 def test_vector_loads_refuses(meps):
     t = VectorLoads()
     text = original(meps, "cg.axpy")

@@ -22,6 +22,21 @@ def squash(s: str) -> str:
     return " ".join(s.split())
 
 
+#: an integer cast of one of the index's parts: the value is the same for every thread of a launch of fewer than 2^31
+_CAST = re.compile(r"\(\s*(?:(?:unsigned|signed)\s+)?(?:long\s+long|long|int|size_t|std::size_t|u?int(?:32|64)_t|"
+                   r"ptrdiff_t|unsigned)(?:\s+int)?\s*\)\s*(?=(?:blockIdx|blockDim|threadIdx|gridDim)\.x\b)")
+_STATIC_CAST = re.compile(r"static_cast\s*<\s*(?:(?:unsigned|signed)\s+)?(?:long\s+long|long|int|size_t|std::size_t|"
+                          r"u?int(?:32|64)_t|unsigned)(?:\s+int)?\s*>\s*\(\s*((?:blockIdx|blockDim|threadIdx|gridDim)\.x)\s*\)")
+
+
+def without_int_casts(text: str) -> str:
+    """`text` with integer casts of the thread geometry's x parts taken off (`(size_t)blockIdx.x` and
+    `static_cast<long>(gridDim.x)` read as `blockIdx.x`, `gridDim.x`): the same value for every thread of a launch
+    of fewer than 2^31 threads, so an index or stride spelled with them is matched as the plain one; a rewrite that
+    matched it copies the original text, casts and all, wherever it writes it."""
+    return _STATIC_CAST.sub(r"\1", _CAST.sub("", text))
+
+
 def is_grid_stride(text: str) -> bool:
     return bool(_STRIDE.match(squash(text)))
 

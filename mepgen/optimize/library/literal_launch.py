@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from .analysis import (body_statements, bound_value, is_global_index, squash, thread_index_var,
-                       uses_block_geometry, warp_level)
+                       uses_block_geometry, warp_level, without_int_casts)
 from .coarsen_blocks import _bare, _conjuncts
 from .cursors import Refused, kind
 from .memory_roots import Memory
@@ -92,13 +92,6 @@ def _bounds_2d(src, spec) -> list[str]:
     return [bounds["x"], bounds["y"]]
 
 
-#: an integer cast of one of the index's parts: the value is the same for every thread of a launch of fewer than 2^31
-_CAST = re.compile(r"\(\s*(?:(?:unsigned|signed)\s+)?(?:long\s+long|long|int|size_t|std::size_t|u?int(?:32|64)_t|"
-                   r"ptrdiff_t|unsigned)(?:\s+int)?\s*\)\s*(?=(?:blockIdx|blockDim|threadIdx)\.x\b)")
-_STATIC_CAST = re.compile(r"static_cast\s*<\s*(?:(?:unsigned|signed)\s+)?(?:long\s+long|long|int|size_t|std::size_t|"
-                          r"u?int(?:32|64)_t|unsigned)(?:\s+int)?\s*>\s*\(\s*((?:blockIdx|blockDim|threadIdx)\.x)\s*\)")
-
-
 def _cast_index(src) -> tuple[str, object] | None:
     """(name, declaration statement) of `T v = (size_t)blockIdx.x * blockDim.x + threadIdx.x;` (integer casts of the
     parts, C or static_cast, in any commuted spelling) among the body's first statements."""
@@ -107,7 +100,7 @@ def _cast_index(src) -> tuple[str, object] | None:
         if len(decls) != 1 or kind(decls[0]) != "VAR_DECL":
             continue
         init = [k for k in decls[0].get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]
-        text = _STATIC_CAST.sub(r"\1", _CAST.sub("", src.src(init[-1]))) if init else ""
+        text = without_int_casts(src.src(init[-1])) if init else ""
         if init and text != src.src(init[-1]) and is_global_index(text):
             return decls[0].spelling, stmt
     return None

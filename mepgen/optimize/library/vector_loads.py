@@ -22,7 +22,7 @@ import textwrap
 
 from ...spec import itemsize
 from .analysis import size_expr, body_statements, canonical_loop, check_pure, element_type, is_global_index, is_grid_stride, \
-    squash
+    squash, without_int_casts
 from .base import Rewrite, Transformation
 from .source import Refused, kind, walk
 
@@ -55,10 +55,13 @@ class VectorLoads(Transformation):
                     check_pure(src, init[-1], f"the declaration of {v.spelling}")
                     strides[v.spelling] = squash(src.src(init[-1]))
         loop = canonical_loop(src, loop_c)
-        if not (is_global_index(loop.lo) or is_global_index(strides.get(squash(loop.lo), ""))):
+        # integer casts of the index's parts (`(size_t)blockIdx.x * ...`) are read through: the vector loop and the
+        # tail copy the loop's own start and step, casts and all
+        if not (is_global_index(without_int_casts(loop.lo)) or
+                is_global_index(without_int_casts(strides.get(squash(loop.lo), "")))):
             raise Refused(f"the loop does not start at the global thread index: `{squash(loop.lo)}`")
         step = squash(loop.step)
-        if not (is_grid_stride(step) or is_grid_stride(strides.get(step, ""))):
+        if not (is_grid_stride(without_int_casts(step)) or is_grid_stride(without_int_casts(strides.get(step, "")))):
             raise Refused(f"the loop is not a grid-stride loop (step `{step}`)")
         n = self._count(spec, size_expr(src, spec, loop.hi) or loop.hi)
         if n % LANES:
