@@ -232,6 +232,33 @@ def test_vector_loads_of_a_64_bit_index_compile(meps, tmp_path):
     assert not isinstance(built, CompileFailed), built.message
 
 
+def test_vector_loads_count_a_bound_of_scalars(tmp_path):
+    """`i < rows * cols`: the element count is the product of the scalars' recorded values (analysis.bound_value),
+    so its divisibility by 4 is known and the loop goes through vectors."""
+    from library_fixtures import written
+    yaml = "\n".join([
+        "version: 1", 'kernel: {name: scale, id: scale, source: s.cu, source_sha256: "0", start_byte: 0, end_byte: 1}',
+        "sizes: {}", "params:",
+        "  - {name: a, role: out, ctype: float *, dtype: float32, count: 4096}",
+        "  - {name: b, role: in, ctype: const float *, dtype: float32, count: 4096, init: {kind: uniform, low: 0, high: 1}}",
+        "  - {name: rows, role: scalar, ctype: int, dtype: int32, value: '64'}",
+        "  - {name: cols, role: scalar, ctype: int, dtype: int32, value: '64'}",
+        "constants: []", "launch: {grid: ['16'], block: ['256'], shared_mem: '0'}",
+        "build: {arch: sm_90, std: c++17, nvcc_flags: [-O3]}", "verify: {input_sets: 1, seed: 1}",
+        "timing: {warmup: 5, reps: 50, flush_l2: true}", "todo: []", ""])
+    text = ("__global__ void scale(float *a, const float *b, int rows, int cols) {\n"
+            "    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * cols;"
+            " i += blockDim.x * gridDim.x) {\n        a[i] = 2.0f * b[i];\n    }\n}\n")
+    src, spec, launch = written(tmp_path, yaml, text)
+    rw = VectorLoads().apply(src, spec, launch, {})
+    assert "const size_t mepgen_n4 = (rows * cols) / 4;" in rw.text
+    odd = yaml.replace("value: '64'", "value: '63'").replace("count: 4096", "count: 3969")
+    (tmp_path / "b").mkdir()
+    src, spec, launch = written(tmp_path / "b", odd, text)
+    with pytest.raises(Refused, match="is 3969 for the MEP's sizes, not a multiple of 4"):
+        VectorLoads().space(src, spec, launch)
+
+
 def test_vector_loads_refuses(meps):
     t = VectorLoads()
     text = original(meps, "cg.axpy")

@@ -21,8 +21,8 @@ import re
 import textwrap
 
 from ...spec import itemsize
-from .analysis import size_expr, body_statements, canonical_loop, check_pure, element_type, is_global_index, is_grid_stride, \
-    squash, without_int_casts
+from .analysis import size_expr, body_statements, bound_value, canonical_loop, check_pure, element_type, is_global_index, \
+    is_grid_stride, squash, without_int_casts
 from .base import Rewrite, Transformation
 from .source import Refused, kind, walk
 
@@ -63,20 +63,24 @@ class VectorLoads(Transformation):
         step = squash(loop.step)
         if not (is_grid_stride(without_int_casts(step)) or is_grid_stride(without_int_casts(strides.get(step, "")))):
             raise Refused(f"the loop is not a grid-stride loop (step `{step}`)")
-        n = self._count(spec, size_expr(src, spec, loop.hi) or loop.hi)
+        n = self._count(spec, size_expr(src, spec, loop.hi) or loop.hi, bound_value(src, spec, loop.hi))
         if n % LANES:
             raise Refused(f"the element count `{squash(loop.hi)}` is {n} for the MEP's sizes, not a multiple of {LANES}")
         accesses, reads, writes, top = self._accesses(src, spec, loop)
         return dict(loop=loop, accesses=accesses, reads=reads, writes=writes, top=top)
 
     @staticmethod
-    def _count(spec, hi: str) -> int:
+    def _count(spec, hi: str, bound: int | None = None) -> int:
+        """The loop's element count for the MEP: a scalar parameter's value, an expression of the sizes, else
+        `bound` (analysis.bound_value: the bound with its scalars' values and kernel.cu's macros, `rows*cols`)."""
         h = squash(hi)
         try:
             p = spec.param(h)
             value = spec.size(p.value) if p.role == "scalar" and p.value else None
         except KeyError:
             value = spec.size(h)
+        if value is None:
+            value = bound
         if value is None:
             raise Refused(f"the loop bound `{h}` has no value for the MEP's sizes (divisibility not provable)")
         return value
