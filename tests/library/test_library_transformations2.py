@@ -259,6 +259,52 @@ def test_vector_loads_count_a_bound_of_scalars(tmp_path):
         VectorLoads().space(src, spec, launch)
 
 
+FLOAT2_YAML = "\n".join([
+    "version: 1", 'kernel: {name: scale2, id: scale2, source: s.cu, source_sha256: "0", start_byte: 0, end_byte: 1}',
+    "sizes: {}", "params:",
+    "  - {name: a, role: out, ctype: float2 *, dtype: float32, count: 8192, lanes: 2}",
+    "  - {name: b, role: in, ctype: const float2 *, dtype: float32, count: 8192, lanes: 2, "
+    "init: {kind: uniform, low: 0, high: 1}}",
+    "  - {name: n, role: scalar, ctype: size_t, dtype: uint64, value: '4096'}",
+    "  - {name: f, role: scalar, ctype: float, dtype: float32, value: '0.5'}",
+    "constants: []", "launch: {grid: ['16'], block: ['256'], shared_mem: '0'}",
+    "build: {arch: sm_90, std: c++17, nvcc_flags: [-O3]}", "verify: {input_sets: 1, seed: 1}",
+    "timing: {warmup: 5, reps: 50, flush_l2: true}", "todo: []", ""])
+FLOAT2 = ("__global__ void scale2(float2 *a, const float2 *b, size_t n, float f) {\n"
+          "    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {\n"
+          "        a[i] = make_float2(f * b[i].x, f * b[i].y);\n    }\n}\n")
+
+
+def test_vector_loads_store_whole_struct_elements_and_read_first_where_a_member_is_written(tmp_path):
+    """float2 elements (complex numbers, as FFT codes keep them): `a[i] = make_float2(...)` is the struct's copy
+    assignment, a call of `operator=` to libclang; it is read as a store of the whole element (every lane writes it:
+    no load first), and make_float2 as a value. A store to one member (`a[i].x = ...`) leaves the other: the
+    element is loaded first, then stored whole."""
+    from library_fixtures import written
+    src, spec, launch = written(tmp_path, FLOAT2_YAML, FLOAT2)
+    rw = VectorLoads().apply(src, spec, launch, {})
+    assert "struct __align__(16) mepgen_vec0 { float2 c[4]; };" in rw.text
+    assert "            mepgen_vec0 mepgen_a;\n" in rw.text and "reinterpret_cast<mepgen_vec0*>(a)[mepgen_q] = mepgen_a;" in rw.text
+    assert "mepgen_a.c[mepgen_l] = make_float2(f * mepgen_b.c[mepgen_l].x, f * mepgen_b.c[mepgen_l].y);" in rw.text
+    (tmp_path / "m").mkdir()
+    member = FLOAT2.replace("a[i] = make_float2(f * b[i].x, f * b[i].y);", "a[i].x = f * b[i].x;")
+    src, spec, launch = written(tmp_path / "m", FLOAT2_YAML, member)
+    rw = VectorLoads().apply(src, spec, launch, {})
+    assert "mepgen_vec0 mepgen_a = reinterpret_cast<const mepgen_vec0*>(a)[mepgen_q];" in rw.text
+    assert "reinterpret_cast<mepgen_vec0*>(a)[mepgen_q] = mepgen_a;" in rw.text
+
+
+@pytest.mark.nvcc
+def test_vector_loads_of_struct_elements_compile(tmp_path):
+    from library_fixtures import written
+    src, spec, launch = written(tmp_path, FLOAT2_YAML, FLOAT2)
+    f = tmp_path / "cand.cu"
+    f.write_text(VectorLoads().apply(src, spec, launch, {}).text)
+    done = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", "-O3", "-c", str(f), "-o", str(tmp_path / "c.o")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
 def test_vector_loads_refuses(meps):
     t = VectorLoads()
     text = original(meps, "cg.axpy")

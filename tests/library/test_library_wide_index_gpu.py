@@ -35,3 +35,27 @@ def test_vector_loads_of_a_64_bit_index_verify(tmp_path):
     assert result.status == "ok", result.feedback()
     print("vector_loads on the 64-bit index:", result.timed.decision if result.timed else None,
           f"{result.timed.speedup:.2f}x" if result.timed and result.timed.speedup else "")
+
+
+def test_vector_loads_of_float2_elements_verify(tmp_path):
+    """float2 elements stored whole through the struct's copy assignment (test_library_transformations2's kernel):
+    the rewrite's outputs equal the original's on the GPU (pycuda backend: the MEP as capture writes it, no
+    harness rendered)."""
+    from library_fixtures import written
+    from test_library_transformations2 import FLOAT2, FLOAT2_YAML
+    from mepgen.evaluate import Evaluator, Options
+    from mepgen.evaluate.batch import evaluate_many
+    from mepgen.optimize.library.vector_loads import VectorLoads
+    (tmp_path / "mep").mkdir()
+    (tmp_path / "mep" / "kernel.cu").write_text(FLOAT2)
+    src, spec, launch = written(tmp_path / "mep", FLOAT2_YAML, FLOAT2)
+    rewritten = tmp_path / "float2_vector.cu"
+    rewritten.write_text(VectorLoads().apply(src, spec, launch, {}).text)
+    ev = Evaluator(spec, tmp_path / "mep", Options(backend="pycuda", rounds=2, use_cache=False))
+    try:
+        ev.prepare()
+        result = evaluate_many(ev, [("float2_vector", rewritten)])[0]
+    finally:
+        ev.close()
+    assert result.status == "ok", result.feedback()
+    print("vector_loads on float2 elements:", result.timed.decision if result.timed else None)

@@ -154,13 +154,30 @@ def _value_operator(src, call) -> bool:
     return bool(args) and all(a in NUMERIC_TYPES or a.lstrip("-").isdigit() for a in args)
 
 
+#: CUDA's built-in vector types (vector_types.h: float2, int4, double2...): plain structs of numbers
+VECTOR_TYPE = re.compile(r"(?:u?char|u?short|u?int|u?long|u?longlong|float|double)[1-4]")
+#: their constructors (vector_functions.h: make_float2...): a value from numbers, nothing else
+_VECTOR_MAKE = re.compile(r"make_" + VECTOR_TYPE.pattern)
+
+
+def vector_store(src, call) -> bool:
+    """Whether `call` is `target = value` on a CUDA built-in vector type: libclang shows the struct's implicit copy
+    assignment as a call of `operator=`, and it stores the members, nothing else (the write is the caller's to
+    count: vector_loads reads it as a store to its target)."""
+    kids = list(call.get_children())
+    if kind(call) != "CALL_EXPR" or call.spelling != "operator=" or not kids:
+        return False
+    spelled = kids[0].type.get_canonical().spelling.replace("const ", "").replace("volatile ", "").strip()
+    return bool(VECTOR_TYPE.fullmatch(spelled.split("::")[-1].removeprefix("struct ")))
+
+
 def check_pure(src, expr, what: str) -> None:
     """Refuse when `expr` writes anything or calls a function that may have side effects."""
     if src.writes(expr):
         raise Refused(f"{what} assigns inside an expression: `{squash(src.src(expr))[:60]}`")
     for c in walk(expr):
         if kind(c) == "CALL_EXPR" and c.spelling not in PURE_CALLS and not pure_function(src, c) and \
-                not _value_operator(src, c):
+                not _value_operator(src, c) and not _VECTOR_MAKE.fullmatch(c.spelling):
             raise Refused(f"{what} calls `{c.spelling or squash(src.src(c))[:40]}`, which may have side effects")
 
 

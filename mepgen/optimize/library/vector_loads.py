@@ -22,7 +22,7 @@ import textwrap
 
 from ...spec import itemsize
 from .analysis import size_expr, body_statements, bound_value, canonical_loop, check_pure, element_type, is_global_index, \
-    is_grid_stride, squash, without_int_casts
+    is_grid_stride, squash, vector_store, without_int_casts
 from .base import Rewrite, Transformation
 from .source import Refused, kind, walk
 
@@ -101,11 +101,16 @@ class VectorLoads(Transformation):
                 if not loop_only or base is None or base.group(1) in pointers:
                     raise Refused(f"the loop body calls {c.spelling}")
                 atomics.add(src.span(c))
+        stores = [c for c in walk(loop.body) if vector_store(src, c)]      # `a[i] = make_float2(...)`
         for c in walk(loop.body):
             if kind(c) == "CALL_EXPR" and src.span(c) in atomics:
                 for a in c.get_arguments():
                     check_pure(src, a, f"the {c.spelling}'s arguments")
-            elif kind(c) == "CALL_EXPR" and not any(a[0] <= src.span(c)[0] < a[1] for a in atomics):
+            elif kind(c) == "CALL_EXPR" and any(c is t for t in stores):
+                for k in list(c.get_children())[2:]:             # the value stored (the target is counted below)
+                    check_pure(src, k, "the value stored")
+            elif kind(c) == "CALL_EXPR" and not any(a[0] <= src.span(c)[0] < a[1] for a in atomics) and \
+                    not any(src.span(t)[0] <= src.span(c)[0] < src.span(t)[1] for t in stores):
                 check_pure(src, c, "the loop body")
         subs = {}
         for c in walk(src.body):
@@ -138,19 +143,30 @@ class VectorLoads(Transformation):
                 raise Refused(f"{n} is {p.dtype}: 128-bit vectors of {LANES} need 4-byte elements")
         written, top = set(), set()
         body = body_statements(loop.body)
-        for w in src.writes(loop.body):
-            target = squash(src.src(list(w.get_children())[0])) if list(w.get_children()) else ""
-            m = re.fullmatch(r"(\w+)\s*\[.*\]", target)
+        for c in stores:        # a struct's store: its target is written (at the top level: by every lane)
+            m = re.fullmatch(r"(\w+)\s*\[.*\]", squash(src.src(list(c.get_children())[0])))
             if m and m.group(1) in names:
                 written.add(m.group(1))
-                if any(w is s or src.span(w) == src.span(s) for s in body) and src.operator(w) == "=":
+                if any(c is s or src.span(c) == src.span(s) for s in body):
+                    top.add(m.group(1))
+        for w in src.writes(loop.body):
+            target = squash(src.src(list(w.get_children())[0])) if list(w.get_children()) else ""
+            # `a[i] = ...`, or a member of a struct element, `a[i].x = ...` (a partial store: the element is read
+            # first, whoever writes it)
+            m = re.fullmatch(r"(\w+)\s*\[[^\[\]]*\](\s*\.\s*\w+)*", target)
+            if m and m.group(1) in names:
+                written.add(m.group(1))
+                if any(w is s or src.span(w) == src.span(s) for s in body) and src.operator(w) == "=" and \
+                        not m.group(2):
                     top.add(m.group(1))
             elif kind(w) == "UNARY_OPERATOR" and any(n in src.refs(w) for n in names):
                 raise Refused(f"`{squash(src.src(w))}` increments an array element")
         read = set()
+        targets = {src.span(list(w.get_children())[0])[0] for w in src.writes(loop.body)
+                   if list(w.get_children()) and src.operator(w) == "="}
+        targets |= {src.span(list(c.get_children())[0])[0] for c in stores}
         for start, (n, c) in subs.items():
-            is_target = any(src.span(list(w.get_children())[0])[0] == start for w in src.writes(loop.body)
-                            if list(w.get_children()) and src.operator(w) == "=")
+            is_target = start in targets
             if not is_target:
                 read.add(n)
         return subs, read, written, top
