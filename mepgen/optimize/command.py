@@ -302,9 +302,14 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
         outcome = search.run()
     except BaseException as e:
         prebuild.cancel()
-        if isinstance(e, KeyboardInterrupt):
+        # a signal raised inside a libclang callback is swallowed by ctypes, and the cursor walk it cut short may
+        # fail on its own (a child list missing its last children): after a signal, that is the interruption too
+        stopped = isinstance(e, KeyboardInterrupt) or (_STOP["asked"] and isinstance(e, Exception))
+        if stopped:
             write_summary(search.snapshot("interrupted (killed or ^C): what was evaluated is kept; --resume "
                                           f"{run_dir.name} continues"))
+        if stopped and not isinstance(e, KeyboardInterrupt):
+            raise KeyboardInterrupt from e
         raise
     finally:
         if own:

@@ -190,6 +190,30 @@ def test_a_run_killed_at_its_limit_leaves_a_summary(tmp_path, monkeypatch):
     assert "interrupted" in text and "still running" not in text, text
 
 
+def test_a_failure_left_by_a_signal_swallowed_in_libclang_is_the_interruption(tmp_path, monkeypatch):
+    """SIGTERM raised inside a libclang callback is swallowed by ctypes; the cursor walk it cut short then fails on
+    its own (an IndexError on a child list missing its last children; seen in a fresh clone's suite). After the
+    signal, that failure is the interruption: exit 130 and summary.md saying so, never an internal error (70)."""
+    from mepgen.optimize import command
+    app = _fake_gpu_app(tmp_path, monkeypatch)
+
+    def cut_short(self):
+        command._STOP["asked"] = True              # what the handler does before its KeyboardInterrupt is swallowed
+        raise IndexError("list index out of range")
+    monkeypatch.setattr(Search, "run", cut_short)
+    monkeypatch.setattr(command, "_stop_on_sigterm", lambda: None)
+    monkeypatch.setitem(command._STOP, "asked", False)
+    r = CliRunner().invoke(main, ["optimize", "cg::axpy", "-C", str(app), "--budget", "2", "--run-name", "r"])
+    assert r.exit_code == 130, r.output
+    assert "internal error" not in r.output
+    md = (app / ".mepgen" / "runs" / "cg.axpy" / "r" / "summary.md").read_text()
+    assert "interrupted (killed or ^C)" in md and "--resume r" in md
+    command._STOP["asked"] = False
+    monkeypatch.setattr(Search, "run", lambda self: (_ for _ in ()).throw(IndexError("a real bug")))
+    r = CliRunner().invoke(main, ["optimize", "cg::axpy", "-C", str(app), "--budget", "2", "--run-name", "r2"])
+    assert r.exit_code == 70, r.output                 # without a signal it stays what it is: a bug, said as one
+
+
 def test_a_time_limit_the_baseline_cannot_fit_is_refused_up_front(tmp_path, monkeypatch):
     """--time-limit covers the whole run: when the original's own checks and timing cannot fit (estimated from
     its first measured run and launch), optimize says what it needs in one line, exits 2, and summary.md says
