@@ -10,9 +10,19 @@ from library_fixtures import example_meps, load
 pytestmark = pytest.mark.gpu
 
 
-def test_vector_loads_of_a_64_bit_index_verify(tmp_path):
+def evaluated(spec, mep_dir, candidate, **options):
+    """The evaluator's record of `candidate` on the MEP (verified on every input set, then timed)."""
     from mepgen.evaluate import Evaluator, Options
     from mepgen.evaluate.batch import evaluate_many
+    ev = Evaluator(spec, mep_dir, Options(rounds=2, use_cache=False, **options))
+    try:
+        ev.prepare()
+        return evaluate_many(ev, [(candidate.stem, candidate)])[0]
+    finally:
+        ev.close()
+
+
+def test_vector_loads_of_a_64_bit_index_verify(tmp_path):
     from mepgen.optimize.library.vector_loads import VectorLoads
     from mepgen.spec import load_spec
     mep = example_meps(tmp_path / "heatcg", "heatcg", "cg::axpy", "--size", "N=1048576")["cg.axpy"]
@@ -26,12 +36,7 @@ def test_vector_loads_of_a_64_bit_index_verify(tmp_path):
     rewritten = tmp_path / "wide_vector.cu"
     rewritten.write_text(VectorLoads().apply(src, spec, launch, {}).text)
     assert "for (size_t mepgen_q = (size_t)blockIdx.x * blockDim.x + threadIdx.x;" in rewritten.read_text()
-    ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options(rounds=2, use_cache=False))
-    try:
-        ev.prepare()
-        result = evaluate_many(ev, [("wide_vector", rewritten)])[0]
-    finally:
-        ev.close()
+    result = evaluated(load_spec(mep / "mep.yaml"), mep, rewritten)
     assert result.status == "ok", result.feedback()
     print("vector_loads on the 64-bit index:", result.timed.decision if result.timed else None,
           f"{result.timed.speedup:.2f}x" if result.timed and result.timed.speedup else "")
@@ -43,19 +48,12 @@ def test_vector_loads_of_float2_elements_verify(tmp_path):
     harness rendered)."""
     from library_fixtures import written
     from test_library_transformations2 import FLOAT2, FLOAT2_YAML
-    from mepgen.evaluate import Evaluator, Options
-    from mepgen.evaluate.batch import evaluate_many
     from mepgen.optimize.library.vector_loads import VectorLoads
     (tmp_path / "mep").mkdir()
     (tmp_path / "mep" / "kernel.cu").write_text(FLOAT2)
     src, spec, launch = written(tmp_path / "mep", FLOAT2_YAML, FLOAT2)
     rewritten = tmp_path / "float2_vector.cu"
     rewritten.write_text(VectorLoads().apply(src, spec, launch, {}).text)
-    ev = Evaluator(spec, tmp_path / "mep", Options(backend="pycuda", rounds=2, use_cache=False))
-    try:
-        ev.prepare()
-        result = evaluate_many(ev, [("float2_vector", rewritten)])[0]
-    finally:
-        ev.close()
+    result = evaluated(spec, tmp_path / "mep", rewritten, backend="pycuda")
     assert result.status == "ok", result.feedback()
     print("vector_loads on float2 elements:", result.timed.decision if result.timed else None)
