@@ -187,7 +187,10 @@ def assert_same_on_cpu(tmp_path: Path, before: str, after: str, main_body: str, 
     built = subprocess.run([cxx, "-O1", *(["-std=c++20", "-pthread"] if blocks else []), "-o", str(tmp_path / "sim"),
                             str(tmp_path / "sim.cpp")], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-2000:]
-    ran = subprocess.run([str(tmp_path / "sim")], capture_output=True, text=True)
+    try:             # a rewrite that deadlocks its threads (a barrier some never reach) fails instead of hanging
+        ran = subprocess.run([str(tmp_path / "sim")], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the CPU simulation did not finish in 120 s: its threads wait on a barrier some never reach")
     assert ran.returncode == 0, ran.stdout
 
 

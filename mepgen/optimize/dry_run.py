@@ -24,7 +24,7 @@ STRUCTURAL = {"tile_matmul", "tile_stencil", "stencil_rows", "tile_window", "war
               "privatize_histogram",
               "split_columns", "swap_axes", "unflatten", "scalar_replace", "vector_loads", "coarsen", "grid_stride",
               "stage_table", "coarsen_blocks",
-              "fuse_updates", "hoist_loads", "warp_reduce", "vector_elements"}
+              "fuse_updates", "hoist_loads", "warp_reduce", "warp_atomics", "vector_elements"}
 
 
 @dataclass

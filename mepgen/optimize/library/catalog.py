@@ -33,13 +33,14 @@ from .vector_elements import VectorElements
 from .vector_loads import VectorLoads
 from .warp_row import WarpPerRow
 from .warp_row_passes import WarpRowPasses
+from .warp_atomics import WarpAtomics
 from .warp_reduce import WarpReduce
 
 
 def all_transformations():
     # OnOneDimension: those that need a 1D launch also apply to 1D work on a 2D launch (replicas.py)
     return [AfterScalarReplace(TileMatmul()), AfterUnflatten(TileStencil()), StencilRows(), TileWindow(),
-            WarpPerRow(), WarpRowPasses(), OnOneDimension(SpreadLoop()), Privatize(), WarpReduce(),
+            WarpPerRow(), WarpRowPasses(), OnOneDimension(SpreadLoop()), Privatize(), WarpReduce(), WarpAtomics(),
             OnOneDimension(AfterScalarReplace(SplitColumns(), start="zero")), OnOneDimension(TileArgmax()),
             OnOneDimension(SplitArgmax()), SwapAxes(), OnOneDimension(Unflatten()), DropReplicas(), ScalarReplace(),
             FuseUpdates(), StageTable(), HoistLoads(), CoarsenBlocks(), VectorLoads(), OnOneDimension(VectorElements()),

@@ -1,0 +1,365 @@
+"""Warp-aggregated atomics: an atomic update of one address that every thread may make (`atomicAdd(&sum, v)`,
+`if (i < n) atomicAdd(total, x[i])`) is made once per warp. The threads' values are combined by warp shuffles
+first, and lane 0 updates the address with the warp's result: one atomic instead of up to 32 on the same address,
+which the memory system would otherwise serialize.
+
+    if (i < n)                                   T mepgen_wa0 = 0; bool mepgen_hit0 = false;
+        atomicAdd(total, x[i] * w);              if (i < n)
+                                                     (mepgen_wa0 = (x[i] * w), mepgen_hit0 = true);
+                                                 if (block is whole warps) {
+                                                     if (__any_sync(~0u, mepgen_hit0)) { shuffles 16 ... 1;
+                                                         if (lane == 0) atomicAdd(total, mepgen_wa0); }
+                                                 } else if (mepgen_hit0) atomicAdd(total, mepgen_wa0);
+
+Proof, on the syntax tree (not its spelling):
+- the call is a statement (its result unused) of the kernel's outermost statement list, or inside `if`s of it
+  only: no loop, switch or label around it, so a thread reaches it at most once and every thread of the block
+  reaches the statement after that outermost statement (no `return` or `goto` before it);
+- its address is the same in every thread of a warp: parameters never assigned, `&` of a `__shared__` or global
+  variable (or an element or member of one), block-level values (blockIdx, blockDim), literals and locals declared
+  at the top from those and never assigned; it reads no memory and calls nothing impure; it is evaluated after
+  the outermost statement instead, where it has the same value;
+- after the call, up to the end of that statement, nothing mentions the updated variable, synchronizes (barrier,
+  fence) or makes another atomic update that is not aggregated the same way: delaying the update to the end of the
+  statement is invisible to this thread and unordered for the others, as the atomic was;
+- the operation and the element type are ones warp shuffles combine: atomicAdd on int, unsigned, long long,
+  unsigned long long, float or double; atomicOr/And/Xor/Min/Max on the integer types.
+A block that is not whole warps (its thread count not a multiple of 32) takes the original path: each thread that
+reached the update makes it. Integer results are exact; a floating-point sum is added in another order, as the
+atomics' own order differs from run to run: the judge's tolerance decides.
+"""
+from __future__ import annotations
+
+import re
+
+from .analysis import check_pure, squash
+from .base import Rewrite, Transformation
+from .cursors import _past_semicolon
+from .memory_roots import SYNC_CALLS, parents
+from .source import Refused, kind, walk
+from .stage_table import thread_dependent
+
+OPERATIONS = {"atomicAdd": "+", "atomicOr": "|", "atomicAnd": "&", "atomicXor": "^", "atomicMin": "min",
+              "atomicMax": "max"}
+INTEGERS = ("int", "unsigned int", "long long", "unsigned long long")
+FLOATS = ("float", "double")
+_WRAPPERS = ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR", "CXX_STATIC_CAST_EXPR",
+             "CXX_REINTERPRET_CAST_EXPR", "CXX_CONST_CAST_EXPR")
+_OUTSIDE_FLOW = ("FOR_STMT", "WHILE_STMT", "DO_STMT", "CXX_FOR_RANGE_STMT", "SWITCH_STMT", "CASE_STMT",
+                 "DEFAULT_STMT", "LAMBDA_EXPR")
+_LANE = "(((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x) & 31u)"
+_MAXIMA = {"int": ("0x7fffffff", "(-0x7fffffff - 1)"), "unsigned int": ("0xffffffffu", "0u"),
+           "long long": ("0x7fffffffffffffffLL", "(-0x7fffffffffffffffLL - 1)"),
+           "unsigned long long": ("0xffffffffffffffffULL", "0ULL")}
+
+
+def identity(op: str, concrete: str, ty: str) -> str:
+    """The value that leaves any other unchanged under `op`, for a thread that did not reach the update."""
+    if op in ("+", "|", "^"):
+        return f"({ty})0"
+    if op == "&":
+        return f"({ty})~({ty})0"
+    most, least = _MAXIMA[concrete]
+    return f"({ty}){most}" if op == "min" else f"({ty}){least}"
+
+
+def combine(op: str, a: str, b: str) -> str:
+    if op == "min":
+        return f"(({b}) < ({a}) ? ({b}) : ({a}))"
+    if op == "max":
+        return f"(({b}) > ({a}) ? ({b}) : ({a}))"
+    return f"({a}) {op} ({b})"
+
+
+def callee(call) -> str:
+    """The called function's name; in a template a call on dependent arguments has no spelling of its own, its
+    callee is an overloaded reference (`atomicAdd(&sum, v)` on a `T sum`)."""
+    if call.spelling:
+        return call.spelling
+    kids = list(call.get_children())
+    if kids:
+        for k in walk(kids[0]):
+            if kind(k) in ("OVERLOADED_DECL_REF", "DECL_REF_EXPR") and k.spelling:
+                return k.spelling
+    return ""
+
+
+def arguments(call) -> list:
+    args = list(call.get_arguments())
+    return args if args or call.spelling else list(call.get_children())[1:]
+
+
+def _through(c):
+    while c is not None and kind(c) in _WRAPPERS and len([k for k in c.get_children() if kind(k) != "TYPE_REF"]) == 1:
+        c = next(k for k in c.get_children() if kind(k) != "TYPE_REF")
+    return c
+
+
+class WarpAtomics(Transformation):
+    def __init__(self):
+        super().__init__("warp_atomics", "an atomic update of one address made once per warp, the threads' values "
+                                         "combined by warp shuffles first")
+
+    # --- analysis -------------------------------------------------------------------------------------------
+
+    def _sites(self, src, spec) -> list[dict]:
+        par = parents(src.body)
+        top = {c.hash: c for c in src.body.get_children()}
+        assigned = self._assigned(src)
+        sites, why = [], []
+        for call in src.nodes("CALL_EXPR"):
+            if callee(call) not in OPERATIONS:
+                continue
+            try:
+                sites.append(self._site(src, spec, par, top, assigned, call))
+            except Refused as e:
+                why.append(f"`{squash(src.src(call))[:50]}`: {e}")
+        while True:                      # an update followed by one left as it is stays as it is, too
+            kept = [s for s in sites if self._nothing_after(src, s, sites, why)]
+            if len(kept) == len(sites):
+                break
+            sites = kept
+        if not sites:
+            raise Refused("no atomic update of one address that every thread of a warp makes"
+                          + (f" ({why[0]})" if why else " (no atomicAdd, atomicOr/And/Xor or atomicMin/Max)"))
+        return sites
+
+    @staticmethod
+    def _assigned(src) -> set[str]:
+        out = set()
+        for w in src.writes():
+            kids = list(w.get_children())
+            target = _through(kids[0]) if kids else None
+            if target is not None and kind(target) == "DECL_REF_EXPR":
+                out.add(target.spelling)
+        for c in src.nodes("UNARY_OPERATOR"):          # an address taken: the variable may be written through it
+            toks = [t.spelling for t in c.get_tokens()]
+            kids = list(c.get_children())
+            if toks[:1] == ["&"] and kids and kind(_through(kids[0])) == "DECL_REF_EXPR":
+                out.add(_through(kids[0]).spelling + "&")
+        return out
+
+    def _site(self, src, spec, par, top, assigned, call) -> dict:
+        stmt = call
+        p = par.get(stmt)
+        while p is not None and kind(p) in _WRAPPERS:
+            stmt, p = p, par.get(p)
+        if p is None or not kind(p).endswith("_STMT") or \
+                (kind(p) in ("IF_STMT", "WHILE_STMT", "SWITCH_STMT") and list(p.get_children())[0] == stmt):
+            raise Refused("its result is used (it is not a statement of its own)")
+        node = stmt
+        if kind(p) in _OUTSIDE_FLOW:
+            raise Refused("inside a loop or switch: the threads of a warp may make it a different number of times")
+        while node.hash not in top:
+            up = par.get(node)
+            if up is None:
+                raise Refused("not inside the kernel's body")
+            if kind(up) in _OUTSIDE_FLOW:
+                raise Refused("inside a loop or switch: the threads of a warp may make it a different number of times")
+            if kind(up) not in ("COMPOUND_STMT", "IF_STMT"):
+                raise Refused(f"inside a `{kind(up).lower()}`")
+            node = up
+        outer = node
+        self._many_threads(src, par, call, outer)
+        end = _past_semicolon(src.text, src.span(outer)[1])
+        for c in walk(src.body):
+            if kind(c) in ("RETURN_STMT", "GOTO_STMT", "INDIRECT_GOTO_STMT", "LABEL_STMT") and \
+                    src.span(c)[0] < end:
+                raise Refused("a `return` or `goto` before it: not every thread reaches the statement after it")
+        name = callee(call)
+        args = arguments(call)
+        if len(args) != 2:
+            raise Refused(f"{name} with {len(args)} arguments")
+        addr, value = args
+        op = OPERATIONS[name]
+        ty, concrete = self._element(src, spec, addr)
+        if concrete not in (INTEGERS + FLOATS if op == "+" else INTEGERS):
+            raise Refused(f"{name} on `{concrete}`: not a type warp shuffles combine for it")
+        check_pure(src, addr, "its address")
+        roots = self._uniform(src, addr, src.span(outer)[0], assigned)
+        return dict(call=call, stmt=stmt, outer=outer, end=end, addr=addr, value=value, op=op, ty=ty,
+                    concrete=concrete, roots=roots, name=name)
+
+    @staticmethod
+    def _many_threads(src, par, call, outer) -> None:
+        """Refused where an `if` around the update lets one thread of the block through (`threadIdx.x == 0`): a
+        single update has nothing to combine, and the shuffles would only cost."""
+        dependent = thread_dependent(src)
+        node = call
+        while node != outer:
+            up = par.get(node)
+            if up is None:
+                break
+            if kind(up) == "IF_STMT" and list(up.get_children())[1] == node:
+                cond = src.expand(src.src(list(up.get_children())[0]))
+                names = set(re.findall(r"[A-Za-z_]\w*", cond))
+                if ("==" in cond or re.search(r"!\s*\(?\s*threadIdx", cond)) and "[" not in cond and \
+                        ("threadIdx" in names or names & dependent):
+                    raise Refused(f"made by one thread of the block (`{squash(src.src(list(up.get_children())[0]))[:40]}`"
+                                  "): nothing to combine")
+            node = up
+
+    @staticmethod
+    def _element(src, spec, addr) -> tuple[str, str]:
+        """(the element's type as the rewrite declares it, its concrete type)."""
+        t = addr.type.get_pointee()
+        if not t.spelling:             # a template's dependent `&sum`: the type of what the address is taken of
+            a = _through(addr)
+            kids = list(a.get_children()) if kind(a) == "UNARY_OPERATOR" else []
+            t = kids[0].type if len(kids) == 1 and [x.spelling for x in a.get_tokens()][:1] == ["&"] else t
+        spelled = t.spelling.replace("volatile ", "").replace("const ", "").strip()
+        canon = t.get_canonical().spelling.replace("volatile ", "").replace("const ", "").strip()
+        canon = {"unsigned": "unsigned int", "long long int": "long long",
+                 "unsigned long long int": "unsigned long long"}.get(canon, canon)
+        if canon.startswith("type-parameter-"):     # a template's element type: the argument mep.yaml launches with
+            every = [k for k in src.fn.get_children() if kind(k) in ("TEMPLATE_TYPE_PARAMETER",
+                                                                     "TEMPLATE_NON_TYPE_PARAMETER",
+                                                                     "TEMPLATE_TEMPLATE_PARAMETER")]
+            args = [str(a).strip() for a in spec.kernel.template_args]
+            at = next((i for i, k in enumerate(every) if k.spelling == spelled), None)
+            canon = args[at] if at is not None and at < len(args) else "?"
+            canon = {"unsigned": "unsigned int"}.get(canon, canon)
+        return (spelled or canon), canon
+
+    def _uniform(self, src, addr, before: int, assigned: set[str], depth: int = 0) -> set[str]:
+        """The variables the address updates (its roots) where it is the same in every thread of a warp."""
+        if re.search(r"\b(threadIdx|__lane_id|laneid)\b", src.expand(src.src(addr))):
+            raise Refused(f"its address `{squash(src.src(addr))[:40]}` depends on the thread")
+        par = parents(addr)
+        roots = set()
+        for c in walk(addr):
+            k = kind(c)
+            if k == "ARRAY_SUBSCRIPT_EXPR":
+                index = list(c.get_children())[1]
+                if any(kind(x) == "ARRAY_SUBSCRIPT_EXPR" or self._deref(src, x) for x in walk(index)):
+                    raise Refused("its address reads memory")
+            elif self._deref(src, c):
+                raise Refused("its address reads memory")
+            if k != "DECL_REF_EXPR":
+                continue
+            if c.spelling in ("blockIdx", "blockDim", "gridDim"):      # the same in every thread of a block
+                continue
+            d = c.referenced
+            if d is None:
+                raise Refused(f"`{c.spelling}` in its address is not resolved")
+            dk = kind(d)
+            if dk in ("ENUM_CONSTANT_DECL", "FUNCTION_DECL", "FUNCTION_TEMPLATE", "TEMPLATE_NON_TYPE_PARAMETER"):
+                continue
+            if dk == "PARM_DECL":
+                if c.spelling in assigned or c.spelling + "&" in assigned:
+                    raise Refused(f"the parameter {c.spelling} is assigned in the kernel")
+                if d.type.get_canonical().kind.name == "POINTER":
+                    roots.add(c.spelling)
+                continue
+            if dk != "VAR_DECL":
+                raise Refused(f"`{c.spelling}` in its address")
+            fs, fe = src.span(src.fn)
+            inside = fs <= d.extent.start.offset < fe and d.location.file is not None and \
+                d.location.file.name == src.path
+            memory = not inside or "__shared__" in src.src(d) or any(kind(x) == "CUDASHARED_ATTR"
+                                                                      for x in d.get_children())
+            if memory:                       # shared or global: only its address, never its value
+                if not self._address_only(c, par, addr):
+                    raise Refused(f"its address reads the variable {c.spelling}")
+                roots.add(c.spelling)
+                continue
+            if c.spelling in assigned or c.spelling + "&" in assigned:
+                raise Refused(f"the local {c.spelling} in its address is assigned")
+            dp = parents(src.body).get(d)
+            if dp is None or kind(dp) != "DECL_STMT" or parents(src.body).get(dp) != src.body or \
+                    src.span(d)[0] >= before:
+                raise Refused(f"the local {c.spelling} in its address is not declared at the kernel's top before it")
+            init = [x for x in d.get_children() if kind(x) not in ("TYPE_REF", "NAMESPACE_REF")]
+            if not init or depth > 8:
+                raise Refused(f"the local {c.spelling} in its address has no initializer")
+            check_pure(src, init[-1], f"the initializer of {c.spelling}")
+            self._uniform(src, init[-1], before, assigned, depth + 1)
+            if d.type.get_canonical().kind.name == "POINTER":
+                roots.add(c.spelling)
+        return roots
+
+    @staticmethod
+    def _deref(src, c) -> bool:
+        if kind(c) == "UNARY_OPERATOR":
+            toks = [t.spelling for t in c.get_tokens()]
+            return toks[:1] == ["*"]
+        return kind(c) == "MEMBER_REF_EXPR" and "->" in src.src(c)
+
+    @staticmethod
+    def _address_only(ref, par, addr) -> bool:
+        """`ref` is under `&` through bases only: `&v`, `&v.x`, `&v[i]`."""
+        node = ref
+        while node != addr:
+            up = par.get(node)
+            if up is None:
+                return False
+            k = kind(up)
+            if k == "UNARY_OPERATOR" and [t.spelling for t in up.get_tokens()][:1] == ["&"]:
+                return True
+            if k in ("MEMBER_REF_EXPR", "PAREN_EXPR", "UNEXPOSED_EXPR") or \
+                    k == "ARRAY_SUBSCRIPT_EXPR" and list(up.get_children())[0] == node:
+                node = up
+                continue
+            return False
+        return False
+
+    def _nothing_after(self, src, site, sites, why) -> bool:
+        """Nothing between the update and the end of its outermost statement sees the delay (module doc)."""
+        start, end = src.span(site["call"])[1], site["end"]
+        moved = {s["call"].hash for s in sites}
+        addresses = [src.span(s["addr"]) for s in sites if s is not site]   # evaluated after this one, in order
+        for c in walk(site["outer"]):
+            if src.span(c)[0] < start or any(a <= src.span(c)[0] < b for a, b in addresses):
+                continue
+            name = callee(c) if kind(c) == "CALL_EXPR" else ""
+            if name in SYNC_CALLS or name.startswith("__shfl") or name.startswith("atomic") and c.hash not in moved:
+                why.append(f"`{squash(src.src(site['call']))[:50]}`: `{name}` follows it in the same statement")
+                return False
+            if kind(c) == "DECL_REF_EXPR" and c.spelling in site["roots"]:
+                why.append(f"`{squash(src.src(site['call']))[:50]}`: {c.spelling} is used after it in the same "
+                           "statement")
+                return False
+            if kind(c) in ("GCC_ASM_STMT", "MS_ASM_STMT"):
+                why.append("inline assembly follows it")
+                return False
+        return True
+
+    # --- rewrite --------------------------------------------------------------------------------------------
+
+    def space(self, src, spec, launch):
+        self._sites(src, spec)
+        return {}
+
+    def apply(self, src, spec, launch, params):
+        sites = self._sites(src, spec)
+        edits, before, after = [], {}, {}
+        for k, s in enumerate(sites):
+            v, hit = f"mepgen_wa{k}", f"mepgen_hit{k}"
+            cs, ce = src.span(s["call"])
+            edits.append((cs, ce, f"({v} = ({src.src(s['value'])}), {hit} = true)"))
+            os_ = src.span(s["outer"])[0]
+            line = src.text.rfind("\n", 0, os_) + 1
+            ind = src.text[line:os_] if not src.text[line:os_].strip() else "    "
+            before.setdefault(os_, (ind, []))[1].append(
+                f"{s['ty']} {v} = {identity(s['op'], s['concrete'], s['ty'])}; bool {hit} = false;")
+            addr = src.src(s["addr"])
+            # the lane's neighbour read once, by every lane (a shuffle inside `?:` would run in some lanes only)
+            steps = f"{{ {s['ty']} mepgen_n = __shfl_down_sync(0xffffffffu, {v}, mepgen_o); " \
+                    f"{v} = {combine(s['op'], v, 'mepgen_n')}; }}"
+            after.setdefault(s["end"], (ind, []))[1].extend([
+                f"if ((blockDim.x * blockDim.y * blockDim.z) % 32u == 0u) {{   // mepgen warp_atomics: whole warps",
+                f"    if (__any_sync(0xffffffffu, {hit})) {{",
+                f"        for (int mepgen_o = 16; mepgen_o > 0; mepgen_o >>= 1)",
+                f"            {steps}",
+                f"        if ({_LANE} == 0u) {s['name']}({addr}, {v});",
+                "    }",
+                f"}} else if ({hit}) {{",
+                f"    {s['name']}({addr}, {v});",
+                "}"])
+        for at, (ind, lines) in before.items():
+            edits.append((at, at, "".join(f"{x}\n{ind}" for x in lines)))
+        for at, (ind, lines) in after.items():
+            edits.append((at, at, "\n" + "\n".join(f"{ind}{x}" for x in lines)))
+        names = ", ".join(f"{s['name']} on `{squash(src.src(s['addr']))[:30]}`" for s in sites)
+        return Rewrite(src.replace(edits), f"warp-aggregated atomics: {names} made once per warp, the threads' "
+                                           f"values combined by shuffles first (one atomic instead of up to 32)")
