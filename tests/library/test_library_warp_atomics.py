@@ -13,7 +13,7 @@ from library_fixtures import assert_same_on_cpu, compiles, written
 
 YAML = """version: 1
 kernel: {{name: {name}, id: {name}, source: k.cu, source_sha256: "0", start_byte: 0, end_byte: 1{template}}}
-sizes: {{N: 4096}}
+sizes: {{N: {n}}}
 params:
   - {{name: x, role: in, ctype: const {ty} *, dtype: {dtype}, count: N, init: {{kind: uniform, low: -8, high: 8}}}}
   - {{name: total, role: inout, ctype: {ty} *, dtype: {dtype}, count: 4, init: {{kind: zeros}}}}
@@ -65,9 +65,9 @@ COUNTS = """__global__ void counts(const int *x, int *total, int n) {
 """
 
 
-def make(tmp_path, text, name, ty="float", template=""):
+def make(tmp_path, text, name, ty="float", template="", n=4096):
     dtype = {"float": "float32", "int": "int32"}[ty]
-    return written(tmp_path, YAML.format(name=name, ty=ty, dtype=dtype, template=template), text)
+    return written(tmp_path, YAML.format(name=name, ty=ty, dtype=dtype, template=template, n=n), text)
 
 
 def refusal(tmp_path, text, name, ty="float") -> str:
@@ -149,11 +149,11 @@ __global__ void tsum(const T *x, T *total, int n) {
     if (threadIdx.x == 0) part = 0;
     __syncthreads();
     T s = 0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
         s += x[i];
     atomicAdd(&part, s);
     __syncthreads();
-    if (threadIdx.x == 0) total[0] = part;
+    if (threadIdx.x == 0) atomicAdd(total, part);
 }
 """
 
