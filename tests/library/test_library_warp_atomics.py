@@ -178,6 +178,16 @@ def test_a_test_on_the_data_is_not_one_thread(tmp_path):
     assert "one thread of the block" in refusal(tmp_path, POSITIVE.replace("if (v > 0.0f)", "if (i == 0)"), "positive")
 
 
+def test_an_update_aggregated_already_is_not_aggregated_again(tmp_path):
+    """The fallback's `else if (mepgen_hit0) atomicAdd(...)` is an update of one address too; the statement holding
+    it exchanges values within the warp already (a second application declared mepgen_wa0 twice: nvcc refused)."""
+    src, spec, launch = make(tmp_path, BLOCK_SUM, "block_sum")
+    once = WarpAtomics().apply(src, spec, launch, {}).text
+    src, spec, launch = make(tmp_path, once, "block_sum")
+    with pytest.raises(Refused, match=r"exchanges values within the warp already \(__any_sync, __shfl_down_sync\)"):
+        WarpAtomics().space(src, spec, launch)
+
+
 def test_the_dry_run_offers_it(tmp_path):
     src, spec, launch = make(tmp_path, POSITIVE, "positive")
     p = plan(spec, POSITIVE, tmp_path / "plan")

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 
-from .analysis import check_pure, squash
+from .analysis import WARP_LEVEL, check_pure, squash
 from .base import Rewrite, Transformation
 from .cursors import _past_semicolon
 from .memory_roots import SYNC_CALLS, parents
@@ -160,6 +160,9 @@ class WarpAtomics(Transformation):
                 raise Refused(f"inside a `{kind(up).lower()}`")
             node = up
         outer = node
+        warp = sorted({callee(c) for c in walk(outer) if kind(c) == "CALL_EXPR" and callee(c).startswith(WARP_LEVEL)})
+        if warp:                # an update aggregated already (this rewrite applied before), or the kernel's own
+            raise Refused(f"its statement exchanges values within the warp already ({', '.join(warp)})")
         self._many_threads(src, par, call, outer)
         end = _past_semicolon(src.text, src.span(outer)[1])
         for c in walk(src.body):
@@ -333,7 +336,8 @@ class WarpAtomics(Transformation):
     def apply(self, src, spec, launch, params):
         sites = self._sites(src, spec)
         edits, before, after = [], {}, {}
-        for k, s in enumerate(sites):
+        first = len(re.findall(r"\bmepgen_hit\d+\s*=\s*false", src.text))     # names of an earlier application
+        for k, s in enumerate(sites, start=first):
             v, hit = f"mepgen_wa{k}", f"mepgen_hit{k}"
             cs, ce = src.span(s["call"])
             edits.append((cs, ce, f"({v} = ({src.src(s['value'])}), {hit} = true)"))
