@@ -42,6 +42,9 @@ from .stage_table import thread_dependent
 OPERATIONS = {"atomicAdd": "+", "atomicOr": "|", "atomicAnd": "&", "atomicXor": "^", "atomicMin": "min",
               "atomicMax": "max"}
 INTEGERS = ("int", "unsigned int", "long long", "unsigned long long")
+#: CUDA's integer functions of their arguments alone, allowed in an address (a call of anything else is refused)
+INTEGER_FUNCTIONS = {"min", "max", "abs", "labs", "llabs", "umin", "umax", "llmin", "llmax", "ullmin", "ullmax",
+                     "__mul24", "__umul24", "__mulhi", "__umulhi", "__mul64hi", "__umul64hi"}
 FLOATS = ("float", "double")
 _WRAPPERS = ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR", "CXX_STATIC_CAST_EXPR",
              "CXX_REINTERPRET_CAST_EXPR", "CXX_CONST_CAST_EXPR")
@@ -238,6 +241,9 @@ class WarpAtomics(Transformation):
                     raise Refused("its address reads memory")
             elif self._deref(src, c):
                 raise Refused("its address reads memory")
+            elif k == "CALL_EXPR" and callee(c) not in INTEGER_FUNCTIONS:
+                # a function of kernel.cu may read threadIdx inside: its value may differ between the lanes
+                raise Refused(f"its address calls `{callee(c) or '?'}`, whose value may depend on the thread")
             if k != "DECL_REF_EXPR":
                 continue
             if c.spelling in ("blockIdx", "blockDim", "gridDim"):      # the same in every thread of a block
@@ -246,13 +252,14 @@ class WarpAtomics(Transformation):
             if d is None:
                 raise Refused(f"`{c.spelling}` in its address is not resolved")
             dk = kind(d)
-            if dk in ("ENUM_CONSTANT_DECL", "FUNCTION_DECL", "FUNCTION_TEMPLATE", "TEMPLATE_NON_TYPE_PARAMETER"):
+            if dk in ("ENUM_CONSTANT_DECL", "TEMPLATE_NON_TYPE_PARAMETER") or \
+                    dk in ("FUNCTION_DECL", "FUNCTION_TEMPLATE") and c.spelling in INTEGER_FUNCTIONS:
                 continue
             if dk == "PARM_DECL":
                 if c.spelling in assigned or c.spelling + "&" in assigned:
                     raise Refused(f"the parameter {c.spelling} is assigned in the kernel")
-                if d.type.get_canonical().kind.name == "POINTER":
-                    roots.add(c.spelling)
+                if d.type.get_canonical().kind.name in ("POINTER", "RECORD", "ELABORATED"):
+                    roots.add(c.spelling)           # a struct parameter may hold the pointer (`&p.sums[k]`)
                 continue
             if dk != "VAR_DECL":
                 raise Refused(f"`{c.spelling}` in its address")
