@@ -65,6 +65,19 @@ COUNTS = """__global__ void counts(const int *x, int *total, int n) {
 """
 
 
+# per-bin totals in a loop every thread runs alike: the bin is the loop's counter, the same in every lane
+BINS = """__global__ void bins(const float *x, float *total, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.0f;
+    for (int b = 0; b < 4; b++) {
+        const int edge = b * 4 - 8;
+        if (v > edge)
+            atomicAdd(&total[b], v);
+    }
+}
+"""
+
+
 def make(tmp_path, text, name, ty="float", template="", n=4096):
     dtype = {"float": "float32", "int": "int32"}[ty]
     return written(tmp_path, YAML.format(name=name, ty=ty, dtype=dtype, template=template, n=n), text)
@@ -180,6 +193,32 @@ def test_a_test_on_the_data_is_not_one_thread(tmp_path):
     assert "one thread of the block" in refusal(tmp_path, POSITIVE.replace("if (v > 0.0f)", "if (i == 0)"), "positive")
 
 
+def test_an_update_in_a_loop_every_lane_runs_alike_is_made_once_per_warp_and_pass(tmp_path):
+    src, spec, launch = make(tmp_path, BINS, "bins")
+    rw = WarpAtomics().apply(src, spec, launch, {})
+    body = rw.text[rw.text.index("for (int b = 0; b < 4; b++) {"):]
+    # inside the loop's body: declared before the `if`, made after it, on every pass
+    assert body.index("float mepgen_wa0 = (float)0;") < body.index("if (v > edge)") < \
+        body.index("atomicAdd(&total[b], mepgen_wa0);")
+    compiles(tmp_path, spec, rw.text)
+
+
+@pytest.mark.parametrize("loop, reason", [
+    # a bound that differs between the threads: the lanes make different numbers of passes
+    ("for (int b = 0; b < (i & 3); b++) {", "inside a loop or switch whose iterations may differ"),
+    # a counter the body changes
+    ("for (int b = 0; b < 4; b++) { b += v > 100.0f;", "inside a loop or switch whose iterations may differ"),
+])
+def test_a_loop_the_lanes_may_run_differently_is_refused(tmp_path, loop, reason):
+    text = BINS.replace("for (int b = 0; b < 4; b++) {", loop)
+    assert reason in refusal(tmp_path, text, "bins")
+
+
+def test_a_break_in_the_loop_is_refused(tmp_path):
+    text = BINS.replace("        const int edge", "        if (v < -7.5f) break;\n        const int edge")
+    assert "inside a loop or switch whose iterations may differ" in refusal(tmp_path, text, "bins")
+
+
 def test_an_update_aggregated_already_is_not_aggregated_again(tmp_path):
     """The fallback's `else if (mepgen_hit0) atomicAdd(...)` is an update of one address too; the statement holding
     it exchanges values within the warp already (a second application declared mepgen_wa0 twice: nvcc refused)."""
@@ -225,7 +264,8 @@ static bool __any_sync(unsigned, bool p) {
 
 
 @pytest.mark.parametrize("block", [64, 48])
-@pytest.mark.parametrize("name, text, ty", [("positive", POSITIVE, "float"), ("counts", COUNTS, "int")])
+@pytest.mark.parametrize("name, text, ty", [("positive", POSITIVE, "float"), ("counts", COUNTS, "int"),
+                                            ("bins", BINS, "float")])
 def test_the_totals_are_the_same_on_the_cpu(tmp_path, block, name, text, ty):
     """Small integers (floats too): every order of the additions gives the same sums, so the comparison is exact;
     with 64 threads the shuffles run, with 48 (not whole warps) each thread's own update."""

@@ -12,13 +12,17 @@ which the memory system would otherwise serialize.
                                                  } else if (mepgen_hit0) atomicAdd(total, mepgen_wa0);
 
 Proof, on the syntax tree (not its spelling):
-- the call is a statement (its result unused) of the kernel's outermost statement list, or inside `if`s of it
-  only: no loop, switch or label around it, so a thread reaches it at most once and every thread of the block
-  reaches the statement after that outermost statement (no `return` or `goto` before it);
+- the call is a statement (its result unused) of a statement list that every thread of a warp runs the same number
+  of times, or inside `if`s of one: the kernel's body; the body of a `for` loop whose start, bound and step are the
+  same in every thread (`for (int b = 0; b < bins; b++)`), with no `break`, `continue`, `return` or `goto` in it; a
+  branch of an `if` whose condition is the same in every thread; each inside such a list in turn. So a thread
+  makes the update at most once per pass of that list, and every thread of the warp reaches the statement after
+  the one holding it (no `return` or `goto` before it);
 - its address is the same in every thread of a warp: parameters never assigned, `&` of a `__shared__` or global
-  variable (or an element or member of one), block-level values (blockIdx, blockDim), literals and locals declared
-  at the top from those and never assigned; it reads no memory and calls nothing impure; it is evaluated after
-  the outermost statement instead, where it has the same value;
+  variable (or an element or member of one), block-level values (blockIdx, blockDim), literals, the counters of
+  the loops above, and locals declared before it in those statement lists from such values and never assigned;
+  it reads no memory and calls no function but CUDA's integer ones; it is evaluated after the statement holding
+  the update instead, where it has the same value;
 - after the call, up to the end of that statement, nothing mentions the updated variable, synchronizes (barrier,
   fence) or makes another atomic update that is not aggregated the same way: delaying the update to the end of the
   statement is invisible to this thread and unordered for the others, as the atomic was;
@@ -107,14 +111,13 @@ class WarpAtomics(Transformation):
 
     def _sites(self, src, spec) -> list[dict]:
         par = parents(src.body)
-        top = {c.hash: c for c in src.body.get_children()}
         assigned = self._assigned(src)
         sites, why = [], []
         for call in src.nodes("CALL_EXPR"):
             if callee(call) not in OPERATIONS:
                 continue
             try:
-                sites.append(self._site(src, spec, par, top, assigned, call))
+                sites.append(self._site(src, spec, par, assigned, call))
             except Refused as e:
                 why.append(f"`{squash(src.src(call))[:50]}`: {e}")
         while True:                      # an update followed by one left as it is stays as it is, too
@@ -142,7 +145,7 @@ class WarpAtomics(Transformation):
                 out.add(_through(kids[0]).spelling + "&")
         return out
 
-    def _site(self, src, spec, par, top, assigned, call) -> dict:
+    def _site(self, src, spec, par, assigned, call) -> dict:
         stmt = call
         p = par.get(stmt)
         while p is not None and kind(p) in _WRAPPERS:
@@ -150,19 +153,7 @@ class WarpAtomics(Transformation):
         if p is None or not kind(p).endswith("_STMT") or \
                 (kind(p) in ("IF_STMT", "WHILE_STMT", "SWITCH_STMT") and list(p.get_children())[0] == stmt):
             raise Refused("its result is used (it is not a statement of its own)")
-        node = stmt
-        if kind(p) in _OUTSIDE_FLOW:
-            raise Refused("inside a loop or switch: the threads of a warp may make it a different number of times")
-        while node.hash not in top:
-            up = par.get(node)
-            if up is None:
-                raise Refused("not inside the kernel's body")
-            if kind(up) in _OUTSIDE_FLOW:
-                raise Refused("inside a loop or switch: the threads of a warp may make it a different number of times")
-            if kind(up) not in ("COMPOUND_STMT", "IF_STMT"):
-                raise Refused(f"inside a `{kind(up).lower()}`")
-            node = up
-        outer = node
+        outer, ctx = self._outer(src, par, stmt, assigned)
         warp = sorted({callee(c) for c in walk(outer) if kind(c) == "CALL_EXPR" and callee(c).startswith(WARP_LEVEL)})
         if warp:                # an update aggregated already (this rewrite applied before), or the kernel's own
             raise Refused(f"its statement exchanges values within the warp already ({', '.join(warp)})")
@@ -182,9 +173,76 @@ class WarpAtomics(Transformation):
         if concrete not in (INTEGERS + FLOATS if op == "+" else INTEGERS):
             raise Refused(f"{name} on `{concrete}`: not a type warp shuffles combine for it")
         check_pure(src, addr, "its address")
-        roots = self._uniform(src, addr, src.span(outer)[0], assigned)
+        roots = self._uniform(src, addr, src.span(outer)[0], assigned, ctx)
         return dict(call=call, stmt=stmt, outer=outer, end=end, addr=addr, value=value, op=op, ty=ty,
                     concrete=concrete, roots=roots, name=name)
+
+    def _outer(self, src, par, stmt, assigned) -> tuple:
+        """The statement around the update (itself, or an `if` holding it) that sits in a statement list every
+        thread of a warp runs the same number of times, and that list's context (`_converged`)."""
+        node = stmt
+        while True:
+            up = par.get(node)
+            if up is None:
+                raise Refused("not inside the kernel's body")
+            if kind(up) == "COMPOUND_STMT":
+                ctx = self._converged(src, par, up, assigned)
+                if ctx is not None:
+                    return node, ctx
+            elif kind(up) != "IF_STMT":
+                raise Refused("inside a loop or switch whose iterations may differ between the threads of a warp")
+            node = up
+
+    def _converged(self, src, par, compound, assigned, depth: int = 0) -> dict | None:
+        """Where every thread of a warp runs `compound` the same number of times: {"compounds": the statement lists
+        from the kernel's body down to it, "counters": the counters of the loops among them}; None elsewhere.
+        The kernel's body; the body of a `for` whose start, bound and step are the same in every thread, without
+        `break`, `continue`, `return` or `goto` in it; a branch of an `if` whose condition is; each inside one."""
+        if compound == src.body:
+            return {"compounds": {compound.hash}, "counters": set()}
+        p = par.get(compound)
+        gp = par.get(p) if p is not None else None
+        if p is None or gp is None or kind(gp) != "COMPOUND_STMT" or depth > 8:
+            return None
+        kids = list(p.get_children())
+        if kind(p) == "IF_STMT" and kids[0] != compound:
+            ctx = self._converged(src, par, gp, assigned, depth + 1)
+            if ctx is None or not self._same_in_warp(src, kids[0], src.span(p)[0], assigned, ctx):
+                return None
+            return {"compounds": ctx["compounds"] | {compound.hash}, "counters": ctx["counters"]}
+        if kind(p) != "FOR_STMT" or len(kids) != 4 or kids[-1] != compound:
+            return None
+        if any(kind(x) in ("BREAK_STMT", "CONTINUE_STMT", "RETURN_STMT", "GOTO_STMT") for x in walk(compound)):
+            return None
+        ctx = self._converged(src, par, gp, assigned, depth + 1)
+        init, cond, inc = kids[:3]
+        decls = [x for x in init.get_children() if kind(x) == "VAR_DECL"] if kind(init) == "DECL_STMT" else []
+        if ctx is None or len(decls) != 1:
+            return None
+        v = decls[0].spelling
+        steps = [w for w in src.writes(p) if self._target(w) == v]
+        if any(not (src.span(inc)[0] <= src.span(w)[0] < src.span(inc)[1]) for w in steps) or \
+                v + "&" in assigned:
+            return None                              # the counter is changed in the body too
+        inner = {"compounds": ctx["compounds"], "counters": ctx["counters"] | {v}}
+        start = [x for x in decls[0].get_children() if kind(x) not in ("TYPE_REF", "NAMESPACE_REF")]
+        if not start or not all(self._same_in_warp(src, e, src.span(p)[0], assigned, c)
+                                for e, c in ((start[-1], ctx), (cond, inner), (inc, inner))):
+            return None
+        return {"compounds": ctx["compounds"] | {compound.hash}, "counters": inner["counters"]}
+
+    @staticmethod
+    def _target(w) -> str | None:
+        kids = list(w.get_children())
+        t = _through(kids[0]) if kids else None
+        return t.spelling if t is not None and kind(t) == "DECL_REF_EXPR" else None
+
+    def _same_in_warp(self, src, expr, before, assigned, ctx) -> bool:
+        try:
+            self._uniform(src, expr, before, assigned, ctx, what="a loop's or condition's value")
+            return not src.writes(expr) or all(self._target(w) in ctx["counters"] for w in src.writes(expr))
+        except Refused:
+            return False
 
     @staticmethod
     def _many_threads(src, par, call, outer) -> None:
@@ -227,10 +285,12 @@ class WarpAtomics(Transformation):
             canon = {"unsigned": "unsigned int"}.get(canon, canon)
         return (spelled or canon), canon
 
-    def _uniform(self, src, addr, before: int, assigned: set[str], depth: int = 0) -> set[str]:
-        """The variables the address updates (its roots) where it is the same in every thread of a warp."""
+    def _uniform(self, src, addr, before: int, assigned: set[str], ctx: dict, depth: int = 0,
+                 what: str = "its address") -> set[str]:
+        """The variables the address updates (its roots) where it is the same in every thread of a warp: names of
+        `ctx` (`_converged`) are the locals of its statement lists and its loops' counters."""
         if re.search(r"\b(threadIdx|__lane_id|laneid)\b", src.expand(src.src(addr))):
-            raise Refused(f"its address `{squash(src.src(addr))[:40]}` depends on the thread")
+            raise Refused(f"{what} `{squash(src.src(addr))[:40]}` depends on the thread")
         par = parents(addr)
         roots = set()
         for c in walk(addr):
@@ -273,17 +333,21 @@ class WarpAtomics(Transformation):
                     raise Refused(f"its address reads the variable {c.spelling}")
                 roots.add(c.spelling)
                 continue
+            if c.spelling in ctx["counters"]:             # a counter of a loop every lane runs alike
+                continue
             if c.spelling in assigned or c.spelling + "&" in assigned:
-                raise Refused(f"the local {c.spelling} in its address is assigned")
-            dp = parents(src.body).get(d)
-            if dp is None or kind(dp) != "DECL_STMT" or parents(src.body).get(dp) != src.body or \
-                    src.span(d)[0] >= before:
-                raise Refused(f"the local {c.spelling} in its address is not declared at the kernel's top before it")
+                raise Refused(f"the local {c.spelling} in {what} is assigned")
+            body = parents(src.body)
+            dp = body.get(d)
+            if dp is None or kind(dp) != "DECL_STMT" or body.get(dp) is None or \
+                    body.get(dp).hash not in ctx["compounds"] or src.span(d)[0] >= before:
+                raise Refused(f"the local {c.spelling} in {what} is not declared before it in a statement list every "
+                              "lane runs alike")
             init = [x for x in d.get_children() if kind(x) not in ("TYPE_REF", "NAMESPACE_REF")]
             if not init or depth > 8:
-                raise Refused(f"the local {c.spelling} in its address has no initializer")
+                raise Refused(f"the local {c.spelling} in {what} has no initializer")
             check_pure(src, init[-1], f"the initializer of {c.spelling}")
-            self._uniform(src, init[-1], before, assigned, depth + 1)
+            self._uniform(src, init[-1], src.span(d)[0], assigned, ctx, depth + 1, what)
             if d.type.get_canonical().kind.name == "POINTER":
                 roots.add(c.spelling)
         return roots
