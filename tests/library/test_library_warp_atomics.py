@@ -138,7 +138,8 @@ def test_integer_updates_get_their_own_identities(tmp_path):
     ("int old = atomicAdd((int *)total, 1); (void)old;", "its result is used"),
     ("atomicAdd(total + (threadIdx.x & 3), v);", "depends on the thread"),
     ("atomicAdd(&total[(int)x[0] & 3], v);", "reads memory"),
-    ("for (int k = 0; k < i % 3; k++) atomicAdd(total, v);", "inside a loop"),
+    # a loop around it that reads the total: the updates it delays would be seen
+    ("for (int k = 0; k < i % 3; k++) atomicAdd(total, v + total[1]);", "total is used after it"),
     ("{ atomicAdd(total, v); v = total[1]; }", "total is used after it"),
     ("{ atomicAdd(total, v); __threadfence(); }", "`__threadfence` follows it"),
     # a function of the kernel's file may read the thread's index: the lanes' addresses may differ
@@ -203,20 +204,37 @@ def test_an_update_in_a_loop_every_lane_runs_alike_is_made_once_per_warp_and_pas
     compiles(tmp_path, spec, rw.text)
 
 
-@pytest.mark.parametrize("loop, reason", [
-    # a bound that differs between the threads: the lanes make different numbers of passes
-    ("for (int b = 0; b < (i & 3); b++) {", "inside a loop or switch whose iterations may differ"),
-    # a counter the body changes
-    ("for (int b = 0; b < 4; b++) { b += v > 100.0f;", "inside a loop or switch whose iterations may differ"),
+@pytest.mark.parametrize("loop", [
+    "for (int b = 0; b < (i & 3); b++) {",                      # a bound that differs between the threads
+    "for (int b = 0; b < 4; b++) { b += v > 100.0f;",            # a counter the body changes
+    "for (int b = 0; b < 4; b++) { if (v < -7.5f) break;",       # a break: some lanes leave early
 ])
-def test_a_loop_the_lanes_may_run_differently_is_refused(tmp_path, loop, reason):
+def test_a_loop_the_lanes_may_run_differently_is_refused_where_its_counter_is_the_address(tmp_path, loop):
+    """The lanes of a warp may be at different bins: the update's address is not the same in every lane."""
     text = BINS.replace("for (int b = 0; b < 4; b++) {", loop)
-    assert reason in refusal(tmp_path, text, "bins")
+    assert "the local b in its address is assigned" in refusal(tmp_path, text, "bins")
 
 
-def test_a_break_in_the_loop_is_refused(tmp_path):
-    text = BINS.replace("        const int edge", "        if (v < -7.5f) break;\n        const int edge")
-    assert "inside a loop or switch whose iterations may differ" in refusal(tmp_path, text, "bins")
+# a grid-stride sum: each thread adds several elements to one total, in a loop whose trip count is its own
+STRIDED = """__global__ void strided(const float *x, float *total, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        if (x[i] > 0.0f)
+            atomicAdd(total, x[i]);
+        if (x[i] < -6.0f)
+            atomicAdd(total + 1, 1.0f);
+    }
+}
+"""
+
+
+def test_updates_repeated_by_a_loop_are_accumulated_then_made_once_per_warp(tmp_path):
+    src, spec, launch = make(tmp_path, STRIDED, "strided")
+    rw = WarpAtomics().apply(src, spec, launch, {})
+    # the thread's own updates added up in a register, whatever its number of passes; one update per warp after
+    assert "(mepgen_wa0 = (mepgen_wa0) + ((x[i])), mepgen_hit0 = true);" in rw.text
+    assert "(mepgen_wa1 = (mepgen_wa1) + ((1.0f)), mepgen_hit1 = true);" in rw.text
+    assert rw.text.index("i += blockDim.x * gridDim.x") < rw.text.index("atomicAdd(total, mepgen_wa0)")
+    compiles(tmp_path, spec, rw.text)
 
 
 def test_an_update_aggregated_already_is_not_aggregated_again(tmp_path):
@@ -265,7 +283,7 @@ static bool __any_sync(unsigned, bool p) {
 
 @pytest.mark.parametrize("block", [64, 48])
 @pytest.mark.parametrize("name, text, ty", [("positive", POSITIVE, "float"), ("counts", COUNTS, "int"),
-                                            ("bins", BINS, "float")])
+                                            ("bins", BINS, "float"), ("strided", STRIDED, "float")])
 def test_the_totals_are_the_same_on_the_cpu(tmp_path, block, name, text, ty):
     """Small integers (floats too): every order of the additions gives the same sums, so the comparison is exact;
     with 64 threads the shuffles run, with 48 (not whole warps) each thread's own update."""
@@ -275,8 +293,9 @@ def test_the_totals_are_the_same_on_the_cpu(tmp_path, block, name, text, ty):
     const int n = 200;
     std::vector<{ty}> x(n), t1(4, 0), t2(4, 0);
     for (int i = 0; i < n; i++) x[i] = ({ty})((i * 37 % 17) - 8);
-    launch((n + {block} - 1) / {block}, {block}, 1, [&] {{ before::{name}(x.data(), t1.data(), n); }});
-    launch((n + {block} - 1) / {block}, {block}, 1, [&] {{ after::{name}(x.data(), t2.data(), n); }});
+    const unsigned grid = {2 if name == "strided" else f"(n + {block} - 1) / {block}"};   // strided: several passes
+    launch(grid, {block}, 1, [&] {{ before::{name}(x.data(), t1.data(), n); }});
+    launch(grid, {block}, 1, [&] {{ after::{name}(x.data(), t2.data(), n); }});
     for (int k = 0; k < 4; k++)
         if (t1[k] != t2[k]) {{ printf("total %d differs: %g %g\\n", k, (double)t1[k], (double)t2[k]); return 1; }}
     if (t1[0] == 0) {{ printf("nothing was added\\n"); return 1; }}

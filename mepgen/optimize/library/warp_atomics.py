@@ -52,8 +52,7 @@ INTEGER_FUNCTIONS = {"min", "max", "abs", "labs", "llabs", "umin", "umax", "llmi
 FLOATS = ("float", "double")
 _WRAPPERS = ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR", "CXX_STATIC_CAST_EXPR",
              "CXX_REINTERPRET_CAST_EXPR", "CXX_CONST_CAST_EXPR")
-_OUTSIDE_FLOW = ("FOR_STMT", "WHILE_STMT", "DO_STMT", "CXX_FOR_RANGE_STMT", "SWITCH_STMT", "CASE_STMT",
-                 "DEFAULT_STMT", "LAMBDA_EXPR")
+_LOOPS = ("FOR_STMT", "WHILE_STMT", "DO_STMT", "CXX_FOR_RANGE_STMT")
 _LANE = "(((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x) & 31u)"
 _MAXIMA = {"int": ("0x7fffffff", "(-0x7fffffff - 1)"), "unsigned int": ("0xffffffffu", "0u"),
            "long long": ("0x7fffffffffffffffLL", "(-0x7fffffffffffffffLL - 1)"),
@@ -153,7 +152,7 @@ class WarpAtomics(Transformation):
         if p is None or not kind(p).endswith("_STMT") or \
                 (kind(p) in ("IF_STMT", "WHILE_STMT", "SWITCH_STMT") and list(p.get_children())[0] == stmt):
             raise Refused("its result is used (it is not a statement of its own)")
-        outer, ctx = self._outer(src, par, stmt, assigned)
+        outer, ctx, looped = self._outer(src, par, stmt, assigned)
         warp = sorted({callee(c) for c in walk(outer) if kind(c) == "CALL_EXPR" and callee(c).startswith(WARP_LEVEL)})
         if warp:                # an update aggregated already (this rewrite applied before), or the kernel's own
             raise Refused(f"its statement exchanges values within the warp already ({', '.join(warp)})")
@@ -175,12 +174,12 @@ class WarpAtomics(Transformation):
         check_pure(src, addr, "its address")
         roots = self._uniform(src, addr, src.span(outer)[0], assigned, ctx)
         return dict(call=call, stmt=stmt, outer=outer, end=end, addr=addr, value=value, op=op, ty=ty,
-                    concrete=concrete, roots=roots, name=name)
+                    concrete=concrete, roots=roots, name=name, looped=looped)
 
     def _outer(self, src, par, stmt, assigned) -> tuple:
-        """The statement around the update (itself, or an `if` holding it) that sits in a statement list every
-        thread of a warp runs the same number of times, and that list's context (`_converged`)."""
-        node = stmt
+        """(the statement around the update that sits in a statement list every thread of a warp runs the same
+        number of times, that list's context (`_converged`), whether a loop between them may repeat the update)."""
+        node, looped = stmt, False
         while True:
             up = par.get(node)
             if up is None:
@@ -188,9 +187,11 @@ class WarpAtomics(Transformation):
             if kind(up) == "COMPOUND_STMT":
                 ctx = self._converged(src, par, up, assigned)
                 if ctx is not None:
-                    return node, ctx
-            elif kind(up) != "IF_STMT":
-                raise Refused("inside a loop or switch whose iterations may differ between the threads of a warp")
+                    return node, ctx, looped
+            elif kind(up) in _LOOPS:
+                looped = True
+            elif kind(up) not in ("IF_STMT", "SWITCH_STMT", "CASE_STMT", "DEFAULT_STMT"):
+                raise Refused(f"inside a `{kind(up).lower()}`")
             node = up
 
     def _converged(self, src, par, compound, assigned, depth: int = 0) -> dict | None:
@@ -379,9 +380,10 @@ class WarpAtomics(Transformation):
 
     def _nothing_after(self, src, site, sites, why) -> bool:
         """Nothing between the update and the end of its outermost statement sees the delay (module doc)."""
-        start, end = src.span(site["call"])[1], site["end"]
+        # a loop around the update repeats the statements before it too: the whole statement is after it then
+        start = src.span(site["outer"])[0] if site["looped"] else src.span(site["call"])[1]
         moved = {s["call"].hash for s in sites}
-        addresses = [src.span(s["addr"]) for s in sites if s is not site]   # evaluated after this one, in order
+        addresses = [src.span(s["addr"]) for s in sites if s is not site or site["looped"]]   # evaluated after
         for c in walk(site["outer"]):
             if src.span(c)[0] < start or any(a <= src.span(c)[0] < b for a, b in addresses):
                 continue
@@ -411,7 +413,9 @@ class WarpAtomics(Transformation):
         for k, s in enumerate(sites, start=first):
             v, hit = f"mepgen_wa{k}", f"mepgen_hit{k}"
             cs, ce = src.span(s["call"])
-            edits.append((cs, ce, f"({v} = ({src.src(s['value'])}), {hit} = true)"))
+            value = f"({src.src(s['value'])})"
+            kept = combine(s["op"], v, value) if s["looped"] else value     # a loop may repeat it: accumulated
+            edits.append((cs, ce, f"({v} = {kept}, {hit} = true)"))
             os_ = src.span(s["outer"])[0]
             line = src.text.rfind("\n", 0, os_) + 1
             ind = src.text[line:os_] if not src.text[line:os_].strip() else "    "
