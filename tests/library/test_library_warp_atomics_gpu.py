@@ -1,11 +1,12 @@
 """On a GPU: warp_atomics' rewrites give the original's totals on every input set, as the evaluator verifies any
 candidate (pycuda backend), and are timed against it: a float sum under a guard, integer counters and extremes, and
-a template's shared partial sum, per-bin totals in a loop every lane runs alike."""
+a template's shared partial sum, per-bin totals in a loop every lane runs alike,
+a grid-stride sum accumulated in a register."""
 from __future__ import annotations
 
 import pytest
 
-from test_library_warp_atomics import BINS, COUNTS, POSITIVE, TEMPLATE, make
+from test_library_warp_atomics import BINS, COUNTS, POSITIVE, STRIDED, TEMPLATE, make
 
 pytestmark = pytest.mark.gpu
 
@@ -15,6 +16,7 @@ pytestmark = pytest.mark.gpu
     ("counts", COUNTS, "int", ""),
     ("tsum", TEMPLATE, "float", ", template_args: [float]"),
     ("bins", BINS, "float", ""),
+    ("strided", STRIDED, "float", ""),
 ])
 def test_warp_atomics_verify_and_are_timed(tmp_path, name, text, ty, template):
     from mepgen.evaluate import Evaluator, Options
