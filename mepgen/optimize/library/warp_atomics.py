@@ -11,23 +11,20 @@ which the memory system would otherwise serialize.
                                                          if (lane == 0) atomicAdd(total, mepgen_wa0); }
                                                  } else if (mepgen_hit0) atomicAdd(total, mepgen_wa0);
 
-Proof, on the syntax tree (not its spelling):
-- the call is a statement (its result unused) of a statement list that every thread of a warp runs the same number
-  of times, or inside `if`s of one: the kernel's body; the body of a `for` loop whose start, bound and step are the
-  same in every thread (`for (int b = 0; b < bins; b++)`), with no `break`, `continue`, `return` or `goto` in it; a
-  branch of an `if` whose condition is the same in every thread; each inside such a list in turn. So a thread
-  makes the update at most once per pass of that list, and every thread of the warp reaches the statement after
-  the one holding it (no `return` or `goto` before it);
-- its address is the same in every thread of a warp: parameters never assigned, `&` of a `__shared__` or global
-  variable (or an element or member of one), block-level values (blockIdx, blockDim), literals, the counters of
-  the loops above, and locals declared before it in those statement lists from such values and never assigned;
-  it reads no memory and calls no function but CUDA's integer ones; it is evaluated after the statement holding
-  the update instead, where it has the same value;
-- after the call, up to the end of that statement, nothing mentions the updated variable, synchronizes (barrier,
-  fence) or makes another atomic update that is not aggregated the same way: delaying the update to the end of the
-  statement is invisible to this thread and unordered for the others, as the atomic was;
+Proof, on the syntax tree (not its spelling; warp_uniform.py says what "the same in every lane" covers):
+- the call is a statement (its result unused) inside a statement that sits in a list every thread of a warp runs
+  the same number of times (`converged`: the kernel's body, a uniform loop's body, a uniform branch), with only
+  `if`s, switches and loops between them. Every thread of the warp reaches the end of that statement (no `return`
+  or `goto` before it), where the update is made. A loop between the two (a thread's own grid-stride loop) may
+  repeat the update: the thread's values are then combined in its register first (`mepgen_wa0 = mepgen_wa0 + v`);
+- its address is the same in every lane (`uniform`), reads no memory and calls nothing else; it is evaluated at
+  the end of that statement instead, where it has the same value;
+- from the call to the end of that statement (the whole statement where a loop repeats it), nothing mentions the
+  updated variable, synchronizes (barrier, fence), shuffles or makes another atomic update that is not aggregated
+  the same way. Delaying the update is invisible to this thread and unordered for the others, as the atomic was;
 - the operation and the element type are ones warp shuffles combine: atomicAdd on int, unsigned, long long,
-  unsigned long long, float or double; atomicOr/And/Xor/Min/Max on the integer types.
+  unsigned long long, float or double; atomicOr/And/Xor/Min/Max on the integer types;
+- an update that one thread of the block makes (`if (threadIdx.x == 0)`) is left alone: nothing to combine.
 A block that is not whole warps (its thread count not a multiple of 32) takes the original path: each thread that
 reached the update makes it. Integer results are exact; a floating-point sum is added in another order, as the
 atomics' own order differs from run to run: the judge's tolerance decides.
@@ -42,16 +39,12 @@ from .cursors import _past_semicolon
 from .memory_roots import SYNC_CALLS, parents
 from .source import Refused, kind, walk
 from .stage_table import thread_dependent
+from .warp_uniform import _WRAPPERS, assigned_names, callee, converged, through, uniform
 
 OPERATIONS = {"atomicAdd": "+", "atomicOr": "|", "atomicAnd": "&", "atomicXor": "^", "atomicMin": "min",
               "atomicMax": "max"}
 INTEGERS = ("int", "unsigned int", "long long", "unsigned long long")
-#: CUDA's integer functions of their arguments alone, allowed in an address (a call of anything else is refused)
-INTEGER_FUNCTIONS = {"min", "max", "abs", "labs", "llabs", "umin", "umax", "llmin", "llmax", "ullmin", "ullmax",
-                     "__mul24", "__umul24", "__mulhi", "__umulhi", "__mul64hi", "__umul64hi"}
 FLOATS = ("float", "double")
-_WRAPPERS = ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR", "CXX_STATIC_CAST_EXPR",
-             "CXX_REINTERPRET_CAST_EXPR", "CXX_CONST_CAST_EXPR")
 _LOOPS = ("FOR_STMT", "WHILE_STMT", "DO_STMT", "CXX_FOR_RANGE_STMT")
 _LANE = "(((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x) & 31u)"
 _MAXIMA = {"int": ("0x7fffffff", "(-0x7fffffff - 1)"), "unsigned int": ("0xffffffffu", "0u"),
@@ -77,28 +70,9 @@ def combine(op: str, a: str, b: str) -> str:
     return f"({a}) {op} ({b})"
 
 
-def callee(call) -> str:
-    """The called function's name; in a template a call on dependent arguments has no spelling of its own, its
-    callee is an overloaded reference (`atomicAdd(&sum, v)` on a `T sum`)."""
-    if call.spelling:
-        return call.spelling
-    kids = list(call.get_children())
-    if kids:
-        for k in walk(kids[0]):
-            if kind(k) in ("OVERLOADED_DECL_REF", "DECL_REF_EXPR") and k.spelling:
-                return k.spelling
-    return ""
-
-
 def arguments(call) -> list:
     args = list(call.get_arguments())
     return args if args or call.spelling else list(call.get_children())[1:]
-
-
-def _through(c):
-    while c is not None and kind(c) in _WRAPPERS and len([k for k in c.get_children() if kind(k) != "TYPE_REF"]) == 1:
-        c = next(k for k in c.get_children() if kind(k) != "TYPE_REF")
-    return c
 
 
 class WarpAtomics(Transformation):
@@ -110,7 +84,7 @@ class WarpAtomics(Transformation):
 
     def _sites(self, src, spec) -> list[dict]:
         par = parents(src.body)
-        assigned = self._assigned(src)
+        assigned = assigned_names(src)
         sites, why = [], []
         for call in src.nodes("CALL_EXPR"):
             if callee(call) not in OPERATIONS:
@@ -128,21 +102,6 @@ class WarpAtomics(Transformation):
             raise Refused("no atomic update of one address that every thread of a warp makes"
                           + (f" ({why[0]})" if why else " (no atomicAdd, atomicOr/And/Xor or atomicMin/Max)"))
         return sites
-
-    @staticmethod
-    def _assigned(src) -> set[str]:
-        out = set()
-        for w in src.writes():
-            kids = list(w.get_children())
-            target = _through(kids[0]) if kids else None
-            if target is not None and kind(target) == "DECL_REF_EXPR":
-                out.add(target.spelling)
-        for c in src.nodes("UNARY_OPERATOR"):          # an address taken: the variable may be written through it
-            toks = [t.spelling for t in c.get_tokens()]
-            kids = list(c.get_children())
-            if toks[:1] == ["&"] and kids and kind(_through(kids[0])) == "DECL_REF_EXPR":
-                out.add(_through(kids[0]).spelling + "&")
-        return out
 
     def _site(self, src, spec, par, assigned, call) -> dict:
         stmt = call
@@ -172,7 +131,7 @@ class WarpAtomics(Transformation):
         if concrete not in (INTEGERS + FLOATS if op == "+" else INTEGERS):
             raise Refused(f"{name} on `{concrete}`: not a type warp shuffles combine for it")
         check_pure(src, addr, "its address")
-        roots = self._uniform(src, addr, src.span(outer)[0], assigned, ctx)
+        roots = uniform(src, addr, src.span(outer)[0], assigned, ctx)
         return dict(call=call, stmt=stmt, outer=outer, end=end, addr=addr, value=value, op=op, ty=ty,
                     concrete=concrete, roots=roots, name=name, looped=looped)
 
@@ -185,7 +144,7 @@ class WarpAtomics(Transformation):
             if up is None:
                 raise Refused("not inside the kernel's body")
             if kind(up) == "COMPOUND_STMT":
-                ctx = self._converged(src, par, up, assigned)
+                ctx = converged(src, par, up, assigned)
                 if ctx is not None:
                     return node, ctx, looped
             elif kind(up) in _LOOPS:
@@ -193,57 +152,6 @@ class WarpAtomics(Transformation):
             elif kind(up) not in ("IF_STMT", "SWITCH_STMT", "CASE_STMT", "DEFAULT_STMT"):
                 raise Refused(f"inside a `{kind(up).lower()}`")
             node = up
-
-    def _converged(self, src, par, compound, assigned, depth: int = 0) -> dict | None:
-        """Where every thread of a warp runs `compound` the same number of times: {"compounds": the statement lists
-        from the kernel's body down to it, "counters": the counters of the loops among them}; None elsewhere.
-        The kernel's body; the body of a `for` whose start, bound and step are the same in every thread, without
-        `break`, `continue`, `return` or `goto` in it; a branch of an `if` whose condition is; each inside one."""
-        if compound == src.body:
-            return {"compounds": {compound.hash}, "counters": set()}
-        p = par.get(compound)
-        gp = par.get(p) if p is not None else None
-        if p is None or gp is None or kind(gp) != "COMPOUND_STMT" or depth > 8:
-            return None
-        kids = list(p.get_children())
-        if kind(p) == "IF_STMT" and kids[0] != compound:
-            ctx = self._converged(src, par, gp, assigned, depth + 1)
-            if ctx is None or not self._same_in_warp(src, kids[0], src.span(p)[0], assigned, ctx):
-                return None
-            return {"compounds": ctx["compounds"] | {compound.hash}, "counters": ctx["counters"]}
-        if kind(p) != "FOR_STMT" or len(kids) != 4 or kids[-1] != compound:
-            return None
-        if any(kind(x) in ("BREAK_STMT", "CONTINUE_STMT", "RETURN_STMT", "GOTO_STMT") for x in walk(compound)):
-            return None
-        ctx = self._converged(src, par, gp, assigned, depth + 1)
-        init, cond, inc = kids[:3]
-        decls = [x for x in init.get_children() if kind(x) == "VAR_DECL"] if kind(init) == "DECL_STMT" else []
-        if ctx is None or len(decls) != 1:
-            return None
-        v = decls[0].spelling
-        steps = [w for w in src.writes(p) if self._target(w) == v]
-        if any(not (src.span(inc)[0] <= src.span(w)[0] < src.span(inc)[1]) for w in steps) or \
-                v + "&" in assigned:
-            return None                              # the counter is changed in the body too
-        inner = {"compounds": ctx["compounds"], "counters": ctx["counters"] | {v}}
-        start = [x for x in decls[0].get_children() if kind(x) not in ("TYPE_REF", "NAMESPACE_REF")]
-        if not start or not all(self._same_in_warp(src, e, src.span(p)[0], assigned, c)
-                                for e, c in ((start[-1], ctx), (cond, inner), (inc, inner))):
-            return None
-        return {"compounds": ctx["compounds"] | {compound.hash}, "counters": inner["counters"]}
-
-    @staticmethod
-    def _target(w) -> str | None:
-        kids = list(w.get_children())
-        t = _through(kids[0]) if kids else None
-        return t.spelling if t is not None and kind(t) == "DECL_REF_EXPR" else None
-
-    def _same_in_warp(self, src, expr, before, assigned, ctx) -> bool:
-        try:
-            self._uniform(src, expr, before, assigned, ctx, what="a loop's or condition's value")
-            return not src.writes(expr) or all(self._target(w) in ctx["counters"] for w in src.writes(expr))
-        except Refused:
-            return False
 
     @staticmethod
     def _many_threads(src, par, call, outer) -> None:
@@ -269,7 +177,7 @@ class WarpAtomics(Transformation):
         """(the element's type as the rewrite declares it, its concrete type)."""
         t = addr.type.get_pointee()
         if not t.spelling:             # a template's dependent `&sum`: the type of what the address is taken of
-            a = _through(addr)
+            a = through(addr)
             kids = list(a.get_children()) if kind(a) == "UNARY_OPERATOR" else []
             t = kids[0].type if len(kids) == 1 and [x.spelling for x in a.get_tokens()][:1] == ["&"] else t
         spelled = t.spelling.replace("volatile ", "").replace("const ", "").strip()
@@ -285,98 +193,6 @@ class WarpAtomics(Transformation):
             canon = args[at] if at is not None and at < len(args) else "?"
             canon = {"unsigned": "unsigned int"}.get(canon, canon)
         return (spelled or canon), canon
-
-    def _uniform(self, src, addr, before: int, assigned: set[str], ctx: dict, depth: int = 0,
-                 what: str = "its address") -> set[str]:
-        """The variables the address updates (its roots) where it is the same in every thread of a warp: names of
-        `ctx` (`_converged`) are the locals of its statement lists and its loops' counters."""
-        if re.search(r"\b(threadIdx|__lane_id|laneid)\b", src.expand(src.src(addr))):
-            raise Refused(f"{what} `{squash(src.src(addr))[:40]}` depends on the thread")
-        par = parents(addr)
-        roots = set()
-        for c in walk(addr):
-            k = kind(c)
-            if k == "ARRAY_SUBSCRIPT_EXPR":
-                index = list(c.get_children())[1]
-                if any(kind(x) == "ARRAY_SUBSCRIPT_EXPR" or self._deref(src, x) for x in walk(index)):
-                    raise Refused("its address reads memory")
-            elif self._deref(src, c):
-                raise Refused("its address reads memory")
-            elif k == "CALL_EXPR" and callee(c) not in INTEGER_FUNCTIONS:
-                # a function of kernel.cu may read threadIdx inside: its value may differ between the lanes
-                raise Refused(f"its address calls `{callee(c) or '?'}`, whose value may depend on the thread")
-            if k != "DECL_REF_EXPR":
-                continue
-            if c.spelling in ("blockIdx", "blockDim", "gridDim"):      # the same in every thread of a block
-                continue
-            d = c.referenced
-            if d is None:
-                raise Refused(f"`{c.spelling}` in its address is not resolved")
-            dk = kind(d)
-            if dk in ("ENUM_CONSTANT_DECL", "TEMPLATE_NON_TYPE_PARAMETER") or \
-                    dk in ("FUNCTION_DECL", "FUNCTION_TEMPLATE") and c.spelling in INTEGER_FUNCTIONS:
-                continue
-            if dk == "PARM_DECL":
-                if c.spelling in assigned or c.spelling + "&" in assigned:
-                    raise Refused(f"the parameter {c.spelling} is assigned in the kernel")
-                if d.type.get_canonical().kind.name in ("POINTER", "RECORD", "ELABORATED"):
-                    roots.add(c.spelling)           # a struct parameter may hold the pointer (`&p.sums[k]`)
-                continue
-            if dk != "VAR_DECL":
-                raise Refused(f"`{c.spelling}` in its address")
-            fs, fe = src.span(src.fn)
-            inside = fs <= d.extent.start.offset < fe and d.location.file is not None and \
-                d.location.file.name == src.path
-            memory = not inside or "__shared__" in src.src(d) or any(kind(x) == "CUDASHARED_ATTR"
-                                                                      for x in d.get_children())
-            if memory:                       # shared or global: only its address, never its value
-                if not self._address_only(c, par, addr):
-                    raise Refused(f"its address reads the variable {c.spelling}")
-                roots.add(c.spelling)
-                continue
-            if c.spelling in ctx["counters"]:             # a counter of a loop every lane runs alike
-                continue
-            if c.spelling in assigned or c.spelling + "&" in assigned:
-                raise Refused(f"the local {c.spelling} in {what} is assigned")
-            body = parents(src.body)
-            dp = body.get(d)
-            if dp is None or kind(dp) != "DECL_STMT" or body.get(dp) is None or \
-                    body.get(dp).hash not in ctx["compounds"] or src.span(d)[0] >= before:
-                raise Refused(f"the local {c.spelling} in {what} is not declared before it in a statement list every "
-                              "lane runs alike")
-            init = [x for x in d.get_children() if kind(x) not in ("TYPE_REF", "NAMESPACE_REF")]
-            if not init or depth > 8:
-                raise Refused(f"the local {c.spelling} in {what} has no initializer")
-            check_pure(src, init[-1], f"the initializer of {c.spelling}")
-            self._uniform(src, init[-1], src.span(d)[0], assigned, ctx, depth + 1, what)
-            if d.type.get_canonical().kind.name == "POINTER":
-                roots.add(c.spelling)
-        return roots
-
-    @staticmethod
-    def _deref(src, c) -> bool:
-        if kind(c) == "UNARY_OPERATOR":
-            toks = [t.spelling for t in c.get_tokens()]
-            return toks[:1] == ["*"]
-        return kind(c) == "MEMBER_REF_EXPR" and "->" in src.src(c)
-
-    @staticmethod
-    def _address_only(ref, par, addr) -> bool:
-        """`ref` is under `&` through bases only: `&v`, `&v.x`, `&v[i]`."""
-        node = ref
-        while node != addr:
-            up = par.get(node)
-            if up is None:
-                return False
-            k = kind(up)
-            if k == "UNARY_OPERATOR" and [t.spelling for t in up.get_tokens()][:1] == ["&"]:
-                return True
-            if k in ("MEMBER_REF_EXPR", "PAREN_EXPR", "UNEXPOSED_EXPR") or \
-                    k == "ARRAY_SUBSCRIPT_EXPR" and list(up.get_children())[0] == node:
-                node = up
-                continue
-            return False
-        return False
 
     def _nothing_after(self, src, site, sites, why) -> bool:
         """Nothing between the update and the end of its outermost statement sees the delay (module doc)."""
@@ -426,9 +242,9 @@ class WarpAtomics(Transformation):
             steps = f"{{ {s['ty']} mepgen_n = __shfl_down_sync(0xffffffffu, {v}, mepgen_o); " \
                     f"{v} = {combine(s['op'], v, 'mepgen_n')}; }}"
             after.setdefault(s["end"], (ind, []))[1].extend([
-                f"if ((blockDim.x * blockDim.y * blockDim.z) % 32u == 0u) {{   // mepgen warp_atomics: whole warps",
+                "if ((blockDim.x * blockDim.y * blockDim.z) % 32u == 0u) {   // mepgen warp_atomics: whole warps",
                 f"    if (__any_sync(0xffffffffu, {hit})) {{",
-                f"        for (int mepgen_o = 16; mepgen_o > 0; mepgen_o >>= 1)",
+                "        for (int mepgen_o = 16; mepgen_o > 0; mepgen_o >>= 1)",
                 f"            {steps}",
                 f"        if ({_LANE} == 0u) {s['name']}({addr}, {v});",
                 "    }",
