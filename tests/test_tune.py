@@ -87,7 +87,8 @@ class Stages:
                 (run / "candidates").mkdir(exist_ok=True)
                 lines = []
                 for n, (osp, fields) in enumerate([(sp, {"launch": {"block": ["512"]}})] + self.others.get(k, [])):
-                    (run / "candidates" / f"c{n}.cu").write_text(f"// {k} best\n" if n == 0 else f"// {k} text {n}\n")
+                    same = n == 0 or fields.pop("best_text", False)       # the best's text (another launch)
+                    (run / "candidates" / f"c{n}.cu").write_text(f"// {k} best\n" if same else f"// {k} text {n}\n")
                     lines.append(json.dumps({"kind": "attempt", "id": f"c{n}", "faster": True, "speedup": osp,
                                              "launch": None, "nvcc_flags": [], **fields}))
                 (run / "trajectory.jsonl").write_text("\n".join(lines) + "\n")
@@ -280,6 +281,21 @@ def test_a_wall_time_change_the_kernels_cannot_explain_is_no_change():
     assert explained["verdict"] == "faster" and explained["why"] == "" and explained["gpu_speedup"] > 2
     wall_only = judge(_timing(1.0, 1.01, 0.99), _timing(0.6, 0.61, 0.6), None, None)
     assert wall_only["verdict"] == "faster" and wall_only["basis"] == "wall time"
+
+
+def test_the_best_s_own_text_at_the_original_launch_is_patched_where_its_launch_is_refused(tmp_path, monkeypatch):
+    """The best is a text change plus a grid patch cannot write (a captured grid), and its text alone was verified
+    faster before the grid moved: that text is the fallback, though it equals the best's (seen on the GPU: a
+    grid-stride sum, 383x with the grid, 261x without it, left unpatched)."""
+    app = make_app(tmp_path)
+    stages = Stages(app, {"a": (3.0, "fast")})
+    stages.refuse_best = {"a"}
+    stages.others = {"a": [(2.6, {"best_text": True}), (1.4, {})]}
+    r = tune(app, stages, monkeypatch)
+    assert r.exit_code == 0, r.output
+    patches = json.loads((app / ".mepgen" / "tune" / "state.json").read_text())["patch"]
+    assert patches["app.a"]["state"] == "applied" and patches["app.a"]["speedup"] == 2.6
+    assert Path(patches["app.a"]["variant"]).read_text() == "// a best\n"
 
 
 def test_a_win_patch_refuses_gives_way_to_the_fastest_variant_that_changes_only_the_text(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ YAML = """version: 1
 kernel: {{name: {name}, id: {name}, source: k.cu, source_sha256: "0", start_byte: 0, end_byte: 1{template}}}
 sizes: {{N: {n}}}
 params:
-  - {{name: x, role: in, ctype: const {ty} *, dtype: {dtype}, count: N, init: {{kind: uniform, low: -8, high: 8}}}}
+  - {{name: x, role: in, ctype: const {ty} *, dtype: {dtype}, count: N, init: {{kind: uniform, low: {low}, high: 8}}}}
   - {{name: total, role: inout, ctype: {ty} *, dtype: {dtype}, count: 4, init: {{kind: zeros}}}}
   - {{name: n, role: scalar, ctype: int, dtype: int32, value: N}}
 constants: []
@@ -78,9 +78,9 @@ BINS = """__global__ void bins(const float *x, float *total, int n) {
 """
 
 
-def make(tmp_path, text, name, ty="float", template="", n=4096):
+def make(tmp_path, text, name, ty="float", template="", n=4096, low=-8):
     dtype = {"float": "float32", "int": "int32"}[ty]
-    return written(tmp_path, YAML.format(name=name, ty=ty, dtype=dtype, template=template, n=n), text)
+    return written(tmp_path, YAML.format(name=name, ty=ty, dtype=dtype, template=template, n=n, low=low), text)
 
 
 def refusal(tmp_path, text, name, ty="float") -> str:
