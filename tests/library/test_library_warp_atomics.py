@@ -159,19 +159,9 @@ def test_a_return_before_the_update_is_refused(tmp_path):
 
 
 # a template's element type: the call has dependent arguments (libclang gives it no name of its own)
-TEMPLATE = """template <typename T>
-__global__ void tsum(const T *x, T *total, int n) {
-    __shared__ T part;
-    if (threadIdx.x == 0) part = 0;
-    __syncthreads();
-    T s = 0;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
-        s += x[i];
-    atomicAdd(&part, s);
-    __syncthreads();
-    if (threadIdx.x == 0) atomicAdd(total, part);
-}
-"""
+TEMPLATE = "template <typename T>\n" + BLOCK_SUM.replace("block_sum(const float *x, float *total", "tsum(const T *x, T *total") \
+    .replace("__shared__ float part", "__shared__ T part").replace("part = 0.0f", "part = 0") \
+    .replace("float s = 0.0f", "T s = 0")
 
 
 def test_a_template_s_update_takes_the_launched_element_type(tmp_path):
