@@ -257,6 +257,18 @@ def test_kernels_under_the_hotspot_share_are_reported_not_optimized():
     assert [c["id"] for c in _chosen(outcomes, 1, gpu, 0.01)[0]] == ["big"]
 
 
+def test_the_longest_kernels_are_those_with_the_most_gpu_time_over_the_run():
+    """A kernel launched 100 times at 8.8 ms (878 ms in all) comes before one launched once at 391 ms: `--top 1`
+    took the single long launch on the GPU. Without the run's profile the captured launch's time decides."""
+    from mepgen.tune.command import _chosen
+    outcomes = [{"outcome": "captured", "mep": f"/w/.mepgen/meps/{k}", "complete": True, "kernel": k,
+                 "kernel_ms": ms, "launched_as": f"{k}(float*)"} for k, ms in (("once", 391.0), ("often", 8.8))]
+    gpu = {"gpu_total_ms": 1269.0, "kernels": {"once(float*)": {"total_ms": 391.0},
+                                               "often(float*)": {"total_ms": 878.0}}}
+    assert [c["id"] for c in _chosen(outcomes, 1, gpu, 0.01)[0]] == ["often"]
+    assert [c["id"] for c in _chosen(outcomes, 1, None, 0.01)[0]] == ["once"]
+
+
 def _timing(*seconds):
     from mepgen.tune.appruns import Timing
     return Timing([{"seconds": s, "exit_code": 0, "ok": True} for s in seconds])
