@@ -176,6 +176,14 @@ def test_a_template_s_update_takes_the_launched_element_type(tmp_path):
         WarpAtomics().space(src, spec, launch)
 
 
+def test_a_template_s_pointer_plus_offset_takes_the_launched_element_type(tmp_path):
+    """`atomicAdd(total + 1, s)` on a `T *total`: the address's own type is dependent, the pointer's is `T *`."""
+    text = TEMPLATE.replace("atomicAdd(&part, s);", "atomicAdd(total + 1, s);")
+    src, spec, launch = make(tmp_path, text, "tsum", template=", template_args: [float]")
+    rw = WarpAtomics().apply(src, spec, launch, {})
+    assert "T mepgen_wa0 = (T)0;" in rw.text and "atomicAdd(total + 1, mepgen_wa0);" in rw.text
+
+
 def test_a_test_on_the_data_is_not_one_thread(tmp_path):
     """`x[i] == 0` lets any number of threads through (only a test of the thread's own index picks one)."""
     text = POSITIVE.replace("if (v > 0.0f)", "if (x[i] == 0.5f)")

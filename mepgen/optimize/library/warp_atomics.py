@@ -180,6 +180,9 @@ class WarpAtomics(Transformation):
             a = through(addr)
             kids = list(a.get_children()) if kind(a) == "UNARY_OPERATOR" else []
             t = kids[0].type if len(kids) == 1 and [x.spelling for x in a.get_tokens()][:1] == ["&"] else t
+        if not t.spelling or "dependent" in t.spelling:     # `p + k` on a `T *p`: the pointer's element type
+            pointers = [c for c in walk(addr) if kind(c) == "DECL_REF_EXPR" and c.type.spelling.rstrip().endswith("*")]
+            t = pointers[0].type.get_pointee() if len(pointers) == 1 else t
         spelled = t.spelling.replace("volatile ", "").replace("const ", "").strip()
         canon = t.get_canonical().spelling.replace("volatile ", "").replace("const ", "").strip()
         canon = {"unsigned": "unsigned int", "long long int": "long long",
