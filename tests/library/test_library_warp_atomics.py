@@ -136,6 +136,7 @@ def test_integer_updates_get_their_own_identities(tmp_path):
 
 @pytest.mark.parametrize("new, reason", [
     ("int old = atomicAdd((int *)total, 1); (void)old;", "its result is used"),
+    ("for (int k = 0; atomicAdd((int *)total + 2, 1) < 3 && k < 2; k++) v += 1.0f;", "its result is used"),
     ("atomicAdd(total + (threadIdx.x & 3), v);", "depends on the thread"),
     ("atomicAdd(&total[(int)x[0] & 3], v);", "reads memory"),
     # a loop around it that reads the total: the updates it delays would be seen

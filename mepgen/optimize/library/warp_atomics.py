@@ -108,8 +108,7 @@ class WarpAtomics(Transformation):
         p = par.get(stmt)
         while p is not None and kind(p) in _WRAPPERS:
             stmt, p = p, par.get(p)
-        if p is None or not kind(p).endswith("_STMT") or \
-                (kind(p) in ("IF_STMT", "WHILE_STMT", "SWITCH_STMT") and list(p.get_children())[0] == stmt):
+        if not self._statement(p, stmt):
             raise Refused("its result is used (it is not a statement of its own)")
         outer, ctx, looped = self._outer(src, par, stmt, assigned)
         warp = sorted({callee(c) for c in walk(outer) if kind(c) == "CALL_EXPR" and callee(c).startswith(WARP_LEVEL)})
@@ -134,6 +133,22 @@ class WarpAtomics(Transformation):
         roots = uniform(src, addr, src.span(outer)[0], assigned, ctx)
         return dict(call=call, stmt=stmt, outer=outer, end=end, addr=addr, value=value, op=op, ty=ty,
                     concrete=concrete, roots=roots, name=name, looped=looped)
+
+    @staticmethod
+    def _statement(p, stmt) -> bool:
+        """Whether `stmt` is a statement of `p`: one of a block, a branch of an `if`, a loop's body or a case's;
+        never a condition or a loop's header (where `for (...; atomicAdd(...) < n; )` uses its value)."""
+        if p is None:
+            return False
+        kids = list(p.get_children())
+        k = kind(p)
+        if k == "COMPOUND_STMT":
+            return True
+        if k == "IF_STMT":
+            return kids[0] != stmt
+        if k in ("FOR_STMT", "WHILE_STMT", "CXX_FOR_RANGE_STMT", "CASE_STMT", "DEFAULT_STMT", "LABEL_STMT"):
+            return kids[-1] == stmt
+        return k == "DO_STMT" and kids[0] == stmt
 
     def _outer(self, src, par, stmt, assigned) -> tuple:
         """(the statement around the update that sits in a statement list every thread of a warp runs the same
