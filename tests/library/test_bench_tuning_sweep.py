@@ -77,7 +77,7 @@ def _fake(monkeypatch, calls: list, sleep: float = 0.0):
             calls.append(p)
             block = int(p.launch["block"][0]) if p.launch else 256
             cost = {32: 1.5, 64: 1.3, 128: 0.9, 256: 1.0, 512: 0.8, 1024: 1.1}[block]
-            cost *= 0.97 if "-maxrregcount=64" in p.nvcc_flags else 1.0
+            cost *= 0.97 if "-maxrregcount=64" in p.nvcc_flags or "__maxnreg__(64)" in p.text else 1.0
             out.append(EvalResult(name="c", key="k", backend="fake", timed=Timed(
                 median_ms=cost, spread=0.01, min_ms=cost, max_ms=cost, launches=10, rounds=2, speedup=1.0 / cost)))
         return out

@@ -13,6 +13,7 @@ from mepgen.optimize.library.source import KernelSource, Refused
 from mepgen.optimize.library.tunables import TuneParams, tunable_sizes
 from mepgen.optimize.library.tuning import suggest
 from mepgen.spec import load_spec
+from library_fixtures import compiles
 
 YAML = """version: 1
 kernel: {{name: {name}, id: {name}, source: k.cu, source_sha256: "0", start_byte: 0, end_byte: 1}}
@@ -152,7 +153,7 @@ def test_a_rewrite_then_its_parameters(tmp_path):
         {"name": "tune_params", "params": {"block": 512, "bounds": 0, "regs": 32}}])
     assert "if (mepgen_b >= (unsigned int)(((n) + blockDim.x - 1) / blockDim.x)) break;" in text
     assert new_launch["block"] == ["512"] and new_launch["grid"] == ["(((N + 512 - 1) / 512) + 4 - 1) / 4"]
-    assert flags == ["-maxrregcount=32"]
+    assert flags == [] and "__global__ __maxnreg__(32)" in text     # the cap in the text: patch carries it
 
 
 def test_a_replayed_point_this_kernel_does_not_offer_is_refused(tmp_path):
@@ -182,4 +183,15 @@ def test_without_a_block_to_move_the_register_cap_comes_first(tmp_path):
     assert set(t.space(src, spec, launch)) == {"bounds", "regs"}
     first = t.first_point(src, spec, launch)
     assert first == {"bounds": 0, "regs": 64}
-    assert t.apply(src, spec, launch, first).nvcc_flags == ["-maxrregcount=64"]
+    rw = t.apply(src, spec, launch, first)
+    assert rw.nvcc_flags == [] and "__global__ __maxnreg__(64)" in rw.text
+    # beside launch bounds (nvcc refuses both on one kernel) the cap is the build flag
+    rw = t.apply(src, spec, launch, {"bounds": 2, "regs": 64})
+    assert rw.nvcc_flags == ["-maxrregcount=64"] and "__maxnreg__" not in rw.text
+    compiles(tmp_path, spec, t.apply(src, spec, launch, first).text)
+    # on a kernel capped so, neither a second cap nor launch bounds (nvcc refuses them beside __maxnreg__)
+    capped = KernelSource(t.apply(src, spec, launch, first).text, spec)
+    with pytest.raises(Refused, match="no parameter to tune"):
+        t.space(capped, spec, launch)
+    with pytest.raises(Refused, match="__maxnreg__"):
+        LaunchBounds().space(capped, spec, launch)

@@ -18,6 +18,8 @@ class LaunchBounds(Transformation):
     def _threads(self, src, spec, launch) -> int:
         if src.has_launch_bounds():
             raise Refused("the kernel already has __launch_bounds__")
+        if "__maxnreg__" in src.head:
+            raise Refused("the kernel has __maxnreg__, which nvcc does not allow beside __launch_bounds__")
         if redefined_sizes(src.text):
             raise Refused("tune_params set this kernel's sizes: its own search covers the launch bounds")
         n = block_threads(spec, launch)

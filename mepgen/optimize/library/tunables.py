@@ -10,7 +10,10 @@
   stage writes both back together: refused where a function the kernel calls, a macro it uses, or the template
   arguments of its launch spell SYM (a use the rewrite would not see);
 - `bounds`: `__launch_bounds__(threads, k)` with the block's thread count (0: none), where the kernel has none;
-- `regs`: a register cap, nvcc `-maxrregcount=N` (0: none).
+- `regs`: a register cap (0: none), written in the kernel as `__maxnreg__(N)` (CUDA 12.4 on) so that the patch stage
+  carries it into the application with the text; where the kernel has `__launch_bounds__` (its own, or the point's
+  `bounds`), which nvcc does not allow beside `__maxnreg__`, as nvcc's `-maxrregcount=N` for the file, which
+  patch cannot write back (it says so: a build flag is the application's to add).
 
 Every point is a candidate like any other: built, verified on every input set by the judge (a point that
 changes the decomposition must compute the same result) and timed. The library's tuning strategy (hill climbing
@@ -168,10 +171,11 @@ class TuneParams(Transformation):
         for sym, values in sizes.items():
             space[f"size:{sym}"] = values
             current[f"size:{sym}"] = spec.sizes[sym]
-        if not src.has_launch_bounds() and block_threads(spec, launch) is not None:
+        capped = "__maxnreg__" in src.head          # a register cap in the text already (nvcc: no bounds beside it)
+        if not src.has_launch_bounds() and not capped and block_threads(spec, launch) is not None:
             space["bounds"] = BOUNDS
             current["bounds"] = 0
-        if not any(f.startswith("-maxrregcount") or "maxrregcount" in f for f in spec.build.nvcc_flags):
+        if not capped and not any(f.startswith("-maxrregcount") or "maxrregcount" in f for f in spec.build.nvcc_flags):
             space["regs"] = REGS
             current["regs"] = 0
         if not space:
@@ -242,11 +246,21 @@ class TuneParams(Transformation):
             a = src.span(src.body)[0] + 1
             edits.append((a, a, f"\n    {MARK} {', '.join(f'{s_} = {v}' for s_, v in sizes.items())} (the "
                                 f"application's: {', '.join(f'{s_} = {spec.sizes[s_]}' for s_ in sizes)})"))
-        text = src.replace(edits) if edits else src.text
         regs = int(point.get("regs", 0) or 0)
-        flags = [f"-maxrregcount={regs}"] if regs else []
+        flags = []
         if regs:
-            changes.append(f"at most {regs} registers per thread (-maxrregcount)")
+            i = src.head.find("__global__")
+            if bounds or src.has_launch_bounds() or i < 0:
+                # nvcc refuses __maxnreg__ beside __launch_bounds__: the cap is the file's build flag then
+                flags = [f"-maxrregcount={regs}"]
+                changes.append(f"at most {regs} registers per thread (-maxrregcount)")
+            else:
+                # in the kernel's own text: a build flag would not reach the application (on the GPU a 1.22x
+                # register cap was kept as a patch and left the application's kernel as it was)
+                at = src.fn.extent.start.offset + i + len("__global__")
+                edits.append((at, at, f" __maxnreg__({regs})"))
+                changes.append(f"at most {regs} registers per thread (__maxnreg__)")
+        text = src.replace(edits) if edits else src.text
         return Rewrite(text, "tuned parameters: " + "; ".join(changes), new_launch, flags)
 
 

@@ -32,6 +32,8 @@
 #define __grid_constant__ __attribute__((grid_constant))
 #define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
 #define __cluster_dims__(...) __attribute__((cluster_dims(__VA_ARGS__)))
+/* CUDA 12.4's per-kernel register cap: libclang 18 knows no such attribute, and it changes nothing it reads */
+#define __maxnreg__(...)
 #define __forceinline__ __inline__ __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
 #define __align__(n) __attribute__((aligned(n)))
