@@ -50,6 +50,7 @@ class Stages:
         self.needs_longer: set[str] = set()
         self.refuse_best: set[str] = set()       # kernels whose best patch refuses (its launch, say)
         self.others: dict[str, list[tuple[float, dict]]] = {}    # kernel -> other attempts (speedup, fields)
+        self.flags_only: set[str] = set()        # kernels whose best differs from the original in nvcc flags alone
 
     def _set(self, kernel: str, value: str) -> None:
         src = self.app / "src.txt"
@@ -108,6 +109,8 @@ class Stages:
                 self._set(k, "slow")
             elif k in self.refuse_best and args[args.index("--from") + 1].endswith("best/kernel.cu"):
                 return StageResult(2, {}, "mepgen: main.cu:12: the grid there is not spelled with its block")
+            elif k in self.flags_only and args[args.index("--from") + 1].endswith("best/kernel.cu"):
+                return StageResult(0, {"unchanged": True, "nvcc_flags": ["-maxrregcount=64"]}, "")
             else:
                 self._set(k, self.wins[k][1])
             return StageResult(0, {"file": "src.txt"}, "")
@@ -308,6 +311,23 @@ def test_the_best_s_own_text_at_the_original_launch_is_patched_where_its_launch_
     patches = json.loads((app / ".mepgen" / "tune" / "state.json").read_text())["patch"]
     assert patches["app.a"]["state"] == "applied" and patches["app.a"]["speedup"] == 2.6
     assert Path(patches["app.a"]["variant"]).read_text() == "// a best\n"
+
+
+def test_a_win_of_build_flags_alone_is_not_a_kept_patch(tmp_path, monkeypatch):
+    """`mepgen patch` accepts a winner that differs in nvcc flags alone and writes nothing (its note: add them to the
+    build). tune called that `applied` and measured the application with its kernel unchanged (seen on the GPU:
+    1.22x in the MEP, 1.00x in the application). Now it is refused with the reason, and the fastest text-only
+    variant is patched where there is one."""
+    app = make_app(tmp_path)
+    stages = Stages(app, {"a": (1.5, "fast"), "b": (1.3, "fast")})
+    stages.flags_only = {"a", "b"}
+    stages.others = {"a": [(1.2, {})]}                                   # b: nothing else faster
+    r = tune(app, stages, monkeypatch)
+    assert r.exit_code == 0, r.output
+    patches = json.loads((app / ".mepgen" / "tune" / "state.json").read_text())["patch"]
+    assert patches["app.a"]["state"] == "applied" and patches["app.a"]["speedup"] == 1.2
+    assert "build flags only (-maxrregcount=64)" in patches["app.a"]["why"]
+    assert patches["app.b"]["state"] == "refused" and "build flags only" in patches["app.b"]["why"]
 
 
 def test_a_win_patch_refuses_gives_way_to_the_fastest_variant_that_changes_only_the_text(tmp_path, monkeypatch):

@@ -279,20 +279,23 @@ def _patch_wins(app_root: Path, rows: dict, min_gain: float, build_cmd: str, log
         say(f"patching {kid} ({sp:.2f}x in its MEP)")
         r = _apply(app_root, kid, variant, logs)
         why = ""
-        if r.code != 0:
-            say(f"  {kid}: not patched: {r.last_error}")
+        refused = r.last_error if r.code != 0 else _flags_only(r)
+        if refused:
+            say(f"  {kid}: not patched: {refused}")
             alt = _next_best(Path(row["run"]), variant, min_gain)
             if alt is None:
-                out[kid] = {"state": "refused", "why": r.last_error, "speedup": sp}
+                out[kid] = {"state": "refused", "why": refused, "speedup": sp,
+                            "nvcc_flags": (r.doc or {}).get("nvcc_flags") or []}
                 continue
             variant, alt_sp = alt
-            why = f"the best ({sp:.2f}x) was refused ({r.last_error}); its fastest variant that changes only the " \
+            why = f"the best ({sp:.2f}x) was refused ({refused}); its fastest variant that changes only the " \
                   f"kernel's text ({alt_sp:.2f}x) is patched instead"
             say(f"  {kid}: patching its fastest variant that changes only the kernel's text ({alt_sp:.2f}x)")
             r, sp = _apply(app_root, kid, variant, logs), alt_sp
-            if r.code != 0:
-                out[kid] = {"state": "refused", "why": f"{why}, and was refused too: {r.last_error}", "speedup": sp}
-                say(f"  {kid}: not patched either: {r.last_error}")
+            if r.code != 0 or _flags_only(r):
+                again = r.last_error if r.code != 0 else _flags_only(r)
+                out[kid] = {"state": "refused", "why": f"{why}, and was refused too: {again}", "speedup": sp}
+                say(f"  {kid}: not patched either: {again}")
                 continue
         out[kid] = {"state": "applied", "why": why, "speedup": sp, "file": (r.doc or {}).get("file"),
                     "nvcc_flags": (r.doc or {}).get("nvcc_flags") or [], "variant": str(variant)}
@@ -315,6 +318,17 @@ def _patch_wins(app_root: Path, rows: dict, min_gain: float, build_cmd: str, log
             out[k].update(state="reverted", why=f"breaks the application's build: {alone.tail.splitlines()[-1:] or ''}")
             say(f"  {k}: breaks the build, reverted")
     return out
+
+
+def _flags_only(r) -> str:
+    """Why a patch that `mepgen patch` accepted changed nothing in the application: the winner differs from the
+    original only in nvcc flags, which patch does not write into the application's build (its note says so);
+    "" for a patch that changed the kernel's source."""
+    doc = r.doc or {}
+    if not doc.get("unchanged"):
+        return ""
+    flags = " ".join(doc.get("nvcc_flags") or [])
+    return f"the win is build flags only ({flags}): mepgen patch does not write them into the application's build"
 
 
 def _apply(app_root: Path, kid: str, variant: Path, logs: Path):
