@@ -14,7 +14,7 @@ from mepgen.optimize.library.vector_elements import VectorElements
 from library_fixtures import compiles, written
 
 YAML = """version: 1
-kernel: {{name: scale, id: scale, source: s.cu, source_sha256: "0", start_byte: 0, end_byte: 1}}
+kernel: {{name: scale, id: scale, source: s.cu, source_sha256: "0", start_byte: 0, end_byte: 1{template}}}
 sizes: {{{sizes}}}
 params:
   - {{name: a, role: in, ctype: const float *, dtype: float32, count: LEN, init: {{kind: uniform, low: 0.0, high: 1.0}}}}
@@ -56,8 +56,8 @@ MUL24 = """__global__ void scale(const float *a, float *b, int len) {
 """
 
 
-def make(tmp_path, text, block="128", grid="(LEN + 127) / 128", sizes="LEN: 1000000"):
-    return written(tmp_path, YAML.format(block=block, grid=grid, sizes=sizes), text)
+def make(tmp_path, text, block="128", grid="(LEN + 127) / 128", sizes="LEN: 1000000", template=""):
+    return written(tmp_path, YAML.format(block=block, grid=grid, sizes=sizes, template=template), text)
 
 
 def rewrite(tmp_path, src, spec, launch, t):
@@ -131,6 +131,26 @@ def test_a_narrow_local_is_refused(tmp_path):
     src, spec, launch = make(tmp_path, COPIED.replace("int lane", "short lane"))
     with pytest.raises(Refused, match="`lane`, which holds threadIdx.x, is a `short`, not a 32-bit int"):
         thread_index_var(src)
+
+
+# the block size a template parameter (CUB and SDK style), launched as scale<128> with blocks of 128
+TEMPLATED = """template <int THREADS>
+__global__ void scale(const float *a, float *b, int len) {
+    int e = blockIdx.x * THREADS + threadIdx.x;
+    if (e < len) b[e] = 3.0f * a[e] + 1.0f;
+}
+"""
+
+
+def test_a_template_block_size_the_launch_gives_is_the_global_index(tmp_path):
+    src, spec, launch = make(tmp_path, TEMPLATED, template=", template_args: ['128']")
+    var, _ = thread_index_var(src)
+    assert var == "e" and "int e = blockIdx.x * blockDim.x + threadIdx.x;" in src.src(src.body)
+    rewrite(tmp_path, src, spec, launch, Coarsen())
+    # launched as scale<256> on blocks of 128: not the launch's block
+    src, spec, launch = make(tmp_path, TEMPLATED, template=", template_args: ['256']")
+    with pytest.raises(Refused, match=r"`THREADS` \(= 256\) is not the launch's block size along x"):
+        Coarsen().space(src, spec, launch)
 
 
 def test_a_macro_other_than_the_launch_block_is_refused(tmp_path):

@@ -4,9 +4,10 @@
 - the block or thread index copied to a local first (`int bx = blockIdx.x; ... bx * blockDim.x + tx`): the same
   value where the local is a 32-bit integer (`int`, `unsigned`), set only by its declaration and never written,
   nor passed by reference or address;
-- the block size as a macro or literal (`blockIdx.x * BLOCK_SIZE + threadIdx.x`): the same value where mep.yaml's
-  launch spells its block along x with that very token (or one the token expands to), or where both are fixed
-  integers (a literal, or a macro for one, never a size of the MEP that tuning may change) that are equal;
+- the block size as a macro, literal or template parameter (`blockIdx.x * BLOCK_SIZE + threadIdx.x`): the same value
+  where mep.yaml's launch spells its block along x with that very token (or one the token expands to), or where
+  both are fixed integers (a literal, a macro for one, or a non-type template parameter the launch gives a literal
+  argument; never a size of the MEP that tuning may change) that are equal;
 - the product as `__umul24(blockIdx.x, blockDim.x)` (or `__mul24`): the same value while the block index fits in
   23 bits, which the MEP's grid along x shows (a larger grid would drop the product's high bits in the original).
 An index whose parts are not provably these (a local that is assigned, a block size that is not the launch's)
@@ -124,12 +125,17 @@ def _unwrap_paren(c):
 
 
 def _fixed(src, token: str) -> int | None:
-    """The value of a decimal literal, or of a macro for one that is no size of the MEP; None otherwise."""
+    """The value of a decimal literal, of a macro for one that is no size of the MEP, or of a non-type template
+    parameter of the kernel that mep.yaml's launch gives a decimal argument (`template <int BS>` launched as
+    `k<128>`: the block size as a template, CUB and SDK style); None otherwise."""
     t = token.strip()
     if re.fullmatch(r"[1-9]\d*", t):
         return int(t)
     if not re.fullmatch(r"[A-Za-z_]\w*", t) or t in src.spec.sizes:
         return None
+    argument = src.template_values().get(t, "").strip()
+    if re.fullmatch(r"[1-9]\d*[uU]?", argument):
+        return int(argument.rstrip("uU"))
     body = src.expand(t).strip()
     while body.startswith("(") and body.endswith(")"):
         body = body[1:-1].strip()
