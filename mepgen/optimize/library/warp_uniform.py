@@ -46,12 +46,7 @@ def through(c):
 
 
 def assigned_names(src) -> set[str]:
-    out = set()
-    for w in src.writes():
-        kids = list(w.get_children())
-        target = through(kids[0]) if kids else None
-        if target is not None and kind(target) == "DECL_REF_EXPR":
-            out.add(target.spelling)
+    out = {n for n in (assigned_target(w) for w in src.writes()) if n is not None}
     for c in src.nodes("UNARY_OPERATOR"):          # an address taken: the variable may be written through it
         toks = [t.spelling for t in c.get_tokens()]
         kids = list(c.get_children())
