@@ -32,13 +32,10 @@ import click
 from ..config import load_config
 from ..clioptions import parse_bytes
 from ..errors import MepgenError
-from ..workspace import Workspace, read_jsonl, write_json
+from ..workspace import Workspace, write_json
 from . import appruns, report
-from .stages import mepgen, require, sources_unchanged
-
-
-def say(message: str) -> None:
-    click.echo(f"mepgen tune: {message}", err=True)
+from .patching import apply_variant, patch_wins, revert, variant_of
+from .stages import mepgen, require, say, sources_unchanged
 
 
 class State:
@@ -212,7 +209,7 @@ def tune(command, app, build_cmd, check_cmd, runs, time_limit, top, min_share, m
 
     # 4. patch every verified win, then the application's build
     if "patch" not in state:
-        state.put("patch", _patch_wins(app_root, state["optimize"], cfg["evaluate"]["min_gain"], build_cmd, logs,
+        state.put("patch", patch_wins(mepgen, app_root, state["optimize"], cfg["evaluate"]["min_gain"], build_cmd, logs,
                                        timeout))
     rep.patches = state["patch"]
 
@@ -267,117 +264,6 @@ def _chosen(outcomes: list[dict], top: int | None, gpu: dict | None = None,
     return (out[:top] if top else out), minor
 
 
-def _patch_wins(app_root: Path, rows: dict, min_gain: float, build_cmd: str, logs: Path, timeout) -> dict:
-    """Apply every verified win; a patch mepgen refuses, or one that breaks the application's build, is reverted
-    and kept out with the reason. Returns {kernel id: {state, why, speedup, ...}}."""
-    out: dict[str, dict] = {}
-    for kid, row in rows.items():
-        sp = row.get("speedup")
-        if row.get("status") != "done" or not sp or sp < 1 + min_gain or not row.get("run"):
-            continue
-        variant = Path(row["run"]) / "best" / "kernel.cu"
-        say(f"patching {kid} ({sp:.2f}x in its MEP)")
-        r = _apply(app_root, kid, variant, logs)
-        why = ""
-        refused = r.last_error if r.code != 0 else _flags_only(r)
-        if refused:
-            say(f"  {kid}: not patched: {refused}")
-            alt = _next_best(Path(row["run"]), variant, min_gain)
-            if alt is None:
-                out[kid] = {"state": "refused", "why": refused, "speedup": sp,
-                            "nvcc_flags": (r.doc or {}).get("nvcc_flags") or []}
-                continue
-            variant, alt_sp = alt
-            why = f"the best ({sp:.2f}x) was refused ({refused}); its fastest variant that changes only the " \
-                  f"kernel's text ({alt_sp:.2f}x) is patched instead"
-            say(f"  {kid}: patching its fastest variant that changes only the kernel's text ({alt_sp:.2f}x)")
-            r, sp = _apply(app_root, kid, variant, logs), alt_sp
-            if r.code != 0 or _flags_only(r):
-                again = r.last_error if r.code != 0 else _flags_only(r)
-                out[kid] = {"state": "refused", "why": f"{why}, and was refused too: {again}", "speedup": sp}
-                say(f"  {kid}: not patched either: {again}")
-                continue
-        out[kid] = {"state": "applied", "why": why, "speedup": sp, "file": (r.doc or {}).get("file"),
-                    "nvcc_flags": (r.doc or {}).get("nvcc_flags") or [], "variant": str(variant)}
-    applied = [k for k, v in out.items() if v["state"] == "applied"]
-    if not applied:
-        return out
-    say(f"rebuilding the application with {len(applied)} patch(es): {build_cmd}")
-    b = appruns.run_step(build_cmd, app_root, logs / "build-patched.log", timeout)
-    if b.ok:
-        return out
-    # one of them breaks the application's build: find which, each on its own
-    say("the patched application does not build: trying each patch alone")
-    for k in reversed(applied):
-        _revert(app_root, k, logs)
-    for k in applied:
-        _apply(app_root, k, _variant(out[k], rows[k]), logs)
-        alone = appruns.run_step(build_cmd, app_root, logs / f"build-{k}.log", timeout)
-        if not alone.ok:
-            _revert(app_root, k, logs)
-            out[k].update(state="reverted", why=f"breaks the application's build: {alone.tail.splitlines()[-1:] or ''}")
-            say(f"  {k}: breaks the build, reverted")
-    return out
-
-
-def _flags_only(r) -> str:
-    """Why a patch that `mepgen patch` accepted changed nothing in the application: the winner differs from the
-    original only in nvcc flags, which patch does not write into the application's build (its note says so);
-    "" for a patch that changed the kernel's source."""
-    doc = r.doc or {}
-    if not doc.get("unchanged"):
-        return ""
-    flags = " ".join(doc.get("nvcc_flags") or [])
-    return f"the win is build flags only ({flags}): mepgen patch does not write them into the application's build"
-
-
-def _apply(app_root: Path, kid: str, variant: Path, logs: Path):
-    return mepgen(["patch", kid, "-C", str(app_root), "--from", str(variant), "--apply", "--no-validate", "--json"],
-                  logs / "patch.log", echo=False)
-
-
-def _variant(patch: dict, row: dict) -> Path:
-    """The kernel.cu a kept patch applied: its own record's, else (a state of an older tune) the run's best."""
-    return Path(patch.get("variant") or Path(row["run"]) / "best" / "kernel.cu")
-
-
-def _next_best(run: Path, best: Path, min_gain: float) -> tuple[Path, float] | None:
-    """Where patch refuses the best (a launch the application's site cannot spell, a helper it shares), the run's
-    fastest verified candidate that changes only the kernel's text (no launch, no nvcc flags: nothing patch could
-    not write) and differs from the best, copied to RUN/fallback/kernel.cu; patch --apply memchecks it (optimize
-    checked only the best). None: no such candidate."""
-    try:
-        best_text = best.read_text()
-    except OSError:
-        return None
-    found, best_moves = [], False
-    for a in read_jsonl(run / "trajectory.jsonl"):
-        text_file = run / "candidates" / f"{a.get('id')}.cu"
-        if a.get("kind") != "attempt" or not a.get("faster") or (a.get("speedup") or 0) < 1 + min_gain or \
-                not text_file.is_file():
-            continue
-        if a.get("launch") or a.get("nvcc_flags"):
-            # the best's own text at the original launch is another variant (a grid change patch cannot write
-            # on top of a text change it can: seen on a grid-stride sum, 261x from the text alone)
-            best_moves = best_moves or text_file.read_text() == best_text
-            continue
-        found.append((a["speedup"], text_file))
-    for speedup, text_file in sorted(found, key=lambda f: -f[0]):
-        text = text_file.read_text()
-        if text != best_text or best_moves:
-            (run / "fallback").mkdir(exist_ok=True)
-            (run / "fallback" / "kernel.cu").write_text(text)
-            return run / "fallback" / "kernel.cu", speedup
-    return None
-
-
-def _revert(app_root: Path, kid: str, logs: Path) -> None:
-    r = mepgen(["patch", kid, "-C", str(app_root), "--revert", "--json"], logs / "patch.log", echo=False)
-    if r.code != 0:
-        raise MepgenError(f"reverting the patch of {kid} failed: {r.last_error} -- the application's sources are "
-                          f"as `mepgen patch` left them; see {logs / 'patch.log'}", exit_code=2)
-
-
 def _after(app_root, state, command, cwd, logs, runs, check_cmd, build_cmd, timeout) -> dict:
     patches = state["patch"]
     kept = [k for k, v in patches.items() if v["state"] == "applied"]
@@ -389,7 +275,7 @@ def _after(app_root, state, command, cwd, logs, runs, check_cmd, build_cmd, time
     note = ""
     if after is not None and not after.ok:
         say(f"the patched application fails: {after.first_failure()}; checking each patch alone")
-        failing = _isolate(app_root, kept, {k: _variant(patches[k], state["optimize"][k]) for k in kept}, command,
+        failing = _isolate(app_root, kept, {k: variant_of(patches[k], state["optimize"][k]) for k in kept}, command,
                            cwd, logs, check_cmd, build_cmd, timeout)
         for k in failing:
             patches[k].update(state="reverted", why="the application's check fails with it")
@@ -403,7 +289,7 @@ def _after(app_root, state, command, cwd, logs, runs, check_cmd, build_cmd, time
             after = None
     if after is None or not after.ok:
         for k in reversed(kept):
-            _revert(app_root, k, logs)
+            revert(mepgen, app_root, k, logs)
             patches[k].update(state="reverted", why=patches[k]["why"] or "the patched application failed")
         state.put("patch", patches)
         appruns.run_step(build_cmd, app_root, logs / "build-reverted.log", timeout)
@@ -417,7 +303,7 @@ def _after(app_root, state, command, cwd, logs, runs, check_cmd, build_cmd, time
         + (f": {cmp['why']}" if cmp.get("why") else ""))
     if cmp["verdict"] == "slower":
         for k in reversed(kept):
-            _revert(app_root, k, logs)
+            revert(mepgen, app_root, k, logs)
             patches[k].update(state="reverted", why="the application got slower with the patches"
                               + (f" ({cmp['why']})" if cmp.get("why") else ""))
         state.put("patch", patches)
@@ -441,16 +327,16 @@ def _isolate(app_root, kept, variants, command, cwd, logs, check_cmd, build_cmd,
     """The patches whose application fails its check when applied alone (each is tried on the original sources);
     `variants`: each kept patch's kernel.cu."""
     for k in reversed(kept):
-        _revert(app_root, k, logs)
+        revert(mepgen, app_root, k, logs)
     failing = []
     for k in kept:
-        _apply(app_root, k, variants[k], logs)
+        apply_variant(mepgen, app_root, k, variants[k], logs)
         ok = appruns.run_step(build_cmd, app_root, logs / f"build-{k}-alone.log", timeout).ok and \
             appruns.measure(command, cwd, logs, f"alone-{k}", 1, check_cmd, timeout, warmup=0).ok
-        _revert(app_root, k, logs)
+        revert(mepgen, app_root, k, logs)
         if not ok:
             failing.append(k)
     for k in kept:
         if k not in failing:
-            _apply(app_root, k, variants[k], logs)
+            apply_variant(mepgen, app_root, k, variants[k], logs)
     return failing

@@ -59,6 +59,10 @@ def mepgen(args: list[str], log: Path, cwd: Path | None = None, echo: bool = Tru
     return StageResult(code, doc, "".join(tail))
 
 
+def say(message: str) -> None:
+    click.echo(f"mepgen tune: {message}", err=True)
+
+
 def sources_unchanged(inventory: Path, app_root: Path) -> bool:
     """True when every file the inventory recorded still has the recorded content (extract need not run again)."""
     try:
