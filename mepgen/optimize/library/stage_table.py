@@ -24,21 +24,11 @@ from .analysis import element_type, squash
 from .base import Rewrite, Transformation
 from .kernel_expr import in_kernel
 from .source import Refused, kind, walk
+from .warp_uniform import POSITION, thread_dependent, through
 
 MAX_BYTES = 16 * 1024
 TINY = 8          # a loop of fewer iterations (a literal bound) reads too little to pay for a block's copy
 _LOOPS = ("FOR_STMT", "WHILE_STMT", "DO_STMT", "CXX_FOR_RANGE_STMT")
-
-
-def _through(c):
-    """Through casts, parentheses and implicit wrappers to the expression they hold."""
-    while kind(c) in ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR", "CXX_STATIC_CAST_EXPR",
-                      "CXX_REINTERPRET_CAST_EXPR", "CXX_CONST_CAST_EXPR"):
-        kids = [k for k in c.get_children() if kind(k) != "TYPE_REF"]
-        if len(kids) != 1:
-            break
-        c = kids[0]
-    return c
 
 
 def _parents(root) -> dict:
@@ -60,26 +50,12 @@ def _subscript_base(c, parents) -> object | None:
     return None
 
 
-_POSITION = re.compile(r"\b(threadIdx|blockIdx|blockDim|gridDim)\b")
-
-
-def thread_dependent(src) -> set[str]:
-    """The kernel's locals whose value depends on the thread's or block's position (declared from threadIdx,
-    blockIdx ..., or from such a local), in declaration order."""
-    out: set[str] = set()
-    for c in src.nodes("VAR_DECL"):
-        text = src.expand(src.src(c).split("=", 1)[1]) if "=" in src.src(c) else ""
-        if _POSITION.search(text) or set(re.findall(r"[A-Za-z_]\w*", text)) & out:
-            out.add(c.spelling)
-    return out
-
-
 def _strided(src, loop, dependent: set[str]) -> bool:
     """Whether the loop's header (what precedes its body) uses the thread's or block's position."""
     kids = list(loop.get_children())
     body = src.span(kids[-1])[0] if kids else src.span(loop)[1]
     header = src.expand(src.text[src.span(loop)[0]:body])
-    if _POSITION.search(header) is not None or set(re.findall(r"[A-Za-z_]\w*", header)) & dependent:
+    if POSITION.search(header) is not None or set(re.findall(r"[A-Za-z_]\w*", header)) & dependent:
         return True
     tiny = re.search(r"<=?\s*\(?\s*(\d+)\s*\)?\s*;", header)      # `k < 3`: a few reads, unrolled anyway
     return tiny is not None and int(tiny.group(1)) < TINY
@@ -115,12 +91,12 @@ class StageTable(Transformation):
         nbytes = spec.size(sp.count) * itemsize(sp.dtype)
         if nbytes > MAX_BYTES:
             raise Refused(f"{nbytes} bytes: larger than the {MAX_BYTES} a block stages")
-        names, refs, reads = {prm.name}, [], []
+        names, reads = {prm.name}, []
         aliases = {}
         for c in walk(src.body):                       # local pointers initialised from the table
             if kind(c) == "VAR_DECL":
                 init = [k for k in c.get_children() if kind(k) not in ("TYPE_REF", "NAMESPACE_REF")]
-                if init and kind(_through(init[-1])) == "DECL_REF_EXPR" and _through(init[-1]).spelling == prm.name \
+                if init and kind(through(init[-1])) == "DECL_REF_EXPR" and through(init[-1]).spelling == prm.name \
                         and "*" in src.src(c).split("=")[0]:
                     aliases[c.spelling] = c
         written = {squash(src.src(list(w.get_children())[0])) for w in src.writes() if list(w.get_children())}
@@ -185,7 +161,7 @@ class StageTable(Transformation):
                       f"    if (mepgen_n_{p} <= {cap}) {{",
                       f"        for (long long q = {tid}; q < mepgen_n_{p}; q += {threads})",
                       f"            mepgen_tbl_{p}[q] = {g}[q];",
-                      f"    }}"]
+                      "    }"]
         lines.append("    __syncthreads();")
         for t in tables:
             p, cap = t["param"].name, t["n"]

@@ -38,8 +38,7 @@ from .base import Rewrite, Transformation
 from .cursors import _past_semicolon
 from .memory_roots import SYNC_CALLS, parents
 from .source import Refused, kind, walk
-from .stage_table import thread_dependent
-from .warp_uniform import _WRAPPERS, assigned_names, callee, converged, through, uniform
+from .warp_uniform import _WRAPPERS, assigned_names, callee, converged, thread_dependent, through, uniform
 
 OPERATIONS = {"atomicAdd": "+", "atomicOr": "|", "atomicAnd": "&", "atomicXor": "^", "atomicMin": "min",
               "atomicMax": "max"}

@@ -45,6 +45,20 @@ def through(c):
     return c
 
 
+POSITION = re.compile(r"\b(threadIdx|blockIdx|blockDim|gridDim)\b")
+
+
+def thread_dependent(src) -> set[str]:
+    """The kernel's locals whose value depends on the thread's or block's position (declared from threadIdx,
+    blockIdx ..., or from such a local), in declaration order."""
+    out: set[str] = set()
+    for c in src.nodes("VAR_DECL"):
+        text = src.expand(src.src(c).split("=", 1)[1]) if "=" in src.src(c) else ""
+        if POSITION.search(text) or set(re.findall(r"[A-Za-z_]\w*", text)) & out:
+            out.add(c.spelling)
+    return out
+
+
 def assigned_names(src) -> set[str]:
     out = {n for n in (assigned_target(w) for w in src.writes()) if n is not None}
     for c in src.nodes("UNARY_OPERATOR"):          # an address taken: the variable may be written through it
