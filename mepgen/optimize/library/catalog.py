@@ -19,6 +19,7 @@ from .scalar_replace import ScalarReplace
 from .split_columns import SplitColumns
 from .split_argmax import SplitArgmax
 from .tile_argmax import TileArgmax
+from .spread_iterations import SpreadIterations
 from .spread_loop import SpreadLoop
 from .swap_axes import SwapAxes
 from .stage_table import StageTable
@@ -40,7 +41,7 @@ from .warp_reduce import WarpReduce
 def all_transformations():
     # OnOneDimension: those that need a 1D launch also apply to 1D work on a 2D launch (replicas.py)
     return [AfterScalarReplace(TileMatmul()), AfterUnflatten(TileStencil()), StencilRows(), TileWindow(),
-            WarpPerRow(), WarpRowPasses(), OnOneDimension(SpreadLoop()), Privatize(), WarpReduce(), WarpAtomics(),
+            WarpPerRow(), WarpRowPasses(), OnOneDimension(SpreadLoop()), SpreadIterations(), Privatize(), WarpReduce(), WarpAtomics(),
             OnOneDimension(AfterScalarReplace(SplitColumns(), start="zero")), OnOneDimension(TileArgmax()),
             OnOneDimension(SplitArgmax()), SwapAxes(), OnOneDimension(Unflatten()), DropReplicas(), ScalarReplace(),
             FuseUpdates(), StageTable(), HoistLoads(), CoarsenBlocks(), VectorLoads(), OnOneDimension(VectorElements()),

@@ -19,6 +19,9 @@ from .cursors import Refused, kind, walk
 from .normalize import ROUNDS, normalized
 
 
+_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+
+
 def binop(c) -> str | None:
     """The operator spelling of a binary/compound operator cursor."""
     try:
@@ -215,18 +218,18 @@ class KernelSource:
         out = []
         for c in walk(root if root is not None else self.body):
             if kind(c) in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR"):
-                kids = list(c.get_children())
-                op = self.text[kids[0].extent.end.offset:kids[1].extent.start.offset].strip() if len(kids) == 2 else ""
-                if kind(c) == "COMPOUND_ASSIGNMENT_OPERATOR" or op == "=":
+                if kind(c) == "COMPOUND_ASSIGNMENT_OPERATOR" or self.operator(c) == "=":
                     out.append(c)
             elif kind(c) == "UNARY_OPERATOR" and any(t.spelling in ("++", "--") for t in c.get_tokens()):
                 out.append(c)
         return out
 
     def operator(self, c) -> str:
-        """The operator token of a binary or compound-assignment cursor, read between its operands."""
+        """The operator token of a binary or compound-assignment cursor, read between its operands (comments there,
+        `a[i] /* note */ = v`, are no part of it)."""
         kids = list(c.get_children())
-        return self.text[kids[0].extent.end.offset:kids[1].extent.start.offset].strip() if len(kids) == 2 else ""
+        between = self.text[kids[0].extent.end.offset:kids[1].extent.start.offset] if len(kids) == 2 else ""
+        return _COMMENT.sub(" ", between).strip()
 
     def refs(self, c) -> set[str]:
         return {n.spelling for n in walk(c) if kind(n) in ("DECL_REF_EXPR", "MEMBER_REF_EXPR")}
