@@ -111,8 +111,11 @@ def main(argv=None) -> int:
     from tuning_sweep import meps_of
     from library_speedup import gpu_name
     a.out.mkdir(parents=True, exist_ok=True)
-    rows, gpu, command = [], gpu_name(), " ".join(["bench/launch_floor.py"] + (argv or sys.argv[1:]))
-    for mep in meps_of(a.paths, a.work):
+    meps = meps_of(a.paths, a.work)
+    rows, gpu = [], gpu_name()
+    command = f"bench/launch_floor.py {a.out} " + (" ".join(map(str, a.paths)) if len(a.paths) <= 3 else
+                                                   f"<{len(a.paths)} paths: {len(meps)} MEPs, listed below>")
+    for mep in meps:
         rows.append(floor_of(mep, a.backend, a.rounds, a.work / mep.parents[2].name))
         r = rows[-1]
         print(f"{mep.parents[2].name}/{mep.name}: " + (f"{r['original_ms']:.4f} ms, empty {r['empty_ms']:.4f} ms, "
