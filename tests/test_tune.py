@@ -286,8 +286,10 @@ def test_a_wall_time_change_the_kernels_cannot_explain_is_no_change():
     faster = judge(_timing(0.42, 0.43, 0.41), _timing(0.35, 0.35, 0.36), gb, {"gpu_total_ms": 0.319})
     assert faster["wall_verdict"] == "faster" and faster["verdict"] == "no measurable change"
     assert "not the patches' doing" in faster["why"] and faster["expected_speedup"] < 1.001
+    assert "the wall time fell by 70 ms but the kernels' GPU time fell by 0.02 ms" in faster["why"]
     slower = judge(_timing(0.36, 0.37, 0.365), _timing(0.42, 0.42, 0.43), {"gpu_total_ms": 7.8}, {"gpu_total_ms": 7.1})
     assert slower["wall_verdict"] == "slower" and slower["verdict"] == "no measurable change"
+    assert "the wall time rose by 55 ms but the kernels' GPU time fell by 0.7 ms" in slower["why"]
     gpu_slower = judge(_timing(1.0, 1.0, 1.0), _timing(1.0, 1.01, 1.0), {"gpu_total_ms": 100.0},
                        {"gpu_total_ms": 120.0})
     assert gpu_slower["verdict"] == "slower" and "instead of 100 ms" in gpu_slower["why"]

@@ -95,8 +95,8 @@ class Report:
         if not kept:
             note = (self.after or {}).get("note") or "no patch kept"
             return note + (f" ({cmp['why']})" if cmp.get("why") else "")
-        gpu = (f"; its kernels {cmp['gpu_speedup']}x on the GPU, {cmp['kernels_share']:.2%} of its run, at most "
-               f"{cmp['expected_speedup']}x from them" if cmp.get("gpu_speedup") else "")
+        gpu = (f"; its kernels {cmp['gpu_speedup']}x on the GPU, {cmp['kernels_share']:.2%} of its run: the time "
+               f"they saved would make it {cmp['expected_speedup']}x faster" if cmp.get("gpu_speedup") else "")
         return (f"{len(kept)} patch(es) kept; the application {cmp.get('verdict')}: {cmp.get('speedup')}x "
                 f"(median of {self.runs} runs, noise {cmp.get('noise', 0):.1%}){gpu}"
                 + (f" ({cmp['why']})" if cmp.get("why") else ""))
