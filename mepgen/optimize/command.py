@@ -447,7 +447,7 @@ def _report(name: str, run_dir: Path, outcome, best_path, baseline, as_json: boo
             "best": None if best is None else {"id": best.id, "median_ms": best.result.timed.median_ms,
                                                 "speedup": best.result.timed.speedup, "change": best.proposal.change,
                                                 # the whole winning chain (the change is its last step only)
-                                                "chain": [t.get("name") for t in best.proposal.transformations],
+                                                "chain": summary.chain_names(best, outcome.attempts),
                                                 "pct_roofline": pct_roofline(best.result),
                                                 "kernel": str(best_path)},
             "unavailable": outcome.unavailable, "summary": str(run_dir / "summary.md")}, indent=1))

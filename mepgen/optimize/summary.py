@@ -24,6 +24,20 @@ def chain(best: Attempt | None, attempts: dict[str, Attempt]) -> list[Attempt]:
     return out[::-1]
 
 
+def chain_names(best: Attempt, attempts: list[Attempt]) -> list[str]:
+    """The winner's transformations by name, oldest first, with an inherited step spelled out
+    (`inherited:spread_iterations`): a library chain built on an inherited attempt names that step `inherited`
+    only, and the inherited attempt on the path holds what it replayed."""
+    inherited = [a for a in chain(best, {x.id: x for x in attempts}) if a.proposal.source == "inherited"]
+    out = []
+    for t in best.proposal.transformations:
+        name = t.get("name")
+        if name == "inherited" and inherited:
+            name = "inherited:" + "+".join(x.get("name", "?") for x in inherited.pop(0).proposal.transformations)
+        out.append(name)
+    return out
+
+
 def _fmt(v, pattern: str, none: str = "-") -> str:
     return none if v is None else pattern.format(v)
 

@@ -264,3 +264,20 @@ def test_the_first_round_is_compiled_while_the_original_is_still_built(tmp_path,
                                   "--json"])
     assert r.exit_code == 0, r.output
     assert during == [True] and ahead
+
+
+def test_the_json_chain_spells_out_an_inherited_step():
+    """A library chain built on an inherited attempt names that step `inherited`; the report says what it replayed
+    (`inherited:spread_iterations`), so a table of winning chains can tell which rewrite won."""
+    from mepgen.optimize.proposer import Attempt, Proposal
+    from mepgen.optimize.summary import chain_names
+    inherited = Attempt("c1", Proposal("t1", "inherited from k", "inherited",
+                                       [{"name": "spread_iterations", "params": {"parts": 32}},
+                                        {"name": "unroll", "params": {}}]), None)
+    unrolled = Attempt("c2", Proposal("t2", "unroll", "library", [{"name": "inherited", "params": {}},
+                                                                   {"name": "launch_bounds", "params": {}}]),
+                       None, parent="c1")
+    other = Attempt("c3", Proposal("t3", "restrict", "library", [{"name": "restrict_ldg", "params": {}}]), None)
+    assert chain_names(unrolled, [other, inherited, unrolled]) == ["inherited:spread_iterations+unroll",
+                                                                   "launch_bounds"]
+    assert chain_names(other, [other, inherited, unrolled]) == ["restrict_ldg"]
