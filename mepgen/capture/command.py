@@ -45,7 +45,8 @@ from .definition import find_binary, resolve
 @click.option("--max-bytes", "max_bytes", default="4G", show_default=True,
               help="Refuse a launch whose reachable allocations add up to more than this (512M, 8G, ...).")
 @click.option("--compress-above", "compress_above", default="64M", show_default=True,
-              help="Store reference outputs larger than this compressed (.npz); nothing is ever truncated.")
+              help="Store reference outputs larger than this compressed (.npz), up to 1 GiB (larger ones as they "
+                   "are: compressing them took minutes); nothing is ever truncated.")
 @click.option("--use", "use", is_flag=True,
               help="Write each recorded kernel's MEP from its capture (complete: launch, sizes, scalars, data, "
                    "build flags); an existing mep.yaml is kept as mep.yaml.before-capture. Without a command: "

@@ -26,6 +26,7 @@ import json
 import re
 import shutil
 import struct
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,10 @@ FORMAT = "mepgen.capture"
 VERSION = 2
 RAW_VERSION = 2
 DEFAULT_COMPRESS_ABOVE = 64 << 20
+#: arrays larger than this are written as they are, whatever --compress-above says: deflate runs on one core at
+#: about 80 MB/s (level 1; numpy's default level took 36 MB/s), so an 8.5 GB reference took minutes to compress
+#: (perlin's capture, bench/results/optimize_captured_2026-11-29/) and as long again to read back
+COMPRESS_AT_MOST = 1 << 30
 
 _STRUCT_FMT = {"float32": "<f", "float64": "<d", "int8": "<b", "uint8": "<B", "int16": "<h", "uint16": "<H",
                "int32": "<i", "uint32": "<I", "int64": "<q", "uint64": "<Q", "bool": "<?", "float16": "<e"}
@@ -89,11 +94,13 @@ def _decode(bytes_hex: str, dtype: str | None):
 
 
 def save_array(out: Path, rel: str, arr: np.ndarray, compress_above: int) -> str:
-    """Write `arr` at out/rel (`.npy`), or compressed as `.npz` (key `data`) when larger than compress_above
-    bytes; return the relative path written."""
-    if arr.nbytes > compress_above:
+    """Write `arr` at out/rel (`.npy`), or compressed as `.npz` (key `data`, deflate level 1: numpy's np.load reads
+    it) when larger than compress_above bytes and at most COMPRESS_AT_MOST; return the relative path written."""
+    if compress_above < arr.nbytes <= COMPRESS_AT_MOST:
         rel = rel[:-len(".npy")] + ".npz"
-        np.savez_compressed(out / rel, data=arr)
+        with zipfile.ZipFile(out / rel, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1, allowZip64=True) as z:
+            with z.open("data.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.asanyarray(arr), allow_pickle=False)
     else:
         np.save(out / rel, arr, allow_pickle=False)
     return rel
