@@ -171,13 +171,30 @@ def vector_store(src, call) -> bool:
     return bool(VECTOR_TYPE.fullmatch(spelled.split("::")[-1].removeprefix("struct ")))
 
 
+def pure_call(src, call, extra=frozenset()) -> bool:
+    """Whether a call cannot have side effects: a math function of PURE_CALLS (or of `extra`), a CUDA vector type's
+    constructor or copy (`float2(...)`, `make_float2(...)`: members from numbers), arithmetic on numbers through an
+    operator in a template (_value_operator), or a function of kernel.cu that is pure (pure_function). The one
+    test every analysis asks, so that none is stricter or looser than another about the same call."""
+    name = call.spelling
+    return name in PURE_CALLS or name in extra or bool(VECTOR_TYPE.fullmatch(name) or _VECTOR_MAKE.fullmatch(name)) \
+        or _member_copy(call) or _value_operator(src, call) or pure_function(src, call)
+
+
+def _member_copy(call) -> bool:
+    """A copy or move of a value by the constructor the compiler writes (`Params q = p;` of a plain struct):
+    member by member, reading the source and nothing else."""
+    ref = call.referenced
+    return ref is not None and kind(ref) == "CONSTRUCTOR" and (ref.is_copy_constructor() or ref.is_move_constructor()) \
+        and ref.is_default_method()
+
+
 def check_pure(src, expr, what: str) -> None:
     """Refuse when `expr` writes anything or calls a function that may have side effects."""
     if src.writes(expr):
         raise Refused(f"{what} assigns inside an expression: `{squash(src.src(expr))[:60]}`")
     for c in walk(expr):
-        if kind(c) == "CALL_EXPR" and c.spelling not in PURE_CALLS and not pure_function(src, c) and \
-                not _value_operator(src, c) and not _VECTOR_MAKE.fullmatch(c.spelling):
+        if kind(c) == "CALL_EXPR" and not pure_call(src, c):
             raise Refused(f"{what} calls `{c.spelling or squash(src.src(c))[:40]}`, which may have side effects")
 
 
@@ -210,7 +227,8 @@ def pure_function(src, call, depth: int = 0) -> bool:
     for c in walk(body):
         if kind(c) in ("GCC_ASM_STMT", "MS_ASM_STMT"):
             return False
-        if kind(c) == "CALL_EXPR" and c.spelling not in PURE_CALLS and not pure_function(src, c, depth + 1):
+        if kind(c) == "CALL_EXPR" and c.spelling not in PURE_CALLS and not VECTOR_TYPE.fullmatch(c.spelling) and \
+                not _VECTOR_MAKE.fullmatch(c.spelling) and not _member_copy(c) and not pure_function(src, c, depth + 1):
             return False
     return True
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 
 from .affine import text as affine_text
-from .analysis import PURE_CALLS, body_statements, pure_function, squash
+from .analysis import pure_call, body_statements, squash
 from .base import Rewrite, Transformation
 from .loop_registers import first_reason, inside, open_loops, wrapped
 from .memory_roots import Memory, leaves, leaves_early, synchronizes
@@ -131,8 +131,7 @@ def fusable_elements(src, mem: Memory, writes: list, region: list, restrict: boo
 def impure_call(src, statements) -> str | None:
     for s in statements:
         for n in walk(s):
-            if kind(n) == "CALL_EXPR" and n.spelling not in PURE_CALLS and not n.spelling.startswith("make_") and \
-                    not pure_function(src, n):
+            if kind(n) == "CALL_EXPR" and not pure_call(src, n):
                 return f"a call of `{n.spelling or '?'}`, which may write memory"
     return None
 

@@ -24,7 +24,7 @@ from .analysis import body_statements, squash
 from .base import Rewrite, Transformation
 from .loop_registers import first_reason, open_loops, wrapped
 from .memory_roots import Memory, _id, leaves_early, synchronizes
-from .source import Refused, kind, walk
+from .source import Refused, kind
 
 CONDITIONAL = ("IF_STMT", "CONDITIONAL_OPERATOR", "FOR_STMT", "WHILE_STMT", "DO_STMT", "SWITCH_STMT",
                "CASE_STMT", "DEFAULT_STMT")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .analysis import PURE_CALLS, Loop, canonical_loop, check_pure, pure_function
+from .analysis import pure_call, Loop, canonical_loop, check_pure
 from .source import KernelSource, Refused, kind, walk
 
 
@@ -40,7 +40,7 @@ def checked_loop(src: KernelSource, c) -> Loop:
         check_pure(src, init[0], "the loop start")
     for n in walk(loop.body):
         if kind(n) == "CALL_EXPR" and not n.spelling.startswith(("__sync", "__threadfence", "atomic")) and \
-                n.spelling not in PURE_CALLS and not n.spelling.startswith("make_") and not pure_function(src, n):
+                not pure_call(src, n):
             raise Refused(f"the loop over {loop.var} calls `{n.spelling or '?'}`, which may write memory")
     return loop
 

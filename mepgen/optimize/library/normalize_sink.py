@@ -10,7 +10,7 @@ a value, every use of it inside one nested block, and the first statement of tha
 """
 from __future__ import annotations
 
-from .analysis import PURE_CALLS, check_pure, pure_function
+from .analysis import pure_call, check_pure
 from .cursors import Refused, _unwrap, _whole_lines, kind, walk
 
 
@@ -129,7 +129,7 @@ def deferred_declarations(src) -> list:
                     target = _strip(list(w.get_children())[0])
                     if kind(target) != "DECL_REF_EXPR" or target.spelling in reads:
                         ok = False          # a store to memory, or to a variable the value reads
-                if any(kind(c) == "CALL_EXPR" and c.spelling not in PURE_CALLS and not pure_function(src, c)
+                if any(kind(c) == "CALL_EXPR" and not pure_call(src, c)
                        for c in walk(s)):
                     ok = False
                 if not ok:

@@ -18,7 +18,7 @@ original's threads exactly: the kernel has no guard).
 """
 from __future__ import annotations
 
-from .analysis import PURE_CALLS, body_statements, canonical_loop, check_pure, pure_function, squash, strip, \
+from .analysis import pure_call, body_statements, canonical_loop, check_pure, squash, strip, \
     thread_index_var, uses_block_geometry
 from .base import Rewrite, Transformation, block_threads
 from .source import Refused, kind, walk
@@ -68,7 +68,7 @@ class SplitArgmax(Transformation):
                 if d is None or not b0 <= d.extent.start.offset < b1:
                     raise Refused(f"`{squash(src.src(w))[:50]}` writes outside the loop body's own locals")
             for c in walk(s):
-                if kind(c) == "CALL_EXPR" and c.spelling not in PURE_CALLS and not pure_function(src, c):
+                if kind(c) == "CALL_EXPR" and not pure_call(src, c):
                     raise Refused(f"the loop calls `{c.spelling}`, which may have side effects")
                 if kind(c) in ("BREAK_STMT", "CONTINUE_STMT", "GOTO_STMT"):
                     raise Refused("the loop leaves an iteration early")

@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 
 from .affine import add, local_constants, mul, text_poly
-from .analysis import PURE_CALLS, body_statements, canonical_loop, pure_function, squash, strip
+from .analysis import pure_call, body_statements, canonical_loop, squash, strip
 from .base import Rewrite, Transformation
 from .coarsen_blocks import MIN_THREADS
 from .replicas import _SIDE_EFFECTS, _functions
@@ -116,7 +116,7 @@ class SpreadIterations(Transformation):
         for c in walk(nest):
             if kind(c) in ("RETURN_STMT", "BREAK_STMT", "CONTINUE_STMT", "GOTO_STMT"):
                 raise Refused("the loops leave an iteration early (return, break, continue or goto)")
-            if kind(c) == "CALL_EXPR" and c.spelling not in PURE_CALLS and not pure_function(src, c):
+            if kind(c) == "CALL_EXPR" and not pure_call(src, c):
                 raise Refused(f"the loops call `{c.spelling}`, which may have side effects")
         assigned = set()
         for w in src.writes():
@@ -159,7 +159,7 @@ class SpreadIterations(Transformation):
     def _no_effects(self, src, s, where: str) -> None:
         """A statement before the loops: no memory written, nothing called with side effects (each copy repeats it)."""
         for c in walk(s):
-            if kind(c) == "CALL_EXPR" and c.spelling not in PURE_CALLS and not pure_function(src, c):
+            if kind(c) == "CALL_EXPR" and not pure_call(src, c):
                 raise Refused(f"`{squash(src.src(s))[:50]}` {where} calls `{c.spelling}`, which may have side effects")
         for w in src.writes(s):
             target = strip(list(w.get_children())[0]) if list(w.get_children()) else None

@@ -31,7 +31,7 @@ from __future__ import annotations
 from itertools import product
 
 from .affine import local_constants, param_sizes, poly, text_poly
-from .analysis import PURE_CALLS, body_statements, canonical_loop, guarded_thread, pure_function, size_expr, \
+from .analysis import pure_call, body_statements, canonical_loop, guarded_thread, size_expr, \
     squash, strip
 from .base import Rewrite, Transformation, block_threads
 from .dependence import combine, feasible, linear, rename
@@ -68,7 +68,7 @@ class SpreadLoop(Transformation):
                               "accesses and calls (each iteration's thread would repeat it)")
         self._no_carried_locals(src, loop)
         for c in walk(loop.body):
-            if kind(c) == "CALL_EXPR" and c.spelling not in PURE_CALLS and not pure_function(src, c):
+            if kind(c) == "CALL_EXPR" and not pure_call(src, c):
                 raise Refused(f"the loop calls `{c.spelling}`, which may have side effects")
             if kind(c) in ("RETURN_STMT", "BREAK_STMT", "CONTINUE_STMT", "GOTO_STMT"):
                 raise Refused("the loop leaves an iteration early (return, break, continue or goto)")

@@ -18,7 +18,7 @@ then keeps exactly its rows); a guard on i skips the rows it excluded.
 """
 from __future__ import annotations
 
-from .analysis import PURE_CALLS, body_statements, canonical_loop, check_pure, pure_function, size_expr, squash, \
+from .analysis import pure_call, body_statements, canonical_loop, check_pure, size_expr, squash, \
     strip, thread_index_var, uses_block_geometry
 from .affine import local_constants, poly
 from .base import Rewrite, Transformation, block_threads
@@ -183,7 +183,7 @@ class TileArgmax(Transformation):
             if copies & src.refs(s if s is not last else list(last.get_children())[1]):
                 raise Refused(f"the sum's step reads {acc}")
             for c in walk(s):
-                if kind(c) == "CALL_EXPR" and c.spelling not in PURE_CALLS and not pure_function(src, c):
+                if kind(c) == "CALL_EXPR" and not pure_call(src, c):
                     raise Refused(f"the sum calls `{c.spelling}`, which may have side effects")
         return acc, types[acc], src.src(inits[acc]), dloop, steps
 

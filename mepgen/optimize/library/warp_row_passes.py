@@ -18,7 +18,7 @@ along the row); a sum in float needs a tolerance on the outputs (the order of th
 """
 from __future__ import annotations
 
-from .analysis import PURE_CALLS, array_accesses, body_statements, canonical_loop, guarded_thread, pure_function, \
+from .analysis import pure_call, array_accesses, body_statements, canonical_loop, guarded_thread, \
     size_expr, squash, strip, unit_stride_in
 from .base import Rewrite, Transformation
 from .source import Refused, kind, walk
@@ -46,7 +46,7 @@ class WarpRowPasses(Transformation):
                 raise Refused(f"`{name}[{squash(src.src(idx))[:40]}]` is not accessed along the row with unit stride "
                               f"in {loop.var}")
         for c in walk(st):
-            if kind(c) == "CALL_EXPR" and c.spelling not in PURE_CALLS | MAXMIN and not pure_function(src, c):
+            if kind(c) == "CALL_EXPR" and not pure_call(src, c, MAXMIN):
                 raise Refused(f"the pass over {loop.var} calls `{c.spelling}`, which may have side effects")
         lhs = strip(kids[0]) if kids else None
         if kind(st) == "COMPOUND_ASSIGNMENT_OPERATOR" and src.operator(st) == "+=" and kind(lhs) == "DECL_REF_EXPR" \
@@ -87,7 +87,7 @@ class WarpRowPasses(Transformation):
                 if kind(t) != "DECL_REF_EXPR" or t.spelling in params:
                     raise Refused(f"`{squash(src.src(s))[:50]}` stores to memory outside the passes over the row")
             for c in walk(s):
-                if kind(c) == "CALL_EXPR" and c.spelling not in PURE_CALLS | MAXMIN and not pure_function(src, c):
+                if kind(c) == "CALL_EXPR" and not pure_call(src, c, MAXMIN):
                     raise Refused(f"`{squash(src.src(s))[:50]}` calls `{c.spelling}`, which may have side effects")
             if kind(s) in ("IF_STMT", "WHILE_STMT", "DO_STMT", "SWITCH_STMT"):
                 raise Refused(f"`{squash(src.src(s))[:40]}`: control flow between the passes")
