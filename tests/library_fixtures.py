@@ -214,3 +214,22 @@ def compiles(folder: Path, spec, text: str) -> None:
     done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), "-c", "-x", "cu", str(f),
                            "-o", str(folder / "k.o")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+# each thread of a 3-D launch (a cell and one of 8 directions) fills its face: energies x values x angles, the
+# angles innermost and contiguous, through a helper of its own and an enumerator bound
+FACES = """enum { NV = 3 };
+__device__ float weight(int a, int e, int v, int o) { return (float)(1 + a) * (float)(e + 1) + (float)(v * o); }
+__global__ void faces(const float *src, float *out, int ne, int na, int nx, int ny) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    int o = blockIdx.z * blockDim.z + threadIdx.z;
+    if (x >= nx || y >= ny || o >= 8) return;
+    for (int e = 0; e < ne; ++e)
+        for (int v = 0; v < NV; v++)
+            for (int a = 0; a < na; ++a) {
+                const float w = weight(a, e, v, o);
+                out[a + na * (v + NV * (e + ne * (x + nx * (y + ny * o))))] /* the face's element */ = src[a] * w;
+            }
+}
+"""

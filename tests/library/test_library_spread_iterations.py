@@ -9,7 +9,7 @@ import pytest
 from mepgen.optimize.dry_run import STRUCTURAL, plan
 from mepgen.optimize.library.source import Refused
 from mepgen.optimize.library.spread_iterations import SpreadIterations
-from library_fixtures import assert_same_on_cpu, compiles, written
+from library_fixtures import FACES, assert_same_on_cpu, compiles, written
 
 YAML = """version: 1
 kernel: {{name: faces, id: faces, source: k.cu, source_sha256: "0", start_byte: 0, end_byte: 1}}
@@ -28,25 +28,6 @@ verify: {{input_sets: 2, seed: 1}}
 timing: {{warmup: 5, reps: 50, flush_l2: true}}
 todo: []
 """
-
-# each thread of a 3-D launch (a cell and one of 8 directions) fills its face: energies x values x angles, the
-# angles innermost and contiguous, through a helper of its own and an enumerator bound
-FACES = """enum { NV = 3 };
-__device__ float weight(int a, int e, int v, int o) { return (float)(1 + a) * (float)(e + 1) + (float)(v * o); }
-__global__ void faces(const float *src, float *out, int ne, int na, int nx, int ny) {
-    int x = blockIdx.x * blockDim.x + threadIdx.x;
-    int y = blockIdx.y * blockDim.y + threadIdx.y;
-    int o = blockIdx.z * blockDim.z + threadIdx.z;
-    if (x >= nx || y >= ny || o >= 8) return;
-    for (int e = 0; e < ne; ++e)
-        for (int v = 0; v < NV; v++)
-            for (int a = 0; a < na; ++a) {
-                const float w = weight(a, e, v, o);
-                out[a + na * (v + NV * (e + ne * (x + nx * (y + ny * o))))] /* the face's element */ = src[a] * w;
-            }
-}
-"""
-
 
 def make(tmp_path, text, grid="1, 1, 2", block="8, 4, 4", ne=6, na=7):
     return written(tmp_path, YAML.format(grid=grid, block=block, ne=ne, na=na), text)

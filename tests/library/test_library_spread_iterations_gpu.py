@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from test_library_spread_iterations import FACES, make
+from library_fixtures import FACES
+from test_library_spread_iterations import make
 
 pytestmark = pytest.mark.gpu
 

@@ -9,22 +9,10 @@ from mepgen.optimize.library.base import current_launch
 from mepgen.optimize.library.source import KernelSource
 from mepgen.optimize.library.spread_iterations import SpreadIterations
 from mepgen.spec import load_spec
+from library_fixtures import FACES
 from test_patch_launch_elsewhere import captured, make_app, mepgen
 
-KERNELS = """// kernels.cu: included by main.cu
-enum { NV = 3 };
-__global__ void faces(const float* src, float* out, int ne, int na, int nx, int ny)
-{
-    int x = blockIdx.x * blockDim.x + threadIdx.x;
-    int y = blockIdx.y * blockDim.y + threadIdx.y;
-    int o = blockIdx.z * blockDim.z + threadIdx.z;
-    if (x >= nx || y >= ny || o >= 8) return;
-    for (int e = 0; e < ne; ++e)
-        for (int v = 0; v < NV; v++)
-            for (int a = 0; a < na; ++a)
-                out[a + na * (v + NV * (e + ne * (x + nx * (y + ny * o))))] = src[a] * (float)(e + 1) + (float)(v * o);
-}
-"""
+KERNELS = "// kernels.cu: included by main.cu\n" + FACES
 MAIN = """#include <cstdio>
 #include <cstdlib>
 #include <vector>
