@@ -106,6 +106,10 @@ def test_a_one_dimensional_row_walk_is_spread_too(tmp_path):
     # the counters in an order whose strides overlap (a and v both step by one)
     (("out[a + na * (v + NV * (e + ne * (x + nx * (y + ny * o))))]",
       "out[a + v + na * NV * (e + ne * (x + nx * (y + ny * o)))]"), "not a mixed radix"),
+    # another loop's counter inside an iteration: a = 0, j = 1 and a = 1, j = 0 meet on one element
+    (("out[a + na * (v + NV * (e + ne * (x + nx * (y + ny * o))))] /* the face's element */ = src[a] * w;",
+      "for (int j = 0; j < 2; ++j) out[a + j + na * (v + NV * (e + ne * (x + nx * (y + ny * o))))] = src[a] * w;"),
+     "reads j, which changes within an iteration"),
     # a neighbour read in place: another iteration's element
     (("= src[a] * w;", "= out[a + 1 + na * (v + NV * (e + ne * (x + nx * (y + ny * o))))] * w;"),
      "written and read at different indices"),

@@ -218,10 +218,16 @@ class SpreadIterations(Transformation):
         unrestricted_pointers(src, spec)          # distinct buffers: only accesses of one array can meet
         trips = [add(text_poly(src, src.expand(lp.hi), env), text_poly(src, src.expand(lp.lo), env), -1)
                  for lp in loops]
+        counters = [lp.var for lp in loops]
+        varying = {c.spelling for c in walk(nest) if kind(c) == "VAR_DECL"} - set(counters)
         for name, polys in indices.items():
             if any(p != polys[0] for p in polys[1:]):
                 raise Refused(f"{name} is written and read at different indices: iterations may meet on an element")
-            self._one_to_one(name, polys[0], [lp.var for lp in loops], trips)
+            inner = sorted({a for mono in polys[0] for a in mono} & varying)
+            if inner:          # `out[a + j]` with j another loop's counter: a differs, a + j may not
+                raise Refused(f"the index of {name} reads {inner[0]}, which changes within an iteration: not proven "
+                              "one-to-one in the loop counters")
+            self._one_to_one(name, polys[0], counters, trips)
         return len(indices)
 
     @staticmethod
