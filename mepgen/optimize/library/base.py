@@ -83,6 +83,13 @@ def block_threads(spec: Spec, launch: dict) -> int | None:
     return total
 
 
+def launch_threads(spec: Spec, launch: dict) -> int | None:
+    """Threads of the whole launch (grid x block) when every dimension is a value over the size symbols."""
+    block = block_threads(spec, launch)
+    grid = block_threads(spec, {"block": launch["grid"]})
+    return None if block is None or grid is None else block * grid
+
+
 def _in_space(t, src, spec, launch, params: dict) -> None:
     """Refused where a parameter of `params` is not a value the transformation's space offers for this kernel. A
     chain replayed from another kernel (a pattern: inherit.py) carries that kernel's points: a 2D block `32x4` on a

@@ -27,9 +27,10 @@ import re
 
 from .affine import local_constants, poly
 from .analysis import body_statements, check_pure, squash
-from .base import Rewrite, Transformation
+from .base import Rewrite, Transformation, launch_threads
+from .grid_axis import axis_refs, callees_read
 from .kernel_expr import in_kernel
-from .replicas import _SIDE_EFFECTS, _functions
+from .replicas import _SIDE_EFFECTS
 from .source import Refused, kind, walk
 
 FACTORS = [2, 4, 8]
@@ -86,21 +87,12 @@ class CoarsenBlocks(Transformation):
             raise Refused(f"the launch has no {axis} dimension")
         if spec.size(str(launch["grid"][d])) == 1:
             raise Refused(f"the grid has one block along {axis}")
-        refs = [c for c in walk(src.body) if kind(c) == "MEMBER_REF_EXPR" and
-                squash(src.src(c)) in (f"blockIdx.{axis}", f"gridDim.{axis}")]
-        for c in refs:
-            if squash(src.src(c)) == f"gridDim.{axis}":
-                raise Refused(f"the kernel uses gridDim.{axis}: the rounded-up grid is not the original one")
-        toks = [t.spelling for t in src.body.get_tokens()]          # (comments and strings are no tokens)
-        spelled = sum(1 for i in range(len(toks) - 2) if toks[i:i + 3] == ["blockIdx", ".", axis])
-        if spelled != len(refs) or \
-                any(src.src(c).replace(" ", "") != f"blockIdx.{axis}" for c in refs):
-            raise Refused(f"blockIdx.{axis} is used through a macro")
+        if any(kind(c) == "MEMBER_REF_EXPR" and squash(src.src(c)) == f"gridDim.{axis}" for c in walk(src.body)):
+            raise Refused(f"the kernel uses gridDim.{axis}: the rounded-up grid is not the original one")
+        refs = axis_refs(src, axis)
         if not refs:
             raise Refused(f"the kernel does not use blockIdx.{axis}")
-        for fn in _functions(src)[1:]:
-            if re.search(rf"\b(blockIdx|gridDim)\s*\.\s*{axis}\b", " ".join(t.spelling for t in fn.get_tokens())):
-                raise Refused(f"{fn.spelling}, which the kernel calls, reads blockIdx.{axis} or gridDim.{axis}")
+        callees_read(src, axis)
         barriers = bool(src.shared_arrays()) or any(c.startswith("__syncthreads") for c in src.calls())
         warp = [c for c in src.calls() if c.startswith(_SIDE_EFFECTS) and not c.startswith("atomic")]
         returns = src.nodes("RETURN_STMT")
@@ -227,9 +219,7 @@ class CoarsenBlocks(Transformation):
                 why.append(f"{a}: {e}" if len(dims) > 1 else str(e))
         if not ok:
             raise Refused("; ".join(why))
-        total = 1
-        for g in launch["grid"] + launch["block"]:
-            total *= spec.size(str(g)) or 0
+        total = launch_threads(spec, launch) or 0
         factors = [f for f in FACTORS if total // f >= MIN_THREADS]
         if not factors:
             raise Refused(f"the launch has {total} threads: {FACTORS[0]} blocks' work per block would leave fewer than "

@@ -33,18 +33,20 @@ What it proves, on the syntax tree (the reason names what fails):
 """
 from __future__ import annotations
 
-import re
 
 from .affine import add, local_constants, mul, text_poly
 from .analysis import pure_call, body_statements, canonical_loop, squash, strip
-from .base import Rewrite, Transformation
+from .base import Rewrite, Transformation, launch_threads
 from .coarsen_blocks import MIN_THREADS
+from .grid_axis import axis_refs, callees_read
 from .replicas import _SIDE_EFFECTS, _functions
 from .restrict import unrestricted_pointers
 from .source import Refused, kind, walk
+from .warp_uniform import assigned_names
 
 PARTS = [8, 32, 128]
 _ORDERING = _SIDE_EFFECTS + ("__syncthreads", "__threadfence")
+GRID_X = ("blockIdx", "gridDim")
 
 
 def _nest(src, stmts: list, prologue: list) -> list:
@@ -81,12 +83,9 @@ class SpreadIterations(Transformation):
     # --- the kernel's shape --------------------------------------------------------------------------
 
     def _threads(self, spec, launch) -> int:
-        total = 1
-        for d in list(launch["grid"]) + list(launch["block"]):
-            v = spec.size(str(d))
-            if v is None:
-                raise Refused(f"the launch's `{d}` has no value for the MEP's sizes")
-            total *= v
+        total = launch_threads(spec, launch)
+        if total is None:
+            raise Refused("the launch's grid or block has no value for the MEP's sizes")
         if total >= MIN_THREADS:
             raise Refused(f"the launch has {total} threads: it fills the GPU already (at least {MIN_THREADS})")
         return total
@@ -96,18 +95,12 @@ class SpreadIterations(Transformation):
         if src.shared_arrays() or "__shared__" in src.text[src.span(src.body)[0]:src.span(src.body)[1]]:
             raise Refused("the kernel uses shared memory: its blocks' threads work together")
         for fn in _functions(src):
-            toks = " ".join(t.spelling for t in fn.get_tokens())
             bad = next((c for c in (x.spelling for x in walk(fn) if kind(x) == "CALL_EXPR")
                         if c.startswith(_ORDERING)), None)
             if bad:
                 raise Refused(f"the kernel calls `{bad}`: its threads are ordered or combined")
-            if fn != src.fn and re.search(r"\b(blockIdx|gridDim)\s*\.\s*x\b", toks):
-                raise Refused(f"{fn.spelling}, which the kernel calls, reads blockIdx.x or gridDim.x")
-        toks = [t.spelling for t in src.body.get_tokens()]
-        spelled = sum(1 for i in range(len(toks) - 2) if toks[i:i + 3] in (["blockIdx", ".", "x"],
-                                                                             ["gridDim", ".", "x"]))
-        if spelled != len(self._grid_refs(src)):
-            raise Refused("blockIdx.x or gridDim.x is used through a macro")
+        callees_read(src, "x")
+        axis_refs(src, "x", GRID_X)
         prologue: list = []
         loops = _nest(src, body_statements(src.body), prologue)
         for s in prologue:
@@ -118,25 +111,18 @@ class SpreadIterations(Transformation):
                 raise Refused("the loops leave an iteration early (return, break, continue or goto)")
             if kind(c) == "CALL_EXPR" and not pure_call(src, c):
                 raise Refused(f"the loops call `{c.spelling}`, which may have side effects")
-        assigned = set()
-        for w in src.writes():
-            target = strip(list(w.get_children())[0]) if list(w.get_children()) else None
-            if target is not None and kind(target) == "DECL_REF_EXPR":
-                assigned.add(target.spelling)
+        assigned = assigned_names(src)           # `n` assigned, `n&` its address taken
         for lp in loops:
             if squash(lp.step) != "1":
                 raise Refused(f"the loop over {lp.var} does not step by 1")
             self._uniform(src, lp, assigned)
         return loops, prologue
 
-    @staticmethod
-    def _grid_refs(src) -> list:
-        return [c for c in walk(src.body) if kind(c) == "MEMBER_REF_EXPR" and
-                squash(src.src(c)) in ("blockIdx.x", "gridDim.x")]
-
     def _uniform(self, src, loop, assigned: set[str]) -> None:
         """The loop's start and bound the same in every thread and iteration: literals, enumerators, template
-        parameters, parameters the kernel never assigns (and their members)."""
+        parameters, parameters the kernel never assigns (and their members). Stricter than warp_uniform.uniform,
+        which asks for the same value in every lane of a warp at one point and so admits the counters of the loops
+        around it: here the bound must not change from one iteration to the next."""
         init, cond = list(loop.cursor.get_children())[:2]
         ends = [list(list(init.get_children())[0].get_children())[-1], list(cond.get_children())[1]]
         for end in ends:
@@ -151,7 +137,8 @@ class SpreadIterations(Transformation):
                 ref = c.referenced
                 rk = kind(ref) if ref is not None else ""
                 if rk in ("ENUM_CONSTANT_DECL", "TEMPLATE_NON_TYPE_PARAMETER", "NON_TYPE_TEMPLATE_PARAMETER") or \
-                        rk == "PARM_DECL" and c.spelling in src.invariants() and c.spelling not in assigned:
+                        rk == "PARM_DECL" and c.spelling in src.invariants() and \
+                        not {c.spelling, c.spelling + "&"} & assigned:
                     continue
                 raise Refused(f"the bound `{squash(src.src(end))}` of the loop over {loop.var} reads `{c.spelling}`, "
                               "which is neither a parameter the kernel never assigns, an enumerator nor a literal")
@@ -279,7 +266,7 @@ class SpreadIterations(Transformation):
         spread, kept = loops[:levels], loops[levels:]
         s, e = src.span(src.body)
         edits = [(*src.span(r), "(blockIdx.x % mepgen_gx)" if squash(src.src(r)) == "blockIdx.x" else "mepgen_gx")
-                 for r in self._grid_refs(src)]
+                 for r in axis_refs(src, "x", GRID_X)]
         inner = loops[levels - 1].body
         i0, i1 = src.span(inner)
         body_text = self._edited(src, i0, i1, [x for x in edits if i0 <= x[0] < i1])
