@@ -26,21 +26,17 @@ from ..evaluate.evaluator import Evaluator, Options
 from ..evaluate.journal import Journal
 from ..evaluate.store import digest
 from ..kernelname import mep_folder
-from ..spec import LAUNCH_FACTS, load_spec
-from ..workspace import Workspace, write_atomic
-from . import candidates, many, strategies, summary
+from ..spec import load_spec
+from ..workspace import Workspace
+from . import best_files, candidates, many, strategies, summary
 from .features import kernel_features
 from .patterns import PatternStore
 from .proposer import Attempt, Context
 from .search import Budget, Search, auto_width
-from .trajectory import Trajectory, pct_roofline
+from .trajectory import Trajectory
 from .library.proposer import LibraryProposer
-from .library.literal_launch import guard_fact, is_literal, per_thread
-from .library.source import KernelSource, Refused
 from ..llm.client import ChatClient, LLMSettings
 from .llm.proposer import LLMProposer
-from ..evaluate.launchcfg import launch_from, with_flags, with_launch
-from ..mep.render import render_yaml
 from .dry_run import plan, report
 from .inherit import InheritedProposer
 from .winner_check import Prebuild, check_winner
@@ -183,7 +179,7 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
         if stream is not None:
             stream.close(cancel=True)      # nothing is left running after the search (a no-op when it ended)
         ev.close()
-    _report(spec.kernel.name, run_dir, outcome, best_path, baseline, as_json, fid)
+    summary.print_outcome(spec.kernel.name, run_dir, outcome, best_path, baseline, as_json, fid)
 
 
 def progress(message: str) -> None:
@@ -324,7 +320,7 @@ def _run(ev, ws, spec, mep_dir, run_dir, kinds, settings, strategy, budget, time
     if outcome.best is not None and outcome.best.result.memcheck and best_path is not None:
         write_marker(best_path, outcome.best.result.memcheck)
     if outcome.best is not None and (outcome.best.proposal.launch or outcome.best.proposal.nvcc_flags):
-        write_launch(spec, outcome.best.proposal.launch, run_dir / "best" / "mep.yaml", outcome.best.proposal.nvcc_flags,
+        best_files.write_launch(spec, outcome.best.proposal.launch, run_dir / "best" / "mep.yaml", outcome.best.proposal.nvcc_flags,
                      original, [(a.proposal.source, a.proposal.transformations)
                                 for a in summary.chain(outcome.best, {a.id: a for a in outcome.attempts})])
     return outcome, best_path, baseline, fid
@@ -384,45 +380,6 @@ def check_fidelity(mep_dir, baseline, guard, run_dir, name, resume) -> fidelity.
 FIDELITY_EXIT = UNSOUND_START     # mepgen/exitcodes.py
 
 
-def write_launch(spec, launch: dict | None, path: Path, flags=(), original: str | None = None,
-                 chain: list | None = None) -> None:
-    """best/mep.yaml: the MEP's spec with the winner's launch and extra nvcc flags (build.nvcc_flags), which
-    `mepgen patch --from` reads beside kernel.cu (it writes the launch back and prints the flags). Where the MEP's
-    launch is a captured run's numbers and the winner changes it, best/launch_facts.json says what the kernel
-    (`original`, the MEP's kernel.cu) proves about it: `guard` (literal_launch.guard_fact), by which patch writes
-    the new block where the site's grid is not spelled with it; with `per_thread` K where the winning `chain`
-    ((source, transformations) per attempt, literal_launch.per_thread) makes K elements per thread of each one
-    and the winner's 1-D grid is exactly ceil(N / (block * K)) for the MEP's N."""
-    new = launch_from(spec, launch) if launch else None
-    (path.parent / LAUNCH_FACTS).unlink(missing_ok=True)       # an earlier winner's facts (a resumed run)
-    if new is not None or flags:
-        what = [w for w, on in (("launch configuration", new is not None), ("nvcc flags", bool(flags))) if on]
-        out = with_flags(with_launch(spec, new) if new is not None else spec, list(flags))
-        write_atomic(path, render_yaml(out, [f"the winner's {' and '.join(what)} ({spec.kernel.name})"]))
-    if new is not None and original and is_literal({"grid": spec.launch.grid, "block": spec.launch.block}):
-        try:
-            fact = guard_fact(KernelSource(original, spec), spec)
-        except Refused:
-            fact = None
-        if fact is not None:
-            k = winner_per_thread(spec, new, fact, chain)
-            if k is not None and k > 1:
-                fact["per_thread"] = k
-            write_atomic(path.parent / LAUNCH_FACTS, json.dumps({"guard": fact}, indent=1) + "\n")
-
-
-def winner_per_thread(spec, launch, fact: dict, chain) -> int | None:
-    """The winner's elements per thread (literal_launch.per_thread of its chain), where its 1-D launch is exactly
-    ceil(N / (block * K)) blocks for the value the MEP gives the guard's bound N; None otherwise."""
-    k = per_thread(chain or [])
-    if k is None or len(launch.grid) != 1 or len(launch.block) != 1:
-        return None
-    n, grid, block = (spec.size(str(v)) for v in (spec.params[fact["index"]].value, launch.grid[0], launch.block[0]))
-    if not all(isinstance(v, int) and v > 0 for v in (n, grid, block)) or grid != -(-n // (block * k)):
-        return None
-    return k
-
-
 def _dry_run_many(ws: Workspace, chosen: list[dict], as_json: bool) -> None:
     plans = []
     for m in chosen:
@@ -434,30 +391,3 @@ def _dry_run_many(ws: Workspace, chosen: list[dict], as_json: bool) -> None:
         click.echo(json.dumps([{"kernel": kid, **p.to_dict()} for kid, p in plans], indent=1))
     else:
         click.echo("\n\n".join(f"== {kid}\n{report(p)}" for kid, p in plans))
-
-
-def _report(name: str, run_dir: Path, outcome, best_path, baseline, as_json: bool, fid=None) -> None:
-    best = outcome.best
-    if as_json:
-        click.echo(json.dumps({"fidelity": fid.to_dict() if fid is not None else None,
-            "kernel": name, "run": str(run_dir), "evaluations": outcome.evaluations, "stop_reason": outcome.stop_reason,
-            "baseline_ms": baseline.timed.median_ms if baseline.timed else None,
-            "baseline_pct_roofline": pct_roofline(baseline),
-            "plan": baseline.timed.plan if baseline.timed else None,
-            "best": None if best is None else {"id": best.id, "median_ms": best.result.timed.median_ms,
-                                                "speedup": best.result.timed.speedup, "change": best.proposal.change,
-                                                # the whole winning chain (the change is its last step only)
-                                                "chain": summary.chain_names(best, outcome.attempts),
-                                                "pct_roofline": pct_roofline(best.result),
-                                                "kernel": str(best_path)},
-            "unavailable": outcome.unavailable, "summary": str(run_dir / "summary.md")}, indent=1))
-        return
-    click.echo(f"{outcome.evaluations} candidate(s) evaluated; stopped: {outcome.stop_reason}")
-    if best is None:
-        click.echo("no verified variant was faster than the original")
-    else:
-        t = best.result.timed
-        click.echo(f"best: {best.id}, {t.median_ms:.4g} ms vs {t.baseline_median_ms or 0:.4g} ms, {t.speedup:.2f}x "
-                   f"({best.proposal.change})")
-        click.echo(f"apply it: mepgen patch {name} --from {best_path}")
-    click.echo(f"wrote {run_dir / 'summary.md'}")

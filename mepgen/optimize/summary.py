@@ -1,7 +1,10 @@
 """The readable end of a run: `summary.md` (best variant, its chain, every attempt) and `best/kernel.cu`."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import click
 
 from ..workspace import write_atomic
 from .proposer import Attempt
@@ -102,3 +105,32 @@ def write(traj: Trajectory, outcome: Outcome, kernel: str, baseline=None, comman
 def write_pending(folder: Path, kernel: str, doing: str, state: str = "still running") -> None:
     """summary.md before anything was evaluated: a run killed now still leaves one that says where it was."""
     write_atomic(Path(folder) / "summary.md", f"# mepgen optimize {kernel}\n\n- {state}: {doing}\n")
+
+
+def print_outcome(name: str, run_dir: Path, outcome, best_path, baseline, as_json: bool, fid=None) -> None:
+    """The run's outcome on stdout: JSON (`--json`: the fidelity, the baseline, the best with its whole chain), or
+    three lines (what was evaluated, the best and how to apply it, where summary.md is)."""
+    best = outcome.best
+    if as_json:
+        click.echo(json.dumps({"fidelity": fid.to_dict() if fid is not None else None,
+            "kernel": name, "run": str(run_dir), "evaluations": outcome.evaluations, "stop_reason": outcome.stop_reason,
+            "baseline_ms": baseline.timed.median_ms if baseline.timed else None,
+            "baseline_pct_roofline": pct_roofline(baseline),
+            "plan": baseline.timed.plan if baseline.timed else None,
+            "best": None if best is None else {"id": best.id, "median_ms": best.result.timed.median_ms,
+                                                "speedup": best.result.timed.speedup, "change": best.proposal.change,
+                                                # the whole winning chain (the change is its last step only)
+                                                "chain": chain_names(best, outcome.attempts),
+                                                "pct_roofline": pct_roofline(best.result),
+                                                "kernel": str(best_path)},
+            "unavailable": outcome.unavailable, "summary": str(run_dir / "summary.md")}, indent=1))
+        return
+    click.echo(f"{outcome.evaluations} candidate(s) evaluated; stopped: {outcome.stop_reason}")
+    if best is None:
+        click.echo("no verified variant was faster than the original")
+    else:
+        t = best.result.timed
+        click.echo(f"best: {best.id}, {t.median_ms:.4g} ms vs {t.baseline_median_ms or 0:.4g} ms, {t.speedup:.2f}x "
+                   f"({best.proposal.change})")
+        click.echo(f"apply it: mepgen patch {name} --from {best_path}")
+    click.echo(f"wrote {run_dir / 'summary.md'}")

@@ -20,7 +20,7 @@ from mepgen.evaluate.native import NativeBackend
 from mepgen.evaluate.results import CompileFailed
 from mepgen.extract import ExtractOptions, extract
 from mepgen.optimize import candidates
-from mepgen.optimize.command import write_launch
+from mepgen.optimize.best_files import write_launch
 from mepgen.optimize.library.compiler_flags import CompilerFlags
 from mepgen.optimize.library.proposer import LibraryProposer
 from mepgen.optimize.library.source import Refused

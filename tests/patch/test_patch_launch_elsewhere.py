@@ -370,7 +370,7 @@ def test_a_captured_block_change_lands_from_the_kernel_s_guard_where_the_grid_is
     thread behind `i < count`, which optimize proves of the MEP's kernel and writes beside the winner
     (launch_facts.json): the launch gets ceil(n / 256) blocks of 256 from the argument passed for `count`; the locals
     stay for the code that reads them. Refused, as before, without that fact or where the kernel has no such guard."""
-    from mepgen.optimize.command import write_launch
+    from mepgen.optimize.best_files import write_launch
     from mepgen.spec import load_spec
     app = make_app(tmp_path, GUARDED, PORTED, "fill", sizes=("COUNT=4096",))
     mep = app / ".mepgen/meps/fill"
@@ -418,7 +418,7 @@ def test_a_winner_doing_several_elements_per_thread_lands_from_the_guard_with_it
     winning chain (launch_config, then vector_elements with 4 lanes) and checks it against the winner's grid; patch
     then writes ceil(n / 1024) blocks of 256 from the argument passed for `count`, and the application builds.
     A chain with a step of unknown effect (an LLM's text), or a grid that is not that number, gets no such fact."""
-    from mepgen.optimize.command import write_launch
+    from mepgen.optimize.best_files import write_launch
     from mepgen.spec import load_spec
     app = make_app(tmp_path, GUARDED, PORTED, "fill", sizes=("COUNT=4096",))
     mep = app / ".mepgen/meps/fill"
