@@ -84,12 +84,13 @@ class WarpAtomics(Transformation):
     def _sites(self, src, spec) -> list[dict]:
         par = parents(src.body)
         assigned = assigned_names(src)
-        sites, why = [], []
+        sites, why, dependent = [], [], None
         for call in src.nodes("CALL_EXPR"):
             if callee(call) not in OPERATIONS:
                 continue
+            dependent = thread_dependent(src) if dependent is None else dependent
             try:
-                sites.append(self._site(src, spec, par, assigned, call))
+                sites.append(self._site(src, spec, par, assigned, dependent, call))
             except Refused as e:
                 why.append(f"`{squash(src.src(call))[:50]}`: {e}")
         while True:                      # an update followed by one left as it is stays as it is, too
@@ -102,7 +103,7 @@ class WarpAtomics(Transformation):
                           + (f" ({why[0]})" if why else " (no atomicAdd, atomicOr/And/Xor or atomicMin/Max)"))
         return sites
 
-    def _site(self, src, spec, par, assigned, call) -> dict:
+    def _site(self, src, spec, par, assigned, dependent: set[str], call) -> dict:
         stmt = call
         p = par.get(stmt)
         while p is not None and kind(p) in _WRAPPERS:
@@ -113,7 +114,7 @@ class WarpAtomics(Transformation):
         warp = sorted({callee(c) for c in walk(outer) if kind(c) == "CALL_EXPR" and callee(c).startswith(WARP_LEVEL)})
         if warp:                # an update aggregated already (this rewrite applied before), or the kernel's own
             raise Refused(f"its statement exchanges values within the warp already ({', '.join(warp)})")
-        self._many_threads(src, par, call, outer)
+        self._many_threads(src, par, call, outer, dependent)
         end = _past_semicolon(src.text, src.span(outer)[1])
         for c in walk(src.body):
             if kind(c) in ("RETURN_STMT", "GOTO_STMT", "INDIRECT_GOTO_STMT", "LABEL_STMT") and \
@@ -168,10 +169,9 @@ class WarpAtomics(Transformation):
             node = up
 
     @staticmethod
-    def _many_threads(src, par, call, outer) -> None:
+    def _many_threads(src, par, call, outer, dependent: set[str]) -> None:
         """Refused where an `if` around the update lets one thread of the block through (`threadIdx.x == 0`): a
         single update has nothing to combine, and the shuffles would only cost."""
-        dependent = thread_dependent(src)
         node = call
         while node != outer:
             up = par.get(node)

@@ -71,11 +71,12 @@ def assigned_names(src) -> set[str]:
 
 def converged(src, par, compound, assigned, depth: int = 0) -> dict | None:
     """Where every thread of a warp runs `compound` the same number of times: {"compounds": the statement lists
-    from the kernel's body down to it, "counters": the counters of the loops among them}; None elsewhere.
+    from the kernel's body down to it, "counters": the counters of the loops among them, "parents": `par`}; None
+    elsewhere.
     The kernel's body; the body of a `for` whose start, bound and step are the same in every thread, without
     `break`, `continue`, `return` or `goto` in it; a branch of an `if` whose condition is; each inside one."""
     if compound == src.body:
-        return {"compounds": {compound.hash}, "counters": set()}
+        return {"compounds": {compound.hash}, "counters": set(), "parents": par}
     p = par.get(compound)
     gp = par.get(p) if p is not None else None
     if p is None or gp is None or kind(gp) != "COMPOUND_STMT" or depth > 8:
@@ -85,7 +86,7 @@ def converged(src, par, compound, assigned, depth: int = 0) -> dict | None:
         ctx = converged(src, par, gp, assigned, depth + 1)
         if ctx is None or not same_in_warp(src, kids[0], src.span(p)[0], assigned, ctx):
             return None
-        return {"compounds": ctx["compounds"] | {compound.hash}, "counters": ctx["counters"]}
+        return {**ctx, "compounds": ctx["compounds"] | {compound.hash}}
     if kind(p) != "FOR_STMT" or len(kids) != 4 or kids[-1] != compound:
         return None
     if any(kind(x) in ("BREAK_STMT", "CONTINUE_STMT", "RETURN_STMT", "GOTO_STMT") for x in walk(compound)):
@@ -100,12 +101,12 @@ def converged(src, par, compound, assigned, depth: int = 0) -> dict | None:
     if any(not (src.span(inc)[0] <= src.span(w)[0] < src.span(inc)[1]) for w in steps) or \
             v + "&" in assigned:
         return None                              # the counter is changed in the body too
-    inner = {"compounds": ctx["compounds"], "counters": ctx["counters"] | {v}}
+    inner = {**ctx, "counters": ctx["counters"] | {v}}
     start = [x for x in decls[0].get_children() if kind(x) not in ("TYPE_REF", "NAMESPACE_REF")]
     if not start or not all(same_in_warp(src, e, src.span(p)[0], assigned, c)
                             for e, c in ((start[-1], ctx), (cond, inner), (inc, inner))):
         return None
-    return {"compounds": ctx["compounds"] | {compound.hash}, "counters": inner["counters"]}
+    return {**inner, "compounds": ctx["compounds"] | {compound.hash}}
 
 
 def assigned_target(w) -> str | None:
@@ -125,7 +126,7 @@ def same_in_warp(src, expr, before, assigned, ctx) -> bool:
 def uniform(src, addr, before: int, assigned: set[str], ctx: dict, depth: int = 0,
              what: str = "its address") -> set[str]:
     """The variables the address updates (its roots) where it is the same in every thread of a warp: names of
-    `ctx` (`_converged`) are the locals of its statement lists and its loops' counters."""
+    `ctx` (`converged`) are the locals of its statement lists and its loops' counters."""
     if re.search(r"\b(threadIdx|__lane_id|laneid)\b", src.expand(src.src(addr))):
         raise Refused(f"{what} `{squash(src.src(addr))[:40]}` depends on the thread")
     par = parents(addr)
@@ -174,7 +175,7 @@ def uniform(src, addr, before: int, assigned: set[str], ctx: dict, depth: int = 
             continue
         if c.spelling in assigned or c.spelling + "&" in assigned:
             raise Refused(f"the local {c.spelling} in {what} is assigned")
-        body = parents(src.body)
+        body = ctx["parents"]             # the kernel body's parent map, made once by the caller
         dp = body.get(d)
         if dp is None or kind(dp) != "DECL_STMT" or body.get(dp) is None or \
                 body.get(dp).hash not in ctx["compounds"] or src.span(d)[0] >= before:
