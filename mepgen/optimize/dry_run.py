@@ -23,7 +23,7 @@ from .library.tuning import suggest
 STRUCTURAL = {"tile_matmul", "tile_stencil", "stencil_rows", "tile_window", "warp_per_row", "warp_row_passes", "spread_loop", "split_argmax", "tile_argmax",
               "privatize_histogram",
               "split_columns", "swap_axes", "unflatten", "scalar_replace", "vector_loads", "coarsen", "grid_stride",
-              "stage_table", "coarsen_blocks", "spread_iterations",
+              "stage_table", "coarsen_blocks", "spread_iterations", "pack_components",
               "fuse_updates", "hoist_loads", "warp_reduce", "warp_atomics", "vector_elements"}
 
 

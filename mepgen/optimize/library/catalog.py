@@ -12,6 +12,7 @@ from .hoist_loads import HoistLoads
 from .int_division import IntDivision
 from .launch_bounds import LaunchBounds
 from .launch_config import LaunchConfig
+from .pack_components import PackComponents
 from .privatize import Privatize
 from .replicas import DropReplicas, OnOneDimension
 from .restrict import Restrict
@@ -44,7 +45,7 @@ def all_transformations():
             WarpPerRow(), WarpRowPasses(), OnOneDimension(SpreadLoop()), SpreadIterations(), Privatize(), WarpReduce(), WarpAtomics(),
             OnOneDimension(AfterScalarReplace(SplitColumns(), start="zero")), OnOneDimension(TileArgmax()),
             OnOneDimension(SplitArgmax()), SwapAxes(), OnOneDimension(Unflatten()), DropReplicas(), ScalarReplace(),
-            FuseUpdates(), StageTable(), HoistLoads(), CoarsenBlocks(), VectorLoads(), OnOneDimension(VectorElements()),
+            FuseUpdates(), StageTable(), HoistLoads(), PackComponents(), CoarsenBlocks(), VectorLoads(), OnOneDimension(VectorElements()),
             OnOneDimension(Coarsen()), OnOneDimension(GridStride()),
             LaunchConfig(), TuneParams(),
             IntDivision(), Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]
