@@ -90,6 +90,24 @@ APPS = {
 DEFAULT = [n for n in APPS if n not in ("hadamard", "pitch", "car")]
 
 
+def add_apps(path: Path | None) -> list[str]:
+    """Applications listed in a JSON file (`{"apps": {NAME: [suite, folder, build, exe, args, extract flags, why]}}`,
+    a list drawn elsewhere, e.g. bench/apps_sample_e.json) added to APPS, with its "spare" ones; the names of "apps" in
+    the file's order."""
+    if path is None:
+        return []
+    doc = json.loads(Path(path).read_text())
+    apps = doc.get("apps") if isinstance(doc, dict) else None
+    if not isinstance(apps, dict) or not apps:
+        raise SystemExit(f"{path}: no \"apps\" object of NAME: [suite, folder, build, exe, args, flags, why]")
+    for name, entry in {**apps, **(doc.get("spare") or {})}.items():     # spares: known to --apps, not listed
+        if not (isinstance(entry, list) and len(entry) == 7 and entry[0] in ("rodinia", "hecbench")
+                and all(isinstance(x, str) for x in entry[1:4]) and isinstance(entry[4], list)):
+            raise SystemExit(f"{path}: {name}: not [suite, folder, build, exe, args, flags, why]")
+        APPS[name] = tuple(entry)
+    return list(apps)
+
+
 def sh(cmd, cwd, timeout, env=None):
     t0 = time.perf_counter()
     try:
@@ -329,13 +347,16 @@ def main() -> int:
     ap.add_argument("--ncu", action="store_true", help="also time the first launch of each kernel under Nsight "
                     "Compute in the application and in its MEP (one more application run under ncu)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    ap.add_argument("--apps-file", type=Path, default=None,
+                    help="a JSON list of applications to add (bench/apps_sample_e.json); --apps defaults to them")
     ap.add_argument("--pack", type=Path, default=None,
                     help="only copy the listed applications' folders from the corpus into PACK/rodinia and "
                          "PACK/hecbench (to carry them to a GPU machine; never into the repository), then stop")
     a = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     work = Path(tempfile.mkdtemp(prefix="capture-sweep-"))
-    names = [n for n in a.apps.split(",") if n]
+    added = add_apps(a.apps_file)
+    names = [n for n in (a.apps.split(",") if a.apps != ",".join(DEFAULT) or not added else added) if n]
     unknown = [n for n in names if n not in APPS]
     if unknown:
         print(f"unknown app(s): {', '.join(unknown)}; known: {', '.join(APPS)}", file=sys.stderr)

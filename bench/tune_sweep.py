@@ -38,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from capture_sweep import APPS, DEFAULT, R_FLAGS, compile_commands, sh  # noqa: E402
+from capture_sweep import APPS, DEFAULT, R_FLAGS, add_apps, compile_commands, sh  # noqa: E402
 
 MEPGEN = [sys.executable, "-m", "mepgen.cli"]
 CHECK = {"hecbench": '! grep -q FAIL "$MEPGEN_TUNE_LOG"', "rodinia": None}
@@ -206,6 +206,8 @@ def main() -> int:
     ap.add_argument("--hecbench", required=True)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--apps", default=",".join(DEFAULT))
+    ap.add_argument("--apps-file", type=Path, default=None,
+                    help="a JSON list of applications to add (bench/apps_sample_e.json); --apps defaults to them")
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--time-limit", type=float, default=20)
@@ -227,7 +229,12 @@ def main() -> int:
                          "their captured MEPs stay (bench/evaluator_rate_captured.sh reads them there)")
     a = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    names = [n for n in a.apps.split(",") if n]
+    added = add_apps(a.apps_file)
+    names = [n for n in (a.apps.split(",") if a.apps != ",".join(DEFAULT) or not added else added) if n]
+    unknown = [n for n in names if n not in APPS]
+    if unknown:
+        print(f"unknown app(s): {', '.join(unknown)}; known: {', '.join(APPS)}", file=sys.stderr)
+        return 2
     a.out.mkdir(parents=True, exist_ok=True)
     # applications run side by side (one per GPU), but never time their runs at the same moment
     env["MEPGEN_TUNE_TIMING_LOCK"] = str(Path(tempfile.gettempdir()) / f"tune-sweep-{os.getpid()}.lock")
