@@ -45,6 +45,17 @@ def _top_entity(decl):
     return c
 
 
+def _local(decl) -> bool:
+    """Whether `decl` is declared inside a function (a local struct, a lambda's closure type): it comes with that
+    function's own text, and copying it out alone would cut the function apart (a lambda's type spans `[...]`)."""
+    c = decl.semantic_parent
+    while c is not None and c.kind.name != "TRANSLATION_UNIT":
+        if c.kind.name in FUNCTION_KINDS or c.kind.name == "LAMBDA_EXPR":
+            return True
+        c = c.semantic_parent
+    return False
+
+
 def _definition(decl):
     if decl.kind.name == "NAMESPACE_ALIAS":      # its "definition" is the namespace it names
         return decl
@@ -221,7 +232,7 @@ class ClosureBuilder:
                 for decl in self._references(c):
                     decl = _top_entity(_definition(decl))
                     f = decl.location.file
-                    if f is None or not self.src.in_app(f.name) or decl == kernel:
+                    if f is None or not self.src.in_app(f.name) or decl == kernel or _local(decl):
                         continue
                     kind = self._kind(decl)
                     if kind is None:

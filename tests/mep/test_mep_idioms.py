@@ -101,6 +101,34 @@ def test_namespace_aliases_and_using_directives_come_with_the_kernel(tmp_path):
     assert built.returncode == 0, built.stderr
 
 
+@pytest.mark.nvcc
+def test_lambdas_and_local_types_stay_inside_their_function(tmp_path):
+    """A lambda local to a kernel, and a struct local to a device function it calls: their types are declared
+    inside those functions, which the MEP copies whole. Copied out on their own they cut the text apart (a
+    lambda's type spans `[&](...) {...}`: kernel.cu held a stray `[;` and did not compile, on a public decoder)."""
+    app = make_app(tmp_path, """
+        #define N 4096
+        __device__ int span(int a, int b) { struct Pair { int lo, hi; }; Pair p{a, b}; return p.hi - p.lo; }
+        __global__ void count(const int* in, int* out, int n)
+        {
+            const int i = blockIdx.x * blockDim.x + threadIdx.x;
+            int hits = 0;
+            auto see = [&](int k) { if (in[k] > 3) hits += span(k, k + 1); };
+            if (i < n) { see(i); if (i + 1 < n) see(i + 1); }
+            if (i < n) out[i] = hits;
+        }
+        void go(const int* in, int* out) { count<<<(N + 255) / 256, 256>>>(in, out, N); }
+    """)
+    run("count", "-C", app)
+    mep = app / ".mepgen" / "meps" / "count"
+    text = (mep / "kernel.cu").read_text()
+    assert text.count("auto see = [&](int k)") == 1 and text.count("struct Pair") == 1
+    assert not any(line.strip().startswith("[") for line in text.splitlines())
+    built = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-c", "-o", str(tmp_path / "k.o"), "-x", "cu",
+                            str(mep / "kernel.cu")], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+
+
 def test_a_non_const_reference_to_an_element_is_not_a_read(tmp_path):
     app = make_app(tmp_path, """
         #define N 4096
