@@ -228,6 +228,7 @@ class ClosureBuilder:
                 continue
             seen.add(key)
             macros += self._macros_in(node)
+            in_type = node.kind.name in TYPE_KINDS
             for c in _walk(node):
                 for decl in self._references(c):
                     decl = _top_entity(_definition(decl))
@@ -235,6 +236,8 @@ class ClosureBuilder:
                     if f is None or not self.src.in_app(f.name) or decl == kernel or _local(decl):
                         continue
                     kind = self._kind(decl)
+                    if kind is None and in_type and decl.kind.name in FUNCTION_KINDS and decl.is_definition():
+                        kind = "device_function"    # a host function a copied type's own host code calls
                     if kind is None:
                         continue
                     usr = decl.get_usr()
@@ -265,8 +268,38 @@ class ClosureBuilder:
             "macros": macro_list,
             "headers": headers,
             "includes": self.includes.get(kfile, []),
+            "context_includes": self._context_includes(kfile),
             "header_includes": {h: self.includes.get(str(self.src.app_root / h), []) for h in headers},
         }
+
+    def _context_includes(self, kfile: str) -> list[dict]:
+        """The #includes in effect where the kernel's file is read that it does not make itself: those of each file
+        that includes it (before that line, up to the translation unit's main file), and those of the application's
+        headers it includes in turn. `main.cu` includes <stdint.h>, then "kernels.h" with the kernel: the kernel's
+        uint32_t comes from main.cu's include, which kernels.h never names."""
+        by_rel = {self.src.rel(f): f for f in self.includes}
+        out: list[dict] = []
+        seen = {kfile}
+        up = [kfile]
+        while up:                       # the files that include it, and theirs
+            rel = self.src.rel(up.pop())
+            for f, incs in self.includes.items():
+                at = next((i["line"] for i in incs if i.get("resolved") == rel), None)
+                if at is None:
+                    continue
+                out += [i for i in incs if i["line"] < at]
+                if f not in seen:
+                    seen.add(f)
+                    up.append(f)
+        down = [kfile]
+        while down:                     # the application's headers it includes, and theirs
+            for i in self.includes.get(down.pop(), []):
+                f = by_rel.get(i.get("resolved") or "")
+                if f is not None and f not in seen:
+                    seen.add(f)
+                    out += self.includes.get(f, [])
+                    down.append(f)
+        return out
 
     def _usings_for(self, kernel, members: dict[str, dict]) -> list:
         """The file-scope using-directives and using-declarations that the kernel's code may rely on:

@@ -26,6 +26,7 @@ def _includes(kernel: dict) -> tuple[list[str], list[str]]:
     incs = list(closure.get("includes", []))
     for header in closure.get("headers", []):
         incs += closure.get("header_includes", {}).get(header, [])
+    incs += closure.get("context_includes", [])      # what the files including the kernel's file included first
     for inc in incs:
         if inc.get("missing"):
             if inc["spelling"] not in missing:

@@ -90,3 +90,51 @@ def test_header_outside_the_app_is_included_by_path_and_its_folder_reaches_the_b
     assert f'#include "{shared}/halves.cuh"' in render_kernel_file(app, k, None)
     from mepgen.mep.buildcfg import build_config
     assert f"-I{shared}" in build_config(inv, k, set(), detect_gpu=False).nvcc_flags
+
+
+# the kernel lives in a header the main file includes after its own system headers, and the header names none
+# itself; the kernel's record type has a host constructor that calls a host-only helper of the same header
+INCLUDED = {
+    "kernels.h": """
+        template <typename T> T smaller(const T &a, const T &b) { return b < a ? b : a; }
+        struct Span {
+          int lo, hi;
+          __host__ __device__ Span() : lo(0), hi(0) {}
+          Span(int a, int b) : lo(smaller(a, b)), hi(a + b - smaller(a, b)) {}
+        };
+        __global__ void widths(const Span *s, uint32_t *w, int n) {
+          int i = blockIdx.x * blockDim.x + threadIdx.x;
+          if (i < n) w[i] = (uint32_t)(s[i].hi - s[i].lo) + (uint32_t)INT8_MAX;
+        }
+    """,
+    "main.cu": """
+        #include <stdint.h>
+        #include <cstdio>
+        #include "kernels.h"
+        int main() {
+          Span *s; uint32_t *w;
+          cudaMalloc(&s, sizeof(Span) * 512); cudaMalloc(&w, 4 * 512);
+          widths<<<2, 256>>>(s, w, 512);
+          std::printf("%d\\n", Span(3, 1).lo);
+        }
+    """,
+}
+
+
+@pytest.mark.nvcc
+def test_a_kernel_in_an_included_file_gets_what_its_includer_included_first(tmp_path):
+    """uint32_t and INT8_MAX come from main.cu's <stdint.h>, before it includes kernels.h; Span's host
+    constructor calls the host template `smaller`: the MEP's kernel.cu has both and compiles alone (a public
+    merge program's MEP failed on uint32_t, a public aligner's on its host-only min template)."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc")
+    _write(tmp_path, INCLUDED)
+    inv = extract(tmp_path, ExtractOptions(jobs=1, use_cache=False))
+    k = next(k for k in inv["kernels"] if k["name"] == "widths")
+    assert [i["spelling"] for i in k["closure"]["context_includes"]] == ["stdint.h", "cstdio"]
+    text = render_kernel_file(tmp_path, k, None)
+    assert "#include <stdint.h>" in text and text.count("T smaller(const T &a, const T &b)") == 1
+    (tmp_path / "alone.cu").write_text(text)
+    r = subprocess.run(["nvcc", "-std=c++17", "-c", "alone.cu", "-o", "alone.o"], cwd=tmp_path,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
