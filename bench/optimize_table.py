@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""The table of an `mepgen optimize --all --json` sweep over applications (issue 36, criterion 1).
+
+    python3 bench/optimize_table.py OUT.md APP=ROWS.json [APP=ROWS.json ...] [--capture APP=N ...]
+
+ROWS.json is what `mepgen optimize --all --json` printed in the application's folder: one row per kernel (status,
+original and best time, speedup, winning chain, fidelity). `--capture APP=N`: the application's launched kernels
+that capture found but left without a complete MEP (they count as kernels the user gets nothing for).
+
+Writes OUT.md: every kernel with its outcome; the geometric mean of the speedups over every kernel launched (1.0
+where the original was kept or the kernel was not optimized: a failure gives the user nothing) and over the kernels
+optimize finished; how many kernels each outcome holds; and the share of the summed log speedups by the winning
+chain's first step.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections import Counter, defaultdict
+from pathlib import Path
+
+
+def rows_of(path: Path) -> list[dict]:
+    text = path.read_text().strip() if path.is_file() else ""
+    if not text:
+        return []
+    doc = json.loads(text)
+    rows = doc if isinstance(doc, list) else doc.get("rows") or doc.get("kernels") or []
+    return [r for r in rows if isinstance(r, dict)]
+
+
+def speedup(row: dict) -> float:
+    s = row.get("speedup")
+    return float(s) if row.get("status") == "done" and s else 1.0
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def table(apps: dict[str, list[dict]], uncaptured: dict[str, int]) -> str:
+    every = [(app, r) for app, rows in apps.items() for r in rows]
+    done = [(a, r) for a, r in every if r.get("status") == "done"]
+    all_speedups = [speedup(r) for _, r in every] + [1.0] * sum(uncaptured.values())
+    statuses = Counter(r.get("status") or "?" for _, r in every)
+    if sum(uncaptured.values()):
+        statuses["no complete MEP from capture"] = sum(uncaptured.values())
+    share: dict[str, float] = defaultdict(float)
+    kernels: Counter = Counter()
+    for _, r in done:
+        first = (r.get("chain") or ["(none)"])[0] if speedup(r) > 1.0 else "(none)"
+        share[first] += math.log(speedup(r))
+        kernels[first] += 1
+    total = sum(share.values())
+    lines = [f"# `mepgen optimize --all` over {len(apps)} applications", "",
+             f"**{len(all_speedups)} kernels launched: geometric mean {geomean(all_speedups):.3f}x** (1.0 where the "
+             f"original was kept or the kernel was not optimized); over the {len(done)} that optimize finished: "
+             f"{geomean([speedup(r) for _, r in done]):.3f}x.", "",
+             "| outcome | kernels |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in statuses.most_common()]
+    lines += ["", "Share of the log-gain by the winning chain's first step:", "",
+              "| first step | kernels | share |", "|---|---|---|"]
+    lines += [f"| {k} | {kernels[k]} | {100 * share[k] / total:.1f}% |" if total else f"| {k} | {kernels[k]} | - |"
+              for k in sorted(kernels, key=lambda k: -share[k])]
+    lines += ["", "| application | kernel | status | original ms | speedup | winning chain | fidelity ratio | why not |",
+              "|---|---|---|---|---|---|---|---|"]
+    for app, r in sorted(every, key=lambda x: (x[0], x[1].get("kernel") or "")):
+        why = "" if r.get("status") == "done" else (r.get("error") or "").replace("|", "/").replace("\n", " ")[:110]
+        ms = f"{r['original_ms']:.4f}" if r.get("original_ms") else "-"
+        chain = " + ".join(r.get("chain") or []) if speedup(r) > 1.0 else "(original kept)" \
+            if r.get("status") == "done" else "-"
+        fid = r.get("fidelity_ratio")
+        lines.append(f"| {app} | {r.get('kernel')} | {r.get('status')} | {ms} | {speedup(r):.2f}x | {chain} | "
+                     f"{fid if fid is not None else '-'} | {why} |")
+    for app, n in uncaptured.items():
+        if n:
+            lines.append(f"| {app} | ({n} kernel(s)) | no complete MEP from capture | - | 1.00x | - | - | |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("rows", nargs="+", help="APP=ROWS.json")
+    ap.add_argument("--capture", action="append", default=[], help="APP=N kernels without a complete MEP")
+    a = ap.parse_args()
+    apps = {}
+    for item in a.rows:
+        app, _, path = item.partition("=")
+        if not path:
+            ap.error(f"{item}: not APP=ROWS.json")
+        apps[app] = rows_of(Path(path))
+    uncaptured = {}
+    for item in a.capture:
+        app, _, n = item.partition("=")
+        if not n.isdigit():
+            ap.error(f"--capture {item}: not APP=N")
+        uncaptured[app] = int(n)
+    a.out.write_text(table(apps, uncaptured))
+    print(a.out.read_text().splitlines()[2])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
