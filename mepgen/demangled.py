@@ -15,7 +15,33 @@ def normalize_args(args: str) -> str:
 
 def split_demangled(demangled: str) -> tuple[str, str]:
     """`void ns::k<float, 4>(float const*, int)` -> (`ns::k`, `float,4`); a name without a parameter list or
-    template arguments (an `extern "C"` kernel) is its own base."""
+    template arguments (an `extern "C"` kernel) is its own base. The arguments as the injector compares them (no
+    spaces at all): to write them as C++, `spelled_template_args`."""
+    base, raw = _split(demangled)
+    return base, normalize_args(raw)
+
+
+def spelled_template_args(demangled: str) -> list[str]:
+    """The template arguments of a demangled name as C++ spells them: `k<unsigned int, 8ul>(...)` ->
+    [`unsigned int`, `8ul`]; spaces only where two words meet (`unsigned char`, not `unsignedchar`)."""
+    raw = re.sub(r"\s+", " ", _split(demangled)[1]).strip()
+    raw = re.sub(r"\s*([^\w\s])\s*", r"\1", raw)
+    out, depth, cur = [], 0, ""
+    for c in raw:
+        if c in "<(":
+            depth += 1
+        elif c in ">)":
+            depth -= 1
+        if c == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += c
+    return out + [cur] if cur else out
+
+
+def _split(demangled: str) -> tuple[str, str]:
+    """(qualified base name, template arguments as printed) of a demangled name."""
     s = demangled.strip()
     if s.endswith(")"):
         depth = 0
@@ -36,7 +62,7 @@ def split_demangled(demangled: str) -> tuple[str, str]:
             elif s[i] == "<":
                 depth -= 1
                 if depth == 0:
-                    args, s = normalize_args(s[i + 1:-1]), s[:i]
+                    args, s = s[i + 1:-1], s[:i]
                     break
     depth, start = 0, 0
     for i, c in enumerate(s):

@@ -33,7 +33,8 @@ import numpy as np
 
 from ..errors import MepgenError
 from ..spec import C_TYPES, Spec
-from .names import bare_type, split_demangled, split_template_args
+from ..demangled import spelled_template_args
+from .names import bare_type
 from .plan import CapturePlan, PlanConstant, PlanParam
 
 MANIFEST = "manifest.json"
@@ -55,8 +56,7 @@ def template_bindings(kernel: dict, demangled: str) -> dict[str, str]:
     names = [t["name"] for t in kernel.get("template_params", [])]
     if not names:
         return {}
-    _, args = split_demangled(demangled)
-    return dict(zip(names, split_template_args(args)))
+    return dict(zip(names, spelled_template_args(demangled)))
 
 
 def dtype_for(spelling: str | None, bindings: dict[str, str], typedefs: dict[str, str] | None = None) -> str | None:
@@ -238,7 +238,7 @@ def convert(raw_dir: Path, plan: CapturePlan, dest: Path, *, spec: Spec | None =
     manifest = {
         "format": FORMAT, "version": VERSION, "kernel": kernel["qualified_name"], "id": kernel["id"],
         "launched_as": raw.get("demangled", ""), "mangled": raw.get("mangled", ""),
-        "template_args": split_template_args(split_demangled(raw.get("demangled", ""))[1]),
+        "template_args": spelled_template_args(raw.get("demangled", "")),
         "launch_index": raw.get("launch_index", plan.launch), "selection": raw.get("selection", "index"),
         "launches_timed": raw.get("launches_timed"), "kernel_ms": raw.get("kernel_ms"),
         "after_ms": plan.after_ms, "time_ms": raw.get("time_ms"), "api": raw.get("api"),

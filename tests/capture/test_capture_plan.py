@@ -7,6 +7,7 @@ import pytest
 
 from mepgen.capture.command import parse_bytes
 from mepgen.capture.convert import constant_layout, dtype_for, template_bindings
+from mepgen.demangled import spelled_template_args
 from mepgen.capture.names import (choose_kernel, mangled_prefix, split_demangled, split_template_args,
                                   variable_symbols)
 from mepgen.capture.plan import PLAN_HEADER, make_plan, typedef_map
@@ -68,6 +69,11 @@ def test_demangled_names_split_like_the_injector():
     assert split_demangled("(anonymous namespace)::k(int)") == ("(anonymous namespace)::k", "")
     assert split_demangled("plain_c_kernel") == ("plain_c_kernel", "")
     assert split_template_args("std::pair<int,int>,4,float") == ["std::pair<int,int>", "4", "float"]
+    assert split_demangled("void m<unsigned int, false>(unsigned int)") == ("m", "unsignedint,false")
+    assert spelled_template_args("void m<unsigned int, false>(unsigned int)") == ["unsigned int", "false"]
+    assert spelled_template_args("void r<unsigned char, 8ul>(unsigned char*)") == ["unsigned char", "8ul"]
+    assert spelled_template_args("void k<std::pair<int, long long>, 4>(float*)") == ["std::pair<int,long long>", "4"]
+    assert spelled_template_args("plain_c_kernel") == []
     assert mangled_prefix("cg::spmv_csr") == "_ZN2cg8spmv_csrE" and mangled_prefix("k") == "_Z1k"
     assert variable_symbols("g") == ["g"]
     assert variable_symbols("a::b::c") == ["_ZN1a1b1cE", "c", "a::b::c"]
@@ -79,6 +85,9 @@ def test_element_types_through_templates_and_typedefs(heatcg_extracted):
     b = template_bindings(axpy, "void cg::axpy<double>(int, double, double const*, double*)")
     assert b == {"T": "double"}
     assert dtype_for("const T *", b) == "float64" and dtype_for("T", b) == "float64"
+    # a type of two words stays two words (the MEP writes it as C++: `unsignedint` did not compile)
+    b = template_bindings(axpy, "void cg::axpy<unsigned int>(int, unsigned int, unsigned int const*, unsigned int*)")
+    assert b == {"T": "unsigned int"} and dtype_for("T", b) == "uint32"
     assert dtype_for("const float *__restrict", {}) == "float32"
     assert dtype_for("real_t", {}, {"real_t": "float"}) == "float32"
     assert dtype_for("heat::Grid", {}) is None
