@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """The table of an `mepgen optimize --all --json` sweep over applications (issue 36, criterion 1).
 
-    python3 bench/optimize_table.py OUT.md APP=ROWS.json [APP=ROWS.json ...] [--capture APP=N ...]
+    python3 bench/optimize_table.py OUT.md APP=ROWS.json [APP=ROWS.json ...] [--none APP=N:WHY ...]
 
 ROWS.json is what `mepgen optimize --all --json` printed in the application's folder: one row per kernel (status,
 original and best time, speedup, winning chain, fidelity). `--capture APP=N`: the application's launched kernels
-that capture found but left without a complete MEP (they count as kernels the user gets nothing for).
+`--none APP=N:WHY`: N launched kernels of the application that have no row, and why (capture left them without
+a complete MEP; the sweep ran out of time): they count as kernels the user gets nothing for.
 
 Writes OUT.md: every kernel with its outcome; the geometric mean of the speedups over every kernel launched (1.0
 where the original was kept or the kernel was not optimized: a failure gives the user nothing) and over the kernels
@@ -39,13 +40,13 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
-def table(apps: dict[str, list[dict]], uncaptured: dict[str, int]) -> str:
+def table(apps: dict[str, list[dict]], uncaptured: dict[str, tuple[int, str]]) -> str:
     every = [(app, r) for app, rows in apps.items() for r in rows]
     done = [(a, r) for a, r in every if r.get("status") == "done"]
-    all_speedups = [speedup(r) for _, r in every] + [1.0] * sum(uncaptured.values())
+    all_speedups = [speedup(r) for _, r in every] + [1.0] * sum(n for n, _ in uncaptured.values())
     statuses = Counter(r.get("status") or "?" for _, r in every)
-    if sum(uncaptured.values()):
-        statuses["no complete MEP from capture"] = sum(uncaptured.values())
+    for n, why in uncaptured.values():
+        statuses[why] += n
     share: dict[str, float] = defaultdict(float)
     kernels: Counter = Counter()
     for _, r in done:
@@ -53,7 +54,7 @@ def table(apps: dict[str, list[dict]], uncaptured: dict[str, int]) -> str:
         share[first] += math.log(speedup(r))
         kernels[first] += 1
     total = sum(share.values())
-    lines = [f"# `mepgen optimize --all` over {len(apps)} applications", "",
+    lines = [f"# `mepgen optimize --all` over {len(set(apps) | set(uncaptured))} applications", "",
              f"**{len(all_speedups)} kernels launched: geometric mean {geomean(all_speedups):.3f}x** (1.0 where the "
              f"original was kept or the kernel was not optimized); over the {len(done)} that optimize finished: "
              f"{geomean([speedup(r) for _, r in done]):.3f}x.", "",
@@ -73,9 +74,9 @@ def table(apps: dict[str, list[dict]], uncaptured: dict[str, int]) -> str:
         fid = r.get("fidelity_ratio")
         lines.append(f"| {app} | {r.get('kernel')} | {r.get('status')} | {ms} | {speedup(r):.2f}x | {chain} | "
                      f"{fid if fid is not None else '-'} | {why} |")
-    for app, n in uncaptured.items():
+    for app, (n, why) in uncaptured.items():
         if n:
-            lines.append(f"| {app} | ({n} kernel(s)) | no complete MEP from capture | - | 1.00x | - | - | |")
+            lines.append(f"| {app} | ({n} kernel(s)) | {why} | - | 1.00x | - | - | |")
     return "\n".join(lines) + "\n"
 
 
@@ -83,7 +84,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", type=Path)
     ap.add_argument("rows", nargs="+", help="APP=ROWS.json")
-    ap.add_argument("--capture", action="append", default=[], help="APP=N kernels without a complete MEP")
+    ap.add_argument("--none", action="append", default=[], help="APP=N:WHY launched kernels without a row")
     a = ap.parse_args()
     apps = {}
     for item in a.rows:
@@ -92,11 +93,12 @@ def main() -> int:
             ap.error(f"{item}: not APP=ROWS.json")
         apps[app] = rows_of(Path(path))
     uncaptured = {}
-    for item in a.capture:
-        app, _, n = item.partition("=")
-        if not n.isdigit():
-            ap.error(f"--capture {item}: not APP=N")
-        uncaptured[app] = int(n)
+    for item in a.none:
+        app, _, rest = item.partition("=")
+        n, _, why = rest.partition(":")
+        if not n.isdigit() or not why:
+            ap.error(f"--none {item}: not APP=N:WHY")
+        uncaptured[app] = (int(n), why)
     a.out.write_text(table(apps, uncaptured))
     print(a.out.read_text().splitlines()[2])
     return 0

@@ -22,7 +22,7 @@ def test_failures_count_as_nothing_gained(tmp_path):
     (tmp_path / "c.json").write_text("")          # optimize printed nothing: no ready MEP
     out = tmp_path / "t.md"
     done = subprocess.run([sys.executable, str(BENCH), str(out), f"a={tmp_path / 'a.json'}",
-                           f"b={tmp_path / 'b.json'}", f"c={tmp_path / 'c.json'}", "--capture", "c=1"],
+                           f"b={tmp_path / 'b.json'}", f"c={tmp_path / 'c.json'}", "--none", "c=1:no complete MEP from capture"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     text = out.read_text()
