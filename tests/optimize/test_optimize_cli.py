@@ -281,3 +281,24 @@ def test_the_json_chain_spells_out_an_inherited_step():
     assert chain_names(unrolled, [other, inherited, unrolled]) == ["inherited:spread_iterations+unroll",
                                                                    "launch_bounds"]
     assert chain_names(other, [other, inherited, unrolled]) == ["restrict_ldg"]
+
+
+def test_a_kernel_with_nothing_to_verify_is_not_optimized(heatcg_meps, monkeypatch, tmp_path):
+    """An MEP without an out or inout parameter gives the judge nothing to compare: a variant that did nothing
+    would pass (a public benchmark's assert-only loop "won" 2978x that way). optimize stops with one line, exit 3,
+    before any GPU work; the dry run still plans."""
+    import re
+    import shutil
+    monkeypatch.setenv("MEPGEN_PATTERNS_DB", str(tmp_path / "p.sqlite"))
+    app = tmp_path / "app"
+    shutil.copytree(heatcg_meps[0], app)
+    yaml = next((app / ".mepgen" / "meps").glob("*dense_matvec*/mep.yaml"))
+    text = re.sub(r"role: out\b", "role: in, init: {kind: zeros}", yaml.read_text())
+    yaml.write_text(re.sub(r"role: inout\b", "role: in", text))
+    r = CliRunner().invoke(main, ["optimize", "analysis::dense_matvec", "-C", str(app), "--budget", "3"])
+    assert r.exit_code == 3, r.output
+    lines = [l for l in r.output.splitlines() if l.strip()]
+    assert len(lines) == 1 and "the MEP has no output to verify" in lines[0], lines
+    assert not (app / ".mepgen" / "runs").exists()
+    r = CliRunner().invoke(main, ["optimize", "analysis::dense_matvec", "-C", str(app), "--dry-run"])
+    assert r.exit_code == 0, r.output
