@@ -133,3 +133,21 @@ def test_bfloat16_bit_casts_and_pair_atomics_parse(tmp_path):
     """)
     inv = extract(app, ExtractOptions(jobs=1))
     assert [k["name"] for k in inv["kernels"]] == ["bump_pairs"] and not inv["kernels"][0].get("unreadable")
+
+
+def test_eight_bit_floats_parse(tmp_path):
+    """<cuda_fp8.h>'s types, their vector forms built from halves and bfloat16 pairs, and its conversion
+    intrinsics: a public bias kernel was unreadable (`__nv_fp8_e4m3` undeclared: the parse shim had no such header)."""
+    app = _app(tmp_path, """
+        #include <cuda_fp8.h>
+        __global__ void to_fp8(const float *x, __nv_fp8_e4m3 *y, __nv_fp8x4_e4m3 *y4, unsigned char *raw, int n) {
+          int t = blockIdx.x * blockDim.x + threadIdx.x;
+          if (t >= n) return;
+          y[t] = __nv_fp8_e4m3(x[t] * (float)y[0]);
+          __nv_bfloat162 lo = __float2bfloat162_rn(x[t]), hi = __bfloat162bfloat162(__float2bfloat16(x[t]));
+          y4[t] = __nv_fp8x4_e4m3(lo, hi);
+          raw[t] = __nv_cvt_float_to_fp8(x[t], __NV_SATFINITE, __NV_E5M2);
+        }
+    """)
+    inv = extract(app, ExtractOptions(jobs=1))
+    assert [k["name"] for k in inv["kernels"]] == ["to_fp8"] and not inv["kernels"][0].get("unreadable")

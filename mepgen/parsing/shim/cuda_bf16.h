@@ -38,4 +38,5 @@ MEPGEN_HD __nv_bfloat16 __ushort_as_bfloat16(unsigned short); MEPGEN_HD unsigned
 MEPGEN_HD __nv_bfloat16 __short_as_bfloat16(short); MEPGEN_HD short __bfloat16_as_short(__nv_bfloat16);
 MEPGEN_HD __nv_bfloat162 __halves2bfloat162(__nv_bfloat16, __nv_bfloat16);
 MEPGEN_HD __nv_bfloat16 __low2bfloat16(__nv_bfloat162); MEPGEN_HD __nv_bfloat16 __high2bfloat16(__nv_bfloat162);
+MEPGEN_HD __nv_bfloat162 __float2bfloat162_rn(float); MEPGEN_HD __nv_bfloat162 __bfloat162bfloat162(__nv_bfloat16);
 #undef MEPGEN_HD
