@@ -174,3 +174,23 @@ def test_the_dry_run_counts_it_structural(tmp_path):
     (tmp_path / "kernel.cu").write_text(CPLX)
     p = plan(spec, CPLX, tmp_path / "plan")
     assert "pack_components" in p.structural
+
+
+def test_elements_of_a_class_type_are_left_alone(tmp_path):
+    """A union cannot hold a class with its own constructors as it is (`__half`): reads of such elements keep their
+    accesses, while the float pair next to them still moves as one."""
+    text = """struct H { unsigned short b; __device__ H() {} __device__ H(float v) : b((unsigned short)v) {} };
+__global__ void cplx(const float *x, unsigned char *px, H *y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    H h0 = y[2 * i];
+    H h1 = y[2 * i + 1];
+    float a = x[2 * i] + (float)h0.b;
+    float b = x[2 * i + 1] + (float)h1.b;
+    px[i] = (unsigned char)(a * b);
+}
+"""
+    src, spec, launch = make(tmp_path, text)
+    rw = PackComponents().apply(src, spec, launch, {})
+    assert rw.explanation.startswith("packed components: 2 loads of x[2 * i..]") and "y[" not in rw.explanation
+    assert "H h0 = y[2 * i];" in rw.text

@@ -97,7 +97,8 @@ class PackComponents(Transformation):
     def _candidates(self, src, spec, mem, reasons) -> dict:
         """(compound, param, store, R) -> {constant c: [(access cursor, statement position)]}."""
         env = local_constants(src, src.body, set())
-        pointers = {p.name: p for p in src.params if p.pointer}
+        builtin = _builtin_elements(src)
+        pointers = {p.name: p for p in src.params if p.pointer and p.name in builtin}
         dtypes = {p.name: p.dtype for p in spec.params}
         groups: dict = {}
         for a in mem.accesses(src.body):
@@ -236,6 +237,20 @@ class PackComponents(Transformation):
                            for p in sorted(set(before) | set(after))]
         return Rewrite(src.replace(edits), "packed components: " + "; ".join(said) +
                        " (element by element where the address is not aligned to the vector)")
+
+
+#: element types a union may hold as they are (a class such as __half may have no trivial constructor)
+_BUILTIN = _INTEGER - {"ENUM"} | {"FLOAT", "DOUBLE", "HALF", "FLOAT16"}
+
+
+def _builtin_elements(src) -> set[str]:
+    """The pointer parameters whose element type is a built-in number."""
+    out = set()
+    for c in src.fn.get_children():
+        t = c.type.get_canonical() if kind(c) == "PARM_DECL" else None
+        if t is not None and t.kind.name == "POINTER" and t.get_pointee().get_canonical().kind.name in _BUILTIN:
+            out.add(c.spelling)
+    return out
 
 
 def _integer(name) -> bool:
