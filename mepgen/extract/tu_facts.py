@@ -90,7 +90,8 @@ def _mark_missing(kernels: list[dict], stubbed: set[str]) -> None:
     would not be found there either), and the kernel parsed without them."""
     for k in kernels:
         c = k["closure"]
-        for inc in [*c.get("includes", []), *(i for incs in c.get("header_includes", {}).values() for i in incs)]:
+        for inc in [*c.get("includes", []), *c.get("context_includes", []),
+                    *(i for incs in c.get("header_includes", {}).values() for i in incs)]:
             if inc["spelling"] in stubbed and inc.get("resolved") is None:
                 inc["missing"] = True
 

@@ -110,6 +110,7 @@ INCLUDED = {
     "main.cu": """
         #include <stdint.h>
         #include <cstdio>
+        #include <absent_message_passing.h>
         #include "kernels.h"
         int main() {
           Span *s; uint32_t *w;
@@ -125,14 +126,18 @@ INCLUDED = {
 def test_a_kernel_in_an_included_file_gets_what_its_includer_included_first(tmp_path):
     """uint32_t and INT8_MAX come from main.cu's <stdint.h>, before it includes kernels.h; Span's host
     constructor calls the host template `smaller`: the MEP's kernel.cu has both and compiles alone (a public
-    merge program's MEP failed on uint32_t, a public aligner's on its host-only min template)."""
+    merge program's MEP failed on uint32_t, a public aligner's on its host-only min template). A header the includer
+    names that is on no include path stays out (a public halo finder's <mpi.h>)."""
     if shutil.which("nvcc") is None:
         pytest.skip("needs nvcc")
     _write(tmp_path, INCLUDED)
     inv = extract(tmp_path, ExtractOptions(jobs=1, use_cache=False))
     k = next(k for k in inv["kernels"] if k["name"] == "widths")
-    assert [i["spelling"] for i in k["closure"]["context_includes"]] == ["stdint.h", "cstdio"]
+    assert [i["spelling"] for i in k["closure"]["context_includes"]] == ["stdint.h", "cstdio",
+                                                                         "absent_message_passing.h"]
     text = render_kernel_file(tmp_path, k, None)
+    # a header on no include path (an MPI the machine lacks) stays out: the MEP would not find it either
+    assert "#include <absent_message_passing.h>" not in text
     assert "#include <stdint.h>" in text and text.count("T smaller(const T &a, const T &b)") == 1
     (tmp_path / "alone.cu").write_text(text)
     r = subprocess.run(["nvcc", "-std=c++17", "-c", "alone.cu", "-o", "alone.o"], cwd=tmp_path,
