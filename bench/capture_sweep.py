@@ -108,6 +108,18 @@ def add_apps(path: Path | None) -> list[str]:
     return list(apps)
 
 
+def chosen_apps(apps_arg: str, apps_file: Path | None) -> list[str] | None:
+    """The applications to run: --apps, or the file's list when --apps is left at its default; None (after saying
+    which on stderr) when one is unknown."""
+    added = add_apps(apps_file)
+    names = [n for n in (apps_arg.split(",") if apps_arg != ",".join(DEFAULT) or not added else added) if n]
+    unknown = [n for n in names if n not in APPS]
+    if unknown:
+        print(f"unknown app(s): {', '.join(unknown)}; known: {', '.join(APPS)}", file=sys.stderr)
+        return None
+    return names
+
+
 def sh(cmd, cwd, timeout, env=None):
     t0 = time.perf_counter()
     try:
@@ -355,11 +367,8 @@ def main() -> int:
     a = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     work = Path(tempfile.mkdtemp(prefix="capture-sweep-"))
-    added = add_apps(a.apps_file)
-    names = [n for n in (a.apps.split(",") if a.apps != ",".join(DEFAULT) or not added else added) if n]
-    unknown = [n for n in names if n not in APPS]
-    if unknown:
-        print(f"unknown app(s): {', '.join(unknown)}; known: {', '.join(APPS)}", file=sys.stderr)
+    names = chosen_apps(a.apps, a.apps_file)
+    if names is None:
         return 2
     roots = {"rodinia": a.rodinia, "hecbench": a.hecbench}
     if a.pack is not None:

@@ -38,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from capture_sweep import APPS, DEFAULT, R_FLAGS, add_apps, compile_commands, sh  # noqa: E402
+from capture_sweep import APPS, DEFAULT, R_FLAGS, chosen_apps, compile_commands, sh  # noqa: E402
 
 MEPGEN = [sys.executable, "-m", "mepgen.cli"]
 CHECK = {"hecbench": '! grep -q FAIL "$MEPGEN_TUNE_LOG"', "rodinia": None}
@@ -229,11 +229,8 @@ def main() -> int:
                          "their captured MEPs stay (bench/evaluator_rate_captured.sh reads them there)")
     a = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    added = add_apps(a.apps_file)
-    names = [n for n in (a.apps.split(",") if a.apps != ",".join(DEFAULT) or not added else added) if n]
-    unknown = [n for n in names if n not in APPS]
-    if unknown:
-        print(f"unknown app(s): {', '.join(unknown)}; known: {', '.join(APPS)}", file=sys.stderr)
+    names = chosen_apps(a.apps, a.apps_file)
+    if names is None:
         return 2
     a.out.mkdir(parents=True, exist_ok=True)
     # applications run side by side (one per GPU), but never time their runs at the same moment

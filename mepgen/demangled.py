@@ -25,9 +25,13 @@ def spelled_template_args(demangled: str) -> list[str]:
     """The template arguments of a demangled name as C++ spells them: `k<unsigned int, 8ul>(...)` ->
     [`unsigned int`, `8ul`]; spaces only where two words meet (`unsigned char`, not `unsignedchar`)."""
     raw = re.sub(r"\s+", " ", _split(demangled)[1]).strip()
-    raw = re.sub(r"\s*([^\w\s])\s*", r"\1", raw)
+    return split_template_args(re.sub(r"\s*([^\w\s])\s*", r"\1", raw))
+
+
+def split_template_args(args: str) -> list[str]:
+    """`float,std::pair<int,int>,4` -> [`float`, `std::pair<int,int>`, `4`] (top-level commas only)."""
     out, depth, cur = [], 0, ""
-    for c in raw:
+    for c in args:
         if c in "<(":
             depth += 1
         elif c in ">)":
@@ -37,7 +41,9 @@ def spelled_template_args(demangled: str) -> list[str]:
             cur = ""
         else:
             cur += c
-    return out + [cur] if cur else out
+    if cur:
+        out.append(cur)
+    return out
 
 
 def _split(demangled: str) -> tuple[str, str]:

@@ -233,3 +233,18 @@ __global__ void faces(const float *src, float *out, int ne, int na, int nx, int 
             }
 }
 """
+
+
+def evaluate_rewrite(tmp_path: Path, mep: Path, spec, rw, rounds: int = 2):
+    """A rewrite judged as optimize judges any candidate (GPU): built, verified on every input set, timed against
+    the original; the candidate's result."""
+    from mepgen.evaluate import Evaluator, Options
+    from mepgen.optimize import candidates
+    from mepgen.optimize.proposer import Proposal
+    ev = Evaluator(spec, mep, Options(rounds=rounds, use_cache=False, backend="pycuda"))
+    try:
+        ev.prepare()
+        return candidates.evaluate(ev, mep, spec, [Proposal(text=rw.text, change=rw.explanation, source="library",
+                                                            launch=rw.launch)], tmp_path / "cands")[0]
+    finally:
+        ev.close()

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..demangled import normalize_args, split_demangled  # noqa: F401  (used by the capture modules)
+# used by the capture modules
+from ..demangled import normalize_args, split_demangled, split_template_args  # noqa: F401
 from ..errors import MepgenError
 from ..kernelname import find_kernel
 
@@ -35,24 +36,6 @@ _QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|st
 def bare_type(spelling: str) -> str:
     """`const float *__restrict` -> `float`."""
     return " ".join(_QUALIFIERS.sub(" ", spelling or "").split())
-
-
-def split_template_args(args: str) -> list[str]:
-    """`float,std::pair<int,int>,4` -> [`float`, `std::pair<int,int>`, `4`] (top-level commas only)."""
-    out, depth, cur = [], 0, ""
-    for c in args:
-        if c in "<(":
-            depth += 1
-        elif c in ">)":
-            depth -= 1
-        if c == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += c
-    if cur:
-        out.append(cur)
-    return out
 
 
 def mangled_prefix(qualified: str) -> str:

@@ -11,23 +11,13 @@ pytestmark = pytest.mark.gpu
 
 
 def test_packed_components_verify_and_are_timed(tmp_path):
-    from mepgen.evaluate import Evaluator, Options
-    from mepgen.optimize import candidates
     from mepgen.optimize.library.pack_components import PackComponents
-    from mepgen.optimize.proposer import Proposal
-    from library_fixtures import written
+    from library_fixtures import evaluate_rewrite, written
     mep = tmp_path / "mep"
     mep.mkdir()
     (mep / "kernel.cu").write_text(CPLX)
     src, spec, launch = written(mep, YAML.replace("N: 4096", "N: 16777216"), CPLX)
-    rw = PackComponents().apply(src, spec, launch, {})
-    ev = Evaluator(spec, mep, Options(rounds=3, use_cache=False, backend="pycuda"))
-    try:
-        ev.prepare()
-        result = candidates.evaluate(ev, mep, spec, [Proposal(text=rw.text, change=rw.explanation, source="library",
-                                                              launch=rw.launch)], tmp_path / "cands")[0]
-    finally:
-        ev.close()
+    result = evaluate_rewrite(tmp_path, mep, spec, PackComponents().apply(src, spec, launch, {}), rounds=3)
     assert result.status == "ok", result.feedback()
     assert result.timed is not None and result.timed.speedup > 0, result.timed
     print(f"pack_components: {result.timed.decision} {result.timed.speedup:.3f}x ({result.timed.why})")

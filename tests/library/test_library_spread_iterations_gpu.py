@@ -13,22 +13,14 @@ pytestmark = pytest.mark.gpu
 
 @pytest.mark.parametrize("parts, levels", [(32, 2), (128, 3)])
 def test_spread_faces_verify_and_are_timed(tmp_path, parts, levels):
-    from mepgen.evaluate import Evaluator, Options
-    from mepgen.optimize import candidates
     from mepgen.optimize.library.spread_iterations import SpreadIterations
-    from mepgen.optimize.proposer import Proposal
+    from library_fixtures import evaluate_rewrite
     mep = tmp_path / "mep"
     mep.mkdir()
     (mep / "kernel.cu").write_text(FACES)
     src, spec, launch = make(mep, FACES, ne=30, na=33)
     rw = SpreadIterations().apply(src, spec, launch, {"parts": parts, "levels": levels})
-    ev = Evaluator(spec, mep, Options(rounds=2, use_cache=False, backend="pycuda"))
-    try:
-        ev.prepare()
-        result = candidates.evaluate(ev, mep, spec, [Proposal(text=rw.text, change=rw.explanation, source="library",
-                                                              launch=rw.launch)], tmp_path / "cands")[0]
-    finally:
-        ev.close()
+    result = evaluate_rewrite(tmp_path, mep, spec, rw)
     assert result.status == "ok", result.feedback()
     assert result.timed.speedup > 1.0, result.timed.why
     print(f"spread_iterations {parts} parts over {levels} loop(s): {result.timed.decision} "
