@@ -21,6 +21,7 @@ typedef enum __nv_saturation_t { __NV_NOSAT, __NV_SATFINITE } __nv_saturation_t;
   };
 MEPGEN_FP8(__nv_fp8_e4m3, __nv_fp8_storage_t)
 MEPGEN_FP8(__nv_fp8_e5m2, __nv_fp8_storage_t)
+MEPGEN_FP8(__nv_fp8_e8m0, __nv_fp8_storage_t)
 #undef MEPGEN_FP8
 #define MEPGEN_FP8X(NAME, STORAGE, VEC)                                                              \
   struct NAME {                                                                                      \

@@ -5,6 +5,9 @@
 #pragma once
 #ifndef MEPGEN_CUDA_SHIM_H
 #define MEPGEN_CUDA_SHIM_H
+/* the toolkit's Thrust/CUB/libcu++ turn on their 8-bit float support when <cuda_fp8.h> can be included, and this
+ * shim's stand-in for that header declares the types kernels use, not the intrinsics libcu++ itself calls */
+#define CCCL_DISABLE_NVFP8_SUPPORT 1
 #include <stddef.h>
 /* what nvcc's implicit cuda_runtime.h brings into every file: INT_MAX, malloc, memcpy, clock_t, uint8_t ... */
 #if __has_include(<limits.h>)
