@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..parsing import clang
 from ..parsing.clang import specialized_template
+from .include_graph import context_includes, included_file
 from .kernels import FUNCTION_KINDS, is_device_function, is_kernel
 from .source import SourceFiles, extent_json, qualified_name
 from ..parsing.vartemplates import template_usr, variable_templates
@@ -89,14 +90,6 @@ def _first_tokens(decl, n: int = 4) -> list[str]:
         if len(out) >= n:
             break
     return out
-
-
-def included_file(directive):
-    """The file an #include names, or None when it was not found (libclang's binding asserts on that)."""
-    try:
-        return directive.get_included_file()
-    except AssertionError:
-        return None
 
 
 class ClosureBuilder:
@@ -268,38 +261,9 @@ class ClosureBuilder:
             "macros": macro_list,
             "headers": headers,
             "includes": self.includes.get(kfile, []),
-            "context_includes": self._context_includes(kfile),
+            "context_includes": context_includes(self.includes, self.src.rel, kfile),
             "header_includes": {h: self.includes.get(str(self.src.app_root / h), []) for h in headers},
         }
-
-    def _context_includes(self, kfile: str) -> list[dict]:
-        """The #includes in effect where the kernel's file is read that it does not make itself: those of each file
-        that includes it (before that line, up to the translation unit's main file), and those of the application's
-        headers it includes in turn. `main.cu` includes <stdint.h>, then "kernels.h" with the kernel: the kernel's
-        uint32_t comes from main.cu's include, which kernels.h never names."""
-        by_rel = {self.src.rel(f): f for f in self.includes}
-        out: list[dict] = []
-        seen = {kfile}
-        up = [kfile]
-        while up:                       # the files that include it, and theirs
-            rel = self.src.rel(up.pop())
-            for f, incs in self.includes.items():
-                at = next((i["line"] for i in incs if i.get("resolved") == rel), None)
-                if at is None:
-                    continue
-                out += [i for i in incs if i["line"] < at]
-                if f not in seen:
-                    seen.add(f)
-                    up.append(f)
-        down = [kfile]
-        while down:                     # the application's headers it includes, and theirs
-            for i in self.includes.get(down.pop(), []):
-                f = by_rel.get(i.get("resolved") or "")
-                if f is not None and f not in seen:
-                    seen.add(f)
-                    out += self.includes.get(f, [])
-                    down.append(f)
-        return out
 
     def _usings_for(self, kernel, members: dict[str, dict]) -> list:
         """The file-scope using-directives and using-declarations that the kernel's code may rely on:
