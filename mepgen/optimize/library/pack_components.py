@@ -37,7 +37,7 @@ from ...spec import itemsize
 from .affine import local_constants, poly
 from .analysis import element_type, pure_call, squash
 from .base import Rewrite, Transformation
-from .cursors import _past_semicolon
+from .cursors import _past_semicolon, _unwrap
 from .hoist_loads import unconditional
 from .memory_roots import Memory, _id
 from .source import Refused, kind, walk
@@ -115,7 +115,7 @@ class PackComponents(Transformation):
             if a.write:
                 kids = list(stmt.get_children())
                 if kind(stmt) != "BINARY_OPERATOR" or src.operator(stmt) != "=" or \
-                        _id(_strip_paren(kids[0])) != _id(a.cursor):
+                        _id(_unwrap(kids[0])) != _id(a.cursor):
                     continue                                # `p[i] += v`, `&p[i]`, `x = p[i] = v`: not a plain store
             try:
                 pl = poly(src, a.indices[0], env)
@@ -260,12 +260,6 @@ def _integer(name) -> bool:
     if t.kind.name in ("LVALUEREFERENCE", "RVALUEREFERENCE"):
         t = t.get_pointee().get_canonical()
     return t.kind.name in _INTEGER or kind(name) == "DECL_REF_EXPR" and t.kind.name in ("RECORD", "POINTER")
-
-
-def _strip_paren(c):
-    while kind(c) in ("UNEXPOSED_EXPR", "PAREN_EXPR") and len(list(c.get_children())) == 1:
-        c = list(c.get_children())[0]
-    return c
 
 
 def _index(access):
