@@ -34,11 +34,9 @@ class LaunchBounds(Transformation):
     def apply(self, src, spec, launch, params):
         n = self._threads(src, spec, launch)
         k = int(params.get("min_blocks", 2))
-        head = src.head
-        i = head.find("__global__")
-        if i < 0:
-            raise Refused("__global__ is not spelled in the kernel's declaration (a macro)")
-        at = src.fn.extent.start.offset + i + len("__global__")
-        text = src.replace([(at, at, f" __launch_bounds__({n}, {k})")])
+        edit = src.attribute_edit(f"__launch_bounds__({n}, {k})")
+        if edit is None:
+            raise Refused("neither __global__ nor the kernel's name is spelled in its declaration (macros)")
+        text = src.replace([edit])
         return Rewrite(text, f"launch bounds: __launch_bounds__({n}, {k}) lets ptxas cap registers for {k} "
                              f"resident blocks of {n} threads per SM")

@@ -185,6 +185,22 @@ class KernelSource:
         """The definition up to its body: attributes, name and parameter list (kept by every rewrite)."""
         return self.text[self.fn.extent.start.offset:self.body.extent.start.offset]
 
+    def attribute_edit(self, attr: str) -> tuple[int, int, str] | None:
+        """The edit that adds a kernel attribute (`__launch_bounds__(..)`, `__maxnreg__(..)`): right after
+        `__global__` where the head spells it, else right before the kernel's name (`GLOBAL static void
+        __launch_bounds__(..) k(`, where a macro spells `__global__`: nvcc takes the attribute among the
+        declaration's specifiers); None when the head spells neither (a macro makes the name)."""
+        head, start = self.head, self.fn.extent.start.offset
+        i = head.find("__global__")
+        if i >= 0:
+            at = start + i + len("__global__")
+            return at, at, f" {attr}"
+        names = list(re.finditer(r"\b%s\s*\(" % re.escape(self.name), head))
+        if not names:
+            return None
+        at = start + names[-1].start()
+        return at, at, f"{attr} "
+
     def replace(self, edits: list[tuple[int, int, str]]) -> str:
         """The text with non-overlapping (start, end, new) edits applied."""
         out, pos = [], 0

@@ -230,13 +230,11 @@ class TuneParams(Transformation):
         threads = block_threads(_with(spec, sizes), new_launch or launch)
         bounds = int(point.get("bounds", 0) or 0)
         if bounds:
-            head = src.head
-            i = head.find("__global__")
-            if i < 0 or threads is None:
-                raise Refused("__global__ is not spelled in the kernel's declaration (a macro)" if i < 0 else
-                              "the block size is not a compile-time value")
-            at = src.fn.extent.start.offset + i + len("__global__")
-            edits.append((at, at, f" __launch_bounds__({threads}, {bounds})"))
+            edit = src.attribute_edit(f"__launch_bounds__({threads}, {bounds})")
+            if edit is None or threads is None:
+                raise Refused("neither __global__ nor the kernel's name is spelled in its declaration (macros)"
+                              if edit is None else "the block size is not a compile-time value")
+            edits.append(edit)
             changes.append(f"__launch_bounds__({threads}, {bounds})")
         if sizes:
             start, end = src.fn.extent.start.offset, src.span(src.body)[1]
@@ -249,16 +247,15 @@ class TuneParams(Transformation):
         regs = int(point.get("regs", 0) or 0)
         flags = []
         if regs:
-            i = src.head.find("__global__")
-            if bounds or src.has_launch_bounds() or i < 0:
+            edit = src.attribute_edit(f"__maxnreg__({regs})")
+            if bounds or src.has_launch_bounds() or edit is None:
                 # nvcc refuses __maxnreg__ beside __launch_bounds__: the cap is the file's build flag then
                 flags = [f"-maxrregcount={regs}"]
                 changes.append(f"at most {regs} registers per thread (-maxrregcount)")
             else:
                 # in the kernel's own text: a build flag would not reach the application (on the GPU a 1.22x
                 # register cap was kept as a patch and left the application's kernel as it was)
-                at = src.fn.extent.start.offset + i + len("__global__")
-                edits.append((at, at, f" __maxnreg__({regs})"))
+                edits.append(edit)
                 changes.append(f"at most {regs} registers per thread (__maxnreg__)")
         text = src.replace(edits) if edits else src.text
         return Rewrite(text, "tuned parameters: " + "; ".join(changes), new_launch, flags)
