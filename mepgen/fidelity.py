@@ -36,6 +36,7 @@ class Fidelity:
     tolerance: float = TOLERANCE
     floor_us: float = FLOOR_US
     forced: bool = False
+    l2: str = "flushed"              # how the MEP was timed: the L2 flushed before each launch, or "warm" (optimize)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -44,7 +45,8 @@ class Fidelity:
         if self.ratio is None:
             return f"fidelity: {self.why}"
         verdict = "within" if self.ok else "OUTSIDE"
-        return (f"fidelity: MEP {self.mep_ms:.4g} ms / application {self.app_ms:.4g} ms = {self.ratio:.2f} "
+        return (f"fidelity: MEP {self.mep_ms:.4g} ms{' (warm L2)' if self.l2 == 'warm' else ''} / application "
+                f"{self.app_ms:.4g} ms = {self.ratio:.2f} "
                 f"({verdict} the guard: +-{self.tolerance:.0%} or {self.floor_us:g} us)"
                 + (" -- forced" if self.forced else ""))
 

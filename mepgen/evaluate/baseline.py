@@ -3,6 +3,7 @@ against its own references (run to run), then timed alone; the timing is kept, a
 it (session.py). Its phases go to `Evaluator.spent` (verification, timing)."""
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from . import output_digest, references, session
@@ -42,8 +43,38 @@ def result(ev) -> EvalResult:
             res.notes.append("the original kernel does not reproduce its own outputs: a race, or a tolerance "
                              "in mep.yaml that is too tight")
             return ev._done(res, start)
-    res.stage = "time"
     ev._spend("verification", mark)
+    return _timed(ev, res, worker, work, start)
+
+
+def warm(ev, verified: EvalResult) -> EvalResult:
+    """The verified original timed again from a warm L2 (no flush before its launches), and every candidate after it:
+    for an MEP whose flushed time is far above the application's, where the launch read data that the steps before
+    it had left in the L2 (optimize's fidelity check). Its verification stands (the flush changes no output)."""
+    ev.plan = dataclasses.replace(ev.plan, flush_l2=False)
+    for w in ev.workers:
+        w.stored = None            # timed with the flush: candidates compare with the warm timing only
+    res = EvalResult(name="baseline", key=ev.result_key(ev.original_text), backend=ev.backend_name,
+                     kernel_sha256=verified.kernel_sha256, input_sets=ev.k, sandbox=ev.sandbox)
+    res.compile = verified.compile
+    res.notes.append("timed from a warm L2 (no flush between launches), as the application ran it")
+    worker = ev.workers[0]
+    return _timed(ev, res, worker, ev.store.work_dir / "baseline-warm", time.monotonic())
+
+
+def flushed_state(ev) -> tuple:
+    """What `warm` changes (the plan, each GPU's stored timing), for `restore`."""
+    return ev.plan, [w.stored for w in ev.workers]
+
+
+def restore(ev, state: tuple) -> None:
+    ev.plan, stored = state
+    for w, s in zip(ev.workers, stored):
+        w.stored = s
+
+
+def _timed(ev, res: EvalResult, worker, work, start: float) -> EvalResult:
+    res.stage = "time"
     ev.check_time()
     mark = time.monotonic()
     plan = session.baseline_plan(ev)      # alone: no perturbation re-check (nothing to compare it with)

@@ -70,6 +70,8 @@ def fidelity_of(fidelity) -> tuple[str | None, str | None]:
     band = f" (±{tol:.0%}" + (f" or {fidelity['floor_us']:g} us" if fidelity.get("floor_us") else "") + ")" \
         if isinstance(tol, (int, float)) else ""
     note = f"fidelity (MEP vs application time) {ratio:.3f}" + (f": {verdict}{band}" if verdict else "")
+    if fidelity.get("l2") == "warm":
+        note += "; the MEP was timed from a warm L2, as the application ran it (flushed, it was off the guard)"
     return f"{ratio:.3f}" + ("" if fidelity.get("ok") is not False else " !"), note
 
 

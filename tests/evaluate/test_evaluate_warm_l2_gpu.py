@@ -1,0 +1,48 @@
+"""On a GPU: the original timed again from a warm L2 (optimize's fidelity check, for an MEP far slower than the
+application with the L2 flushed), and a candidate judged against that warm timing, not the flushed one."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.gpu
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+@pytest.fixture(scope="module")
+def app():
+    import adversarial
+    return adversarial.prepare_app(None, ["cg.axpy"])
+
+
+def test_warm_timing_then_a_candidate_against_it(app):
+    from mepgen.evaluate import Evaluator, Options
+    from mepgen.evaluate import baseline as baseline_mod
+    from mepgen.evaluate.batch import evaluate_many
+    from mepgen.spec import load_spec
+
+    mep = Path(app) / ".mepgen" / "meps" / "cg.axpy"
+    ev = Evaluator(load_spec(mep / "mep.yaml"), mep, Options(backend="native", use_cache=False))
+    try:
+        ev.prepare()
+        flushed = ev.baseline_result()
+        assert flushed.ok and ev.plan.flush_l2, flushed.feedback()
+        kept = baseline_mod.flushed_state(ev)
+        warm = baseline_mod.warm(ev, flushed)
+        assert warm.ok, warm.feedback()
+        assert ev.plan.flush_l2 is False and "warm L2" in " ".join(warm.notes)
+        # axpy's two vectors fit in the L2: launches that find them there take less time than after a flush
+        assert warm.timed.median_ms < flushed.timed.median_ms, (warm.timed.median_ms, flushed.timed.median_ms)
+        stored = ev.workers[0].stored
+        assert stored is not None and stored.median_ms == pytest.approx(warm.timed.median_ms)
+        same = evaluate_many(ev, [("same", mep / "kernel.cu")])[0]     # the original as a candidate
+        assert same.ok and same.timed.decision == "same", same.feedback()
+        assert same.timed.baseline_median_ms < flushed.timed.median_ms     # compared with the warm timing
+        baseline_mod.restore(ev, kept)
+        assert ev.plan.flush_l2 and ev.workers[0].stored is kept[1][0]
+    finally:
+        ev.close()
