@@ -42,7 +42,9 @@ def read_variant(path: Path, include_dirs: list[str]) -> list[Definition]:
     errors = [d for d in tu.diagnostics if d.severity >= 3]
     if errors:
         d = errors[0]
-        raise MepgenError(f"variant {path} does not parse: line {d.location.line}: {d.spelling}")
+        where = f"{d.location.file.name}:" if d.location.file is not None and \
+            Path(d.location.file.name).resolve() != path else "line "
+        raise MepgenError(f"variant {path} does not parse: {where}{d.location.line}: {d.spelling}")
     data = path.read_bytes()
     out: list[Definition] = []
 

@@ -90,3 +90,18 @@ def test_wmma_fragments_half_compares_and_pitched_memory(tmp_path):
         }
     """)
     assert set(ks) == {"tile16", "positive"}
+
+
+def test_noinline_as_the_toolkit_and_libstdcxx_13_spell_it(tmp_path):
+    """libstdc++ 13 writes `__attribute__((__noinline__))` in headers <random> and <chrono> reach; nvcc's headers make
+    `__noinline__` a specifier. Both parse (a variant with either was refused by patch as "does not parse")."""
+    from mepgen.parsing import clang
+    (tmp_path / "v.cu").write_text(textwrap.dedent("""
+        __attribute__((__noinline__)) void host_side(int);
+        __noinline__ __device__ int plus_one(int x) { return x + 1; }
+        __global__ void bump(int *p) { p[threadIdx.x] = plus_one(p[threadIdx.x]); }
+    """))
+    tu = clang.parse(tmp_path / "v.cu", [])
+    assert [d.spelling for d in tu.diagnostics if d.severity >= 3] == []
+    ks = _kernels(tmp_path, (tmp_path / "v.cu").read_text())
+    assert "bump" in ks

@@ -38,7 +38,11 @@
 /* CUDA 12.4's per-kernel register cap: libclang 18 knows no such attribute, and it changes nothing it reads */
 #define __maxnreg__(...)
 #define __forceinline__ __inline__ __attribute__((always_inline))
+/* clang in CUDA mode knows __noinline__ itself (a keyword since clang 15): a macro would break libstdc++ 13's
+   `__attribute__((__noinline__))` (in <random>, <chrono>: "use of undeclared identifier 'noinline'") */
+#ifndef __CUDA__
 #define __noinline__ __attribute__((noinline))
+#endif
 #define __align__(n) __attribute__((aligned(n)))
 #define __restrict__ __restrict
 #define __CUDACC__ 1
