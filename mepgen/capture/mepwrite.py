@@ -70,6 +70,12 @@ def _role(mp: dict, static_role: str | None, poison_like: int | None = 0) -> tup
     it changed is `inout`), and no element of the result holds the poison's bits (`poison_like`; None: unknown),
     which `mepgen run` would count as unwritten."""
     if not mp["written"]:
+        if static_role == "out" and poison_like == 0:
+            # the launch wrote what the buffer held already (a launch after a warm-up, or results that were there):
+            # as `in` the MEP would check nothing the kernel writes; as `out` every run starts from the poison, so
+            # the kernel must write it again, and what it writes is compared
+            return "out", ("out: the launch left it as it was, but static analysis says the kernel writes it without "
+                           "reading it first (it wrote the values it held): every run starts from the poison")
         return "in", "in: the launch did not change it"
     if static_role == "out" and mp["changed_elements"] == mp["count"]:
         if poison_like is None or poison_like > 0:
@@ -284,11 +290,13 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
 
 
 def _poison_like(manifest: dict, mp: dict) -> int | None:
-    """Elements of the buffer's captured after-state that hold the poison's bits (None: no after-state to read)."""
-    if not mp.get("after") or not manifest.get("_dir"):
+    """Elements of the buffer's captured after-state that hold the poison's bits (None: no after-state to read); a
+    buffer the launch left as it was has its before-state as its after-state."""
+    state = mp.get("after") or (mp.get("before") if mp.get("written") is False else None)
+    if not state or not manifest.get("_dir"):
         return None
     try:
-        return poison_like(load_array(Path(manifest["_dir"]), mp["after"]))
+        return poison_like(load_array(Path(manifest["_dir"]), state))
     except (OSError, ValueError, KeyError):
         return None
 

@@ -340,7 +340,15 @@ def test_one_run_records_the_swarm_and_its_mep_reproduces_the_launch(swarm_app, 
 def test_roles_from_what_the_launch_changed():
     from mepgen.capture.mepwrite import _role
     buf = lambda changed, count=8: {"written": changed > 0, "changed_elements": changed, "count": count}
-    assert _role(buf(0), "out")[0] == "in"            # not changed by this launch: an input here
+    assert _role(buf(0), "in")[0] == "in"             # not changed by this launch: an input here
+    assert _role(buf(0), None)[0] == "in"
+    # unchanged, but the kernel writes it without reading it (a launch after a warm-up wrote the values that were
+    # there): an output, poisoned before every run, so a variant that leaves it alone fails
+    role, why = _role(buf(0), "out")
+    assert role == "out" and "static analysis says the kernel writes it" in why
+    assert _role(buf(0), "out", poison_like=2)[0] == "in"       # some of its values read as unwritten: not proven
+    assert _role(buf(0), "out", poison_like=None)[0] == "in"
+    assert _role(buf(0), "inout")[0] == "in"          # read first: its captured values are its input
     assert _role(buf(8), "out")[0] == "out"           # static says out and every element changed
     assert _role(buf(8), None)[0] == "inout"          # no static analysis: start every run from the capture
     assert _role(buf(3), "out")[0] == "inout"         # part of it left alone: its captured values matter
@@ -360,6 +368,9 @@ def test_poison_bits_in_a_captured_result_are_found_in_its_file(tmp_path):
     assert _poison_like(m, {"after": "after/rec.npy"}) == 3
     assert _poison_like(m, {"after": "after/f.npy"}) == 0          # a NaN, but not the poison's all-ones bits
     assert _poison_like(m, {"after": None}) is None and _poison_like({}, {"after": "after/rec.npy"}) is None
+    # a buffer the launch left as it was: its before-state is its after-state
+    assert _poison_like(m, {"after": None, "before": "after/rec.npy", "written": False}) == 3
+    assert _poison_like(m, {"after": None, "before": "after/rec.npy", "written": True}) is None
 
 
 def test_buffers_written_through_captured_pointers_are_outputs(swarm_captured):
