@@ -46,7 +46,7 @@ def by_time(first_ms: float, rounds: int, flush_l2: bool, round_ms: float = ROUN
     warmup = _clamp(math.ceil(WARMUP_MS / t), MIN_WARMUP, MAX_WARMUP)
     how = (f"time-based: {rounds} round(s) of {reps} launches per side after {warmup} warm-up, from a first launch "
            f"of {fmt_ms(t)} (about {round_ms:g} ms of kernel time per round and side, {MIN_REPS} to {MAX_REPS} "
-           f"launches)")
+           f"launches)" + ("" if flush_l2 else "; the L2 not flushed between launches (warm)"))
     return TimingPlan(warmup=warmup, reps=reps, rounds=rounds, flush_l2=flush_l2, how=how)
 
 
@@ -63,7 +63,8 @@ def controls(baseline_ms: float) -> int:
 
 def by_count(warmup: int, reps: int, rounds: int, flush_l2: bool) -> TimingPlan:
     return TimingPlan(warmup=warmup, reps=reps, rounds=rounds, flush_l2=flush_l2,
-                      how=f"count-based: {rounds} round(s) of {reps} launches per side after {warmup} warm-up")
+                      how=f"count-based: {rounds} round(s) of {reps} launches per side after {warmup} warm-up"
+                          + ("" if flush_l2 else "; the L2 not flushed between launches (warm)"))
 
 
 # --- what a phase will cost (optimize --time-limit) ------------------------------------------------------

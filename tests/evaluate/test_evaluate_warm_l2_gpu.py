@@ -35,13 +35,16 @@ def test_warm_timing_then_a_candidate_against_it(app):
         warm = baseline_mod.warm(ev, flushed)
         assert warm.ok, warm.feedback()
         assert ev.plan.flush_l2 is False and "warm L2" in " ".join(warm.notes)
-        # axpy's two vectors fit in the L2: launches that find them there take less time than after a flush
-        assert warm.timed.median_ms < flushed.timed.median_ms, (warm.timed.median_ms, flushed.timed.median_ms)
+        # (which of the two is faster depends on the kernel: on a 7 us axpy the launch dominates either way, and on
+        # the GPU the warm timing read 7.5 us against 6.9 us flushed; histogram's kernels read half their flushed time)
         stored = ev.workers[0].stored
         assert stored is not None and stored.median_ms == pytest.approx(warm.timed.median_ms)
+        assert "the L2 not flushed" in warm.timed.plan and "the L2 not flushed" not in flushed.timed.plan
         same = evaluate_many(ev, [("same", mep / "kernel.cu")])[0]     # the original as a candidate
         assert same.ok and same.timed.decision == "same", same.feedback()
-        assert same.timed.baseline_median_ms < flushed.timed.median_ms     # compared with the warm timing
+        # compared with the warm timing the evaluator stored, not the flushed one
+        assert same.timed.baseline_median_ms == pytest.approx(ev.workers[0].stored.median_ms)   # (re-timed on drift)
+        assert "the L2 not flushed" in same.timed.plan
         baseline_mod.restore(ev, kept)
         assert ev.plan.flush_l2 and ev.workers[0].stored is kept[1][0]
     finally:
