@@ -20,10 +20,8 @@ from . import build, launcher  # called through the modules: tests replace the i
 from .convert import convert, load_manifest
 from .launcher import explain_failure, outcome_kind, run_plain
 from .plan import RunPlan, make_plan, typedef_map
-from .mepwrite import write_captured_mep
+from .mepwrite import static_completion, write_captured_mep
 from .use import BACKUP_SUFFIX
-from ..mep.assemble import assemble
-from ..mep.project import Project
 from .compare import compare, notes_from_comments
 from .gpuprofile import print_profile, profile_run
 from .definition import find_binary, resolve
@@ -301,13 +299,9 @@ def _static_spec(ws, inv, kernel):
                     p.note = p.note or notes.get(p.name)
                 return spec, str(path)
     try:
-        project = Project(ws.app_root, inv["translation_units"], host_sources=inv.get("host_sources"))
-        spec, _ = assemble(project, inv, kernel, {}, False)
-    except MepgenError:
-        raise
-    except Exception as e:  # static completion's own failure: name it, the capture stands on its own
-        raise MepgenError(f"static completion of {kernel['qualified_name']} failed ({type(e).__name__}: {e}), "
-                          "so there is nothing to compare the capture with") from None
+        spec = static_completion(ws, inv, kernel)
+    except MepgenError as e:
+        raise MepgenError(f"{e}, so there is nothing to compare the capture with") from None
     return spec, "static completion (mepgen mep, not written)"
 
 

@@ -4,8 +4,11 @@ Everything the run answered is settled, so the MEP needs no person: the launch (
 memory), every scalar (the recorded argument bytes: numbers as literals, structs as their bytes), every buffer's
 element count and data (`init: {kind: file}` on the captured `before/` files), its role from what the launch
 changed (a buffer the launch changed is `inout`, reset to its captured state before every run, unless the static
-analysis says `out` and the launch changed every element), the constants, and the build flags of the translation
-unit (its include folders and macros, as the application was built).
+analysis says `out` and the launch changed every element; a buffer the launch left as it was is `in`, unless static
+analysis says the kernel writes it without reading it: then `out`, the launch having written the values it held),
+the constants, and the build flags of the translation unit (its include folders and macros, as the application was
+built). Static analysis is the static MEP's where one was written, else static completion's, asked only when the
+launch left a buffer as it was.
 
 Device pointers inside arguments and buffers (a struct passed by value, an array of pointers) are never passed as
 the application's addresses: each allocation they reach becomes a buffer of the MEP (`buffers: reachedN`, its
@@ -26,7 +29,8 @@ from ..errors import MepgenError
 from ..spec import DTYPES, PLACEMENT_SPAN, Spec, load_spec, validate_dict
 from ..workspace import write_atomic
 from .use import BACKUP_SUFFIX, bytes_expression, literal
-from ..mep.assemble import _callee
+from ..mep.assemble import _callee, assemble
+from ..mep.project import Project
 from ..mep.buildcfg import build_config, kept_flags
 from ..evaluate.verify import poison_like
 from .convert import load_array
@@ -306,6 +310,25 @@ def _trim(dims: list[int]) -> list[int]:
     return list(dims[:n])
 
 
+def static_completion(ws, inventory: dict, kernel: dict) -> Spec:
+    """Static completion of `kernel` now (`mepgen mep`'s analysis, nothing written); a failure of its own is a
+    MepgenError naming it."""
+    try:
+        project = Project(ws.app_root, inventory["translation_units"], host_sources=inventory.get("host_sources"))
+        spec, _ = assemble(project, inventory, kernel, {}, False)
+    except MepgenError:
+        raise
+    except Exception as e:  # static completion's own failure: name it, the capture stands on its own
+        raise MepgenError(f"static completion of {kernel['qualified_name']} failed ({type(e).__name__}: {e})") \
+            from None
+    return spec
+
+
+def _left_alone(manifest: dict) -> bool:
+    """Whether the launch left a buffer argument as it was (its role then rests on what static analysis says)."""
+    return any(p.get("kind") == "buffer" and p.get("written") is False for p in manifest.get("params", []))
+
+
 def write_captured_mep(ws, inventory: dict, kernel: dict, manifest: dict, *, detect_gpu: bool = True) -> Written:
     """Write the MEP of `kernel` from its capture (in ws.mep_dir(id)/data/captured/); an existing mep.yaml (static
     completion's, or a person's) is kept as mep.yaml.before-capture."""
@@ -318,6 +341,13 @@ def write_captured_mep(ws, inventory: dict, kernel: dict, manifest: dict, *, det
     if source is not None:
         try:
             static = load_spec(source)
+        except MepgenError:
+            static = None
+    elif _left_alone(manifest):
+        # no static MEP written (`mepgen tune`, `capture --all` straight after extract): a buffer the launch left as
+        # it was is an output only where static analysis says the kernel writes it, so ask static completion now
+        try:
+            static = static_completion(ws, inventory, kernel)
         except MepgenError:
             static = None
     manifest = {**manifest, "_dir": str(mep_dir / "data" / "captured")}

@@ -582,3 +582,54 @@ def test_compare_names_aliasing_and_null_pointers(tmp_path):
     m["params"][0] = {"name": "dst", "kind": "null", "bytes_hex": "00" * 8}
     found = {d.field: d for d in compare(static, m)}
     assert "the application passed a null pointer" in found["params.dst"].why
+
+
+# the kernel a warm-up launched before: its launch writes what `out` held already
+BROADCAST = """
+__global__ void lane_copy(const int *in, int *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i & ~31];
+}
+
+void spread(const int *in, int *out, int n) { lane_copy<<<(n + 127) / 128, 128>>>(in, out, n); }
+"""
+
+
+def test_a_buffer_the_launch_left_as_it_was_is_an_output_where_the_kernel_writes_it(tmp_path):
+    """`mepgen tune` and `capture --all` run straight after extract: no static MEP is written. A launch that wrote
+    the values its output held already (a warm-up launched it before) left `out` as it was; static completion, asked
+    now, says the kernel writes it without reading it, so it is an `out`, poisoned before every run, not an input
+    (which left the MEP with nothing to verify)."""
+    from mepgen.extract import ExtractOptions, extract
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "bcast.cu").write_text(BROADCAST)
+    inv = extract(app, ExtractOptions(jobs=1))
+    k = inv["kernels"][0]
+    ws = Workspace(app)
+    cap = ws.mep_dir(k["id"]) / "data" / "captured"
+    (cap / "before").mkdir(parents=True)
+    data = np.arange(64, dtype=np.int32)
+    np.save(cap / "before" / "in.npy", data)
+    np.save(cap / "before" / "out.npy", np.repeat(data[::32], 32))
+    buf = lambda name: {"name": name, "kind": "buffer", "dtype": "int32", "itemsize": 4, "count": 64,
+                        "offset_bytes": 0, "allocation": 0 if name == "in" else 1, "address": 4096 * (1 + (name == "out")),
+                        "before": f"before/{name}.npy", "after": None, "written": False, "changed_elements": 0,
+                        "notes": []}
+    m = {"kernel": "lane_copy", "params": [buf("in"), buf("out"), {"name": "n", "kind": "value", "value": 64,
+         "dtype": "int32", "bytes_hex": "40000000"}],
+         "allocations": [{"id": 0, "bytes": 256, "params": ["in"]}, {"id": 1, "bytes": 256, "params": ["out"]}],
+         "relocations": [], "constants": [], "grid": [1, 1, 1], "block": [128, 1, 1], "shared_mem": 0,
+         "launch_index": 3}
+    assert not (ws.mep_dir(k["id"]) / "mep.yaml").exists()
+    w = write_captured_mep(ws, inv, k, m, detect_gpu=False)
+    p = {x.name: x for x in w.spec.params}
+    assert p["in"].role == "in" and p["out"].role == "out"
+    assert [o.name for o in w.spec.outputs] == ["out"]
+    # where the kernel reads it first (static completion says inout), the launch's unchanged buffer stays an input
+    (app / "bcast.cu").write_text(BROADCAST.replace("out[i] = in[i & ~31]", "out[i] += in[i & ~31]"))
+    inv = extract(app, ExtractOptions(jobs=1, use_cache=False))
+    (ws.mep_dir(k["id"]) / "mep.yaml").unlink()
+    (ws.mep_dir(k["id"]) / ("mep.yaml" + ".before-capture")).unlink(missing_ok=True)
+    w = write_captured_mep(ws, inv, inv["kernels"][0], m, detect_gpu=False)
+    assert {x.name: x.role for x in w.spec.params}["out"] == "in"
