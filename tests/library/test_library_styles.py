@@ -11,6 +11,7 @@ as a user would, and every spelling must get the same structural rewrites, each 
 """
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from library_fixtures import load, planned
+from library_fixtures import compiles, load, planned
 from mepgen import mepbuild
 from mepgen.optimize.dry_run import STRUCTURAL, plan
 from mepgen.optimize.library.base import one_dimensional
@@ -231,7 +232,7 @@ def _kernel(spec_dir: Path, body: str):
     return KernelSource(text[:start] + body, spec), spec
 
 
-def test_normalization_steps(plans):
+def test_normalization_steps(plans, tmp_path):
     mep, _, _ = plans["examples", "rowdot"]
     # C89 counter used only by its loop: declared by the loop; one read after the loop: left alone
     src, _ = _kernel(mep, "{\n    int r = blockIdx.x * blockDim.x + threadIdx.x;\n    int c, k;\n    if (r < n) {\n"
@@ -248,6 +249,14 @@ def test_normalization_steps(plans):
                           "        }\n    }\n}\n")
     body = " ".join(src.src(src.body).split())
     assert "int q = threadIdx.y; if (r < n && q == 0) { w[r] = v[r]; }" in body
+    # an early return, then a guard over one statement without braces: merged, the statement keeps its `;` (every
+    # candidate of such a kernel failed to compile on the GPU: "expected a ;")
+    for inner in ("if (v[r] == 0) w[r] = 0.5f * w[r];", "if (v[r] == 0)\n        w[r] = 0.5f * w[r] ;"):
+        src, spec = _kernel(mep, "{\n    int r = blockIdx.x * blockDim.x + threadIdx.x;\n    if (r >= n) return;\n"
+                                 f"    {inner}\n}}\n")
+        body = " ".join(src.src(src.body).split())
+        assert re.search(r"if \(r < n && v\[r\] == 0\) \{ w\[r\] = 0\.5f \* w\[r\] ?; \}", body), body
+        compiles(tmp_path, spec, src.text)
     # a local pointer into a parameter's buffer, only indexed: read through the parameter
     src, _ = _kernel(mep, "{\n    int r = blockIdx.x * blockDim.x + threadIdx.x;\n    if (r < n) {\n"
                           "        const float* row = M + r * n;\n        float t = 0.0f;\n"

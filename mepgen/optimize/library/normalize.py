@@ -264,7 +264,11 @@ def _merge_guards(src) -> list:
             continue
         cond = f"{_paren(src, src.src(kids[0]).strip())} && {_paren(src, src.src(ik[0]).strip())}"
         s, e = src.span(c)
-        return [(s, e, f"if ({cond}) {src.src(ik[1])}")]
+        bs, be = src.span(ik[1])
+        if kind(ik[1]) != "COMPOUND_STMT":       # one statement without braces: its `;` lies past its extent
+            be = _past_semicolon(src.text, be)
+            e = max(e, _past_semicolon(src.text, e))
+        return [(s, e, f"if ({cond}) {src.text[bs:be]}")]
     return []
 
 
