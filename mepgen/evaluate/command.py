@@ -19,6 +19,7 @@ from ..errors import MepgenError
 from ..kernelname import mep_folder
 from ..spec import load_spec
 from ..workspace import Workspace, write_json
+from . import baseline as baseline_mod
 from .batch import evaluate_many
 from .evaluator import Evaluator, Options
 from .journal import Journal
@@ -91,7 +92,8 @@ def _run(ev: Evaluator, spec, mep_dir: Path, variants: list[Path], results_file:
     click.echo(f"backend: {ev.backend_name} ({ev.backend_why})", err=True)
     journal = Journal(results_file, spec.kernel.id, digest(spec.to_dict())) if results_file else None
     base = ev.baseline_result()
-    fid = fidelity.of_mep(mep_dir, base.timed.median_ms if base.timed else None, *guard)
+    fid, base, _ = baseline_mod.against_application(ev, mep_dir, base, *guard,
+                                                    log=lambda line: click.echo(line, err=True))
     write_json(mep_dir / "baseline.json", {**base.to_dict(), "fidelity": fid.to_dict()})
     done = evaluate_many(ev, [(v.name, v) for v in variants], journal,
                          on_result=None if as_json else lambda r: ev.log(f"evaluated {r.name}: {r.status}"))

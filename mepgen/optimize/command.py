@@ -366,27 +366,12 @@ def _first_round_ahead(ev, stream, spec, mep_dir, run_dir, kinds, width, resume)
 
 
 def check_fidelity(ev, mep_dir, baseline, guard, run_dir, name, resume) -> tuple[fidelity.Fidelity, object]:
-    """The MEP/application time ratio of the original, and the baseline the search compares with; outside the guard
-    the run stops here unless forced. An MEP slower than the application with the L2 flushed between launches is
-    timed once more from a warm L2: where that time is the application's, its launch read what the steps before it
-    left in the L2, and the search times every candidate that way (the fidelity record says so)."""
+    """The MEP/application time ratio of the original, and the baseline the search compares with (from a warm L2
+    where that is what reproduces the application: evaluate/baseline.against_application); outside the guard the run
+    stops here unless forced."""
     tolerance, floor_us, force = guard
-    fid = fidelity.of_mep(mep_dir, baseline.timed.median_ms if baseline.timed else None, tolerance, floor_us)
-    warm_ms = None
-    if fid.ok is False and fid.ratio is not None and fid.ratio > 1 and ev.plan.flush_l2:
-        progress(f"{name}: {fid.line()}; timing the original from a warm L2, as the application may have run it")
-        kept = baseline_mod.flushed_state(ev)
-        warm = baseline_mod.warm(ev, baseline)
-        again = fidelity.of_mep(mep_dir, warm.timed.median_ms, tolerance, floor_us) \
-            if warm.ok and warm.timed is not None else None
-        if again is not None and again.ok:
-            again.why = (f"timed from a warm L2, as the application ran it (with the L2 flushed before each launch "
-                         f"the MEP took {fid.mep_ms:.4g} ms, ratio {fid.ratio:.2f}); {again.why}")
-            again.l2 = "warm"
-            fid, baseline = again, warm
-        else:
-            baseline_mod.restore(ev, kept)          # the flushed timing stands, and the guard's verdict on it
-            warm_ms = again.mep_ms if again is not None else None
+    fid, baseline, warm_ms = baseline_mod.against_application(ev, mep_dir, baseline, tolerance, floor_us,
+                                                              lambda line: progress(f"{name}: {line}"))
     fid.forced = bool(force and fid.ok is False)
     progress(f"{name}: {fid.line()}")
     if fid.ok is False and not force:
