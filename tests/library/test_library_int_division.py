@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from library_fixtures import load
+from library_fixtures import load, nvcc_cubin
 from mepgen import mepbuild
 from mepgen.optimize.library.int_division import HELPERS, IntDivision
 from mepgen.optimize.library.source import Refused
@@ -89,8 +89,7 @@ def test_periodic_neighbours_and_a_wide_split(stencil, tmp_path):
     if shutil.which(mepbuild.nvcc_executable()):
         cu = tmp_path / "kernel.cu"
         cu.write_text(rw.text)
-        done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), f"-I{stencil}", "-c", "-x",
-                               "cu", str(cu), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
+        done = nvcc_cubin(spec, cu, tmp_path / "k.cubin", stencil)
         assert done.returncode == 0, done.stderr[-2000:]
 
 

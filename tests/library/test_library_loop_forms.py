@@ -3,11 +3,10 @@ for (int i = first; ...; i += step)`) with a body that is one statement without 
 grid_stride see them, on a hand-written kernel and spec."""
 from __future__ import annotations
 
-import subprocess
 
 import pytest
 
-from mepgen import mepbuild
+from library_fixtures import nvcc_cubin
 from mepgen.optimize.library.base import current_launch
 from mepgen.optimize.library.grid_stride import GridStride
 from mepgen.optimize.library.source import KernelSource, Refused
@@ -54,8 +53,7 @@ def test_vector_loads_through_the_locals_keep_every_statement_whole(kernel, tmp_
     assert rw.text.count("dst[i] += src[i];") == 2
     f = tmp_path / "kernel.cu"
     f.write_text(rw.text)
-    done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), "-c", "-x", "cu", str(f),
-                           "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
+    done = nvcc_cubin(spec, f, tmp_path / "k.cubin")
     assert done.returncode == 0, done.stderr
 
 

@@ -2,11 +2,10 @@
 kernels and specs (no extraction)."""
 from __future__ import annotations
 
-import subprocess
 
 import pytest
 
-from mepgen import mepbuild
+from library_fixtures import nvcc_cubin
 from mepgen.optimize.dry_run import plan
 from mepgen.optimize.library.base import current_launch
 from mepgen.optimize.library.source import KernelSource, Refused
@@ -69,8 +68,7 @@ def test_a_coefficient_table_is_staged_once_per_block(tmp_path):
     assert rw.text.index("__syncthreads();") < rw.text.index("int t = ")
     f = tmp_path / "kernel.cu"
     f.write_text(rw.text)
-    done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), "-c", "-x", "cu", str(f),
-                           "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
+    done = nvcc_cubin(spec, f, tmp_path / "k.cubin")
     assert done.returncode == 0, done.stderr
     p = plan(spec, src.text)
     assert "stage_table" in p.structural

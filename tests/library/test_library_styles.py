@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from library_fixtures import compiles, load, planned
-from mepgen import mepbuild
+from library_fixtures import compiles, load, nvcc_cubin, planned
 from mepgen.optimize.dry_run import STRUCTURAL, plan
 from mepgen.optimize.library.base import one_dimensional
 from mepgen.optimize.library.macros import definitions, expand, simplified
@@ -168,8 +167,7 @@ def test_warp_per_row_over_several_sums(plans, tmp_path):
         if tpr == 64 and shutil.which("nvcc"):
             cu = tmp_path / "kernel.cu"
             cu.write_text(rw.text)
-            done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), f"-I{mep}", "-c", "-x",
-                                   "cu", str(cu), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
+            done = nvcc_cubin(spec, cu, tmp_path / "k.cubin", mep)
             assert done.returncode == 0, done.stderr
 
 
@@ -303,9 +301,7 @@ def test_every_structural_rewrite_compiles(plans, tmp_path):
 
     def build(job):
         style, kernel, name, mep, spec, cu = job
-        obj = tmp_path / f"{style}-{kernel}-{name}.o"
-        done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), f"-I{mep}", "-c", "-x", "cu",
-                               str(cu), "-o", str(obj)], capture_output=True, text=True)
+        done = nvcc_cubin(spec, cu, tmp_path / f"{style}-{kernel}-{name}.cubin", mep)
         return job[:3], done.returncode, done.stderr[-2000:]
 
     with ThreadPoolExecutor(2) as pool:

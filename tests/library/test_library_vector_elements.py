@@ -3,10 +3,10 @@ a guard, without one, offsets per array, 8-byte elements), the refusal's reason 
 compiles (nvcc), and that it computes the same as the original, bit for bit, run thread by thread on the CPU."""
 from __future__ import annotations
 
-import subprocess
 
 import pytest
 
+from library_fixtures import nvcc_cubin
 from mepgen import mepbuild
 from mepgen.optimize.dry_run import STRUCTURAL
 from mepgen.optimize.library.base import current_launch
@@ -278,8 +278,7 @@ def test_the_rewrite_compiles(tmp_path, name, text, kw):
     rw = t.apply(src, spec, launch, t.first_point(src, spec, launch))
     f = tmp_path / "kernel.cu"
     f.write_text(rw.text)
-    done = subprocess.run([mepbuild.nvcc_executable(), *mepbuild.build_flags(spec), "-c", "-x", "cu", str(f),
-                           "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
+    done = nvcc_cubin(spec, f, tmp_path / "k.cubin")
     assert done.returncode == 0, done.stderr
 
 
