@@ -12,9 +12,27 @@ from .cursors import Refused, kind, strip, walk
 from .thread_index import is_global_index, why_not  # noqa: F401  (is_global_index: the analyses' name for it)
 
 #: device functions without side effects an addend may call
-PURE_CALLS = {"sqrtf", "sqrt", "expf", "exp", "logf", "log", "fabsf", "fabs", "sinf", "cosf", "sin", "cos",
-              "fminf", "fmaxf", "fmin", "fmax", "min", "max", "powf", "pow", "rsqrtf", "__ldg", "tanhf", "tanh",
-              "abs", "fmaf", "fma", "static_cast"}
+#: the CUDA math API's functions of values only (each `f` name also without the `f`, its double form): none writes
+#: memory or reads another thread's values; those with a pointer argument (sincosf, modff, frexpf, remquof, nanf)
+#: are not here
+_MATH = ("acos acosh asin asinh atan atan2 atanh cbrt ceil copysign cos cosh cospi cyl_bessel_i0 cyl_bessel_i1 erf "
+         "erfc erfcinv erfcx erfinv exp exp10 exp2 expm1 fabs fdim floor fma fmax fmin fmod hypot ilogb j0 j1 jn "
+         "ldexp lgamma llrint llround log log10 log1p log2 logb lrint lround nearbyint nextafter norm3d norm4d normcdf "
+         "normcdfinv pow rcbrt remainder rhypot rint rnorm3d rnorm4d round rsqrt scalbln scalbn sin sinh sinpi sqrt "
+         "tan tanh tgamma trunc y0 y1 yn").split()
+#: intrinsics of values only: fast approximations, rounding-mode arithmetic, conversions and bit operations
+_INTRINSICS = ("__expf __exp10f __logf __log2f __log10f __sinf __cosf __tanf __powf __fdividef __saturatef __frcp_rn "
+               "__fsqrt_rn __frsqrt_rn __fadd_rn __fadd_rz __fsub_rn __fmul_rn __fmul_rz __fdiv_rn __fmaf_rn __dadd_rn "
+               "__dmul_rn __ddiv_rn __fma_rn __drcp_rn __dsqrt_rn __int_as_float __float_as_int __uint_as_float "
+               "__float_as_uint __longlong_as_double __double_as_longlong __float2int_rn __float2int_rz __float2int_rd "
+               "__float2int_ru __float2uint_rn __float2uint_rz __int2float_rn __uint2float_rn __double2float_rn "
+               "__double2int_rn __double2int_rz __int2double_rn __float2ll_rn __ll2float_rn __float2half __half2float "
+               "__popc __popcll __clz __clzll __ffs __ffsll __brev __brevll __mulhi __umulhi __mul64hi __umul64hi "
+               "__mul24 __umul24 __sad __usad __byte_perm __funnelshift_l __funnelshift_r __hadd __rhadd __uhadd "
+               "__urhadd").split()
+PURE_CALLS = {"min", "max", "umin", "umax", "llmin", "llmax", "ullmin", "ullmax", "abs", "labs", "llabs", "__ldg",
+              "static_cast", "isnan", "isinf", "isfinite", "signbit", *_MATH, *(f"{m}f" for m in _MATH),
+              *_INTRINSICS}
 _STRIDE = re.compile(r"^\(?\s*(?:blockDim\.x\s*\*\s*gridDim\.x|gridDim\.x\s*\*\s*blockDim\.x)\s*\)?$")
 
 
@@ -139,7 +157,9 @@ def body_statements(c) -> list:
 
 #: the element types whose arithmetic operators are CUDA's own value operators (cuda_fp16.h, cuda_bf16.h) or built in
 NUMERIC_TYPES = {"float", "double", "int", "unsigned", "unsigned int", "long", "long long", "short", "__half", "half",
-                 "__nv_bfloat16", "nv_bfloat16"}
+                 "__nv_bfloat16", "nv_bfloat16", "char", "signed char", "unsigned char", "unsigned short",
+                 "unsigned long", "unsigned long long", "bool", "size_t", "int8_t", "uint8_t", "int16_t", "uint16_t",
+                 "int32_t", "uint32_t", "int64_t", "uint64_t"}
 ARITHMETIC_OPERATORS = {"operator+", "operator-", "operator*", "operator/"}
 
 
@@ -149,6 +169,20 @@ def _value_operator(src, call) -> bool:
     kernel with is a numeric type (`matrix_mul<__half>`)."""
     names = {k.spelling for k in walk(call) if kind(k) in ("OVERLOADED_DECL_REF", "DECL_REF_EXPR")}
     if not names & ARITHMETIC_OPERATORS or len(list(call.get_children())) > 3:
+        return False
+    args = [str(a).strip() for a in src.spec.kernel.template_args]
+    return bool(args) and all(a in NUMERIC_TYPES or a.lstrip("-").isdigit() for a in args)
+
+
+def _value_cast(src, call) -> bool:
+    """`T(x)` in a template where T is a type parameter: libclang shows an unresolved call with T's name first. It
+    converts a number where every template argument the MEP launches the kernel with is a numeric type
+    (`resize<unsigned char, 8>`)."""
+    kids = list(call.get_children())
+    if call.spelling or not kids or kind(kids[0]) != "TYPE_REF" or len(kids) > 2:
+        return False
+    ref = kids[0].referenced
+    if ref is None or kind(ref) != "TEMPLATE_TYPE_PARAMETER":
         return False
     args = [str(a).strip() for a in src.spec.kernel.template_args]
     return bool(args) and all(a in NUMERIC_TYPES or a.lstrip("-").isdigit() for a in args)
@@ -174,11 +208,20 @@ def vector_store(src, call) -> bool:
 def pure_call(src, call, extra=frozenset()) -> bool:
     """Whether a call cannot have side effects: a math function of PURE_CALLS (or of `extra`), a CUDA vector type's
     constructor or copy (`float2(...)`, `make_float2(...)`: members from numbers), arithmetic on numbers through an
-    operator in a template (_value_operator), or a function of kernel.cu that is pure (pure_function). The one
+    operator in a template (_value_operator) or a number's conversion to a type parameter (_value_cast), or a
+    function of kernel.cu that is pure (pure_function). The one
     test every analysis asks, so that none is stricter or looser than another about the same call."""
     name = call.spelling
-    return name in PURE_CALLS or name in extra or bool(VECTOR_TYPE.fullmatch(name) or _VECTOR_MAKE.fullmatch(name)) \
-        or _member_copy(call) or _value_operator(src, call) or pure_function(src, call)
+    return (name in PURE_CALLS and not _defined_here(src, call)) or name in extra \
+        or bool(VECTOR_TYPE.fullmatch(name) or _VECTOR_MAKE.fullmatch(name)) \
+        or _member_copy(call) or _value_operator(src, call) or _value_cast(src, call) or pure_function(src, call)
+
+
+def _defined_here(src, call) -> bool:
+    """Whether the function called is kernel.cu's own (an application's `round` or `max` is no math library's:
+    pure_function judges it by its body)."""
+    ref = call.referenced
+    return ref is not None and ref.location.file is not None and ref.location.file.name == src.path
 
 
 def _member_copy(call) -> bool:
