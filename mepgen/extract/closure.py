@@ -95,7 +95,7 @@ def _first_tokens(decl, n: int = 4) -> list[str]:
 class ClosureBuilder:
     """Closures for the kernels of one translation unit (shares what it learns between kernels)."""
 
-    def __init__(self, tops: list, src: SourceFiles, file_order: dict[str, int]):
+    def __init__(self, tops: list, src: SourceFiles, file_order: dict[str, tuple[int, ...]]):
         self.tops = tops  # the translation unit's top-level cursors in the application's files
         self.src = src
         self.file_order = file_order
@@ -171,7 +171,7 @@ class ClosureBuilder:
             "usr": decl.get_usr(),
             **ext,
             "namespaces": _namespaces(decl),
-            "order": [self.file_order.get(decl.extent.start.file.name, 1 << 20), decl.extent.start.offset],
+            "order": [*self.file_order.get(decl.extent.start.file.name, (1 << 39,)), decl.extent.start.offset],
         }
 
     def _macros_in(self, cursor) -> list[tuple[str, str, int]]:
@@ -369,7 +369,7 @@ class ClosureBuilder:
             "end_byte": c.extent.end.offset,
             "definition": self.src.cursor_text(c),
             "tokens": tokens,
-            "order": [self.file_order.get(c.location.file.name, 1 << 20), c.extent.start.offset],
+            "order": [*self.file_order.get(c.location.file.name, (1 << 39,)), c.extent.start.offset],
         }
 
 

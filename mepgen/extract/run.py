@@ -412,7 +412,7 @@ def _extract(app: Path, ws: Workspace, opts: ExtractOptions, log) -> dict:
 
 _CLOSURE_LISTS = ("device_functions", "types", "typedefs", "enums", "globals", "macros")
 #: a definition brought from another file goes after every header member and before the kernel's own file
-_LINKED_ORDER = 1 << 19
+_LINKED_ORDER = 1 << 40      # after every member of the translation unit (orders start with file offsets)
 
 
 def _app_build_json(app: Path) -> dict | None:

@@ -134,6 +134,20 @@ def _diagnostics(tu, src: SourceFiles, spans: dict[str, list[tuple[int, int]]],
     return out
 
 
+def text_positions(tu, path: str) -> dict[str, tuple[int, ...]]:
+    """Where each file's text lies in the translation unit as the compiler reads it: the offsets of the #include
+    directives that lead to it from the main file (a file included twice is read where it was first). A declaration
+    at `offset` of file F comes at `(*positions[F], offset)`; tuples compare as the text reads: fparam.h's
+    `typedef int_t tab3_t[NBASE]` after `#define NBASE` of fbase.h, which fparam.h includes before it (ordering
+    files by when each was opened put the typedef first)."""
+    positions: dict[str, tuple[int, ...]] = {path: ()}
+    for inc in tu.get_includes():
+        name, parent = inc.include.name, inc.source.name if inc.source is not None else path
+        if name not in positions:
+            positions[name] = (*positions.get(parent, (1 << 39,)), inc.location.offset)
+    return positions
+
+
 def tu_facts(path: str, parse_args: list[str], app_root: str) -> dict:
     """Parse one translation unit and return its kernels (with closures), launch sites and included files."""
     with tempfile.TemporaryDirectory(prefix="mepgen-stubs-") as stubs:
@@ -144,10 +158,7 @@ def _tu_facts(path: str, parse_args: list[str], app_root: str, stub_dir: Path) -
     t0 = time.perf_counter()
     src = SourceFiles(Path(app_root))
     tu, stubbed = _parse_stubbing_missing(Path(path), parse_args, stub_dir)
-    includes = [path] + [inc.include.name for inc in tu.get_includes()]
-    file_order: dict[str, int] = {}
-    for name in includes:
-        file_order.setdefault(name, len(file_order))
+    file_order = text_positions(tu, path)
     tops = _app_tops(tu, src)
     builder = ClosureBuilder(tops, src, file_order)
     spaces = global_spaces(tops)

@@ -217,3 +217,38 @@ def test_host_constants_in_a_scalar_argument_are_written_out(tmp_path):
     assert s.param("n").value == "N" and s.sizes["N"] == 4096
     built = subprocess.run(["make", "-s", "-C", str(mep)], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-2000:]
+
+
+@pytest.mark.nvcc
+def test_what_a_header_includes_first_comes_first(tmp_path):
+    """tables.h includes limits.h (the macro NSTATES) and then declares a typedef sized by it. The MEP copies both
+    in the order the compiler reads them; ordered by when each file was first opened, the typedef came before the
+    macro and kernel.cu did not compile (a public RNA folding code: 9 kernels)."""
+    app = tmp_path / "app"
+    (app / "src").mkdir(parents=True)
+    (app / "src" / "limits.h").write_text("#pragma once\n#define NSTATES 5\ntypedef int score_t;\n")
+    (app / "src" / "tables.h").write_text(textwrap.dedent("""
+        #pragma once
+        #include "limits.h"
+        typedef score_t pair_table_t[NSTATES][NSTATES];
+        struct Params { pair_table_t pairs; score_t bonus; };
+    """))
+    (app / "src" / "k.cu").write_text(textwrap.dedent("""
+        #include "tables.h"
+        #define N 4096
+        __global__ void score(const Params *p, const int *a, const int *b, score_t *out, int n)
+        {
+            const int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) out[i] = p->pairs[a[i] % NSTATES][b[i] % NSTATES] + p->bonus;
+        }
+        void go(const Params *p, const int *a, const int *b, score_t *o) { score<<<(N + 127) / 128, 128>>>(p, a, b, o, N); }
+    """))
+    extract(app, ExtractOptions(jobs=1))
+    run("score", "-C", app)
+    mep = app / ".mepgen" / "meps" / "score"
+    text = (mep / "kernel.cu").read_text()
+    assert text.index("#define NSTATES") < text.index("pair_table_t[NSTATES]") < text.index("struct Params")
+    assert text.index("typedef int score_t") < text.index("pair_table_t[NSTATES]")
+    built = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-cubin", "-o", str(tmp_path / "k.cubin"), "-x", "cu",
+                            str(mep / "kernel.cu")], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
