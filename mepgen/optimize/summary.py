@@ -118,6 +118,8 @@ def print_outcome(name: str, run_dir: Path, outcome, best_path, baseline, as_jso
             "baseline_pct_roofline": pct_roofline(baseline),
             "plan": baseline.timed.plan if baseline.timed else None,
             "best": None if best is None else {"id": best.id, "median_ms": best.result.timed.median_ms,
+                                                # the original's timing the speedup was judged against
+                                                "baseline_median_ms": best.result.timed.baseline_median_ms,
                                                 "speedup": best.result.timed.speedup, "change": best.proposal.change,
                                                 # the whole winning chain (the change is its last step only)
                                                 "chain": chain_names(best, outcome.attempts),

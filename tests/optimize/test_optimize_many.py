@@ -2,6 +2,7 @@
 a fake nvidia-smi), a fake worker process per kernel, resume, a dying worker, the table, and --merge."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -109,3 +110,16 @@ def test_no_visible_gpu_is_a_clear_error(tmp_path, gpus, monkeypatch):
 def test_forwarded_options_are_the_single_kernel_command_s():
     assert many.forward_options(proposer_kind="llm", budget=9, time_limit=None, no_inherit=True, profile=False,
                                 warmup=0) == ["--proposer", "llm", "--budget", "9", "--no-inherit", "--warmup", "0"]
+
+
+def test_a_winners_row_shows_the_original_timing_its_speedup_was_judged_against():
+    """The run's first timing of the original (baseline_ms) and the one a winner was judged against can differ, on a
+    microsecond kernel by more than the win: the row shows the latter beside the winner's time."""
+    doc = {"baseline_ms": 0.004256, "run": "r", "evaluations": 25, "stop_reason": "budget",
+           "best": {"median_ms": 0.00432, "baseline_median_ms": 0.00445, "speedup": 1.03, "change": "restrict",
+                    "chain": ["restrict_ldg"]}}
+    row = many.row_from("k", "k", 0, 0, json.dumps(doc), 1.0, "")
+    assert row["status"] == "done" and row["original_ms"] == 0.00445 and row["best_ms"] == 0.00432
+    assert row["original_ms"] / row["best_ms"] > 1 and row["speedup"] == 1.03
+    kept = many.row_from("k", "k", 0, 0, json.dumps({**doc, "best": None}), 1.0, "")
+    assert kept["original_ms"] == 0.004256 and kept["best_ms"] == 0.004256 and kept["speedup"] is None
