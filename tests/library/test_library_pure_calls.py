@@ -118,3 +118,24 @@ def test_a_conversion_to_a_type_parameter_is_pure_where_the_mep_launches_numbers
         return pure_call(src, calls[0])
     assert verdict("unsigned char") is True and verdict("float") is True
     assert verdict("Box") is False
+
+
+HALVES = """#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+struct Box { float lo, hi; };
+__global__ void k(const float2 *a, float2 *out, const Box *pb, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    __half2 h = __hmul2(__floats2half2_rn(a[i].x, a[i].y), __float2half2_rn(0.5f));
+    __nv_bfloat162 b = __floats2bfloat162_rn(a[i].y, a[i].x);
+    out[i] = make_float2(__low2float(h) + __bfloat162float(b.x), __high2float(h));
+}
+"""
+
+
+def test_half_and_bfloat16_values_are_pure(tmp_path):
+    """cuda_fp16.h's and cuda_bf16.h's constructors, conversions and arithmetic make values from values."""
+    src, spec, launch = written(tmp_path, YAML, HALVES)
+    calls = [c for c in walk(src.body) if kind(c) == "CALL_EXPR" and c.spelling.startswith("__")]
+    named = {c.spelling for c in calls}
+    assert {"__hmul2", "__floats2half2_rn", "__floats2bfloat162_rn", "__low2float", "__bfloat162float"} <= named
+    assert all(pure_call(src, c) for c in calls), [c.spelling for c in calls if not pure_call(src, c)]

@@ -30,9 +30,17 @@ _INTRINSICS = ("__expf __exp10f __logf __log2f __log10f __sinf __cosf __tanf __p
                "__popc __popcll __clz __clzll __ffs __ffsll __brev __brevll __mulhi __umulhi __mul64hi __umul64hi "
                "__mul24 __umul24 __sad __usad __byte_perm __funnelshift_l __funnelshift_r __hadd __rhadd __uhadd "
                "__urhadd").split()
+#: cuda_fp16.h and cuda_bf16.h: half and bfloat16 values made, converted and computed on (no pointer argument)
+_HALF = ("__half __half2 half half2 __nv_bfloat16 __nv_bfloat162 nv_bfloat16 nv_bfloat162 __float2half __float2half_rn "
+         "__half2float __float2bfloat16 __float2bfloat16_rn __bfloat162float __floats2half2_rn __float22half2_rn "
+         "__half22float2 __floats2bfloat162_rn __float22bfloat162_rn __bfloat1622float2 __float2half2_rn "
+         "__float2bfloat162_rn __low2float __high2float __low2half __high2half __low2bfloat16 __high2bfloat16 "
+         "__halves2half2 __halves2bfloat162 __lows2half2 __highs2half2 __hadd __hsub __hmul __hdiv __hfma __hneg "
+         "__habs __hadd2 __hsub2 __hmul2 __h2div __hfma2 __hneg2 __habs2 __hmax __hmin __hmax2 __hmin2 __heq __hne "
+         "__hlt __hgt __hle __hge hsqrt hrsqrt hrcp hexp hlog hsin hcos h2sqrt h2rsqrt h2rcp h2exp h2log").split()
 PURE_CALLS = {"min", "max", "umin", "umax", "llmin", "llmax", "ullmin", "ullmax", "abs", "labs", "llabs", "__ldg",
               "static_cast", "isnan", "isinf", "isfinite", "signbit", *_MATH, *(f"{m}f" for m in _MATH),
-              *_INTRINSICS}
+              *_INTRINSICS, *_HALF}
 _STRIDE = re.compile(r"^\(?\s*(?:blockDim\.x\s*\*\s*gridDim\.x|gridDim\.x\s*\*\s*blockDim\.x)\s*\)?$")
 
 
