@@ -33,3 +33,21 @@ def test_failures_count_as_nothing_gained(tmp_path):
     assert "| coarsen | 1 | 66.7% |" in text and "| unroll | 1 | 33.3% |" in text
     assert "12 errors detected / in entry.cu" in text            # a `|` in a reason does not break the table
     assert "| a | k2 | done | 1.0000 | 1.00x | (original kept) |" in text
+
+
+def test_a_kernel_left_out_of_a_second_mean_is_named_with_its_reason(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps([
+        {"kernel": "k1", "status": "done", "original_ms": 2.0, "speedup": 1000.0, "chain": ["unroll"]},
+        {"kernel": "k2", "status": "done", "original_ms": 1.0, "speedup": 4.0, "chain": ["coarsen"]},
+        {"kernel": "k3", "status": "mep_error", "error": "no output"}]))
+    out = tmp_path / "t.md"
+    run = lambda *extra: subprocess.run([sys.executable, str(BENCH), str(out), f"a={tmp_path / 'a.json'}", *extra],
+                                        capture_output=True, text=True)
+    done = run("--without", "a:k1:no output to compare")
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert "**3 kernels launched: geometric mean 15.874x**" in text            # (1000 * 4 * 1) ** (1/3)
+    assert "**Without a k1 (no output to compare): 2 kernels, geometric mean 2.000x**; over the 1 finished: " \
+           "4.000x." in text
+    bad = run("--without", "a:k9:typo")
+    assert bad.returncode != 0 and "--without names no row: a:k9" in bad.stderr
