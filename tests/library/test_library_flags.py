@@ -29,6 +29,9 @@ from mepgen.optimize.trajectory import content_hash
 from mepgen.patch.command import extra_flags, flags_note
 from mepgen.spec import load_spec
 
+# one worker cuts this module's MEPs (its module fixture): spread over two, each cut them again (about 12 s)
+pytestmark = pytest.mark.xdist_group("library_flags")
+
 SEEN: list = []
 
 

@@ -23,6 +23,9 @@ from mepgen.optimize.library.swap_axes import SwapAxes
 from mepgen.spec import load_spec
 from library_fixtures import assert_structural_rewrites_compile
 
+# one worker cuts this module's MEPs (its module fixture): spread over two, each cut them again (about 12 s)
+pytestmark = pytest.mark.xdist_group("library_idioms")
+
 APPS = Path(__file__).parent.parent / "library_idioms"
 
 

@@ -28,6 +28,9 @@ from mepgen.optimize.library.restrict import Restrict
 from mepgen.optimize.library.source import KernelSource
 from mepgen.spec import load_spec
 
+# one worker cuts this module's MEPs (its module fixture): spread over two, each cut them again (about 27 s)
+pytestmark = pytest.mark.xdist_group("library_styles")
+
 STYLES = Path(__file__).parent.parent / "library_styles"
 KERNELS = {"prod": {"tile_matmul"}, "rowdot": {"warp_per_row", "stage_table"},
            "maskdot": {"warp_per_row", "stage_table"}, "colsum": {"split_columns"},
