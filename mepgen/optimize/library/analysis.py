@@ -176,8 +176,11 @@ def _value_operator(src, call) -> bool:
     overloads of cuda_fp16.h are visible). It is plain arithmetic where every template argument the MEP launches the
     kernel with is a numeric type (`matrix_mul<__half>`)."""
     names = {k.spelling for k in walk(call) if kind(k) in ("OVERLOADED_DECL_REF", "DECL_REF_EXPR")}
-    if not names & ARITHMETIC_OPERATORS or len(list(call.get_children())) > 3:
-        return False
+    return bool(names & ARITHMETIC_OPERATORS) and len(list(call.get_children())) <= 3 and _numeric_launch(src)
+
+
+def _numeric_launch(src) -> bool:
+    """Whether every template argument the MEP launches the kernel with is a number type or an integer."""
     args = [str(a).strip() for a in src.spec.kernel.template_args]
     return bool(args) and all(a in NUMERIC_TYPES or a.lstrip("-").isdigit() for a in args)
 
@@ -190,10 +193,7 @@ def _value_cast(src, call) -> bool:
     if call.spelling or not kids or kind(kids[0]) != "TYPE_REF" or len(kids) > 2:
         return False
     ref = kids[0].referenced
-    if ref is None or kind(ref) != "TEMPLATE_TYPE_PARAMETER":
-        return False
-    args = [str(a).strip() for a in src.spec.kernel.template_args]
-    return bool(args) and all(a in NUMERIC_TYPES or a.lstrip("-").isdigit() for a in args)
+    return ref is not None and kind(ref) == "TEMPLATE_TYPE_PARAMETER" and _numeric_launch(src)
 
 
 #: CUDA's built-in vector types (vector_types.h: float2, int4, double2...): plain structs of numbers
