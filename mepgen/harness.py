@@ -98,12 +98,17 @@ def _render_harness(spec: Spec) -> str:
         records = records or bool(p.lanes) or respelled
         args.append(f"mep_record_ptr{{d_{p.name}}}" if p.lanes or respelled else f"d_{p.name}")
     constants = []
+    symbol_outputs = []         # `__device__` variables the kernel writes: read back into a buffer after a kept run
     for c in spec.constants:
         if c.init is not None:
             constants.append({"symbol": c.name, "file": const_file_name(c.name), "descr": NPY_DESCR[c.dtype],
                               "count": _wide(str(c.count), spec.sizes), "index": sum(1 for x in constants if x["file"]) + 1})
         else:
             constants.append({"symbol": c.name, "file": None, "value": c.value})
+        if c.role == "inout":
+            symbol_outputs.append({"name": c.name, "symbol": c.name, "var": f"sym_{len(symbol_outputs)}",
+                                   "ctype": DTYPES[c.dtype], "descr": NPY_DESCR[c.dtype],
+                                   "count": _wide(str(c.count), spec.sizes)})
     chain_buffers = [{"name": b.name, "ctype": DTYPES[b.dtype], "descr": NPY_DESCR[b.dtype], "loaded": b.init is not None,
                       "count": _wide(str(b.count), spec.sizes), "role": b.role} for b in spec.buffers]
     relocations += [{"holder": f"{'mep_init_' if b.role == 'inout' else 'd_'}{b.name}", **r}
@@ -122,7 +127,7 @@ def _render_harness(spec: Spec) -> str:
                       "shared_mem": step.shared_mem, "args": cargs, "site": step.site})
     return _env().get_template("harness.cu.j2").render(
         kernel_name=spec.kernel.name, prelude_headers=mepbuild.PRELUDE_HEADERS, callee=spec.launch.callee,
-        buffers=buffers, args=args, constants=constants,
+        buffers=buffers, args=args, constants=constants, symbol_outputs=symbol_outputs,
         records=records or bool(chain), placement_span=PLACEMENT_SPAN, chain=chain, chain_buffers=chain_buffers,
         struct_args=struct_args, relocations=relocations,
         # only when a buffer holds halves: legacy code may define its own `half` at global scope

@@ -96,6 +96,8 @@ class Constant:
     init: Init | None = None
     value: str | None = None       # for struct-typed symbols: a C++ initializer expression
     note: str | None = None        # how mepgen inferred it, for the reader
+    role: str | None = None        # inout: a `__device__` variable the kernel writes: set from its input before
+                                   # every run, read back after it, and checked as an output
 
 
 @dataclass
@@ -223,10 +225,10 @@ class Spec:
 
     @property
     def outputs(self) -> list[Param | Buffer]:
-        """What the evaluator checks: out/inout parameters, and buffers the kernel writes through captured
-        pointers (`buffers` with role inout)."""
+        """What the evaluator checks: out/inout parameters, buffers the kernel writes through captured pointers
+        (`buffers` with role inout), and `__device__` variables it writes (`constants` with role inout)."""
         return [p for p in self.params if p.role in ("out", "inout")] + \
-            [b for b in self.buffers if b.role == "inout"]
+            [b for b in self.buffers if b.role == "inout"] + [c for c in self.constants if c.role == "inout"]
 
     @property
     def inputs(self) -> list[Param]:
@@ -349,7 +351,7 @@ _PARAM = record({
 _CONSTANT = record({
     "name": (of_type(str), True), "ctype": (of_type(str), True), "dtype": (optional(_dtype), False),
     "count": (optional(_expr), False), "init": (optional(_init), False), "value": (optional(_scalar), False),
-    "note": (optional(of_type(str)), False),
+    "note": (optional(of_type(str)), False), "role": (optional(one_of("inout")), False),
 })
 _BUFFER = record({
     "name": (of_type(str), True), "ctype": (of_type(str), True), "dtype": (_dtype, True),
@@ -426,8 +428,18 @@ def _check_semantics(doc: Doc, d: dict) -> None:
         if p.get("placement") is not None and p["placement"] % itemsize(p["dtype"]):
             raise doc.error(kp + ("placement",), f"placement {p['placement']} does not keep '{p['name']}' aligned "
                                                  f"to its {itemsize(p['dtype'])}-byte elements")
+    for i, c in enumerate(d.get("constants", [])):
+        if c.get("role") == "inout":
+            if c["name"] in names or c["name"] in [b["name"] for b in d.get("buffers", [])]:
+                raise doc.error(("constants", i, "name"), f"'{c['name']}' is also a parameter's or a buffer's name: an "
+                                                           "output's name must be its own")
+            if not c.get("dtype") or c.get("count") is None or "init" not in c:
+                raise doc.error(("constants", i, "role"), "role inout (a __device__ variable the kernel writes) needs "
+                                                           "a dtype, a count and an init: it is compared as an output")
+    outputs = [*names, *[b["name"] for b in d.get("buffers", [])],
+               *[c["name"] for c in d.get("constants", []) if c.get("role") == "inout"]]
     for name in d.get("verify", {}).get("tolerance", {}):
-        if name not in names and name not in [b["name"] for b in d.get("buffers", [])]:
+        if name not in outputs:
             raise doc.error(("verify", "tolerance", name), f"no parameter named '{name}'")
     for i, b in enumerate(d.get("buffers", [])):
         if b.get("role") == "inout" and (d.get("chain") or "init" not in b):

@@ -237,11 +237,16 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
         buffers.append(b)
 
     constants = []
+    written = {g["qualified_name"] for g in kernel.get("closure", {}).get("globals", [])
+               if g.get("written") and g.get("space") == "device"}
     for mc in manifest.get("constants", []):
         c = {"name": mc["name"], "ctype": mc.get("ctype") or "", "note": "captured from the kernel's module"}
         if not any("raw bytes" in n for n in mc.get("notes", [])):
             c.update(dtype=mc["dtype"], count=str(mc["count"]),
                      init={"kind": "file", "path": f"data/captured/{mc['file']}"})
+            if mc["name"] in written and mc["name"] not in {p["name"] for p in params}:
+                c.update(role="inout", note=c["note"] + "; the kernel writes it (static analysis): compared as an "
+                                                       "output")
         else:
             raw = np.load(Path(manifest["_dir"]) / mc["file"], allow_pickle=False).tobytes().hex()
             c["value"] = bytes_expression(f"decltype({mc['name']})", raw)
@@ -266,8 +271,8 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
                      "extract with -p compile_commands.json")
     flags = list(build.nvcc_flags) + [f for f in include_flags(inventory, kernel, app_root) if f not in build.nvcc_flags]
     tolerance = {}
-    for p in params:
-        if p["role"] in ("out", "inout") and p["dtype"] in DEFAULT_FLOAT_TOL:
+    for p in [*params, *(c for c in constants if c.get("role") == "inout")]:
+        if p.get("role") in ("out", "inout") and p["dtype"] in DEFAULT_FLOAT_TOL:
             st = static.verify.tolerance.get(p["name"]) if static is not None else None
             rtol, atol = (st.rtol, st.atol) if st is not None else DEFAULT_FLOAT_TOL[p["dtype"]]
             tolerance[p["name"]] = {"rtol": float(rtol), "atol": float(atol)}

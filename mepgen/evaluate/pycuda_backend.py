@@ -117,7 +117,7 @@ class PycudaBackend(Backend):
         reply = self._receive(self.start_timeout, "starting the worker")
         if isinstance(reply, RuntimeFault):
             return reply
-        params, buffers = worker_layout(self.spec)
+        params, buffers, symbols = worker_layout(self.spec)
         if self._helpers is not None:
             self._helpers.result()
         try:
@@ -125,7 +125,7 @@ class PycudaBackend(Backend):
             flush_cubin = l2_flush.build_cubin(arch, self.build_dir, self.compile_timeout).read_bytes()
         except MepgenError as e:
             return RuntimeFault("harness_error", str(e))
-        reply = self._call("setup", params, flush_cubin, self._compare_cubin(), buffers)
+        reply = self._call("setup", params, flush_cubin, self._compare_cubin(), buffers, symbols)
         if isinstance(reply, RuntimeFault):
             return reply
         self.info = reply
@@ -435,17 +435,19 @@ def _build_helpers(arch: str, build_dir: Path, timeout: float) -> None:
             pass        # a prebuild only: the build that needs it runs again and reports its error
 
 
-def worker_layout(spec: Spec) -> tuple[list[dict], list[dict]]:
+def worker_layout(spec: Spec) -> tuple[list[dict], list[dict], list[dict]]:
     """What the worker's `setup` gets: the parameters in kernel order (role, dtype, element count, placement, index
-    among the perturbed, captured pointers inside), and mep.yaml `buffers` (the allocations those pointers reach;
-    a chain's are refused before)."""
+    among the perturbed, captured pointers inside), mep.yaml `buffers` (the allocations those pointers reach;
+    a chain's are refused before), and the `__device__` variables the kernel writes (constants with role inout)."""
     order = perturb.names(spec)
     params = [{"name": p.name, "role": p.role, "dtype": p.dtype, "count": spec.count(p) if p.is_buffer else 0,
                "placement": p.placement, "perturb": order.index(p.name) if p.name in order else None,
                "relocate": p.relocate or []} for p in spec.params]
     buffers = [{"name": b.name, "role": b.role, "dtype": b.dtype, "count": spec.count(b), "relocate": b.relocate or []}
                for b in spec.buffers]
-    return params, buffers
+    symbols = [{"name": c.name, "role": "inout", "dtype": c.dtype, "count": spec.count(c)}
+               for c in spec.constants if c.role == "inout"]
+    return params, buffers, symbols
 
 
 def worker_path() -> list[Path]:

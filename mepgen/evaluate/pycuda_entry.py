@@ -114,7 +114,8 @@ def describe(spec: Spec, cubin: Cubin) -> dict:
             symbol = _instantiation_symbol(c.name, [s.name for s in cubin.symbols if s.name.startswith("_Z")])
         if symbol is None:
             raise KeyError(f"constant {c.name} is not in the cubin")
-        item = {"name": c.name, "symbol": symbol, "size": cubin.symbol(symbol).size}
+        item = {"name": c.name, "symbol": symbol, "size": cubin.symbol(symbol).size,
+                **({"output": True} if c.role == "inout" else {})}     # a written __device__ variable: read back
         if c.init is None and c.value is not None:
             item["bytes"] = cubin.initial_bytes(f"mepgen_const_{j}").hex()
         else:

@@ -19,7 +19,7 @@ once more at perturb.RECHECK_STEP: both outputs go back for the parent to compar
 Reference outputs (`load_refs`, from the parent's store) stay on the GPU masked (device_compare.py): a run or a
 re-check with `check` compares the outputs with them there and sends back only those that differ, for the parent
 to take the evidence from (verify.compare); the perturbation re-check likewise, when every output's reference is
-there (_perturbed_on_gpu).
+there (_perturbed_on_gpu). Those comparisons live in pycuda_gpu_compare.py.
 """
 from __future__ import annotations
 
@@ -33,16 +33,9 @@ import numpy as np
 from .. import perturb
 from ..spec import PLACEMENT_SPAN
 from . import captured_pointers, guards, l2_flush, wire
+from .pycuda_gpu_compare import GpuComparison, load_npy as _load
 
 FLOAT_POISON, INT_POISON = 0xFF, 0xA5
-
-
-def _load(f):
-    try:
-        return np.load(f, allow_pickle=False)
-    finally:
-        if hasattr(f, "close"):
-            f.close()
 
 
 def same_bytes(a: np.ndarray, b: np.ndarray, chunk: int = 64 << 20) -> bool:
@@ -61,7 +54,7 @@ def _align(offset: int, align: int) -> int:
     return (offset + align - 1) // align * align
 
 
-class State:
+class State(GpuComparison):
     buffers: list = []          # mep.yaml `buffers` (op_setup): allocations reached only through captured pointers
 
     def __init__(self, cuda, device: int, exact: bool = False):
@@ -90,14 +83,17 @@ class State:
     # --- state --------------------------------------------------------------------------------------
 
     def op_setup(self, params: list[dict], flush_cubin: bytes, compare_cubin: bytes | None = None,
-                 buffers: list[dict] | None = None) -> dict:
+                 buffers: list[dict] | None = None, symbols: list[dict] | None = None) -> dict:
         """params: name, role, dtype, count, relocate (in kernel order); flush_cubin: the L2 flush kernel
         (l2_flush.py), its bytes (the worker sees no build folder); compare_cubin: device_compare.py's kernels (None:
         outputs are compared in the parent); buffers: mep.yaml `buffers` (name, dtype, count, role, relocate), the
         allocations captured pointers reach: each input set holds its own copy (from its file, zeros without one),
-        and one with role inout is an output as well, reset from that copy before every run."""
+        and one with role inout is an output as well, reset from that copy before every run; symbols: the
+        `__device__` variables the kernel writes (name, dtype, count), outputs read back from each module's symbol
+        after a kept run (_harvest)."""
         self.params = params
         self.buffers = list(buffers or [])
+        self.symbols = list(symbols or [])
         self.refs: dict[int, dict] = {}
         self.compare = None
         if compare_cubin:
@@ -106,7 +102,7 @@ class State:
         self.perturbed = [p["name"] for p in self.perturbed]
         self.flush_module = self.cuda.module_from_buffer(flush_cubin)
         self.flush_fn = self.flush_module.get_function(l2_flush.KERNEL)
-        for p in [*params, *self.buffers]:
+        for p in [*params, *self.buffers, *self.symbols]:
             if p.get("role") in ("out", "inout"):
                 dt = np.dtype(p["dtype"])
                 nbytes = max(1, dt.itemsize * p["count"])
@@ -158,63 +154,18 @@ class State:
         raise KeyError(f"a captured pointer points into {name}, which is no buffer of the MEP")
 
     def _outs(self) -> list[dict]:
-        """The outputs in the order they come back: out/inout parameters, then inout buffers."""
-        return [x for x in [*self.params, *self.buffers] if x["name"] in self.outputs]
-
-    def op_compare(self, cubin: bytes) -> None:
-        """device_compare.py's kernels, and the key that masks the references (never in device memory)."""
-        self.compare = self.cuda.module_from_buffer(cubin)
-        self.key = int.from_bytes(os.urandom(8), "little")
-        self.counts = self.cuda.mem_alloc(16)
-        self.refs = {}
-        for s in self.sets.values():
-            s.pop("pristine", None)          # masked with the key of before
-
-    def op_load_refs(self, k: int, refs: dict, rules: dict) -> list[str]:
-        """Input set k's reference outputs onto the GPU, masked (device_compare.py); refs: name -> .npy file (an open
-        file passed as a descriptor); rules: name -> [kernel, rtol, atol, poisoned]. The names held, those whose
-        dtype and size are the output buffer's."""
-        held = {}
-        for name, f in refs.items():
-            arr = np.ascontiguousarray(_load(f)).reshape(-1)
-            p = next((q for q in self._outs() if q["name"] == name), None)
-            if self.compare is None or name not in rules or p is None or name not in self.outputs \
-                    or arr.dtype != np.dtype(p["dtype"]) or arr.size != p["count"] or not arr.size:
-                continue
-            buf = self.cuda.mem_alloc(arr.nbytes)
-            self.cuda.memcpy_htod(buf, arr)
-            mask = self.compare.get_function(f"mepgen_mask{arr.itemsize}")
-            mask(np.uintp(int(buf)), np.uint64(arr.size), np.uint64(self.key), block=(256, 1, 1),
-                 grid=(_blocks(arr.size), 1))
-            held[name] = (buf, arr.size, *rules[name])
-        self.cuda.Context.synchronize()
-        self.refs[k] = held
-        return sorted(held)
-
-    def _matched(self, k: int) -> list[str]:
-        """Outputs equal to input set k's references by verify.compare's rule, compared on the GPU."""
-        out = []
-        for name, (ref, n, kernel, rtol, atol, poisoned) in self.refs.get(k, {}).items():
-            self.cuda.memcpy_htod(self.counts, np.array([0, 2**64 - 1], np.uint64))
-            fn = self.compare.get_function(kernel)
-            got = self.outputs[name][0]
-            args = (np.uintp(int(got)), np.uintp(int(ref)), np.uint64(n), np.uint64(self.key))
-            if kernel.startswith("mepgen_close"):
-                args += (np.float64(rtol), np.float64(atol), np.int32(1 if poisoned else 0))
-            fn(*args, np.uintp(int(self.counts)), block=(256, 1, 1), grid=(_blocks(n), 1))
-            counts = np.empty(2, np.uint64)
-            self.cuda.memcpy_dtoh(counts, self.counts)
-            if int(counts[0]) == 0:
-                out.append(name)
-        return out
+        """The outputs in the order they come back: out/inout parameters, inout buffers, written symbols."""
+        return [x for x in [*self.params, *self.buffers, *self.symbols] if x["name"] in self.outputs]
 
     def op_load(self, key: str, cubin: bytes, desc: dict) -> None:
         """cubin: the module's bytes (the worker sees no build folder)."""
         cuda = self.cuda
         module = cuda.module_from_buffer(cubin)
-        consts = []
+        consts, harvest = [], []
         for c in desc["constants"]:
             ptr, size = module.get_global(c["symbol"])
+            if c.get("output"):
+                harvest.append((ptr, size, c["name"]))
             if "bytes" in c:
                 data = bytes.fromhex(c["bytes"])
                 src = cuda.mem_alloc(max(1, len(data)))
@@ -225,7 +176,8 @@ class State:
         func = module.get_function(desc["entry"])
         if desc["shared"] > 48 * 1024:   # dynamic shared memory beyond 48 KiB must be opted into
             func.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, desc["shared"])
-        self.modules[key] = {"module": module, "func": func, "desc": desc, "consts": consts, "args": {}}
+        self.modules[key] = {"module": module, "func": func, "desc": desc, "consts": consts, "harvest": harvest,
+                             "args": {}}
 
     def op_unload(self, key: str) -> None:
         self.modules.pop(key, None)
@@ -273,6 +225,13 @@ class State:
         d = m["desc"]
         m["func"]._launch_kernel(tuple(d["grid"]), tuple(d["block"]), self._args(m, k), d["shared"], self.stream)
 
+    def _harvest(self, m: dict) -> None:
+        """After a run whose outputs are kept: the `__device__` variables the kernel writes (this module's) into
+        their output buffers, as the harness's harvest() does."""
+        for ptr, size, name in m["harvest"]:
+            buf, nbytes, _ = self.outputs[name]
+            self.cuda.memcpy_dtod_async(buf, ptr, min(size, nbytes), self.stream)
+
     def _outputs(self, skip=()) -> dict:
         out = {}
         for p in self._outs():
@@ -308,76 +267,6 @@ class State:
                 self.cuda.memcpy_htod(s["dev"][name], host)
         return changed
 
-    def _differs(self, k: int, name: str, host: np.ndarray) -> bool:
-        """Whether input `name` of set k on the GPU differs bit for bit from the input set, compared there with a
-        masked copy made on first use (device_compare's kernels, in words as wide as size and address allow)."""
-        s, dev = self.sets[k], self.sets[k]["dev"][name]
-        width = next(w for w in (8, 4, 2, 1) if host.nbytes % w == 0 and int(dev) % w == 0)
-        n = host.nbytes // width
-        pristine = s.setdefault("pristine", {})
-        if name not in pristine:
-            buf = self.cuda.mem_alloc(host.nbytes)
-            self.cuda.memcpy_htod(buf, host)
-            self.compare.get_function(f"mepgen_mask{width}")(np.uintp(int(buf)), np.uint64(n), np.uint64(self.key),
-                                                               block=(256, 1, 1), grid=(_blocks(n), 1))
-            pristine[name] = buf
-        self.cuda.memcpy_htod(self.counts, np.array([0, 2**64 - 1], np.uint64))
-        self.compare.get_function(f"mepgen_same{width}")(np.uintp(int(dev)), np.uintp(int(pristine[name])),
-                                                         np.uint64(n), np.uint64(self.key), np.uintp(int(self.counts)),
-                                                         block=(256, 1, 1), grid=(_blocks(n), 1))
-        counts = np.empty(2, np.uint64)
-        self.cuda.memcpy_dtoh(counts, self.counts)
-        return int(counts[0]) != 0
-
-    def _keep_outputs(self) -> None:
-        """The outputs into scratch buffers on the GPU (kept between sessions), for _perturbed_on_gpu."""
-        self.scratch = getattr(self, "scratch", {})
-        for name, (buf, nbytes, _) in self.outputs.items():
-            if name not in self.scratch:
-                self.scratch[name] = self.cuda.mem_alloc(nbytes)
-            self.cuda.memcpy_dtod_async(self.scratch[name], buf, nbytes, self.stream)
-        self.stream.synchronize()
-
-    def _kept(self) -> dict:
-        out = {}
-        for p in self._outs():
-            arr = np.empty(p["count"], dtype=np.dtype(p["dtype"]))
-            self.cuda.memcpy_dtoh(arr, self.scratch[p["name"]])
-            out[p["name"]] = arr
-        return out
-
-    def _count(self, kernel: str, *args, n: int) -> int:
-        self.cuda.memcpy_htod(self.counts, np.array([0, 2**64 - 1], np.uint64))
-        self.compare.get_function(kernel)(*args, np.uintp(int(self.counts)), block=(256, 1, 1), grid=(_blocks(n), 1))
-        counts = np.empty(2, np.uint64)
-        self.cuda.memcpy_dtoh(counts, self.counts)
-        return int(counts[0])
-
-    def _perturbed_on_gpu(self, k: int) -> dict | None:
-        """perturb.recheck on the GPU: the candidate's kept outputs against the original's (in the output buffers,
-        masked in place for the comparison and unmasked after), `followed` and `broken` against set k's
-        references. {"followed": n, "outputs": names} when every output matches and none broke, else None."""
-        followed = 0
-        for name, (ref, n, kernel, rtol, atol, poisoned) in self.refs[k].items():
-            now = self.outputs[name][0]
-            size = int(kernel[-1])
-            key = np.uint64(self.key)
-            if kernel.startswith("mepgen_close") and self._count(
-                    f"mepgen_broken{size}", np.uintp(int(now)), np.uintp(int(ref)), np.uint64(n), key, n=n):
-                return None
-            followed += self._count(f"mepgen_same{size}", np.uintp(int(now)), np.uintp(int(ref)), np.uint64(n), key,
-                                    n=n)
-            mask = self.compare.get_function(f"mepgen_mask{size}")
-            mask(np.uintp(int(now)), np.uint64(n), key, block=(256, 1, 1), grid=(_blocks(n), 1))
-            args = (np.uintp(int(self.scratch[name])), np.uintp(int(now)), np.uint64(n), key)
-            if kernel.startswith("mepgen_close"):
-                args += (np.float64(rtol), np.float64(atol), np.int32(1 if poisoned else 0))
-            bad = self._count(kernel, *args, n=n)
-            mask(np.uintp(int(now)), np.uint64(n), key, block=(256, 1, 1), grid=(_blocks(n), 1))
-            if bad:
-                return None
-        return {"followed": followed, "outputs": sorted(self.refs[k])}
-
     def op_run(self, key: str, k: int, check: bool = False) -> dict:
         """One launch on input set k; with `check`, the outputs equal to the references on the GPU (`matched`) do
         not come back."""
@@ -387,6 +276,7 @@ class State:
         start.record(self.stream)
         self._launch(m, k)
         end.record(self.stream)
+        self._harvest(m)
         self.stream.synchronize()
         self.cuda.Context.synchronize()
         matched = self._matched(k) if check else []
@@ -474,6 +364,7 @@ class State:
             for m, into in ((sides[-1], "cand"), (sides[0], "ref")):
                 self._prepare(m, k, flush=False)
                 self._launch(m, k)
+                self._harvest(m)
                 self.stream.synchronize()
                 if into == "cand" and on_gpu:
                     self._keep_outputs()
@@ -492,6 +383,7 @@ class State:
         rk = k if recheck is None else recheck
         self._prepare(sides[-1], rk, flush=False)
         self._launch(sides[-1], rk)
+        self._harvest(sides[-1])
         self.stream.synchronize()
         cuda.Context.synchronize()
         matched = self._matched(rk) if check else []
@@ -502,11 +394,6 @@ class State:
                     "perturbed_buffers": len(self.perturbed) if seed is not None else 0,
                     "guard": self.guards.check("timing and the re-check")})
         return out
-
-
-def _blocks(n: int) -> int:
-    """Blocks of 256 threads for a grid-stride loop over n elements (a few waves, not one thread per element)."""
-    return max(1, min((n + 255) // 256, 4096))
 
 
 def _order(counts: list[int]) -> list[tuple[int, int]]:

@@ -32,7 +32,7 @@ def tolerance_for(spec: Spec, name: str) -> Tolerance:
     """The tolerance of output `name`: mep.yaml's, else the dtype's default (exact for integers)."""
     if name in spec.verify.tolerance:
         return spec.verify.tolerance[name]
-    item = next((x for x in [*spec.params, *spec.buffers] if x.name == name), None)
+    item = next((x for x in [*spec.params, *spec.buffers, *spec.constants] if x.name == name), None)
     return DEFAULT_TOLERANCE.get((item.dtype if item is not None else None) or "", Tolerance(rtol=0.0, atol=0.0))
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from ..parsing import clang
 from ..parsing.clang import specialized_template
 from .include_graph import context_includes, included_file
+from .global_writes import written_variables
 from .kernels import FUNCTION_KINDS, is_device_function, is_kernel
 from .source import SourceFiles, extent_json, qualified_name
 from ..parsing.vartemplates import template_usr, variable_templates
@@ -202,6 +203,7 @@ class ClosureBuilder:
         macros: list[tuple[str, str, int]] = []
         todo = [kernel]
         seen: set[str] = set()
+        code = []                      # the kernel, and the functions and types it reaches: where globals are written
         for decl in self._attribute_names(kernel):
             f = decl.location.file
             if f is not None and self.src.in_app(f.name) and decl.get_usr() not in members:
@@ -220,6 +222,8 @@ class ClosureBuilder:
             if key in seen:
                 continue
             seen.add(key)
+            if node.kind.name != "VAR_DECL":
+                code.append(node)
             macros += self._macros_in(node)
             in_type = node.kind.name in TYPE_KINDS
             for c in _walk(node):
@@ -241,6 +245,7 @@ class ClosureBuilder:
                         if usr in self.var_templates:
                             members[usr]["variable_template"] = True   # `taps<T>`: mep/vartmpl.py
                         todo.append(decl)
+        _mark_written(members, code)
         macro_cursors = self._macro_closure(macros, kernel)
         for u in self._usings_for(kernel, members):
             members[f"using:{u.location.file.name}:{u.extent.start.offset}"] = self._member(u, "typedef")
@@ -393,6 +398,17 @@ def external_device_definitions(tops: list, src: SourceFiles, builder: "ClosureB
 
     visit(tops)
     return out
+
+
+def _mark_written(members: dict[str, dict], code: list) -> None:
+    """`written: true` on each global member the kernel, or code it reaches, writes (global_writes.py): the mep and
+    capture stages make a written `__device__` variable an output of the MEP."""
+    if not any(m["kind"] == "global" for m in members.values()):
+        return
+    written = set().union(*(written_variables(c) for c in code))
+    for usr, m in members.items():
+        if m["kind"] == "global" and usr in written:
+            m["written"] = True
 
 
 def add_global_spaces(closure: dict, tu_globals: dict[str, str]) -> None:

@@ -236,7 +236,8 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         sizes=sizes, params=params, constants=constants,
         launch=Launch(grid, block, counts.unparen(smem or "0"), _callee(kernel, targs_list)),
         build=build_config(inventory, kernel, set(sizes), detect_gpu),
-        verify=Verify(input_sets=3, seed=1, tolerance=_tolerances(params, facts, _summing_loops(project, cursor, kernel))),
+        verify=Verify(input_sets=3, seed=1, tolerance=_tolerances(params, facts, _summing_loops(project, cursor, kernel),
+                                                                  constants, project.text(cursor))),
         timing=Timing(), work=Work(bytes=_work_bytes(params, grid, block, kernel.get("loop_depth", 0),
                                                      _written_only(params, facts))),
         todo=todo)
@@ -347,20 +348,32 @@ def _constants(project: Project, kernel: dict, resolver: Resolver, todo: list[To
                 init, note = Init("values", {"values": nums}), "values copied in by the application"
             else:
                 init, note = _random_init(dtype), "the application computes it at run time: random values"
-            out.append(Constant(g["qualified_name"], ctype, dtype, count, init, note=note))
+            out.append(_output_if_written(Constant(g["qualified_name"], ctype, dtype, count, init, note=note), g))
         elif t.kind.name == "RECORD":
             if value is None:
                 value = f"{counts.unparen(re.sub(r'^const ', '', t.spelling))}{{}}"
                 todo.append(Todo(f"constants[{len(out)}].value", f"{g['qualified_name']} ({ctype}) gets no traceable "
                                  "value from the application; write a C++ initializer"))
-            out.append(Constant(g["qualified_name"], ctype, value=counts.unparen(value),
-                                note="initializer from the application's cudaMemcpyToSymbol"))
+            note = "initializer from the application's cudaMemcpyToSymbol"
+            if g.get("written") and g.get("space") == "device":
+                note += ("; the kernel writes it, but a record of mixed fields is not compared as an output (give it "
+                         "a dtype, a count and an init of kind file to compare its bytes)")
+            out.append(Constant(g["qualified_name"], ctype, value=counts.unparen(value), note=note))
         else:
             dtype = infer.dtype_of(t.spelling, {})
             nums = _numbers(value)
             init = Init("values", {"values": nums}) if nums else _random_init(dtype)
-            out.append(Constant(g["qualified_name"], ctype, dtype, "1", init))
+            out.append(_output_if_written(Constant(g["qualified_name"], ctype, dtype, "1", init), g))
     return out
+
+
+def _output_if_written(c: Constant, g: dict) -> Constant:
+    """A `__device__` variable the kernel (or code it calls) writes (extract's `written`, global_writes.py) is an
+    output of the MEP: role inout, compared like an inout buffer."""
+    if g.get("written") and g.get("space") == "device" and c.dtype:
+        c.role = "inout"
+        c.note = (f"{c.note}; " if c.note else "") + "the kernel writes it: compared as an output"
+    return c
 
 
 def _template_constants(project: Project, g: dict, resolver: Resolver, todo: list[Todo], cursor,
@@ -490,9 +503,11 @@ def _summing_loops(project: Project, cursor, kernel: dict) -> int:
     return depth
 
 
-def _tolerances(params: list[Param], facts, loop_depth: int = 0) -> dict[str, Tolerance]:
+def _tolerances(params: list[Param], facts, loop_depth: int = 0, constants: list[Constant] = (),
+                kernel_text: str = "") -> dict[str, Tolerance]:
     """By dtype: exact for integers; for floats tight, looser when the kernel has loops that may sum into the
-    output (a reordered sum is a correct optimization), loosest for atomics (their order varies run to run)."""
+    output (a reordered sum is a correct optimization), loosest for atomics (their order varies run to run). A
+    written `__device__` variable has no access facts: atomics anywhere in the kernel count for it."""
     out = {}
     for p in params:
         if p.role not in ("out", "inout"):
@@ -501,6 +516,12 @@ def _tolerances(params: list[Param], facts, loop_depth: int = 0) -> dict[str, To
         table = ATOMIC_FLOAT_TOL if atomic else REDUCTION_FLOAT_TOL if loop_depth > 0 else FLOAT_TOL
         rtol, atol = table.get(p.dtype, (0.0, 0.0))
         out[p.name] = Tolerance(rtol, atol)
+    for c in constants:
+        if c.role == "inout":
+            atomic = re.search(r"\batomic[A-Z]\w*\s*\(", kernel_text or "") is not None
+            table = ATOMIC_FLOAT_TOL if atomic else REDUCTION_FLOAT_TOL if loop_depth > 0 else FLOAT_TOL
+            rtol, atol = table.get(c.dtype, (0.0, 0.0))
+            out[c.name] = Tolerance(rtol, atol)
     return out
 
 

@@ -153,9 +153,9 @@ def optimize(obj, kernel, app, all_kernels, top, only, merge_name, list_only, pr
         raise MepgenError(f"{mep_dir / 'mep.yaml'} has {len(spec.todo)} open todo item(s): complete it first",
                           exit_code=3)
     if not spec.outputs:
-        raise MepgenError(f"{spec.kernel.name}: the MEP has no output to verify (no out or inout parameter or buffer "
-                          "in mep.yaml): a variant that did nothing would pass its checks, so mepgen does not optimize "
-                          "it (values a kernel leaves in `__device__` variables are not compared)", exit_code=3)
+        raise MepgenError(f"{spec.kernel.name}: the MEP has no output to verify (no out or inout parameter, buffer "
+                          "or written __device__ variable in mep.yaml): a variant that did nothing would pass its "
+                          "checks, so mepgen does not optimize it", exit_code=3)
     cfg = load_config(ws.app_root)
     settings = LLMSettings.from_config(cfg)
     kinds = {"library": ["library"], "llm": ["llm"], "both": ["library", "llm"]}[proposer_kind] if proposer_kind \

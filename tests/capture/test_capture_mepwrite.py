@@ -290,7 +290,7 @@ def test_the_captured_mep_builds_for_the_pycuda_worker_which_writes_its_own_addr
     cuda = importlib.util.module_from_spec(found)
     found.loader.exec_module(cuda)
     state = pycuda_worker.State(cuda, 0)
-    params, buffers = worker_layout(w.spec)
+    params, buffers, _ = worker_layout(w.spec)
     state.op_setup(params, b"flush", None, buffers)
     folder = Store(w.path, w.spec).input_set(0)
     state.op_load_set(0, {x.name: str(folder / f"{x.name}.npy") for x in [*w.spec.inputs, *w.spec.chain_inputs]}, {})

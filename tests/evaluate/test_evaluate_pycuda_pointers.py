@@ -41,7 +41,7 @@ def loaded(tmp_path):
     spec = write_mep(tmp_path / "mep")
     cuda = fake_cuda()
     state = pycuda_worker.State(cuda, 0)
-    params, buffers = worker_layout(spec)
+    params, buffers, _ = worker_layout(spec)
     state.op_setup(params, b"flush", None, buffers)
     store = Store(tmp_path / "mep", spec)
     for k in (0, 1):
@@ -152,7 +152,7 @@ def test_the_refusal_is_gone_and_the_entry_checks_the_struct_holds_its_pointers(
     src = entry_source(spec, tmp_path / "mep" / "kernel.cu")
     assert 'static_assert(sizeof(MEPGEN_PARAM(0)) >= 0 + sizeof(void*), "relocation inside p");' in src
     assert 'static_assert(sizeof(MEPGEN_PARAM(0)) >= 8 + sizeof(void*), "relocation inside p");' in src
-    params, buffers = worker_layout(spec)
+    params, buffers, _ = worker_layout(spec)
     assert [b["name"] for b in buffers] == ["reached_x", "reached_fa", "reached_fb"]
     assert [b["role"] for b in buffers] == ["inout", None, None] and buffers[2]["count"] == 4 * (N + 4)
     assert params[1]["relocate"] == [{"at": 0, "buffer": "reached_fa", "offset": 0},
@@ -225,7 +225,7 @@ def test_a_pointer_into_another_parameter_s_buffer_runs_on_pycuda(tmp_path, monk
     assert "by a constructor" in devices.pycuda_unsupported(spec)
     cuda = fake_cuda()
     state = pycuda_worker.State(cuda, 0)
-    params, buffers = worker_layout(spec)
+    params, buffers, _ = worker_layout(spec)
     state.op_setup(params, b"flush", None, buffers)
     folder = Store(tmp_path / "mep", spec).input_set(0)
     state.op_load_set(0, {x.name: str(folder / f"{x.name}.npy") for x in [*spec.inputs, *spec.chain_inputs]}, {})

@@ -333,3 +333,38 @@ def test_references_the_parent_contradicts_are_sent_again(backend):
     be.recheck_references(0, ["y"])
     be.recheck_references(1, ["z"])
     assert be.refs_held == {1: ["y"]}
+
+
+def test_a_written_device_variable_comes_back_from_each_modules_own_symbol(tmp_path):
+    """A `__device__` variable the kernel writes (mep.yaml constants with role inout) is set from its input before
+    the launch and read back from that module's symbol after a kept run, whichever module (candidate) ran."""
+    import importlib.util
+    from pathlib import Path
+    import numpy as np
+    where = Path(__file__).resolve().parent.parent / "fake_pycuda" / "pycuda" / "driver.py"
+    found = importlib.util.spec_from_file_location("fake_pycuda_driver_symbols", where)
+    cuda = importlib.util.module_from_spec(found)
+    found.loader.exec_module(cuda)
+    state = pycuda_worker.State(cuda, 0)
+    state.op_setup([], b"flush", None, [], [{"name": "tally::seen", "role": "inout", "dtype": "int32", "count": 2}])
+    np.save(tmp_path / "seen.npy", np.array([7, 7], np.int32))
+    state.op_load_set(0, {}, {"const.tally.seen": str(tmp_path / "seen.npy")})
+    desc = {"entry": "k", "params": [], "shared": 0, "grid": [1, 1, 1], "block": [32, 1, 1],
+            "constants": [{"name": "tally::seen", "symbol": "_ZN5tally4seenE", "size": 8, "output": True,
+                           "file": "const.tally.seen"}]}
+    starts = []
+    for key, value in (("b", 1), ("c", 2)):
+        state.op_load(key, b"cubin", desc)
+        ptr = state.modules[key]["harvest"][0][0]
+
+        def launch(*a, ptr=ptr, value=value):
+            starts.append(np.frombuffer(bytes(cuda._at(int(ptr), 8)), np.int32).tolist())
+            cuda._at(int(ptr), 8)[:] = np.array([value, -value], np.int32).tobytes()
+        state.modules[key]["func"]._launch_kernel = launch
+    for key, value in (("b", 1), ("c", 2), ("b", 1)):
+        out = state.op_run(key, 0)
+        assert out["outputs"]["tally::seen"].tolist() == [value, -value]
+    # each launch started from the input set's value, not from what the previous run left in the symbol
+    assert starts == [[7, 7]] * 3 and state.outputs["tally::seen"][1] == 8
+    timed = state.op_time("b", "c", 0, 0, 2, 1, False, None)
+    assert timed["after"]["tally::seen"].tolist() == [2, -2]          # the re-check after timing: the candidate's

@@ -1,0 +1,93 @@
+"""On a GPU: a kernel whose only results are `__device__` variables (mep.yaml constants with role inout) is judged
+on those: its original verifies, a variant that leaves one unwritten or writes it wrong fails, on both backends."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+# a warp minimum and a warp sum left in two `__device__` scalars (the host reads them with cudaMemcpyFromSymbol)
+APP = """
+#include <cstdio>
+__device__ unsigned int lowest;
+__device__ float total;
+
+__global__ void min_and_sum(const int* v, const float* w, int n) {
+  unsigned m = v[threadIdx.x];
+  for (int o = 16; o > 0; o /= 2) m = min(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (threadIdx.x == 0) lowest = m;
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += 32) s += w[i];
+  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (threadIdx.x == 0) total = s;
+}
+
+int main() {
+  const int n = 1 << 16;
+  int* v; float* w;
+  cudaMalloc(&v, n * sizeof(int)); cudaMalloc(&w, n * sizeof(float));
+  min_and_sum<<<1, 32>>>(v, w, n);
+  unsigned lo; cudaMemcpyFromSymbol(&lo, lowest, sizeof(lo));
+  printf("%u\\n", lo);
+  return 0;
+}
+"""
+
+VARIANTS = {
+    "same": lambda t: t,
+    # the sum never stored: `total` keeps what the input set gave it
+    "no_total": lambda t: t.replace("if (threadIdx.x == 0) total = s;", ""),
+    "wrong_lowest": lambda t: t.replace("lowest = m;", "lowest = m + 1;"),
+    # four sums per thread before the shuffles: the same value within the float tolerance
+    "unrolled": lambda t: t.replace("for (int i = threadIdx.x; i < n; i += 32) s += w[i];",
+                                    "#pragma unroll 4\n  for (int i = threadIdx.x; i < n; i += 32) s += w[i];"),
+}
+
+
+@pytest.fixture(scope="module")
+def mep(tmp_path_factory):
+    from mepgen.extract import ExtractOptions, extract
+    from mepgen.mep.generate import generate
+    from mepgen.workspace import Workspace
+    app = tmp_path_factory.mktemp("app")
+    (app / "k.cu").write_text(APP)
+    extract(app, ExtractOptions(jobs=1))
+    (r,) = generate(Workspace(app), ["min_and_sum"], every=False, detect_gpu=True)
+    assert [o.name for o in r.spec.outputs] == ["lowest", "total"]
+    text = (r.path / "kernel.cu").read_text()
+    folder = app / "variants"
+    folder.mkdir()
+    for name, edit in VARIANTS.items():
+        changed = edit(text)
+        assert name == "same" or changed != text, name
+        (folder / f"{name}.cu").write_text(changed)
+    return r.path, folder
+
+
+@pytest.mark.parametrize("backend", ["native", "pycuda"])
+def test_written_device_variables_are_the_outputs_judged(mep, backend):
+    if backend == "pycuda":
+        pytest.importorskip("pycuda", reason="the pycuda backend needs mepgen[gpu]")
+    from mepgen.evaluate import Evaluator, Options
+    from mepgen.spec import load_spec
+    path, folder = mep
+    ev = Evaluator(load_spec(path / "mep.yaml"), path, Options(backend=backend, use_cache=False))
+    try:
+        ev.prepare()
+        base = ev.baseline_result()
+        assert base.ok, base.feedback()
+        got = {}
+        for name in VARIANTS:
+            res = ev.new_result(name, folder / f"{name}.cu")
+            built = ev.compile(res, folder / f"{name}.cu")
+            assert built is not None, res.feedback()
+            got[name] = ev.check(res, built, ev.workers[0])
+    finally:
+        ev.close()
+    assert got["same"].status == "ok", got["same"].feedback()
+    assert got["unrolled"].status == "ok", got["unrolled"].feedback()
+    for name, output in (("no_total", "total"), ("wrong_lowest", "lowest")):
+        assert got[name].status == "wrong_result", got[name].feedback()
+        assert {m.output for m in got[name].wrong.mismatches} == {output}, got[name].feedback()
