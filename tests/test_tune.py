@@ -99,7 +99,7 @@ class Stages:
                 limit = float(args[args.index("--time-limit") + 1])
                 if k in self.needs_longer and limit < 90:
                     row = {"kernel": kid, "status": "failed", "error": "mepgen: the baseline of k needs about 13 s "
-                           "(...); give --time-limit >= 90"}
+                           "(...); give --time-limit >= 90", "needs_time_limit_s": 90.0}
                 (ws / "batches" / batch / "rows").mkdir(parents=True, exist_ok=True)
                 (ws / "batches" / batch / "rows" / f"{kid}.json").write_text(json.dumps(row))
             return StageResult(0, {}, "")

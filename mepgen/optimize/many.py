@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -217,7 +218,12 @@ def row_from(kernel: str, name: str, device, code: int | None, stdout: str, seco
     if code is not None and code < 0:
         row["error"] = f"the worker died of signal {-code}"
     else:
-        row["error"] = (tail.strip().splitlines() or [f"exit {code}"])[-1][:200]
+        # the whole line: a baseline too long for --time-limit says what limit it needs at its end (tune reads it)
+        line = (tail.strip().splitlines() or [f"exit {code}"])[-1]
+        row["error"] = line[:2000]
+        need = re.search(r"--time-limit >= (\d+(?:\.\d+)?)", line)
+        if need:
+            row["needs_time_limit_s"] = float(need.group(1))
     if code == 3:
         row["status"] = "mep_error"
     elif code == 5:       # optimize's fidelity guard (optimize.command.FIDELITY_EXIT)

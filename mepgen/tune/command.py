@@ -198,8 +198,9 @@ def tune(command, app, build_cmd, check_cmd, runs, time_limit, top, min_share, m
         longer = {}
         for kid, row in rows.items():
             m = re.search(r"--time-limit >= (\d+(?:\.\d+)?)", row.get("error") or "")
-            if row.get("status") == "failed" and m and float(m.group(1)) <= max(3 * time_limit, 120.0):
-                longer[kid] = float(m.group(1)) + time_limit
+            need = row.get("needs_time_limit_s") or (float(m.group(1)) if m else None)
+            if row.get("status") == "failed" and need and need <= max(3 * time_limit, 120.0):
+                longer[kid] = need + time_limit
         if longer:
             limit = max(longer.values())
             say(f"{len(longer)} kernel(s) need a longer search to time their original: {limit:g} s each")

@@ -123,3 +123,17 @@ def test_a_winners_row_shows_the_original_timing_its_speedup_was_judged_against(
     assert row["original_ms"] / row["best_ms"] > 1 and row["speedup"] == 1.03
     kept = many.row_from("k", "k", 0, 0, json.dumps({**doc, "best": None}), 1.0, "")
     assert kept["original_ms"] == 0.004256 and kept["best_ms"] == 0.004256 and kept["speedup"] is None
+
+
+def test_a_failed_rows_error_keeps_the_time_limit_its_baseline_needs():
+    """A baseline that cannot finish in --time-limit names the limit it needs at the end of a long line: the row
+    keeps the whole line and that limit (tune gives such a hotspot a longer search; cut at 200 characters, the
+    limit was lost and a 10 ms kernel on 1 GiB of input, the application's hotspot, was never optimized)."""
+    line = ("mepgen: the baseline of transpose_shfl needs about 18 s (1 input set(s) of 1024 MiB, 1.7 s per checked "
+            "run, 10.08 ms per launch, 65 timed launches; so far sandbox 1.2 s, build 0.9 s, inputs 4.9 s, worker "
+            "start 0.8 s); give --time-limit >= 70")
+    assert len(line) > 200
+    row = many.row_from("k", "k", 0, 2, "", 3.0, "progress\n" + line + "\n")
+    assert row["status"] == "failed" and row["error"] == line and row["needs_time_limit_s"] == 70.0
+    other = many.row_from("k", "k", 0, 2, "", 3.0, "mepgen: something else\n")
+    assert "needs_time_limit_s" not in other and other["error"] == "mepgen: something else"
