@@ -12,6 +12,7 @@ CTX = dict(
     launch={"grid": ["16384"], "block": ["256"], "shared_mem": "0"}, launch_changes="",
     sizes={"N": 4194304}, params=[{"ctype": "int", "name": "n", "role": "scalar", "count": None, "dtype": "int32", "value": "N"},
                                    {"ctype": "const T *", "name": "x", "role": "in", "count": "N", "dtype": "float32", "value": None}],
+    symbols=[],
     tolerance={"y": {"rtol": 1e-5, "atol": 1e-6}},
     best={"median_ms": 0.0123, "achieved_gbps": 4000.0, "bandwidth_pct": 93.0, "achieved_gflops": None,
           "profile": {"dram %": 91.2}},
@@ -30,6 +31,13 @@ def test_propose_prompt_carries_everything():
                    "cg::xpay on NVIDIA H200: vectorized float4 loads — 1.31x", "unroll 4: compiled, 1.01x"):
         assert needle in user, needle
     assert "SEARCH/REPLACE" in msgs[0]["content"]
+
+
+def test_propose_prompt_names_the_device_variables_the_kernel_writes():
+    """Results left in `__device__` variables are outputs too: the model is told to keep writing them."""
+    user = propose_messages(**{**CTX, "symbols": [{"name": "tally::seen", "count": "32", "dtype": "int32"}]})[1]["content"]
+    assert "`__device__` variables" in user and "- `tally::seen`: 32 elements of int32" in user
+    assert "`__device__` variables" not in propose_messages(**CTX)[1]["content"]
 
 
 def test_repair_prompt_hands_back_the_evidence():

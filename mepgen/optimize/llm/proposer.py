@@ -72,6 +72,7 @@ class LLMProposer:
             launch_changes="", sizes=spec.sizes,
             params=[{"ctype": p.ctype, "name": p.name, "role": p.role, "count": p.count, "dtype": p.dtype,
                      "value": p.value} for p in spec.params],
+            symbols=[{"name": c.name, "count": c.count, "dtype": c.dtype} for c in spec.constants if c.role == "inout"],
             tolerance={k: {"rtol": t.rtol, "atol": t.atol} for k, t in spec.verify.tolerance.items()},
             best=self._best(parent), kernel_cu=parent.proposal.text if parent is not None else ctx.original,
             patterns=[{"kernel": p.get("kernel", "?"), "gpu": p.get("gpu", "?"),
