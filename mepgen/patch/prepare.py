@@ -8,6 +8,7 @@ from pathlib import Path
 from ..errors import MepgenError
 from ..spec import load_spec
 from ..workspace import Workspace
+from . import site_launches
 from .launch import launch_change, read_launch
 from .splice import Plan, companion_plan, plan, sha256
 from .state import FileState, file_state, status
@@ -108,6 +109,8 @@ def prepare(ws: Workspace, inv: dict, k: dict, variant: Path | None, launch_from
         flags = extra_flags(load_spec(mep_yaml), load_spec(winner_yaml))
     elif launch_from is not None:
         raise MepgenError(f"{launch_from} not found")
+    site_launches.check(k, change is not None and bool(change.edits or change.prelude or change.others),
+                        variant.read_text(errors="replace"), recorded.decode(errors="replace"), inv.get("macros", {}))
     p = plan(ws.app_root, inv, k, defs, recorded, change, source)
     prepared = Prepared(k, variant, p, state, current, flags, winner_yaml, mep_yaml)
     for f, edits in sorted((change.others if change else {}).items()):

@@ -109,6 +109,20 @@ def test_refusals_say_why(tmp_path, edit, grid, w, why):
     assert why in str(e.value)
 
 
+def test_a_grid_that_is_only_a_number_gives_no_bound_to_write_into_the_kernel(tmp_path):
+    """A captured launch's grid (the recorded run's number of blocks) or a literal one is that launch's alone: a
+    bound written as it into the kernel would hold for no other launch of it (a kernel launched with blocks of 8,
+    16 and 32 from three sites, patched after a win measured at one of them, failed the application's check on the
+    GPU). Without a guard of its own, the kernel is not coarsened; with one, the guard stops the extra blocks."""
+    src, spec, launch = make(tmp_path, TILED, "600", "128")
+    with pytest.raises(Refused, match="the grid.s `600` is this launch.s number of blocks"):
+        CoarsenBlocks().space(src, spec, launch)
+    src, spec, launch = make(tmp_path, GUARDED, "32, 75", "32, 8")
+    rw = CoarsenBlocks().apply(src, spec, launch, {"factor": 4, "dim": "y"})
+    assert "break;" not in rw.text and "(unsigned int)(75)" not in rw.text
+    compiles(tmp_path, spec, rw.text)
+
+
 def test_a_small_launch_is_not_coarsened(tmp_path):
     src, spec, launch = make(tmp_path, GUARDED, "(W + 31) / 32, (H + 7) / 8", "32, 8")
     spec.sizes["H"] = 200          # 1000 x 200 threads: halved, fewer than 135168

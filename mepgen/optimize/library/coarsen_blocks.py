@@ -100,6 +100,14 @@ class CoarsenBlocks(Transformation):
             bound = in_kernel(src, spec, launch["grid"][d], launch)
         except Refused as e:
             bound, exact_why = None, str(e)
+        if bound is not None and not _follows_the_launch(src, spec, bound):
+            # a number (a captured run's grid, or literals and macros): the bound of this one launch, written into
+            # the kernel; the application's other launches of it (another site, another size) have other grids, and
+            # would do too little or too much (seen on the GPU: shuffle's transpose, launched with blocks of 8, 16
+            # and 32, failed the application's check after a 7.9x win in its MEP)
+            bound, exact_why = None, (f"`{squash(str(launch['grid'][d]))}` is this launch's number of blocks, "
+                                      "no expression of the kernel's parameters: a bound written as it holds for "
+                                      "this launch only, not for the application's other launches or sizes")
         if bound is not None:
             # the loop stops at the original grid itself: no guard to prove; a `return` ends one block's work
             if returns and (barriers or warp):
@@ -253,3 +261,11 @@ class CoarsenBlocks(Transformation):
         return Rewrite(text, f"block coarsening: each block does the work of {c} consecutive blocks along {axis} "
                              f"(blockIdx.{axis} -> blockIdx.{axis} * {c} + c), grid along {axis} divided by {c}",
                        {"grid": grid, "block": list(launch["block"]), "shared_mem": str(launch.get("shared_mem", "0"))})
+
+
+def _follows_the_launch(src, spec, bound: str) -> bool:
+    """Whether a bound over the kernel's values changes with each launch: it names a scalar parameter of the kernel
+    (each launch passes its own) or blockDim (each launch sets its own)."""
+    names = set(re.findall(r"(?<![\w.])[A-Za-z_]\w*", bound))
+    scalars = {p.name for p in spec.params if p.role == "scalar"}
+    return bool(names & scalars) or "blockDim" in names

@@ -1,0 +1,72 @@
+"""A winner measured at one launch of a kernel that the application launches differently elsewhere.
+
+An MEP reproduces one launch: the one static completion took from a site, or the one a capture recorded. When the
+kernel's launch sites spell different blocks (shuffle's transpose, launched with blocks of 8, 16 and 32 from three
+sites), a winner was verified at one of those configurations only. Two changes cannot hold at the others, and are
+refused with the sites:
+- a new launch configuration: written at every site it would replace each site's own block (and the work
+  decomposition it stands for) with the one launch the MEP measured;
+- a `__launch_bounds__` below a block another site launches with: that launch fails ("too many resources requested
+  for launch").
+Other changes of the kernel's text are the same code at every site; the application's own check after patching
+(`mepgen tune`, `patch.validate_command`) is what runs them there.
+"""
+from __future__ import annotations
+
+import re
+
+from .. import cexpr
+from ..errors import MepgenError
+
+
+def _squash(text: str | None) -> str:
+    return re.sub(r"\s+", "", text or "")
+
+
+def _threads(block: str, macros: dict[str, str]) -> int | None:
+    """Threads of a site's block as written (`dim3(16, 16)`, `256`, `BLOCK`), where literals and macros give it."""
+    inner = re.fullmatch(r"dim3\s*\((.*)\)", block.strip(), re.S)
+    parts = [p for p in (inner.group(1) if inner else block).split(",") if p.strip()]
+    values = {k: v for k, v in ((k, cexpr.evaluate(v, {})) for k, v in macros.items()) if v is not None}
+    total = 1
+    for p in parts:
+        v = cexpr.evaluate(p.strip(), values)
+        if v is None:
+            return None
+        total *= v
+    return total
+
+
+def launch_bounds_of(text: str, name: str, macros: dict[str, str]) -> int | None:
+    """The maximum threads per block `__launch_bounds__` gives kernel `name` in `text` (None: no such attribute,
+    or not a number)."""
+    base = name.split("::")[-1]
+    for m in re.finditer(r"__launch_bounds__\s*\(\s*([^,)]+)", text):
+        after = text[m.end():m.end() + 400]
+        if re.search(rf"\b{re.escape(base)}\s*\(", after.split("{", 1)[0]):
+            values = {k: v for k, v in ((k, cexpr.evaluate(v, {})) for k, v in macros.items()) if v is not None}
+            return cexpr.evaluate(m.group(1).strip(), values)
+    return None
+
+
+def check(kernel: dict, changes_launch: bool, variant_text: str, original_text: str, macros: dict[str, str]) -> None:
+    """MepgenError naming the sites when the winner cannot hold at launches the MEP did not measure."""
+    sites = kernel.get("launch_sites") or []
+    blocks = {_squash(s.get("block")) for s in sites}
+    if len(sites) < 2 or len(blocks) < 2:
+        return
+    listed = ", ".join(f"{s['file']}:{s['line']} block {_squash(s.get('block')) or '?'}" for s in sites)
+    name = kernel["qualified_name"]
+    if changes_launch:
+        raise MepgenError(f"{name} is launched with different blocks at {len(sites)} sites ({listed}); the winner "
+                          "changes the launch, which its MEP measured at one of them: patch the kernel's text with a "
+                          "winner that keeps the launch, or set each site's launch by hand")
+    bound = launch_bounds_of(variant_text, name, macros)
+    if bound is None or bound == launch_bounds_of(original_text, name, macros):
+        return
+    over = [s for s in sites if (_threads(s.get("block") or "", macros) or bound + 1) > bound]
+    if over:
+        raise MepgenError(f"the winner gives {name} __launch_bounds__({bound}), but "
+                          + ", ".join(f"{s['file']}:{s['line']} launches it with block {_squash(s.get('block'))}"
+                                      for s in over)
+                          + " (more threads, or a number patch cannot tell): that launch would fail")

@@ -1,0 +1,84 @@
+"""A kernel the application launches with different blocks from several sites, and a winner its MEP measured at one
+of them: a new launch, or `__launch_bounds__` below another site's block, is refused with the sites; a change of
+the kernel's text alone is patched (patch/site_launches.py)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# each block reverses its own threads' values: what it computes depends on the block each site launches with
+APP = """#include <cstdio>
+__global__ void mirror(float* out, const float* in)
+{
+    unsigned at = blockDim.x * blockIdx.x + threadIdx.x;
+    out[at] = in[blockDim.x * blockIdx.x + blockDim.x - threadIdx.x - 1];
+}
+
+int main()
+{
+    const int total = 1 << 20;
+    float *in, *out;
+    cudaMalloc(&in, total * sizeof(float));
+    cudaMalloc(&out, total * sizeof(float));
+    mirror<<<dim3(total / 64), dim3(64)>>>(out, in);
+    mirror<<<dim3(total / 128), dim3(128)>>>(out, in);
+    cudaDeviceSynchronize();
+    printf("done\\n");
+    return 0;
+}
+"""
+
+
+def mepgen(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "mepgen.cli", *args], cwd=cwd, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    app = tmp_path_factory.mktemp("sites")
+    (app / "main.cu").write_text(APP)
+    assert mepgen("extract", ".", cwd=app).returncode == 0
+    r = mepgen("mep", "mirror", cwd=app)
+    assert r.returncode == 0, r.stderr
+    return app
+
+
+def variant(app: Path, name: str, edit, launch=None) -> Path:
+    mep = app / ".mepgen" / "meps" / "mirror"
+    folder = app / name
+    folder.mkdir(exist_ok=True)
+    (folder / "kernel.cu").write_text(edit((mep / "kernel.cu").read_text()))
+    if launch is not None:
+        (folder / "mep.yaml").write_text(launch((mep / "mep.yaml").read_text()))
+    return folder / "kernel.cu"
+
+
+def test_a_new_launch_is_refused_where_sites_launch_differently(app):
+    v = variant(app, "bigger", lambda t: t, lambda y: y.replace("block: ['64']", "block: ['256']")
+                .replace("grid: [(1 << 20) / 64]", "grid: [(1 << 20) / 256]"))
+    assert "block: ['256']" in (v.parent / "mep.yaml").read_text()
+    r = mepgen("patch", "mirror", "--from", str(v), cwd=app)
+    assert r.returncode != 0
+    assert "launched with different blocks at 2 sites (main.cu:14 block dim3(64), main.cu:15 block dim3(128))" \
+        in r.stderr and "the winner changes the launch" in r.stderr
+
+
+def test_launch_bounds_below_another_sites_block_are_refused(app):
+    v = variant(app, "bounded", lambda t: t.replace("__global__ void mirror(", "__global__ void __launch_bounds__(64, 4) "
+                                                                               "mirror("))
+    r = mepgen("patch", "mirror", "--from", str(v), cwd=app)
+    assert r.returncode != 0
+    assert "__launch_bounds__(64), but main.cu:15 launches it with block dim3(128)" in r.stderr
+    assert "main.cu:14" not in r.stderr          # 64 threads fit
+
+
+def test_a_change_of_the_text_alone_is_patched(app):
+    v = variant(app, "restricted", lambda t: t.replace("const float* in)", "const float* __restrict__ in)"))
+    r = mepgen("patch", "mirror", "--from", str(v), cwd=app)
+    assert r.returncode == 0, r.stderr
+    diff = (app / ".mepgen" / "patches" / "mirror.diff").read_text()
+    assert "+__global__ void mirror(float* out, const float* __restrict__ in)" in diff
+    assert "+    mirror<<<" not in diff                 # no launch site changed
