@@ -4,12 +4,11 @@ which variables a kernel writes (extract/global_writes.py), and the MEP that com
 from __future__ import annotations
 
 import subprocess
-import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from device_outputs_app import MIN_AND_SUM
 from mepgen.errors import MepgenError
 from mepgen.spec import load_spec
 
@@ -19,10 +18,7 @@ APP = """
 #include <cstdio>
 #define LANES 32
 namespace tally { __device__ int seen[LANES]; }
-__device__ unsigned int lowest;
-__device__ float total;
 __device__ float weights[LANES];
-
 __device__ bool repeats(int v) {
   unsigned m = __match_any_sync(0xffffffffu, v);
   return __popc(m) > 1;
@@ -32,16 +28,7 @@ __global__ void mark_repeats(int n, const int* v) {
   tally::seen[threadIdx.x] = repeats(v[threadIdx.x]) ? 1 : 0;
 }
 
-__global__ void min_and_sum(const int* v, const float* w, int n) {
-  unsigned m = v[threadIdx.x];
-  for (int o = 16; o > 0; o /= 2) m = min(m, __shfl_xor_sync(0xffffffffu, m, o));
-  if (threadIdx.x == 0) lowest = m;
-  float s = 0.f;
-  for (int i = threadIdx.x; i < n; i += 32) s += w[i];
-  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if (threadIdx.x == 0) total = s;
-}
-
+""" + MIN_AND_SUM + """
 __global__ void scale(float* y, const float* x, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = x[i] * weights[i % LANES];
