@@ -201,6 +201,10 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
                 p.note = f"{p.note}; init: {why}"
 
     constants = _constants(project, kernel, resolver, todo, cursor, targs)
+    for c in constants:            # an output is named by its name alone: a parameter's would be another one
+        if c.role == "inout" and any(p.name == c.name for p in params):
+            c.role, c.note = None, c.note.replace("the kernel writes it: compared as an output", "the kernel writes "
+                                                  "it, but a parameter of the kernel has its name: not compared")
     launch_todo = []
     written = [project.text(c) or "?" for c, v in ((lc.grid, grid), (lc.block, block)) if c is not None and v is None]
     grid, block, why = _checked_launch(grid, block, project, symbols, sizes_override, written)

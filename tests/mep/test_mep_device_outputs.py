@@ -195,3 +195,23 @@ def test_meps_with_written_variables_build_on_both_backends(app, tmp_path):
         assert done.returncode == 0, done.stderr[-2000:]
         consts = describe(r.spec, Cubin(cubin.read_bytes()))["constants"]
         assert all(c["output"] for c in consts) and consts
+
+
+def test_a_written_variable_named_like_a_parameter_is_not_an_output(tmp_path):
+    """Outputs are named by their names alone: a global `count` that a device function bumps, under a kernel whose
+    parameter is also `count`, stays an input with the reason (mep.yaml would be refused otherwise)."""
+    from mepgen.extract import ExtractOptions, extract
+    from mepgen.mep.generate import generate
+    from mepgen.workspace import Workspace
+    (tmp_path / "k.cu").write_text("""
+__device__ int count;
+__device__ void bump() { atomicAdd(&count, 1); }
+__global__ void tally(int* out, int count) { bump(); out[threadIdx.x] = count; }
+int main() { int* o; cudaMalloc(&o, 32 * sizeof(int)); tally<<<1, 32>>>(o, 5); return 0; }
+""")
+    extract(tmp_path, ExtractOptions(jobs=1))
+    (r,) = generate(Workspace(tmp_path), ["tally"], detect_gpu=False)
+    c = r.spec.constants[0]
+    assert c.name == "count" and c.role is None and [o.name for o in r.spec.outputs] == ["out"]
+    assert "# count: the kernel writes it, but a parameter of the kernel has its name: not compared" \
+        in (r.path / "mep.yaml").read_text()
