@@ -8,6 +8,8 @@ refused with the sites:
   decomposition it stands for) with the one launch the MEP measured;
 - a `__launch_bounds__` below a block another site launches with: that launch fails ("too many resources requested
   for launch").
+And wherever the sites spell different grids, a block-coarsened winner whose loop stops at a fixed grid (the MEP's
+site's literal or macro, not a kernel parameter) is refused: it would do too little or too much at the others.
 Other changes of the kernel's text are the same code at every site; the application's own check after patching
 (`mepgen tune`, `patch.validate_command`) is what runs them there.
 """
@@ -49,14 +51,36 @@ def launch_bounds_of(text: str, name: str, macros: dict[str, str]) -> int | None
     return None
 
 
+#: the bound block coarsening writes (optimize/library/coarsen_blocks.py): the MEP's grid, where the kernel stops
+_COARSEN_BOUND = re.compile(r"if \(mepgen_b >= \(unsigned int\)\((.*)\)\) break;\s*// past the original grid")
+
+
+def fixed_bound(variant_text: str, kernel: dict) -> str | None:
+    """The grid a block-coarsened winner stops at, where it is a fixed value (literals, macros: the MEP's launch
+    site's own spelling) rather than one each launch gives (a kernel parameter, blockDim); None otherwise."""
+    m = _COARSEN_BOUND.search(variant_text)
+    if m is None:
+        return None
+    names = set(re.findall(r"(?<![\w.])[A-Za-z_]\w*", m.group(1)))
+    params = {p["name"] for p in kernel.get("params") or []}
+    return None if names & params or "blockDim" in names else m.group(1).strip()
+
+
 def check(kernel: dict, changes_launch: bool, variant_text: str, original_text: str, macros: dict[str, str]) -> None:
     """MepgenError naming the sites when the winner cannot hold at launches the MEP did not measure."""
     sites = kernel.get("launch_sites") or []
+    name = kernel["qualified_name"]
+    bound = fixed_bound(variant_text, kernel)
+    grids = {_squash(s.get("grid")) for s in sites}
+    if bound is not None and len(grids) > 1:
+        raise MepgenError(f"the winner's block coarsening stops at the grid of the launch its MEP measured ({bound}), "
+                          f"but {name}'s {len(sites)} launch sites spell other grids ("
+                          + ", ".join(f"{s['file']}:{s['line']} grid {_squash(s.get('grid')) or '?'}" for s in sites)
+                          + "): it would do too little or too much there")
     blocks = {_squash(s.get("block")) for s in sites}
     if len(sites) < 2 or len(blocks) < 2:
         return
     listed = ", ".join(f"{s['file']}:{s['line']} block {_squash(s.get('block')) or '?'}" for s in sites)
-    name = kernel["qualified_name"]
     if changes_launch:
         raise MepgenError(f"{name} is launched with different blocks at {len(sites)} sites ({listed}); the winner "
                           "changes the launch, which its MEP measured at one of them: patch the kernel's text with a "

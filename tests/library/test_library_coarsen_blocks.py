@@ -109,18 +109,24 @@ def test_refusals_say_why(tmp_path, edit, grid, w, why):
     assert why in str(e.value)
 
 
-def test_a_grid_that_is_only_a_number_gives_no_bound_to_write_into_the_kernel(tmp_path):
-    """A captured launch's grid (the recorded run's number of blocks) or a literal one is that launch's alone: a
-    bound written as it into the kernel would hold for no other launch of it (a kernel launched with blocks of 8,
-    16 and 32 from three sites, patched after a win measured at one of them, failed the application's check on the
-    GPU). Without a guard of its own, the kernel is not coarsened; with one, the guard stops the extra blocks."""
-    src, spec, launch = make(tmp_path, TILED, "600", "128")
-    with pytest.raises(Refused, match="the grid.s `600` is this launch.s number of blocks"):
+def test_a_captured_grid_gives_no_bound_to_write_into_the_kernel(tmp_path):
+    """A captured launch's grid is the recorded run's number of blocks: a bound written as it into the kernel would
+    hold for that run alone (a kernel launched with blocks of 8, 16 and 32 from three sites, patched after a win
+    measured at one of them, failed the application's check on the GPU). Without a guard of its own, the kernel is
+    not coarsened; with one, the guard stops the extra blocks. A static MEP's literal grid is its launch site's own
+    spelling, kept (patch refuses it where other sites spell other grids: tests/patch/test_patch_site_launches.py)."""
+    captured = lambda y: y.replace("init: {kind: uniform, low: 0.0, high: 1.0}",
+                                   "init: {kind: file, path: data/captured/before/img.npy}")
+    src, spec, launch = written(tmp_path, captured(YAML.format(grid="600", block="128", w="W")), TILED)
+    with pytest.raises(Refused, match="the grid's `600` is the captured run's number of blocks"):
         CoarsenBlocks().space(src, spec, launch)
-    src, spec, launch = make(tmp_path, GUARDED, "32, 75", "32, 8")
+    src, spec, launch = written(tmp_path, captured(YAML.format(grid="32, 75", block="32, 8", w="W")), GUARDED)
     rw = CoarsenBlocks().apply(src, spec, launch, {"factor": 4, "dim": "y"})
     assert "break;" not in rw.text and "(unsigned int)(75)" not in rw.text
     compiles(tmp_path, spec, rw.text)
+    src, spec, launch = make(tmp_path, TILED, "600", "128")              # static: the site's own literal
+    rw = CoarsenBlocks().apply(src, spec, launch, {"factor": 4, "dim": "x"})
+    assert "if (mepgen_b >= (unsigned int)(600)) break;" in rw.text
 
 
 def test_a_small_launch_is_not_coarsened(tmp_path):

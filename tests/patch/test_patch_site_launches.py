@@ -82,3 +82,54 @@ def test_a_change_of_the_text_alone_is_patched(app):
     diff = (app / ".mepgen" / "patches" / "mirror.diff").read_text()
     assert "+__global__ void mirror(float* out, const float* __restrict__ in)" in diff
     assert "+    mirror<<<" not in diff                 # no launch site changed
+
+
+HALVES = """#include <cstdio>
+__global__ void twice(float* out, const float* in)
+{
+    unsigned at = blockDim.x * blockIdx.x + threadIdx.x;
+    out[at] = 2.0f * in[at];
+}
+
+int main()
+{
+    const int total = 1 << 20;
+    float *in, *out;
+    cudaMalloc(&in, total * sizeof(float));
+    cudaMalloc(&out, total * sizeof(float));
+    twice<<<dim3(total / 256), dim3(256)>>>(out, in);
+    twice<<<dim3(total / 512), dim3(256)>>>(out, in);
+    cudaDeviceSynchronize();
+    printf("done\\n");
+    return 0;
+}
+"""
+
+
+def test_a_coarsening_that_stops_at_one_sites_grid_is_refused_where_sites_spell_others(tmp_path):
+    """The same block at both sites, but one launches half the grid: a block-coarsened winner whose loop stops at the
+    MEP's own grid (the first site's literal) would do twice the work at the second, past its data."""
+    from mepgen.optimize.library.base import current_launch
+    from mepgen.optimize.library.coarsen_blocks import CoarsenBlocks
+    from mepgen.optimize.library.source import KernelSource
+    from mepgen.spec import load_spec
+    app = tmp_path / "halves"
+    app.mkdir()
+    (app / "main.cu").write_text(HALVES)
+    assert mepgen("extract", ".", cwd=app).returncode == 0
+    assert mepgen("mep", "twice", cwd=app).returncode == 0
+    mep = app / ".mepgen" / "meps" / "twice"
+    spec = load_spec(mep / "mep.yaml")
+    rw = CoarsenBlocks().apply(KernelSource((mep / "kernel.cu").read_text(), spec), spec, current_launch(spec, None),
+                               {"factor": 4, "dim": "x"})
+    assert "// past the original grid" in rw.text
+    win = app / "win"
+    win.mkdir()
+    (win / "kernel.cu").write_text(rw.text)
+    text = (mep / "mep.yaml").read_text()
+    (win / "mep.yaml").write_text(text.replace(f"grid: [{spec.launch.grid[0]}]", f"grid: ['{rw.launch['grid'][0]}']"))
+    assert (win / "mep.yaml").read_text() != text
+    r = mepgen("patch", "twice", "--from", str(win / "kernel.cu"), cwd=app)
+    assert r.returncode != 0
+    assert "stops at the grid of the launch its MEP measured" in r.stderr
+    assert "main.cu:14 grid dim3(total/256), main.cu:15 grid dim3(total/512)" in r.stderr

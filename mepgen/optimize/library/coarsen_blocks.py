@@ -100,14 +100,15 @@ class CoarsenBlocks(Transformation):
             bound = in_kernel(src, spec, launch["grid"][d], launch)
         except Refused as e:
             bound, exact_why = None, str(e)
-        if bound is not None and not _follows_the_launch(src, spec, bound):
-            # a number (a captured run's grid, or literals and macros): the bound of this one launch, written into
-            # the kernel; the application's other launches of it (another site, another size) have other grids, and
-            # would do too little or too much (seen on the GPU: shuffle's transpose, launched with blocks of 8, 16
-            # and 32, failed the application's check after a 7.9x win in its MEP)
-            bound, exact_why = None, (f"`{squash(str(launch['grid'][d]))}` is this launch's number of blocks, "
+        if bound is not None and _captured(spec) and not _follows_the_launch(src, spec, bound):
+            # a captured launch's grid is the recorded run's number of blocks: written into the kernel as the bound it
+            # holds for that run only (the application's other launches, other sizes, have other grids and would do
+            # too little or too much: shuffle's transpose, launched with blocks of 8, 16 and 32, failed the
+            # application's check on the GPU after a 7.9x win in its MEP). A static MEP's literal or macro is the
+            # source's own spelling of its launch site; patch refuses it where the sites spell other grids
+            bound, exact_why = None, (f"`{squash(str(launch['grid'][d]))}` is the captured run's number of blocks, "
                                       "no expression of the kernel's parameters: a bound written as it holds for "
-                                      "this launch only, not for the application's other launches or sizes")
+                                      "that run only, not for the application's other launches or sizes")
         if bound is not None:
             # the loop stops at the original grid itself: no guard to prove; a `return` ends one block's work
             if returns and (barriers or warp):
@@ -261,6 +262,13 @@ class CoarsenBlocks(Transformation):
         return Rewrite(text, f"block coarsening: each block does the work of {c} consecutive blocks along {axis} "
                              f"(blockIdx.{axis} -> blockIdx.{axis} * {c} + c), grid along {axis} divided by {c}",
                        {"grid": grid, "block": list(launch["block"]), "shared_mem": str(launch.get("shared_mem", "0"))})
+
+
+def _captured(spec) -> bool:
+    """Whether the MEP's launch is a capture's: its inputs come from the recorded run (data/captured/)."""
+    items = [*spec.params, *spec.constants, *spec.buffers]
+    return any(x.init is not None and x.init.kind == "file" and str(x.init.args.get("path", "")).startswith(
+        "data/captured/") for x in items)
 
 
 def _follows_the_launch(src, spec, bound: str) -> bool:
