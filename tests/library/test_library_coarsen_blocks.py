@@ -127,6 +127,9 @@ def test_a_captured_grid_gives_no_bound_to_write_into_the_kernel(tmp_path):
     src, spec, launch = make(tmp_path, TILED, "600", "128")              # static: the site's own literal
     rw = CoarsenBlocks().apply(src, spec, launch, {"factor": 4, "dim": "x"})
     assert "if (mepgen_b >= (unsigned int)(600)) break;" in rw.text
+    src, spec, launch = make(tmp_path, GUARDED, "32, 75", "32, 8")       # ... unless the kernel's guard can stop
+    rw = CoarsenBlocks().apply(src, spec, launch, {"factor": 4, "dim": "y"})
+    assert "break;" not in rw.text
 
 
 def test_a_small_launch_is_not_coarsened(tmp_path):

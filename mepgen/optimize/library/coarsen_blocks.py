@@ -100,15 +100,23 @@ class CoarsenBlocks(Transformation):
             bound = in_kernel(src, spec, launch["grid"][d], launch)
         except Refused as e:
             bound, exact_why = None, str(e)
-        if bound is not None and _captured(spec) and not _follows_the_launch(src, spec, bound):
+        fixed = bound is not None and not _follows_the_launch(src, spec, bound)
+        if fixed and _captured(spec):
             # a captured launch's grid is the recorded run's number of blocks: written into the kernel as the bound it
             # holds for that run only (the application's other launches, other sizes, have other grids and would do
             # too little or too much: shuffle's transpose, launched with blocks of 8, 16 and 32, failed the
-            # application's check on the GPU after a 7.9x win in its MEP). A static MEP's literal or macro is the
-            # source's own spelling of its launch site; patch refuses it where the sites spell other grids
-            bound, exact_why = None, (f"`{squash(str(launch['grid'][d]))}` is the captured run's number of blocks, "
-                                      "no expression of the kernel's parameters: a bound written as it holds for "
-                                      "that run only, not for the application's other launches or sizes")
+            # application's check on the GPU after a 7.9x win in its MEP)
+            bound, fixed, exact_why = None, False, (
+                f"`{squash(str(launch['grid'][d]))}` is the captured run's number of blocks, no expression of the "
+                "kernel's parameters: a bound written as it holds for that run only, not for the application's other "
+                "launches or sizes")
+        if bound is not None and fixed:
+            # a static MEP's literal or macro is its launch site's own spelling (patch refuses it where the sites
+            # spell other grids): the kernel's own guard, when it has one, is still the better bound
+            try:
+                return self._guarded(src, spec, launch, d, refs, barriers, warp, returns, "is a fixed number")
+            except Refused:
+                pass
         if bound is not None:
             # the loop stops at the original grid itself: no guard to prove; a `return` ends one block's work
             if returns and (barriers or warp):
@@ -119,6 +127,10 @@ class CoarsenBlocks(Transformation):
                        for l in src.nodes("FOR_STMT", "WHILE_STMT", "DO_STMT", "SWITCH_STMT")):
                     raise Refused("a `return` inside a loop or switch (it would not end the block's work)")
             return {"refs": refs, "d": d, "bound": bound, "barrier": barriers, "returns": returns}
+        return self._guarded(src, spec, launch, d, refs, barriers, warp, returns, exact_why)
+
+    def _guarded(self, src, spec, launch, d: int, refs, barriers: bool, warp: list, returns, exact_why: str) -> dict:
+        """The guarded way: declarations, then one `if (guard) {...}` whose guard the blocks past the grid fail."""
         if barriers:
             raise Refused(f"the kernel uses shared memory or barriers, and the grid's {exact_why}")
         if warp:
@@ -265,10 +277,11 @@ class CoarsenBlocks(Transformation):
 
 
 def _captured(spec) -> bool:
-    """Whether the MEP's launch is a capture's: its inputs come from the recorded run (data/captured/)."""
+    """Whether the MEP's launch is a capture's: its inputs come from the recorded run (data/captured/), or it is
+    what `mepgen capture` writes for a kernel without inputs (no size symbols, one input set)."""
     items = [*spec.params, *spec.constants, *spec.buffers]
     return any(x.init is not None and x.init.kind == "file" and str(x.init.args.get("path", "")).startswith(
-        "data/captured/") for x in items)
+        "data/captured/") for x in items) or (not spec.sizes and spec.verify.input_sets == 1)
 
 
 def _follows_the_launch(src, spec, bound: str) -> bool:
