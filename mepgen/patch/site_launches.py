@@ -25,11 +25,16 @@ def _squash(text: str | None) -> str:
     return re.sub(r"\s+", "", text or "")
 
 
+def _macro_values(macros: dict[str, str]) -> dict[str, int]:
+    """The application's macros that are integers."""
+    return {k: v for k, v in ((k, cexpr.evaluate(v, {})) for k, v in macros.items()) if v is not None}
+
+
 def _threads(block: str, macros: dict[str, str]) -> int | None:
     """Threads of a site's block as written (`dim3(16, 16)`, `256`, `BLOCK`), where literals and macros give it."""
     inner = re.fullmatch(r"dim3\s*\((.*)\)", block.strip(), re.S)
     parts = [p for p in (inner.group(1) if inner else block).split(",") if p.strip()]
-    values = {k: v for k, v in ((k, cexpr.evaluate(v, {})) for k, v in macros.items()) if v is not None}
+    values = _macro_values(macros)
     total = 1
     for p in parts:
         v = cexpr.evaluate(p.strip(), values)
@@ -46,8 +51,7 @@ def launch_bounds_of(text: str, name: str, macros: dict[str, str]) -> int | None
     for m in re.finditer(r"__launch_bounds__\s*\(\s*([^,)]+)", text):
         after = text[m.end():m.end() + 400]
         if re.search(rf"\b{re.escape(base)}\s*\(", after.split("{", 1)[0]):
-            values = {k: v for k, v in ((k, cexpr.evaluate(v, {})) for k, v in macros.items()) if v is not None}
-            return cexpr.evaluate(m.group(1).strip(), values)
+            return cexpr.evaluate(m.group(1).strip(), _macro_values(macros))
     return None
 
 
