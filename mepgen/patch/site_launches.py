@@ -30,18 +30,26 @@ def _macro_values(macros: dict[str, str]) -> dict[str, int]:
     return {k: v for k, v in ((k, cexpr.evaluate(v, {})) for k, v in macros.items()) if v is not None}
 
 
-def _threads(block: str, macros: dict[str, str]) -> int | None:
-    """Threads of a site's block as written (`dim3(16, 16)`, `256`, `BLOCK`), where literals and macros give it."""
+def _dims(block: str, macros: dict[str, str]) -> tuple[int, int, int] | None:
+    """A site's block as written (`dim3(16, 16)`, `256`, `BLOCK`) in numbers, where literals and macros give it."""
     inner = re.fullmatch(r"dim3\s*\((.*)\)", block.strip(), re.S)
     parts = [p for p in (inner.group(1) if inner else block).split(",") if p.strip()]
     values = _macro_values(macros)
-    total = 1
-    for p in parts:
-        v = cexpr.evaluate(p.strip(), values)
-        if v is None:
-            return None
-        total *= v
-    return total
+    dims = [cexpr.evaluate(p.strip(), values) for p in parts]
+    if not dims or len(dims) > 3 or any(v is None for v in dims):
+        return None
+    return tuple(dims + [1] * (3 - len(dims)))
+
+
+def _threads(block: str, macros: dict[str, str]) -> int | None:
+    dims = _dims(block, macros)
+    return None if dims is None else dims[0] * dims[1] * dims[2]
+
+
+def _block_key(site: dict, macros: dict[str, str]):
+    """What makes two sites' blocks the same: their numbers where they have them (`dim3(256)` and `256` are one
+    block), else their spelling."""
+    return _dims(site.get("block") or "", macros) or _squash(site.get("block"))
 
 
 def launch_bounds_of(text: str, name: str, macros: dict[str, str]) -> int | None:
@@ -81,7 +89,7 @@ def check(kernel: dict, changes_launch: bool, variant_text: str, original_text: 
                           f"but {name}'s {len(sites)} launch sites spell other grids ("
                           + ", ".join(f"{s['file']}:{s['line']} grid {_squash(s.get('grid')) or '?'}" for s in sites)
                           + "): it would do too little or too much there")
-    blocks = {_squash(s.get("block")) for s in sites}
+    blocks = {_block_key(s, macros) for s in sites}
     if len(sites) < 2 or len(blocks) < 2:
         return
     listed = ", ".join(f"{s['file']}:{s['line']} block {_squash(s.get('block')) or '?'}" for s in sites)

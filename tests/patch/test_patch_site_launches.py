@@ -133,3 +133,24 @@ def test_a_coarsening_that_stops_at_one_sites_grid_is_refused_where_sites_spell_
     assert r.returncode != 0
     assert "stops at the grid of the launch its MEP measured" in r.stderr
     assert "main.cu:14 grid dim3(total/256), main.cu:15 grid dim3(total/512)" in r.stderr
+
+
+def test_one_block_spelled_two_ways_is_one_launch(tmp_path):
+    """`dim3(256)` at one site and `256` at the other are the same block: a new block is written at both."""
+    app = tmp_path / "same"
+    app.mkdir()
+    (app / "main.cu").write_text(HALVES.replace("twice<<<dim3(total / 512), dim3(256)>>>", "twice<<<total / 256, 256>>>"))
+    assert mepgen("extract", ".", cwd=app).returncode == 0
+    assert mepgen("mep", "twice", cwd=app).returncode == 0
+    mep = app / ".mepgen" / "meps" / "twice"
+    win = app / "win"
+    win.mkdir()
+    (win / "kernel.cu").write_text((mep / "kernel.cu").read_text())
+    text = (mep / "mep.yaml").read_text()
+    (win / "mep.yaml").write_text(text.replace("block: ['256']", "block: ['128']").replace(
+        "grid: [(1 << 20) / 256]", "grid: [(1 << 20) / 128]"))
+    assert "block: ['128']" in (win / "mep.yaml").read_text() and "/ 128]" in (win / "mep.yaml").read_text()
+    r = mepgen("patch", "twice", "--from", str(win / "kernel.cu"), cwd=app)
+    assert r.returncode == 0, r.stderr
+    diff = (app / ".mepgen" / "patches" / "twice.diff").read_text()
+    assert diff.count("+    twice<<<(1 << 20) / 128, TWICE_BLOCK>>>(out, in);") == 2
