@@ -165,9 +165,11 @@ class CallValues:
                 out += [str(size)] if size is not None else toks[i:end + 1]   # an operand is not evaluated
                 i = end + 1
                 continue
-            if t in decls and prev not in (".", "->", "::"):
-                d = decls[t]
-                value = self._var(d) if d.kind.name == "VAR_DECL" else self._param(d)
+            const = None if t in decls or prev in (".", "->", "::") else self._const_global(t)
+            if (t in decls or const is not None) and prev not in (".", "->", "::"):
+                d = decls[t] if t in decls else const
+                value = self._var(d) if t in decls and d.kind.name == "VAR_DECL" else \
+                    self._param(d) if t in decls else self._const_value(d)
                 if value is not None and i + 2 < len(toks) and toks[i + 1] == ".":
                     value = struct_field(value, d.type, toks[i + 2])
                     i += 2
@@ -179,10 +181,48 @@ class CallValues:
             i += 1
         return join_tokens(out)
 
+    def _const_global(self, name: str):
+        """The namespace-scope const variable a token names (a launch inside a function-like macro gives its grid
+        as tokens: `call_kernel(k, n_blocks, n_threads)`), preferring the current function's file; None for a
+        macro, a name no global const has, or one several files define differently."""
+        if name in self.p.macros:
+            return None
+        found = [c for c in self.p.globals.values() if c.spelling == name and c.type.is_const_qualified()
+                 and c.semantic_parent is not None and c.semantic_parent.kind.name == "TRANSLATION_UNIT"]
+        fn = self.scope[-1] if self.scope else None
+        here = [c for c in found if fn is not None and c.location.file is not None and fn.location.file is not None
+                and c.location.file.name == fn.location.file.name]
+        return (here or found)[0] if len(here or found) == 1 else None
+
+    def _const_value(self, d) -> str | None:
+        """A namespace-scope const's value, once per resolver; None while it is being resolved (a macro whose
+        parameter has the const's name would otherwise expand it into itself)."""
+        cache = self.__dict__.setdefault("_const_values", {})
+        usr = d.get_usr()
+        if usr not in cache:
+            cache[usr] = None
+            cache[usr] = self._var(d)
+        return cache[usr]
+
     def _scope_decls(self, fn) -> dict:
+        """The variables and parameters a name may mean inside `fn`; at namespace scope (a global's initializer)
+        only the namespace's own variables, never a local or a parameter of some function in the file (each such
+        parameter would be followed through all its callers)."""
         if fn is None:
             return {}
-        key = fn.get_usr()
+        key = fn.get_usr() or f"{fn.kind.name}:{fn.spelling}"
         if key not in self._decls:
-            self._decls[key] = {n.spelling: n for n in walk(fn) if n.kind.name in ("VAR_DECL", "PARM_DECL")}
+            if fn.kind.name in ("TRANSLATION_UNIT", "NAMESPACE", "LINKAGE_SPEC"):
+                self._decls[key] = {n.spelling: n for n in _namespace_vars(fn)}
+            else:
+                self._decls[key] = {n.spelling: n for n in walk(fn) if n.kind.name in ("VAR_DECL", "PARM_DECL")}
         return self._decls[key]
+
+
+def _namespace_vars(scope):
+    """The variables declared directly in a namespace scope (and the namespaces and extern blocks inside it)."""
+    for c in scope.get_children():
+        if c.kind.name == "VAR_DECL":
+            yield c
+        elif c.kind.name in ("NAMESPACE", "LINKAGE_SPEC"):
+            yield from _namespace_vars(c)

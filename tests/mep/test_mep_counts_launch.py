@@ -75,6 +75,32 @@ def test_function_like_macros_in_a_launch_and_an_allocation_are_expanded(tmp_pat
     assert cexpr.evaluate(s.param("v").count, sizes) == (2100 + 31) // 32 * 32
 
 
+def test_a_launch_macro_given_namespace_constants(tmp_path):
+    """`call_kernel(k, n_blocks, n_threads)` expanding to `k<<<nb, nt>>>()`: the grid and block come as the
+    macro's argument tokens, names of namespace-scope constants whose initializers use other macros. They are
+    followed like the constants of a direct launch; a parameter named like one of them elsewhere in the file is
+    not what they mean."""
+    app = make_app(tmp_path, """
+        #define kmin(x, y) ((x < y) ? x : y)
+        #define call_kernel(k, nb, nt) k<<<nb, nt>>>()
+        const int n = 1 << 10;
+        const int n_threads = kmin(n, 64);
+        const int n_blocks = n / n_threads;
+        __device__ int marks[1 << 10];
+        __global__ void mark() { int i = blockIdx.x * blockDim.x + threadIdx.x; marks[i] = i; }
+        void unrelated(int n, int n_threads) { (void)n; (void)n_threads; }
+        int main()
+        {
+            call_kernel(mark, n_blocks, n_threads);
+            return 0;
+        }
+    """)
+    s = _spec(app, "mark")
+    assert "launch" not in _fields(s)
+    from mepgen import cexpr
+    assert cexpr.evaluate(s.launch.grid[0], s.sizes) == 16 and cexpr.evaluate(s.launch.block[0], s.sizes) == 64
+
+
 def test_a_variadic_macro_in_a_launch_stays_a_todo(tmp_path):
     """A macro mepgen does not expand (variadic) leaves the launch underived: a todo, never a guess."""
     app = make_app(tmp_path, """
