@@ -9,27 +9,21 @@ from pathlib import Path
 
 import pytest
 
+def program(kernel: str, launches: list[str]) -> str:
+    """An application around `kernel`: two 1 Mi-float buffers, the launches given, a sync."""
+    body = "".join(f"    {launch}(out, in);\n" for launch in launches)
+    return ("#include <cstdio>\n" + kernel + "\nint main()\n{\n    const int total = 1 << 20;\n    float *in, *out;\n"
+            "    cudaMalloc(&in, total * sizeof(float));\n    cudaMalloc(&out, total * sizeof(float));\n" + body +
+            '    cudaDeviceSynchronize();\n    printf("done\\n");\n    return 0;\n}\n')
+
+
 # each block reverses its own threads' values: what it computes depends on the block each site launches with
-APP = """#include <cstdio>
-__global__ void mirror(float* out, const float* in)
+APP = program("""__global__ void mirror(float* out, const float* in)
 {
     unsigned at = blockDim.x * blockIdx.x + threadIdx.x;
     out[at] = in[blockDim.x * blockIdx.x + blockDim.x - threadIdx.x - 1];
 }
-
-int main()
-{
-    const int total = 1 << 20;
-    float *in, *out;
-    cudaMalloc(&in, total * sizeof(float));
-    cudaMalloc(&out, total * sizeof(float));
-    mirror<<<dim3(total / 64), dim3(64)>>>(out, in);
-    mirror<<<dim3(total / 128), dim3(128)>>>(out, in);
-    cudaDeviceSynchronize();
-    printf("done\\n");
-    return 0;
-}
-"""
+""", ["mirror<<<dim3(total / 64), dim3(64)>>>", "mirror<<<dim3(total / 128), dim3(128)>>>"])
 
 
 def mepgen(*args, cwd):
@@ -84,26 +78,12 @@ def test_a_change_of_the_text_alone_is_patched(app):
     assert "+    mirror<<<" not in diff                 # no launch site changed
 
 
-HALVES = """#include <cstdio>
-__global__ void twice(float* out, const float* in)
+HALVES = program("""__global__ void twice(float* out, const float* in)
 {
     unsigned at = blockDim.x * blockIdx.x + threadIdx.x;
     out[at] = 2.0f * in[at];
 }
-
-int main()
-{
-    const int total = 1 << 20;
-    float *in, *out;
-    cudaMalloc(&in, total * sizeof(float));
-    cudaMalloc(&out, total * sizeof(float));
-    twice<<<dim3(total / 256), dim3(256)>>>(out, in);
-    twice<<<dim3(total / 512), dim3(256)>>>(out, in);
-    cudaDeviceSynchronize();
-    printf("done\\n");
-    return 0;
-}
-"""
+""", ["twice<<<dim3(total / 256), dim3(256)>>>", "twice<<<dim3(total / 512), dim3(256)>>>"])
 
 
 def test_a_coarsening_that_stops_at_one_sites_grid_is_refused_where_sites_spell_others(tmp_path):

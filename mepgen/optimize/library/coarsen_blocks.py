@@ -113,10 +113,9 @@ class CoarsenBlocks(Transformation):
         if bound is not None and fixed:
             # a static MEP's literal or macro is its launch site's own spelling (patch refuses it where the sites
             # spell other grids): the kernel's own guard, when it has one, is still the better bound
-            try:
-                return self._guarded(src, spec, launch, d, refs, barriers, warp, returns, "is a fixed number")
-            except Refused:
-                pass
+            guarded = self._guarded_or_none(src, spec, launch, d, refs, barriers, warp, returns)
+            if guarded is not None:
+                return guarded
         if bound is not None:
             # the loop stops at the original grid itself: no guard to prove; a `return` ends one block's work
             if returns and (barriers or warp):
@@ -128,6 +127,13 @@ class CoarsenBlocks(Transformation):
                     raise Refused("a `return` inside a loop or switch (it would not end the block's work)")
             return {"refs": refs, "d": d, "bound": bound, "barrier": barriers, "returns": returns}
         return self._guarded(src, spec, launch, d, refs, barriers, warp, returns, exact_why)
+
+    def _guarded_or_none(self, src, spec, launch, d: int, refs, barriers: bool, warp: list, returns) -> dict | None:
+        """The guarded way where it applies (None where it does not: the fixed bound is used instead)."""
+        try:
+            return self._guarded(src, spec, launch, d, refs, barriers, warp, returns, "is a fixed number")
+        except Refused:
+            return None
 
     def _guarded(self, src, spec, launch, d: int, refs, barriers: bool, warp: list, returns, exact_why: str) -> dict:
         """The guarded way: declarations, then one `if (guard) {...}` whose guard the blocks past the grid fail."""
