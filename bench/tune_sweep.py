@@ -131,7 +131,8 @@ def _backends_only(row: dict, app: Path, exe: str, args: list, a, env) -> dict:
         row["error"] = f"capture exit {rc}: " + (err or out).strip()[-400:]
         return row
     kernels = [{"id": Path(o["mep"]).name if o.get("mep") else o.get("kernel"), "kernel": o.get("kernel"),
-                "capture": o.get("outcome"), "mep_complete": bool(o.get("complete"))} for o in outcomes]
+                "capture": o.get("outcome"), "mep_complete": bool(o.get("complete")),
+                **({"reason": o["reason"]} if o.get("reason") else {})} for o in outcomes]
     row["report"] = {"kernels": kernels, "outcome": "backends only: captured, no optimize"}
     ids = [k["id"] for k in kernels if k["capture"] == "captured" and k["mep_complete"]]
     row["backends"] = backends(app, ids, env) if not getattr(a, "no_backends", False) else {}   # capture only

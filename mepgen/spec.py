@@ -143,6 +143,16 @@ class Launch:
     block: list[str]
     shared_mem: str = "0"
     callee: str = ""               # what the harness calls: `cg::axpy<float>`
+    # the configurations the application launched the kernel with (a capture's run, CUPTI): [{grid, block,
+    # shared_mem, launches, total_ms}]; written where there were several, the MEP measuring one of them
+    observed: list[dict] = field(default_factory=list)
+
+    def observed_blocks(self) -> list[tuple[int, int, int]]:
+        """The distinct blocks the application launched the kernel with (none known: [])."""
+        return sorted({tuple(o["block"]) for o in self.observed})
+
+    def observed_grids(self) -> list[tuple[int, int, int]]:
+        return sorted({tuple(o["grid"]) for o in self.observed})
 
 
 @dataclass
@@ -363,6 +373,10 @@ _CHAIN_ARG = record({
     "dtype": (optional(_dtype), False), "buffer": (optional(of_type(str)), False),
     "value": (optional(_scalar), False),
 })
+_OBSERVED = record({
+    "grid": (list_of(of_type(int)), True), "block": (list_of(of_type(int)), True),
+    "shared_mem": (of_type(int), False), "launches": (of_type(int), False), "total_ms": (of_type(float, int), False),
+})
 _dims = lambda d, kp, v: [str(x) for x in list_of(_expr)(d, kp, v if isinstance(v, list) else [v])]
 _SCHEMA = record({
     "version": (one_of(SPEC_VERSION), True),
@@ -374,7 +388,7 @@ _SCHEMA = record({
     "params": (list_of(_PARAM), True),
     "constants": (list_of(_CONSTANT), False),
     "launch": (record({"grid": (_dims, True), "block": (_dims, True), "shared_mem": (_expr, False),
-                       "callee": (of_type(str), False)}), True),
+                       "callee": (of_type(str), False), "observed": (list_of(_OBSERVED), False)}), True),
     "build": (record({"arch": (of_type(str), False), "std": (of_type(str), False),
                       "defines": (list_of(of_type(str)), False),
                       "nvcc_flags": (list_of(of_type(str)), False)}), False),
@@ -397,6 +411,10 @@ _SCHEMA = record({
 def _check_semantics(doc: Doc, d: dict) -> None:
     names = [p["name"] for p in d["params"]]
     sizes = d["sizes"]
+    for i, o in enumerate(d["launch"].get("observed") or []):
+        for key in ("grid", "block"):
+            if len(o[key]) != 3 or min(o[key]) < 1:
+                raise doc.error(("launch", "observed", i, key), f"{o[key]} is not an x, y, z of positive numbers")
     # sizes still a todo hold placeholders: a count they make negative says nothing until they are set
     placeholders = {t["field"][len("sizes."):] for t in d.get("todo") or [] if str(t.get("field", "")).startswith("sizes.")}
     for sym, value in sizes.items():
@@ -485,7 +503,8 @@ def spec_from_dict(d: dict) -> Spec:
         params=params,
         constants=consts,
         launch=Launch(grid=[str(x) for x in launch["grid"]], block=[str(x) for x in launch["block"]],
-                      shared_mem=str(launch.get("shared_mem", "0")), callee=launch.get("callee", "")),
+                      shared_mem=str(launch.get("shared_mem", "0")), callee=launch.get("callee", ""),
+                      observed=[dict(o) for o in launch.get("observed") or []]),
         build=Build(**d.get("build", {})),
         verify=Verify(**{**d.get("verify", {}), "tolerance": {k: Tolerance(**v) for k, v in
                                                                d.get("verify", {}).get("tolerance", {}).items()}}),

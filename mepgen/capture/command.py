@@ -23,7 +23,7 @@ from .plan import RunPlan, make_plan, typedef_map
 from .mepwrite import static_completion, write_captured_mep
 from .use import BACKUP_SUFFIX
 from .compare import compare, notes_from_comments
-from .gpuprofile import print_profile, profile_run
+from .gpuprofile import configs_of, print_profile, profile_run
 from .definition import find_binary, resolve
 
 @click.command("capture")
@@ -227,7 +227,8 @@ def gpu_times(run, t: int, raw_dir: Path) -> dict:
             launches, total = launches + v[0], total + v[1]
             lo = v[2] if lo is None else min(lo, v[2])
             hi = v[3] if hi is None else max(hi, v[3])
-    every = {"launches": launches, "total_ms": total / 1e6, "min_ms": lo / 1e6, "max_ms": hi / 1e6} if launches else None
+    every = {"launches": launches, "total_ms": total / 1e6, "min_ms": lo / 1e6, "max_ms": hi / 1e6,
+             "configs": configs_of(run.statuses, name)} if launches else None
     return {"app_gpu_ms": gpu_ms, "app_gpu": every}
 
 

@@ -16,7 +16,7 @@ from .plan import RunPlan
 
 
 def merge(statuses: list[dict]) -> dict[str, dict]:
-    """{demangled name: {launches, total_ms, min_ms, max_ms}} summed over every process of the run."""
+    """{demangled name: {launches, total_ms, min_ms, max_ms, configs}} summed over every process of the run."""
     out: dict[str, dict] = {}
     for st in statuses:
         for name, (n, total, lo, hi) in ((st.get("gpu") or {}).get("kernels") or {}).items():
@@ -24,7 +24,29 @@ def merge(statuses: list[dict]) -> dict[str, dict]:
             k["launches"] += n
             k["total_ms"] += total / 1e6
             k["min_ms"], k["max_ms"] = min(k["min_ms"], lo / 1e6), max(k["max_ms"], hi / 1e6)
+    for name, k in out.items():
+        k["configs"] = configs_of(statuses, name)
     return out
+
+
+def configs_of(statuses: list[dict], name: str) -> list[dict]:
+    """The launch configurations the run launched function `name` with (CUPTI's activity records), over every
+    process: [{grid, block, shared_mem, launches, total_ms}], the most time first; a last entry {"more": n} where
+    the injector stopped telling configurations apart (it keeps 32 per function)."""
+    seen: dict[tuple, list] = {}
+    more = 0
+    for st in statuses:
+        gpu = st.get("gpu") or {}
+        for row in (gpu.get("configs") or {}).get(name) or []:
+            if len(row) != 9:
+                continue            # an injector of another version: no configurations
+            c = seen.setdefault(tuple(row[:7]), [0, 0])
+            c[0] += row[7]
+            c[1] += row[8]
+        more += int((gpu.get("configs_over") or {}).get(name) or 0)
+    out = [{"grid": list(k[0:3]), "block": list(k[3:6]), "shared_mem": k[6], "launches": v[0],
+            "total_ms": round(v[1] / 1e6, 6)} for k, v in sorted(seen.items(), key=lambda kv: -kv[1][1])]
+    return out + ([{"more": more}] if more else [])
 
 
 def profile_run(command: list[str], timeout: float | None, rebuild: bool = False, log=None) -> dict:
@@ -55,4 +77,7 @@ def print_profile(p: dict, as_json: bool) -> None:
     click.echo(f"{len(p['kernels'])} kernel(s), {p['gpu_total_ms']:.4g} ms on the GPU; the application exited with "
                f"{p['exit_code']} after {p['wall_s']:.3f} s")
     for name, k in sorted(p["kernels"].items(), key=lambda kv: -kv[1]["total_ms"]):
-        click.echo(f"  {k['total_ms']:10.4f} ms  {k['launches']:6d} launch(es)  {name}")
+        n = len([c for c in k.get("configs") or [] if "grid" in c])
+        more = "+" if any("more" in c for c in k.get("configs") or []) else ""
+        configs = f"  ({n}{more} launch configurations)" if n > 1 or more else ""
+        click.echo(f"  {k['total_ms']:10.4f} ms  {k['launches']:6d} launch(es)  {name}{configs}")

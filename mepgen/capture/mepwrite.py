@@ -287,7 +287,8 @@ def captured_spec(inventory: dict, kernel: dict, manifest: dict, *, static: Spec
         "params": params,
         "constants": constants,
         "launch": {"grid": [str(x) for x in _trim(grid)], "block": [str(x) for x in _trim(block)],
-                   "shared_mem": str(manifest["shared_mem"]), "callee": _callee(kernel, targs)},
+                   "shared_mem": str(manifest["shared_mem"]), "callee": _callee(kernel, targs),
+                   **_observed(manifest, notes)},
         "build": {"arch": build.arch, "std": build.std, "defines": build.defines, "nvcc_flags": flags},
         "verify": {"input_sets": 1, "seed": 1, "tolerance": tolerance},
         "timing": {"warmup": 5, "reps": 50, "flush_l2": True},
@@ -308,6 +309,20 @@ def _poison_like(manifest: dict, mp: dict) -> int | None:
         return poison_like(load_array(Path(manifest["_dir"]), state))
     except (OSError, ValueError, KeyError):
         return None
+
+
+def _observed(manifest: dict, notes: list[str]) -> dict:
+    """`launch.observed`: the configurations the run launched the kernel with, where there were several (the MEP
+    measures and verifies the recorded one; patch refuses what cannot hold at the others)."""
+    configs = [c for c in (manifest.get("app_gpu") or {}).get("configs") or [] if "grid" in c]
+    more = sum(c.get("more", 0) for c in (manifest.get("app_gpu") or {}).get("configs") or [])
+    if len(configs) < 2 and not more:
+        return {}
+    notes.append(f"launch: the application launched this kernel with {len(configs)}{'+' if more else ''} "
+                 "configurations (launch.observed); this MEP measures and verifies the recorded one only"
+                 + (f"; {more} launch(es) of configurations past the injector's 32 are not listed" if more else ""))
+    return {"observed": [{"grid": list(c["grid"]), "block": list(c["block"]), "shared_mem": int(c["shared_mem"]),
+                          "launches": int(c["launches"]), "total_ms": float(c["total_ms"])} for c in configs]}
 
 
 def _trim(dims: list[int]) -> list[int]:

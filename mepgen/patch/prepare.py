@@ -99,18 +99,24 @@ def prepare(ws: Workspace, inv: dict, k: dict, variant: Path | None, launch_from
             data = file_state(ws, file, inv["files"][file], data).original or data
         return data
 
-    change, flags = None, []
+    change, flags, winner_block = None, [], None
     winner_yaml = launch_from or (variant.parent / "mep.yaml")
     mep_yaml = ws.mep_dir(k["id"]) / "mep.yaml"
     if winner_yaml.is_file() and winner_yaml.resolve() != mep_yaml.resolve():
         if not mep_yaml.is_file():
             raise MepgenError(f"{winner_yaml} changes the launch, but the MEP's {mep_yaml} to compare with is missing")
-        change = launch_change(inv, k, load_spec(mep_yaml), read_launch(winner_yaml), recorded, source)
+        new_launch = read_launch(winner_yaml)
+        change = launch_change(inv, k, load_spec(mep_yaml), new_launch, recorded, source)
         flags = extra_flags(load_spec(mep_yaml), load_spec(winner_yaml))
+        winner_block = (new_launch or {}).get("block")
     elif launch_from is not None:
         raise MepgenError(f"{launch_from} not found")
+    variant_text, original_text = variant.read_text(errors="replace"), recorded.decode(errors="replace")
     site_launches.check(k, change is not None and bool(change.edits or change.prelude or change.others),
-                        variant.read_text(errors="replace"), recorded.decode(errors="replace"), inv.get("macros", {}))
+                        variant_text, original_text, inv.get("macros", {}))
+    if mep_yaml.is_file():
+        site_launches.check_observed(k["qualified_name"], load_spec(mep_yaml).launch, winner_block, variant_text,
+                                     original_text, k, inv.get("macros", {}))
     p = plan(ws.app_root, inv, k, defs, recorded, change, source)
     prepared = Prepared(k, variant, p, state, current, flags, winner_yaml, mep_yaml)
     for f, edits in sorted((change.others if change else {}).items()):

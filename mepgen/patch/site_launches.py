@@ -10,7 +10,10 @@ refused with the sites:
   for launch").
 And wherever the sites spell different grids, a block-coarsened winner whose loop stops at a fixed grid (the MEP's
 site's literal or macro, not a kernel parameter) is refused: it would do too little or too much at the others.
-Other changes of the kernel's text are the same code at every site; the application's own check after patching
+The same holds for the configurations a capture saw the application launch the kernel with (`launch.observed` of
+a captured MEP, where there were several: one site in a loop over block sizes spells one block but launches many):
+`check_observed` refuses a new block, a `__launch_bounds__` below the largest block launched, and a fixed-bound
+coarsening where the grids differ. Other changes of the kernel's text are the same code at every site; the application's own check after patching
 (`mepgen tune`, `patch.validate_command`) is what runs them there.
 """
 from __future__ import annotations
@@ -106,3 +109,33 @@ def check(kernel: dict, changes_launch: bool, variant_text: str, original_text: 
                           + ", ".join(f"{s['file']}:{s['line']} launches it with block {_squash(s.get('block'))}"
                                       for s in over)
                           + " (more threads, or a number patch cannot tell): that launch would fail")
+
+
+def _configs(observed: list[dict]) -> str:
+    shown = ", ".join(f"grid {tuple(o['grid'])} block {tuple(o['block'])} ({o.get('launches', '?')} launches)"
+                      for o in observed[:6])
+    return shown + (f" and {len(observed) - 6} more" if len(observed) > 6 else "")
+
+
+def check_observed(name: str, launch, winner_block: list[str] | None, variant_text: str, original_text: str,
+                   kernel: dict, macros: dict[str, str]) -> None:
+    """MepgenError where the winner cannot hold at the configurations the application was seen launching the kernel
+    with (`launch`: the MEP's spec.Launch; `winner_block`: the winner's block where it changes the launch)."""
+    observed = launch.observed
+    if len(observed) < 2:
+        return
+    blocks = launch.observed_blocks()
+    if winner_block is not None and len(blocks) > 1 and [str(x) for x in winner_block] != list(launch.block):
+        raise MepgenError(f"the application launched {name} with {len(blocks)} different blocks ({_configs(observed)}); "
+                          "the winner's new block was measured at one of them only: patch a winner that keeps the "
+                          "launch, or set each launch by hand")
+    bound = launch_bounds_of(variant_text, name, macros)
+    most = max(b[0] * b[1] * b[2] for b in blocks)
+    if bound is not None and bound != launch_bounds_of(original_text, name, macros) and most > bound:
+        raise MepgenError(f"the winner gives {name} __launch_bounds__({bound}), but the application launched it with "
+                          f"blocks of up to {most} threads ({_configs(observed)}): those launches would fail")
+    fixed = fixed_bound(variant_text, kernel)
+    if fixed is not None and len(launch.observed_grids()) > 1:
+        raise MepgenError(f"the winner's block coarsening stops at the grid of the launch its MEP measured ({fixed}), "
+                          f"but the application launched {name} with other grids ({_configs(observed)}): it would do "
+                          "too little or too much there")

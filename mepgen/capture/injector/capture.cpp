@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -47,7 +48,7 @@
 
 namespace {
 
-const char* kInjectorVersion = "2";
+const char* kInjectorVersion = "3";
 
 struct Driver {
     decltype(&cuCtxSynchronize) ctxSynchronize = nullptr;
@@ -236,10 +237,16 @@ std::string demangle(const char* mangled);
 #define MG_KERNEL_RECORD CUpti_ActivityKernel4
 #endif
 
+const size_t kMaxConfigs = 32;
+
 struct GpuTimes {
     std::mutex mu;
     std::map<std::string, std::vector<unsigned long long>> by_name;  // mangled -> {launches, total, min, max} ns
     std::map<uint32_t, unsigned long long> by_correlation;
+    // mangled -> launch configuration {grid x y z, block x y z, dynamic shared bytes} -> {launches, total} ns: the
+    // configurations the application launched each function with (at most kMaxConfigs each; the rest counted)
+    std::map<std::string, std::map<std::array<long long, 7>, std::array<unsigned long long, 2>>> by_config;
+    std::map<std::string, unsigned long long> configs_over;
     bool enabled = false;
     unsigned long long dropped = 0;
 };
@@ -265,6 +272,13 @@ void CUPTIAPI gpu_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buff
             if (v.empty()) v = {0, 0, d, d};
             v[0] += 1; v[1] += d; v[2] = std::min(v[2], d); v[3] = std::max(v[3], d);
             g_gpu.by_correlation[k->correlationId] = d;
+            std::array<long long, 7> cfg = {k->gridX, k->gridY, k->gridZ, k->blockX, k->blockY, k->blockZ,
+                                            (long long)k->dynamicSharedMemory};
+            auto& configs = g_gpu.by_config[k->name ? k->name : "?"];
+            auto at = configs.find(cfg);
+            if (at != configs.end()) { at->second[0] += 1; at->second[1] += d; }
+            else if (configs.size() < kMaxConfigs) configs[cfg] = {1, d};
+            else g_gpu.configs_over[k->name ? k->name : "?"] += 1;
         }
         size_t dropped = 0;
         if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS) g_gpu.dropped += dropped;
@@ -285,6 +299,26 @@ std::string gpu_times_json() {  // caller holds g_mu; takes g_gpu.mu
     for (auto& kv : g_gpu.by_name) {
         s += sep + jstr(demangle(kv.first.c_str())) + ": [" + std::to_string(kv.second[0]) + ", " + std::to_string(kv.second[1]) +
              ", " + std::to_string(kv.second[2]) + ", " + std::to_string(kv.second[3]) + "]";
+        sep = ", ";
+    }
+    s += "}, \"configs\": {";  // demangled -> [[gx, gy, gz, bx, by, bz, shared, launches, total ns], ...]
+    sep = "";
+    for (auto& kv : g_gpu.by_config) {
+        s += sep + jstr(demangle(kv.first.c_str())) + ": [";
+        const char* sep2 = "";
+        for (auto& c : kv.second) {
+            s += sep2 + std::string("[");
+            for (long long v : c.first) s += std::to_string(v) + ", ";
+            s += std::to_string(c.second[0]) + ", " + std::to_string(c.second[1]) + "]";
+            sep2 = ", ";
+        }
+        s += "]";
+        sep = ", ";
+    }
+    s += "}, \"configs_over\": {";
+    sep = "";
+    for (auto& kv : g_gpu.configs_over) {
+        s += sep + jstr(demangle(kv.first.c_str())) + ": " + std::to_string(kv.second);
         sep = ", ";
     }
     return s + "}}";

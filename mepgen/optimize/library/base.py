@@ -83,6 +83,25 @@ def block_threads(spec: Spec, launch: dict) -> int | None:
     return total
 
 
+def several_blocks(spec: Spec) -> str | None:
+    """Why no candidate may change the block: the application launched the kernel with several (a capture's
+    `launch.observed`), the MEP measuring one of them, and patch would write one block for all; None otherwise."""
+    blocks = spec.launch.observed_blocks()
+    if len(blocks) < 2:
+        return None
+    shown = ", ".join("x".join(str(v) for v in b if v > 1 or b == (1, 1, 1)) for b in blocks[:6])
+    return (f"the application launched this kernel with {len(blocks)} different blocks ({shown}"
+            f"{', ...' if len(blocks) > 6 else ''}; launch.observed): a new block would replace all of them")
+
+
+def bound_threads(spec: Spec, launch: dict) -> int | None:
+    """The thread count a `__launch_bounds__` must allow: the launch's block, or the largest block the application
+    was seen launching the kernel with (launch.observed) where that is larger."""
+    n = block_threads(spec, launch)
+    seen = [b[0] * b[1] * b[2] for b in spec.launch.observed_blocks()]
+    return None if n is None else max([n, *seen])
+
+
 def launch_threads(spec: Spec, launch: dict) -> int | None:
     """Threads of the whole launch (grid x block) when every dimension is a value over the size symbols."""
     block = block_threads(spec, launch)

@@ -110,6 +110,10 @@ class CoarsenBlocks(Transformation):
                 f"`{squash(str(launch['grid'][d]))}` is the captured run's number of blocks, no expression of the "
                 "kernel's parameters: a bound written as it holds for that run only, not for the application's other "
                 "launches or sizes")
+        elif fixed and len(spec.launch.observed_grids()) > 1:
+            bound, fixed, exact_why = None, False, (
+                f"`{squash(str(launch['grid'][d]))}` holds for one of the {len(spec.launch.observed_grids())} "
+                "different grids the application launched this kernel with (launch.observed)")
         if bound is not None and fixed:
             # a static MEP's literal or macro is its launch site's own spelling (patch refuses it where the sites
             # spell other grids): the kernel's own guard, when it has one, is still the better bound

@@ -34,7 +34,7 @@ import dataclasses
 import json
 import re
 
-from .base import Rewrite, Transformation, block_threads
+from .base import Rewrite, Transformation, block_threads, bound_threads
 from .launch_config import LaunchConfig, _threads
 from .launch_facts import MARK, redefined_sizes
 from .replicas import _functions
@@ -227,7 +227,7 @@ class TuneParams(Transformation):
             changes += [f"{s} = {v} in the kernel and its launch (the application's: {spec.sizes[s]})"
                         for s, v in sizes.items()]
         edits = []
-        threads = block_threads(_with(spec, sizes), new_launch or launch)
+        threads = bound_threads(_with(spec, sizes), new_launch or launch)
         bounds = int(point.get("bounds", 0) or 0)
         if bounds:
             edit = src.attribute_edit(f"__launch_bounds__({threads}, {bounds})")

@@ -1,0 +1,78 @@
+"""One launch site in a loop over block sizes: the site spells one block (`threads`), the application launches three.
+A capture records them (`launch.observed`); patch refuses what cannot hold at all of them (a new block, a
+`__launch_bounds__` below the largest) and patches a change of the text alone (patch/site_launches.py)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from observed_launches_app import APP, with_observed
+
+
+def mepgen(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "mepgen.cli", *args], cwd=cwd, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    app = tmp_path_factory.mktemp("observed")
+    (app / "main.cu").write_text(APP)
+    assert mepgen("extract", ".", cwd=app).returncode == 0
+    r = mepgen("mep", "mirror", cwd=app)
+    assert r.returncode == 0, r.stderr
+    mep = app / ".mepgen" / "meps" / "mirror" / "mep.yaml"
+    mep.write_text(with_observed(mep.read_text()))
+    return app
+
+
+def variant(app: Path, name: str, edit, launch=None) -> Path:
+    mep = app / ".mepgen" / "meps" / "mirror"
+    folder = app / name
+    folder.mkdir(exist_ok=True)
+    (folder / "kernel.cu").write_text(edit((mep / "kernel.cu").read_text()))
+    if launch is not None:
+        (folder / "mep.yaml").write_text(launch((mep / "mep.yaml").read_text()))
+    return folder / "kernel.cu"
+
+
+def test_without_observed_launches_the_one_site_hides_the_others(tmp_path):
+    """The static rule sees one site, one block spelling: a `__launch_bounds__(64)` that breaks the loop's launches
+    of 128 and 256 threads is patched. This is what the observed configurations close."""
+    (tmp_path / "main.cu").write_text(APP)
+    assert mepgen("extract", ".", cwd=tmp_path).returncode == 0
+    assert mepgen("mep", "mirror", cwd=tmp_path).returncode == 0
+    v = variant(tmp_path, "bounded", lambda t: t.replace("__global__ void mirror(",
+                                                         "__global__ void __launch_bounds__(64, 4) mirror("))
+    r = mepgen("patch", "mirror", "--from", str(v), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "+__global__ void __launch_bounds__(64, 4) mirror(" in (tmp_path / ".mepgen" / "patches" / "mirror.diff").read_text()
+
+
+def test_launch_bounds_below_the_largest_observed_block_are_refused(app):
+    v = variant(app, "bounded", lambda t: t.replace("__global__ void mirror(", "__global__ void __launch_bounds__(64, 4) "
+                                                                               "mirror("))
+    r = mepgen("patch", "mirror", "--from", str(v), cwd=app)
+    assert r.returncode != 0
+    assert "__launch_bounds__(64), but the application launched it with blocks of up to 256 threads" in r.stderr
+    assert "block (128, 1, 1) (1 launches)" in r.stderr
+
+
+def test_a_new_block_is_refused(app):
+    v = variant(app, "bigger", lambda t: t, lambda y: y.replace("block: ['64']", "block: ['512']")
+                .replace("grid: [(1 << 20) / 64]", "grid: [(1 << 20) / 512]"))
+    r = mepgen("patch", "mirror", "--from", str(v), cwd=app)
+    assert r.returncode != 0
+    assert "launched mirror with 3 different blocks" in r.stderr
+
+
+def test_launch_bounds_that_hold_for_every_launch_and_text_changes_are_patched(app):
+    v = variant(app, "fits", lambda t: t.replace("__global__ void mirror(float* out, const float* in)",
+                                                 "__global__ void __launch_bounds__(256, 2) "
+                                                 "mirror(float* out, const float* __restrict__ in)"))
+    r = mepgen("patch", "mirror", "--from", str(v), cwd=app)
+    assert r.returncode == 0, r.stderr
+    diff = (app / ".mepgen" / "patches" / "mirror.diff").read_text()
+    assert "__launch_bounds__(256, 2)" in diff and "const float* __restrict__ in" in diff
