@@ -352,3 +352,18 @@ def test_a_win_patch_refuses_gives_way_to_the_fastest_variant_that_changes_only_
     assert patches["app.b"]["state"] == "refused" and "not spelled with its block" in patches["app.b"]["why"]
     froms = [c[c.index("--from") + 1] for c in stages.calls if c[0] == "patch" and "--from" in c]
     assert sum(f.endswith("fallback/kernel.cu") for f in froms) == 1
+
+
+def test_the_report_names_kernels_launched_with_several_configurations(tmp_path):
+    from mepgen.tune.report import Report
+    rep = Report(tmp_path, tmp_path, ["./app"], "make", None, 3)
+    configs = [{"grid": [16384, 1, 1], "block": [64, 1, 1], "shared_mem": 0, "launches": 3, "total_ms": 3.0},
+               {"grid": [4096, 1, 1], "block": [256, 1, 1], "shared_mem": 0, "launches": 1, "total_ms": 1.0}]
+    rep.add_captures([{"kernel": "mirror", "outcome": "captured", "complete": True, "app_gpu": {"configs": configs}},
+                      {"kernel": "once", "outcome": "captured", "complete": True,
+                       "app_gpu": {"configs": configs[:1]}}])
+    md = rep.markdown(rep.to_dict())
+    assert "## Kernels the application launched with several configurations" in md
+    assert ("- mirror: 2 configurations (grid (16384, 1, 1) block (64, 1, 1): 3 launch(es), 75 % of its time; "
+            "grid (4096, 1, 1) block (256, 1, 1): 1 launch(es), 25 % of its time)") in md
+    assert "- once:" not in md

@@ -42,6 +42,7 @@ class Report:
                 "capture_reason": o.get("reason") or o.get("mep_error"), "app_kernel_ms": o.get("kernel_ms"),
                 "mep_complete": bool(o.get("complete")), "todo": o.get("todo") or [],
                 "launched_as": o.get("launched_as"), "app_gpu_ms": o.get("app_gpu_ms"),
+                "launch_configs": _configs(o),
                 "optimize": None, "fidelity_ratio": None, "fidelity_ok": None, "forced": False,
                 "mep_speedup": None, "change": None, "patch": None, "patch_why": None}
 
@@ -131,6 +132,18 @@ class Report:
             lines.append(f"| {k['kernel']} | {cap} | {_f(k.get('app_gpu_ms') or k.get('app_kernel_ms'), '{:.4g}')} | "
                          f"{_f(k.get('fidelity_ratio'), '{:.2f}')} | {opt} | {_f(k.get('mep_speedup'), '{:.2f}x')} | "
                          f"{_change(k).replace('|', '/')} | {patch.replace('|', '/')[:80]} | {inapp} |")
+        several = [k for k in d["kernels"] if len(k.get("launch_configs") or []) > 1]
+        if several:     # the MEP verifies one launch: say which, and how much of the kernel's time the others take
+            lines += ["", "## Kernels the application launched with several configurations", "",
+                      "The MEP measures and verifies the captured launch; the library proposed no new block where "
+                      "the blocks differ, and patch refuses what cannot hold at the others (mep.yaml "
+                      "`launch.observed`). The application's own check is what runs the others.", ""]
+            for k in several:
+                c = k["launch_configs"]
+                total = sum(x["total_ms"] for x in c) or 1.0
+                shown = "; ".join(f"grid {tuple(x['grid'])} block {tuple(x['block'])}: {x['launches']} launch(es), "
+                                  f"{100 * x['total_ms'] / total:.0f} % of its time" for x in c[:6])
+                lines.append(f"- {k['kernel']}: {len(c)} configurations ({shown}{'; ...' if len(c) > 6 else ''})")
         why = [k for k in d["kernels"] if k.get("patch_why")]
         if why:      # the table cuts a reason at 80 characters: each in full, with what to do by hand
             lines += ["", "## Why a winner was not patched as it is", ""]
@@ -148,3 +161,8 @@ class Report:
             click.echo(text, nl=False)
             click.echo(f"wrote {self.folder / 'report.md'}")
         return d
+
+
+def _configs(outcome: dict) -> list[dict]:
+    """The launch configurations a capture saw (CUPTI), the most time first; [] where unknown."""
+    return [c for c in ((outcome.get("app_gpu") or {}).get("configs") or []) if "grid" in c]
