@@ -1,6 +1,27 @@
 """An application that launches one kernel from one site in a loop over block sizes (64, 128 and 256 threads), and
 what a capture of it writes in mep.yaml: `launch.observed`, the configurations CUPTI saw. Shared by the patch and
-optimize tests of observed launches and the GPU capture test."""
+optimize tests of observed launches and the GPU capture test, with the helpers the patch tests of launches use
+(`mepgen` as a user runs it, `variant`: a winner written beside the MEP)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def mepgen(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "mepgen.cli", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def variant(app: Path, name: str, edit, launch=None, kernel: str = "mirror") -> Path:
+    """`app/name/kernel.cu`: the MEP's kernel.cu of `kernel` through `edit`; with `launch`, its mep.yaml through it."""
+    mep = app / ".mepgen" / "meps" / kernel
+    folder = app / name
+    folder.mkdir(exist_ok=True)
+    (folder / "kernel.cu").write_text(edit((mep / "kernel.cu").read_text()))
+    if launch is not None:
+        (folder / "mep.yaml").write_text(launch((mep / "mep.yaml").read_text()))
+    return folder / "kernel.cu"
 
 # each block reverses its own threads' values: what a launch computes depends on its block
 APP = """#include <cstdio>

@@ -3,19 +3,14 @@ captured MEP carries them as `launch.observed`: one site in a loop over blocks o
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 
 from mepgen.capture.convert import load_manifest
 from mepgen.spec import load_spec
-from observed_launches_app import APP
+from observed_launches_app import APP, mepgen
 
 pytestmark = [pytest.mark.gpu, pytest.mark.nvcc]
-
-
-def mepgen(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "mepgen.cli", *args], cwd=cwd, capture_output=True, text=True)
 
 
 def test_the_loops_three_launches_are_observed(tmp_path):

@@ -4,16 +4,10 @@ one grid only; each refusal says why in `--dry-run`."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from observed_launches_app import APP, with_observed
-
-
-def mepgen(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "mepgen.cli", *args], cwd=cwd, capture_output=True, text=True)
+from observed_launches_app import APP, mepgen, with_observed
 
 
 @pytest.fixture(scope="module")

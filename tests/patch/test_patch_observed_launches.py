@@ -3,17 +3,9 @@ A capture records them (`launch.observed`); patch refuses what cannot hold at al
 `__launch_bounds__` below the largest) and patches a change of the text alone (patch/site_launches.py)."""
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from observed_launches_app import APP, with_observed
-
-
-def mepgen(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "mepgen.cli", *args], cwd=cwd, capture_output=True, text=True)
+from observed_launches_app import APP, mepgen, variant, with_observed
 
 
 @pytest.fixture(scope="module")
@@ -26,16 +18,6 @@ def app(tmp_path_factory):
     mep = app / ".mepgen" / "meps" / "mirror" / "mep.yaml"
     mep.write_text(with_observed(mep.read_text()))
     return app
-
-
-def variant(app: Path, name: str, edit, launch=None) -> Path:
-    mep = app / ".mepgen" / "meps" / "mirror"
-    folder = app / name
-    folder.mkdir(exist_ok=True)
-    (folder / "kernel.cu").write_text(edit((mep / "kernel.cu").read_text()))
-    if launch is not None:
-        (folder / "mep.yaml").write_text(launch((mep / "mep.yaml").read_text()))
-    return folder / "kernel.cu"
 
 
 def test_without_observed_launches_the_one_site_hides_the_others(tmp_path):

@@ -3,11 +3,10 @@ of them: a new launch, or `__launch_bounds__` below another site's block, is ref
 the kernel's text alone is patched (patch/site_launches.py)."""
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+
+from observed_launches_app import mepgen, variant
+
 
 def program(kernel: str, launches: list[str]) -> str:
     """An application around `kernel`: two 1 Mi-float buffers, the launches given, a sync."""
@@ -26,10 +25,6 @@ APP = program("""__global__ void mirror(float* out, const float* in)
 """, ["mirror<<<dim3(total / 64), dim3(64)>>>", "mirror<<<dim3(total / 128), dim3(128)>>>"])
 
 
-def mepgen(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "mepgen.cli", *args], cwd=cwd, capture_output=True, text=True)
-
-
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     app = tmp_path_factory.mktemp("sites")
@@ -38,16 +33,6 @@ def app(tmp_path_factory):
     r = mepgen("mep", "mirror", cwd=app)
     assert r.returncode == 0, r.stderr
     return app
-
-
-def variant(app: Path, name: str, edit, launch=None) -> Path:
-    mep = app / ".mepgen" / "meps" / "mirror"
-    folder = app / name
-    folder.mkdir(exist_ok=True)
-    (folder / "kernel.cu").write_text(edit((mep / "kernel.cu").read_text()))
-    if launch is not None:
-        (folder / "mep.yaml").write_text(launch((mep / "mep.yaml").read_text()))
-    return folder / "kernel.cu"
 
 
 def test_a_new_launch_is_refused_where_sites_launch_differently(app):
