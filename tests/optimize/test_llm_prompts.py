@@ -12,7 +12,7 @@ CTX = dict(
     launch={"grid": ["16384"], "block": ["256"], "shared_mem": "0"}, launch_changes="",
     sizes={"N": 4194304}, params=[{"ctype": "int", "name": "n", "role": "scalar", "count": None, "dtype": "int32", "value": "N"},
                                    {"ctype": "const T *", "name": "x", "role": "in", "count": "N", "dtype": "float32", "value": None}],
-    symbols=[],
+    symbols=[], observed=[],
     tolerance={"y": {"rtol": 1e-5, "atol": 1e-6}},
     best={"median_ms": 0.0123, "achieved_gbps": 4000.0, "bandwidth_pct": 93.0, "achieved_gflops": None,
           "profile": {"dram %": 91.2}},
@@ -38,6 +38,17 @@ def test_propose_prompt_names_the_device_variables_the_kernel_writes():
     user = propose_messages(**{**CTX, "symbols": [{"name": "tally::seen", "count": "32", "dtype": "int32"}]})[1]["content"]
     assert "`__device__` variables" in user and "- `tally::seen`: 32 elements of int32" in user
     assert "`__device__` variables" not in propose_messages(**CTX)[1]["content"]
+
+
+def test_propose_prompt_names_the_applications_other_launch_configurations():
+    """Only the captured launch is verified in the MEP: the model is told the others, and not to assume a block."""
+    observed = [{"grid": [16384, 1, 1], "block": [256, 1, 1], "launches": 9},
+                {"grid": [65536, 1, 1], "block": [64, 1, 1], "launches": 1}]
+    user = propose_messages(**{**CTX, "observed": observed})[1]["content"]
+    assert ("launches this kernel with 2 configurations: grid (16384, 1, 1) block (256, 1, 1); grid (65536, 1, 1) "
+            "block (64, 1, 1).") in user
+    assert "never assume one block or grid size" in user
+    assert "configurations" not in propose_messages(**CTX)[1]["content"]
 
 
 def test_repair_prompt_hands_back_the_evidence():

@@ -70,6 +70,8 @@ class LLMProposer:
             kernel={"name": spec.kernel.name}, gpu=gpu,
             launch={"grid": spec.launch.grid, "block": spec.launch.block, "shared_mem": spec.launch.shared_mem},
             launch_changes="", sizes=spec.sizes,
+            observed=[{"grid": o["grid"], "block": o["block"], "launches": o.get("launches")}
+                      for o in spec.launch.observed],
             params=[{"ctype": p.ctype, "name": p.name, "role": p.role, "count": p.count, "dtype": p.dtype,
                      "value": p.value} for p in spec.params],
             symbols=[{"name": c.name, "count": c.count, "dtype": c.dtype} for c in spec.constants if c.role == "inout"],
