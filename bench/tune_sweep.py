@@ -132,6 +132,7 @@ def _backends_only(row: dict, app: Path, exe: str, args: list, a, env) -> dict:
         return row
     kernels = [{"id": Path(o["mep"]).name if o.get("mep") else o.get("kernel"), "kernel": o.get("kernel"),
                 "capture": o.get("outcome"), "mep_complete": bool(o.get("complete")),
+                "launch_configs": [c for c in ((o.get("app_gpu") or {}).get("configs") or []) if "grid" in c],
                 **({"reason": o["reason"]} if o.get("reason") else {})} for o in outcomes]
     row["report"] = {"kernels": kernels, "outcome": "backends only: captured, no optimize"}
     ids = [k["id"] for k in kernels if k["capture"] == "captured" and k["mep_complete"]]
@@ -162,6 +163,8 @@ def summarize(rows: list[dict]) -> dict:
         "forced": sum(1 for k in ks if k.get("forced")),
         "patched_kept": sum(len((r.get("report") or {}).get("kept") or []) for r in rows),
         "checks_passed": sum(1 for r in rows if (r.get("report") or {}).get("check_passed")),
+        # captured kernels the application launched with several configurations (the MEP verifies one)
+        "several_configs": sum(1 for k in ks if len(k.get("launch_configs") or []) > 1),
     }
 
 
@@ -179,7 +182,8 @@ def table(rows: list[dict], meta: dict) -> str:
              f"captured device pointers, auto takes native), verified on both {s['verify_both']}, on neither "
              f"{s['fail_both']}; "
              f"optimized {s['optimized']}, refused by the fidelity guard {s['refused_fidelity']} (forced: {s['forced']}); "
-             f"patches kept {s['patched_kept']}; application checks passing {s['checks_passed']}.", "",
+             f"patches kept {s['patched_kept']}; application checks passing {s['checks_passed']}; captured kernels "
+             f"launched with several configurations {s.get('several_configs', 0)}.", "",
              "| app | kernels captured/complete | build both | fidelity ratios | MEP wins | patches kept | app before s | app after s | app speedup | kernels' GPU ms before / after | check | outcome |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
