@@ -106,6 +106,12 @@ class ClosureBuilder:
         self.consts_by_name: dict[str, list] = defaultdict(list)   # namespace-scope `const`/`constexpr` variables
         self.includes: dict[str, list[dict]] = defaultdict(list)  # file -> its #include directives
         self.usings: list = []          # file-scope `using namespace X;` / `using X::name;`
+        # (file, offset of a macro's use) -> the declarations its expansion makes (`DEFINE_TYPES(float, f);` making
+        # vec3f and vec3fa): the closure copies the use's whole text, so it needs what each of them names
+        self.by_expansion: dict[tuple[str, int], list] = defaultdict(list)
+        # name -> the application's declarations a file-scope `using ns::name;` brings in: libclang shows a use of
+        # `name` as the type it stands for (`geo::vec<float, 3>`), never as the alias the text spells
+        self.using_names: dict[str, list] = defaultdict(list)
         self.var_templates = {usr: c for usr, (c, _) in variable_templates(tops).items()}
         self.var_templates_by_name: dict[str, list] = defaultdict(list)
         for c in self.var_templates.values():
@@ -133,8 +139,16 @@ class ClosureBuilder:
                 if inc is not None and entry["resolved"] is None and self._outside(inc.name):
                     entry["external"] = str(Path(inc.name).resolve())
                 self.includes[f.name].append(entry)
+        expanded = {(f, off) for f, uses in self.expansions.items() for off, _ in uses}
+        types: dict[str, list] = defaultdict(list)     # qualified name -> the application's types of that name
+
         def visit(cursors):
             for c in cursors:
+                start = c.extent.start
+                if start.file is not None and (start.file.name, start.offset) in expanded:
+                    self.by_expansion[(start.file.name, start.offset)].append(c)
+                if c.kind.name in TYPE_KINDS and start.file is not None and self.src.in_app(start.file.name):
+                    types[qualified_name(c)].append(c)
                 if c.kind.name in ("NAMESPACE", "LINKAGE_SPEC"):
                     visit(c.get_children())
                 elif c.kind.name in FUNCTION_KINDS and c.is_definition() and is_device_function(c):
@@ -142,13 +156,14 @@ class ClosureBuilder:
                 elif c.kind.name == "VAR_DECL" and _global_space(c) == "host_const":
                     self.consts_by_name[c.spelling].append(c)
         visit(self.tops)
+        self._using_targets(types)
 
     def _attribute_names(self, kernel) -> list:
         """The namespace-scope constants the kernel's declaration names outside its body, where libclang shows
         no cursor (`__launch_bounds__(W, SHM_SIZE / sizeof(T))`): found by name in the kernel's namespaces."""
         body = next((c for c in kernel.get_children() if c.kind.name == "COMPOUND_STMT"), None)
         end = body.extent.start.offset if body is not None else kernel.extent.end.offset
-        names = {t.spelling for t in kernel.get_tokens() if t.kind.name == "IDENTIFIER"
+        names = {t.spelling for t in clang.tokens(kernel) if t.kind.name == "IDENTIFIER"
                  and t.extent.start.offset < end}
         spaces = qualified_name(kernel).split("::")[:-1]
         scopes = {"::".join(spaces[:i]) for i in range(len(spaces) + 1)}
@@ -225,6 +240,11 @@ class ClosureBuilder:
             if node.kind.name != "VAR_DECL":
                 code.append(node)
             macros += self._macros_in(node)
+            for sib in [*self._expanded_with(node), *self._named_through_usings(node)]:
+                kind = self._kind(sib)
+                if kind is not None and sib.get_usr() not in members:
+                    members[sib.get_usr()] = self._member(sib, kind)
+                    todo.append(sib)
             in_type = node.kind.name in TYPE_KINDS
             for c in _walk(node):
                 for decl in self._references(c):
@@ -296,6 +316,28 @@ class ClosureBuilder:
             elif u.kind.name == "USING_DECLARATION" and f"{qualified_name(ns)}::{u.spelling}" in names:
                 out.append(u)
         return out
+
+    def _using_targets(self, types: dict[str, list]) -> None:
+        """`using_names` from the file-scope using-declarations (by qualified name: libclang's Python binding does
+        not resolve the OVERLOADED_DECL_REF a using-declaration holds)."""
+        for u in self.usings:
+            ns = next((c.referenced for c in u.get_children() if c.kind.name == "NAMESPACE_REF"), None)
+            if u.kind.name == "USING_DECLARATION" and ns is not None:
+                self.using_names[u.spelling] += types.get(f"{qualified_name(ns)}::{u.spelling}", [])
+
+    def _named_through_usings(self, node) -> list:
+        """The types `node`'s text names through a using-declaration (`using geo::vec3f;` then `vec3f v`)."""
+        if not self.using_names:
+            return []
+        names = {t.spelling for t in clang.tokens(node) if t.kind.name == "IDENTIFIER"} & set(self.using_names)
+        return [d for n in sorted(names) for d in self.using_names[n]]
+
+    def _expanded_with(self, node) -> list:
+        """The other declarations one macro use makes beside `node` (none where `node` is no macro's expansion)."""
+        start = node.extent.start
+        if start.file is None:
+            return []
+        return [c for c in self.by_expansion.get((start.file.name, start.offset), ()) if c != node and c.get_usr()]
 
     def _references(self, c):
         k = c.kind.name

@@ -216,6 +216,19 @@ def operator_spelling(cursor) -> str | None:
     return None
 
 
+def tokens(cursor) -> list:
+    """The cursor's tokens. libclang gives none for an extent that starts at a macro's use (`__global__ void k(...)`
+    where the parse's shim defines `__global__`): those are read from the file over the same offsets."""
+    found = list(cursor.get_tokens())
+    s, e = cursor.extent.start, cursor.extent.end
+    if found or s.file is None or e.file is None or s.file.name != e.file.name or e.offset <= s.offset:
+        return found
+    ci, tu = cindex(), cursor.translation_unit
+    span = ci.SourceRange.from_locations(ci.SourceLocation.from_offset(tu, s.file, s.offset),
+                                         ci.SourceLocation.from_offset(tu, e.file, e.offset))
+    return list(tu.get_tokens(extent=span))
+
+
 def walk(cursor):
     """The cursor and all its descendants, in source (pre-)order, without recursion: an expression of a few
     thousand terms nests as deep, past Python's recursion limit."""

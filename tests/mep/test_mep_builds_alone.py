@@ -252,3 +252,64 @@ def test_what_a_header_includes_first_comes_first(tmp_path):
     built = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-cubin", "-o", str(tmp_path / "k.cubin"), "-x", "cu",
                             str(mep / "kernel.cu")], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
+
+
+@pytest.mark.nvcc
+def test_a_macro_that_declares_several_types_comes_with_what_each_of_them_names(tmp_path):
+    """`MAKE_VECTORS(float, f);` declares a plain and a padded vector type in one use; the kernel names one of them,
+    but the use's whole text comes into kernel.cu, so the template the other one names must come too."""
+    app = make_app(tmp_path, """
+        namespace geo {
+        template <typename T, int N> struct vec { T c[N]; };
+        template <typename T> struct padded { T c[3]; T pad; };
+        #define MAKE_VECTORS(T, t) using vec3##t = vec<T, 3>; using vec3##t##p = padded<T>;
+        MAKE_VECTORS(float, f);
+        }  // namespace geo
+        using vec3f = geo::vec3f;
+        __global__ void lengths(const float* x, float* out, int n)
+        {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i >= n) return;
+            vec3f v = {{x[3 * i], x[3 * i + 1], x[3 * i + 2]}};
+            out[i] = sqrtf(v.c[0] * v.c[0] + v.c[1] * v.c[1] + v.c[2] * v.c[2]);
+        }
+        int main() { float *x, *o; cudaMalloc(&x, 3 * 4096); cudaMalloc(&o, 4096);
+                     lengths<<<4, 256>>>(x, o, 1024); return 0; }
+    """)
+    r = run("lengths", "-C", app)
+    assert r.exit_code == 0, r.output
+    mep = app / ".mepgen" / "meps" / "lengths"
+    text = (mep / "kernel.cu").read_text()
+    assert "MAKE_VECTORS(float, f);" in text and "struct padded" in text
+    built = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-c", "-o", str(tmp_path / "k.o"), "-x", "cu",
+                            str(mep / "kernel.cu")], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+
+
+@pytest.mark.nvcc
+def test_a_type_brought_in_by_a_using_declaration_comes_with_it(tmp_path):
+    """`using geo::vec3f;` then `vec3f v`: libclang shows the use as the type the alias stands for, so the alias and
+    the using-declaration are found by name; a kernel spelled from `__global__` (a macro of the parse) has tokens."""
+    app = make_app(tmp_path, """
+        namespace geo {
+        template <typename T, int N> struct vec { T c[N]; };
+        using vec3f = vec<float, 3>;
+        }  // namespace geo
+        using geo::vec3f;
+        __global__ void first(const float* x, float* out, int n)
+        {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i >= n) return;
+            vec3f v = {{x[3 * i], x[3 * i + 1], x[3 * i + 2]}};
+            out[i] = v.c[0];
+        }
+        int main() { float *x, *o; cudaMalloc(&x, 3 * 4096); cudaMalloc(&o, 4096); first<<<4, 256>>>(x, o, 1024);
+                     return 0; }
+    """)
+    r = run("first", "-C", app)
+    assert r.exit_code == 0, r.output
+    text = (app / ".mepgen" / "meps" / "first" / "kernel.cu").read_text()
+    assert "using vec3f = vec<float, 3>;" in text and "using geo::vec3f;" in text
+    built = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-c", "-o", str(tmp_path / "k.o"), "-x", "cu",
+                            str(app / ".mepgen" / "meps" / "first" / "kernel.cu")], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
