@@ -14,6 +14,7 @@ from .launch_bounds import LaunchBounds
 from .launch_config import LaunchConfig
 from .pack_components import PackComponents
 from .privatize import Privatize
+from .reciprocal import Reciprocal
 from .replicas import DropReplicas, OnOneDimension
 from .restrict import Restrict
 from .scalar_replace import ScalarReplace
@@ -45,7 +46,7 @@ def all_transformations():
             WarpPerRow(), WarpRowPasses(), OnOneDimension(SpreadLoop()), SpreadIterations(), Privatize(), WarpReduce(), WarpAtomics(),
             OnOneDimension(AfterScalarReplace(SplitColumns(), start="zero")), OnOneDimension(TileArgmax()),
             OnOneDimension(SplitArgmax()), SwapAxes(), OnOneDimension(Unflatten()), DropReplicas(), ScalarReplace(),
-            FuseUpdates(), StageTable(), HoistLoads(), PackComponents(), CoarsenBlocks(), VectorLoads(), OnOneDimension(VectorElements()),
+            FuseUpdates(), StageTable(), HoistLoads(), Reciprocal(), PackComponents(), CoarsenBlocks(), VectorLoads(), OnOneDimension(VectorElements()),
             OnOneDimension(Coarsen()), OnOneDimension(GridStride()),
             LaunchConfig(), TuneParams(),
             IntDivision(), Restrict(), Unroll(), LaunchBounds(), CompilerFlags()]
