@@ -52,8 +52,8 @@ def test_a_loop_invariant_divisor_is_divided_once(tmp_path):
     t = Reciprocal()
     assert t.space(src, spec, launch) == {}
     rw = t.apply(src, spec, launch, {})
-    assert "if ((0) < (m)) {" in rw.text
-    assert "const float mepgen_inv0 = (float)1 / (float)(scale);" in rw.text
+    assert "{\n            const float mepgen_inv0 = (float)1 / (float)(scale);\n            for (int k = 0; k < m; ++k)" \
+        in rw.text
     assert "float v = ((x[i + k] - 0.25f)) * mepgen_inv0;" in rw.text
     assert "acc += v * v / 2.0f;" in rw.text        # a power of two: nvcc multiplies by its exact inverse itself
     assert "acc /= (float)m;" in rw.text            # after the loop: one division per thread, nothing to gain
@@ -80,7 +80,7 @@ def test_a_compound_division_and_a_double(tmp_path):
 
 @pytest.mark.parametrize("old, new, kw, reason", [
     # the divisor changes on every iteration
-    ("/ scale;", "/ (scale + k);", {}, "divides by a value the loop over k changes (k is declared inside it)"),
+    ("/ scale;", "/ (scale + k);", {}, "divides by a value its loop changes (k is declared inside it)"),
     # the divisor is read from memory the loop could see change
     ("/ scale;", "/ s[i];", {}, "reads memory or calls a function"),
     # an exact comparison of the output
@@ -98,4 +98,37 @@ def test_an_integer_output_is_left_alone(tmp_path):
     text = NORMALIZED.replace("float *out", "int *out").replace("out[i] = acc;", "out[i] = (int)acc;")
     src, spec, launch = make(tmp_path, text, "normalized", out_type="int", out_dtype="int32", tolerance="{}")
     with pytest.raises(Refused, match="output out is int32: a quotient that rounds differently could change it"):
+        Reciprocal().space(src, spec, launch)
+
+
+def test_any_loop_shape_and_the_outermost_loop_that_leaves_the_divisor_alone(tmp_path):
+    """A `while` loop around a `<=` loop: the divisor changes in neither, so it is divided once before the outer one;
+    a second divisor that the outer loop changes is divided before the inner one."""
+    text = """__global__ void sweeps(const float *x, const float *s, float *out, int n, int m) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float scale = s[i] + 2.0f, acc = 0.0f, w = 1.0f;
+    int pass = 0;
+    while (pass < 3) {
+        for (int k = 0; k <= m - 1; k++) acc += x[i + k] / scale + x[i + k] / w;
+        w += 1.0f;
+        pass++;
+    }
+    out[i] = acc;
+}
+"""
+    src, spec, launch = make(tmp_path, text, "sweeps")
+    rw = Reciprocal().apply(src, spec, launch, {})
+    outer = rw.text.index("const float mepgen_inv0 = (float)1 / (float)(scale);")
+    inner = rw.text.index("const float mepgen_inv1 = (float)1 / (float)(w);")
+    assert outer < rw.text.index("while (pass < 3)") < inner < rw.text.index("for (int k = 0; k <= m - 1; k++)")
+    assert "(x[i + k]) * mepgen_inv0 + (x[i + k]) * mepgen_inv1;" in rw.text
+    compiles(tmp_path, spec, rw.text)
+
+
+def test_a_divisor_a_call_may_change_is_left_alone(tmp_path):
+    text = NORMALIZED.replace("__global__", "__device__ void bump(float &v) { v += 1.0f; }\n__global__").replace(
+        "        acc += v * v / 2.0f;", "        acc += v * v / 2.0f;\n        bump(scale);")
+    src, spec, launch = make(tmp_path, text, "normalized")
+    with pytest.raises(Refused, match="the loop hands scale to `bump`, which may change it"):
         Reciprocal().space(src, spec, launch)
