@@ -142,3 +142,36 @@ def test_a_full_disk_during_mep_all_is_no_internal_error(heatcg_template, tmp_pa
         main.main(["mep", "--all", "-C", str(app)])
     assert e.value.code not in (0, 70)
     assert not list((app / ".mepgen/meps").glob("*/mep.yaml")) if (app / ".mepgen/meps").is_dir() else True
+
+
+def test_a_full_disk_while_converting_one_record_loses_that_record_alone(tmp_path, monkeypatch):
+    """numpy reports a short write as OSError("Not enough free space ...") with no errno and no path: that kernel's
+    outcome is `failed` with the folder it was written to, its half-written stage is gone, and the next record is
+    still converted (capture/command.py, _one_record)."""
+    from types import SimpleNamespace
+    from mepgen.capture import command
+    from mepgen.workspace import Workspace
+
+    ws = Workspace(tmp_path)
+    calls = []
+
+    def convert(raw, plan, dest, **kw):
+        calls.append(dest)
+        stage = dest.parent / f".{dest.name}.tmp"
+        (stage / "before").mkdir(parents=True)
+        if len(calls) == 1:
+            raise OSError("Not enough free space to write 1073741824 bytes after offset 128")
+        return {"kernel": "b", "launched_as": "b()", "launch_index": 0, "grid": [1, 1, 1], "block": [1, 1, 1],
+                "shared_mem": 0, "bytes_captured": 4, "capture_ms": 1.0, "params": [], "constants": []}
+
+    monkeypatch.setattr(command, "convert", convert)
+    monkeypatch.setattr(command, "outcome_kind", lambda run, t: "captured")
+    monkeypatch.setattr(command, "typedef_map", lambda root, k: {})
+    run = SimpleNamespace(target=lambda t: [], statuses=[])
+    outs = [command._one_record(ws, {}, tmp_path, run, t, SimpleNamespace(choice=SimpleNamespace(kernel={
+        "qualified_name": name, "id": name})), {}, 1 << 20, False) for t, name in enumerate(("a", "b"))]
+    assert outs[0]["outcome"] == "failed"
+    assert "Not enough free space to write 1073741824 bytes" in outs[0]["reason"]
+    assert str(ws.mep_dir("a") / "data" / "captured") in outs[0]["reason"] and "--max-bytes" in outs[0]["reason"]
+    assert not (ws.mep_dir("a") / "data" / ".captured.tmp").exists()
+    assert outs[1]["outcome"] == "captured"

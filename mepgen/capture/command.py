@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from ..clioptions import parse_bytes  # noqa: F401  (re-exported: tests and older callers)
-from ..errors import MepgenError
+from ..errors import MepgenError, os_error_message
 from ..progress import progress
 from .. import inventory as inventory_mod
 from ..workspace import Workspace
@@ -203,6 +203,12 @@ def _one_record(ws, inv, raw: Path, run, t: int, plan, extra: dict, compress_abo
                            compress_above=compress_above)
     except MepgenError as e:
         return {**out, "outcome": "refused", "reason": f"the record cannot be read: {e}"}
+    except OSError as e:    # a full disk (numpy says "Not enough free space" with no errno), permissions: this
+        # kernel's record is lost, the others are converted; its earlier data/captured/, if any, is as it was
+        shutil.rmtree(captured.parent / f".{captured.name}.tmp", ignore_errors=True)
+        why = os_error_message(e) if e.filename is not None else (e.strerror or str(e))
+        return {**out, "outcome": "failed", "reason": f"writing its record into {captured} failed ({why}); free "
+                "space (or capture less with --max-bytes), then capture it again"}
     out.update(_summary(manifest), manifest=str(captured / "manifest.json"))
     if use:
         out.update(_write_mep(ws, inv, k, manifest))
