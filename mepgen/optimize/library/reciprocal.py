@@ -1,7 +1,7 @@
 """A floating-point division in a loop by a value the loop does not change: one division before the loop, a
 multiplication in it.
 
-    for (int i = 0; i < M; ++i) {                   if ((0) < (M)) {
+    for (int i = 0; i < M; ++i) {                   {
         float v = (x[i] - avg) / std;          ->       const float mepgen_inv0 = (float)1 / (float)(std);
         ...                                             for (int i = 0; i < M; ++i) {
     }                                                       float v = ((x[i] - avg)) * mepgen_inv0; ...
@@ -14,10 +14,10 @@ every output is floating point with a relative tolerance of at least 1e-6 in mep
 or an index, could flip where a quotient rounds), and the judge verifies the candidate on every input set as always.
 
 Proven on the kernel's text (the shared access model, memory_roots.py), never on its spelling:
-- the divisor is invariant in the loop: it reads only variables declared before the loop and not assigned in it, no
-  memory and no call (Memory.invariant_in);
+- the divisor is invariant in the loop: it reads only variables declared before the loop and not assigned in it
+  (members of a local struct too), no memory and no call (Memory.invariant_in);
 - the division's type is `float` or `double` (canonical type: a typedef or `auto` of one counts);
-- a divisor that is a power-of-two literal is left alone: nvcc multiplies by its exact inverse itself.
+- a divisor that is a power-of-two literal is left alone: nvcc multiplies by its exact inverse itself;
 - the divisor names only the kernel's parameters and its locals: no `__device__` variable another thread or a
   call could change; and in the loop none of them has its address taken or is handed to a call (a reference
   parameter could change it).
