@@ -39,4 +39,4 @@ def os_error_message(e: OSError) -> str:
         errno.ENAMETOOLONG: "the path is too long for the file system",
         errno.EMFILE: "too many open files: raise the limit (ulimit -n), then rerun",
     }.get(e.errno, f"{e.strerror or e}")
-    return f"{path}: {what}"
+    return what if e.filename is None else f"{path}: {what}"

@@ -175,3 +175,10 @@ def test_a_full_disk_while_converting_one_record_loses_that_record_alone(tmp_pat
     assert str(ws.mep_dir("a") / "data" / "captured") in outs[0]["reason"] and "--max-bytes" in outs[0]["reason"]
     assert not (ws.mep_dir("a") / "data" / ".captured.tmp").exists()
     assert outs[1]["outcome"] == "captured"
+
+
+def test_an_os_error_without_a_path_names_no_placeholder():
+    from mepgen.errors import os_error_message
+    assert os_error_message(OSError("Not enough free space to write 8 bytes")) == \
+        "Not enough free space to write 8 bytes"
+    assert os_error_message(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/x/y.npy")).startswith("/x/y.npy: no space")
