@@ -126,8 +126,9 @@ def sh(cmd, cwd, timeout, env=None):
         r = subprocess.run(cmd, cwd=cwd, shell=isinstance(cmd, str), capture_output=True, text=True,
                            timeout=timeout, env=env)
         return r.returncode, r.stdout, r.stderr, time.perf_counter() - t0
-    except subprocess.TimeoutExpired:
-        return 124, "", f"timed out after {timeout} s", time.perf_counter() - t0
+    except subprocess.TimeoutExpired as e:     # what it printed until then stays: the record of a cut run
+        text = lambda b: b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+        return 124, text(e.stdout), text(e.stderr) + f"\ntimed out after {timeout} s", time.perf_counter() - t0
 
 
 def _json_tail(text: str):
