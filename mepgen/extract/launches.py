@@ -113,6 +113,8 @@ def _site(call, kernel, kind: str, config: list[str], args: list[str], targs, ct
     for text in [*cfg.values(), *args]:
         used |= set(_IDENT.findall(text or ""))
     local_inits = {n: ctx["locals"][n] for n in sorted(used) if n in ctx["locals"]}
+    changing = set().union(*(_changed_in(lp, ctx.get("changed", {})) for lp in ctx.get("loop_nodes", ())))
+    varies = {n: sorted(set(_IDENT.findall(cfg[n] or "")) & changing) for n in ("grid", "block", "shared_mem")}
     loc = call.extent.start
     file, start, end = src.span(call) or (loc.file.name, call.extent.start.offset, call.extent.end.offset)
     return {
@@ -134,7 +136,54 @@ def _site(call, kernel, kind: str, config: list[str], args: list[str], targs, ct
         "locals": local_inits,
         "in_loop": ctx["loops"] > 0,
         "loop_depth": ctx["loops"],
+        # names of the grid, block or shared memory that a loop around the launch changes (a loop over block sizes):
+        # the launch differs from one round to the next
+        **({"varies": {n: v for n, v in varies.items() if v}} if any(varies.values()) else {}),
     }
+
+
+def _changed_in(loop, memo: dict) -> set[str]:
+    """Names a loop assigns, increments or declares anew in each round (its header included); `memo`: per
+    translation unit, by the loop's place."""
+    key = (loop.extent.start.file.name if loop.extent.start.file else "", loop.extent.start.offset,
+           loop.extent.end.offset)
+    if key not in memo:
+        names, decls = set(), []
+        for c in loop.walk_preorder():
+            k = c.kind.name
+            if k == "VAR_DECL":
+                decls.append(c)
+            elif k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
+                kids = list(c.get_children())
+                target = kids[0] if kids else None
+                while target is not None and target.kind.name in ("UNEXPOSED_EXPR", "PAREN_EXPR"):
+                    inner = list(target.get_children())
+                    target = inner[0] if inner else None
+                if target is None or target.kind.name != "DECL_REF_EXPR":
+                    continue
+                toks = [t.spelling for t in c.get_tokens()]
+                if k == "UNARY_OPERATOR" and not ({"++", "--"} & set(toks)):
+                    continue
+                if k == "BINARY_OPERATOR" and not _assigns(c, kids):
+                    continue
+                names.add(target.spelling)
+        # a local declared in the loop changes where its initializer reads what changes, memory or a call (`int t =
+        # sizes[i]`); one set from constants each round (`int threads = 256;`) does not
+        for _ in range(2):
+            for d in decls:
+                init = [c for c in d.walk_preorder() if c != d]
+                if any(c.kind.name in ("CALL_EXPR", "ARRAY_SUBSCRIPT_EXPR") or
+                       (c.kind.name == "DECL_REF_EXPR" and c.spelling in names) for c in init):
+                    names.add(d.spelling)
+        memo[key] = names
+    return memo[key]
+
+
+def _assigns(c, kids) -> bool:
+    """Whether a binary operator is `=` (read between its operands)."""
+    toks = [t.spelling for t in c.get_tokens()]
+    left = len(list(kids[0].get_tokens())) if kids else 0
+    return left < len(toks) and toks[left] == "="
 
 
 def instantiation_types(specialization, kernel) -> list:
@@ -233,13 +282,13 @@ def find_launch_sites(tops: list, src: SourceFiles) -> tuple[list[dict], list[di
             if k != "LAMBDA_EXPR":
                 params = [p.spelling for p in c.get_children() if p.kind.name == "PARM_DECL"]
                 ctx = {"function": qualified_name(c), "usr": c.get_usr(), "loops": 0, "params": params,
-                       "locals": {}}
+                       "locals": {}, "changed": ctx.get("changed", {})}
         elif k == "VAR_DECL" and ctx["function"] is not None:
             init = local_init(c, src)
             if init is not None:
                 ctx["locals"][c.spelling] = init
         elif is_loop(c):
-            ctx = {**ctx, "loops": ctx["loops"] + 1}
+            ctx = {**ctx, "loops": ctx["loops"] + 1, "loop_nodes": (*ctx.get("loop_nodes", ()), c)}
         elif k == "CALL_EXPR" and ctx["function"] is not None:
             found = None
             if c.spelling in LAUNCH_APIS:
@@ -270,8 +319,9 @@ def find_launch_sites(tops: list, src: SourceFiles) -> tuple[list[dict], list[di
         return ctx
 
     # iterative, in source order (a local's initializer is seen before a launch that names it)
+    changed: dict = {}       # loop -> the names it changes (shared by the sites inside it)
     for top in tops:
-        stack = [(top, {"function": None, "usr": None, "loops": 0, "params": [], "locals": {}})]
+        stack = [(top, {"function": None, "usr": None, "loops": 0, "params": [], "locals": {}, "changed": changed})]
         while stack:
             c, ctx = stack.pop()
             inner = visit(c, ctx)

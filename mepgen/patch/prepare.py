@@ -112,11 +112,12 @@ def prepare(ws: Workspace, inv: dict, k: dict, variant: Path | None, launch_from
     elif launch_from is not None:
         raise MepgenError(f"{launch_from} not found")
     variant_text, original_text = variant.read_text(errors="replace"), recorded.decode(errors="replace")
+    launch = load_spec(mep_yaml).launch if mep_yaml.is_file() else None
+    if launch is not None:      # the configurations a capture saw first: its refusals name them by number
+        site_launches.check_observed(k["qualified_name"], launch, winner_block, variant_text, original_text, k,
+                                     inv.get("macros", {}))
     site_launches.check(k, change is not None and bool(change.edits or change.prelude or change.others),
-                        variant_text, original_text, inv.get("macros", {}))
-    if mep_yaml.is_file():
-        site_launches.check_observed(k["qualified_name"], load_spec(mep_yaml).launch, winner_block, variant_text,
-                                     original_text, k, inv.get("macros", {}))
+                        variant_text, original_text, inv.get("macros", {}), bool(launch and launch.observed))
     p = plan(ws.app_root, inv, k, defs, recorded, change, source)
     prepared = Prepared(k, variant, p, state, current, flags, winner_yaml, mep_yaml)
     for f, edits in sorted((change.others if change else {}).items()):

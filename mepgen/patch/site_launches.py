@@ -10,7 +10,8 @@ refused with the sites:
   for launch").
 And wherever the sites spell different grids, a block-coarsened winner whose loop stops at a fixed grid (the MEP's
 site's literal or macro, not a kernel parameter) is refused: it would do too little or too much at the others.
-The same holds for the configurations a capture saw the application launch the kernel with (`launch.observed` of
+The same holds for a site in a loop that changes its block or grid from round to round (extract's `varies`), and
+for the configurations a capture saw the application launch the kernel with (`launch.observed` of
 a captured MEP, where there were several: one site in a loop over block sizes spells one block but launches many):
 `check_observed` refuses a new block, a `__launch_bounds__` below the largest block launched, and a fixed-bound
 coarsening where the grids differ. Other changes of the kernel's text are the same code at every site; the application's own check after patching
@@ -81,8 +82,37 @@ def fixed_bound(variant_text: str, kernel: dict) -> str | None:
     return None if names & params or "blockDim" in names else m.group(1).strip()
 
 
-def check(kernel: dict, changes_launch: bool, variant_text: str, original_text: str, macros: dict[str, str]) -> None:
-    """MepgenError naming the sites when the winner cannot hold at launches the MEP did not measure."""
+def _loop_rounds(kernel: dict, changes_launch: bool, variant_text: str, original_text: str,
+                 macros: dict[str, str], observed: bool) -> None:
+    """A site inside a loop that changes its block or grid from round to round (`for (t = 64; t <= 256; t *= 2)
+    k<<<n / t, t>>>`; extract's `varies`): the MEP measured one round. Where a capture saw the rounds' configurations
+    (`observed`), check_observed judges bounds and coarsening by their numbers."""
+    name = kernel["qualified_name"]
+    for s in kernel.get("launch_sites") or []:
+        varies = s.get("varies") or {}
+        where = f"{s['file']}:{s['line']}"
+        changing = sorted({v for d in ("grid", "block") for v in varies.get(d, [])})
+        if changes_launch and changing:
+            raise MepgenError(f"{where} launches {name} in a loop that changes {', '.join(changing)} from one round "
+                              "to the next; the winner's launch was measured at one round and would replace every "
+                              "round's: patch a winner that keeps the launch, or set the launch by hand")
+        if observed:
+            continue
+        bound = launch_bounds_of(variant_text, name, macros)
+        if varies.get("block") and bound is not None and bound != launch_bounds_of(original_text, name, macros):
+            raise MepgenError(f"the winner gives {name} __launch_bounds__({bound}), but {where} launches it with a block "
+                              f"that changes in its loop ({', '.join(varies['block'])}): a larger round would fail")
+        fixed = fixed_bound(variant_text, kernel)
+        if varies.get("grid") and fixed is not None:
+            raise MepgenError(f"the winner's block coarsening stops at the grid of one round ({fixed}), but {where} "
+                              f"launches {name} with a grid that changes in its loop ({', '.join(varies['grid'])})")
+
+
+def check(kernel: dict, changes_launch: bool, variant_text: str, original_text: str, macros: dict[str, str],
+          observed: bool = False) -> None:
+    """MepgenError naming the sites when the winner cannot hold at launches the MEP did not measure (`observed`: a
+    capture saw several configurations, launch.observed)."""
+    _loop_rounds(kernel, changes_launch, variant_text, original_text, macros, observed)
     sites = kernel.get("launch_sites") or []
     name = kernel["qualified_name"]
     bound = fixed_bound(variant_text, kernel)

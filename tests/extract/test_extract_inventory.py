@@ -84,6 +84,7 @@ def test_launch_sites_as_written(heatcg_extracted):
     ks = by_name(inv)
     dots = ks["cg::dot"]["launch_sites"]
     assert [(s["line"], s["in_loop"]) for s in dots] == [(204, False), (212, False), (231, True), (250, True)]
+    assert not any("varies" in s for s in dots)      # in a loop, but the loop changes neither grid nor block
     assert all((s["grid"], s["block"], s["shared_mem"], s["stream"]) ==
                ("blocks", "BLOCK_SIZE", "BLOCK_SIZE * sizeof(float)", "stream") for s in dots)
     assert dots[2]["args"] == ["n", "p", "Ap", "d_dot"] and dots[2]["enclosing_function"] == "cg::cg_solve"

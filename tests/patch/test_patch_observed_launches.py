@@ -20,17 +20,24 @@ def app(tmp_path_factory):
     return app
 
 
-def test_without_observed_launches_the_one_site_hides_the_others(tmp_path):
-    """The static rule sees one site, one block spelling: a `__launch_bounds__(64)` that breaks the loop's launches
-    of 128 and 256 threads is patched. This is what the observed configurations close."""
+def test_without_a_capture_the_loop_that_changes_the_block_still_refuses(tmp_path):
+    """A static MEP of the loop's site: extract marks the site's block and grid as changing in its loop (`varies`),
+    so a `__launch_bounds__(64)` or a new launch is refused there too, where the numbers are unknown."""
     (tmp_path / "main.cu").write_text(APP)
     assert mepgen("extract", ".", cwd=tmp_path).returncode == 0
     assert mepgen("mep", "mirror", cwd=tmp_path).returncode == 0
     v = variant(tmp_path, "bounded", lambda t: t.replace("__global__ void mirror(",
                                                          "__global__ void __launch_bounds__(64, 4) mirror("))
     r = mepgen("patch", "mirror", "--from", str(v), cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    assert "+__global__ void __launch_bounds__(64, 4) mirror(" in (tmp_path / ".mepgen" / "patches" / "mirror.diff").read_text()
+    assert r.returncode != 0
+    assert "main.cu:15 launches it with a block that changes in its loop (threads)" in r.stderr
+    v = variant(tmp_path, "bigger", lambda t: t, lambda y: y.replace("block: ['64']", "block: ['512']")
+                .replace("grid: [(1 << 20) / 64]", "grid: [(1 << 20) / 512]"))
+    r = mepgen("patch", "mirror", "--from", str(v), cwd=tmp_path)
+    assert r.returncode != 0
+    assert "main.cu:15 launches mirror in a loop that changes threads from one round to the next" in r.stderr
+    v = variant(tmp_path, "restricted", lambda t: t.replace("const float* in)", "const float* __restrict__ in)"))
+    assert mepgen("patch", "mirror", "--from", str(v), cwd=tmp_path).returncode == 0
 
 
 def test_launch_bounds_below_the_largest_observed_block_are_refused(app):

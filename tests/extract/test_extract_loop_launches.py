@@ -1,0 +1,35 @@
+"""A launch inside a loop whose block or grid the loop changes from one round to the next (`varies` of the launch
+site): a counter of the loop, a local set from what changes; not a local set from constants each round."""
+from __future__ import annotations
+
+import json
+
+from mep_apps import make_app
+
+
+def test_what_a_loop_changes_in_a_launch(tmp_path):
+    app = make_app(tmp_path, """
+        __global__ void fill(float* o) { o[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f; }
+        int main()
+        {
+            float* o; cudaMalloc(&o, 1 << 22);
+            int sizes[3] = {64, 128, 256};
+            int blocks = 4;
+            for (int it = 0; it < 3; it++) {
+                int threads = 256;
+                fill<<<blocks, threads>>>(o);
+                int chosen = sizes[it];
+                fill<<<1024 / chosen, chosen>>>(o);
+                blocks += 1;
+            }
+            for (int threads = 64; threads <= 256; threads *= 2) fill<<<1024 / threads, threads>>>(o);
+            fill<<<4, 256>>>(o);
+            return 0;
+        }
+    """)
+    inv = json.loads((app / ".mepgen" / "inventory.json").read_text())
+    sites = {(s["grid"], s["block"]): s.get("varies") for s in inv["kernels"][0]["launch_sites"]}
+    assert sites == {("blocks", "threads"): {"grid": ["blocks"]},              # `blocks += 1` each round
+                     ("1024 / chosen", "chosen"): {"grid": ["chosen"], "block": ["chosen"]},
+                     ("1024 / threads", "threads"): {"grid": ["threads"], "block": ["threads"]},
+                     ("4", "256"): None}
