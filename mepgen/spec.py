@@ -146,6 +146,9 @@ class Launch:
     # the configurations the application launched the kernel with (a capture's run, CUPTI): [{grid, block,
     # shared_mem, launches, total_ms}]; written where there were several, the MEP measuring one of them
     observed: list[dict] = field(default_factory=list)
+    # what a loop around the launch site changes each round ({"block": ["threads"]}: a static MEP reproduces the
+    # first round; extract's `varies` of the site)
+    varies: dict[str, list[str]] = field(default_factory=dict)
 
     def observed_blocks(self) -> list[tuple[int, int, int]]:
         """The distinct blocks the application launched the kernel with (none known: [])."""
@@ -388,7 +391,8 @@ _SCHEMA = record({
     "params": (list_of(_PARAM), True),
     "constants": (list_of(_CONSTANT), False),
     "launch": (record({"grid": (_dims, True), "block": (_dims, True), "shared_mem": (_expr, False),
-                       "callee": (of_type(str), False), "observed": (list_of(_OBSERVED), False)}), True),
+                       "callee": (of_type(str), False), "observed": (list_of(_OBSERVED), False),
+                       "varies": (mapping_of(list_of(of_type(str))), False)}), True),
     "build": (record({"arch": (of_type(str), False), "std": (of_type(str), False),
                       "defines": (list_of(of_type(str)), False),
                       "nvcc_flags": (list_of(of_type(str)), False)}), False),
@@ -504,7 +508,8 @@ def spec_from_dict(d: dict) -> Spec:
         constants=consts,
         launch=Launch(grid=[str(x) for x in launch["grid"]], block=[str(x) for x in launch["block"]],
                       shared_mem=str(launch.get("shared_mem", "0")), callee=launch.get("callee", ""),
-                      observed=[dict(o) for o in launch.get("observed") or []]),
+                      observed=[dict(o) for o in launch.get("observed") or []],
+                      varies={k: list(v) for k, v in (launch.get("varies") or {}).items()}),
         build=Build(**d.get("build", {})),
         verify=Verify(**{**d.get("verify", {}), "tolerance": {k: Tolerance(**v) for k, v in
                                                                d.get("verify", {}).get("tolerance", {}).items()}}),

@@ -487,3 +487,16 @@ def test_launch_observed_is_validated_and_read_back(tmp_path):
     doc["launch"]["observed"][1]["block"] = [2, 1]
     with pytest.raises(MepgenError, match=r"observed.*is not an x, y, z of positive numbers"):
         validate_dict(doc)
+
+
+def test_launch_varies_is_read_back():
+    from mepgen.spec import validate_dict
+    doc = {"version": 1, "kernel": {"name": "k", "id": "k", "source": "k.cu", "source_sha256": "", "start_byte": 0,
+                                    "end_byte": 1},
+           "sizes": {}, "params": [{"name": "out", "role": "out", "ctype": "float*", "dtype": "float32", "count": "4"}],
+           "launch": {"grid": ["1"], "block": ["4"], "varies": {"block": ["threads"]}}}
+    spec = validate_dict(doc)
+    assert spec.launch.varies == {"block": ["threads"]}
+    assert spec.to_dict()["launch"]["varies"] == {"block": ["threads"]}
+    doc["launch"].pop("varies")
+    assert "varies" not in validate_dict(doc).to_dict()["launch"]

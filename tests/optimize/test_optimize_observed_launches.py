@@ -1,27 +1,34 @@
-"""The library on a kernel the application launched with several blocks (`launch.observed`): no candidate changes
-the block, a `__launch_bounds__` allows the largest block launched, block coarsening writes no bound that holds for
-one grid only; each refusal says why in `--dry-run`."""
+"""The library on a kernel the application launches with several blocks: from a capture (`launch.observed`), no
+candidate changes the block, a `__launch_bounds__` allows the largest block launched, block coarsening writes no
+bound that holds for one grid only; from a static MEP of a loop over block sizes (`launch.varies`), no new block,
+no `__launch_bounds__` and no one-round bound at all. Each refusal says why in `--dry-run`."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
-from observed_launches_app import APP, mepgen, with_observed
+from observed_launches_app import APP, mepgen, with_observed, without_varies
 
 
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory):
+    """`cut`: the static MEP as `mep` writes it; `before`: its launch as if nothing said it changes; `after`: with
+    the three configurations a capture records."""
     app = tmp_path_factory.mktemp("observed")
     (app / "main.cu").write_text(APP)
     assert mepgen("extract", ".", cwd=app).returncode == 0
     assert mepgen("mep", "mirror", cwd=app).returncode == 0
-    before = mepgen("optimize", "mirror", "--dry-run", cwd=app)
     mep = app / ".mepgen" / "meps" / "mirror" / "mep.yaml"
-    mep.write_text(with_observed(mep.read_text()))
-    after = mepgen("optimize", "mirror", "--dry-run", cwd=app)
-    assert before.returncode == 0 and after.returncode == 0, before.stderr + after.stderr
-    return before.stdout, after.stdout, app
+    text = mep.read_text()
+    runs = {}
+    for name, yaml_text in (("cut", text), ("before", without_varies(text)), ("after", with_observed(text))):
+        mep.write_text(yaml_text)
+        r = mepgen("optimize", "mirror", "--dry-run", cwd=app)
+        assert r.returncode == 0, r.stderr
+        runs[name] = r.stdout
+    return SimpleNamespace(app=app, **runs)
 
 
 def line(out: str, name: str) -> str:
@@ -29,31 +36,39 @@ def line(out: str, name: str) -> str:
 
 
 def test_no_candidate_changes_the_block(dry_run):
-    before, after, _ = dry_run
-    assert line(before, "launch_config").lstrip().startswith("try")
-    assert line(after, "launch_config").lstrip().startswith("refuses")
-    assert "launched this kernel with 3 different blocks (64, 128, 256; launch.observed)" in line(after, "launch_config")
+    assert line(dry_run.before, "launch_config").lstrip().startswith("try")
+    assert line(dry_run.after, "launch_config").lstrip().startswith("refuses")
+    assert "launched this kernel with 3 different blocks (64, 128, 256; launch.observed)" in \
+        line(dry_run.after, "launch_config")
 
 
 def test_launch_bounds_allow_the_largest_block_launched(dry_run):
-    before, after, _ = dry_run
-    assert "__launch_bounds__(64, 2)" in line(before, "launch_bounds")
-    assert "__launch_bounds__(256, 2)" in line(after, "launch_bounds")
+    assert "__launch_bounds__(64, 2)" in line(dry_run.before, "launch_bounds")
+    assert "__launch_bounds__(256, 2)" in line(dry_run.after, "launch_bounds")
 
 
 def test_block_coarsening_writes_no_bound_of_one_grid(dry_run):
-    before, after, app = dry_run
-    assert line(before, "coarsen_blocks").lstrip().startswith("try")
-    refusal = line(after, "coarsen_blocks")
+    assert line(dry_run.before, "coarsen_blocks").lstrip().startswith("try")
+    refusal = line(dry_run.after, "coarsen_blocks")
     assert refusal.lstrip().startswith("refuses")
     assert "holds for one of the 3 different grids the application launched this kernel with" in refusal
 
 
 def test_the_tuning_search_keeps_the_launch(dry_run):
     """tune_params' points with another block are refused by the proposer; the ones offered change other things."""
-    before, after, app = dry_run
-    assert "threads per block" in line(before, "tune_params")        # its first point: the next block
-    assert line(after, "tune_params").lstrip().startswith("try")
-    launches = [json.loads(p.read_text())["launch"] for p in (app / ".mepgen" / "dryrun" / "mirror").glob("*/launch.json")]
+    assert "threads per block" in line(dry_run.before, "tune_params")        # its first point: the next block
+    assert line(dry_run.after, "tune_params").lstrip().startswith("try")
+    launches = [json.loads(p.read_text())["launch"]
+                for p in (dry_run.app / ".mepgen" / "dryrun" / "mirror").glob("*/launch.json")]
     assert all(x is None or x["block"] == ["64"] for x in launches)
-    assert not any("threads per block" in ln for ln in after.splitlines() if " try " in ln)
+    assert not any("threads per block" in ln for ln in dry_run.after.splitlines() if " try " in ln)
+
+
+def test_a_static_mep_of_the_loop_knows_its_block_changes(dry_run):
+    """Without a capture the rounds' blocks are unknown: no new block, no `__launch_bounds__`, no bound that holds
+    for one round's grid, each refusal saying why (launch.varies, from extract's `varies` of the site)."""
+    for name in ("launch_config", "launch_bounds"):
+        assert line(dry_run.cut, name).lstrip().startswith("refuses")
+        assert "the launch site's block (threads) changes in the loop around it" in line(dry_run.cut, name)
+    assert "is one round's: the loop around the launch site changes threads" in line(dry_run.cut, "coarsen_blocks")
+    assert "threads per block" not in line(dry_run.cut, "tune_params")

@@ -88,10 +88,20 @@ def several_blocks(spec: Spec) -> str | None:
     `launch.observed`), the MEP measuring one of them, and patch would write one block for all; None otherwise."""
     blocks = spec.launch.observed_blocks()
     if len(blocks) < 2:
-        return None
+        return varying_block(spec)
     shown = ", ".join("x".join(str(v) for v in b if v > 1 or b == (1, 1, 1)) for b in blocks[:6])
     return (f"the application launched this kernel with {len(blocks)} different blocks ({shown}"
             f"{', ...' if len(blocks) > 6 else ''}; launch.observed): a new block would replace all of them")
+
+
+def varying_block(spec: Spec) -> str | None:
+    """Why the block is not one number: a loop around the launch site changes it each round (a static MEP reproduces
+    the first round; no capture told the others), None otherwise."""
+    names = spec.launch.varies.get("block")
+    if not names or spec.launch.observed:
+        return None
+    return (f"the launch site's block ({', '.join(names)}) changes in the loop around it; this MEP reproduces one "
+            "round, and a capture (`mepgen capture`) would tell the others")
 
 
 def bound_threads(spec: Spec, launch: dict) -> int | None:

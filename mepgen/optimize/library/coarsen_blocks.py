@@ -110,6 +110,10 @@ class CoarsenBlocks(Transformation):
                 f"`{squash(str(launch['grid'][d]))}` is the captured run's number of blocks, no expression of the "
                 "kernel's parameters: a bound written as it holds for that run only, not for the application's other "
                 "launches or sizes")
+        elif fixed and spec.launch.varies.get("grid") and not spec.launch.observed:
+            bound, fixed, exact_why = None, False, (
+                f"`{squash(str(launch['grid'][d]))}` is one round's: the loop around the launch site changes "
+                f"{', '.join(spec.launch.varies['grid'])}")
         elif fixed and len(spec.launch.observed_grids()) > 1:
             bound, fixed, exact_why = None, False, (
                 f"`{squash(str(launch['grid'][d]))}` holds for one of the {len(spec.launch.observed_grids())} "

@@ -6,7 +6,7 @@ no `__launch_bounds__` yet. The attribute does not change the kernel's type or s
 """
 from __future__ import annotations
 
-from .base import Rewrite, Transformation, bound_threads
+from .base import Rewrite, Transformation, bound_threads, varying_block
 from .launch_facts import redefined_sizes
 from .source import Refused
 
@@ -22,6 +22,9 @@ class LaunchBounds(Transformation):
             raise Refused("the kernel has __maxnreg__, which nvcc does not allow beside __launch_bounds__")
         if redefined_sizes(src.text):
             raise Refused("tune_params set this kernel's sizes: its own search covers the launch bounds")
+        varying = varying_block(spec)
+        if varying:
+            raise Refused(varying)
         n = bound_threads(spec, launch)
         if n is None:
             raise Refused(f"the block size `{launch['block']}` is not a compile-time value")

@@ -34,7 +34,7 @@ import dataclasses
 import json
 import re
 
-from .base import Rewrite, Transformation, block_threads, bound_threads
+from .base import Rewrite, Transformation, block_threads, bound_threads, varying_block
 from .launch_config import LaunchConfig, _threads
 from .launch_facts import MARK, redefined_sizes
 from .replicas import _functions
@@ -172,7 +172,8 @@ class TuneParams(Transformation):
             space[f"size:{sym}"] = values
             current[f"size:{sym}"] = spec.sizes[sym]
         capped = "__maxnreg__" in src.head          # a register cap in the text already (nvcc: no bounds beside it)
-        if not src.has_launch_bounds() and not capped and block_threads(spec, launch) is not None:
+        if not src.has_launch_bounds() and not capped and block_threads(spec, launch) is not None and \
+                varying_block(spec) is None:
             space["bounds"] = BOUNDS
             current["bounds"] = 0
         if not capped and not any(f.startswith("-maxrregcount") or "maxrregcount" in f for f in spec.build.nvcc_flags):
