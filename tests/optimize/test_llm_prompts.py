@@ -12,7 +12,7 @@ CTX = dict(
     launch={"grid": ["16384"], "block": ["256"], "shared_mem": "0"}, launch_changes="",
     sizes={"N": 4194304}, params=[{"ctype": "int", "name": "n", "role": "scalar", "count": None, "dtype": "int32", "value": "N"},
                                    {"ctype": "const T *", "name": "x", "role": "in", "count": "N", "dtype": "float32", "value": None}],
-    symbols=[], observed=[],
+    symbols=[], observed=[], varies=[],
     tolerance={"y": {"rtol": 1e-5, "atol": 1e-6}},
     best={"median_ms": 0.0123, "achieved_gbps": 4000.0, "bandwidth_pct": 93.0, "achieved_gflops": None,
           "profile": {"dram %": 91.2}},
@@ -49,6 +49,8 @@ def test_propose_prompt_names_the_applications_other_launch_configurations():
             "block (64, 1, 1).") in user
     assert "never assume one block or grid size" in user
     assert "configurations" not in propose_messages(**CTX)[1]["content"]
+    user = propose_messages(**{**CTX, "varies": ["threads"]})[1]["content"]
+    assert "in a loop that changes threads from one round to the next" in user
 
 
 def test_repair_prompt_hands_back_the_evidence():

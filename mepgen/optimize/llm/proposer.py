@@ -72,6 +72,7 @@ class LLMProposer:
             launch_changes="", sizes=spec.sizes,
             observed=[{"grid": o["grid"], "block": o["block"], "launches": o.get("launches")}
                       for o in spec.launch.observed],
+            varies=sorted({n for names in spec.launch.varies.values() for n in names}),
             params=[{"ctype": p.ctype, "name": p.name, "role": p.role, "count": p.count, "dtype": p.dtype,
                      "value": p.value} for p in spec.params],
             symbols=[{"name": c.name, "count": c.count, "dtype": c.dtype} for c in spec.constants if c.role == "inout"],
