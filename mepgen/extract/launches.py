@@ -143,8 +143,8 @@ def _site(call, kernel, kind: str, config: list[str], args: list[str], targs, ct
 
 
 def _changed_in(loop, memo: dict) -> set[str]:
-    """Names a loop assigns, increments or declares anew in each round (its header included); `memo`: per
-    translation unit, by the loop's place."""
+    """Names a loop assigns, increments, takes the address of or declares anew from what changes, in each round (its
+    header included); `memo`: per translation unit, by the loop's place."""
     key = (loop.extent.start.file.name if loop.extent.start.file else "", loop.extent.start.offset,
            loop.extent.end.offset)
     if key not in memo:
@@ -162,8 +162,8 @@ def _changed_in(loop, memo: dict) -> set[str]:
                 if target is None or target.kind.name != "DECL_REF_EXPR":
                     continue
                 toks = [t.spelling for t in c.get_tokens()]
-                if k == "UNARY_OPERATOR" and not ({"++", "--"} & set(toks)):
-                    continue
+                if k == "UNARY_OPERATOR" and not ({"++", "--"} & set(toks)) and toks[:1] != ["&"]:
+                    continue            # `&t` handed to a call (`read_block(&t)`) may change it too
                 if k == "BINARY_OPERATOR" and not _assigns(c, kids):
                     continue
                 names.add(target.spelling)

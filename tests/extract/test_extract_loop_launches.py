@@ -23,6 +23,8 @@ def test_what_a_loop_changes_in_a_launch(tmp_path):
                 blocks += 1;
             }
             for (int threads = 64; threads <= 256; threads *= 2) fill<<<1024 / threads, threads>>>(o);
+            int read = 32;
+            for (int r = 0; r < 2; r++) { cudaMemcpy(&read, o, 4, cudaMemcpyDeviceToHost); fill<<<8, read>>>(o); }
             fill<<<4, 256>>>(o);
             return 0;
         }
@@ -32,4 +34,5 @@ def test_what_a_loop_changes_in_a_launch(tmp_path):
     assert sites == {("blocks", "threads"): {"grid": ["blocks"]},              # `blocks += 1` each round
                      ("1024 / chosen", "chosen"): {"grid": ["chosen"], "block": ["chosen"]},
                      ("1024 / threads", "threads"): {"grid": ["threads"], "block": ["threads"]},
+                     ("8", "read"): {"block": ["read"]},                     # `&read` handed to a call
                      ("4", "256"): None}
