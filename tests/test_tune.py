@@ -367,3 +367,8 @@ def test_the_report_names_kernels_launched_with_several_configurations(tmp_path)
     assert ("- mirror: 2 configurations (grid (16384, 1, 1) block (64, 1, 1): 3 launch(es), 75 % of its time; "
             "grid (4096, 1, 1) block (256, 1, 1): 1 launch(es), 25 % of its time)") in md
     assert "- once:" not in md
+    assert [k["configurations"] for k in rep.to_dict()["kernels"]] == [2, 1]
+    from mepgen.report.page import tune_view
+    view = tune_view(rep.to_dict())
+    at = view["columns"].index("configurations")
+    assert [r[at] for r in view["rows"]] == ["2", "1"]           # a column of the HTML report's tune table

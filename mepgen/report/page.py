@@ -76,7 +76,7 @@ def fidelity_of(fidelity) -> tuple[str | None, str | None]:
 
 
 #: the per-kernel columns of `mepgen tune`'s report.json worth a table, in this order (mepgen/tune/report.py)
-TUNE_COLUMNS = ["kernel", "capture", "optimize", "fidelity_ratio", "mep_speedup", "app_kernel_speedup", "change",
+TUNE_COLUMNS = ["kernel", "capture", "configurations", "optimize", "fidelity_ratio", "mep_speedup", "app_kernel_speedup", "change",
                 "patch", "patch_why", "speedup", "patched"]
 
 

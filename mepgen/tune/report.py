@@ -42,7 +42,7 @@ class Report:
                 "capture_reason": o.get("reason") or o.get("mep_error"), "app_kernel_ms": o.get("kernel_ms"),
                 "mep_complete": bool(o.get("complete")), "todo": o.get("todo") or [],
                 "launched_as": o.get("launched_as"), "app_gpu_ms": o.get("app_gpu_ms"),
-                "launch_configs": _configs(o),
+                "launch_configs": _configs(o), "configurations": len(_configs(o)) or None,
                 "optimize": None, "fidelity_ratio": None, "fidelity_ok": None, "forced": False,
                 "mep_speedup": None, "change": None, "patch": None, "patch_why": None}
 
