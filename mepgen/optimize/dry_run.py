@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..spec import Spec
 from .library.base import current_launch
+from .library.base import launch_held
 from .library.catalog import all_transformations, in_order
 from .library.source import KernelSource, Refused
 from .library.tuning import suggest
@@ -61,7 +62,11 @@ def plan(spec: Spec, text: str, out: Path | None = None, transformations=None) -
             points = suggest(space, {}, 1, random.Random(0), "hillclimb", t.first_point(src, spec, launch))
             if not points:
                 raise Refused("no legal parameter point")
-            applicable.append((t, points[0], t.apply(src, spec, launch, points[0])))
+            rw = t.apply(src, spec, launch, points[0])
+            held = launch_held(spec, rw.launch)       # as the proposer refuses it (library/proposer.py)
+            if held:
+                raise Refused(held)
+            applicable.append((t, points[0], rw))
         except Refused as e:
             result.refusals[t.name] = str(e)
     for t, point, rw in in_order(applicable, src, spec, of=lambda a: a[0]):

@@ -72,3 +72,26 @@ def test_a_static_mep_of_the_loop_knows_its_block_changes(dry_run):
         assert "the launch site's block (threads) changes in the loop around it" in line(dry_run.cut, name)
     assert "is one round's: the loop around the launch site changes threads" in line(dry_run.cut, "coarsen_blocks")
     assert "threads per block" not in line(dry_run.cut, "tune_params")
+
+
+def test_a_loop_over_sizes_keeps_the_launch_and_offers_bounds(tmp_path):
+    """The loop changes the grid alone (`n`): no candidate changes the launch (patch would write one round's grid at
+    the site), while `__launch_bounds__` of the fixed block is still offered."""
+    (tmp_path / "main.cu").write_text("""
+__global__ void twice(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f; }
+int main() {
+    float* x; cudaMalloc(&x, 4096 * sizeof(float));
+    for (int n = 1024; n <= 4096; n *= 2) twice<<<(n + 255) / 256, 256>>>(x, n);
+    return 0;
+}
+""")
+    assert mepgen("extract", ".", cwd=tmp_path).returncode == 0
+    assert mepgen("mep", "twice", cwd=tmp_path).returncode == 0
+    assert "varies: {grid: [n]}" in (tmp_path / ".mepgen" / "meps" / "twice" / "mep.yaml").read_text()
+    out = mepgen("optimize", "twice", "--dry-run", cwd=tmp_path).stdout
+    for name in ("vector_elements", "coarsen", "launch_config"):
+        assert "the loop around the launch site changes n each round" in line(out, name)
+    assert line(out, "launch_bounds").lstrip().startswith("try")
+    assert not list((tmp_path / ".mepgen" / "dryrun" / "twice").glob("*/launch.json")) or all(
+        json.loads(p.read_text())["launch"] is None
+        for p in (tmp_path / ".mepgen" / "dryrun" / "twice").glob("*/launch.json"))

@@ -104,6 +104,30 @@ def varying_block(spec: Spec) -> str | None:
             "round, and a capture (`mepgen capture`) would tell the others")
 
 
+def launch_held(spec: Spec, new_launch: dict | None) -> str | None:
+    """Why a candidate with `new_launch` cannot be patched (patch/site_launches.py refuses it): a new block where the
+    application launched the kernel with several, or any new launch where a loop around a static MEP's site changes
+    its grid or block each round; None where it can."""
+    if new_launch is None:
+        return None
+    several = several_blocks(spec)
+    if several and [str(x) for x in new_launch["block"]] != spec.launch.block:
+        return several
+    if [str(x) for x in new_launch["block"]] != spec.launch.block or \
+            [str(x) for x in new_launch["grid"]] != spec.launch.grid:
+        return loop_rounds(spec)
+    return None
+
+
+def loop_rounds(spec: Spec) -> str | None:
+    """Why no launch may change: a loop around a static MEP's launch site changes its grid or block each round."""
+    names = sorted({n for v in spec.launch.varies.values() for n in v})
+    if not names or spec.launch.observed:
+        return None
+    return (f"the loop around the launch site changes {', '.join(names)} each round; this MEP reproduces one "
+            "round, and a new launch would replace every round's")
+
+
 def bound_threads(spec: Spec, launch: dict) -> int | None:
     """The thread count a `__launch_bounds__` must allow: the launch's block, or the largest block the application
     was seen launching the kernel with (launch.observed) where that is larger."""

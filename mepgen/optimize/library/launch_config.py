@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from ...cexpr import with_block
-from .base import Rewrite, Transformation, several_blocks
+from .base import Rewrite, Transformation, loop_rounds, several_blocks
 from .block_expr import expression_block, substitute
 from .launch_facts import _bounds_value, redefined_sizes
 from .literal_launch import is_literal, literal_extents
@@ -87,9 +87,9 @@ class LaunchConfig(Transformation):
         return tokens
 
     def space(self, src, spec, launch):
-        several = several_blocks(spec)
-        if several:
-            raise Refused(several)
+        fixed = several_blocks(spec) or loop_rounds(spec)
+        if fixed:
+            raise Refused(fixed)
         tokens = self._tokens(src, launch, spec)
         shapes = SHAPES[len(tokens)]
         if src.has_launch_bounds():      # a block larger than the bound would not launch

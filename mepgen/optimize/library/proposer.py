@@ -13,7 +13,7 @@ import hashlib
 import random
 
 from ..proposer import Attempt, Context, Proposal
-from .base import current_launch, several_blocks
+from .base import current_launch, launch_held
 from .catalog import all_transformations, in_order
 from .source import KernelSource, Refused
 from .tuning import key, suggest
@@ -89,9 +89,9 @@ class LibraryProposer:
                     self.refusals[t.name] = str(e)
                     continue
                 new_launch = rw.launch if rw.launch is not None else base_launch
-                several = several_blocks(ctx.spec)
-                if several and new_launch is not None and [str(x) for x in new_launch["block"]] != ctx.spec.launch.block:
-                    self.refusals[t.name] = several
+                held = launch_held(ctx.spec, new_launch)
+                if held:
+                    self.refusals[t.name] = held
                     continue
                 new_flags = base_flags + list(rw.nvcc_flags)
                 ident = (rw.text, repr(new_launch), repr(new_flags))
