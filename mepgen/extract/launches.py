@@ -156,7 +156,9 @@ def _changed_in(loop, memo: dict) -> set[str]:
             elif k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
                 kids = list(c.get_children())
                 target = kids[0] if kids else None
-                while target is not None and target.kind.name in ("UNEXPOSED_EXPR", "PAREN_EXPR"):
+                # the variable itself, or the one whose member or element is written (`p.threads = ...`, `s[i] = ..`)
+                while target is not None and target.kind.name in ("UNEXPOSED_EXPR", "PAREN_EXPR", "MEMBER_REF_EXPR",
+                                                                  "ARRAY_SUBSCRIPT_EXPR"):
                     inner = list(target.get_children())
                     target = inner[0] if inner else None
                 if target is None or target.kind.name != "DECL_REF_EXPR":
@@ -167,13 +169,15 @@ def _changed_in(loop, memo: dict) -> set[str]:
                 if k == "BINARY_OPERATOR" and not _assigns(c, kids):
                     continue
                 names.add(target.spelling)
-        # a local declared in the loop changes where its initializer reads what changes, memory or a call (`int t =
-        # sizes[i]`); one set from constants each round (`int threads = 256;`) does not
+        # a local declared in the loop changes where its initializer reads what changes (`int t = sizes[i]`) or
+        # calls a function (`int t = next_size()`); one set each round from what stays (`int threads = 256;`,
+        # `dim3 block(p.threads)`) does not
         for _ in range(2):
             for d in decls:
                 init = [c for c in d.walk_preorder() if c != d]
-                if any(c.kind.name in ("CALL_EXPR", "ARRAY_SUBSCRIPT_EXPR") or
-                       (c.kind.name == "DECL_REF_EXPR" and c.spelling in names) for c in init):
+                if any((c.kind.name == "DECL_REF_EXPR" and c.spelling in names) or
+                       (c.kind.name == "CALL_EXPR" and c.referenced is not None and
+                        c.referenced.kind.name not in ("CONSTRUCTOR", "CONVERSION_FUNCTION")) for c in init):
                     names.add(d.spelling)
         memo[key] = names
     return memo[key]

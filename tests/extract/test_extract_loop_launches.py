@@ -23,6 +23,10 @@ def test_what_a_loop_changes_in_a_launch(tmp_path):
                 blocks += 1;
             }
             for (int threads = 64; threads <= 256; threads *= 2) fill<<<1024 / threads, threads>>>(o);
+            struct { int threads; } cfg = {128};
+            for (int r = 0; r < 2; r++) { dim3 b(cfg.threads); fill<<<2, b>>>(o); }
+            for (int r = 0; r < 2; r++) { dim3 g(r + 1); fill<<<g, 64>>>(o); }
+            for (int r = 0; r < 2; r++) { fill<<<3, cfg.threads>>>(o); cfg.threads *= 2; }
             int read = 32;
             for (int r = 0; r < 2; r++) { cudaMemcpy(&read, o, 4, cudaMemcpyDeviceToHost); fill<<<8, read>>>(o); }
             fill<<<4, 256>>>(o);
@@ -35,4 +39,7 @@ def test_what_a_loop_changes_in_a_launch(tmp_path):
                      ("1024 / chosen", "chosen"): {"grid": ["chosen"], "block": ["chosen"]},
                      ("1024 / threads", "threads"): {"grid": ["threads"], "block": ["threads"]},
                      ("8", "read"): {"block": ["read"]},                     # `&read` handed to a call
+                     ("2", "b"): None,                                      # a dim3 built from what stays
+                     ("g", "64"): {"grid": ["g"]},                          # ... from the counter
+                     ("3", "cfg.threads"): {"block": ["cfg"]},              # a member the loop writes
                      ("4", "256"): None}
