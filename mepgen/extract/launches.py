@@ -143,44 +143,52 @@ def _site(call, kernel, kind: str, config: list[str], args: list[str], targs, ct
 
 
 def _changed_in(loop, memo: dict) -> set[str]:
-    """Names a loop assigns, increments, takes the address of or declares anew from what changes, in each round (its
-    header included); `memo`: per translation unit, by the loop's place."""
+    """Names whose value a loop carries from one round to the next (its header included); `memo`: per translation
+    unit, by the loop's place. Seeds: what the loop increments or updates in place (`t *= 2`, `n++`) or hands by
+    address to a call; then, to a fixed point, what it assigns or declares from those or from a function call.
+    A variable set each round from what stays (`b.x = 256;` before each launch, `dim3 g(p.n)`) is not carried."""
     key = (loop.extent.start.file.name if loop.extent.start.file else "", loop.extent.start.offset,
            loop.extent.end.offset)
     if key not in memo:
-        names, decls = set(), []
+        names, derived = set(), []         # derived: (target, the cursors its new value comes from)
         for c in loop.walk_preorder():
             k = c.kind.name
             if k == "VAR_DECL":
-                decls.append(c)
+                derived.append((c.spelling, [x for x in c.walk_preorder() if x != c]))
             elif k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
                 kids = list(c.get_children())
-                target = kids[0] if kids else None
-                # the variable itself, or the one whose member or element is written (`p.threads = ...`, `s[i] = ..`)
-                while target is not None and target.kind.name in ("UNEXPOSED_EXPR", "PAREN_EXPR", "MEMBER_REF_EXPR",
-                                                                  "ARRAY_SUBSCRIPT_EXPR"):
-                    inner = list(target.get_children())
-                    target = inner[0] if inner else None
-                if target is None or target.kind.name != "DECL_REF_EXPR":
+                target = _written(kids[0] if kids else None)
+                if target is None:
                     continue
-                toks = [t.spelling for t in c.get_tokens()]
-                if k == "UNARY_OPERATOR" and not ({"++", "--"} & set(toks)) and toks[:1] != ["&"]:
-                    continue            # `&t` handed to a call (`read_block(&t)`) may change it too
-                if k == "BINARY_OPERATOR" and not _assigns(c, kids):
-                    continue
-                names.add(target.spelling)
-        # a local declared in the loop changes where its initializer reads what changes (`int t = sizes[i]`) or
-        # calls a function (`int t = next_size()`); one set each round from what stays (`int threads = 256;`,
-        # `dim3 block(p.threads)`) does not
-        for _ in range(2):
-            for d in decls:
-                init = [c for c in d.walk_preorder() if c != d]
-                if any((c.kind.name == "DECL_REF_EXPR" and c.spelling in names) or
-                       (c.kind.name == "CALL_EXPR" and c.referenced is not None and
-                        c.referenced.kind.name not in ("CONSTRUCTOR", "CONVERSION_FUNCTION")) for c in init):
-                    names.add(d.spelling)
+                if k == "UNARY_OPERATOR":
+                    toks = [t.spelling for t in c.get_tokens()]
+                    if {"++", "--"} & set(toks) or toks[:1] == ["&"]:   # `&t` handed to a call may change it
+                        names.add(target)
+                elif k == "COMPOUND_ASSIGNMENT_OPERATOR":
+                    names.add(target)
+                elif _assigns(c, kids) and len(kids) == 2:
+                    derived.append((target, list(kids[1].walk_preorder())))
+        grew = True
+        while grew:
+            grew = False
+            for target, source in derived:
+                if target not in names and any(
+                        (x.kind.name == "DECL_REF_EXPR" and x.spelling in names) or
+                        (x.kind.name == "CALL_EXPR" and x.referenced is not None and
+                         x.referenced.kind.name not in ("CONSTRUCTOR", "CONVERSION_FUNCTION")) for x in source):
+                    names.add(target)
+                    grew = True
         memo[key] = names
     return memo[key]
+
+
+def _written(target) -> str | None:
+    """The variable an assignment writes: itself, or the one whose member or element it writes (`p.x`, `s[i]`)."""
+    while target is not None and target.kind.name in ("UNEXPOSED_EXPR", "PAREN_EXPR", "MEMBER_REF_EXPR",
+                                                      "ARRAY_SUBSCRIPT_EXPR"):
+        inner = list(target.get_children())
+        target = inner[0] if inner else None
+    return target.spelling if target is not None and target.kind.name == "DECL_REF_EXPR" else None
 
 
 def _assigns(c, kids) -> bool:

@@ -27,6 +27,7 @@ def test_what_a_loop_changes_in_a_launch(tmp_path):
             for (int r = 0; r < 2; r++) { dim3 b(cfg.threads); fill<<<2, b>>>(o); }
             for (int r = 0; r < 2; r++) { dim3 g(r + 1); fill<<<g, 64>>>(o); }
             for (int r = 0; r < 2; r++) { fill<<<3, cfg.threads>>>(o); cfg.threads *= 2; }
+            for (int r = 0; r < 2; r++) { dim3 t; t.x = 32; fill<<<5, t>>>(o); t.x = 64; fill<<<6, t>>>(o); }
             int read = 32;
             for (int r = 0; r < 2; r++) { cudaMemcpy(&read, o, 4, cudaMemcpyDeviceToHost); fill<<<8, read>>>(o); }
             fill<<<4, 256>>>(o);
@@ -42,4 +43,5 @@ def test_what_a_loop_changes_in_a_launch(tmp_path):
                      ("2", "b"): None,                                      # a dim3 built from what stays
                      ("g", "64"): {"grid": ["g"]},                          # ... from the counter
                      ("3", "cfg.threads"): {"block": ["cfg"]},              # a member the loop writes
+                     ("5", "t"): None, ("6", "t"): None,                    # one dim3 set anew before each launch
                      ("4", "256"): None}
