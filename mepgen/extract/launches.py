@@ -143,18 +143,21 @@ def _site(call, kernel, kind: str, config: list[str], args: list[str], targs, ct
 
 
 def _changed_in(loop, memo: dict) -> set[str]:
-    """Names whose value a loop carries from one round to the next (its header included); `memo`: per translation
-    unit, by the loop's place. Seeds: what the loop increments or updates in place (`t *= 2`, `n++`) or hands by
-    address to a call; then, to a fixed point, what it assigns or declares from those or from a function call.
-    A variable set each round from what stays (`b.x = 256;` before each launch, `dim3 g(p.n)`) is not carried."""
+    """Names a loop may change from one round to the next (its header included): what it assigns, increments,
+    updates in place, hands by address to a call, or writes a member or an element of; a local it declares where the
+    initializer reads one of those or calls a function (`int t = sizes[i]`), not one built each round from what
+    stays (`int threads = 256;`, `dim3 b(p.n)`). Conservative: a variable set again from constants before each
+    launch of a round (`b.x = 32; k<<<g, b>>>; b.x = 64; ...`) counts too; telling it apart needs the order of
+    the round's assignments (a read not preceded in its round by an assignment reads the last round's value).
+    `memo`: per translation unit, by the loop's place."""
     key = (loop.extent.start.file.name if loop.extent.start.file else "", loop.extent.start.offset,
            loop.extent.end.offset)
     if key not in memo:
-        names, derived = set(), []         # derived: (target, the cursors its new value comes from)
+        names, decls = set(), []
         for c in loop.walk_preorder():
             k = c.kind.name
             if k == "VAR_DECL":
-                derived.append((c.spelling, [x for x in c.walk_preorder() if x != c]))
+                decls.append(c)
             elif k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
                 kids = list(c.get_children())
                 target = _written(kids[0] if kids else None)
@@ -162,22 +165,18 @@ def _changed_in(loop, memo: dict) -> set[str]:
                     continue
                 if k == "UNARY_OPERATOR":
                     toks = [t.spelling for t in c.get_tokens()]
-                    if {"++", "--"} & set(toks) or toks[:1] == ["&"]:   # `&t` handed to a call may change it
-                        names.add(target)
-                elif k == "COMPOUND_ASSIGNMENT_OPERATOR":
-                    names.add(target)
-                elif _assigns(c, kids) and len(kids) == 2:
-                    derived.append((target, list(kids[1].walk_preorder())))
-        grew = True
-        while grew:
-            grew = False
-            for target, source in derived:
-                if target not in names and any(
-                        (x.kind.name == "DECL_REF_EXPR" and x.spelling in names) or
-                        (x.kind.name == "CALL_EXPR" and x.referenced is not None and
-                         x.referenced.kind.name not in ("CONSTRUCTOR", "CONVERSION_FUNCTION")) for x in source):
-                    names.add(target)
-                    grew = True
+                    if not ({"++", "--"} & set(toks)) and toks[:1] != ["&"]:
+                        continue        # `&t` handed to a call (`read_block(&t)`) may change it too
+                elif k == "BINARY_OPERATOR" and not _assigns(c, kids):
+                    continue
+                names.add(target)
+        for _ in range(2):
+            for d in decls:
+                if any((x.kind.name == "DECL_REF_EXPR" and x.spelling in names) or
+                       (x.kind.name == "CALL_EXPR" and x.referenced is not None and
+                        x.referenced.kind.name not in ("CONSTRUCTOR", "CONVERSION_FUNCTION"))
+                       for x in d.walk_preorder() if x != d):
+                    names.add(d.spelling)
         memo[key] = names
     return memo[key]
 
