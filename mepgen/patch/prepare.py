@@ -102,17 +102,18 @@ def prepare(ws: Workspace, inv: dict, k: dict, variant: Path | None, launch_from
     change, flags, winner_block = None, [], None
     winner_yaml = launch_from or (variant.parent / "mep.yaml")
     mep_yaml = ws.mep_dir(k["id"]) / "mep.yaml"
+    mep_spec = load_spec(mep_yaml) if mep_yaml.is_file() else None
     if winner_yaml.is_file() and winner_yaml.resolve() != mep_yaml.resolve():
-        if not mep_yaml.is_file():
+        if mep_spec is None:
             raise MepgenError(f"{winner_yaml} changes the launch, but the MEP's {mep_yaml} to compare with is missing")
         new_launch = read_launch(winner_yaml)
-        change = launch_change(inv, k, load_spec(mep_yaml), new_launch, recorded, source)
-        flags = extra_flags(load_spec(mep_yaml), load_spec(winner_yaml))
+        change = launch_change(inv, k, mep_spec, new_launch, recorded, source)
+        flags = extra_flags(mep_spec, load_spec(winner_yaml))
         winner_block = (new_launch or {}).get("block")
     elif launch_from is not None:
         raise MepgenError(f"{launch_from} not found")
     variant_text, original_text = variant.read_text(errors="replace"), recorded.decode(errors="replace")
-    launch = load_spec(mep_yaml).launch if mep_yaml.is_file() else None
+    launch = mep_spec.launch if mep_spec is not None else None
     if launch is not None:      # the configurations a capture saw first: its refusals name them by number
         site_launches.check_observed(k["qualified_name"], launch, winner_block, variant_text, original_text, k,
                                      inv.get("macros", {}))

@@ -88,6 +88,9 @@ def _loop_rounds(kernel: dict, changes_launch: bool, variant_text: str, original
     k<<<n / t, t>>>`; extract's `varies`): the MEP measured one round. Where a capture saw the rounds' configurations
     (`observed`), check_observed judges bounds and coarsening by their numbers."""
     name = kernel["qualified_name"]
+    bound = launch_bounds_of(variant_text, name, macros)
+    new_bound = bound is not None and bound != launch_bounds_of(original_text, name, macros)
+    fixed = fixed_bound(variant_text, kernel)
     for s in kernel.get("launch_sites") or []:
         varies = s.get("varies") or {}
         where = f"{s['file']}:{s['line']}"
@@ -98,11 +101,9 @@ def _loop_rounds(kernel: dict, changes_launch: bool, variant_text: str, original
                               "round's: patch a winner that keeps the launch, or set the launch by hand")
         if observed:
             continue
-        bound = launch_bounds_of(variant_text, name, macros)
-        if varies.get("block") and bound is not None and bound != launch_bounds_of(original_text, name, macros):
+        if varies.get("block") and new_bound:
             raise MepgenError(f"the winner gives {name} __launch_bounds__({bound}), but {where} launches it with a block "
                               f"that changes in its loop ({', '.join(varies['block'])}): a larger round would fail")
-        fixed = fixed_bound(variant_text, kernel)
         if varies.get("grid") and fixed is not None:
             raise MepgenError(f"the winner's block coarsening stops at the grid of one round ({fixed}), but {where} "
                               f"launches {name} with a grid that changes in its loop ({', '.join(varies['grid'])})")

@@ -110,13 +110,11 @@ def launch_held(spec: Spec, new_launch: dict | None) -> str | None:
     its grid or block each round; None where it can."""
     if new_launch is None:
         return None
-    several = several_blocks(spec)
-    if several and [str(x) for x in new_launch["block"]] != spec.launch.block:
+    new_block = [str(x) for x in new_launch["block"]] != spec.launch.block
+    several = several_blocks(spec) if new_block else None
+    if several:
         return several
-    if [str(x) for x in new_launch["block"]] != spec.launch.block or \
-            [str(x) for x in new_launch["grid"]] != spec.launch.grid:
-        return loop_rounds(spec)
-    return None
+    return loop_rounds(spec) if new_block or [str(x) for x in new_launch["grid"]] != spec.launch.grid else None
 
 
 def loop_rounds(spec: Spec) -> str | None:
