@@ -9,6 +9,7 @@ import re
 from ..parsing import clang
 from ..parsing.clang import specialized_template
 from .kernels import FUNCTION_KINDS, is_kernel, is_loop
+from .loop_changes import loop_changes
 from .source import SourceFiles, qualified_name, split_top_level
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -143,58 +144,13 @@ def _site(call, kernel, kind: str, config: list[str], args: list[str], targs, ct
 
 
 def _changed_in(loop, memo: dict) -> set[str]:
-    """Names a loop may change from one round to the next (its header included): what it assigns, increments,
-    updates in place, hands by address to a call, or writes a member or an element of; a local it declares where the
-    initializer reads one of those or calls a function (`int t = sizes[i]`), not one built each round from what
-    stays (`int threads = 256;`, `dim3 b(p.n)`). Conservative: a variable set again from constants before each
-    launch of a round (`b.x = 32; k<<<g, b>>>; b.x = 64; ...`) counts too; telling it apart needs the order of
-    the round's assignments (a read not preceded in its round by an assignment reads the last round's value).
-    `memo`: per translation unit, by the loop's place."""
+    """Names a loop may change from one round to the next (`loop_changes`); `memo`: per translation unit, by the
+    loop's place."""
     key = (loop.extent.start.file.name if loop.extent.start.file else "", loop.extent.start.offset,
            loop.extent.end.offset)
     if key not in memo:
-        names, decls = set(), []
-        for c in loop.walk_preorder():
-            k = c.kind.name
-            if k == "VAR_DECL":
-                decls.append(c)
-            elif k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
-                kids = list(c.get_children())
-                target = _written(kids[0] if kids else None)
-                if target is None:
-                    continue
-                if k == "UNARY_OPERATOR":
-                    toks = [t.spelling for t in c.get_tokens()]
-                    if not ({"++", "--"} & set(toks)) and toks[:1] != ["&"]:
-                        continue        # `&t` handed to a call (`read_block(&t)`) may change it too
-                elif k == "BINARY_OPERATOR" and not _assigns(c, kids):
-                    continue
-                names.add(target)
-        for _ in range(2):
-            for d in decls:
-                if any((x.kind.name == "DECL_REF_EXPR" and x.spelling in names) or
-                       (x.kind.name == "CALL_EXPR" and x.referenced is not None and
-                        x.referenced.kind.name not in ("CONSTRUCTOR", "CONVERSION_FUNCTION"))
-                       for x in d.walk_preorder() if x != d):
-                    names.add(d.spelling)
-        memo[key] = names
+        memo[key] = loop_changes(loop)
     return memo[key]
-
-
-def _written(target) -> str | None:
-    """The variable an assignment writes: itself, or the one whose member or element it writes (`p.x`, `s[i]`)."""
-    while target is not None and target.kind.name in ("UNEXPOSED_EXPR", "PAREN_EXPR", "MEMBER_REF_EXPR",
-                                                      "ARRAY_SUBSCRIPT_EXPR"):
-        inner = list(target.get_children())
-        target = inner[0] if inner else None
-    return target.spelling if target is not None and target.kind.name == "DECL_REF_EXPR" else None
-
-
-def _assigns(c, kids) -> bool:
-    """Whether a binary operator is `=` (read between its operands)."""
-    toks = [t.spelling for t in c.get_tokens()]
-    left = len(list(kids[0].get_tokens())) if kids else 0
-    return left < len(toks) and toks[left] == "="
 
 
 def instantiation_types(specialization, kernel) -> list:
