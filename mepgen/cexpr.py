@@ -215,25 +215,3 @@ def is_one_group(text: str) -> bool:
         if depth == 0 and i < len(text) - 1:
             return False
     return True
-
-
-_DIVIDED = re.compile(r"\(\s*\((?P<g>.*)\)\s*\+\s*(?P<c>\d+)\s*-\s*1\s*\)\s*/\s*(?P<d>\d+)", re.S)
-
-
-def divided_axis(old: list[str], new: list[str]) -> tuple[int, int] | None:
-    """(axis, divisor) where the launch grid `new` is `old` with one dimension rounded up over a divisor (`((G) + 4 -
-    1) / 4`, as the grid-dividing rewrites write it), None otherwise."""
-    old = [str(x) for x in old] + ["1"] * (3 - len(old))
-    new = [str(x) for x in new] + ["1"] * (3 - len(new))
-    changed = [i for i in range(3) if _no_space(old[i]) != _no_space(new[i])]
-    if len(changed) != 1:
-        return None
-    d = changed[0]
-    m = _DIVIDED.fullmatch(new[d].strip())
-    if m is None or m.group("c") != m.group("d") or _no_space(m.group("g")) != _no_space(old[d]) or int(m.group("c")) < 2:
-        return None
-    return d, int(m.group("c"))
-
-
-def _no_space(text: str) -> str:
-    return re.sub(r"\s+", "", str(text))

@@ -14,8 +14,6 @@ local the launch names (`const int blocks = ...`; a `dim3` declaration when the 
 dimensions) when nothing but this kernel's launches reads that local, else in the launch itself (heatcg's
 cg_solve sizes axpy, dot and xpay with one `blocks`: only axpy's launches change). A grid over a symbol the
 site cannot spell is refused with the site.
-A grid that the loop around a site changes (extract's `varies`) takes a winner that divides one grid dimension
-as that function of the site's own grid (grid_function.py), and nothing else.
 A captured MEP's launch is the recorded run's numbers, never written as such (captured_launch.py). The edits at a
 site go through launch_sites.py; a grid local that other code reads is never changed: the launch gets its grid.
 """
@@ -29,7 +27,6 @@ from .. import cexpr
 from ..errors import MepgenError
 from ..spec import LAUNCH_FACTS, Spec, load_spec
 from .captured_launch import captured_change, guard_param, numbers
-from .grid_function import write_divided
 from .launch_sites import LaunchChange, arg_span, macro_site, only_our_grids_read, replace_in_site
 from .spelling import respell, site_spelling
 
@@ -57,7 +54,6 @@ def launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict | 
         text = read(f)
         mine = [s for s in sites if s["file"] == f]
         part = _launch_change(inventory, {**kernel, "launch_sites": mine}, spec, new_launch, text)
-        change.site_grids = change.site_grids or part.site_grids
         edits = list(part.edits)
         if part.prelude:
             first = min(s["start_byte"] for s in mine)
@@ -96,10 +92,6 @@ def _launch_change(inventory: dict, kernel: dict, spec: Spec, new_launch: dict |
                         [str(x) for x in new_launch.get("grid", spec.launch.grid)], text,
                         guard_param(spec, new_launch.get("facts")))
         return change
-    if any((s.get("varies") or {}).get("grid") for s in sites) and write_divided(
-            change, kernel, old_block, new_block, [str(x) for x in spec.launch.grid],
-            [str(x) for x in new_launch.get("grid", spec.launch.grid)], text):
-        return change       # a grid the site's loop changes: divided at the site, whatever each round's grid is
     if not _block_explains_grid(spec, sizes, old_block, new_block, old_grid, new_grid):
         _write_launch(change, inventory, kernel, spec, new_launch, new_block, text)
         return change

@@ -20,7 +20,6 @@ class LaunchChange:
     prelude: str = ""                 # `#define` lines inserted above the kernel
     notes: list[str] = field(default_factory=list)
     others: dict[str, list[Edit]] = field(default_factory=dict)   # edits of launch sites in other files, by file
-    site_grids: bool = False          # the new grid is a function of each site's own grid (grid_function.py)
 
 
 def word(name: str) -> re.Pattern:

@@ -118,8 +118,7 @@ def prepare(ws: Workspace, inv: dict, k: dict, variant: Path | None, launch_from
         site_launches.check_observed(k["qualified_name"], launch, winner_block, variant_text, original_text, k,
                                      inv.get("macros", {}))
     site_launches.check(k, change is not None and bool(change.edits or change.prelude or change.others),
-                        variant_text, original_text, inv.get("macros", {}), bool(launch and launch.observed),
-                        per_site_grid=change is not None and change.site_grids)
+                        variant_text, original_text, inv.get("macros", {}), bool(launch and launch.observed))
     p = plan(ws.app_root, inv, k, defs, recorded, change, source)
     prepared = Prepared(k, variant, p, state, current, flags, winner_yaml, mep_yaml)
     for f, edits in sorted((change.others if change else {}).items()):

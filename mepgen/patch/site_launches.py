@@ -83,11 +83,10 @@ def fixed_bound(variant_text: str, kernel: dict) -> str | None:
 
 
 def _loop_rounds(kernel: dict, changes_launch: bool, variant_text: str, original_text: str,
-                 macros: dict[str, str], observed: bool, per_site_grid: bool) -> None:
+                 macros: dict[str, str], observed: bool) -> None:
     """A site inside a loop that changes its block or grid from round to round (`for (t = 64; t <= 256; t *= 2)
     k<<<n / t, t>>>`; extract's `varies`): the MEP measured one round. Where a capture saw the rounds' configurations
-    (`observed`), check_observed judges bounds and coarsening by their numbers. A new grid written as a function of
-    each site's own grid (`per_site_grid`, grid_function.py) holds at every round of a site whose block stays."""
+    (`observed`), check_observed judges bounds and coarsening by their numbers."""
     name = kernel["qualified_name"]
     bound = launch_bounds_of(variant_text, name, macros)
     new_bound = bound is not None and bound != launch_bounds_of(original_text, name, macros)
@@ -96,7 +95,7 @@ def _loop_rounds(kernel: dict, changes_launch: bool, variant_text: str, original
         varies = s.get("varies") or {}
         where = f"{s['file']}:{s['line']}"
         changing = sorted({v for d in ("grid", "block") for v in varies.get(d, [])})
-        if changes_launch and changing and not (per_site_grid and not varies.get("block")):
+        if changes_launch and changing:
             raise MepgenError(f"{where} launches {name} in a loop that changes {', '.join(changing)} from one round "
                               "to the next; the winner's launch was measured at one round and would replace every "
                               "round's: patch a winner that keeps the launch, or set the launch by hand")
@@ -111,10 +110,10 @@ def _loop_rounds(kernel: dict, changes_launch: bool, variant_text: str, original
 
 
 def check(kernel: dict, changes_launch: bool, variant_text: str, original_text: str, macros: dict[str, str],
-          observed: bool = False, per_site_grid: bool = False) -> None:
+          observed: bool = False) -> None:
     """MepgenError naming the sites when the winner cannot hold at launches the MEP did not measure (`observed`: a
     capture saw several configurations, launch.observed)."""
-    _loop_rounds(kernel, changes_launch, variant_text, original_text, macros, observed, per_site_grid)
+    _loop_rounds(kernel, changes_launch, variant_text, original_text, macros, observed)
     sites = kernel.get("launch_sites") or []
     name = kernel["qualified_name"]
     bound = fixed_bound(variant_text, kernel)

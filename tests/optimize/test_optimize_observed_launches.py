@@ -8,7 +8,6 @@ import json
 from types import SimpleNamespace
 
 import pytest
-import yaml
 
 from observed_launches_app import APP, mepgen, with_observed, without_varies
 
@@ -75,10 +74,9 @@ def test_a_static_mep_of_the_loop_knows_its_block_changes(dry_run):
     assert "threads per block" not in line(dry_run.cut, "tune_params")
 
 
-def test_a_loop_over_sizes_keeps_the_block_and_offers_bounds_and_divided_grids(tmp_path):
-    """The loop changes the grid alone (`n`): no candidate changes the block or sets a grid of its own (patch would
-    write one round's launch at the site); a rewrite that divides the grid is offered, since patch writes it as the
-    function of each round's grid, and `__launch_bounds__` of the fixed block is offered too."""
+def test_a_loop_over_sizes_keeps_the_launch_and_offers_bounds(tmp_path):
+    """The loop changes the grid alone (`n`): no candidate changes the launch (patch would write one round's grid at
+    the site), while `__launch_bounds__` of the fixed block is still offered."""
     (tmp_path / "main.cu").write_text("""
 __global__ void twice(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f; }
 int main() {
@@ -89,13 +87,11 @@ int main() {
 """)
     assert mepgen("extract", ".", cwd=tmp_path).returncode == 0
     assert mepgen("mep", "twice", cwd=tmp_path).returncode == 0
-    mep = (tmp_path / ".mepgen" / "meps" / "twice" / "mep.yaml").read_text()
-    assert "varies: {grid: [n]}" in mep
+    assert "varies: {grid: [n]}" in (tmp_path / ".mepgen" / "meps" / "twice" / "mep.yaml").read_text()
     out = mepgen("optimize", "twice", "--dry-run", cwd=tmp_path).stdout
-    assert "the loop around the launch site changes n each round" in line(out, "launch_config")
-    for name in ("vector_elements", "coarsen", "launch_bounds"):
-        assert line(out, name).lstrip().startswith("try")
-    grid = yaml.safe_load(mep)["launch"]["grid"][0]
-    for p in (tmp_path / ".mepgen" / "dryrun" / "twice").glob("*/launch.json"):
-        launch = json.loads(p.read_text())["launch"]
-        assert launch is None or (launch["block"] == ["256"] and launch["grid"][0] == f"(({grid}) + 4 - 1) / 4"), p
+    for name in ("vector_elements", "coarsen", "launch_config"):
+        assert "the loop around the launch site changes n each round" in line(out, name)
+    assert line(out, "launch_bounds").lstrip().startswith("try")
+    assert not list((tmp_path / ".mepgen" / "dryrun" / "twice").glob("*/launch.json")) or all(
+        json.loads(p.read_text())["launch"] is None
+        for p in (tmp_path / ".mepgen" / "dryrun" / "twice").glob("*/launch.json"))

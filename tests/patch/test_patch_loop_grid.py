@@ -1,39 +1,43 @@
-"""A launch site in a loop that shrinks its grid each round (`varies`): the library's grid-dividing rewrites are
-offered there, and patch writes their grid as the function of the site's own grid (`((g) + 4 - 1) / 4` of each
-round's grid), not the measured round's number; a new block there is still refused (patch/grid_function.py)."""
+"""A launch site in a loop that shrinks its grid each round while the kernel's guard stays (`i > k && i < n`, an LU
+elimination step): a static MEP reproduces the first round, so a grid divided for it (block coarsening, thread
+coarsening) would be that round's. Its in-kernel bound reads the first round's `k` as a number, and a divided grid at
+a later round reaches rows the original never touched. The library offers no such rewrite there and patch refuses
+one, each saying why."""
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
+import re
 
 import pytest
 import yaml
 
-from observed_launches_app import mepgen
+from observed_launches_app import mepgen, variant
 
 APP = """#include <cstdio>
-__global__ void halve(float* v, int n)
+#define N 1024
+__global__ void eliminate(int n, float* a, int k)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) v[i] *= 0.5f;
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    int i = blockIdx.y * blockDim.y + threadIdx.y;
+    if ((i > k) && (j > k) && (i < n) && (j < n))
+        a[i * n + j] = a[i * n + j] - a[i * n + k] * a[k * n + j];
 }
 
 int main()
 {
-    const int n = 1 << 20;
-    float* v;
-    cudaMalloc(&v, n * sizeof(float));
-    for (int left = n; left > 0; left /= 2) {
-        dim3 blocks((left + 255) / 256);
-        halve<<<blocks, 256>>>(v, left);
+    float* a;
+    cudaMalloc(&a, N * N * sizeof(float));
+    dim3 block(32, 8);
+    dim3 grid(1, 1);
+    for (int k = 0; k < N; k++) {
+        grid.x = (N - (k + 1) + block.x - 1) / block.x;
+        grid.y = (N - (k + 1) + block.y - 1) / block.y;
+        eliminate<<<grid, block>>>(N, a, k);
     }
     cudaDeviceSynchronize();
     printf("done\\n");
     return 0;
 }
 """
-DIVIDING = ("coarsen_blocks", "vector_elements", "coarsen")
 
 
 @pytest.fixture(scope="module")
@@ -41,54 +45,30 @@ def app(tmp_path_factory):
     app = tmp_path_factory.mktemp("loopgrid")
     (app / "main.cu").write_text(APP)
     assert mepgen("extract", ".", cwd=app).returncode == 0
-    assert mepgen("mep", "halve", cwd=app).returncode == 0
-    r = mepgen("optimize", "halve", "--dry-run", cwd=app)
-    assert r.returncode == 0, r.stderr
+    assert mepgen("mep", "eliminate", cwd=app).returncode == 0
     return app
 
 
-def _winner(app, name: str, block=None):
-    """The dry run's candidate `name` as a winner: its kernel.cu and a mep.yaml with its launch."""
-    cand = next((app / ".mepgen" / "dryrun" / "halve").glob(f"*-{name}"))
-    out = app / "winners" / name
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.copy(cand / "kernel.cu", out / "kernel.cu")
-    spec = yaml.safe_load((app / ".mepgen" / "meps" / "halve" / "mep.yaml").read_text())
-    launch = json.loads((cand / "launch.json").read_text())["launch"]
-    spec["launch"].update(grid=launch["grid"], block=block or launch["block"])
-    (out / "mep.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    return out / "kernel.cu"
+def test_the_dry_run_divides_no_grid_at_the_loop_site(app):
+    assert "varies: {grid: [grid]}" in (app / ".mepgen" / "meps" / "eliminate" / "mep.yaml").read_text()
+    out = mepgen("optimize", "eliminate", "--dry-run", cwd=app).stdout
+    row = next(ln for ln in out.splitlines() if re.match(r"\s+(try|refuses)\s+coarsen_blocks\b", ln))
+    assert row.lstrip().startswith("refuses"), row
+    assert "the loop around the launch site changes grid" in row
 
 
-def test_the_dry_run_offers_the_grid_dividing_rewrites_at_the_loop_site(app):
-    spec = yaml.safe_load((app / ".mepgen" / "meps" / "halve" / "mep.yaml").read_text())
-    assert spec["launch"]["varies"] == {"grid": ["blocks"]}
-    offered = {p.name.split("-", 1)[1] for p in (app / ".mepgen" / "dryrun" / "halve").iterdir()}
-    assert set(DIVIDING) <= offered
-
-
-@pytest.mark.parametrize("name", DIVIDING)
-def test_a_divided_grid_lands_as_a_function_of_each_rounds_grid(app, name):
-    r = mepgen("patch", "halve", "--from", str(_winner(app, name)), cwd=app)
-    assert r.returncode == 0, r.stderr
-    diff = (app / ".mepgen" / "patches" / "halve.diff").read_text()
-    assert "+        halve<<<dim3(((blocks.x) + 4 - 1) / 4, blocks.y, blocks.z), 256>>>(v, left);" in diff
-    assert "-        halve<<<blocks, 256>>>(v, left);" in diff
-    assert "dim3 blocks((left + 255) / 256);" not in [l[1:].strip() for l in diff.splitlines() if l[:1] in "+-"]
-
-
-def test_a_new_block_at_the_loop_site_is_still_refused(app):
-    r = mepgen("patch", "halve", "--from", str(_winner(app, "coarsen_blocks", block=["128"])), cwd=app)
+def test_patch_refuses_a_divided_grid_there(app):
+    def divided(y: str) -> str:         # the grid along y over 4, as the grid-dividing rewrites write it
+        spec = yaml.safe_load(y)
+        spec["launch"]["grid"][1] = f"(({spec['launch']['grid'][1]}) + 4 - 1) / 4"
+        return yaml.safe_dump(spec, sort_keys=False)
+    def coarsened(t: str) -> str:       # 4 consecutive blocks along y per block, as block coarsening writes it
+        out = t.replace("    int i = blockIdx.y * blockDim.y + threadIdx.y;\n",
+                        "    for (unsigned c = 0; c < 4; ++c) {\n    int i = (blockIdx.y * 4 + c) * blockDim.y + threadIdx.y;\n")
+        out = out.replace("a[k * n + j];\n", "a[k * n + j];\n    }\n")
+        assert out.count("blockIdx.y * 4 + c") == 1 and out != t
+        return out
+    v = variant(app, "coarsened", coarsened, divided, kernel="eliminate")
+    r = mepgen("patch", "eliminate", "--from", str(v), cwd=app)
     assert r.returncode != 0
-    assert "launches halve in a loop that changes blocks from one round to the next" in r.stderr
-
-
-@pytest.mark.nvcc
-def test_the_patched_application_compiles(app, tmp_path):
-    work = tmp_path / "app"
-    shutil.copytree(app, work)
-    r = mepgen("patch", "halve", "--from", str(_winner(work, "coarsen_blocks")), "--apply", "--no-validate", cwd=work)
-    assert r.returncode == 0, r.stderr
-    done = subprocess.run(["nvcc", "-arch=sm_90", "-c", "main.cu", "-o", "main.o"], cwd=work, capture_output=True,
-                          text=True)
-    assert done.returncode == 0, done.stderr
+    assert "launches eliminate in a loop that changes grid from one round to the next" in r.stderr

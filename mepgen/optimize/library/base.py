@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...cexpr import divided_axis
 from ...spec import Spec
 from .launch_facts import dim3_components
 from .source import KernelSource, Refused
@@ -108,16 +107,13 @@ def varying_block(spec: Spec) -> str | None:
 def launch_held(spec: Spec, new_launch: dict | None) -> str | None:
     """Why a candidate with `new_launch` cannot be patched (patch/site_launches.py refuses it): a new block where the
     application launched the kernel with several, or any new launch where a loop around a static MEP's site changes
-    its grid or block each round; None where it can. A grid divided along one dimension over the same block can:
-    patch writes it as that function of each round's grid (patch/grid_function.py)."""
+    its grid or block each round; None where it can."""
     if new_launch is None:
         return None
     new_block = [str(x) for x in new_launch["block"]] != spec.launch.block
     several = several_blocks(spec) if new_block else None
     if several:
         return several
-    if not new_block and not spec.launch.varies.get("block") and divided_axis(spec.launch.grid, new_launch["grid"]):
-        return None
     return loop_rounds(spec) if new_block or [str(x) for x in new_launch["grid"]] != spec.launch.grid else None
 
 
