@@ -7,7 +7,8 @@ non-const method on it. The order of a round's statements is not looked at, so `
 A variable declared in the loop's body is made anew each round, so it carries nothing from the last round: it
 changes only where its value in a round depends on what does. That is where its initializer or a write to it reads a
 changing name, calls a function that may give a different answer each time, or sits under a condition (an `if`, a
-`switch`, an inner loop's header, `?:`) that reads one. `static` locals keep their value and count as declared
+`switch`, an inner loop's header, `?:`) that reads one and that its declaration is not under too (a variable declared
+in a branch lives only while the branch runs). `static` locals keep their value and count as declared
 outside. A loop's own header variables (`for (int b = 32; ...; b *= 2)`, `for (int b : sizes)`) are not made
 anew each round.
 """
@@ -29,10 +30,10 @@ def loop_changes(loop) -> set[str]:
     facts = _Facts()
     for k in kids:
         if k is not body:           # the header: its variables live across the rounds
-            facts.walk(k, frozenset(), False, fresh_scope=False)
+            facts.walk(k, (), fresh_scope=False)
             if loop.kind.name == "CXX_FOR_RANGE_STMT" and k.kind.name == "VAR_DECL":
                 facts.unknown.add(k.spelling)       # `for (int b : sizes)`: the next element each round
-    facts.walk(body, frozenset(), False, fresh_scope=True)
+    facts.walk(body, (), fresh_scope=True)
     changing = {n for n in facts.written if n not in facts.fresh} | {n for n in facts.unknown}
     grew = True
     while grew:
@@ -50,23 +51,29 @@ class _Facts:
         self.written: set[str] = set()      # written anywhere in the loop
         self.unknown: set[str] = set()      # written from what cannot be followed: changing
         self.sources: dict[str, set[str]] = {}
+        self.decl_frames: dict[str, tuple] = {}  # a fresh variable -> the conditions its declaration sits under
 
-    def _record(self, name: str, reads: set[str], conds: frozenset, opaque: bool) -> None:
+    def _record(self, name: str, reads: set[str], conds: tuple, opaque: bool) -> None:
+        """A write of `name` reading `reads`, under the conditions `conds` (frames: (id, names read, opaque)); of
+        those, only the ones the variable's declaration is not under decide its value (a variable declared in a
+        branch lives only when the branch runs)."""
         self.written.add(name)
-        self.sources.setdefault(name, set()).update(reads | conds)
-        if opaque:
+        outer = [f for f in conds if f[0] not in self.decl_frames.get(name, ())]
+        self.sources.setdefault(name, set()).update(reads, *(f[1] for f in outer))
+        if opaque or any(f[2] for f in outer):
             self.unknown.add(name)
 
-    def walk(self, node, conds: frozenset, opaque_cond: bool, fresh_scope: bool) -> None:
+    def walk(self, node, conds: tuple, fresh_scope: bool) -> None:
         k = node.kind.name
         if k == "VAR_DECL":
             if fresh_scope and not _is_static(node):
                 self.fresh.add(node.spelling)
+                self.decl_frames[node.spelling] = tuple(f[0] for f in conds)
                 init = [c for c in node.get_children() if c.kind.name not in ("TYPE_REF", "NAMESPACE_REF",
                                                                                  "TEMPLATE_REF")]
                 reads = set().union(*(_reads(c) for c in init)) if init else set()
-                self.sources.setdefault(node.spelling, set()).update(reads | conds)
-                if opaque_cond or any(_opaque_calls(c) for c in init):
+                self.sources.setdefault(node.spelling, set()).update(reads)
+                if any(_opaque_calls(c) for c in init):
                     self.unknown.add(node.spelling)
         elif k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR", "UNARY_OPERATOR"):
             kids = list(node.get_children())
@@ -77,26 +84,26 @@ class _Facts:
                     if toks[:1] == ["&"]:            # its address handed on (`read_block(&t)`): anything may land
                         self._record(target, set(), conds, True)
                     elif {"++", "--"} & set(toks):
-                        self._record(target, _reads(node), conds, opaque_cond)
+                        self._record(target, _reads(node), conds, False)
                 elif k == "COMPOUND_ASSIGNMENT_OPERATOR" or _assigns(toks, kids):
-                    self._record(target, _reads(node), conds, opaque_cond or _opaque_calls(node))
+                    self._record(target, _reads(node), conds, _opaque_calls(node))
         elif k == "CALL_EXPR":
             self._call_writes(node, conds)
         if k in _CONTROL:
             header, rest = _split_control(node)
-            inner = conds | set().union(*(_reads(h) for h in header)) if header else conds
-            inner_opaque = opaque_cond or any(_opaque_calls(h) for h in header)
+            frame = (node.hash, frozenset().union(*(_reads(h) for h in header)),
+                     any(_opaque_calls(h) for h in header))
             for h in header:
-                self.walk(h, conds, opaque_cond, fresh_scope and k != "CXX_FOR_RANGE_STMT")
+                self.walk(h, conds, fresh_scope and k != "CXX_FOR_RANGE_STMT")
             for r in rest:
-                self.walk(r, frozenset(inner), inner_opaque, fresh_scope)
+                self.walk(r, (*conds, frame), fresh_scope)
             return
         if k == "LAMBDA_EXPR":
             return                  # its body runs where it is called; captures by reference are writes there
         for c in node.get_children():
-            self.walk(c, conds, opaque_cond, fresh_scope)
+            self.walk(c, conds, fresh_scope)
 
-    def _call_writes(self, call, conds: frozenset) -> None:
+    def _call_writes(self, call, conds: tuple) -> None:
         """`t.grow()` (a non-const method) and `f(t)` where f takes a non-const reference may change `t`."""
         kids = list(call.get_children())
         callee = call.referenced

@@ -91,6 +91,7 @@ def test_a_local_of_the_round_changes_only_with_what_it_is_made_from(tmp_path):
                 int w = 32;
                 pick(w, it);                                     // through a non-const reference
                 fill<<<14, w>>>(o);
+                if (it % 2 == 0) { dim3 gg(4); fill<<<gg, 64>>>(o); }     // declared in the branch it runs in
                 Plan p;
                 p.grow();                                        // a method of the round's own object
                 fill<<<15, p.threads>>>(o);
@@ -104,6 +105,7 @@ def test_a_local_of_the_round_changes_only_with_what_it_is_made_from(tmp_path):
     sites = {(s["grid"], s["block"]): s.get("varies") for s in inv["kernels"][0]["launch_sites"]}
     assert sites[("nb", "nt")] is None
     assert sites[("11", "b")] == {"block": ["b"]}
+    assert sites[("gg", "64")] is None
     assert sites[("12", "c")] == {"block": ["c"]}
     assert sites[("13", "s")] == {"block": ["s"]}
     assert sites[("14", "w")] == {"block": ["w"]}
