@@ -5,28 +5,23 @@ import re
 
 from .. import cexpr, cppeval
 from ..errors import MepgenError
-from ..spec import (Constant, Init, KernelRef, Launch, Param, Spec, Timing, Todo, Tolerance, Verify, Work, itemsize)
-from . import counts, infer, records, vartmpl
+from ..spec import KernelRef, Launch, Param, Spec, Timing, Todo, Verify, Work, itemsize
+from . import counts, infer
 from .access import analyze
 from .buildcfg import build_config
+from .constants import device_constants
 from .launch import LaunchCursors, dims, find_launches
 from .limits import launch_beyond_limits
-from .origins import constant_source
 from .project import Project
-from .records import record_of, record_of_element, scaled
+from .records import record_of, scaled
 from .resolve import Resolver, Symbols
 from .reach import keep_reached
 from .targs import settle, site_template_args
+from .tolerances import summing_loops, tolerances
+from .work_bytes import work_bytes, written_only
 from .syntax import strip, struct_field
 
 _FIELD_ORDER = ["sizes", "params", "constants", "launch"]   # todos in the order mep.yaml shows the fields
-FLOAT_TOL = {"float32": (1e-5, 1e-6), "float64": (1e-12, 1e-14), "float16": (1e-3, 1e-3)}
-# a loop in the kernel may sum into an output: optimizations reorder such sums (warp shuffles, tiles,
-# unrolling), which changes the last bits; these tolerances accept a reordered fp32 sum of thousands of terms.
-# The absolute part matters for sums that cancel to near zero: on the H200 a 32-lane warp-per-row dense_matvec
-# (4096 terms in [-1, 1]^2) differed from the sequential sum by up to 1.75e-4 on outputs of magnitude ~0.01.
-REDUCTION_FLOAT_TOL = {"float32": (1e-4, 1e-3), "float64": (1e-10, 1e-10), "float16": (1e-2, 1e-2)}
-ATOMIC_FLOAT_TOL = {"float32": (1e-4, 1e-3), "float64": (1e-10, 1e-10), "float16": (1e-2, 1e-2)}
 
 
 def choose_launch(project: Project, kernel: dict, only: dict | None = None) -> tuple[dict, LaunchCursors]:
@@ -200,7 +195,7 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
             if why:
                 p.note = f"{p.note}; init: {why}"
 
-    constants = _constants(project, kernel, resolver, todo, cursor, targs)
+    constants = device_constants(project, kernel, resolver, todo, cursor, targs)
     for c in constants:            # an output is named by its name alone: a parameter's would be another one
         if c.role == "inout" and any(p.name == c.name for p in params):
             c.role, c.note = None, c.note.replace("the kernel writes it: compared as an output", "the kernel writes "
@@ -241,10 +236,10 @@ def assemble(project: Project, inventory: dict, kernel: dict, sizes_override: di
         launch=Launch(grid, block, counts.unparen(smem or "0"), _callee(kernel, targs_list),
                       varies={k: v for k, v in (site.get("varies") or {}).items() if k in ("grid", "block")}),
         build=build_config(inventory, kernel, set(sizes), detect_gpu),
-        verify=Verify(input_sets=3, seed=1, tolerance=_tolerances(params, facts, _summing_loops(project, cursor, kernel),
+        verify=Verify(input_sets=3, seed=1, tolerance=tolerances(params, facts, summing_loops(project, cursor, kernel),
                                                                   constants, project.text(cursor))),
-        timing=Timing(), work=Work(bytes=_work_bytes(params, grid, block, kernel.get("loop_depth", 0),
-                                                     _written_only(params, facts))),
+        timing=Timing(), work=Work(bytes=work_bytes(params, grid, block, kernel.get("loop_depth", 0),
+                                                    written_only(params, facts))),
         todo=todo)
     return spec, notes
 
@@ -317,110 +312,6 @@ def _struct_fields(values: dict[str, str], param_cursors) -> dict[str, str]:
 def _access_summary(name: str, facts) -> str:
     idx = sorted({a.via or a.index or "*" for a in facts.accesses.get(name, [])})
     return f"`{name}` is accessed at {', '.join(f'[{i}]' for i in idx)}" if idx else f"`{name}` is never indexed"
-
-
-def _constants(project: Project, kernel: dict, resolver: Resolver, todo: list[Todo], cursor=None,
-               targs: dict[str, str] | None = None) -> list[Constant]:
-    out = []
-    for g in kernel["closure"]["globals"]:
-        if g.get("space") not in ("constant", "device"):
-            continue
-        if g.get("variable_template"):
-            out += _template_constants(project, g, resolver, todo, cursor, targs or {}, len(out))
-            continue
-        decl = project.find_global(g["qualified_name"])
-        if decl is None:
-            continue
-        t = decl.type.get_canonical()
-        ctype = decl.type.spelling
-        value = constant_source(resolver, decl.get_usr())
-        if t.kind.name == "CONSTANTARRAY":
-            dtype, count = infer.dtype_of(t.element_type.get_canonical().spelling, {}), str(t.element_count)
-            record = record_of_element(t.element_type) if dtype is None else None
-            if record is not None:        # `__constant__ float4 taps[4]`: kept as 16 floats
-                dtype, count = record.dtype, str(t.element_count * record.lanes)
-            elif dtype is None:           # records of mixed fields: their bytes only a run of the application has
-                size = max(t.get_size(), 0)
-                todo.append(Todo(f"constants[{len(out)}].init", f"{g['qualified_name']} ({ctype}) holds records of "
-                                 f"mixed fields mepgen cannot generate; give its {size} bytes as an init of kind "
-                                 f"file, or record them from a run: `mepgen capture {kernel['qualified_name']} -- "
-                                 "./app ARGS`"))
-                out.append(Constant(g["qualified_name"], ctype, "uint8", str(size), Init("zeros"),
-                                    note="bytes of records mepgen cannot generate: zeros until completed"))
-                continue
-            nums = _numbers(value)
-            if nums is not None and len(nums) and int(count) % len(nums) == 0:
-                init, note = Init("values", {"values": nums}), "values copied in by the application"
-            else:
-                init, note = _random_init(dtype), "the application computes it at run time: random values"
-            out.append(_output_if_written(Constant(g["qualified_name"], ctype, dtype, count, init, note=note), g))
-        elif t.kind.name == "RECORD":
-            if value is None:
-                value = f"{counts.unparen(re.sub(r'^const ', '', t.spelling))}{{}}"
-                todo.append(Todo(f"constants[{len(out)}].value", f"{g['qualified_name']} ({ctype}) gets no traceable "
-                                 "value from the application; write a C++ initializer"))
-            note = "initializer from the application's cudaMemcpyToSymbol"
-            if g.get("written") and g.get("space") == "device":
-                note += ("; the kernel writes it, but a record of mixed fields is not compared as an output (give it "
-                         "a dtype, a count and an init of kind file to compare its bytes)")
-            out.append(Constant(g["qualified_name"], ctype, value=counts.unparen(value), note=note))
-        else:
-            dtype = infer.dtype_of(t.spelling, {})
-            nums = _numbers(value)
-            init = Init("values", {"values": nums}) if nums else _random_init(dtype)
-            out.append(_output_if_written(Constant(g["qualified_name"], ctype, dtype, "1", init), g))
-    return out
-
-
-def _output_if_written(c: Constant, g: dict) -> Constant:
-    """A `__device__` variable the kernel (or code it calls) writes (extract's `written`, global_writes.py) is an
-    output of the MEP: role inout, compared like an inout buffer."""
-    if g.get("written") and g.get("space") == "device" and c.dtype:
-        c.role = "inout"
-        c.note = (f"{c.note}; " if c.note else "") + "the kernel writes it: compared as an output"
-    return c
-
-
-def _template_constants(project: Project, g: dict, resolver: Resolver, todo: list[Todo], cursor,
-                        targs: dict[str, str], at: int) -> list[Constant]:
-    """The instantiations of a variable template the launched kernel reads (`taps<double>`), as arrays."""
-    out = []
-    for inst in vartmpl.instances(project, g, cursor, targs):
-        i = at + len(out)
-        dtype = infer.dtype_of(inst.element, {}) if inst.element else None
-        if inst.why or dtype is None:
-            why = inst.why or f"{inst.symbol} holds {inst.element} elements, which mepgen cannot generate; give " \
-                              "its bytes as an init of kind file"
-            todo.append(Todo(f"constants[{i}]" if inst.why else f"constants[{i}].init", why))
-            out.append(Constant(inst.symbol, inst.ctype or "?", "uint8", "0", Init("zeros"),
-                                note="not derived: see the todo"))
-            continue
-        value = constant_source(resolver, g["usr"], names=lambda a: vartmpl.refers_to(a, g, inst))
-        nums = _numbers(value)
-        if nums is not None and len(nums) and int(inst.count) % len(nums) == 0:
-            init, note = Init("values", {"values": nums}), "values copied in by the application"
-        else:
-            init, note = _random_init(dtype), "the application computes it at run time: random values"
-        out.append(Constant(inst.symbol, inst.ctype, dtype, inst.count, init, note=note))
-    return out
-
-
-def _random_init(dtype: str | None) -> Init:
-    return Init("uniform", {"low": -1.0, "high": 1.0}) if dtype and dtype.startswith("float") \
-        else Init("uniform", {"low": 0, "high": 15})
-
-
-def _numbers(value: str | None) -> list | None:
-    if value is None:
-        return None
-    items = [x.strip() for x in counts.unparen(value).strip("{} ").split(",")]
-    out = []
-    for x in items:
-        try:
-            out.append(float(x.rstrip("fF")) if re.search(r"[.eE]", x) else int(x, 0))
-        except ValueError:
-            return None
-    return out
 
 
 def _sizes(project, exprs, symbols: Symbols, override: dict[str, int], nnz, nnz_rows, count_symbols,
@@ -497,82 +388,3 @@ def _short_write(name: str, count: str | None, facts, to_sizes, numeric) -> str 
 
 def _callee(kernel: dict, targs: list[str]) -> str:
     return kernel["qualified_name"] + (f"<{', '.join(targs)}>" if targs else "")
-
-
-def _summing_loops(project: Project, cursor, kernel: dict) -> int:
-    """Loop depth that may sum into outputs: a single grid-stride loop (`i += blockDim.x * gridDim.x`) is an
-    element-wise kernel written for any grid, not a reduction."""
-    depth = kernel.get("loop_depth", 0)
-    if depth == 1 and "gridDim" in project.text(cursor):
-        return 0
-    return depth
-
-
-def _tolerances(params: list[Param], facts, loop_depth: int = 0, constants: list[Constant] = (),
-                kernel_text: str = "") -> dict[str, Tolerance]:
-    """By dtype: exact for integers; for floats tight, looser when the kernel has loops that may sum into the
-    output (a reordered sum is a correct optimization), loosest for atomics (their order varies run to run). A
-    written `__device__` variable has no access facts: atomics anywhere in the kernel count for it."""
-    out = {}
-    for p in params:
-        if p.role not in ("out", "inout"):
-            continue
-        atomic = any(a.kind == "atomic" for a in facts.accesses.get(p.name, []))
-        table = ATOMIC_FLOAT_TOL if atomic else REDUCTION_FLOAT_TOL if loop_depth > 0 else FLOAT_TOL
-        rtol, atol = table.get(p.dtype, (0.0, 0.0))
-        out[p.name] = Tolerance(rtol, atol)
-    for c in constants:
-        if c.role == "inout":
-            atomic = re.search(r"\batomic[A-Z]\w*\s*\(", kernel_text or "") is not None
-            table = ATOMIC_FLOAT_TOL if atomic else REDUCTION_FLOAT_TOL if loop_depth > 0 else FLOAT_TOL
-            rtol, atol = table.get(c.dtype, (0.0, 0.0))
-            out[c.name] = Tolerance(rtol, atol)
-    return out
-
-
-#: accesses that read a buffer's old contents from memory (an atomic reads and writes at the L2)
-READING = ("read", "rmw", "atomic", "call_read")
-
-
-def _written_only(params: list[Param], facts) -> set[str]:
-    """The inout buffers the kernel never reads: inout only because some elements are left unwritten (a stencil's
-    border), so a launch writes them and reads nothing of them. Buffers without known accesses are not claimed."""
-    out = set()
-    for p in params:
-        acc = facts.accesses.get(p.name, [])
-        if p.role == "inout" and acc and not any(a.kind in READING for a in acc):
-            out.add(p.name)
-    return out
-
-
-def _work_bytes(params: list[Param], grid: list[str] | None = None, block: list[str] | None = None,
-                loops: int = 0, written_only: set[str] = frozenset()) -> str | None:
-    """Bytes a launch moves at least, for the roofline: every buffer read once, an inout one read and written,
-    except one the kernel only writes (`written_only`: counted once; full-sector writes fetch nothing).
-    A loop-free kernel touches at most one element of each buffer per thread, so the estimate is capped by
-    the launch's thread count (a kernel that updates the perimeter of a grid does not move the whole grid)."""
-    total = _buffer_bytes(params, written_only)
-    if total is None or loops or not grid or not block:
-        return total
-    per_thread = sum(itemsize_of(p) * _times(p, written_only) for p in params if p.role != "scalar")
-    threads = " * ".join(f"({e})" for e in [*grid, *block])
-    return f"std::min({total}, {per_thread} * {threads})"
-
-
-def itemsize_of(p: Param) -> int:
-    return itemsize(p.dtype) or 1
-
-
-def _times(p: Param, written_only: set[str]) -> int:
-    return 2 if p.role == "inout" and p.name not in written_only else 1
-
-
-def _buffer_bytes(params: list[Param], written_only: set[str] = frozenset()) -> str | None:
-    terms = []
-    for p in params:
-        if p.role == "scalar":
-            continue
-        size = itemsize_of(p)
-        times = _times(p, written_only)
-        terms.append(f"{times * size} * ({p.count})" if times * size != 1 else f"({p.count})")
-    return " + ".join(terms) or None
