@@ -1,8 +1,8 @@
 """What a host loop changes from one round to the next: the names a launch inside it may read differently each round.
 
 A variable declared outside the loop changes when the loop writes it in any way: assigns, increments, updates in
-place, writes a member or an element of it, hands its address or a non-const reference to a call, or calls a
-non-const method on it. The order of a round's statements is not looked at, so `b = 32` before each launch counts.
+place, writes a member or an element of it, hands its address or a non-const reference to a call, binds a non-const
+reference to it, calls a non-const method on it, or calls a lambda whose body writes it. The order of a round's statements is not looked at, so `b = 32` before each launch counts.
 
 A variable declared in the loop's body is made anew each round, so it carries nothing from the last round: it
 changes only where its value in a round depends on what does. That is where its initializer or a write to it reads a
@@ -52,6 +52,7 @@ class _Facts:
         self.unknown: set[str] = set()      # written from what cannot be followed: changing
         self.sources: dict[str, set[str]] = {}
         self.decl_frames: dict[str, tuple] = {}  # a fresh variable -> the conditions its declaration sits under
+        self.lambdas: set[int] = set()          # the bodies of lambdas called in the loop, walked once each
 
     def _record(self, name: str, reads: set[str], conds: tuple, opaque: bool) -> None:
         """A write of `name` reading `reads`, under the conditions `conds` (frames: (id, names read, opaque)); of
@@ -66,6 +67,9 @@ class _Facts:
     def walk(self, node, conds: tuple, fresh_scope: bool) -> None:
         k = node.kind.name
         if k == "VAR_DECL":
+            if node.type.kind.name == "LVALUEREFERENCE" and not node.type.get_pointee().is_const_qualified():
+                for name in _reads(node):       # `int& n = b;`: what the reference names may change through it
+                    self._record(name, set(), conds, True)
             if fresh_scope and not _is_static(node):
                 self.fresh.add(node.spelling)
                 self.decl_frames[node.spelling] = tuple(f[0] for f in conds)
@@ -98,8 +102,6 @@ class _Facts:
             for r in rest:
                 self.walk(r, (*conds, frame), fresh_scope)
             return
-        if k == "LAMBDA_EXPR":
-            return                  # its body runs where it is called; captures by reference are writes there
         for c in node.get_children():
             self.walk(c, conds, fresh_scope)
 
@@ -113,6 +115,13 @@ class _Facts:
             target = _written(obj[0] if obj else None)
             if target is not None:
                 self._record(target, set(), conds, True)
+        if callee is not None and callee.spelling == "operator()" and callee.semantic_parent is not None \
+                and callee.semantic_parent.spelling.startswith("(lambda at "):
+            body = callee.get_definition()      # a lambda called in the loop: what its body writes, captured
+            if body is not None and body.hash not in self.lambdas:   # by reference, the loop writes
+                self.lambdas.add(body.hash)
+                self.walk(body, conds, False)
+            return
         if callee is None or callee.kind.name not in ("FUNCTION_DECL", "CXX_METHOD", "FUNCTION_TEMPLATE"):
             return
         params = [p.type for p in callee.get_arguments()] if callee.kind.name != "FUNCTION_TEMPLATE" else []

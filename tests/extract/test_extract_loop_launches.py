@@ -98,6 +98,11 @@ def test_a_local_of_the_round_changes_only_with_what_it_is_made_from(tmp_path):
             }
             Plan q;
             for (int it = 0; it < 3; it++) { fill<<<16, q.size()>>>(o); q.grow(); }
+            int lb = 32;
+            auto bigger = [&]() { lb *= 2; };
+            for (int it = 0; it < 3; it++) { fill<<<17, lb>>>(o); bigger(); }      // through a lambda's capture
+            int rb = 32;
+            for (int it = 0; it < 3; it++) { fill<<<18, rb>>>(o); int& alias = rb; alias += 32; }
             return 0;
         }
     """)
@@ -111,3 +116,5 @@ def test_a_local_of_the_round_changes_only_with_what_it_is_made_from(tmp_path):
     assert sites[("14", "w")] == {"block": ["w"]}
     assert sites[("15", "p.threads")] == {"block": ["p"]}   # a method may read what the round does not show
     assert sites[("16", "q.size()")] == {"block": ["q"]}
+    assert sites[("17", "lb")] == {"block": ["lb"]}
+    assert sites[("18", "rb")] == {"block": ["rb"]}
