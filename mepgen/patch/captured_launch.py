@@ -13,7 +13,6 @@ from .. import cexpr
 from ..cexpr import top_level_spans, with_block
 from ..errors import MepgenError
 from ..spec import Spec, integer_scalar
-from .grid_function import over_axis
 from .launch_sites import LaunchChange, arg_span, grid_target, macro_site, only_our_grids_read, replace_in_site, word
 
 
@@ -221,8 +220,21 @@ def captured_grid(change: LaunchChange, kernel: dict, old_block, new_block, old_
 
 
 def over_grid(grid: str, along_x, dim3_local: bool = False) -> str:
-    """The launch grid `grid` with its x component replaced by `along_x(x)`, y and z kept (grid_function.over_axis)."""
-    return over_axis(grid, 0, along_x, dim3_local)
+    """The launch grid `grid` with its x component replaced by `along_x(x)`, y and z kept: an arithmetic expression
+    is an integer (a dim3 has no arithmetic), `dim3(x, y)` is taken apart, a local declared as a dim3
+    (`dim3_local`) read by its members; anything else (a local of another type, a call) may be either, read through
+    dim3's own constructor, which takes both."""
+    if dim3_local and re.fullmatch(r"[A-Za-z_]\w*", grid):
+        return f"dim3({along_x(f'{grid}.x')}, {grid}.y, {grid}.z)"
+    ctor = re.fullmatch(r"dim3\s*\((.*)\)", grid, re.S)
+    if ctor:
+        body = ctor.group(1)
+        parts = [body[a:b].strip() for a, b in top_level_spans(body)]
+        return "dim3(" + ", ".join([along_x(parts[0]), *parts[1:]]) + ")"
+    if re.fullmatch(r"\d+[uUlL]*", grid) or (re.search(r"[-+*/%]", grid)
+                                             and not re.fullmatch(r"[\w.:]+\s*\(.*\)", grid, re.S)):
+        return along_x(grid)
+    return f"dim3({along_x(f'dim3({grid}).x')}, dim3({grid}).y, dim3({grid}).z)"
 
 
 def shown(dims: list[int]) -> str:
