@@ -2,7 +2,8 @@
 
 A variable declared outside the loop changes when the loop writes it in any way: assigns, increments, updates in
 place, writes a member or an element of it, hands its address or a non-const reference to a call, binds a non-const
-reference to it, calls a non-const method on it, or calls a lambda whose body writes it. The order of a round's statements is not looked at, so `b = 32` before each launch counts.
+reference to it, calls a non-const method on it, or calls a lambda whose body writes it. The order of a round's
+statements is not looked at, so `b = 32` before each launch counts.
 
 A variable declared in the loop's body is made anew each round, so it carries nothing from the last round: it
 changes only where its value in a round depends on what does. That is where its initializer or a write to it reads a
@@ -10,7 +11,8 @@ changing name, calls a function that may give a different answer each time, or s
 `switch`, an inner loop's header, `?:`) that reads one and that its declaration is not under too (a variable declared
 in a branch lives only while the branch runs). `static` locals keep their value and count as declared
 outside. A loop's own header variables (`for (int b = 32; ...; b *= 2)`, `for (int b : sizes)`) are not made
-anew each round.
+anew each round. Not followed: a write that a `break`, `continue` or `goto` skips on a changing condition, and a
+write through a pointer taken outside the loop.
 """
 from __future__ import annotations
 
