@@ -62,12 +62,15 @@ def test_patch_refuses_a_divided_grid_there(app):
         spec = yaml.safe_load(y)
         spec["launch"]["grid"][1] = f"(({spec['launch']['grid'][1]}) + 4 - 1) / 4"
         return yaml.safe_dump(spec, sort_keys=False)
+
     def coarsened(t: str) -> str:       # 4 consecutive blocks along y per block, as block coarsening writes it
         out = t.replace("    int i = blockIdx.y * blockDim.y + threadIdx.y;\n",
-                        "    for (unsigned c = 0; c < 4; ++c) {\n    int i = (blockIdx.y * 4 + c) * blockDim.y + threadIdx.y;\n")
+                        "    for (unsigned c = 0; c < 4; ++c) {\n"
+                        "    int i = (blockIdx.y * 4 + c) * blockDim.y + threadIdx.y;\n")
         out = out.replace("a[k * n + j];\n", "a[k * n + j];\n    }\n")
         assert out.count("blockIdx.y * 4 + c") == 1 and out != t
         return out
+
     v = variant(app, "coarsened", coarsened, divided, kernel="eliminate")
     r = mepgen("patch", "eliminate", "--from", str(v), cwd=app)
     assert r.returncode != 0
