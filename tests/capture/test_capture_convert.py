@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -365,3 +366,29 @@ def test_cli_says_when_the_injector_never_started(heatcg_extracted, capture_inje
     assert not list((app / ".mepgen" / "cache").glob("capture-*")), "the raw folder is removed"
     r = CliRunner().invoke(main, ["capture", "cg::spmv_csr", "-C", str(app), "--", str(tmp_path / "no-app")])
     assert r.exit_code == 2 and "not found" in r.output
+
+
+def test_captured_bytes_read_back_only_what_bytes_expression_wrote():
+    from mepgen.cbytes import bytes_expression, captured_bytes
+    raw = bytes(range(0, 256, 5))
+    assert captured_bytes(bytes_expression("ns::Params", raw.hex())) == raw
+    assert captured_bytes(bytes_expression("decltype(ns::c_table)", "ff00")) == b"\xff\x00"
+    assert captured_bytes("heat::Grid{NX, NY, 1.0f, 0.5f}") is None and captured_bytes("0.5f") is None
+    assert captured_bytes(None) is None
+
+
+def test_the_applications_output_never_reaches_mepgens_stdout(tmp_path):
+    """--json is for scripts: the application's stdout goes to stderr, whether stderr is a file or not (relayed)."""
+    import sys
+    prog = ("import io, os, sys\n"
+            "from mepgen.capture.launcher import _run\n"
+            "cmd = ['sh', '-c', 'echo app-line; echo app-err >&2']\n"
+            "if sys.argv[1] == 'relay': sys.stderr = io.TextIOWrapper(io.BytesIO())\n"
+            "code = _run(cmd, dict(os.environ), 30)\n"
+            "if sys.argv[1] == 'relay': sys.stderr.flush(); sys.__stderr__.write(sys.stderr.buffer.getvalue().decode())\n"
+            "print('[]')\n")
+    root = Path(__file__).resolve().parents[2]
+    for mode in ("file", "relay"):
+        r = subprocess.run([sys.executable, "-c", prog, mode], capture_output=True, text=True, timeout=60, cwd=root)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "[]\n" and "app-line" in r.stderr and "app-err" in r.stderr, (mode, r)

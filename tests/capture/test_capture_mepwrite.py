@@ -376,53 +376,6 @@ def test_element_types_spelled_unlike_the_harness_are_passed_as_the_kernels_poin
     assert p["a"]["value"] == "2.0f" and p["n"]["value"] == "4"
 
 
-@pytest.mark.nvcc
-def test_a_device_function_called_before_its_definition_is_declared_first(tmp_path):
-    """The header declares it, the closure copies only definitions: kernel.cu declares it before its caller."""
-    from mepgen.extract import ExtractOptions, extract
-    from mepgen.mep.kernelsrc import render_kernel_file
-    app = tmp_path / "app"
-    app.mkdir()
-    (app / "ops.h").write_text("#pragma once\n__device__ float twice(float x);\n")
-    (app / "ops.cu").write_text('#include "ops.h"\n'
-                                "__device__ float quad(float x) { return twice(twice(x)); }\n"
-                                "__device__ float twice(float x) { return 2.0f * x; }\n"
-                                "__global__ void grow(float* v) { v[threadIdx.x] = quad(v[threadIdx.x]); }\n")
-    inv = extract(app, ExtractOptions(jobs=1))
-    text = render_kernel_file(app, inv["kernels"][0], None)
-    assert text.index("__device__ float twice(float x);") < text.index("__device__ float quad")
-    (tmp_path / "k.cu").write_text(text)
-    r = subprocess.run(["nvcc", "-std=c++17", "-c", "k.cu", "-o", "k.o"], cwd=tmp_path, capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, r.stderr
-
-
-def test_captured_bytes_read_back_only_what_bytes_expression_wrote():
-    from mepgen.cbytes import bytes_expression, captured_bytes
-    raw = bytes(range(0, 256, 5))
-    assert captured_bytes(bytes_expression("ns::Params", raw.hex())) == raw
-    assert captured_bytes(bytes_expression("decltype(ns::c_table)", "ff00")) == b"\xff\x00"
-    assert captured_bytes("heat::Grid{NX, NY, 1.0f, 0.5f}") is None and captured_bytes("0.5f") is None
-    assert captured_bytes(None) is None
-
-
-def test_the_applications_output_never_reaches_mepgens_stdout(tmp_path):
-    """--json is for scripts: the application's stdout goes to stderr, whether stderr is a file or not (relayed)."""
-    import sys
-    prog = ("import io, os, sys\n"
-            "from mepgen.capture.launcher import _run\n"
-            "cmd = ['sh', '-c', 'echo app-line; echo app-err >&2']\n"
-            "if sys.argv[1] == 'relay': sys.stderr = io.TextIOWrapper(io.BytesIO())\n"
-            "code = _run(cmd, dict(os.environ), 30)\n"
-            "if sys.argv[1] == 'relay': sys.stderr.flush(); sys.__stderr__.write(sys.stderr.buffer.getvalue().decode())\n"
-            "print('[]')\n")
-    root = Path(__file__).resolve().parents[2]
-    for mode in ("file", "relay"):
-        r = subprocess.run([sys.executable, "-c", prog, mode], capture_output=True, text=True, timeout=60, cwd=root)
-        assert r.returncode == 0, r.stderr
-        assert r.stdout == "[]\n" and "app-line" in r.stderr and "app-err" in r.stderr, (mode, r)
-
-
 def test_compare_tells_a_static_placeholder_from_a_disagreement(swarm_captured):
     """Static completion's placeholder (N = 1048576, a todo) makes the grid differ: named as the placeholder it is;
     once N is given (--size N=1000) the same grid is a real disagreement (the run used 300)."""
@@ -459,44 +412,3 @@ def test_a_stated_default_is_a_placeholder_though_no_todo_names_it(swarm_capture
     static, _ = _static_spec(ws, inv, k)
     found = {d.field: d for d in compare(static, m)}
     assert found["params.npulls"].static_todo == "default" and "a stated default" in found["params.npulls"].line()
-
-
-def test_several_launch_configurations_are_written_as_launch_observed():
-    from mepgen.capture.mepwrite import _observed
-    one = {"grid": [8, 1, 1], "block": [64, 1, 1], "shared_mem": 0, "launches": 3, "total_ms": 0.5}
-    notes = []
-    assert _observed({"app_gpu": {"configs": [one]}}, notes) == {} and notes == []
-    assert _observed({}, notes) == {} and notes == []
-    two = {**one, "block": [128, 1, 1], "grid": [4, 1, 1], "launches": 1}
-    got = _observed({"app_gpu": {"configs": [one, two, {"more": 2}]}}, notes)
-    assert got == {"observed": [one, two]}
-    assert "launched this kernel with 2+ configurations" in notes[0] and "2 launch(es)" in notes[0]
-
-
-def test_launch_observed_is_validated_and_read_back(tmp_path):
-    from mepgen.errors import MepgenError
-    from mepgen.spec import validate_dict
-    doc = {"version": 1, "kernel": {"name": "k", "id": "k", "source": "k.cu", "source_sha256": "", "start_byte": 0,
-                                    "end_byte": 1},
-           "sizes": {}, "params": [{"name": "out", "role": "out", "ctype": "float*", "dtype": "float32", "count": "4"}],
-           "launch": {"grid": ["1"], "block": ["4"], "observed": [{"grid": [1, 1, 1], "block": [4, 1, 1]},
-                                                                {"grid": [2, 1, 1], "block": [2, 1, 1]}]}}
-    spec = validate_dict(doc)
-    assert spec.launch.observed_blocks() == [(2, 1, 1), (4, 1, 1)]
-    assert spec.to_dict()["launch"]["observed"][1] == {"grid": [2, 1, 1], "block": [2, 1, 1]}
-    doc["launch"]["observed"][1]["block"] = [2, 1]
-    with pytest.raises(MepgenError, match=r"observed.*is not an x, y, z of positive numbers"):
-        validate_dict(doc)
-
-
-def test_launch_varies_is_read_back():
-    from mepgen.spec import validate_dict
-    doc = {"version": 1, "kernel": {"name": "k", "id": "k", "source": "k.cu", "source_sha256": "", "start_byte": 0,
-                                    "end_byte": 1},
-           "sizes": {}, "params": [{"name": "out", "role": "out", "ctype": "float*", "dtype": "float32", "count": "4"}],
-           "launch": {"grid": ["1"], "block": ["4"], "varies": {"block": ["threads"]}}}
-    spec = validate_dict(doc)
-    assert spec.launch.varies == {"block": ["threads"]}
-    assert spec.to_dict()["launch"]["varies"] == {"block": ["threads"]}
-    doc["launch"].pop("varies")
-    assert "varies" not in validate_dict(doc).to_dict()["launch"]

@@ -143,3 +143,22 @@ def test_a_kernel_in_an_included_file_gets_what_its_includer_included_first(tmp_
     r = subprocess.run(["nvcc", "-std=c++17", "-c", "alone.cu", "-o", "alone.o"], cwd=tmp_path,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.nvcc
+def test_a_device_function_called_before_its_definition_is_declared_first(tmp_path):
+    """The header declares it, the closure copies only definitions: kernel.cu declares it before its caller."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "ops.h").write_text("#pragma once\n__device__ float twice(float x);\n")
+    (app / "ops.cu").write_text('#include "ops.h"\n'
+                                "__device__ float quad(float x) { return twice(twice(x)); }\n"
+                                "__device__ float twice(float x) { return 2.0f * x; }\n"
+                                "__global__ void grow(float* v) { v[threadIdx.x] = quad(v[threadIdx.x]); }\n")
+    inv = extract(app, ExtractOptions(jobs=1))
+    text = render_kernel_file(app, inv["kernels"][0], None)
+    assert text.index("__device__ float twice(float x);") < text.index("__device__ float quad")
+    (tmp_path / "k.cu").write_text(text)
+    r = subprocess.run(["nvcc", "-std=c++17", "-c", "k.cu", "-o", "k.o"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
