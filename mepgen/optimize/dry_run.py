@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..spec import Spec
-from .library.base import current_launch
-from .library.base import launch_held
+from .library.base import current_launch, launch_held
 from .library.catalog import all_transformations, in_order
 from .library.source import KernelSource, Refused
 from .library.tuning import suggest

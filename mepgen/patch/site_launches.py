@@ -87,12 +87,15 @@ def _loop_rounds(kernel: dict, changes_launch: bool, variant_text: str, original
     """A site inside a loop that changes its block or grid from round to round (`for (t = 64; t <= 256; t *= 2)
     k<<<n / t, t>>>`; extract's `varies`): the MEP measured one round. Where a capture saw the rounds' configurations
     (`observed`), check_observed judges bounds and coarsening by their numbers."""
+    sites = [s for s in kernel.get("launch_sites") or [] if s.get("varies")]
+    if not sites:
+        return
     name = kernel["qualified_name"]
     bound = launch_bounds_of(variant_text, name, macros)
     new_bound = bound is not None and bound != launch_bounds_of(original_text, name, macros)
     fixed = fixed_bound(variant_text, kernel)
-    for s in kernel.get("launch_sites") or []:
-        varies = s.get("varies") or {}
+    for s in sites:
+        varies = s["varies"]
         where = f"{s['file']}:{s['line']}"
         changing = sorted({v for d in ("grid", "block") for v in varies.get(d, [])})
         if changes_launch and changing:
